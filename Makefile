@@ -1,0 +1,41 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
+#   make test   install with the test extras, then run the suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+MW     := $(VENV)/bin/mrec-warp
+OUT    ?= demo-out
+SAMPLE := data/sample/ratings.tsv
+SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/*.pyx mrec_warp/*/*.pyx)
+
+.PHONY: install demo test bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: $(SOURCES)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,plot]'
+	touch $@
+
+demo: install
+	$(MW) prepare $(SAMPLE) -o $(OUT)/split --min-rating 1 --test-fraction 0.2 --seed 42
+	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/popularity.npz --model popularity
+	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/warp.npz --model warp --seed 42 --verbose
+	$(MW) recommend $(OUT)/popularity.npz -o $(OUT)/recs-popularity.tsv -k 20
+	$(MW) recommend $(OUT)/warp.npz -o $(OUT)/recs-warp.tsv -k 20
+	$(MW) evaluate --train $(OUT)/split/train.tsv --test $(OUT)/split/test.tsv \
+		--recs $(OUT)/recs-popularity.tsv --recs $(OUT)/recs-warp.tsv -k 5,10,20 \
+		--report $(OUT)/report.md --json $(OUT)/report.json --plot $(OUT)/curves.png
+	@echo "Recommendations, model files and report are in $(OUT)/"
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	$(PY) scripts/bench_warp.py
+
+clean:
+	rm -rf build dist *.egg-info $(OUT) bench-out .pytest_cache
+	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +

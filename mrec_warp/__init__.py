@@ -1,0 +1,11 @@
+"""mrec-warp: recommendations from implicit feedback.
+
+The public API; everything else is an implementation detail.
+"""
+__version__ = "0.1.0"
+
+from .errors import InputError  # noqa: E402
+from .data.interactions import Interactions  # noqa: E402
+from .data.io import read_ratings  # noqa: E402
+
+__all__ = ["__version__", "InputError", "Interactions", "read_ratings"]

@@ -1,0 +1,1 @@
+"""Data layer: interaction matrices, readers and writers, splits, synthetic data, datasets."""

@@ -1,0 +1,174 @@
+"""Interactions: a users x items CSR matrix plus the maps to the user's own ids."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from ..errors import InputError
+
+
+def as_csr(matrix, n_items: Optional[int] = None) -> sp.csr_matrix:
+    """Return ``matrix`` as users x items CSR with sorted indices, float32 data, no duplicates.
+
+    Index arrays are int32 while they fit and int64 beyond, so 20M+ interaction sets work.
+    """
+    if isinstance(matrix, Interactions):
+        return matrix.matrix
+    csr = sp.csr_matrix(matrix, dtype=np.float32)
+    if n_items is not None and csr.shape[1] != n_items:
+        raise ValueError(f"matrix has {csr.shape[1]} columns, the model knows {n_items} items")
+    csr.sum_duplicates()  # also sorts indices
+    if not csr.has_sorted_indices:
+        csr.sort_indices()
+    return csr
+
+
+def _id_array(values: Iterable) -> np.ndarray:
+    """Ids are kept as unicode strings so they save to .npz without pickle and round-trip."""
+    arr = np.asarray(list(values) if not isinstance(values, (np.ndarray, pd.Index)) else values)
+    return arr.astype(str)
+
+
+@dataclass
+class Interactions:
+    """Implicit feedback as a users x items sparse matrix with id maps.
+
+    Attributes
+    ----------
+    matrix : scipy.sparse.csr_matrix
+        users x items, float32 values, sorted indices, no explicit duplicates.
+    user_ids, item_ids : numpy.ndarray of str
+        The original id of each row and column.
+    """
+
+    matrix: sp.csr_matrix
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    _user_index: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
+    _item_index: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.matrix = as_csr(self.matrix)
+        self.user_ids = _id_array(self.user_ids)
+        self.item_ids = _id_array(self.item_ids)
+        if self.matrix.shape != (len(self.user_ids), len(self.item_ids)):
+            raise ValueError(
+                f"matrix shape {self.matrix.shape} does not match "
+                f"{len(self.user_ids)} user ids x {len(self.item_ids)} item ids"
+            )
+
+    # -- sizes ---------------------------------------------------------------------------
+    @property
+    def n_users(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def n_items(self) -> int:
+        return self.matrix.shape[1]
+
+    @property
+    def nnz(self) -> int:
+        return int(self.matrix.nnz)
+
+    # -- id maps -------------------------------------------------------------------------
+    @property
+    def user_index(self) -> Dict[str, int]:
+        if self._user_index is None:
+            self._user_index = {u: i for i, u in enumerate(self.user_ids.tolist())}
+        return self._user_index
+
+    @property
+    def item_index(self) -> Dict[str, int]:
+        if self._item_index is None:
+            self._item_index = {u: i for i, u in enumerate(self.item_ids.tolist())}
+        return self._item_index
+
+    def user_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
+        """Map user ids to row indices; unknown ids raise (``strict``) or map to -1."""
+        return _lookup(self.user_index, ids, "user", strict, source)
+
+    def item_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
+        """Map item ids to column indices; unknown ids raise (``strict``) or map to -1."""
+        return _lookup(self.item_index, ids, "item", strict, source)
+
+    # -- conversions ---------------------------------------------------------------------
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: pd.DataFrame,
+        user_col: str = "user",
+        item_col: str = "item",
+        value_col: Optional[str] = None,
+        user_ids: Optional[Sequence] = None,
+        item_ids: Optional[Sequence] = None,
+    ) -> "Interactions":
+        """Build from a table of (user, item[, value]) rows.
+
+        Duplicate (user, item) rows are merged by summing their values (a user who played
+        a song twice has a stronger signal, never two entries). Ids are taken in order of
+        first appearance unless ``user_ids`` / ``item_ids`` fix the index space (rows with
+        ids outside it are dropped).
+        """
+        users = df[user_col].astype(str).to_numpy()
+        items = df[item_col].astype(str).to_numpy()
+        if value_col is not None and value_col in df:
+            values = df[value_col].to_numpy(dtype=np.float32)
+        else:
+            values = np.ones(len(df), dtype=np.float32)
+        if user_ids is None:
+            u_codes, u_uniques = pd.factorize(users, sort=False)
+        else:
+            u_uniques = _id_array(user_ids)
+            u_codes = pd.Index(u_uniques).get_indexer(users)
+        if item_ids is None:
+            i_codes, i_uniques = pd.factorize(items, sort=False)
+        else:
+            i_uniques = _id_array(item_ids)
+            i_codes = pd.Index(i_uniques).get_indexer(items)
+        keep = (u_codes >= 0) & (i_codes >= 0)
+        if not keep.all():
+            u_codes, i_codes, values = u_codes[keep], i_codes[keep], values[keep]
+        matrix = sp.csr_matrix(
+            (values, (u_codes, i_codes)), shape=(len(u_uniques), len(i_uniques)), dtype=np.float32
+        )
+        return cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """Rows of (user, item, value) in user-then-item index order."""
+        coo = self.matrix.tocoo()
+        return pd.DataFrame(
+            {
+                "user": self.user_ids[coo.row],
+                "item": self.item_ids[coo.col],
+                "value": coo.data,
+            }
+        )
+
+    def to_csr(self) -> sp.csr_matrix:
+        return self.matrix
+
+    def reindex(self, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None) -> "Interactions":
+        """Express the same interactions in another id space (unknown ids dropped, new ones empty)."""
+        return Interactions.from_dataframe(
+            self.to_dataframe(), value_col="value",
+            user_ids=self.user_ids if user_ids is None else user_ids,
+            item_ids=self.item_ids if item_ids is None else item_ids,
+        )
+
+
+def _lookup(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
+    ids = [str(x) for x in ids]
+    out = np.fromiter((index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
+    if strict and (out < 0).any():
+        bad = ids[int(np.flatnonzero(out < 0)[0])]
+        n_bad = int((out < 0).sum())
+        raise InputError(
+            f"{n_bad} {kind} id(s) not known to the model, e.g. {bad!r}",
+            path=source,
+            hint=f"pass only {kind}s present in the training data",
+        )
+    return out
