@@ -43,3 +43,7 @@ class InputError(ValueError):
         if self.hint:
             text += f" ({self.hint})"
         return " ".join(text.split())  # always one line
+
+
+class TrainingDivergedError(InputError):
+    """Factors became NaN or infinite: the learning rate is too high for this data."""

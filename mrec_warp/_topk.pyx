@@ -1,0 +1,138 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Top-k selection per row of a score block, skipping each user's seen items.
+
+Why a kernel: ``argpartition`` + ``argsort`` on a users x items block walks the block
+several times and allocates index arrays as big as the block; a size-k heap per row reads
+each score once, skips seen items by merging with the sorted CSR row, and releases the GIL
+so joblib threads can score blocks at the same time.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.math cimport INFINITY
+
+cnp.import_array()
+
+
+cdef inline bint _worse(float va, int64_t ia, float vb, int64_t ib) noexcept nogil:
+    """Is (va, ia) ranked below (vb, ib)? Lower score is worse; ties go to the lower index."""
+    return va < vb or (va == vb and ia > ib)
+
+
+cdef inline void _sift_down(float* hv, int64_t* hi, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """Restore the min-heap (root = worst kept item) below ``pos``."""
+    cdef Py_ssize_t child
+    cdef float v = hv[pos]
+    cdef int64_t idx = hi[pos]
+    while True:
+        child = 2 * pos + 1
+        if child >= n:
+            break
+        if child + 1 < n and _worse(hv[child + 1], hi[child + 1], hv[child], hi[child]):
+            child += 1
+        if _worse(hv[child], hi[child], v, idx):
+            hv[pos] = hv[child]
+            hi[pos] = hi[child]
+            pos = child
+        else:
+            break
+    hv[pos] = v
+    hi[pos] = idx
+
+
+cdef inline void _sift_up(float* hv, int64_t* hi, Py_ssize_t pos) noexcept nogil:
+    cdef Py_ssize_t parent
+    cdef float v = hv[pos]
+    cdef int64_t idx = hi[pos]
+    while pos > 0:
+        parent = (pos - 1) // 2
+        if _worse(v, idx, hv[parent], hi[parent]):
+            hv[pos] = hv[parent]
+            hi[pos] = hi[parent]
+            pos = parent
+        else:
+            break
+    hv[pos] = v
+    hi[pos] = idx
+
+
+def topk_masked(
+    const float[:, ::1] scores,
+    const int64_t[::1] rows,
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const uint8_t[::1] item_mask,
+    int64_t[:, ::1] out_items,
+    float[:, ::1] out_scores,
+):
+    """Best ``k = out_items.shape[1]`` items of each score row, best first.
+
+    Parameters
+    ----------
+    scores : float32 array (n_rows, n_items)
+        Scores of a block of users against all items.
+    rows : int64 array (n_rows,)
+        For each score row, its row in the exclusion CSR (``-1``: exclude nothing).
+    indptr, indices : int64 and int32 arrays
+        CSR of the items to exclude per user (sorted indices), e.g. the training items.
+    item_mask : uint8 array (n_items,) or empty
+        Items never to recommend (1); empty means none.
+    out_items, out_scores : (n_rows, k) arrays, written in place
+        Item indices and scores; rows with fewer than k candidates are padded with -1 / -inf.
+    """
+    cdef Py_ssize_t n_rows = scores.shape[0], n_items = scores.shape[1]
+    cdef Py_ssize_t k = out_items.shape[1]
+    cdef Py_ssize_t r, j, n, p, end, pos
+    cdef bint use_mask = item_mask.shape[0] > 0
+    cdef float v
+    cdef float* hv
+    cdef int64_t* hi
+    if k == 0 or n_rows == 0:
+        return
+    if use_mask and item_mask.shape[0] != n_items:
+        raise ValueError("item_mask must have one entry per item")
+    with nogil:
+        for r in range(n_rows):
+            hv = &out_scores[r, 0]
+            hi = &out_items[r, 0]
+            n = 0
+            if rows[r] >= 0:
+                p = indptr[rows[r]]
+                end = indptr[rows[r] + 1]
+            else:
+                p = 0
+                end = 0
+            for j in range(n_items):
+                # the exclusion row is sorted, so one pointer walks along with j
+                while p < end and indices[p] < j:
+                    p += 1
+                if p < end and indices[p] == j:
+                    continue
+                if use_mask and item_mask[j]:
+                    continue
+                v = scores[r, j]
+                if v != v:  # NaN never ranks
+                    continue
+                if n < k:
+                    hv[n] = v
+                    hi[n] = j
+                    _sift_up(hv, hi, n)
+                    n += 1
+                elif _worse(hv[0], hi[0], v, j):
+                    hv[0] = v
+                    hi[0] = j
+                    _sift_down(hv, hi, k, 0)
+            # pop the heap from the worst: each popped item goes to the end of the kept part
+            pos = n
+            while pos > 1:
+                pos -= 1
+                v = hv[0]
+                j = hi[0]
+                hv[0] = hv[pos]
+                hi[0] = hi[pos]
+                _sift_down(hv, hi, pos, 0)
+                hv[pos] = v
+                hi[pos] = j
+            for p in range(n, k):
+                hv[p] = -INFINITY
+                hi[p] = -1

@@ -1,0 +1,415 @@
+"""WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
+
+The per-interaction work is in the Cython kernel :mod:`mrec_warp.models._warp`.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError, TrainingDivergedError
+from ..progress import SILENT, Progress
+from . import _warp
+from .base import Recommender
+from .validation import holdout_split, precision_at_k
+
+LOSSES = {"warp": 0, "bpr": 1}
+SCHEDULES = ("adagrad", "sgd")
+
+#: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
+#: enough that the Python overhead between calls is negligible.
+CHUNK = 262144
+
+Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
+
+
+class WARP(Recommender):
+    """Matrix factorisation trained with the WARP ranking loss (Weston et al., 2010).
+
+    ``f(u, i) = p_u . q_i + b_i``. For each training positive (u, i), items are drawn until
+    one outranks i within the margin; the fewer draws it takes, the worse i is ranked and
+    the bigger the step. See :mod:`mrec_warp.models._warp` for the exact sampling rule.
+
+    Parameters
+    ----------
+    factors : int
+        Latent dimensions.
+    loss : {"warp", "bpr"}
+        WARP, or Bayesian personalised ranking (one negative per positive) for comparison.
+    learning_rate : float
+        Step size (adagrad's base rate, or SGD's initial rate).
+    learning_schedule : {"adagrad", "sgd"}
+        Per-parameter adaptive steps (adagrad) or plain SGD whose rate decays as
+        ``learning_rate / (1 + decay * epoch)``.
+    decay : float
+        SGD decay per epoch (ignored by adagrad).
+    user_reg, item_reg : float
+        L2 penalties on user and item vectors, applied at each step they take part in.
+    max_sampled : int
+        Most negatives compared per positive before giving up (no update).
+    item_bias : bool
+        Learn an item bias ``b_i``.
+    epochs : int or None
+        Train exactly this many epochs; ``None`` (default) chooses the count by early
+        stopping on a validation split, up to ``max_epochs``.
+    max_epochs, patience, eval_every, eval_k : int
+        Early stopping: evaluate precision@eval_k every ``eval_every`` epochs and stop after
+        ``patience`` evaluations without improvement.
+    validation_fraction : float
+        Share of each user's items held out for early stopping when ``fit`` is not given a
+        ``validation`` matrix.
+    validation_users : int
+        At most this many (random) users are scored per evaluation, to keep it cheap.
+    refit : bool
+        After early stopping on an internal split, retrain on all the data for the chosen
+        number of epochs (default), rather than keep the model fitted on less data.
+    init_scale : float
+        Initial factors are normal with standard deviation ``init_scale / sqrt(factors)``.
+    n_jobs : int
+        Threads running shards of each epoch at once (hogwild). One thread with a fixed
+        ``random_state`` is bit-for-bit reproducible; more threads are not.
+    random_state : int or None
+        Seed for initialisation, shuffling and sampling.
+    verbose : bool
+        Log one line per epoch to standard error.
+    """
+
+    def __init__(
+        self,
+        factors: int = 64,
+        loss: str = "warp",
+        learning_rate: float = 0.05,
+        learning_schedule: str = "adagrad",
+        decay: float = 0.0,
+        user_reg: float = 0.0,
+        item_reg: float = 0.0,
+        max_sampled: int = 50,
+        item_bias: bool = True,
+        epochs: Optional[int] = None,
+        max_epochs: int = 200,
+        patience: int = 5,
+        eval_every: int = 1,
+        eval_k: int = 10,
+        validation_fraction: float = 0.1,
+        validation_users: int = 5000,
+        refit: bool = True,
+        init_scale: float = 0.1,
+        n_jobs: int = 1,
+        random_state: Optional[int] = None,
+        verbose: bool = False,
+    ) -> None:
+        self.factors = factors
+        self.loss = loss
+        self.learning_rate = learning_rate
+        self.learning_schedule = learning_schedule
+        self.decay = decay
+        self.user_reg = user_reg
+        self.item_reg = item_reg
+        self.max_sampled = max_sampled
+        self.item_bias = item_bias
+        self.epochs = epochs
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.eval_every = eval_every
+        self.eval_k = eval_k
+        self.validation_fraction = validation_fraction
+        self.validation_users = validation_users
+        self.refit = refit
+        self.init_scale = init_scale
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- checks ------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        def need(cond: bool, what: str) -> None:
+            if not cond:
+                raise InputError(f"invalid parameter: {what}")
+
+        need(int(self.factors) >= 1, "factors must be >= 1")
+        need(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}")
+        need(self.learning_schedule in SCHEDULES, f"learning_schedule must be one of {SCHEDULES}")
+        need(self.learning_rate > 0 and np.isfinite(self.learning_rate), "learning_rate must be > 0")
+        need(self.user_reg >= 0 and self.item_reg >= 0, "regularisation must be >= 0")
+        need(int(self.max_sampled) >= 1, "max_sampled must be >= 1")
+        need(self.epochs is None or int(self.epochs) >= 0, "epochs must be >= 0")
+        need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
+             "max_epochs, patience and eval_every must be >= 1")
+        need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+
+    # -- state -------------------------------------------------------------------------------
+    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+        d = int(self.factors)
+        scale = np.float32(self.init_scale / np.sqrt(d))
+        self.user_factors_ = (seed_rng.standard_normal((n_users, d), dtype=np.float32) * scale)
+        self.item_factors_ = (seed_rng.standard_normal((n_items, d), dtype=np.float32) * scale)
+        self.item_bias_ = np.zeros(n_items, dtype=np.float32)
+        # adagrad accumulators start at 1: the first steps are plain SGD steps of size lr
+        self._user_accum = np.ones((n_users, d), dtype=np.float32)
+        self._item_accum = np.ones((n_items, d), dtype=np.float32)
+        self._bias_accum = np.ones(n_items, dtype=np.float32)
+        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self.epochs_done_ = 0
+
+    def _snapshot(self) -> Tuple[np.ndarray, ...]:
+        return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
+
+    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
+        self.user_factors_, self.item_factors_, self.item_bias_ = snap
+
+    # -- one epoch ---------------------------------------------------------------------------
+    def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
+        """Shuffle the positives, then visit each once (in shards on several threads)."""
+        _warp.shuffle(data.order, self._rng_state)
+        lr = float(self.learning_rate)
+        if self.learning_schedule == "sgd":
+            lr = lr / (1.0 + float(self.decay) * self.epochs_done_)
+        kwargs = dict(
+            loss=LOSSES[self.loss], max_sampled=int(self.max_sampled), learning_rate=lr,
+            user_reg=float(self.user_reg), item_reg=float(self.item_reg),
+            adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
+        )
+        nnz = len(data.order)
+        n_jobs = _n_threads(self.n_jobs)
+
+        def run(start: int, stop: int, state: np.ndarray):
+            return _warp.fit_shard(
+                self.user_factors_, self.item_factors_, self.item_bias_,
+                self._user_accum, self._item_accum, self._bias_accum,
+                data.indptr, data.indices, data.pos_users, data.order,
+                start, stop, data.rank_weights, state, **kwargs,
+            )
+
+        totals = np.zeros(4)
+        if n_jobs == 1:
+            chunks = [(s, min(s + CHUNK, nnz)) for s in range(0, nnz, CHUNK)]
+            for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
+                totals += run(s, e, self._rng_state)
+        else:
+            from joblib import Parallel, delayed
+
+            bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
+            states = [_warp.seed_state(int(x)) for x in np.frombuffer(
+                _warp.seed_state(int(self._rng_state[0]) ^ self.epochs_done_).tobytes(), dtype=np.uint64)[:n_jobs]]
+            self._rng_state = _warp.seed_state(int(self._rng_state[1]))
+            results = Parallel(n_jobs=n_jobs, backend="threading")(
+                delayed(run)(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)
+            )
+            for r in results:
+                totals += r
+        self.epochs_done_ += 1
+        n_updates, total_weight, total_loss, n_compared = totals
+        if not (np.isfinite(self.user_factors_).all() and np.isfinite(self.item_factors_).all()
+                and np.isfinite(self.item_bias_).all()):
+            raise TrainingDivergedError(
+                f"training diverged at epoch {self.epochs_done_}: factors are no longer finite",
+                hint=f"lower the learning rate (now {self.learning_rate}) or add regularisation",
+            )
+        return {
+            "updates": n_updates / max(nnz, 1),
+            "mean_weight": total_weight / max(n_updates, 1),
+            "loss": total_loss / max(nnz, 1),
+            "compared_per_positive": n_compared / max(nnz, 1),
+        }
+
+    # -- public training API -----------------------------------------------------------------
+    def fit(
+        self,
+        X,
+        validation=None,
+        callbacks: Sequence[Callback] = (),
+        progress: Optional[Progress] = None,
+    ) -> "WARP":
+        """Fit on a users x items matrix (CSR or :class:`Interactions`).
+
+        Parameters
+        ----------
+        X : Interactions or sparse matrix
+            Every stored entry is a positive.
+        validation : Interactions or sparse matrix, optional
+            Held-out positives (same shape as ``X``) for early stopping. Without it, and
+            with ``epochs=None``, a ``validation_fraction`` of each user's items is held out
+            internally and, if ``refit``, the model is retrained on everything afterwards.
+        callbacks : sequence of callables
+            Each is called as ``callback(model, logs)`` after every epoch; ``logs`` holds
+            the epoch number, seconds, loss estimates and the validation metric when one was
+            computed. A callback returning ``True`` stops training.
+        progress : Progress, optional
+            Where to log; default follows ``verbose``.
+        """
+        self._check_params()
+        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        csr = self._set_training_data(X)
+        rng = np.random.default_rng(self.random_state)
+        self.history_: List[Dict[str, Any]] = []
+
+        if self.epochs is not None:
+            self._init_state(*csr.shape, rng)
+            self._train(csr, int(self.epochs), progress, callbacks)
+            self.best_epoch_ = int(self.epochs)
+            return self
+
+        if validation is not None:
+            val = _as_aligned_csr(validation, self, "validation")
+            fit_part = csr
+        else:
+            fit_part, val = holdout_split(csr, float(self.validation_fraction), rng)
+        init_seed = int(rng.integers(0, 2**63 - 1))
+        self._init_state(*csr.shape, np.random.default_rng(init_seed))
+        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
+        self.best_epoch_ = best
+        if validation is None and self.refit:
+            progress.log(f"refitting on all training data for {best} epochs")
+            self._init_state(*csr.shape, np.random.default_rng(init_seed))
+            self._train(csr, best, progress, callbacks, phase="refit")
+        return self
+
+    def partial_fit(self, X, epochs: int = 1, progress: Optional[Progress] = None) -> "WARP":
+        """Continue training for ``epochs`` epochs on ``X`` (same shape), without validation.
+
+        The first call on an unfitted model initialises it.
+        """
+        self._check_params()
+        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        fitted = getattr(self, "user_factors_", None) is not None and hasattr(self, "_user_accum")
+        csr = self._set_training_data(X) if not fitted else _as_aligned_csr(X, self, "X")
+        if not fitted:
+            self._init_state(*csr.shape, np.random.default_rng(self.random_state))
+            self.history_ = []
+        else:
+            self.train_ = csr
+        self._train(csr, int(epochs), progress, ())
+        return self
+
+    def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
+        """Run up to ``epochs`` epochs; with ``validation``, early-stop and keep the best."""
+        data = _TrainingData(csr)
+        best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
+        eval_users = None
+        if validation is not None:
+            fit_part, val, rng = validation
+            eval_users = np.flatnonzero(np.diff(val.indptr) > 0)
+            if len(eval_users) > self.validation_users:
+                eval_users = np.sort(rng.choice(eval_users, int(self.validation_users), replace=False))
+        for epoch in range(1, epochs + 1):
+            t0 = time.perf_counter()
+            stats = self._epoch(data, progress)
+            logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}
+            line = (f"{phase} epoch {epoch:3d}  {logs['seconds']:6.2f}s  updates {stats['updates']:.1%}  "
+                    f"mean L(rank) {stats['mean_weight']:.3f}  loss {stats['loss']:.4f}")
+            if validation is not None and epoch % int(self.eval_every) == 0:
+                score = precision_at_k(self.score_users, self.n_items, fit_part, val, int(self.eval_k),
+                                       users=eval_users, n_jobs=_n_threads(self.n_jobs))
+                logs[f"val_precision@{self.eval_k}"] = score
+                improved = score > best_score
+                line += f"  val P@{self.eval_k} {score:.4f}" + ("  *" if improved else "")
+                if improved:
+                    best_score, best_epoch, best_snap, stale = score, epoch, self._snapshot(), 0
+                else:
+                    stale += 1
+            progress.log(line)
+            self.history_.append(logs)
+            stop = any(bool(cb(self, logs)) for cb in callbacks)
+            if stop or (validation is not None and stale >= int(self.patience)):
+                break
+        if validation is not None and best_snap is not None:
+            self._restore(best_snap)
+            self.best_score_ = best_score
+            progress.log(f"best epoch {best_epoch}: val P@{self.eval_k} {best_score:.4f}")
+            return best_epoch
+        return epochs
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score_users(self, users: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        scores = self.user_factors_[np.asarray(users)] @ self.item_factors_.T  # sgemm
+        if self.item_bias:
+            scores += self.item_bias_
+        return scores
+
+    def similar_items(self, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``k`` items with the most similar factors (cosine) to each of ``items``.
+
+        Returns item indices and cosine similarities, (len(items), k), the item itself excluded.
+        """
+        from ..recommend import iter_top_k
+
+        self._check_fitted()
+        norms = np.linalg.norm(self.item_factors_, axis=1, keepdims=True)
+        unit = self.item_factors_ / np.maximum(norms, 1e-12)
+        items = np.asarray(items, dtype=np.int64)
+        itself = sp.identity(self.n_items, dtype=np.float32, format="csr")
+        out_items, out_scores = [], []
+        for _, block_items, block_scores in iter_top_k(lambda rows: unit[rows] @ unit.T, self.n_items,
+                                                       items, k, exclude=itself):
+            out_items.append(block_items)
+            out_scores.append(block_scores)
+        if not out_items:
+            return np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32)
+        return np.vstack(out_items), np.vstack(out_scores)
+
+    @property
+    def user_factors(self) -> np.ndarray:
+        return self.user_factors_
+
+    @property
+    def item_factors(self) -> np.ndarray:
+        return self.item_factors_
+
+    # -- persistence -------------------------------------------------------------------------
+    def _get_arrays(self) -> Dict[str, np.ndarray]:
+        return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
+                "item_bias": self.item_bias_}
+
+    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        uf = arrays["user_factors"].astype(np.float32)
+        itf = arrays["item_factors"].astype(np.float32)
+        ib = arrays["item_bias"].astype(np.float32)
+        if uf.shape[0] != self.n_users or itf.shape[0] != self.n_items or uf.shape[1] != itf.shape[1] \
+                or ib.shape != (self.n_items,):
+            raise ValueError("factor shapes do not match the ids")
+        self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
+
+    def _get_attrs(self) -> Dict[str, Any]:
+        return {"epochs_done_": int(getattr(self, "epochs_done_", 0)),
+                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
+
+
+class _TrainingData:
+    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order."""
+
+    def __init__(self, csr: sp.csr_matrix) -> None:
+        self.indptr = csr.indptr.astype(np.int64)
+        self.indices = csr.indices.astype(np.int32)
+        counts = np.diff(self.indptr)
+        self.pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), counts)
+        # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
+        self.order = np.arange(csr.nnz, dtype=np.int32 if csr.nnz < 2**31 - 1 else np.int64)
+        self.rank_weights = _warp.harmonic_table(csr.shape[1])
+
+
+def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
+    from ..data.interactions import Interactions, as_csr
+
+    if isinstance(X, Interactions):
+        X = X.reindex(model.user_ids, model.item_ids).matrix
+    csr = as_csr(X)
+    if csr.shape != (model.n_users, model.n_items):
+        raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
+    csr = csr.copy()
+    csr.data[:] = 1.0
+    return csr
+
+
+def _n_threads(n_jobs: Optional[int]) -> int:
+    import os
+
+    if not n_jobs:
+        return 1
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
+    return int(n_jobs)
