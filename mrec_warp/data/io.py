@@ -7,12 +7,14 @@ half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import csv
 import gzip
 import io
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator, List, Optional, Sequence, Union
+from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -80,33 +82,68 @@ def check_readable(path: PathLike, what: str = "input file") -> Path:
     return p
 
 
+# -- reading ---------------------------------------------------------------------------------
+# A UTF-8 byte-order mark as it looks once decoded as Latin-1 (files saved by Excel start with it).
+_BOM = "\u00ef\u00bb\u00bf"
+
+#: Header names that give a header away even when every column holds text ids.
+_HEADER_WORDS = frozenset(
+    "user user_id userid uid item item_id itemid iid movie movie_id movieid product product_id "
+    "rating ratings value score weight count timestamp ts time date datetime".split()
+)
+
+_WHITESPACE = r"\s+"
+
+
 def _open_text(path: Path) -> IO[str]:
     # latin-1 never fails to decode, so odd bytes in MovieLens files cannot crash a reader;
     # ids made of ASCII (the usual case) are unaffected.
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="latin-1")
-    return open(path, "r", encoding="latin-1")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="latin-1", newline="")
+    return open(path, "r", encoding="latin-1", newline="")
 
 
-def _first_data_line(path: Path) -> str:
-    with _open_text(path) as fh:
-        for line in fh:
-            if line.strip():
-                return line.rstrip("\r\n")
-    raise InputError("file has no data lines", path=str(path), hint="expected one interaction per line")
+def _is_blank(line: str, sep: str) -> bool:
+    """Whether pandas' C parser skips ``line`` as blank.
+
+    It skips lines made only of spaces and tabs, except that a line holding the delimiter
+    itself (a tab in a TSV) is a row of empty fields. Only used to map rows to line numbers.
+    """
+    body = line.rstrip("\r\n")
+    if sep == _WHITESPACE:
+        return body.strip() == ""
+    return body.strip(" \t".replace(sep, "")) == ""
 
 
-def _data_line_number(path: Path, row: int, header: bool) -> int:
-    """1-based file line of the ``row``-th data row (blank lines are skipped by the parser)."""
-    seen = -1 if header else 0
+def _data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None) -> Iterator[Tuple[int, str]]:
+    """Yield ``(1-based line number, text)`` of the non-blank lines after the first ``skip`` lines."""
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
+            if lineno <= skip or _is_blank(line, sep):
                 continue
-            if seen == row:
-                return lineno
-            seen += 1
-    return -1
+            yield lineno, line.rstrip("\r\n")
+            if limit is not None:
+                limit -= 1
+                if limit <= 0:
+                    return
+
+
+def _first_lines(path: Path, n: int = 2) -> List[Tuple[int, str]]:
+    """The first ``n`` non-blank lines (BOM removed), or an error for a file with none."""
+    lines = list(_data_lines(path, _WHITESPACE, limit=n))
+    if not lines:
+        raise InputError("file has no data lines", path=str(path), hint="expected one interaction per line")
+    lineno, text = lines[0]
+    lines[0] = (lineno, text[len(_BOM):] if text.startswith(_BOM) else text)
+    return lines
+
+
+def _data_line(path: Path, row: int, sep: str, skip: int) -> Tuple[int, str]:
+    """Line number and text of the ``row``-th (0-based) data row the parser saw."""
+    for i, (lineno, text) in enumerate(_data_lines(path, sep, skip)):
+        if i == row:
+            return lineno, text
+    return -1, ""  # pragma: no cover - rows always come from the file
 
 
 def detect_separator(line: str) -> str:
@@ -117,7 +154,12 @@ def detect_separator(line: str) -> str:
         return "\t"
     if "," in line:
         return ","
-    return r"\s+"
+    return _WHITESPACE
+
+
+def _split_fields(line: str, sep: str) -> List[str]:
+    fields = line.split() if sep == _WHITESPACE else line.split(sep)
+    return [f.strip().strip('"') for f in fields]
 
 
 def _looks_numeric(token: str) -> bool:
@@ -128,26 +170,183 @@ def _looks_numeric(token: str) -> bool:
         return False
 
 
-def _resolve_columns(columns: Optional[Sequence], header_names: Optional[List[str]], path: Path) -> List:
-    """Map the user's column choice (names or 0-based positions) onto the canonical names."""
+def _guess_header(first: List[str], second: Optional[List[str]]) -> bool:
+    """Whether the first line names the columns rather than holding an interaction.
+
+    A well-known column name (user, item, rating, timestamp, ...) or a non-numeric rating
+    (third field) gives a header away. With two columns of text ids the first line is a
+    header only if it is text where the second line is numeric.
+    """
+    if any(t.lower() in _HEADER_WORDS for t in first):
+        return True
+    if len(first) > 2:
+        return not _looks_numeric(first[2])
+    if second is None:
+        return False
+    return any(not _looks_numeric(a) and _looks_numeric(b) for a, b in zip(first, second))
+
+
+def _normalise_columns(columns: Optional[Union[str, Sequence]]) -> Optional[List[str]]:
     if columns is None:
-        return list(range(4))
+        return None
+    if isinstance(columns, str):
+        columns = columns.split(",")
+    out = [str(c).strip() for c in columns]
+    return [c for c in out if c] or None
+
+
+def _resolve_columns(
+    columns: Optional[List[str]], header_names: Optional[List[str]], n_fields: int, path: Path
+) -> List[int]:
+    """Map the user's column choice (names or 0-based positions) onto field positions.
+
+    Without a choice the first 2-4 fields are user, item[, value[, timestamp]].
+    """
+    if n_fields < 2:
+        raise InputError(
+            "expected at least 2 columns (user, item), found 1", path=str(path), line=None,
+            hint="check --sep / --format, e.g. --sep ';'",
+        )
+    if columns is None:
+        return list(range(min(4, n_fields)))
+    if not 2 <= len(columns) <= 4:
+        raise InputError(
+            f"--columns takes 2 to 4 columns (user,item[,rating[,timestamp]]), got {len(columns)}",
+            path=str(path), hint="e.g. --columns userId,movieId,rating,timestamp",
+        )
     chosen = []
     for c in columns:
-        c = str(c).strip()
         if c.isdigit():
-            chosen.append(int(c))
+            pos = int(c)
+            if pos >= n_fields:
+                raise InputError(
+                    f"column {pos} is out of range: lines have {n_fields} columns (positions 0-{n_fields - 1})",
+                    path=str(path), hint="positions are 0-based",
+                )
         elif header_names is not None and c in header_names:
-            chosen.append(header_names.index(c))
+            pos = header_names.index(c)
         else:
             known = ", ".join(header_names) if header_names else "none (file has no header)"
             raise InputError(
                 f"column {c!r} not found; header columns: {known}", path=str(path),
                 hint="name header columns or give 0-based positions, e.g. --columns 0,1,2",
             )
-    if len(chosen) < 2:
-        raise InputError("need at least the user and item columns", path=str(path))
+        if pos in chosen:
+            raise InputError(f"column {c!r} is chosen twice", path=str(path), hint="give each column once")
+        chosen.append(pos)
     return chosen
+
+
+class _ReplacingReader:
+    """A read-only text stream that replaces ``old`` by ``new`` on the fly.
+
+    Lets pandas' fast C parser read ``::``-separated MovieLens files (it only takes
+    one-character delimiters) without holding the whole file in memory.
+    """
+
+    def __init__(self, fh: IO[str], old: str, new: str) -> None:
+        self._fh, self._old, self._new = fh, old, new
+
+    def read(self, size: int = -1) -> str:
+        # Whole lines only, so a separator is never cut in two between reads.
+        lines = self._fh.readlines(size if size and size > 0 else -1)
+        return "".join(lines).replace(self._old, self._new)
+
+    def __iter__(self):  # pandas checks for a file-like object with read() and __iter__
+        return self
+
+
+def _parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = ()) -> pd.DataFrame:
+    """Every field of every data row; a line with extra fields is an error.
+
+    Fields at the ``numeric`` positions are parsed as float64 (a ``ValueError`` when one is
+    not a number, which the caller answers by re-reading as strings to find the line); all
+    others are strings.
+    """
+    text_sep, fh = sep, None
+    source: Union[Path, _ReplacingReader] = path
+    if sep == "::":
+        fh = _open_text(path)
+        source, text_sep = _ReplacingReader(fh, "::", "\t"), "\t"
+    try:
+        # No usecols: with it pandas silently drops extra fields, and a wrong column count
+        # must be reported. Strings first, so bad values can be reported with their line.
+        return pd.read_csv(
+            source, sep=text_sep, header=None, skiprows=skip,
+            dtype={i: (np.float64 if i in numeric else str) for i in range(n_fields)},
+            names=list(range(n_fields)), encoding="latin-1", engine="c",
+            skip_blank_lines=True, keep_default_na=False, na_values=[],
+            quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL,
+        )
+    except pd.errors.ParserError as exc:
+        m = re.search(r"line (\d+), saw (\d+)", str(exc))
+        if not m:
+            raise InputError(f"cannot parse: {exc}", path=str(path), hint="check --sep / --format") from None
+        raise InputError(
+            f"expected {n_fields} columns like the first line, found {m.group(2)}", path=str(path),
+            line=int(m.group(1)), hint="every line needs the same columns; check --sep",
+        ) from None
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int) -> None:
+    """Reject rows with a missing field (a short line) or an empty user / item / rating."""
+    # pandas fills the fields of a short line with "", so the last field catches those.
+    for pos in sorted(set(used) | {n_fields - 1}):
+        if raw[pos].dtype == np.float64:  # numbers, checked finite by _read_fast
+            continue
+        empty = (raw[pos].str.strip() == "").to_numpy()
+        if not empty.any():
+            continue
+        lineno, text = _data_line(path, int(np.flatnonzero(empty)[0]), sep, skip)
+        found = len(_split_fields(text, sep))
+        if found < n_fields:
+            msg = f"expected {n_fields} columns like the first line, found {found}"
+        else:
+            msg = f"column {pos} is empty"
+        raise InputError(msg, path=str(path), line=lineno, hint="every line needs the same columns; check --sep")
+
+
+def _parse_values(values: pd.Series, path: Path, sep: str, skip: int) -> np.ndarray:
+    if values.dtype == np.float64:  # already parsed and checked by _read_fast
+        return values.to_numpy()
+    parsed = pd.to_numeric(values.str.strip(), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(parsed)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"rating {values.iloc[row]!r} is not a finite number", path=str(path),
+            line=_data_line(path, row, sep, skip)[0],
+            hint="the rating column must be numeric; use --columns to choose columns",
+        )
+    return parsed
+
+
+def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int) -> np.ndarray:
+    """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
+    if stamps.dtype == np.float64:  # already parsed and checked by _read_fast
+        return stamps.to_numpy().astype(np.int64)
+    text = stamps.str.strip()
+    numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    is_number = np.isfinite(numeric)
+    if is_number.all():
+        return numeric.astype(np.int64)
+    try:
+        parsed = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    except (TypeError, ValueError):  # pandas < 2 has no format="ISO8601"
+        parsed = pd.to_datetime(text, errors="coerce", utc=True)
+    bad = parsed.isna().to_numpy() & ~is_number
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"timestamp {stamps.iloc[row]!r} is neither a number nor a date", path=str(path),
+            line=_data_line(path, row, sep, skip)[0],
+            hint="use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column",
+        )
+    seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
+    return np.where(is_number, numeric, seconds).astype(np.int64)
 
 
 def read_ratings(
@@ -159,115 +358,98 @@ def read_ratings(
 ) -> pd.DataFrame:
     """Read a delimited ratings file into the canonical table.
 
+    Blank lines are skipped; every other line must have as many fields as the first one.
+    Any problem (a short or long line, an empty id, a rating that is not a finite number,
+    a bad timestamp) raises :class:`~mrec_warp.errors.InputError` naming the file and line.
+
     Parameters
     ----------
     path : path-like
-        Text file, optionally gzip-compressed (``.gz``).
+        Text file, optionally gzip-compressed (``.gz``). Decoded as Latin-1, so any byte
+        sequence reads (ASCII and UTF-8 ids come through unchanged as byte strings).
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
-        1M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line.
+        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
+        ``::``, then tab, then comma, then runs of whitespace.
     sep : str, optional
-        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any whitespace.
+        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
     header : bool, optional
-        Whether the first line names the columns; ``None`` guesses (a non-numeric value in
-        the third column, or in the second when there are two, means a header).
-    columns : sequence of str or int, optional
-        Which columns are user, item[, value[, timestamp]], by header name or 0-based position.
+        Whether the first line names the columns; ``None`` guesses: a known column name
+        (user, item, rating, timestamp, ...) or a non-numeric third field means a header.
+        Naming columns in ``columns`` implies a header.
+    columns : sequence of str or int, or comma-separated str, optional
+        Which fields are user, item[, value[, timestamp]], by header name or 0-based
+        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. By default the
+        first four fields, in that order.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``user`` and ``item`` (str) and, when present, ``value`` (float64) and
-        ``timestamp`` (int64 seconds).
+        Columns ``user`` and ``item`` (str, surrounding spaces stripped) and, when present,
+        ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per data line.
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
     p = check_readable(path)
-    first = _first_data_line(p)
+    lines = _first_lines(p)
+    first_lineno, first = lines[0]
     if sep is None:
         sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first)
+    if sep in ("\\t", "tab"):  # what people type on a command line
+        sep = "\t"
+    chosen = _normalise_columns(columns)
     if format == "movielens":
         header = False
-    tokens = [t for t in (first.split() if sep == r"\s+" else first.split(sep))]
+    tokens = _split_fields(first, sep)
     if header is None:
-        probe = tokens[2] if len(tokens) > 2 else tokens[-1]
-        header = not _looks_numeric(probe.strip())
-    header_names = [t.strip() for t in tokens] if header else None
-    col_pos = _resolve_columns(columns, header_names, p)
+        named = chosen is not None and any(not c.isdigit() for c in chosen)
+        second = _split_fields(lines[1][1], sep) if len(lines) > 1 else None
+        header = named or _guess_header(tokens, second)
+    header_names = tokens if header else None
     n_fields = len(tokens)
-    wanted = [c for c in col_pos if c < n_fields]
-    if len(wanted) < 2:
-        raise InputError(
-            f"expected at least 2 columns (user, item), found {n_fields}", path=str(p), line=1,
-            hint="check --sep / --format",
-        )
+    used = _resolve_columns(chosen, header_names, n_fields, p)
 
-    text_sep = sep
-    source: Union[Path, io.StringIO] = p
-    if sep == "::":  # a multi-char separator would force pandas' slow python engine
-        with _open_text(p) as fh:
-            source = io.StringIO(fh.read().replace("::", "\t"))
-        text_sep = "\t"
-    try:
-        raw = pd.read_csv(
-            source, sep=text_sep, header=None, skiprows=1 if header else 0, dtype=str,
-            names=list(range(n_fields)), usecols=wanted, encoding="latin-1",
-            engine="c", skip_blank_lines=True, keep_default_na=False, na_values=[],
-            quoting=3 if text_sep != "," else 0,
-        )
-    except pd.errors.ParserError as exc:
-        msg = str(exc)
-        line = None
-        import re
+    # Data starts after the header line (and any blank lines before it).
+    skip = first_lineno if header else 0
+    raw = _read_fast(p, sep, skip, n_fields, used)
+    if raw is None:  # some field is bad: read everything as text to say which line
+        raw = _parse_table(p, sep, skip, n_fields)
+    if len(raw) == 0:
+        raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
+    if not header and str(raw.iat[0, 0]).startswith(_BOM):
+        raw.iat[0, 0] = str(raw.iat[0, 0])[len(_BOM):]
+    _check_fields(raw, used, n_fields, p, sep, skip)
 
-        m = re.search(r"line (\d+), saw (\d+)", msg)
-        if m:
-            line = int(m.group(1))
-            msg = f"expected {n_fields} columns like the first line, found {m.group(2)}"
-        raise InputError(msg, path=str(p), line=line, hint="every line needs the same columns; check --sep") from None
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes anything
-        raise InputError(f"cannot decode file: {exc}", path=str(p)) from None
-
-    names = CANONICAL_COLUMNS[: len(wanted)]
-    out = pd.DataFrame({name: raw[pos] for name, pos in zip(names, wanted)})
-    if len(out) == 0:
-        raise InputError("file has a header but no data lines", path=str(p))
-    for name in ("user", "item"):
-        empty = (out[name].str.strip() == "").to_numpy()
-        if empty.any():
-            row = int(np.flatnonzero(empty)[0])
-            raise InputError(
-                f"missing {name} id (expected {max(col_pos) + 1} columns)", path=str(p),
-                line=_data_line_number(p, row, bool(header)), hint="every line needs user and item columns",
-            )
-        out[name] = out[name].str.strip()
-    if "value" in out:
-        values = pd.to_numeric(out["value"].str.strip(), errors="coerce")
-        bad = values.isna().to_numpy()
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"rating {out['value'].iloc[row]!r} is not a number", path=str(p),
-                line=_data_line_number(p, row, bool(header)),
-                hint="the third column must be a numeric rating; use --columns to choose columns",
-            )
-        out["value"] = values.astype(np.float64)
-    if "timestamp" in out:
-        ts = pd.to_numeric(out["timestamp"].str.strip(), errors="coerce")
-        if ts.isna().any():
-            parsed = pd.to_datetime(out["timestamp"].str.strip(), errors="coerce", utc=True)
-            bad = parsed.isna().to_numpy()
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                raise InputError(
-                    f"timestamp {out['timestamp'].iloc[row]!r} is neither a number nor a date",
-                    path=str(p), line=_data_line_number(p, row, bool(header)),
-                    hint="use Unix seconds or ISO dates in the fourth column",
-                )
-            ts = (parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)
-        out["timestamp"] = ts.astype(np.int64)
+    out = pd.DataFrame({name: raw[pos].str.strip() for name, pos in zip(("user", "item"), used)})
+    if len(used) > 2:
+        out["value"] = _parse_values(raw[used[2]], p, sep, skip)
+    if len(used) > 3:
+        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip)
     return out
 
+
+def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int]) -> Optional[pd.DataFrame]:
+    """Parse ratings and timestamps as numbers straight away (4x faster than text + convert).
+
+    Returns ``None`` when any of them is not a finite number (or a timestamp is a date), so
+    the caller falls back to the text path, which finds the line or converts the dates.
+    """
+    numeric = used[2:]
+    if not numeric:
+        return _parse_table(path, sep, skip, n_fields)
+    try:
+        raw = _parse_table(path, sep, skip, n_fields, numeric)
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        return None
+    for pos in numeric:
+        if not np.isfinite(raw[pos].to_numpy()).all():
+            return None
+    return raw
+
+
+# -- writing ---------------------------------------------------------------------------------
 
 def write_interactions(df: pd.DataFrame, path: PathLike) -> None:
     """Write the canonical table as headerless TSV (what every reader's default expects)."""

@@ -1,0 +1,247 @@
+"""The ratings reader: delimiters, headers, column choice, compression, and one-line errors."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrec_warp.data.io import read_ratings, write_interactions
+from mrec_warp.errors import InputError
+
+ML100K = Path(__file__).resolve().parents[2] / "shared/data/ml-100k"
+
+ROWS = [("u1", "i1", 5.0, 100), ("u1", "i2", 3.0, 200), ("u2", "i1", 4.0, 300)]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    return path
+
+
+def as_rows(df: pd.DataFrame):
+    return [tuple(r) for r in df.itertuples(index=False)]
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("tab.tsv", "u1\ti1\t5\t100\nu1\ti2\t3\t200\nu2\ti1\t4\t300\n"),
+        ("comma.csv", "u1,i1,5,100\nu1,i2,3,200\nu2,i1,4,300\n"),
+        ("space.txt", "u1 i1  5 100\n  u1\ti2 3 200 \nu2 i1 4 300\n"),
+        ("colons.dat", "u1::i1::5::100\nu1::i2::3::200\nu2::i1::4::300\n"),
+        ("crlf.csv", "u1,i1,5,100\r\nu1,i2,3,200\r\nu2,i1,4,300\r\n"),
+        ("blank.tsv", "\nu1\ti1\t5\t100\n\nu1\ti2\t3\t200\n   \nu2\ti1\t4\t300\n\n"),
+    ],
+)
+def test_delimiters_are_detected(tmp_path, name, text):
+    df = read_ratings(write(tmp_path, name, text))
+    assert list(df.columns) == ["user", "item", "value", "timestamp"]
+    assert as_rows(df) == ROWS
+    assert df["value"].dtype == np.float64 and df["timestamp"].dtype == np.int64
+
+
+def test_canonical_dtypes(tmp_path):
+    df = read_ratings(write(tmp_path, "r.tsv", "1\t10\t4.5\t881250949\n2\t20\t1\t881250950\n"))
+    assert df["user"].tolist() == ["1", "2"]  # ids stay strings, even numeric ones
+    assert df["item"].tolist() == ["10", "20"]
+    assert df["value"].tolist() == [4.5, 1.0]
+    assert df["timestamp"].tolist() == [881250949, 881250950]
+
+
+def test_explicit_format_and_separator(tmp_path):
+    path = write(tmp_path, "r.txt", "u1;i1;5\nu2;i2;3\n")
+    assert as_rows(read_ratings(path, sep=";")) == [("u1", "i1", 5.0), ("u2", "i2", 3.0)]
+    tsv = write(tmp_path, "r2.txt", "u 1\ti,1\t5\n")  # tsv format: commas and spaces are id text
+    assert as_rows(read_ratings(tsv, format="tsv")) == [("u 1", "i,1", 5.0)]
+
+
+def test_header_is_guessed_and_can_be_forced(tmp_path):
+    text = "userId,movieId,rating,timestamp\nu1,i1,5,100\nu2,i2,3,200\n"
+    path = write(tmp_path, "h.csv", text)
+    assert as_rows(read_ratings(path)) == [("u1", "i1", 5.0, 100), ("u2", "i2", 3.0, 200)]
+    assert len(read_ratings(path, header=True)) == 2
+    with pytest.raises(InputError, match=r"h\.csv:1: rating 'rating' is not a finite number"):
+        read_ratings(path, header=False)
+
+
+def test_header_guess_with_two_text_columns(tmp_path):
+    # "u1,i1" is data, not a header, even though both fields are text
+    no_header = write(tmp_path, "a.csv", "u1,i1\nu2,i2\n")
+    assert as_rows(read_ratings(no_header)) == [("u1", "i1"), ("u2", "i2")]
+    header = write(tmp_path, "b.csv", "customer,product\nc1,p1\n")
+    assert as_rows(read_ratings(header)) == [("c1", "p1")]
+
+
+def test_movielens_formats(tmp_path):
+    ml100k = write(tmp_path, "u.data", "196\t242\t3\t881250949\n186\t302\t3\t891717742\n")
+    ml1m = write(tmp_path, "ratings.dat", "1::1193::5::978300760\n1::661::3::978302109\n")
+    assert as_rows(read_ratings(ml100k, format="movielens")) == [("196", "242", 3.0, 881250949), ("186", "302", 3.0, 891717742)]
+    assert as_rows(read_ratings(ml1m, format="movielens")) == [("1", "1193", 5.0, 978300760), ("1", "661", 3.0, 978302109)]
+
+
+def test_colon_separator_across_read_chunks(tmp_path):
+    # more than pandas' 256 KiB read size, so '::' falls on chunk boundaries
+    n = 30_000
+    lines = "".join(f"{u}::{u % 97}::{u % 5 + 1}::{1000 + u}\n" for u in range(n))
+    df = read_ratings(write(tmp_path, "big.dat", lines))
+    assert len(df) == n
+    assert df["user"].tolist() == [str(u) for u in range(n)]
+    assert df["timestamp"].to_numpy().tolist() == list(range(1000, 1000 + n))
+
+
+def test_columns_by_name(tmp_path):
+    text = "ts,rating,extra,item,user\n100,5,x,i1,u1\n200,3,y,i2,u1\n"
+    path = write(tmp_path, "c.csv", text)
+    df = read_ratings(path, columns=["user", "item", "rating", "ts"])
+    assert as_rows(df) == [("u1", "i1", 5.0, 100), ("u1", "i2", 3.0, 200)]
+    # a comma-separated string works too, as on the command line
+    assert as_rows(read_ratings(path, columns="user,item")) == [("u1", "i1"), ("u1", "i2")]
+
+
+def test_columns_by_position(tmp_path):
+    path = write(tmp_path, "p.tsv", "x\tu1\t100\ti1\t5\nx\tu2\t200\ti2\t4\n")
+    df = read_ratings(path, columns=[1, 3, 4, 2])
+    assert as_rows(df) == [("u1", "i1", 5.0, 100), ("u2", "i2", 4.0, 200)]
+    df = read_ratings(path, columns=["1", "3"])
+    assert list(df.columns) == ["user", "item"]
+
+
+def test_unknown_or_out_of_range_column(tmp_path):
+    path = write(tmp_path, "c.csv", "user,item,rating\nu1,i1,5\n")
+    with pytest.raises(InputError, match="column 'movie' not found; header columns: user, item, rating"):
+        read_ratings(path, columns=["user", "movie"])
+    with pytest.raises(InputError, match="column 7 is out of range"):
+        read_ratings(path, columns=[0, 7])
+    with pytest.raises(InputError, match="2 to 4 columns"):
+        read_ratings(path, columns=["user"])
+
+
+def test_two_and_three_columns(tmp_path):
+    assert list(read_ratings(write(tmp_path, "a.tsv", "u\ti\n")).columns) == ["user", "item"]
+    assert list(read_ratings(write(tmp_path, "b.tsv", "u\ti\t2.5\n")).columns) == ["user", "item", "value"]
+    with pytest.raises(InputError, match="at least 2 columns"):
+        read_ratings(write(tmp_path, "c.tsv", "justone\n"))
+
+
+def test_gzip(tmp_path):
+    path = tmp_path / "r.tsv.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("u1\ti1\t5\t100\nu1\ti2\t3\t200\nu2\ti1\t4\t300\n")
+    assert as_rows(read_ratings(path)) == ROWS
+
+
+def test_gzip_colon_separated(tmp_path):
+    path = tmp_path / "ratings.dat.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("1::10::5::100\n2::20::4::200\n")
+    assert as_rows(read_ratings(path)) == [("1", "10", 5.0, 100), ("2", "20", 4.0, 200)]
+
+
+def test_latin1_and_utf8_bytes_do_not_crash(tmp_path):
+    path = tmp_path / "l.tsv"
+    path.write_bytes("Zoë\tCafé\t5\n".encode("latin-1") + "Zoë\tCafé\t4\n".encode("utf-8") + b"\xff\xfe\t\x80\t1\n")
+    df = read_ratings(path)
+    assert len(df) == 3
+    assert df["user"].iloc[0] == "Zoë"  # Latin-1 bytes decode to themselves
+    assert df["user"].iloc[1] != df["user"].iloc[0]  # UTF-8 stays distinct (and stable) bytes
+
+
+def test_utf8_bom_is_ignored(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfuser,item,rating\nu1,i1,5\n")
+    assert as_rows(read_ratings(path)) == [("u1", "i1", 5.0)]
+    path.write_bytes(b"\xef\xbb\xbfu1,i1,5\n")
+    assert as_rows(read_ratings(path)) == [("u1", "i1", 5.0)]
+
+
+def test_iso_dates_become_unix_seconds(tmp_path):
+    path = write(tmp_path, "d.csv", "u1,i1,5,2021-01-01T00:00:00Z\nu1,i2,4,1970-01-02\n")
+    assert read_ratings(path)["timestamp"].tolist() == [1609459200, 86400]
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match=r"nope\.tsv: input file does not exist \(check the path\)"):
+        read_ratings(tmp_path / "nope.tsv")
+
+
+def test_directory_instead_of_file(tmp_path):
+    with pytest.raises(InputError, match="is a directory"):
+        read_ratings(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_empty_file(tmp_path, text):
+    with pytest.raises(InputError, match="empty|no data lines"):
+        read_ratings(write(tmp_path, "e.tsv", text))
+
+
+def test_header_only(tmp_path):
+    with pytest.raises(InputError, match="header but no data lines"):
+        read_ratings(write(tmp_path, "h.csv", "user,item,rating\n"))
+
+
+def test_too_many_columns_names_the_line(tmp_path):
+    text = "u1\ti1\t5\t100\n\nu2\ti2\t3\t200\nu3\ti3\t4\t1\t9\nu4\ti4\t2\t300\n"
+    with pytest.raises(InputError) as info:
+        read_ratings(write(tmp_path, "long.tsv", text))
+    assert str(info.value).startswith(f"{tmp_path / 'long.tsv'}:4: expected 4 columns like the first line, found 5")
+    assert "\n" not in str(info.value)
+
+
+def test_too_few_columns_names_the_line(tmp_path):
+    text = "user\titem\trating\tts\n\nu1\ti1\t5\t100\nu2\ti2\t3\t200\nu3\ti3\t4\nu4\ti4\t2\t300\n"
+    with pytest.raises(InputError, match=r"short\.tsv:5: expected 4 columns like the first line, found 3"):
+        read_ratings(write(tmp_path, "short.tsv", text))
+
+
+def test_too_few_columns_in_a_file_without_ratings(tmp_path):
+    with pytest.raises(InputError, match=r"s\.tsv:2: expected 2 columns like the first line, found 1"):
+        read_ratings(write(tmp_path, "s.tsv", "u1\ti1\nu2\nu3\ti3\n"))
+
+
+def test_empty_id_names_the_line(tmp_path):
+    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 is empty"):
+        read_ratings(write(tmp_path, "e.tsv", "u1\ti1\t5\nu2\ti2\t3\nu3\t \t4\n"))
+
+
+@pytest.mark.parametrize("bad", ["abc", "NaN", "nan", "inf", "4,5"])
+def test_bad_rating_names_the_line(tmp_path, bad):
+    text = f"u1\ti1\t5\t100\n\nu2\ti2\t3\t200\nu3\ti3\t{bad}\t300\n"
+    with pytest.raises(InputError) as info:
+        read_ratings(write(tmp_path, "r.tsv", text))
+    assert str(info.value).startswith(f"{tmp_path / 'r.tsv'}:4: rating {bad!r} is not a finite number")
+
+
+def test_bad_rating_after_header_names_the_line(tmp_path):
+    text = "user,item,rating\nu1,i1,5\nu2,i2,oops\n"
+    with pytest.raises(InputError, match=r"r\.csv:3: rating 'oops'"):
+        read_ratings(write(tmp_path, "r.csv", text))
+
+
+def test_bad_timestamp_names_the_line(tmp_path):
+    with pytest.raises(InputError, match=r"t\.tsv:2: timestamp 'yesterday' is neither a number nor a date"):
+        read_ratings(write(tmp_path, "t.tsv", "u1\ti1\t5\t100\nu2\ti2\t3\tyesterday\n"))
+
+
+def test_unknown_format(tmp_path):
+    with pytest.raises(InputError, match="unknown format 'xlsx'"):
+        read_ratings(write(tmp_path, "r.tsv", "u\ti\n"), format="xlsx")
+
+
+def test_round_trip_through_writer(tmp_path):
+    df = pd.DataFrame(ROWS, columns=["user", "item", "value", "timestamp"])
+    write_interactions(df, tmp_path / "out.tsv")
+    assert (tmp_path / "out.tsv").read_text() == "u1\ti1\t5\t100\nu1\ti2\t3\t200\nu2\ti1\t4\t300\n"
+    assert as_rows(read_ratings(tmp_path / "out.tsv")) == ROWS
+
+
+@pytest.mark.skipif(not (ML100K / "u.data").exists(), reason="MovieLens 100k not available")
+def test_movielens_100k():
+    df = read_ratings(ML100K / "u.data", format="movielens")
+    assert len(df) == 100_000
+    assert df["user"].nunique() == 943 and df["item"].nunique() == 1682
+    assert set(np.unique(df["value"])) == {1.0, 2.0, 3.0, 4.0, 5.0}
