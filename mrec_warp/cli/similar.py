@@ -1,0 +1,58 @@
+"""``mrec-warp similar``: items with the closest factors to given items."""
+from __future__ import annotations
+
+import sys
+
+import click
+import numpy as np
+import pandas as pd
+
+from ..data.io import atomic_write, check_readable
+from ..errors import InputError
+from ..models import load
+from ._common import friendly_errors
+from .recommend import read_id_list
+
+
+@click.command(epilog="""\b
+Examples:
+  mrec-warp similar model.npz --items 50,181 -k 5
+  mrec-warp similar model.npz --items-file items.txt -k 20 -o similar.tsv
+""")
+@click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.option("--items", help="Comma-separated item ids.")
+@click.option("--items-file", type=click.Path(dir_okay=False), help="File with one item id per line.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours per item.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write TSV here instead of stdout.")
+@friendly_errors
+def similar(model_file, items, items_file, k, output):
+    """For each item, the k items whose factors are most similar (cosine), as TSV rows
+    ``item<TAB>similar_item<TAB>similarity<TAB>rank``.
+    """
+    check_readable(model_file, "model file")
+    model = load(model_file)
+    if not hasattr(model, "similar_items"):
+        raise InputError(f"a {type(model).__name__} model has no item factors", path=model_file,
+                         hint="train a warp model")
+    if bool(items) == bool(items_file):
+        raise click.UsageError("give exactly one of --items or --items-file")
+    ids = [s.strip() for s in items.split(",") if s.strip()] if items else read_id_list(items_file, "item")
+    idx = model.item_indices(ids, strict=False)
+    if (idx < 0).any():
+        bad = ids[int((idx < 0).argmax())]
+        raise InputError(f"item {bad!r} is not in the model", path=items_file or None,
+                         hint="use item ids present in the training data")
+    nbrs, sims = model.similar_items(idx, k=k)
+    valid = nbrs >= 0
+    rows = np.repeat(np.arange(len(idx)), k).reshape(nbrs.shape)[valid]
+    frame = pd.DataFrame({
+        "item": np.asarray(ids)[rows],
+        "similar_item": model.item_ids[nbrs[valid]],
+        "similarity": sims[valid],
+        "rank": np.tile(np.arange(1, k + 1), len(idx)).reshape(nbrs.shape)[valid],
+    })
+    if output:
+        with atomic_write(output) as fh:
+            frame.to_csv(fh, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+    else:
+        frame.to_csv(sys.stdout, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")

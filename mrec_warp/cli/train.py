@@ -1,0 +1,116 @@
+"""``mrec-warp train``: fit a model on a training file and save it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import click
+
+from ..data.interactions import Interactions
+from ..data.io import read_ratings
+from ..errors import InputError
+from ._common import friendly_errors, make_progress, quiet_option
+
+# Options that map one-to-one onto WARP parameters: (option name, parameter name).
+_WARP_OPTIONS = {
+    "factors": "factors", "loss": "loss", "learning_rate": "learning_rate",
+    "learning_schedule": "learning_schedule", "user_reg": "user_reg", "item_reg": "item_reg",
+    "max_sampled": "max_sampled", "item_bias": "item_bias", "epochs": "epochs",
+    "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
+    "validation_fraction": "validation_fraction", "refit": "refit",
+}
+
+
+def model_classes() -> Dict[str, Any]:
+    """Models the CLI can train, by name."""
+    from ..models import Popularity, WARP
+
+    return {"popularity": Popularity, "warp": WARP}
+
+
+def load_interactions(path: str, fmt: str = "auto") -> Interactions:
+    df = read_ratings(path, format=fmt)
+    return Interactions.from_dataframe(df)
+
+
+def load_params(path: Optional[str]) -> Dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        params = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno,
+                         hint="expected an object such as {\"factors\": 64}") from None
+    if not isinstance(params, dict):
+        raise InputError("expected a JSON object of parameters", path=path, hint="e.g. {\"factors\": 64}")
+    return params.get("params", params)  # accept tune's output, which nests them
+
+
+@click.command(epilog="""\b
+Examples:
+  mrec-warp train split/train.tsv -o model.npz
+  mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
+  mrec-warp train split/train.tsv -o pop.npz --model popularity
+  mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+""")
+@click.argument("train", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="Model file to write (.npz).")
+@click.option("--model", "model_name", default="warp", show_default=True,
+              type=click.Choice(["warp", "popularity"]), help="Which model to train.")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
+@click.option("--factors", type=int, help="Latent dimensions [64].")
+@click.option("--loss", type=click.Choice(["warp", "bpr"]), help="Ranking loss [warp].")
+@click.option("--learning-rate", type=float, help="Base step size [0.05].")
+@click.option("--learning-schedule", type=click.Choice(["adagrad", "sgd"]), help="Step rule [adagrad].")
+@click.option("--user-reg", type=float, help="L2 penalty on user vectors [0].")
+@click.option("--item-reg", type=float, help="L2 penalty on item vectors [0].")
+@click.option("--max-sampled", type=int, help="Most negatives compared per positive [50].")
+@click.option("--item-bias/--no-item-bias", default=None, help="Learn item biases [on].")
+@click.option("--epochs", type=int, help="Train exactly N epochs, no early stopping.")
+@click.option("--max-epochs", type=int, help="Upper bound for early stopping [200].")
+@click.option("--patience", type=int, help="Evaluations without improvement before stopping [5].")
+@click.option("--eval-every", type=int, help="Epochs between validation evaluations [1].")
+@click.option("--validation-fraction", type=float, help="Share of each user's items held out for early stopping [0.1].")
+@click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
+              help="Validation file instead of an internal hold-out (no refit then).")
+@click.option("--refit/--no-refit", default=None, help="Retrain on all data for the best epoch count [on].")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False),
+              help="JSON of parameters (e.g. from 'mrec-warp tune'); explicit options win.")
+@click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
+@click.option("--n-jobs", type=int, default=1, show_default=True,
+              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
+@quiet_option
+@friendly_errors
+def train(train, output, model_name, fmt, validation_file, params_file, seed, n_jobs, quiet, verbose, **options):
+    """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
+
+    By default WARP picks its number of epochs itself: it holds out 10% of each user's
+    items, evaluates precision@10 after every epoch, stops when it no longer improves and
+    retrains on all of TRAIN for the best number of epochs.
+    """
+    progress = make_progress(quiet, verbose)
+    data = load_interactions(train, fmt)
+    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    cls = model_classes()[model_name]
+    model = cls()
+    params = dict(load_params(params_file))
+    params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
+    if "random_state" in model._param_names():
+        params.update(random_state=seed, n_jobs=n_jobs)
+    try:
+        model.set_params(**params)
+    except ValueError as exc:
+        raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
+    fit_kwargs: Dict[str, Any] = {}
+    if model_name != "popularity":
+        fit_kwargs["progress"] = progress
+        if validation_file:
+            fit_kwargs["validation"] = load_interactions(validation_file, fmt)
+    model.fit(data, **fit_kwargs)
+    model.save(output)
+    extra = f", {model.best_epoch_} epochs" if hasattr(model, "best_epoch_") else ""
+    if not quiet:
+        click.echo(f"wrote {output}: {model_name} model of {data.n_users} users x {data.n_items} items{extra}")
