@@ -1,0 +1,521 @@
+"""Studies (several recommendation files, one or more splits) and their reports.
+
+:func:`evaluate` reads the files and scores every recommendations file on every split;
+:meth:`Study.to_dict` turns the result into one plain, JSON-ready structure, and every
+report (text table, Markdown, JSON, plot) is rendered from that structure, so they can
+never disagree. The per-user CSV comes straight from the per-user tables.
+
+Uncertainty
+-----------
+* One split: each mean comes with a 95% confidence interval over users,
+  ``mean +- 1.96 * sd / sqrt(n)``; later recommendation files also get the paired
+  per-user difference to the first file, with the same kind of interval.
+* Several splits: each number is first computed per split, then reported as the mean
+  over splits +- its standard error ``sd / sqrt(n_splits)``; differences likewise.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..data.interactions import Interactions
+from ..data.io import PathLike, atomic_write, read_ratings
+from ..errors import InputError
+from ..progress import SILENT, Progress
+from .metrics import (
+    AT_K_METRICS,
+    Evaluation,
+    across_splits,
+    evaluate_recommendations,
+    metric_names,
+    paired_difference,
+    read_recs,
+)
+
+SPLIT_PLACEHOLDER = "{split}"
+
+PROTOCOL = {
+    "users": "test users with at least one test item that is not also in their training items",
+    "cleaning": "training items are removed from each user's recommendations before scoring "
+                "(the list closes up); a repeated item keeps its best rank; test items that are "
+                "also training items are ignored",
+    "averaging": "macro average over evaluated users; a user without recommendations scores 0",
+    "precision@k": "hits in the top k / k (k even when fewer than k items were recommended)",
+    "recall@k": "hits in the top k / number of the user's test items",
+    "ndcg@k": "sum over hits at rank r <= k of 1/log2(r+1), divided by the same sum for "
+              "min(k, number of test items) hits at ranks 1, 2, ...",
+    "map@k": "sum over hits at rank r <= k of (hits in the top r) / r, divided by "
+             "min(k, number of test items)",
+    "hit_rate@k": "1 if the top k hold at least one test item, else 0",
+    "mrr": "1 / rank of the first test item anywhere in the list, 0 if none",
+    "coverage@k": "distinct training items in the top k of the evaluated users / number of "
+                  "training items (one global number, no interval)",
+    "interval": "95% confidence interval over users: mean +- 1.96 * sd / sqrt(n), sample sd",
+    "paired_difference": "per-user difference (this file minus the first), mean +- 1.96 * sd / sqrt(n)",
+    "splits": "mean over splits +- standard error sd / sqrt(number of splits)",
+}
+
+
+# ----------------------------------------------------------------------------------------
+# running a study
+# ----------------------------------------------------------------------------------------
+@dataclass
+class Study:
+    """Every recommendations file scored on every split.
+
+    Attributes
+    ----------
+    names : list of str
+        One display name per recommendations file; the first is the baseline of the
+        paired differences.
+    sources : list of str
+        The recommendations files (patterns with ``{split}`` when there are splits).
+    splits : list of str
+        Split labels; empty for a single train/test pair.
+    evaluations : list of list of Evaluation
+        ``evaluations[s][r]``: recommendations ``r`` on split ``s``.
+    ks : tuple of int
+    train, test : str
+        Descriptions (file names or patterns) of the training and test data.
+    """
+
+    names: List[str]
+    sources: List[str]
+    splits: List[str]
+    evaluations: List[List[Evaluation]]
+    ks: tuple
+    train: str = ""
+    test: str = ""
+    _dict: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
+
+    @property
+    def metrics(self) -> List[str]:
+        """Per-user metrics, then coverage@k: the rows of every table."""
+        return metric_names(self.ks) + [f"coverage@{k}" for k in self.ks]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The whole study as plain numbers and strings (NaN becomes ``None``)."""
+        if self._dict is None:
+            self._dict = _clean_json(_study_dict(self))
+        return self._dict
+
+
+def resolve_split(pattern: Union[PathLike, Any], split: Optional[str]) -> Any:
+    """Substitute ``split`` for ``{split}`` in a path; anything else is returned as is."""
+    if split is None or not isinstance(pattern, (str, os.PathLike)):
+        return pattern
+    return str(pattern).replace(SPLIT_PLACEHOLDER, str(split))
+
+
+def evaluate(
+    train: Union[PathLike, Interactions, pd.DataFrame],
+    test: Union[PathLike, Interactions, pd.DataFrame],
+    recs: Sequence[Union[PathLike, pd.DataFrame]],
+    names: Optional[Sequence[str]] = None,
+    ks: Sequence[int] = (5, 10, 20),
+    splits: Optional[Sequence[str]] = None,
+    progress: Progress = SILENT,
+) -> Study:
+    """Score one or more recommendation files against a train/test split, or several splits.
+
+    Parameters
+    ----------
+    train, test : path-like, Interactions or pandas.DataFrame
+        Training and held-out positives (files are read with
+        :func:`~mrec_warp.data.io.read_ratings`; every row is a positive).
+    recs : sequence of path-like or pandas.DataFrame
+        Recommendation files (see :func:`~mrec_warp.evaluation.metrics.read_recs`) or tables.
+    names : sequence of str, optional
+        Display names; default: derived from the file names.
+    ks : sequence of int
+        Cut-offs.
+    splits : sequence of str, optional
+        Split labels. Every path must then contain ``{split}``, replaced by each label in
+        turn, e.g. ``splits/{split}/train.tsv`` with ``splits=["0", "1", "2"]``.
+    progress : Progress
+
+    Returns
+    -------
+    Study
+    """
+    recs = list(recs)
+    if not recs:
+        raise ValueError("give at least one recommendations file")
+    names = list(names) if names else default_names(recs)
+    if len(names) != len(recs):
+        raise ValueError(f"{len(names)} names for {len(recs)} recommendation files")
+    labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
+    if splits:
+        _check_placeholders({"train": train, "test": test, **{f"recs {n}": r for n, r in zip(names, recs)}})
+
+    evaluations = []
+    for label in labels:
+        where = "" if label is None else f" (split {label})"
+        train_data = _load_interactions(resolve_split(train, label), "train", progress)
+        test_data = _load_interactions(resolve_split(test, label), "test", progress)
+        row = []
+        for name, source in zip(names, recs):
+            path = resolve_split(source, label)
+            progress.log(f"scoring {name}{where}")
+            table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
+            row.append(evaluate_recommendations(
+                train_data, test_data, table, ks=ks,
+                source=str(path) if isinstance(path, (str, os.PathLike)) else name,
+            ))
+        evaluations.append(row)
+    return Study(
+        names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
+        evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
+    )
+
+
+def default_names(recs: Sequence[Any]) -> List[str]:
+    """File stems (``recs`` for ``recs.tsv``), made longer only where they would clash."""
+    def stem(r, parts):
+        if not isinstance(r, (str, os.PathLike)):
+            return None
+        p = Path(str(r))
+        name = p.name.split(".")[0] or p.name
+        return "/".join(list(p.parent.parts[-parts:]) + [name]) if parts else name
+
+    out = []
+    for i, r in enumerate(recs):
+        for parts in range(0, 4):
+            name = stem(r, parts) or f"recs{i + 1}"
+            if sum(1 for other in recs if (stem(other, parts) or "") == name) <= 1:
+                break
+        out.append(name)
+    # still clashing (same file twice, or tables): number them
+    return [n if out.count(n) == 1 else f"{n}#{i + 1}" for i, n in enumerate(out)]
+
+
+def _check_placeholders(paths: Dict[str, Any]) -> None:
+    missing = [k for k, v in paths.items() if not (isinstance(v, (str, os.PathLike)) and SPLIT_PLACEHOLDER in str(v))]
+    if missing:
+        raise ValueError(f"with splits, every path needs a {SPLIT_PLACEHOLDER} placeholder; missing in: {', '.join(missing)}")
+
+
+def _load_interactions(data: Any, what: str, progress: Progress):
+    if isinstance(data, (str, os.PathLike)):
+        progress.log(f"reading {what} {data}")
+        return read_ratings(data)[["user", "item"]]
+    return data
+
+
+def _describe(x: Any) -> str:
+    return str(x) if isinstance(x, (str, os.PathLike)) else f"<{type(x).__name__}>"
+
+
+# ----------------------------------------------------------------------------------------
+# the study as one plain structure
+# ----------------------------------------------------------------------------------------
+def _stat_dict(row: pd.Series) -> Dict[str, Any]:
+    n = row["n"]
+    return {"mean": row["mean"], "sd": row["sd"], "n": None if pd.isna(n) else int(n), "ci95": row["ci95"],
+            "low": row["low"], "high": row["high"]}
+
+
+def _study_dict(study: Study) -> Dict[str, Any]:
+    multi = len(study.splits) > 1
+    metrics = study.metrics
+    runs = []
+    for r, (name, source) in enumerate(zip(study.names, study.sources)):
+        per_split = []
+        for s, row in enumerate(study.evaluations):
+            ev = row[r]
+            diff = paired_difference(row[0], ev) if r > 0 else None
+            per_split.append({
+                "split": study.splits[s] if study.splits else None,
+                "info": dict(ev.info),
+                "metrics": {m: _stat_dict(ev.summary.loc[m]) for m in metrics},
+                "difference_to_first": None if diff is None else {m: _stat_dict(diff.loc[m]) for m in metrics},
+            })
+        runs.append({
+            "name": name,
+            "recs": source,
+            "per_split": per_split,
+            "summary": _headline(per_split, "metrics", metrics, multi),
+            "difference_to_first": _headline(per_split, "difference_to_first", metrics, multi) if r > 0 else None,
+        })
+    n_users = [row[0].info["n_users_evaluated"] for row in study.evaluations]
+    protocol = dict(PROTOCOL)
+    protocol.update(train=study.train, test=study.test, ks=list(study.ks))
+    if not multi:
+        protocol.pop("splits")
+    return {
+        "tool": f"mrec-warp {__version__}",
+        "protocol": protocol,
+        "ks": list(study.ks),
+        "metrics": metrics,
+        "splits": list(study.splits),
+        "n_users": n_users[0] if len(n_users) == 1 else n_users,
+        "uncertainty": "se" if multi else "ci95",
+        "runs": runs,
+    }
+
+
+def _headline(per_split: List[Dict], key: str, metrics: List[str], multi: bool) -> Dict[str, Dict]:
+    """The number every table shows: ``mean`` and ``plus_minus`` (a CI half-width or an SE)."""
+    out = {}
+    for m in metrics:
+        if not multi:
+            stat = per_split[0][key][m]
+            out[m] = {"mean": stat["mean"], "plus_minus": stat["ci95"], "kind": "ci95"}
+        else:
+            stat = across_splits([p[key][m]["mean"] for p in per_split])
+            out[m] = {"mean": stat["mean"], "plus_minus": stat["se"], "kind": "se",
+                      "n_splits": stat["n_splits"], "values": stat["values"]}
+    return out
+
+
+def _clean_json(obj: Any) -> Any:
+    """numpy scalars -> Python numbers, NaN -> None, so the JSON is strict and portable."""
+    if isinstance(obj, dict):
+        return {str(k): _clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean_json(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return value
+    return obj
+
+
+# ----------------------------------------------------------------------------------------
+# text table and Markdown
+# ----------------------------------------------------------------------------------------
+def _fmt(mean: Optional[float], pm: Optional[float], signed: bool = False, star_at: Optional[float] = None) -> str:
+    """``0.213 ± 0.011``; differences are signed and starred when ``|mean| > star_at``."""
+    if mean is None:
+        return "n/a"
+    text = f"{mean:+.3f}" if signed else f"{mean:.3f}"
+    if pm is not None:
+        text += f" ± {pm:.3f}"
+        if star_at is not None and abs(mean) > star_at:
+            text += " *"
+    return text
+
+
+def _significance_threshold(stat: Dict[str, Any]) -> Optional[float]:
+    """Half-width of a 95% interval for a difference: the CI itself, or t * se over splits.
+
+    With a handful of splits the normal 1.96 would be too lenient, so the star uses the
+    Student t quantile with n_splits - 1 degrees of freedom.
+    """
+    if stat["plus_minus"] is None:
+        return None
+    if stat["kind"] == "ci95":
+        return stat["plus_minus"]
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, stat["n_splits"] - 1)) * stat["plus_minus"]
+
+
+def _table_rows(data: Dict[str, Any]) -> List[List[str]]:
+    runs = data["runs"]
+    header = ["metric"] + [r["name"] for r in runs] + [f"Δ {r['name']}" for r in runs[1:]]
+    rows = [header]
+    for m in data["metrics"]:
+        row = [m]
+        row += [_fmt(r["summary"][m]["mean"], r["summary"][m]["plus_minus"]) for r in runs]
+        for r in runs[1:]:
+            d = r["difference_to_first"][m]
+            row.append(_fmt(d["mean"], d["plus_minus"], signed=True, star_at=_significance_threshold(d)))
+        rows.append(row)
+    return rows
+
+
+def _legend(data: Dict[str, Any]) -> List[str]:
+    runs = data["runs"]
+    if data["uncertainty"] == "se":
+        n = data["n_users"]
+        users = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        lines = [f"{len(data['splits'])} splits ({users} evaluated users each); "
+                 "values: mean over splits ± standard error"]
+    else:
+        lines = [f"{data['n_users']} evaluated users (test users with a test item not in train); "
+                 "values: mean ± 95% CI (1.96·sd/√n)"]
+    if len(runs) > 1:
+        star = ("95% t-interval over splits excludes 0" if data["uncertainty"] == "se"
+                else "95% CI of the paired difference excludes 0")
+        lines.append(f"Δ: paired per-user difference to {runs[0]['name']}; * = {star}")
+    return lines
+
+
+def _notes(data: Dict[str, Any]) -> List[str]:
+    """Warnings worth reading before trusting the numbers."""
+    notes = []
+    for r in data["runs"]:
+        infos = [p["info"] for p in r["per_split"]]
+        total = {k: sum(i[k] for i in infos) for k in infos[0]}
+        if total["n_users_without_recs"]:
+            notes.append(f"{r['name']}: {total['n_users_without_recs']} evaluated users have no recommendations (scored 0)")
+        if total["n_rec_rows_in_train"]:
+            notes.append(f"{r['name']}: {total['n_rec_rows_in_train']} recommended items were training items and were removed")
+        if total["n_rec_rows_repeated"]:
+            notes.append(f"{r['name']}: {total['n_rec_rows_repeated']} repeated recommendations were removed")
+        if total["n_users_short_list"]:
+            notes.append(f"{r['name']}: {total['n_users_short_list']} evaluated users have fewer than "
+                         f"{max(data['ks'])} recommendations (precision still divides by k)")
+    info = data["runs"][0]["per_split"]
+    overlap = sum(p["info"]["n_test_pairs_in_train"] for p in info)
+    if overlap:
+        notes.append(f"{overlap} test interactions were also in train and were ignored")
+    return notes
+
+
+def format_table(data: Dict[str, Any]) -> str:
+    """Plain-text table for a terminal: metrics as rows, recommendation files as columns."""
+    rows = _table_rows(data)
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    lines = _legend(data) + [""]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    notes = _notes(data)
+    if notes:
+        lines += [""] + [f"note: {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(data: Dict[str, Any]) -> str:
+    """A self-contained Markdown report: protocol, headline table, per-split tables, notes."""
+    rows = _table_rows(data)
+    out = ["# Evaluation report", "", f"Produced by {data['tool']}.", ""]
+    out += [f"- training data: `{data['protocol']['train']}`", f"- test data: `{data['protocol']['test']}`"]
+    for r in data["runs"]:
+        out.append(f"- **{r['name']}**: `{r['recs']}`")
+    if data["splits"]:
+        out.append(f"- splits: {', '.join(data['splits'])}")
+    out += ["", *[f"{line}." for line in _legend(data)], "", *_markdown_table(rows), ""]
+
+    if len(data["splits"]) > 1:
+        out += ["## Per split", ""]
+        for s, label in enumerate(data["splits"]):
+            out += [f"### Split {label}", ""]
+            header = ["metric"] + [r["name"] for r in data["runs"]]
+            body = [[m] + [_fmt(r["per_split"][s]["metrics"][m]["mean"], r["per_split"][s]["metrics"][m]["ci95"])
+                           for r in data["runs"]] for m in data["metrics"]]
+            out += _markdown_table([header] + body) + [""]
+
+    notes = _notes(data)
+    if notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    out += ["## Protocol", ""]
+    for key in ("users", "cleaning", "averaging"):
+        out.append(f"- **{key}**: {data['protocol'][key]}")
+    for m in ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k"):
+        out.append(f"- **{m}**: {data['protocol'][m]}")
+    for key in ("interval", "paired_difference", "splits"):
+        if key in data["protocol"]:
+            out.append(f"- **{key.replace('_', ' ')}**: {data['protocol'][key]}")
+    return "\n".join(out) + "\n"
+
+
+def _markdown_table(rows: List[List[str]]) -> List[str]:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join([":---"] + ["---:"] * (len(rows[0]) - 1)) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows[1:]]
+
+
+def format_json(data: Dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+# ----------------------------------------------------------------------------------------
+# per-user table and plot
+# ----------------------------------------------------------------------------------------
+def per_user_table(study: Study) -> pd.DataFrame:
+    """Long table: one row per (split, recommendations, user) with every per-user metric."""
+    frames = []
+    for s, row in enumerate(study.evaluations):
+        for name, ev in zip(study.names, row):
+            frame = ev.per_user.reset_index()
+            frame.insert(0, "recs", name)
+            if study.splits:
+                frame.insert(0, "split", study.splits[s])
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def check_plot_available(path: Optional[PathLike] = None) -> None:
+    """Fail early, in one line, when a plot is asked for and matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError("plotting needs matplotlib, which is not installed", path=None if path is None else str(path),
+                         hint="pip install mrec-warp[plot]") from None
+
+
+def render_plot(data: Dict[str, Any]) -> bytes:
+    """PNG of every metric@k against k, one line per recommendations file, with error bars."""
+    check_plot_available()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
+
+    families = list(AT_K_METRICS) + ["coverage"]
+    ks = data["ks"]
+    fig = Figure(figsize=(12, 7), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 3).ravel()
+    for ax, family in zip(axes, families):
+        for r in data["runs"]:
+            stats = [r["summary"][f"{family}@{k}"] for k in ks]
+            mean = [np.nan if s["mean"] is None else s["mean"] for s in stats]
+            err = [0.0 if s["plus_minus"] is None else s["plus_minus"] for s in stats]
+            ax.errorbar(ks, mean, yerr=err, marker="o", capsize=3, label=r["name"])
+        ax.set_title(f"{family}@k")
+        ax.set_xlabel("k")
+        ax.set_xticks(ks)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small")
+    bars = "standard error over splits" if data["uncertainty"] == "se" else "95% CI over users"
+    fig.suptitle(f"Ranking metrics at k (bars: {bars})")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------------------
+# writing: render everything first, then write each file atomically
+# ----------------------------------------------------------------------------------------
+def write_reports(
+    study: Study,
+    markdown: Optional[PathLike] = None,
+    json_path: Optional[PathLike] = None,
+    per_user: Optional[PathLike] = None,
+    plot: Optional[PathLike] = None,
+) -> List[str]:
+    """Write the requested report files; returns the paths written.
+
+    All contents are produced in memory before the first file is touched, so an error
+    while rendering leaves no file behind, and each file appears only when complete.
+    """
+    data = study.to_dict()
+    contents: List[tuple] = []
+    if markdown:
+        contents.append((markdown, format_markdown(data)))
+    if json_path:
+        contents.append((json_path, format_json(data)))
+    if per_user:
+        buf = io.StringIO()
+        per_user_table(study).to_csv(buf, index=False, lineterminator="\n")
+        contents.append((per_user, buf.getvalue()))
+    if plot:
+        contents.append((plot, render_plot(data)))
+    for path, content in contents:
+        binary = isinstance(content, bytes)
+        with atomic_write(path, mode="wb" if binary else "w") as fh:
+            fh.write(content)
+    return [str(p) for p, _ in contents]
