@@ -1,0 +1,245 @@
+"""WARP: the kernel's sampling and update rules, learning, determinism, persistence."""
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mrec_warp import TrainingDivergedError
+from mrec_warp.models import WARP, Popularity, load
+from mrec_warp.models import _warp
+from mrec_warp.models.validation import precision_at_k
+
+
+def kernel_state(n_users, n_items, d, seed=0):
+    rng = np.random.default_rng(seed)
+    P = rng.standard_normal((n_users, d)).astype(np.float32) * 0.1
+    Q = rng.standard_normal((n_items, d)).astype(np.float32) * 0.1
+    b = np.zeros(n_items, dtype=np.float32)
+    return P, Q, b, np.ones_like(P), np.ones_like(Q), np.ones_like(b)
+
+
+def run_shard(P, Q, b, GP, GQ, Gb, csr, order, seed=0, **kw):
+    csr = sp.csr_matrix(csr, dtype=np.float32)
+    csr.sort_indices()
+    pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
+    return _warp.fit_shard(P, Q, b, GP, GQ, Gb, csr.indptr.astype(np.int64), csr.indices.astype(np.int32),
+                           pos_users, np.asarray(order, dtype=np.int32), 0, len(order),
+                           _warp.harmonic_table(csr.shape[1]), _warp.seed_state(seed), **kw)
+
+
+def test_harmonic_table():
+    L = _warp.harmonic_table(4)
+    np.testing.assert_allclose(L, [0, 1, 1.5, 1 + 1 / 2 + 1 / 3, 1 + 1 / 2 + 1 / 3 + 1 / 4], rtol=1e-6)
+
+
+def test_badly_ranked_positive_gets_weight_of_worst_rank():
+    # every negative violates the margin, so the first draw stops: N = 1, rank = n_neg
+    n_items = 20
+    P, Q, b, GP, GQ, Gb = kernel_state(1, n_items, 4)
+    b[0] = -10.0
+    csr = sp.csr_matrix(([1.0, 1.0], ([0, 0], [0, 5])), shape=(1, n_items))
+    n_updates, weight, _, compared = run_shard(P, Q, b, GP, GQ, Gb, csr, [0], learning_rate=0.0)
+    assert n_updates == 1 and compared == 1
+    assert weight == pytest.approx(_warp.harmonic_table(n_items)[n_items - 2])
+
+
+def test_well_ranked_positive_gets_no_update_and_spends_max_sampled():
+    P, Q, b, GP, GQ, Gb = kernel_state(1, 50, 4)
+    b[3] = 10.0
+    before = (P.copy(), Q.copy(), b.copy())
+    csr = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 50))
+    n_updates, _, _, compared = run_shard(P, Q, b, GP, GQ, Gb, csr, [0], max_sampled=7)
+    assert n_updates == 0 and compared == 7
+    for x, y in zip(before, (P, Q, b)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_rank_estimate_uses_number_of_compared_negatives():
+    # half of the negatives violate; rank = floor(n_neg / N) for the N the kernel reports
+    n_items, d = 101, 2
+    P, Q, b, GP, GQ, Gb = kernel_state(1, n_items, d)
+    P[:] = 0
+    b[:] = np.where(np.arange(n_items) % 2 == 0, 5.0, -5.0)  # even items violate
+    b[0] = 0.0
+    csr = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n_items))
+    table = _warp.harmonic_table(n_items)
+    for seed in range(20):
+        bb = b.copy()
+        _, weight, _, compared = run_shard(P.copy(), Q.copy(), bb, GP.copy(), GQ.copy(), Gb.copy(), csr, [0],
+                                           seed=seed, learning_rate=0.0, max_sampled=100)
+        assert weight == pytest.approx(table[(n_items - 1) // int(compared)])
+
+
+def test_one_step_matches_hand_computed_adagrad_update():
+    d, lr, ureg, ireg = 3, 0.1, 0.01, 0.02
+    P, Q, b, GP, GQ, Gb = kernel_state(1, 3, d, seed=3)
+    b[:] = [-5.0, 0.0, 0.0]  # the positive (item 0) is beaten by both negatives
+    P0, Q0, b0 = P.copy(), Q.copy(), b.copy()
+    csr = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, 3))
+    run_shard(P, Q, b, GP, GQ, Gb, csr, [0], learning_rate=lr, user_reg=ureg, item_reg=ireg)
+    j = 1 if not np.array_equal(Q[1], Q0[1]) else 2
+    other = 3 - j
+    np.testing.assert_array_equal(Q[other], Q0[other])
+    w = 1.5  # N = 1 among 2 negatives: rank 2, L(2) = 1 + 1/2
+    p, qi, qj = P0[0], Q0[0], Q0[j]
+    gu = w * (qj - qi) + ureg * p
+    gi = -w * p + ireg * qi
+    gj = w * p + ireg * qj
+    np.testing.assert_allclose(P[0], p - lr * gu / np.sqrt(1 + gu ** 2), rtol=1e-5)
+    np.testing.assert_allclose(Q[0], qi - lr * gi / np.sqrt(1 + gi ** 2), rtol=1e-5)
+    np.testing.assert_allclose(Q[j], qj - lr * gj / np.sqrt(1 + gj ** 2), rtol=1e-5)
+    np.testing.assert_allclose(b[0], b0[0] + lr * w / np.sqrt(1 + w ** 2), rtol=1e-5)
+    np.testing.assert_allclose(b[j], b0[j] - lr * w / np.sqrt(1 + w ** 2), rtol=1e-5)
+    np.testing.assert_allclose(GP[0], 1 + gu ** 2, rtol=1e-5)
+
+
+def test_negatives_are_never_the_users_positives():
+    # user 0 has items 0..8; item 9 is its only negative, so only item 9 may move as a negative
+    n_items = 10
+    P, Q, b, GP, GQ, Gb = kernel_state(1, n_items, 4)
+    b[0] = -10.0
+    Q0 = Q.copy()
+    csr = sp.csr_matrix((np.ones(9), (np.zeros(9, int), np.arange(9))), shape=(1, n_items))
+    for seed in range(10):
+        run_shard(P, Q, b, GP, GQ, Gb, csr, [0], seed=seed)
+    np.testing.assert_array_equal(Q[1:9], Q0[1:9])
+    assert not np.array_equal(Q[9], Q0[9])
+
+
+def test_user_with_every_item_is_skipped():
+    P, Q, b, GP, GQ, Gb = kernel_state(1, 3, 2)
+    csr = sp.csr_matrix(np.ones((1, 3)))
+    assert run_shard(P, Q, b, GP, GQ, Gb, csr, [0, 1, 2])[0] == 0
+
+
+def test_warp_beats_popularity_on_planted_structure(planted):
+    train, test = planted
+    pop = Popularity().fit(train)
+    warp = WARP(factors=16, epochs=15, random_state=0).fit(train)
+    p_pop = precision_at_k(pop.score_users, pop.n_items, train, test, 10)
+    p_warp = precision_at_k(warp.score_users, warp.n_items, train, test, 10)
+    # a perfect cluster model reaches about 0.1 here (6 test items among ~50 same-cluster candidates)
+    assert p_warp > 3 * p_pop and p_warp > 0.08
+
+
+def test_bpr_loss_learns_too(planted):
+    train, test = planted
+    pop = Popularity().fit(train)
+    bpr = WARP(factors=16, loss="bpr", epochs=30, learning_rate=0.1, random_state=0).fit(train)
+    assert precision_at_k(bpr.score_users, bpr.n_items, train, test, 10) > \
+        1.5 * precision_at_k(pop.score_users, pop.n_items, train, test, 10)
+
+
+def test_early_stopping_keeps_the_best_epoch(planted):
+    train, _ = planted
+    model = WARP(factors=16, max_epochs=40, patience=3, random_state=0).fit(train)
+    scores = [h["val_precision@10"] for h in model.history_ if h["phase"] == "fit"]
+    assert model.best_epoch_ == int(np.argmax(scores)) + 1
+    assert len(scores) <= 40
+    refit = [h for h in model.history_ if h["phase"] == "refit"]
+    assert len(refit) == model.best_epoch_
+
+
+def test_external_validation_and_callbacks(planted):
+    train, test = planted
+    seen = []
+    model = WARP(factors=8, max_epochs=6, patience=100, random_state=0)
+    model.fit(train, validation=test, callbacks=[lambda m, logs: seen.append(logs["epoch"]) or logs["epoch"] == 4])
+    assert seen == [1, 2, 3, 4]
+    assert not any(h["phase"] == "refit" for h in model.history_)
+
+
+def test_one_thread_is_bit_reproducible(planted):
+    train, _ = planted
+    a = WARP(factors=8, epochs=3, random_state=7).fit(train)
+    b = WARP(factors=8, epochs=3, random_state=7).fit(train)
+    c = WARP(factors=8, epochs=3, random_state=8).fit(train)
+    np.testing.assert_array_equal(a.user_factors, b.user_factors)
+    np.testing.assert_array_equal(a.item_factors, b.item_factors)
+    assert not np.array_equal(a.item_factors, c.item_factors)
+
+
+def test_two_threads_learn_as_well(planted):
+    train, test = planted
+    one = WARP(factors=16, epochs=15, random_state=0).fit(train)
+    two = WARP(factors=16, epochs=15, random_state=0, n_jobs=2).fit(train)
+    p1 = precision_at_k(one.score_users, one.n_items, train, test, 10)
+    p2 = precision_at_k(two.score_users, two.n_items, train, test, 10)
+    assert abs(p1 - p2) < 0.05
+
+
+def test_divergence_is_reported_with_a_hint(planted):
+    train, _ = planted
+    with pytest.raises(TrainingDivergedError, match="learning rate"):
+        WARP(factors=8, epochs=3, learning_rate=1e38, random_state=0).fit(train)
+
+
+def test_save_load_round_trip_path_and_file_object(planted, tmp_path):
+    train, _ = planted
+    model = WARP(factors=8, epochs=2, random_state=0).fit(train)
+    model.save(tmp_path / "m.npz")
+    buf = io.BytesIO()
+    model.save(buf)
+    buf.seek(0)
+    for loaded in (load(tmp_path / "m.npz"), WARP.load(buf)):
+        assert isinstance(loaded, WARP)
+        assert loaded.get_params() == model.get_params()
+        np.testing.assert_array_equal(loaded.item_factors, model.item_factors)
+        np.testing.assert_array_equal(loaded.recommend(k=5)[0], model.recommend(k=5)[0])
+    assert not list(tmp_path.glob(".*tmp*")), "no temporary files left behind"
+
+
+def test_recommend_excludes_training_items_and_scores_match(planted):
+    train, _ = planted
+    model = WARP(factors=8, epochs=2, random_state=0).fit(train)
+    items, scores = model.recommend(k=10)
+    for u in range(train.shape[0]):
+        assert not set(items[u]) & set(train[u].indices)
+    np.testing.assert_allclose(scores[:, 0], model.score(np.arange(train.shape[0]), items[:, 0]), rtol=1e-5)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    everything, _ = model.recommend(users=[0], k=train.shape[1], exclude=None)
+    assert sorted(everything[0]) == list(range(train.shape[1]))
+
+
+def test_similar_items_is_cosine_without_self(planted):
+    train, _ = planted
+    model = WARP(factors=8, epochs=2, random_state=0).fit(train)
+    nbrs, sims = model.similar_items([0, 5], k=3)
+    unit = model.item_factors / np.linalg.norm(model.item_factors, axis=1, keepdims=True)
+    cos = unit[[0, 5]] @ unit.T
+    cos[0, 0] = cos[1, 5] = -np.inf
+    np.testing.assert_array_equal(nbrs, np.argsort(-cos, axis=1, kind="stable")[:, :3])
+    np.testing.assert_allclose(sims, np.take_along_axis(cos, nbrs, 1), rtol=1e-5)
+
+
+def test_partial_fit_continues_training(planted):
+    train, _ = planted
+    model = WARP(factors=8, random_state=0).partial_fit(train, epochs=1)
+    before = model.item_factors.copy()
+    model.partial_fit(train, epochs=2)
+    assert model.epochs_done_ == 3
+    assert not np.array_equal(before, model.item_factors)
+
+
+def test_params_follow_scikit_learn_conventions():
+    model = WARP()
+    params = model.get_params()
+    assert params["factors"] == 64 and params["random_state"] is None
+    model.set_params(factors=8, learning_rate=0.1)
+    assert model.factors == 8 and model.learning_rate == 0.1
+    with pytest.raises(ValueError, match="no parameter"):
+        model.set_params(nonsense=1)
+
+
+def test_ml100k_precision_floor(ml100k_dir):
+    # rating >= 4, per-user 80/20 split with seed 42; a regression guard well under the 0.22 target
+    from mrec_warp.data.interactions import Interactions
+    from mrec_warp.data.io import read_ratings
+    from mrec_warp.models.validation import holdout_split
+
+    df = read_ratings(ml100k_dir / "u.data", format="movielens")
+    inter = Interactions.from_dataframe(df[df.value >= 4])
+    train, test = holdout_split(inter.matrix, 0.2, np.random.default_rng(42))
+    model = WARP(random_state=0).fit(train)
+    assert precision_at_k(model.score_users, model.n_items, train, test, 10) > 0.18
