@@ -1,0 +1,140 @@
+"""``mrec-warp evaluate``: score recommendation files against held-out interactions."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import click
+
+from ..data.io import check_readable
+from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available, evaluate as run_evaluation
+from ..evaluation.report import default_names, format_table, resolve_split, write_reports
+from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
+
+
+def _parse_ks(ctx, param, value: str) -> List[int]:
+    return parse_int_list(value, "-k")
+
+
+def _parse_splits(ctx, param, value: Optional[str]) -> Optional[List[str]]:
+    if value is None:
+        return None
+    labels = [v.strip() for v in value.split(",") if v.strip()]
+    if not labels:
+        raise click.BadParameter("give comma-separated split labels, e.g. 0,1,2,3,4", param_hint="--splits")
+    if len(set(labels)) != len(labels):
+        raise click.BadParameter(f"{value!r} repeats a split label", param_hint="--splits")
+    return labels
+
+
+def _check_split_options(train: str, test: str, recs: Sequence[str], splits: Optional[List[str]]) -> None:
+    """``{split}`` and ``--splits`` go together, in every input path, or not at all."""
+    paths = {"--train": [train], "--test": [test], "--recs": list(recs)}
+    with_placeholder = {o for o, ps in paths.items() if any(SPLIT_PLACEHOLDER in p for p in ps)}
+    if splits is None and with_placeholder:
+        raise click.UsageError(f"{', '.join(sorted(with_placeholder))} contain {SPLIT_PLACEHOLDER}: "
+                               "give the split labels with --splits, e.g. --splits 0,1,2")
+    if splits is not None:
+        missing = [p for ps in paths.values() for p in ps if SPLIT_PLACEHOLDER not in p]
+        if missing:
+            raise click.UsageError(f"with --splits every --train/--test/--recs path needs {SPLIT_PLACEHOLDER}; "
+                                   f"missing in {missing[0]!r}")
+
+
+def _check_names(recs: Sequence[str], names: Sequence[str]) -> List[str]:
+    if names and len(names) != len(recs):
+        raise click.UsageError(f"got {len(names)} --name for {len(recs)} --recs; give one name per --recs or none")
+    names = list(names) or default_names(recs)
+    if len(set(names)) != len(names):
+        raise click.UsageError(f"--name values must be distinct, got {', '.join(names)}")
+    return names
+
+
+def _check_outputs(outputs: Dict[str, Optional[str]], inputs: Sequence[str]) -> None:
+    """An output must not overwrite an input or another output."""
+    seen: Dict[str, str] = {}
+    resolved_inputs = {os.path.realpath(p) for p in inputs}
+    for option, path in outputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in resolved_inputs:
+            raise click.UsageError(f"{option} {path} would overwrite an input file")
+        if real in seen:
+            raise click.UsageError(f"{option} and {seen[real]} both write {path}")
+        seen[real] = option
+
+
+@click.command(epilog="""\b
+Examples:
+  mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs recs.tsv
+  mrec-warp evaluate --train split/train.tsv --test split/test.tsv \\
+      --recs pop.tsv --recs warp.tsv --name popularity --name warp \\
+      -k 5,10,20 --report report.md --json report.json --plot curves.png
+  mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/{split}/train.tsv' \\
+      --test 'cv/{split}/test.tsv' --recs 'cv/{split}/recs.tsv'
+""")
+@click.option("--train", "train", required=True, metavar="FILE",
+              help="Training interactions (user item [value [timestamp]]); their items are "
+                   "removed from the recommendations and define the catalogue for coverage.")
+@click.option("--test", "test", required=True, metavar="FILE", help="Held-out interactions; every row is a positive.")
+@click.option("--recs", "recs", required=True, multiple=True, metavar="FILE",
+              help="Recommendations: user<TAB>item<TAB>score<TAB>rank (.tsv), .csv or .parquet. "
+                   "Repeat to compare files; later files are compared with the first.")
+@click.option("--name", "names", multiple=True, help="Display name of each --recs, in order [file name].")
+@click.option("-k", "ks", default="5,10,20", show_default=True, callback=_parse_ks, metavar="K[,K...]",
+              help="Cut-offs for the @k metrics.")
+@click.option("--splits", "splits", callback=_parse_splits, metavar="LABELS",
+              help="Evaluate several splits: comma-separated labels substituted for {split} in "
+                   "--train, --test and every --recs; results are mean ± standard error over splits.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write a Markdown report.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write every number as JSON.")
+@click.option("--per-user", "per_user_path", type=click.Path(dir_okay=False),
+              help="Write per-user metrics as CSV (one row per split, recs file and user).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Write a PNG of the metrics against k (needs matplotlib).")
+@quiet_option
+@friendly_errors
+def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, quiet, verbose):
+    """Score recommendation files against held-out test interactions.
+
+    For every user with test items: precision, recall, NDCG, MAP and hit rate at each k,
+    and MRR; averaged over those users with a 95% confidence interval (1.96·sd/√n).
+    Catalogue coverage at each k is one global number. Training items are removed from
+    the recommendations before scoring; test items also in train are ignored.
+
+    Several --recs are shown side by side, each later one with its paired per-user
+    difference to the first. With --splits, every path holds a {split} placeholder and
+    each number is the mean over splits ± its standard error.
+
+    The table goes to standard output; --report/--json/--per-user/--plot write files,
+    each one complete or not at all.
+    """
+    progress = make_progress(quiet, verbose)
+    _check_split_options(train, test, recs, splits)
+    names = _check_names(recs, names)
+    labels = splits or [None]
+    inputs = _existing_inputs(train, test, recs, labels)
+    _check_outputs({"--report": report_path, "--json": json_path, "--per-user": per_user_path,
+                    "--plot": plot_path}, inputs)
+    if plot_path:
+        check_plot_available(plot_path)  # fail before the work, not after
+
+    study = run_evaluation(train, test, list(recs), names=names, ks=ks, splits=splits, progress=progress)
+    written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
+    if not quiet:
+        click.echo(format_table(study.to_dict()), nl=False)
+        for path in written:
+            click.echo(f"wrote {path}", err=True)
+
+
+def _existing_inputs(train: str, test: str, recs: Sequence[str], labels) -> List[str]:
+    """Every input file of every split, checked up front so a typo fails in one line."""
+    files = []
+    for label in labels:
+        for what, pattern in [("training file", train), ("test file", test)] + [("recommendations file", r) for r in recs]:
+            path = resolve_split(pattern, label)
+            check_readable(path, what)
+            files.append(str(Path(path)))
+    return files
