@@ -197,3 +197,10 @@ def test_missing_split_file_names_the_resolved_path(tmp_path):
     p = tmp_path / "cv{split}"
     r = run("--splits", "0,1", "--train", p / "train.tsv", "--test", p / "test.tsv", "--recs", p / "a.tsv")
     assert_one_line_error(r, f"{tmp_path / 'cv1' / 'train.tsv'}: training file does not exist")
+
+
+def test_test_file_equal_to_train_is_an_error(files):
+    r = run("--train", files / "train.tsv", "--test", files / "train.tsv", "--recs", files / "a.tsv",
+            *outputs(files))
+    assert_one_line_error(r, f"{files / 'train.tsv'}: no test interaction is left")
+    assert_no_outputs(files)

@@ -162,7 +162,7 @@ def evaluate(
         where = "" if label is None else f" (split {label})"
         train_data = _load_interactions(resolve_split(train, label), "train", progress)
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
-        row = []
+        row: List[Evaluation] = []
         for name, source in zip(names, recs):
             path = resolve_split(source, label)
             progress.log(f"scoring {name}{where}")
@@ -171,6 +171,11 @@ def evaluate(
                 train_data, test_data, table, ks=ks,
                 source=str(path) if isinstance(path, (str, os.PathLike)) else name,
             ))
+        if row[0].info["n_users_evaluated"] == 0:
+            # nothing to average: almost always the wrong file, not a result worth printing
+            raise InputError("no test interaction is left once those also in the training data are removed",
+                             path=_describe(resolve_split(test, label)),
+                             hint="is this the held-out part of the same split as the training file?")
         evaluations.append(row)
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
@@ -372,7 +377,7 @@ def _notes(data: Dict[str, Any]) -> List[str]:
     info = data["runs"][0]["per_split"]
     overlap = sum(p["info"]["n_test_pairs_in_train"] for p in info)
     if overlap:
-        notes.append(f"{overlap} test interactions were also in train and were ignored")
+        notes.append(f"{overlap} test interaction(s) were also in train and were ignored")
     return notes
 
 
