@@ -330,6 +330,8 @@ def test_read_recs_parquet(tmp_path):
         ("a\tx\t0.9\t1\na\ty\t0.5\t2\t7\n", r"recs.tsv:2: .*same number of columns"),
         ("a\tx\t1\t1\t1\n", r"recs.tsv:1: expected at most 4 columns"),
         ("a\tx\t0.9\t1\n\t\t0.2\t2\n", r"recs.tsv:2: missing user id"),
+        ("a\tx\t0.9\t1\na\ty\t0.5\n", r"recs.tsv:2: missing rank"),
+        ("user\titem\tscore\trank\n\na\tx\t0.9\t1\na\ty\t0.5\t2\t9\n", r"recs.tsv:4: .*same number of columns"),
         ("\n\n", r"recs.tsv: recommendations file has no data lines"),
     ],
 )

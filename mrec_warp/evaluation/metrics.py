@@ -79,19 +79,50 @@ def read_recs(path: PathLike) -> pd.DataFrame:
     return _clean_recs(raw, lines, str(p))
 
 
+def _recs_layout(p: Path, sep: str) -> Tuple[List[str], int]:
+    """Column names and the number of lines before the data (a header, blank lines)."""
+    import gzip
+
+    opener = gzip.open if p.suffix.lower() == ".gz" else open
+    with opener(p, "rt", encoding="latin-1") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            fields = [f.strip().strip('"').lower() for f in line.rstrip("\r\n").split(sep)]
+            if fields[:2] == ["user", "item"]:
+                return [f or f"col{i}" for i, f in enumerate(fields)], lineno
+            if len(fields) > len(RECS_COLUMNS):
+                raise InputError(
+                    f"expected at most 4 columns (user, item, score, rank), found {len(fields)}",
+                    path=str(p), line=lineno, hint="write recommendations as user<TAB>item<TAB>score<TAB>rank",
+                )
+            return list(RECS_COLUMNS[: len(fields)]), 0
+    raise InputError("recommendations file has no data lines", path=str(p))
+
+
 def _read_recs_text(p: Path, sep: str) -> Tuple[pd.DataFrame, np.ndarray]:
+    names, skip = _recs_layout(p, sep)
+    numeric = [c for c in ("score", "rank") if c in names]
+    options = dict(
+        sep=sep, header=None, names=names, skiprows=skip, keep_default_na=False,
+        na_values={c: [""] for c in numeric}, index_col=False, engine="c", encoding="latin-1",
+        # blank lines are kept (as empty rows) so that row i is file line skip + i + 1
+        skip_blank_lines=False, quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
+    )
     try:
-        # blank lines are kept (as empty rows) so that row i is file line i + 1
-        raw = pd.read_csv(
-            p, sep=sep, header=None, dtype=str, keep_default_na=False, na_values=[],
-            skip_blank_lines=False, quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
-            engine="c", encoding="latin-1",
-        )
+        try:
+            # fast path: the C parser reads the numbers itself
+            raw = pd.read_csv(p, dtype={c: (np.float64 if c in numeric else str) for c in names}, **options)
+        except pd.errors.ParserError:
+            raise
+        except ValueError:
+            # a score or rank that is not a number: read text so the bad line can be named
+            raw = pd.read_csv(p, dtype=str, **options)
     except pd.errors.ParserError as exc:
         import re
 
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
-        line = int(m.group(1)) if m else None
+        line = int(m.group(1)) if m else None  # pandas counts the skipped lines too
         found = f", found {m.group(2)}" if m else ""
         raise InputError(
             f"every line needs the same number of columns as the first{found}", path=str(p), line=line,
@@ -99,20 +130,11 @@ def _read_recs_text(p: Path, sep: str) -> Tuple[pd.DataFrame, np.ndarray]:
         ) from None
     except pd.errors.EmptyDataError:
         raise InputError("recommendations file has no data lines", path=str(p)) from None
-    raw = raw.fillna("")
-    lines = np.arange(1, len(raw) + 1, dtype=np.int64)
-    first = [str(v).strip().lower() for v in raw.iloc[0].tolist()] if len(raw) else []
-    if first[:2] == ["user", "item"]:
-        raw.columns = [c if c else f"col{i}" for i, c in enumerate(first)]
-        raw, lines = raw.iloc[1:], lines[1:]
-    else:
-        if raw.shape[1] > len(RECS_COLUMNS):
-            raise InputError(
-                f"expected at most 4 columns (user, item, score, rank), found {raw.shape[1]}",
-                path=str(p), line=1, hint="write recommendations as user<TAB>item<TAB>score<TAB>rank",
-            )
-        raw.columns = list(RECS_COLUMNS[: raw.shape[1]])
-    blank = np.all(raw.to_numpy(dtype=str) == "", axis=1) if len(raw) else np.zeros(0, bool)
+    lines = np.arange(skip + 1, skip + len(raw) + 1, dtype=np.int64)
+    blank = np.ones(len(raw), dtype=bool)
+    for c in names:
+        col = raw[c]
+        blank &= (col.isna() | (col == "")).to_numpy() if col.dtype != np.float64 else col.isna().to_numpy()
     return raw.loc[~blank], lines[~blank]
 
 
@@ -137,8 +159,9 @@ def _clean_recs(raw: pd.DataFrame, lines: np.ndarray, source: str) -> pd.DataFra
             raise InputError(f"no {name!r} column", path=source, hint="columns must be user, item[, score, rank]")
     if len(raw) == 0:
         raise InputError("recommendations file has no data lines", path=source)
-    out = pd.DataFrame({"user": raw["user"].astype(str).str.strip().to_numpy(),
-                        "item": raw["item"].astype(str).str.strip().to_numpy()})
+    # ids stay a pandas string column: converting millions of them to numpy objects is slow
+    out = pd.DataFrame({name: _as_str(raw[name].fillna("")).str.strip() for name in ("user", "item")})
+    out.index = pd.RangeIndex(len(out))
     for name in ("user", "item"):
         empty = (out[name] == "").to_numpy()
         if empty.any():
@@ -154,15 +177,21 @@ def _clean_recs(raw: pd.DataFrame, lines: np.ndarray, source: str) -> pd.DataFra
 
 
 def _numeric_column(column: pd.Series, name: str, lines: np.ndarray, source: str) -> np.ndarray:
-    text = column.astype(str).str.strip()
-    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.isnan(values) & (text.str.lower() != "nan").to_numpy()
+    """Floats; a rank must be present, and neither may be text that is not a number."""
+    if column.dtype == np.float64:
+        values = column.to_numpy()
+        text = None
+    else:
+        text = column.fillna("").astype(str).str.strip()
+        values = pd.to_numeric(text.where(text != "", "nan"), errors="coerce").to_numpy(dtype=np.float64)
+    missing = np.isnan(values) if text is None else (text == "").to_numpy()
+    bad = np.zeros(len(values), bool) if text is None else np.isnan(values) & ~missing & (text.str.lower() != "nan").to_numpy()
     if name == "rank":
-        bad |= np.isnan(values)
+        bad |= missing
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{name} {text.iloc[row]!r} is not a number", path=source, line=int(lines[row]),
-                         hint="expected user<TAB>item<TAB>score<TAB>rank")
+        what = f"missing {name}" if missing[row] else f"{name} {text.iloc[row]!r} is not a number"
+        raise InputError(what, path=source, line=int(lines[row]), hint="expected user<TAB>item<TAB>score<TAB>rank")
     return values
 
 
