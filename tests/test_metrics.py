@@ -411,3 +411,13 @@ def test_popularity_on_movielens_100k():
     print(f"ml-100k popularity P@10 = {p10:.4f} +- {ev.summary.loc['precision@10', 'ci95']:.4f}")
     assert 0.09 <= p10 <= 0.13
     assert ev.info["n_users_evaluated"] > 900
+
+
+def test_ranking_from_score_when_rank_is_absent():
+    train = pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"]})
+    test = pd.DataFrame({"user": ["a"], "item": ["y"]})
+    recs = pd.DataFrame({"user": ["a", "a"], "item": ["z", "y"], "score": [0.1, 0.9]})
+    train = pd.concat([train, pd.DataFrame({"user": ["b"], "item": ["z"]})])
+    assert evaluate_recommendations(train, test, recs, ks=(1,)).per_user.loc["a", "precision@1"] == 1.0
+    by_order = evaluate_recommendations(train, test, recs.drop(columns="score"), ks=(1,))
+    assert by_order.per_user.loc["a", "precision@1"] == 0.0

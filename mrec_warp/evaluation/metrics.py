@@ -377,9 +377,10 @@ def evaluate_recommendations(
     train, test : Interactions or pandas.DataFrame
         Positives (every stored pair / every row); DataFrames need ``user`` and ``item``.
     recs : pandas.DataFrame
-        Columns ``user``, ``item`` and ``rank`` (1 = best; when absent, the row order per
-        user is the ranking). An optional ``line`` column is used in error messages (as
-        produced by :func:`read_recs`).
+        Columns ``user``, ``item`` and ``rank`` (1 = best; when absent, descending
+        ``score``, else the row order per user, is the ranking; ties keep row order). An
+        optional ``line`` column is used in error messages (as produced by
+        :func:`read_recs`).
     ks : sequence of int
         Cut-offs, each >= 1.
     source : str, optional
@@ -407,7 +408,13 @@ def evaluate_recommendations(
     * ``hit_rate@k = 1 if hits@k > 0 else 0``
     * ``mrr = 1 / rank of the first test item in the whole list, 0 if none``
     * ``coverage@k`` (global) = distinct train items in the evaluated users' top k /
-      number of train items.
+      number of train items (for an Interactions, all of its item ids).
+
+    The ``info`` counts: ``n_users_evaluated``, ``n_users_without_recs`` (evaluated users
+    absent from ``recs``), ``n_users_short_list`` (evaluated users with fewer than max(ks)
+    items after cleaning), ``n_rec_rows``, ``n_rec_rows_in_train`` and
+    ``n_rec_rows_repeated`` (removed), ``n_test_pairs`` (scored), ``n_test_pairs_in_train``
+    (ignored), ``n_test_users_all_in_train``, ``n_train_items``, ``n_items``.
     """
     ks = _check_ks(ks)
     space = _build_space(train, test)
@@ -474,6 +481,8 @@ def _ranked_lists(users: np.ndarray, items: np.ndarray, recs: pd.DataFrame, spac
         rank = recs["rank"].to_numpy(dtype=np.float64)
         if np.isnan(rank).any():
             raise ValueError("recommendations have missing ranks")
+    elif "score" in recs.columns:
+        rank = -recs["score"].to_numpy(dtype=np.float64)  # higher score = better rank
     else:
         rank = np.zeros(len(users))
     # file order breaks rank ties so the result never depends on the sort algorithm
