@@ -1,0 +1,451 @@
+"""From a ratings file to train / test files: merge duplicates, binarise, filter, split per user.
+
+The rules, in the order they are applied (each is counted in ``summary.json``):
+
+1. **Merge duplicates.** Rows with the same (user, item) become one: its value is the
+   largest of their values and its timestamp the earliest of their timestamps (when the
+   user first met the item). Files without a rating column get value 1 for every row.
+2. **Binarise.** With ``min_rating``, merged rows whose value is below it are dropped; every
+   row left is a positive. The rating is kept in the output files for reference.
+3. **Filter users.** Users with fewer than ``min_user_items`` rows left are dropped (one
+   pass; items are never filtered here, so no second pass is needed).
+4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
+   user in test also has training data):
+
+   * ``random``: ``round(test_fraction * n)`` of the user's ``n`` items, at random, go to
+     test (halves round up), clipped to ``[1, n - 1]``;
+   * ``leave-out``: ``leave_out`` items at random go to test, at most ``n - 1``;
+   * ``temporal``: the latest items by timestamp go to test, as many as ``test_fraction``
+     (or ``leave_out``) says, counted as above; ties at the boundary are broken at random.
+5. **Drop unknown test items.** Test rows whose item has no row in train are dropped (a
+   model cannot score an item it never saw); their number is in the summary.
+
+Everything is vectorised over numpy arrays (group by user = sort by user), never a
+per-user Python loop, so 20M-row files split in seconds. The same input, parameters and
+seed give byte-identical files.
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..progress import SILENT, Progress
+from .io import atomic_write, read_ratings, write_interactions
+
+PathLike = Union[str, os.PathLike]
+
+#: Split strategies. A "cold-items" strategy (whole items held out) would be one more entry
+#: in ``_TEST_CHOOSERS`` plus its name here; the rest of the pipeline needs no change.
+SPLITS = ("random", "leave-out", "temporal")
+DEFAULT_TEST_FRACTION = 0.2
+
+
+# -- the interactions, as integer codes -------------------------------------------------------
+@dataclass
+class Positives:
+    """Merged, filtered interactions as integer codes, sorted by user then item.
+
+    Attributes
+    ----------
+    user, item : numpy.ndarray of int64
+        Codes into ``user_ids`` / ``item_ids``.
+    value : numpy.ndarray of float64
+    timestamp : numpy.ndarray of int64 or None
+    user_ids, item_ids : pandas.Index
+        Every id of the input, in order of first appearance (dropped ones included).
+    counts : dict
+        What merging and filtering did, for the summary.
+    """
+
+    user: np.ndarray
+    item: np.ndarray
+    value: np.ndarray
+    timestamp: Optional[np.ndarray]
+    user_ids: pd.Index
+    item_ids: pd.Index
+    counts: Dict[str, int]
+
+    def __len__(self) -> int:
+        return len(self.user)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.user_ids)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    def take(self, mask: np.ndarray) -> pd.DataFrame:
+        """The canonical table (user, item, value[, timestamp]) of the rows in ``mask``."""
+        frame = {
+            "user": self.user_ids.take(self.user[mask]).to_numpy(),
+            "item": self.item_ids.take(self.item[mask]).to_numpy(),
+            "value": self.value[mask],
+        }
+        if self.timestamp is not None:
+            frame["timestamp"] = self.timestamp[mask]
+        return pd.DataFrame(frame)
+
+
+def _merge_duplicates(
+    user: np.ndarray, item: np.ndarray, value: np.ndarray, timestamp: Optional[np.ndarray], n_items: int
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """One row per (user, item), sorted by user then item: max value, earliest timestamp."""
+    key = user * np.int64(n_items) + item
+    order = np.argsort(key, kind="stable")  # stable: same input, same output
+    key = key[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    value = np.maximum.reduceat(value[order], starts)
+    if timestamp is not None:
+        timestamp = np.minimum.reduceat(timestamp[order], starts)
+    key = key[starts]
+    return key // n_items, key % n_items, value, timestamp
+
+
+def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1) -> Positives:
+    """Merge duplicate rows, drop rows below ``min_rating``, drop users with too few rows.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The canonical table from :func:`~mrec_warp.data.io.read_ratings`.
+    min_rating : float, optional
+        Merged rows with a value below this are dropped; ``None`` keeps every row.
+    min_user_items : int
+        Users with fewer rows than this (after the rating filter) are dropped.
+
+    Returns
+    -------
+    Positives
+        Sorted by user then item, ids in order of first appearance in ``df``.
+    """
+    user, user_ids = pd.factorize(df["user"], sort=False)
+    item, item_ids = pd.factorize(df["item"], sort=False)
+    if "value" in df:
+        value = df["value"].to_numpy(dtype=np.float64)
+    else:  # a file of (user, item) pairs: every row is a positive
+        value = np.ones(len(df), dtype=np.float64)
+    timestamp = df["timestamp"].to_numpy(dtype=np.int64) if "timestamp" in df else None
+    user, item, value, timestamp = _merge_duplicates(
+        user.astype(np.int64), item.astype(np.int64), value, timestamp, len(item_ids)
+    )
+    counts = {"rows_read": len(df), "duplicates_merged": len(df) - len(user)}
+
+    keep = np.ones(len(user), dtype=bool) if min_rating is None else value >= min_rating
+    counts["rows_below_min_rating"] = int(len(user) - keep.sum())
+    per_user = np.bincount(user[keep], minlength=len(user_ids))
+    user_ok = per_user >= min_user_items
+    small = ~user_ok[user] & keep
+    counts["rows_of_users_below_min_user_items"] = int(small.sum())
+    counts["users_without_positives"] = int((per_user == 0).sum())
+    counts["users_below_min_user_items"] = int(((per_user > 0) & ~user_ok).sum())
+    keep &= ~small
+    return Positives(
+        user=user[keep], item=item[keep], value=value[keep],
+        timestamp=None if timestamp is None else timestamp[keep],
+        user_ids=pd.Index(user_ids), item_ids=pd.Index(item_ids), counts=counts,
+    )
+
+
+# -- choosing test rows -----------------------------------------------------------------------
+def _test_counts(n: np.ndarray, test_fraction: Optional[float], leave_out: Optional[int]) -> np.ndarray:
+    """How many of each user's ``n`` positives go to test (0 for users with fewer than 2)."""
+    if leave_out is not None:
+        k = np.minimum(leave_out, n - 1)
+    else:
+        # floor(x + 0.5): halves round up, unlike numpy's round-half-to-even
+        k = np.clip(np.floor(test_fraction * n + 0.5), 1, np.maximum(n - 1, 1)).astype(np.int64)
+    return np.where(n >= 2, k, 0)
+
+
+def _rank_within_user(user: np.ndarray, order: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Rank (0-based) of each row among its user's rows, when the rows are taken in ``order``.
+
+    ``order`` must keep users grouped in ascending code order (it sorts by user first).
+    """
+    starts = np.cumsum(n) - n
+    rank = np.empty(len(user), dtype=np.int64)
+    rank[order] = np.arange(len(user), dtype=np.int64) - starts[user[order]]
+    return rank
+
+
+def _random_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random ``k[u]`` of each user's rows."""
+    # One sort on (user, random 32 bits) shuffles every user's rows at once.
+    noise = rng.integers(0, 2**32, size=len(pos), dtype=np.uint64).astype(np.int64)
+    order = np.argsort((pos.user << 32) | noise, kind="stable")
+    return _rank_within_user(pos.user, order, n) < k[pos.user]
+
+
+def _temporal_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The latest ``k[u]`` of each user's rows; equal timestamps in random order."""
+    noise = rng.random(len(pos))
+    order = np.lexsort((noise, pos.timestamp, pos.user))
+    rank = _rank_within_user(pos.user, order, n)
+    return rank >= (n - k)[pos.user]
+
+
+_TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test}
+
+
+# -- validation -------------------------------------------------------------------------------
+def _check_options(
+    test_fraction: Optional[float], leave_out: Optional[int], split: str, num_splits: int,
+    min_user_items: int, min_rating: Optional[float], seed: int,
+) -> Tuple[Optional[float], Optional[int], str]:
+    """Validate the split options; return the effective (test_fraction, leave_out, split)."""
+    if split not in SPLITS:
+        raise InputError(f"unknown split {split!r}", hint=f"use one of {', '.join(SPLITS)}")
+    if test_fraction is not None and leave_out is not None:
+        raise InputError(
+            "both a test fraction and a leave-out count were given",
+            hint="use either --test-fraction F or --leave-out K, not both",
+        )
+    if leave_out is not None:
+        if isinstance(leave_out, bool) or not isinstance(leave_out, numbers.Integral) or leave_out < 1:
+            raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. --leave-out 1")
+        leave_out = int(leave_out)
+        if split == "random":
+            split = "leave-out"  # --leave-out K alone means a random leave-K-out split
+    elif split == "leave-out":
+        raise InputError("--split leave-out needs a count", hint="add --leave-out K, e.g. --leave-out 1")
+    else:
+        if test_fraction is None:
+            test_fraction = DEFAULT_TEST_FRACTION
+        if not isinstance(test_fraction, numbers.Real) or not 0.0 < float(test_fraction) < 1.0:
+            raise InputError(
+                f"test fraction must be between 0 and 1 (exclusive), got {test_fraction!r}",
+                hint="e.g. --test-fraction 0.2 puts 20% of each user's items in test",
+            )
+        test_fraction = float(test_fraction)
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
+        raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. --num-splits 5")
+    if split == "temporal" and num_splits > 1:
+        raise InputError(
+            "a temporal split is the same every time, so several splits would be copies",
+            hint="use --num-splits 1 with --split temporal, or a random split",
+        )
+    if isinstance(min_user_items, bool) or not isinstance(min_user_items, numbers.Integral) or min_user_items < 1:
+        raise InputError(f"minimum items per user must be a positive integer, got {min_user_items!r}", hint="e.g. --min-user-items 5")
+    if min_rating is not None and (not isinstance(min_rating, numbers.Real) or not math.isfinite(min_rating)):
+        raise InputError(f"minimum rating must be a number, got {min_rating!r}", hint="e.g. --min-rating 4")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}", hint="e.g. --seed 42")
+    return test_fraction, leave_out, split
+
+
+def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Optional[float], source: Optional[str]) -> None:
+    if split == "temporal" and pos.timestamp is None:
+        raise InputError(
+            "a temporal split needs timestamps, and the file has no timestamp column", path=source,
+            hint="name it with --columns user,item,rating,timestamp, or use a random split",
+        )
+    if min_rating is not None and "value" not in df:
+        raise InputError(
+            "--min-rating needs a rating column, and the file has only user and item", path=source,
+            hint="drop --min-rating, or name the rating column with --columns",
+        )
+    if len(pos) == 0:
+        c = pos.counts
+        raise InputError(
+            f"no interactions left: {c['rows_below_min_rating']} rows below the minimum rating, "
+            f"{c['rows_of_users_below_min_user_items']} rows of users with too few items", path=source,
+            hint="lower --min-rating or --min-user-items",
+        )
+    n = np.bincount(pos.user, minlength=pos.n_users)
+    if not (n >= 2).any():
+        raise InputError(
+            "no user has 2 or more positives, so nothing can go to test", path=source,
+            hint="lower --min-rating, or check that the user and item columns are right",
+        )
+
+
+# -- splitting --------------------------------------------------------------------------------
+def iter_splits(
+    df: pd.DataFrame,
+    min_rating: Optional[float] = None,
+    min_user_items: int = 1,
+    test_fraction: Optional[float] = None,
+    leave_out: Optional[int] = None,
+    split: str = "random",
+    num_splits: int = 1,
+    seed: int = 42,
+    source: Optional[str] = None,
+) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
+    """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
+
+    The same rules as :func:`prepare` (see the module docstring), without files. Split
+    ``i`` draws from ``numpy.random.SeedSequence(seed).spawn(num_splits)[i]``, so split 0
+    is the same whatever ``num_splits`` is.
+    """
+    test_fraction, leave_out, split = _check_options(
+        test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed
+    )
+    pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items)
+    _check_data(pos, df, split, min_rating, source)
+    n = np.bincount(pos.user, minlength=pos.n_users)
+    k = _test_counts(n, test_fraction, leave_out)
+    choose = _TEST_CHOOSERS[split]
+    params = {
+        "min_rating": min_rating, "min_user_items": int(min_user_items), "split": split,
+        "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
+    }
+    for i, child in enumerate(np.random.SeedSequence(int(seed)).spawn(int(num_splits))):
+        test = choose(pos, k, n, np.random.default_rng(child))
+        # a model cannot score an item it never saw in training
+        in_train = np.bincount(pos.item[~test], minlength=pos.n_items) > 0
+        unknown = test & ~in_train[pos.item]
+        test &= ~unknown
+        summary = _summary(pos, n, test, unknown, in_train, params, i)
+        yield pos.take(~test & ~unknown), pos.take(test), summary
+
+
+def _summary(
+    pos: Positives, n: np.ndarray, test: np.ndarray, unknown: np.ndarray, in_train: np.ndarray,
+    params: Dict[str, Any], index: int,
+) -> Dict[str, Any]:
+    c = pos.counts
+    train = ~test & ~unknown
+    items_with_rows = np.bincount(pos.item, minlength=pos.n_items) > 0
+    return {
+        "split": index,
+        "parameters": dict(params),
+        "rows_read": c["rows_read"],
+        "malformed_rows": 0,  # a malformed line is an error, never skipped
+        "duplicates_merged": c["duplicates_merged"],
+        "rows_below_min_rating": c["rows_below_min_rating"],
+        "rows_of_users_below_min_user_items": c["rows_of_users_below_min_user_items"],
+        "test_rows_with_unknown_item": int(unknown.sum()),
+        "users": {
+            "read": pos.n_users,
+            "kept": int((n > 0).sum()),
+            "dropped_without_positives": c["users_without_positives"],
+            "dropped_below_min_user_items": c["users_below_min_user_items"],
+            "train_only": int(((n > 0) & (n < 2)).sum()),
+        },
+        "items": {
+            "read": pos.n_items,
+            "kept": int(in_train.sum()),
+            "dropped_without_positives": int((~items_with_rows).sum()),
+            "dropped_only_in_test": int((items_with_rows & ~in_train).sum()),
+        },
+        "train": _sizes(pos, train),
+        "test": _sizes(pos, test),
+    }
+
+
+def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
+    return {
+        "rows": int(mask.sum()),
+        "users": int(np.count_nonzero(np.bincount(pos.user[mask], minlength=pos.n_users))),
+        "items": int(np.count_nonzero(np.bincount(pos.item[mask], minlength=pos.n_items))),
+    }
+
+
+# -- the file-to-files pipeline step ----------------------------------------------------------
+def prepare(
+    input: PathLike,
+    outdir: PathLike,
+    format: str = "auto",
+    sep: Optional[str] = None,
+    header: Optional[bool] = None,
+    columns: Optional[Sequence] = None,
+    min_rating: Optional[float] = None,
+    min_user_items: int = 1,
+    test_fraction: Optional[float] = None,
+    leave_out: Optional[int] = None,
+    split: str = "random",
+    num_splits: int = 1,
+    seed: int = 42,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]:
+    """Read a ratings file, merge / binarise / filter it and write train and test files.
+
+    The rules are in this module's docstring. Writes ``train.tsv``, ``test.tsv``
+    (headerless ``user item value [timestamp]``) and ``summary.json`` into ``outdir``, or
+    into ``outdir/split-0`` ... ``split-{N-1}`` when ``num_splits`` is N > 1. Each file is
+    written to a temporary name and renamed when complete; all options are checked before
+    anything is written.
+
+    Parameters
+    ----------
+    input : path-like
+        Ratings file; see :func:`~mrec_warp.data.io.read_ratings` for ``format``, ``sep``,
+        ``header`` and ``columns``.
+    outdir : path-like
+        Output folder, created if needed.
+    min_rating : float, optional
+        Keep (merged) rows with a value of at least this; ``None`` keeps all.
+    min_user_items : int
+        Drop users with fewer positives than this (default 1: keep everyone).
+    test_fraction : float, optional
+        Share of each user's positives for test, in (0, 1); default 0.2 unless
+        ``leave_out`` is given. Giving both is an error.
+    leave_out : int, optional
+        Put this many of each user's positives in test instead (at most n - 1).
+    split : {"random", "leave-out", "temporal"}
+        How test rows are chosen: at random, or the latest by timestamp. ``leave_out``
+        with ``split="random"`` means ``"leave-out"``.
+    num_splits : int
+        Number of independent random splits (not with ``temporal``).
+    seed : int
+        Seeds the random choices; the same seed gives byte-identical files.
+    progress : Progress, optional
+        Where to log what is happening; silent by default.
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json`` (one split), or
+        ``{"num_splits": N, "splits": [summary, ...]}``.
+
+    Raises
+    ------
+    InputError
+        Bad options, an unreadable or malformed file, or nothing left to split.
+    """
+    progress = progress or SILENT
+    _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed)
+    df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
+    progress.log(f"read {len(df):,} rows from {input}")
+    outdir = Path(outdir)
+    reading = {"format": format, "sep": sep, "header": header,
+               "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
+    summaries: List[Dict[str, Any]] = []
+    splits = iter_splits(
+        df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
+        leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
+    )
+    for train, test, summary in splits:
+        folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
+        summary = {"input": str(input), **summary}
+        summary["parameters"] = {**reading, **summary["parameters"]}
+        _write_split(folder, train, test, summary)
+        progress.log(
+            f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
+            f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
+        )
+        summaries.append(summary)
+    return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
+
+
+def _as_list(columns: Union[str, Sequence]) -> List:
+    return columns.split(",") if isinstance(columns, str) else list(columns)
+
+
+def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any]) -> None:
+    # summary.json last: its presence says the folder is complete
+    write_interactions(train, folder / "train.tsv")
+    write_interactions(test, folder / "test.tsv")
+    with atomic_write(folder / "summary.json") as fh:
+        fh.write(json.dumps(summary, indent=2) + "\n")
