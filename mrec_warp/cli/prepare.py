@@ -1,0 +1,92 @@
+"""``mrec-warp prepare``: a ratings file in, train / test files out."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import click
+
+from ..data import split as splitting
+from ..data.io import FORMATS
+from ._common import friendly_errors, make_progress, quiet_option
+
+
+@click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
+Examples:
+  mrec-warp prepare ratings.tsv -o split/ --min-rating 4
+  mrec-warp prepare ml-1m/ratings.dat -o split/ --format movielens --min-rating 4 --leave-out 1
+  mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
+  mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
+
+\b
+Rules, in order: duplicate (user, item) rows are merged (highest rating, earliest time);
+rows rated below --min-rating are dropped; users with fewer than --min-user-items rows
+left are dropped; then each user's rows are split (users with one row stay in train), and
+test rows whose item never appears in train are dropped. summary.json counts each step.
+""")
+@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
+              help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
+@click.option("--sep", help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
+@click.option("--header/--no-header", default=None,
+              help="Whether the first line names the columns [guessed from the first line].")
+@click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
+              help="Which columns to use, by header name or 0-based position, e.g. "
+                   "userId,movieId,rating,timestamp or 0,1,2 [the first four].")
+@click.option("--min-rating", type=float, metavar="R",
+              help="Keep interactions rated at least R; lower ones are dropped [keep all].")
+@click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",
+              help="Drop users with fewer than N interactions left.")
+@click.option("--test-fraction", type=float, metavar="F",
+              help="Share of each user's interactions put in test, rounded, at least 1 [0.2].")
+@click.option("--leave-out", type=int, metavar="K",
+              help="Put K interactions of each user in test instead of a fraction.")
+@click.option("--split", "split_kind", type=click.Choice(splitting.SPLITS), default="random", show_default=True,
+              help="Choose test rows at random, or the latest by timestamp (temporal).")
+@click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
+              help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the random choices.")
+@quiet_option
+@friendly_errors
+def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_items, test_fraction,
+            leave_out, split_kind, num_splits, seed, quiet, verbose):
+    """Merge, filter and split a ratings file into train and test files per user.
+
+    INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
+    optional header, optionally .gz). Outputs are headerless TSV with the same columns,
+    written atomically; the same input and --seed always give the same files.
+    """
+    progress = make_progress(quiet, verbose)
+    result = splitting.prepare(
+        input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
+        min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
+        leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
+    )
+    if quiet:
+        return
+    if num_splits == 1:
+        click.echo(_describe(Path(outdir), result))
+    else:
+        for summary in result["splits"]:
+            click.echo(_describe(Path(outdir) / f"split-{summary['split']}", summary))
+
+
+def _describe(folder: Path, s: Dict[str, Any]) -> str:
+    """Two lines: what was written, and what was dropped on the way."""
+    dropped = []
+    if s["duplicates_merged"]:
+        dropped.append(f"{s['duplicates_merged']:,} duplicates merged")
+    if s["rows_below_min_rating"]:
+        dropped.append(f"{s['rows_below_min_rating']:,} rows below --min-rating")
+    if s["rows_of_users_below_min_user_items"]:
+        dropped.append(f"{s['rows_of_users_below_min_user_items']:,} rows of users below --min-user-items")
+    if s["test_rows_with_unknown_item"]:
+        dropped.append(f"{s['test_rows_with_unknown_item']:,} test rows with items unseen in train")
+    return (
+        f"wrote {folder / 'train.tsv'} ({s['train']['rows']:,} rows), {folder / 'test.tsv'} "
+        f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
+        f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
+        + (f"; {', '.join(dropped)}" if dropped else "")
+    )

@@ -1,0 +1,40 @@
+"""``mrec-warp synth``: synthetic ratings and item tags with a learnable structure."""
+from __future__ import annotations
+
+import click
+
+from ..data.synthetic import write_synthetic
+from ._common import friendly_errors, make_progress, quiet_option
+
+
+@click.command(short_help="Generate synthetic ratings and item tags.", epilog="""\b
+Examples:
+  mrec-warp synth -o data/sample                  # the shipped sample (3000 x 1500, ~50k rows)
+  mrec-warp synth -o big/ --users 500000 --items 100000 --interactions 20000000 --seed 1
+""")
+@click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
+              help="Folder for ratings.tsv and item_tags.tsv (created if needed).")
+@click.option("--users", type=int, default=3000, show_default=True, help="Number of users (ids u1, u2, ...).")
+@click.option("--items", type=int, default=1500, show_default=True, help="Number of items (ids i1, i2, ...).")
+@click.option("--interactions", type=int, default=50_000, show_default=True,
+              help="About how many distinct (user, item) rows to write.")
+@click.option("--topics", type=int, default=20, show_default=True,
+              help="Latent topics: the rank of the structure a model can learn.")
+@click.option("--seed", type=int, default=42, show_default=True, help="Same seed, same files.")
+@quiet_option
+@friendly_errors
+def synth(outdir, users, items, interactions, topics, seed, quiet, verbose):
+    """Generate synthetic implicit feedback: ratings.tsv and item_tags.tsv.
+
+    Users mix a few latent topics; items have Zipf popularity within their topic; user
+    activity is log-normal; ratings 1-5 grow with the user's affinity for the item's topic;
+    timestamps increase along each user's rows. ratings.tsv is headerless
+    user<TAB>item<TAB>rating<TAB>timestamp; item_tags.tsv is item<TAB>tag, 1-4 tags per
+    item mostly from its topic. Files are streamed, so 20M rows need well under 1 GB.
+    """
+    progress = make_progress(quiet, verbose)
+    info = write_synthetic(outdir, n_users=users, n_items=items, n_interactions=interactions,
+                           n_topics=topics, seed=seed, progress=progress)
+    if not quiet:
+        click.echo(f"wrote {info['ratings']} ({info['interactions']:,} interactions, {info['users']:,} users, "
+                   f"{info['items']:,} items) and {info['item_tags']} ({info['tags']:,} tags)")
