@@ -329,3 +329,22 @@ def test_movielens_100k(tmp_path):
     assert s["test"]["users"] == 942
     assert s["train"]["rows"] + s["test"]["rows"] + s["test_rows_with_unknown_item"] == 55_375
     assert 0.19 < s["test"]["rows"] / 55_375 < 0.21
+
+
+def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
+    from mrec_warp.data import split as split_module
+
+    path = frame_file(tmp_path, random_ratings(seed=1))
+    real = split_module.write_interactions
+    calls = []
+
+    def failing(df, target):
+        calls.append(target)
+        if len(calls) == 2:  # train written, then the test file fails (e.g. disk full)
+            raise OSError(28, "No space left on device")
+        real(df, target)
+
+    monkeypatch.setattr(split_module, "write_interactions", failing)
+    with pytest.raises(OSError):
+        prepare(path, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []  # no train.tsv, no temporary files

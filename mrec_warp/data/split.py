@@ -26,6 +26,7 @@ seed give byte-identical files.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -39,7 +40,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from .io import atomic_write, read_ratings, write_interactions
+from .io import atomic_path, read_ratings, write_interactions
 
 PathLike = Union[str, os.PathLike]
 
@@ -444,8 +445,16 @@ def _as_list(columns: Union[str, Sequence]) -> List:
 
 
 def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any]) -> None:
-    # summary.json last: its presence says the folder is complete
-    write_interactions(train, folder / "train.tsv")
-    write_interactions(test, folder / "test.tsv")
-    with atomic_write(folder / "summary.json") as fh:
-        fh.write(json.dumps(summary, indent=2) + "\n")
+    """Write the three files to temporary names; rename them into place only if all succeed.
+
+    Renamed train, test, then summary: a summary.json says its folder is complete.
+    """
+    with contextlib.ExitStack() as stack:
+        # entered in reverse: the stack renames the last entered first
+        summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
+        test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
+        train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
+        write_interactions(train, train_tmp)
+        write_interactions(test, test_tmp)
+        with open(summary_tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
