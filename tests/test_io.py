@@ -245,3 +245,11 @@ def test_movielens_100k():
     assert len(df) == 100_000
     assert df["user"].nunique() == 943 and df["item"].nunique() == 1682
     assert set(np.unique(df["value"])) == {1.0, 2.0, 3.0, 4.0, 5.0}
+
+
+def test_column_names_need_a_header(tmp_path):
+    path = write(tmp_path, "n.tsv", "u1\ti1\t5\nu2\ti2\t4\n")
+    with pytest.raises(InputError, match="no header line.*give 0-based positions"):
+        read_ratings(path, columns=["user", "item"])
+    # unless the user says the first line is a header
+    assert as_rows(read_ratings(path, columns=["u1", "i1"], header=True)) == [("u2", "i2")]

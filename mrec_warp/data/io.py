@@ -376,7 +376,7 @@ def read_ratings(
     header : bool, optional
         Whether the first line names the columns; ``None`` guesses: a known column name
         (user, item, rating, timestamp, ...) or a non-numeric third field means a header.
-        Naming columns in ``columns`` implies a header.
+        Naming columns in ``columns`` needs a header (guessed or ``True``).
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
         position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. By default the
@@ -401,10 +401,15 @@ def read_ratings(
     if format == "movielens":
         header = False
     tokens = _split_fields(first, sep)
+    named = chosen is not None and any(not c.isdigit() for c in chosen)
     if header is None:
-        named = chosen is not None and any(not c.isdigit() for c in chosen)
         second = _split_fields(lines[1][1], sep) if len(lines) > 1 else None
-        header = named or _guess_header(tokens, second)
+        header = _guess_header(tokens, second)
+        if named and not header:
+            raise InputError(
+                f"--columns names columns, but the file has no header line (line {first_lineno}: {first[:60]!r})",
+                path=str(p), hint="give 0-based positions, e.g. --columns 0,1,2, or add --header",
+            )
     header_names = tokens if header else None
     n_fields = len(tokens)
     used = _resolve_columns(chosen, header_names, n_fields, p)

@@ -1,0 +1,267 @@
+"""``mrec-warp prepare | synth | fetch`` through click's CliRunner: outputs, exits, one-line errors."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import http.server
+import json
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mrec_warp.cli import main
+from mrec_warp.data import datasets
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+RATINGS = "".join(f"u{u}\ti{i}\t{1 + (u * i) % 5}\t{1000 + 10 * u + i}\n" for u in range(12) for i in range(u % 6 + 1, 9))
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture
+def ratings(tmp_path) -> Path:
+    path = tmp_path / "ratings.tsv"
+    path.write_text(RATINGS)
+    return path
+
+
+# -- help ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command, example", [
+    ("prepare", "mrec-warp prepare ratings.tsv -o split/ --min-rating 4"),
+    ("synth", "mrec-warp synth -o data/sample"),
+    ("fetch", "mrec-warp fetch movielens-100k"),
+])
+def test_help_shows_options_and_an_example(command, example):
+    result = run(command, "--help")
+    assert result.exit_code == 0
+    assert example in result.output
+    assert "--quiet" in result.output and "Examples:" in result.output
+
+
+def test_commands_are_registered():
+    listing = run("--help").output
+    for command in ("prepare", "synth", "fetch"):
+        assert f"  {command} " in listing
+
+
+# -- prepare ------------------------------------------------------------------------------------
+def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
+    out = tmp_path / "split"
+    result = run("prepare", ratings, "-o", out, "--min-rating", 2, "--seed", 3)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["min_rating"] == 2 and summary["parameters"]["seed"] == 3
+    first, second = result.stdout.splitlines()
+    assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
+                     f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
+    assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
+    assert result.stderr == ""  # no progress chatter when not on a terminal
+
+
+def test_prepare_quiet_prints_nothing(ratings, tmp_path):
+    result = run("prepare", ratings, "-o", tmp_path / "s", "--quiet")
+    assert result.exit_code == 0 and result.output == ""
+    assert (tmp_path / "s" / "train.tsv").exists()
+
+
+def test_prepare_verbose_logs_to_stderr(ratings, tmp_path):
+    result = run("prepare", ratings, "-o", tmp_path / "s", "--verbose")
+    assert result.exit_code == 0
+    assert f"read {len(RATINGS.splitlines())} rows" in result.stderr
+
+
+def test_prepare_options_reach_the_function(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("ts;who;what;stars\n" + "".join(f"{t};u{t % 4};i{t % 7};5\n" for t in range(40)))
+    out = tmp_path / "s"
+    result = run("prepare", path, "-o", out, "--sep", ";", "--header", "--columns", "who,what,stars,ts",
+                 "--leave-out", 2, "--split", "temporal", "--min-user-items", 3)
+    assert result.exit_code == 0, result.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["parameters"]["split"] == "temporal" and s["parameters"]["leave_out"] == 2
+    assert s["parameters"]["columns"] == ["who", "what", "stars", "ts"]
+    assert s["test"]["rows"] == 4 * 2 - s["test_rows_with_unknown_item"]
+    test_lines = (out / "test.tsv").read_text().splitlines()
+    assert all(line.split("\t")[0].startswith("u") for line in test_lines)
+
+
+def test_prepare_num_splits(ratings, tmp_path):
+    result = run("prepare", ratings, "-o", tmp_path / "cv", "--num-splits", 2)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "cv").iterdir()) == ["split-0", "split-1"]
+    assert result.stdout.count("wrote ") == 2 and "split-1" in result.stdout
+
+
+def test_prepare_same_seed_same_bytes(ratings, tmp_path):
+    for name in ("a", "b"):
+        assert run("prepare", ratings, "-o", tmp_path / name, "--seed", 5, "-q").exit_code == 0
+    for f in ("train.tsv", "test.tsv", "summary.json"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_prepare_missing_input(tmp_path):
+    result = run("prepare", tmp_path / "nope.tsv", "-o", tmp_path / "out")
+    assert_one_line_error(result, "nope.tsv: input file does not exist")
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_malformed_line(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_text("u1\ti1\t5\nu1\ti2\t4\nu2\ti1\tfive\n")
+    result = run("prepare", path, "-o", tmp_path / "out")
+    assert_one_line_error(result, "bad.tsv:3: rating 'five' is not a finite number")
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_wrong_column_count(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_text("u1\ti1\t5\t1\nu1\ti2\t4\t2\nu2\ti1\t3\n")
+    assert_one_line_error(run("prepare", path, "-o", tmp_path / "out"), "bad.tsv:3: expected 4 columns")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--test-fraction", "1.5"], "test fraction must be between 0 and 1"),
+    (["--test-fraction", "0"], "--test-fraction 0.2"),
+    (["--test-fraction", "0.2", "--leave-out", "1"], "either --test-fraction F or --leave-out K"),
+    (["--leave-out", "0"], "leave-out count must be a positive integer"),
+    (["--split", "temporal", "--num-splits", "2"], "temporal split is the same every time"),
+    (["--num-splits", "0"], "number of splits"),
+    (["--min-rating", "9"], "no interactions left"),
+    (["--columns", "user,movie"], "the file has no header line"),
+    (["--columns", "0,7"], "column 7 is out of range"),
+])
+def test_prepare_bad_options(ratings, tmp_path, args, fragment):
+    result = run("prepare", ratings, "-o", tmp_path / "out", *args)
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_unknown_column_name(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("user,item,rating\nu1,i1,5\n")
+    result = run("prepare", path, "-o", tmp_path / "out", "--columns", "user,movie")
+    assert_one_line_error(result, "column 'movie' not found; header columns: user, item, rating")
+
+
+def test_prepare_temporal_without_timestamps(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_text("u1\ti1\t5\nu1\ti2\t4\n")
+    assert_one_line_error(run("prepare", path, "-o", tmp_path / "out", "--split", "temporal"), "needs timestamps")
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_keeps_an_existing_output_when_the_input_is_bad(ratings, tmp_path):
+    out = tmp_path / "out"
+    assert run("prepare", ratings, "-o", out, "-q").exit_code == 0
+    before = (out / "train.tsv").read_bytes()
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("u1\ti1\t5\nu2\n")
+    assert run("prepare", bad, "-o", out).exit_code == 2
+    assert (out / "train.tsv").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
+
+
+@pytest.mark.skipif(not (SAMPLE / "ratings.tsv").exists(), reason="shipped sample missing")
+def test_make_demo_prepare_step(tmp_path):
+    out = tmp_path / "demo-out" / "split"
+    result = run("prepare", SAMPLE / "ratings.tsv", "-o", out, "--min-rating", 1, "--test-fraction", 0.2, "--seed", 42)
+    assert result.exit_code == 0, result.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["users"]["kept"] == 3000 and s["train"]["rows"] + s["test"]["rows"] == s["rows_read"]
+
+
+# -- synth --------------------------------------------------------------------------------------
+def test_synth_writes_both_files(tmp_path):
+    out = tmp_path / "syn"
+    result = run("synth", "-o", out, "--users", 100, "--items", 80, "--interactions", 1500, "--topics", 5, "--seed", 1)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["item_tags.tsv", "ratings.tsv"]
+    n_rows = len((out / "ratings.tsv").read_text().splitlines())
+    assert abs(n_rows - 1500) <= 2
+    assert result.stdout.startswith(f"wrote {out / 'ratings.tsv'} ({n_rows:,} interactions, 100 users")
+
+
+def test_synth_impossible_size(tmp_path):
+    result = run("synth", "-o", tmp_path / "syn", "--users", 10, "--items", 10, "--interactions", 1000)
+    assert_one_line_error(result, "do not fit")
+    assert not (tmp_path / "syn").exists()
+
+
+@pytest.mark.skipif(not (SAMPLE / "README.txt").exists(), reason="shipped sample missing")
+def test_shipped_sample_is_what_its_readme_command_makes(tmp_path):
+    command = next(line.split("mrec-warp ", 1)[1] for line in (SAMPLE / "README.txt").read_text().splitlines()
+                   if line.strip().startswith("mrec-warp synth"))
+    args = command.split()
+    args[args.index("-o") + 1] = str(tmp_path / "again")
+    assert run(*args).exit_code == 0
+    for name in ("ratings.tsv", "item_tags.tsv"):
+        assert (tmp_path / "again" / name).read_bytes() == (SAMPLE / name).read_bytes(), name
+
+
+# -- fetch --------------------------------------------------------------------------------------
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def mirror(tmp_path, monkeypatch):
+    """A local mirror holding ml-100k.zip, with the checksum table patched to match it."""
+    www = tmp_path / "www"
+    www.mkdir()
+    with zipfile.ZipFile(www / "ml-100k.zip", "w") as zf:
+        zf.writestr("ml-100k/u.data", "1\t10\t5\t881250949\n2\t10\t4\t881250950\n")
+    md5 = hashlib.md5((www / "ml-100k.zip").read_bytes()).hexdigest()
+    monkeypatch.setitem(datasets.DATASETS, "movielens-100k",
+                        dataclasses.replace(datasets.DATASETS["movielens-100k"], md5=md5))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def test_fetch_prints_the_path(mirror, tmp_path):
+    result = run("fetch", "movielens-100k", "--dest", tmp_path / "cache", "--base-url", mirror)
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "cache" / "ml-100k" / "u.data"
+    assert result.stdout == f"{path}\n"  # only the path, so $(mrec-warp fetch ...) works
+    assert "research use" in result.stderr
+    assert path.exists()
+    again = run("fetch", "movielens-100k", "--dest", tmp_path / "cache", "--base-url", "http://127.0.0.1:9/", "-q")
+    assert again.exit_code == 0 and again.stdout == f"{path}\n" and again.stderr == ""
+
+
+def test_fetch_checksum_mismatch(mirror, tmp_path, monkeypatch):
+    monkeypatch.setitem(datasets.DATASETS, "movielens-100k",
+                        dataclasses.replace(datasets.DATASETS["movielens-100k"], md5="f" * 32))
+    result = run("fetch", "movielens-100k", "--dest", tmp_path / "cache", "--base-url", mirror)
+    assert_one_line_error(result, "checksum mismatch", "the download was deleted")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_fetch_unknown_name(tmp_path):
+    result = run("fetch", "netflix", "--dest", tmp_path)
+    assert result.exit_code == 2
+    assert "movielens-100k" in result.stderr
