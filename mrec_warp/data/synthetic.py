@@ -13,7 +13,8 @@ popularity baseline does not find it all:
   scaled so the total is about ``n_interactions``.
 * Each interaction draws a topic from the user's mixture, then an item of that topic by
   popularity; with probability ``noise`` it draws an item by global popularity instead.
-  Repeated (user, item) draws are dropped and drawn again, so rows are unique pairs.
+  Repeated (user, item) draws are dropped and drawn again, so rows are unique pairs; a
+  heavy user whose topics run out of items is topped up from global popularity.
 * Ratings 1-5 grow with affinity (the user's weight on the item's topic), plus an item
   quality, a user bias and noise; timestamps increase along each user's rows.
 * Items get 1-4 tags, each from its topic's vocabulary (``tag{topic}_{j}``) with
