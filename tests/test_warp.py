@@ -33,6 +33,14 @@ def test_harmonic_table():
     np.testing.assert_allclose(L, [0, 1, 1.5, 1 + 1 / 2 + 1 / 3, 1 + 1 / 2 + 1 / 3 + 1 / 4], rtol=1e-6)
 
 
+def test_membership_search_matches_numpy():
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 12)) + [31, 32, 33, 100]:
+        row = np.sort(rng.choice(200, n, replace=False)).astype(np.int32)
+        for item in range(-1, 202):
+            assert _warp.row_contains(row, item) == (item in set(row.tolist())), (row, item)
+
+
 def test_badly_ranked_positive_gets_weight_of_worst_rank():
     # every negative violates the margin, so the first draw stops: N = 1, rank = n_neg
     n_items = 20

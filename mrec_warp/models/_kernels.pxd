@@ -1,0 +1,204 @@
+# cython: language_level=3
+"""Building blocks shared by every WARP-family kernel (plain and hybrid).
+
+Inline functions in a .pxd are compiled into each kernel that cimports them, so they cost
+nothing at run time and there is exactly one copy of the sampling rule to read and test.
+
+The sampling rule, in one place (see ``warp_sample``): candidates are drawn uniformly with
+replacement; a candidate that is one of the user's positives is rejected and does not count
+toward N; N counts the negatives whose score was compared with the positive's; sampling
+stops at the first negative with ``1 + f(u, j) > f(u, i)`` or when ``max_sampled``
+negatives were compared (no violator: no update). Rejections are capped at
+``8 * max_sampled`` draws in all, so a user who has nearly every item cannot stall.
+"""
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.math cimport sqrtf
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define MW_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 1)
+    #else
+    #define MW_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void MW_PREFETCH(const void* p) noexcept nogil
+
+
+# -- random numbers: xoshiro256** ----------------------------------------------------------
+cdef inline uint64_t _rotl(uint64_t x, int k) noexcept nogil:
+    return (x << k) | (x >> (64 - k))
+
+
+cdef inline uint64_t rng_next(uint64_t* s) noexcept nogil:
+    cdef uint64_t result = _rotl(s[1] * 5, 7) * 9
+    cdef uint64_t t = s[1] << 17
+    s[2] ^= s[0]
+    s[3] ^= s[1]
+    s[1] ^= s[2]
+    s[0] ^= s[3]
+    s[2] ^= t
+    s[3] = _rotl(s[3], 45)
+    return result
+
+
+cdef inline int64_t rng_below(uint64_t* s, uint64_t n) noexcept nogil:
+    """Uniform integer in [0, n) for n < 2**32 (Lemire's multiply-shift; bias < n / 2**32)."""
+    return <int64_t>(((rng_next(s) >> 32) * n) >> 32)
+
+
+# -- dense helpers -------------------------------------------------------------------------
+cdef inline float dot(const float* a, const float* b, Py_ssize_t d) noexcept nogil:
+    # Four accumulators break the add dependency chain even without -fassociative-math.
+    cdef float s0 = 0, s1 = 0, s2 = 0, s3 = 0
+    cdef Py_ssize_t c = 0
+    while c + 4 <= d:
+        s0 += a[c] * b[c]
+        s1 += a[c + 1] * b[c + 1]
+        s2 += a[c + 2] * b[c + 2]
+        s3 += a[c + 3] * b[c + 3]
+        c += 4
+    while c < d:
+        s0 += a[c] * b[c]
+        c += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef inline void prefetch_row(const float* row, Py_ssize_t d) noexcept nogil:
+    """Ask for a row before it is needed: these kernels wait on memory (rows are visited
+    in random order), not on arithmetic."""
+    cdef Py_ssize_t c = 0
+    while c < d:
+        MW_PREFETCH(row + c)
+        c += 16  # one 64-byte cache line of float32
+
+
+cdef inline bint is_positive(const int32_t* row, int64_t n, int64_t item) noexcept nogil:
+    """Is ``item`` in the sorted CSR row? Branch-free binary search: the comparisons are
+    unpredictable, so conditional moves beat branches (this runs for every draw)."""
+    cdef const int32_t* base = row
+    cdef const int32_t* end = row + n
+    cdef int64_t half
+    if n == 0:
+        return False
+    # invariant: the first entry >= item lies in [base, base + n]
+    while n > 1:
+        half = n >> 1
+        base = base + half if base[half] < item else base
+        n -= half
+    base += base[0] < item
+    return base < end and base[0] == item
+
+
+cdef extern from *:
+    """
+    #include <math.h>
+    #include <stddef.h>
+    #if defined(_MSC_VER)
+    #define MW_RESTRICT __restrict
+    #else
+    #define MW_RESTRICT __restrict__
+    #endif
+    /* param -= lr * grad / sqrt(accum) after accum += grad^2 (adagrad), or plain SGD.
+       Written in C for `restrict`: it tells the compiler the rows never overlap, which is
+       what lets it vectorise the loop (Cython has no way to say so). */
+    static inline void mw_adagrad_axpy(float* MW_RESTRICT param, float* MW_RESTRICT accum,
+                                       const float* MW_RESTRICT grad, ptrdiff_t d, float lr,
+                                       int adagrad) {
+        ptrdiff_t c;
+        if (adagrad) {
+            for (c = 0; c < d; c++) {
+                accum[c] += grad[c] * grad[c];
+                param[c] -= lr * grad[c] / sqrtf(accum[c]);
+            }
+        } else {
+            for (c = 0; c < d; c++) param[c] -= lr * grad[c];
+        }
+    }
+    /* One step on weight * (f(u,j) - f(u,i)) + L2 for the user row pu and item rows qi, qj,
+       gradients taken at the old values; g* are the adagrad accumulators of each row. */
+    static inline void mw_pair_step(float* MW_RESTRICT pu, float* MW_RESTRICT qi,
+                                    float* MW_RESTRICT qj, float* MW_RESTRICT gpu,
+                                    float* MW_RESTRICT gqi, float* MW_RESTRICT gqj,
+                                    ptrdiff_t d, float w, float lr, float user_reg,
+                                    float item_reg, int adagrad) {
+        ptrdiff_t c;
+        if (adagrad) {
+            for (c = 0; c < d; c++) {
+                float p = pu[c], a = qi[c], b = qj[c];
+                float gu = w * (b - a) + user_reg * p;
+                float gi = -w * p + item_reg * a;
+                float gj = w * p + item_reg * b;
+                gpu[c] += gu * gu;
+                gqi[c] += gi * gi;
+                gqj[c] += gj * gj;
+                pu[c] = p - lr * gu / sqrtf(gpu[c]);
+                qi[c] = a - lr * gi / sqrtf(gqi[c]);
+                qj[c] = b - lr * gj / sqrtf(gqj[c]);
+            }
+        } else {
+            for (c = 0; c < d; c++) {
+                float p = pu[c], a = qi[c], b = qj[c];
+                pu[c] = p - lr * (w * (b - a) + user_reg * p);
+                qi[c] = a - lr * (-w * p + item_reg * a);
+                qj[c] = b - lr * (w * p + item_reg * b);
+            }
+        }
+    }
+    """
+    void adagrad_axpy "mw_adagrad_axpy" (float* param, float* accum, const float* grad,
+                                         Py_ssize_t d, float lr, bint adagrad) noexcept nogil
+    void pair_step "mw_pair_step" (float* pu, float* qi, float* qj, float* gpu, float* gqi,
+                                   float* gqj, Py_ssize_t d, float weight, float lr,
+                                   float user_reg, float item_reg, bint adagrad) noexcept nogil
+
+
+# -- the sampler -----------------------------------------------------------------------------
+# How a kernel scores candidate j for the current user (``ctx`` is the kernel's own state)
+# and warms the cache for a candidate it will score next.
+ctypedef float (*score_fn)(void* ctx, int64_t j) noexcept nogil
+ctypedef void (*prefetch_fn)(void* ctx, int64_t j) noexcept nogil
+
+
+cdef inline int64_t warp_sample(
+    void* ctx, score_fn score, prefetch_fn prefetch, float f_pos,
+    const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
+    uint64_t* s, int64_t* next_j, int64_t* n_sampled, float* f_neg,
+) noexcept nogil:
+    """Draw negatives until one violates the margin; return it, or -1 if none did.
+
+    ``next_j`` carries a candidate drawn one step ahead (draws do not depend on scores),
+    so its row is fetched from memory while the current candidate is scored.
+    ``n_sampled`` receives N, ``f_neg`` the violator's score.
+    """
+    cdef int64_t j, n_draws = 0, max_draws = 8 * <int64_t>max_sampled
+    cdef float f
+    n_sampled[0] = 0
+    while n_sampled[0] < max_sampled and n_draws < max_draws:
+        n_draws += 1
+        j = next_j[0]
+        next_j[0] = rng_below(s, n_items)
+        if prefetch != NULL:
+            prefetch(ctx, next_j[0])
+        if is_positive(row, row_len, j):
+            continue  # rejected: does not count toward N
+        n_sampled[0] += 1
+        f = score(ctx, j)
+        if 1.0 + f > f_pos:
+            f_neg[0] = f
+            return j
+    return -1
+
+
+cdef inline int64_t bpr_sample(
+    const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
+    uint64_t* s, int64_t* next_j,
+) noexcept nogil:
+    """One uniformly drawn negative (positives rejected), or -1 after too many rejections."""
+    cdef int64_t j, n_draws
+    for n_draws in range(8 * <int64_t>max_sampled):
+        j = next_j[0]
+        next_j[0] = rng_below(s, n_items)
+        if not is_positive(row, row_len, j):
+            return j
+    return -1
