@@ -1,11 +1,40 @@
 """mrec-warp: recommendations from implicit feedback.
 
 The public API; everything else is an implementation detail.
+
+>>> import mrec_warp as mw
+>>> train = mw.Interactions.from_dataframe(mw.read_ratings("train.tsv"))   # doctest: +SKIP
+>>> model = mw.WARP(random_state=0).fit(train)                              # doctest: +SKIP
+>>> model.recommend_frame(["42"], k=10)                                     # doctest: +SKIP
 """
 __version__ = "0.1.0"
 
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402
-from .data.io import read_ratings  # noqa: E402
+from .data.io import read_ratings, write_interactions  # noqa: E402
+from .data.split import prepare  # noqa: E402
+from .data.synthetic import generate as generate_synthetic  # noqa: E402
+from .data.datasets import fetch  # noqa: E402
+from .models import WARP, Popularity, Recommender, load  # noqa: E402
+from .recommend import write_recommendations  # noqa: E402
+from .evaluation.metrics import evaluate_recommendations  # noqa: E402
+from .progress import Progress  # noqa: E402
 
-__all__ = ["__version__", "InputError", "TrainingDivergedError", "Interactions", "read_ratings"]
+__all__ = [
+    "__version__",
+    "InputError",
+    "TrainingDivergedError",
+    "Interactions",
+    "read_ratings",
+    "write_interactions",
+    "prepare",
+    "generate_synthetic",
+    "fetch",
+    "Recommender",
+    "WARP",
+    "Popularity",
+    "load",
+    "write_recommendations",
+    "evaluate_recommendations",
+    "Progress",
+]

@@ -253,3 +253,23 @@ def test_column_names_need_a_header(tmp_path):
         read_ratings(path, columns=["user", "item"])
     # unless the user says the first line is a header
     assert as_rows(read_ratings(path, columns=["u1", "i1"], header=True)) == [("u2", "i2")]
+
+
+def test_atomic_outputs_get_the_usual_permissions(tmp_path):
+    import os
+
+    from mrec_warp.data.io import atomic_path, atomic_write
+
+    mask = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "a.tsv") as fh:
+            fh.write("x\n")
+        with atomic_path(tmp_path / "b.npz") as tmp:
+            open(tmp, "wb").close()
+    finally:
+        os.umask(mask)
+    from mrec_warp.data import io as mio
+
+    for name in ("a.tsv", "b.npz"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mio._FILE_MODE
+    assert mio._FILE_MODE & 0o044, "group/others can read outputs under a usual umask"

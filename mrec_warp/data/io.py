@@ -23,6 +23,19 @@ from ..errors import InputError
 
 PathLike = Union[str, os.PathLike]
 
+
+def _umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (0666 less the umask).
+
+    ``mkstemp`` creates private (0600) files; outputs should be as readable as any other.
+    """
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _umask_mode()  # read once: changing the umask is not thread-safe
+
 #: Column names of the canonical interactions table.
 CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
 FORMATS = ("auto", "tsv", "csv", "movielens")
@@ -44,6 +57,7 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -63,6 +77,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     os.close(fd)
     try:
         yield tmp
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
