@@ -56,6 +56,13 @@ cdef inline void _sift_up(float* hv, int64_t* hi, Py_ssize_t pos) noexcept nogil
     hi[pos] = idx
 
 
+cdef inline bint _any_above8(const float* x, float thr) noexcept nogil:
+    """Whether any of x[0..7] is > thr: eight compares OR-ed without branches (vectorisable);
+    a NaN compares false, which is right since NaN never ranks."""
+    return ((x[0] > thr) | (x[1] > thr) | (x[2] > thr) | (x[3] > thr)
+            | (x[4] > thr) | (x[5] > thr) | (x[6] > thr) | (x[7] > thr))
+
+
 def topk_masked(
     const float[:, ::1] scores,
     const int64_t[::1] rows,
@@ -84,7 +91,8 @@ def topk_masked(
     cdef Py_ssize_t k = out_items.shape[1]
     cdef Py_ssize_t r, j, n, p, end, pos
     cdef bint use_mask = item_mask.shape[0] > 0
-    cdef float v
+    cdef float v, thr
+    cdef const float* row
     cdef float* hv
     cdef int64_t* hi
     if k == 0 or n_rows == 0:
@@ -102,26 +110,42 @@ def topk_masked(
             else:
                 p = 0
                 end = 0
-            for j in range(n_items):
+            # Phase 1: fill the heap with the first k eligible items.
+            j = 0
+            while j < n_items and n < k:
                 # the exclusion row is sorted, so one pointer walks along with j
                 while p < end and indices[p] < j:
                     p += 1
-                if p < end and indices[p] == j:
-                    continue
-                if use_mask and item_mask[j]:
-                    continue
-                v = scores[r, j]
-                if v != v:  # NaN never ranks
-                    continue
-                if n < k:
-                    hv[n] = v
-                    hi[n] = j
-                    _sift_up(hv, hi, n)
-                    n += 1
-                elif _worse(hv[0], hi[0], v, j):
-                    hv[0] = v
-                    hi[0] = j
-                    _sift_down(hv, hi, k, 0)
+                if not ((p < end and indices[p] == j) or (use_mask and item_mask[j])):
+                    v = scores[r, j]
+                    if v == v:  # NaN never ranks
+                        hv[n] = v
+                        hi[n] = j
+                        _sift_up(hv, hi, n)
+                        n += 1
+                j += 1
+            # Phase 2: the heap is full. Almost every score loses to the current k-th best,
+            # so the hot loop is one load and one compare; exclusion and mask are checked
+            # only for the rare winners. j only grows, so a later equal score never beats
+            # the kept one (ties go to the lower index) and NaN fails the compare.
+            if n == k:
+                thr = hv[0]
+                row = &scores[r, 0]
+                while j < n_items:
+                    # a chunk of 8 with no score above the threshold is skipped whole
+                    if j + 8 <= n_items and not _any_above8(row + j, thr):
+                        j += 8
+                        continue
+                    v = row[j]
+                    if v > thr:
+                        while p < end and indices[p] < j:
+                            p += 1
+                        if not ((p < end and indices[p] == j) or (use_mask and item_mask[j])):
+                            hv[0] = v
+                            hi[0] = j
+                            _sift_down(hv, hi, k, 0)
+                            thr = hv[0]
+                    j += 1
             # pop the heap from the worst: each popped item goes to the end of the kept part
             pos = n
             while pos > 1:
