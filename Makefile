@@ -26,7 +26,7 @@ demo: install
 	$(MW) recommend $(OUT)/popularity.npz -o $(OUT)/recs-popularity.tsv -k 20
 	$(MW) recommend $(OUT)/warp.npz -o $(OUT)/recs-warp.tsv -k 20
 	$(MW) evaluate --train $(OUT)/split/train.tsv --test $(OUT)/split/test.tsv \
-		--recs $(OUT)/recs-popularity.tsv --recs $(OUT)/recs-warp.tsv -k 5,10,20 \
+		--recs $(OUT)/recs-popularity.tsv --recs $(OUT)/recs-warp.tsv --name popularity --name warp -k 5,10,20 \
 		--report $(OUT)/report.md --json $(OUT)/report.json --plot $(OUT)/curves.png
 	@echo "Recommendations, model files and report are in $(OUT)/"
 
