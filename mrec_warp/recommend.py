@@ -31,14 +31,10 @@ def default_block_size(n_items: int) -> int:
 
 
 def _blas_limit(n_jobs: int):
-    """One BLAS thread per worker when several workers run (no oversubscription)."""
-    if n_jobs == 1:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    """BLAS threads per worker limited to cores // workers (no oversubscription)."""
+    from .parallel import limit_blas
+
+    return limit_blas(n_jobs)
 
 
 def top_k_block(
@@ -79,10 +75,18 @@ def iter_top_k(
     n_jobs: int = 1,
     block_size: Optional[int] = None,
     progress: Progress = SILENT,
+    backend="threads",
+    scheduler: Optional[str] = None,
 ) -> Iterator[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(users, items, scores)`` per block, in the order of ``users``.
 
     ``score_fn(rows)`` scores a block of rows against all ``n_items`` items.
+
+    ``backend`` is ``"threads"`` (default: blocks on joblib threads sharing memory),
+    ``"processes"``, ``"dask"`` or an entered :class:`~mrec_warp.parallel.Backend`. With the
+    last three ``score_fn`` is pickled to the workers, so it should be cheap to pickle, e.g.
+    :class:`~mrec_warp.distributed.ModelScorer`; each block ships only its own rows of
+    ``exclude``.
     """
     if k <= 0:
         raise ValueError("k must be a positive integer")
@@ -91,6 +95,9 @@ def iter_top_k(
         exclude = sp.csr_matrix((exclude.data, exclude.indices, exclude.indptr.astype(np.int64)), shape=exclude.shape)
     block_size = block_size or default_block_size(n_items)
     blocks = [users[s:s + block_size] for s in range(0, len(users), block_size)]
+    if not (isinstance(backend, str) and backend == "threads"):
+        yield from _iter_top_k_remote(score_fn, blocks, k, exclude, item_mask, n_jobs, backend, scheduler, progress)
+        return
     n_jobs = _effective_jobs(n_jobs, len(blocks))
     with _blas_limit(n_jobs):
         if n_jobs == 1:
@@ -102,6 +109,32 @@ def iter_top_k(
                 delayed(top_k_block)(score_fn, b, k, exclude, item_mask) for b in blocks
             )
         yield from progress.iterate(results, total=len(blocks), desc="recommend", unit="block")
+
+
+def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude, item_mask) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A block on a worker: ``sub_exclude`` holds exactly the block's rows, in order."""
+    _, items, scores = top_k_block(lambda _: score_fn(users), np.arange(len(users)), k, sub_exclude, item_mask)
+    return users, items, scores
+
+
+def _exclusion_rows(exclude: Optional[sp.csr_matrix], users: np.ndarray) -> Optional[sp.csr_matrix]:
+    """Rows ``users`` of ``exclude``; users beyond it (folded in) get empty rows."""
+    if exclude is None:
+        return None
+    inside = users < exclude.shape[0]
+    sub = exclude[np.where(inside, users, 0)]
+    if not inside.all():
+        sub = sp.diags(inside.astype(np.float32)) @ sub
+        sub.eliminate_zeros()
+    return sp.csr_matrix(sub)
+
+
+def _iter_top_k_remote(score_fn, blocks, k, exclude, item_mask, n_jobs, backend, scheduler, progress):
+    from .parallel import backend_for
+
+    with backend_for(backend, n_jobs, scheduler) as be:
+        tasks = ((score_fn, b, k, _exclusion_rows(exclude, b), item_mask) for b in blocks)
+        yield from progress.iterate(be.map(_top_k_rows, tasks), total=len(blocks), desc="recommend", unit="block")
 
 
 def _effective_jobs(n_jobs: int, n_tasks: int) -> int:
@@ -137,11 +170,22 @@ def write_recommendations(
     n_jobs: int = 1,
     block_size: Optional[int] = None,
     progress: Progress = SILENT,
+    backend="threads",
+    scheduler: Optional[str] = None,
+    workdir=None,
+    part_size: Optional[int] = None,
+    model_file=None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
     CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
+
+    With the default ``backend="threads"`` and no ``workdir``, blocks are scored on
+    ``n_jobs`` threads and streamed to the file. Otherwise (``"processes"``, ``"dask"``, or
+    a ``workdir``) the users are cut into resumable part files under ``workdir`` (default
+    ``PATH.parts``) and assembled at the end: see
+    :func:`~mrec_warp.distributed.recommend_in_parts`. The output is the same either way.
 
     Returns
     -------
@@ -154,6 +198,17 @@ def write_recommendations(
     if fmt not in RECS_FORMATS:
         raise InputError(f"unknown recommendations format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
+    if fmt == "parquet":
+        _require_pyarrow()
+    if workdir is not None or not (isinstance(backend, str) and backend == "threads"):
+        from .distributed import recommend_in_parts
+
+        info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
+                                  exclude=exclude if isinstance(exclude, str) or exclude is None
+                                  else model._exclusion_matrix(exclude),
+                                  fmt=fmt, backend=backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir,
+                                  part_size=part_size, block_size=block_size, model_file=model_file, progress=progress)
+        return info["rows"]
     blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
                         n_jobs=n_jobs, block_size=block_size, progress=progress)
     frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
@@ -171,6 +226,13 @@ def write_recommendations(
 def _format_from_suffix(path) -> str:
     suffix = Path(str(path)).suffix.lower()
     return {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "tsv")
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise InputError("Parquet output needs pyarrow", hint="pip install 'mrec-warp[parquet]'") from None
 
 
 def _write_parquet(frames, path) -> int:

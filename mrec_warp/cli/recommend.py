@@ -10,7 +10,9 @@ from ..data.io import check_readable, read_ratings
 from ..errors import InputError
 from ..models import load
 from ..recommend import write_recommendations
+from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
+from ._parallel import parallel_options
 
 
 def read_id_list(path: str, what: str = "user") -> List[str]:
@@ -39,6 +41,8 @@ def _check_known(model, ids: List[str], path: str) -> None:
 Examples:
   mrec-warp recommend model.npz -o recs.tsv -k 20
   mrec-warp recommend model.npz -o recs.parquet --users some_users.txt --n-jobs 2
+  mrec-warp recommend model.npz -o recs.tsv --backend dask --scheduler tcp://10.0.0.5:8786 \\
+      --workdir /shared/recs.parts      # rerun the same line to resume after a failure
 """)
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -50,11 +54,16 @@ Examples:
               help="File with one user id per line (default: every user of the model).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "parquet"]),
               help="Output format [from the file suffix; tsv otherwise].")
-@click.option("--n-jobs", type=int, default=1, show_default=True, help="Threads scoring user blocks.")
+@click.option("--n-jobs", type=int, default=1, show_default=True,
+              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers).")
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
+@parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
+                               "a rerun of the same command skips the finished parts.")
+@click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000].")
 @quiet_option
 @friendly_errors
-def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_size, quiet, verbose):
+def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_size, backend, scheduler, workdir,
+              part_size, quiet, verbose):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
@@ -72,8 +81,10 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     if users_file:
         user_ids = read_id_list(users_file)
         _check_known(model, user_ids, users_file)
+    check_backend(backend, scheduler)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
-                              n_jobs=n_jobs, block_size=block_size, progress=progress)
+                              n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
+                              scheduler=scheduler, workdir=workdir, part_size=part_size, model_file=model_file)
     if not quiet:
         n_users = model.n_users if user_ids is None else len(user_ids)
         click.echo(f"wrote {output}: {n} recommendations for {n_users} users")

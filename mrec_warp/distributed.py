@@ -1,0 +1,469 @@
+"""Jobs made of independent work units, each with its own part file under a work folder.
+
+A long job (top-k for every user, a sub-model fit, a tuning trial) is cut into units that
+need nothing from each other. Each unit writes its result to ``WORKDIR/<part file>``
+through a temporary name and a rename, so a part file either is complete or does not
+exist. Then:
+
+* **Retries are safe.** A unit that runs twice (Dask re-runs the calls of a worker that
+  died) writes the same bytes to the same name: nothing is lost or duplicated.
+* **Reruns resume.** ``WORKDIR/job.json`` records what the job is (a fingerprint of the
+  model or data and every option that changes the output). A rerun of the same job skips
+  the units whose part file exists; a different job in the same folder is refused.
+* **The final output is atomic.** It is assembled from the parts, in order, into a
+  temporary file renamed over the output; then the work folder's files are removed.
+
+With the ``processes`` and ``dask`` backends the workers read their inputs (the model, the
+training data) from files -- the model file the job was given, or copies saved once in the
+work folder -- and keep them in a per-process cache, so a call ships only a few numbers.
+On a multi-machine cluster the work folder (and the model file) must therefore be on a
+filesystem every worker sees at the same path; :func:`check_workdir_visible` checks this
+before any work starts.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from .data.io import PathLike, atomic_path, atomic_write
+from .errors import InputError
+from .parallel import Backend, backend_for, chunk_ranges
+from .progress import SILENT, Progress
+
+JOB_FILE = "job.json"
+JOB_VERSION = 1
+
+#: Users per part file when not given: small enough that an interrupted job loses little,
+#: large enough that a 20M-interaction job has tens of parts, not thousands.
+DEFAULT_PART_USERS = 20_000
+
+#: Test hook, read on the workers: "kill:<part>" kills the worker process the first time
+#: it starts that part, "raise:<part>" makes that part fail (a marker file in the work
+#: folder makes each fire once). Only the test-suite sets it.
+FAULT_ENV = "MREC_WARP_TEST_FAULT"
+
+
+# ---------------------------------------------------------------------------------------------
+# per-process cache of inputs read from files (workers load each file once)
+# ---------------------------------------------------------------------------------------------
+_CACHE: Dict[Tuple, Any] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 4  # a worker rarely needs more than a model and its exclusion matrix
+
+
+def _cached(kind: str, path: PathLike, loader: Callable[[str], Any]) -> Any:
+    """``loader(path)``, memoised per process on (path, size, mtime) so a changed file reloads."""
+    st = os.stat(path)
+    key = (kind, os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+    value = loader(str(path))
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = value
+    return value
+
+
+def cached_model(path: PathLike):
+    """The model in ``path``, loaded once per process."""
+    from .models import load
+
+    return _cached("model", path, load)
+
+
+def cached_npz(path: PathLike) -> Dict[str, np.ndarray]:
+    """All arrays of an ``.npz``, loaded once per process."""
+    def load(p):
+        with np.load(p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    return _cached("npz", path, load)
+
+
+class ModelScorer:
+    """A picklable ``score_fn`` for :func:`~mrec_warp.recommend.iter_top_k`: pickles as the
+    model file's path, and loads the model once per worker process."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = str(path)
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        return cached_model(self.path).score_users(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the work folder: job description, part files, resume
+# ---------------------------------------------------------------------------------------------
+def fingerprint(*objects: Any) -> str:
+    """A content hash of arrays, sparse matrices and JSON-able values (joblib's hasher)."""
+    import joblib
+
+    def plain(x):
+        if sp.issparse(x):
+            x = x.tocsr()
+            return ("csr", x.shape, np.asarray(x.indptr, np.int64), np.asarray(x.indices, np.int64))
+        return x
+
+    return joblib.hash([plain(o) for o in objects])
+
+
+def model_fingerprint(model) -> str:
+    """Hash of what a model's recommendations depend on (arrays, ids, training data, class)."""
+    params = {k: v for k, v in model.get_params().items() if k not in ("n_jobs", "verbose")}
+    return fingerprint(type(model).__name__, json.dumps(params, sort_keys=True, default=str),
+                       model._get_arrays(), model.train_, model.user_ids, model.item_ids)
+
+
+class WorkDir:
+    """A job's folder of part files.
+
+    Parameters
+    ----------
+    path : path-like
+        Created if needed. Must be visible to every worker (a shared filesystem on a
+        multi-machine cluster).
+    job : dict
+        What the job is (JSON-able). If the folder already holds a different job, a
+        one-line :class:`InputError` says so instead of mixing parts of two jobs.
+    """
+
+    def __init__(self, path: PathLike, job: Dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.job = json.loads(json.dumps(job, sort_keys=True, default=str))
+        self.path.mkdir(parents=True, exist_ok=True)
+        manifest = self.path / JOB_FILE
+        if manifest.exists():
+            try:
+                found = json.loads(manifest.read_text())
+            except (OSError, json.JSONDecodeError):
+                found = None
+            if found != self.job:
+                changed = sorted(k for k in set(self.job) | set(found or {})
+                                 if (found or {}).get(k) != self.job.get(k)) if isinstance(found, dict) else ["all"]
+                raise InputError(
+                    f"work folder holds parts of a different job (differs in: {', '.join(changed)})",
+                    path=str(self.path),
+                    hint="rerun the original command to resume it, or remove the folder / use another --workdir",
+                )
+        else:
+            with atomic_write(manifest) as fh:
+                json.dump(self.job, fh, indent=1, sort_keys=True)
+        self._created = {JOB_FILE}
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def done(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def cleanup(self, names: Iterable[str]) -> None:
+        """Remove the job's files (and the folder if nothing else is left in it)."""
+        for name in list(names) + [JOB_FILE]:
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
+        for marker in self.path.glob(".fault-*"):
+            with contextlib.suppress(FileNotFoundError):
+                marker.unlink()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def _visible(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def check_workdir_visible(backend: Backend, workdir: Path, *inputs: PathLike) -> None:
+    """Fail early, in one line, when a Dask worker cannot see the work folder or an input file."""
+    if backend.is_local_memory or backend.name == "processes":
+        return
+    probes = [str((workdir / JOB_FILE).resolve())] + [str(Path(p).resolve()) for p in inputs]
+    for probe, seen in zip(probes, backend.map(_visible, [(p,) for p in probes])):
+        if not seen:
+            raise InputError("a Dask worker cannot see this file", path=probe,
+                             hint="put --workdir and the input files on a filesystem every worker shares")
+
+
+def maybe_inject_fault(workdir: PathLike, part: int) -> None:
+    """The test-suite's fault hook (see :data:`FAULT_ENV`); does nothing otherwise."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    action, _, which = spec.partition(":")
+    if not which or int(which) != part:
+        return
+    marker = Path(workdir) / f".fault-{action}-{part}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return  # fired already: this is the retry
+    os.close(fd)
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)  # pragma: no cover - the signal ends the process
+    raise RuntimeError(f"injected failure in part {part}")
+
+
+# ---------------------------------------------------------------------------------------------
+# recommend: user ranges -> part files -> one output file
+# ---------------------------------------------------------------------------------------------
+_PART_SUFFIX = {"tsv": ".tsv", "csv": ".csv", "parquet": ".parquet"}
+
+
+def _part_name(i: int, fmt: str) -> str:
+    return f"part-{i:05d}{_PART_SUFFIX[fmt]}"
+
+
+def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, users_file: Optional[str],
+                    exclude_src, k: int, fmt: str, block_size: Optional[int]) -> int:
+    """One unit: top-k for users ``[start, stop)`` of the job, written to its part file.
+
+    ``model_src`` is a fitted model (threads) or a model file path (other backends);
+    ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
+    Returns the number of rows written (0 if the part existed already).
+    """
+    from .recommend import block_to_frame, default_block_size, top_k_block
+
+    path = Path(workdir) / _part_name(part, fmt)
+    if path.exists():
+        return 0
+    maybe_inject_fault(workdir, part)
+    model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
+    if users_file is None:
+        users = np.arange(start, stop, dtype=np.int64)
+    else:
+        users = np.asarray(cached_npz(users_file)["users"][start:stop], dtype=np.int64)
+    if isinstance(exclude_src, str) and exclude_src == "train":
+        exclude = model.train_
+    elif isinstance(exclude_src, (str, os.PathLike)):
+        z = cached_npz(exclude_src)
+        exclude = sp.csr_matrix((np.ones(len(z["indices"]), np.float32), z["indices"], z["indptr"]),
+                                shape=tuple(z["shape"]))
+    else:
+        exclude = exclude_src
+    if exclude is not None and exclude.indptr.dtype != np.int64:
+        exclude = sp.csr_matrix((exclude.data, exclude.indices, exclude.indptr.astype(np.int64)), shape=exclude.shape)
+    bs = block_size or default_block_size(model.n_items)
+    n_rows = 0
+    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude))
+              for s, e in chunk_ranges(len(users), bs))
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with atomic_path(path) as tmp:
+            writer = None
+            try:
+                for frame in frames:
+                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    writer = writer or pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+                    n_rows += len(frame)
+            finally:
+                if writer is not None:
+                    writer.close()
+        return n_rows
+    with atomic_write(path) as fh:
+        for frame in frames:
+            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=False, index=False,
+                         float_format="%.6g", lineterminator="\n")
+            n_rows += len(frame)
+    return n_rows
+
+
+def _assemble(parts: Sequence[Path], output: PathLike, fmt: str) -> int:
+    """Concatenate part files, in order, into ``output`` atomically; return the rows."""
+    n_rows = 0
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with atomic_path(output) as tmp:
+            writer = None
+            try:
+                for p in parts:
+                    table = pq.read_table(p)
+                    writer = writer or pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+                    n_rows += table.num_rows
+                if writer is None:
+                    import pyarrow as pa
+
+                    pq.write_table(pa.table({"user": [], "item": [], "score": [], "rank": []}), tmp)
+            finally:
+                if writer is not None:
+                    writer.close()
+        return n_rows
+    with atomic_write(output, mode="wb") as out:
+        if fmt == "csv":
+            out.write(b"user,item,score,rank\n")
+        for p in parts:
+            with open(p, "rb") as fh:
+                while True:
+                    chunk = fh.read(1 << 22)
+                    if not chunk:
+                        break
+                    n_rows += chunk.count(b"\n")
+                    out.write(chunk)
+    return n_rows
+
+
+def recommend_in_parts(
+    model,
+    output: PathLike,
+    k: int = 10,
+    users: Optional[np.ndarray] = None,
+    exclude: Union[str, None, sp.csr_matrix] = "train",
+    fmt: str = "tsv",
+    backend: Union[str, Backend] = "threads",
+    n_jobs: int = 1,
+    scheduler: Optional[str] = None,
+    workdir: Optional[PathLike] = None,
+    part_size: Optional[int] = None,
+    block_size: Optional[int] = None,
+    model_file: Optional[PathLike] = None,
+    keep_parts: bool = False,
+    progress: Progress = SILENT,
+) -> Dict[str, int]:
+    """Top-k lists for many users as resumable part files, assembled into ``output``.
+
+    Parameters
+    ----------
+    model : Recommender
+        A fitted model.
+    output : path-like
+        Final file; appears only when every part is done.
+    k : int
+    users : int array, optional
+        Row indices to recommend for (default: all users), in output order.
+    exclude : "train", None or CSR matrix
+        As :func:`~mrec_warp.recommend.write_recommendations`.
+    fmt : {"tsv", "csv", "parquet"}
+    backend, n_jobs, scheduler
+        Where the parts run (see :class:`~mrec_warp.parallel.Backend`).
+    workdir : path-like, optional
+        Folder for the parts (default ``OUTPUT.parts``). Rerunning the same job with the
+        same folder skips the finished parts.
+    part_size : int, optional
+        Users per part (default :data:`DEFAULT_PART_USERS`, or one block if larger).
+    block_size : int, optional
+        Users scored at once inside a part (bounds each worker's memory).
+    model_file : path-like, optional
+        The file ``model`` was loaded from: workers of process/Dask backends load it rather
+        than a copy saved in the work folder.
+    keep_parts : bool
+        Keep the work folder after assembling (default: remove it).
+
+    Returns
+    -------
+    dict
+        ``rows`` written, ``parts`` in the job, ``parts_skipped`` (already done by an
+        earlier run), ``parts_run``.
+    """
+    from .recommend import default_block_size
+
+    users = np.arange(model.n_users, dtype=np.int64) if users is None else np.asarray(users, dtype=np.int64)
+    n = len(users)
+    bs = block_size or default_block_size(model.n_items)
+    size = int(part_size) if part_size else max(bs, DEFAULT_PART_USERS)
+    if size < 1:
+        raise InputError(f"--part-size must be a positive number of users, got {part_size}")
+    ranges = chunk_ranges(n, size)
+    all_users = users is None or (n == model.n_users and np.array_equal(users, np.arange(n)))
+    if isinstance(exclude, str):
+        if exclude != "train":
+            raise ValueError("exclude must be 'train', None or a sparse matrix")
+        exclude_kind = "train"
+    else:
+        exclude_kind = "none" if exclude is None else "matrix"
+    job = {
+        "kind": "recommend", "version": JOB_VERSION, "model": model_fingerprint(model), "k": int(k),
+        "format": fmt, "users": "all" if all_users else fingerprint(users), "n_users": n, "part_size": size,
+        "exclude": exclude_kind if exclude_kind != "matrix" else fingerprint(exclude),
+    }
+    wd = WorkDir(workdir or f"{output}.parts", job)
+    names = [_part_name(i, fmt) for i in range(len(ranges))]
+    todo = [i for i, name in enumerate(names) if not wd.done(name)]
+    progress.log(f"recommend: {len(ranges)} parts of up to {size:,} users in {wd.path}"
+                 + (f"; {len(ranges) - len(todo)} already done" if len(todo) < len(ranges) else ""))
+    extra = ["model.npz", "users.npz", "exclude.npz"]  # inputs copied for workers, if any
+    with backend_for(backend, n_jobs, scheduler) as be:
+        if todo:
+            model_src: Any = model
+            users_file: Optional[str] = None
+            exclude_src: Any = "train" if exclude_kind == "train" else exclude
+            if not be.is_local_memory:
+                # workers read inputs from files: the model file, or copies made once here
+                if model_file is None:
+                    model_file = wd.file("model.npz")
+                    if not model_file.exists():
+                        model.save(model_file)
+                model_src = str(Path(model_file).resolve())
+                if not all_users:
+                    users_file = str(wd.file("users.npz").resolve())
+                    if not wd.done("users.npz"):
+                        with atomic_path(users_file) as tmp:
+                            np.savez(tmp, users=users)
+                if exclude_kind == "matrix":
+                    csr = sp.csr_matrix(exclude)
+                    exclude_src = str(wd.file("exclude.npz").resolve())
+                    if not wd.done("exclude.npz"):
+                        with atomic_path(exclude_src) as tmp:
+                            np.savez(tmp, indptr=csr.indptr.astype(np.int64), indices=csr.indices.astype(np.int32),
+                                     shape=np.array(csr.shape, np.int64))
+                check_workdir_visible(be, wd.path, model_src)
+            progress.log(f"running {len(todo)} parts on {be.describe()}")
+            tasks = []
+            for i in todo:
+                start, stop = ranges[i]
+                if be.is_local_memory and not all_users:
+                    # threads share memory: a part gets a view whose rows 0..m-1 are its users
+                    part_users = users[start:stop]
+                    part_excl = exclude_src if exclude_kind != "matrix" else sp.csr_matrix(exclude)[part_users]
+                    tasks.append((_SubsetModel(model, part_users), str(wd.path), i, 0, stop - start, None,
+                                  part_excl, k, fmt, block_size))
+                else:
+                    tasks.append((model_src, str(wd.path), i, start, stop, users_file, exclude_src, k, fmt,
+                                  block_size))
+            for _ in progress.iterate(be.map(_recommend_part, tasks, ordered=False), total=len(todo),
+                                      desc="parts", unit="part"):
+                pass
+    missing = [name for name in names if not wd.done(name)]
+    if missing:  # pragma: no cover - every unit either writes its part or raises
+        raise RuntimeError(f"{len(missing)} parts missing after the run, e.g. {missing[0]}")
+    n_rows = _assemble([wd.file(name) for name in names], output, fmt)
+    if not keep_parts:
+        wd.cleanup(names + extra)
+    return {"rows": n_rows, "parts": len(ranges), "parts_skipped": len(ranges) - len(todo), "parts_run": len(todo)}
+
+
+class _SubsetModel:
+    """Threads only: a view of a model whose row indices ``0..m-1`` are the given users.
+
+    Lets a thread unit take an arbitrary user subset without the index file the process
+    and Dask units read.
+    """
+
+    def __init__(self, model, users: np.ndarray) -> None:
+        self._model = model
+        self._users = users
+        self.n_items = model.n_items
+        self.user_ids = model.user_ids[users]
+        self.item_ids = model.item_ids
+        self.train_ = model.train_[users]
+
+    def score_users(self, rows: np.ndarray) -> np.ndarray:
+        return self._model.score_users(self._users[rows])

@@ -1,0 +1,248 @@
+"""Where parallel work runs: joblib threads, joblib processes (loky) or a Dask cluster.
+
+Every parallel step of mrec-warp (scoring blocks of users, tuning trials, sub-model fits,
+evaluation units) is a list of independent calls handed to :class:`Backend`. The same code
+then runs on
+
+* ``"threads"``: joblib's threading backend. Right for the Cython kernels and BLAS, which
+  release the GIL; shares memory, so hogwild fitting works (and only works) here.
+* ``"processes"``: joblib's loky backend. Workers are separate processes; numpy arrays over
+  1 MB in the arguments reach them as read-only memory maps instead of copies.
+* ``"dask"``: joblib's Dask backend on a ``dask.distributed`` cluster -- an existing one
+  (``scheduler="tcp://host:port"``) or, without an address, a local one of ``n_jobs``
+  worker processes on 127.0.0.1. Nothing is scheduled by hand: Dask places the calls,
+  and re-runs a call whose worker died on another worker.
+
+BLAS threads are limited so that workers x BLAS threads never exceed the cores: each of J
+thread workers gets ``cores // J`` BLAS threads (threadpoolctl), loky does the same for
+its processes, and Dask's nanny starts workers with one BLAS thread each.
+
+Example
+-------
+>>> with Backend("threads", n_jobs=2) as backend:          # doctest: +SKIP
+...     squares = list(backend.map(pow, [(2, 2), (3, 2)]))
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+
+from .errors import InputError
+
+BACKENDS = ("threads", "processes", "dask")
+
+#: joblib's name for each of our backends.
+_JOBLIB_NAMES = {"threads": "threading", "processes": "loky", "dask": "dask"}
+
+logger = logging.getLogger("mrec_warp.parallel")
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects CPU affinity and cgroup quotas via joblib)."""
+    try:
+        from joblib import cpu_count as joblib_cpu_count
+
+        return max(1, int(joblib_cpu_count(only_physical_cores=False)))
+    except Exception:  # pragma: no cover - joblib is a dependency
+        return max(1, os.cpu_count() or 1)
+
+
+def effective_n_jobs(n_jobs: Optional[int], n_tasks: Optional[int] = None) -> int:
+    """Workers that ``n_jobs`` asks for, scikit-learn style, capped by the number of tasks.
+
+    ``None``/0/1 mean one; ``-1`` means every core, ``-2`` all but one, and so on.
+    """
+    if not n_jobs:
+        n = 1
+    elif n_jobs < 0:
+        n = max(1, cpu_count() + 1 + int(n_jobs))
+    else:
+        n = int(n_jobs)
+    if n_tasks is not None:
+        n = max(1, min(n, int(n_tasks)))
+    return n
+
+
+def blas_threads_per_worker(n_workers: int) -> int:
+    """BLAS threads each of ``n_workers`` may use so that together they fill, not exceed, the cores."""
+    return max(1, cpu_count() // max(1, int(n_workers)))
+
+
+def limit_blas(n_workers: int):
+    """Context manager: BLAS limited to :func:`blas_threads_per_worker` threads in this process.
+
+    Does nothing for a single worker (BLAS may then use every core itself).
+    """
+    if n_workers <= 1:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=blas_threads_per_worker(n_workers), user_api="blas")
+
+
+def check_backend(backend: str, scheduler: Optional[str] = None) -> str:
+    """Validate a backend name (and that ``scheduler`` is only given with ``dask``)."""
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}", hint=f"use one of {', '.join(BACKENDS)}")
+    if scheduler and backend != "dask":
+        raise InputError(f"--scheduler {scheduler} needs --backend dask", hint="add --backend dask")
+    if backend == "dask":
+        require_dask()
+    return backend
+
+
+def require_dask() -> None:
+    """Fail in one line when the optional ``dask[distributed]`` extra is missing."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise InputError("--backend dask needs dask.distributed, which is not installed",
+                         hint="pip install 'mrec-warp[dask]'") from None
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None):
+    """A ``distributed.Client``: connected to ``scheduler``, or to a new local cluster.
+
+    The local cluster has ``n_workers`` single-threaded worker processes (default: one per
+    core) listening on 127.0.0.1 only, no dashboard, and is shut down on exit. A client to an
+    existing scheduler is closed on exit; the cluster itself is left running.
+    """
+    require_dask()
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler at {scheduler} ({exc})",
+                             hint="start one with 'dask scheduler' and 'dask worker ADDRESS', or omit "
+                                  "--scheduler for a local cluster") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = effective_n_jobs(n_workers) if n_workers else cpu_count()
+    # Workers are processes with one thread each: the kernels already use a core fully, and
+    # processes keep one worker's crash from taking the others down.
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+class Backend:
+    """Runs lists of independent calls on threads, processes or a Dask cluster.
+
+    Parameters
+    ----------
+    name : {"threads", "processes", "dask"}
+    n_jobs : int
+        Workers (joblib convention: -1 = every core). With ``"dask"`` and no ``scheduler``
+        it is the number of local worker processes; with a ``scheduler`` every worker of the
+        cluster is used.
+    scheduler : str, optional
+        Address of a running Dask scheduler, e.g. ``tcp://10.0.0.5:8786``.
+    client : distributed.Client, optional
+        An existing client to use instead (it is not closed on exit).
+
+    Use as a context manager: a Dask client/cluster lives exactly as long as the ``with``.
+    """
+
+    def __init__(self, name: str = "threads", n_jobs: Optional[int] = 1, scheduler: Optional[str] = None,
+                 client: Any = None) -> None:
+        self.name = check_backend(name, scheduler)
+        self.n_jobs = n_jobs
+        self.scheduler = scheduler
+        self.client = client
+        self._stack: Optional[contextlib.ExitStack] = None
+
+    # -- lifetime -------------------------------------------------------------------------
+    def __enter__(self) -> "Backend":
+        self._stack = contextlib.ExitStack()
+        if self.name == "dask" and self.client is None:
+            self.client = self._stack.enter_context(dask_client(self.scheduler, self.n_jobs))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            if self.name == "dask":
+                self.client = None
+            stack.close()
+
+    @property
+    def is_local_memory(self) -> bool:
+        """Whether workers share this process's memory (only threads do)."""
+        return self.name == "threads"
+
+    @property
+    def workers(self) -> int:
+        """How many calls can run at once."""
+        if self.name == "dask":
+            if self.client is None:
+                return effective_n_jobs(self.n_jobs) if not self.scheduler else 1
+            return max(1, sum(self.client.ncores().values()))
+        return effective_n_jobs(self.n_jobs)
+
+    # -- running --------------------------------------------------------------------------
+    def map(self, func: Callable, args: Iterable[Tuple], ordered: bool = True) -> Iterator[Any]:
+        """Yield ``func(*a)`` for each tuple ``a`` of ``args``, as they finish.
+
+        Results come in the order of ``args`` when ``ordered`` (default), else as soon as
+        each call finishes. The first exception raised by a call stops the run and is
+        re-raised here.
+        """
+        from joblib import Parallel, delayed, parallel_config
+
+        args = list(args)
+        if not args:
+            return
+        n = effective_n_jobs(self.n_jobs, len(args))
+        if n == 1 and self.name != "dask":
+            # one worker: run here, no pool to start (and exact same code path as n_jobs=1)
+            for a in args:
+                yield func(*a)
+            return
+        return_as = "generator" if ordered else "generator_unordered"
+        config: dict = {"backend": _JOBLIB_NAMES[self.name]}
+        if self.name == "dask":
+            if self.client is None:
+                raise RuntimeError("use the dask Backend inside a 'with' block")
+            config["client"] = self.client
+            config["wait_for_workers_timeout"] = 60
+            n = -1  # the cluster decides: every worker takes calls
+        with parallel_config(**config), (limit_blas(n) if self.name == "threads" else contextlib.nullcontext()):
+            # batch_size=1: our calls are coarse (a block, a part, a trial), and a batch is the
+            # unit Dask retries after a worker dies, so small batches lose little work.
+            parallel = Parallel(n_jobs=n, return_as=return_as, batch_size=1,
+                                pre_dispatch="2*n_jobs" if self.name != "dask" else "all")
+            yield from parallel(delayed(func)(*a) for a in args)
+
+    def describe(self) -> str:
+        """One line for logs: backend and workers."""
+        where = f" at {self.scheduler}" if self.scheduler else (" (local cluster)" if self.name == "dask" else "")
+        return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}"
+
+
+def backend_for(backend: "str | Backend", n_jobs: Optional[int] = 1, scheduler: Optional[str] = None):
+    """A context manager giving a :class:`Backend`: a name makes (and closes) a new one,
+    a Backend already entered is passed through unchanged."""
+    if isinstance(backend, Backend):
+        return contextlib.nullcontext(backend)
+    return Backend(backend, n_jobs=n_jobs, scheduler=scheduler)
+
+
+def chunk_ranges(n: int, size: int) -> Sequence[Tuple[int, int]]:
+    """``[(0, size), (size, 2 size), ...]`` covering ``range(n)``."""
+    size = max(1, int(size))
+    return [(s, min(s + size, n)) for s in range(0, n, size)]
