@@ -467,3 +467,150 @@ class _SubsetModel:
 
     def score_users(self, rows: np.ndarray) -> np.ndarray:
         return self._model.score_users(self._users[rows])
+
+
+# ---------------------------------------------------------------------------------------------
+# fit: K independent sub-models of d/K factors, concatenated
+# ---------------------------------------------------------------------------------------------
+def split_factors(factors: int, n_models: int) -> List[int]:
+    """``factors`` spread over ``n_models`` sub-models as evenly as possible."""
+    if n_models < 1 or factors < n_models:
+        raise InputError(f"cannot split {factors} factors into {n_models} sub-models",
+                         hint="use at most as many --sub-models as --factors")
+    return [factors // n_models + (1 if i < factors % n_models else 0) for i in range(n_models)]
+
+
+def _save_interactions(data, path: Path) -> None:
+    csr = data.matrix
+    with atomic_path(path) as tmp:
+        np.savez(tmp, indptr=csr.indptr.astype(np.int64), indices=csr.indices.astype(np.int32),
+                 shape=np.array(csr.shape, np.int64), user_ids=data.user_ids, item_ids=data.item_ids)
+
+
+def load_interactions_npz(path: PathLike):
+    """Interactions saved by the work-folder helpers, cached per process."""
+    from .data.interactions import Interactions
+
+    def load(p):
+        with np.load(p, allow_pickle=False) as z:
+            csr = sp.csr_matrix((np.ones(len(z["indices"]), np.float32), z["indices"], z["indptr"]),
+                                shape=tuple(z["shape"]))
+            return Interactions(csr, z["user_ids"], z["item_ids"])
+
+    return _cached("interactions", path, load)
+
+
+def _fit_submodel(data_src, workdir: str, index: int, params: Dict[str, Any]) -> Dict[str, Any]:
+    """One unit: fit sub-model ``index`` and save its arrays to its part file."""
+    from .models import WARP
+
+    path = Path(workdir) / f"submodel-{index:03d}.npz"
+    if path.exists():
+        return {"index": index, "skipped": True}
+    maybe_inject_fault(workdir, index)
+    data = load_interactions_npz(data_src) if isinstance(data_src, (str, os.PathLike)) else data_src
+    t0 = time.perf_counter()
+    model = WARP(**params).fit(data)
+    with atomic_path(path) as tmp:
+        np.savez(tmp, user_factors=model.user_factors_, item_factors=model.item_factors_,
+                 item_bias=model.item_bias_, best_epoch=np.int64(model.best_epoch_))
+    return {"index": index, "skipped": False, "seconds": time.perf_counter() - t0, "epochs": int(model.best_epoch_)}
+
+
+def fit_submodels(
+    data,
+    params: Optional[Dict[str, Any]] = None,
+    n_models: Optional[int] = None,
+    random_state: int = 42,
+    backend: Union[str, Backend] = "threads",
+    n_jobs: int = 1,
+    scheduler: Optional[str] = None,
+    workdir: Optional[PathLike] = None,
+    keep_parts: bool = False,
+    progress: Progress = SILENT,
+):
+    """Fit ``n_models`` independent WARP sub-models at once and concatenate them (as mrec did).
+
+    Sub-model ``m`` has ``d_m`` of the ``factors`` (``sum d_m = factors``), its own seed,
+    and sees all the data; each is fitted single-threaded (so each is bit-for-bit
+    reproducible), early-stopped on its own hold-out unless ``epochs`` is given. The
+    result is one WARP model whose user and item factors are the sub-models' side by side
+    and whose item bias is their sum, so its score is the sum of the sub-models' scores.
+
+    Parameters
+    ----------
+    data : Interactions
+    params : dict
+        WARP parameters (``factors`` is the total).
+    n_models : int, optional
+        Sub-models (default: one per worker of the backend).
+    random_state : int
+        Seeds of the sub-models are spawned from it.
+    backend, n_jobs, scheduler
+        Where the sub-models run (:class:`~mrec_warp.parallel.Backend`).
+    workdir : path-like, optional
+        Folder for the sub-model part files; a rerun skips finished sub-models. Default: a
+        temporary folder (no resume).
+
+    Returns
+    -------
+    WARP
+        Fitted; ``sub_models_`` holds each sub-model's factor count and epochs.
+    """
+    from .models import WARP
+
+    params = dict(params or {})
+    params.pop("n_jobs", None)
+    params.pop("random_state", None)
+    params.pop("verbose", None)
+    total = int(params.get("factors", WARP().factors))
+    tmp_dir = None
+    with backend_for(backend, n_jobs, scheduler) as be:
+        K = int(n_models or be.workers)
+        sizes = split_factors(total, K)
+        seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(random_state).spawn(K)]
+        job = {"kind": "fit", "version": JOB_VERSION, "data": fingerprint(data.matrix, data.user_ids, data.item_ids),
+               "params": params, "sub_models": sizes, "random_state": random_state}
+        if workdir is None:
+            tmp_dir = tempfile.mkdtemp(prefix="mrec-warp-fit-")
+            workdir = tmp_dir
+        wd = WorkDir(workdir, job)
+        names = [f"submodel-{i:03d}.npz" for i in range(K)]
+        todo = [i for i in range(K) if not wd.done(names[i])]
+        progress.log(f"fit: {K} sub-models of {', '.join(map(str, sizes))} factors in {wd.path}"
+                     + (f"; {K - len(todo)} already done" if len(todo) < K else ""))
+        data_src: Any = data
+        if todo and not be.is_local_memory:
+            data_src = str(wd.file("train.npz").resolve())
+            if not wd.done("train.npz"):
+                _save_interactions(data, wd.file("train.npz"))
+            check_workdir_visible(be, wd.path, data_src)
+        tasks = [(data_src, str(wd.path), i, {**params, "factors": sizes[i], "random_state": seeds[i], "n_jobs": 1})
+                 for i in todo]
+        if todo:
+            progress.log(f"running {len(todo)} sub-models on {be.describe()}")
+        for info in be.map(_fit_submodel, tasks, ordered=False):
+            if not info.get("skipped"):
+                progress.log(f"sub-model {info['index']}: {info['epochs']} epochs, {info['seconds']:.1f}s")
+    parts = [_read_npz(wd.file(n)) for n in names]
+    model = WARP(**{**params, "factors": total, "random_state": random_state})
+    model._set_training_data(data)
+    model._set_arrays({
+        "user_factors": np.hstack([p["user_factors"] for p in parts]),
+        "item_factors": np.hstack([p["item_factors"] for p in parts]),
+        "item_bias": np.sum([p["item_bias"] for p in parts], axis=0),
+    })
+    model.best_epoch_ = int(max(int(p["best_epoch"]) for p in parts))
+    model.epochs_done_ = model.best_epoch_
+    model.sub_models_ = [{"factors": s, "epochs": int(p["best_epoch"]), "seed": sd}
+                         for s, p, sd in zip(sizes, parts, seeds)]
+    if not keep_parts or tmp_dir is not None:
+        wd.cleanup(names + ["train.npz"])
+    if tmp_dir is not None:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return model
+
+
+def _read_npz(path: Path) -> Dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}

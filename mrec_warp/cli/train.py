@@ -10,7 +10,9 @@ import click
 from ..data.interactions import Interactions
 from ..data.io import read_ratings
 from ..errors import InputError
+from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
+from ._parallel import parallel_options
 
 # Options that map one-to-one onto WARP parameters: (option name, parameter name).
 _WARP_OPTIONS = {
@@ -53,6 +55,7 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+  mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
@@ -82,9 +85,14 @@ Examples:
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
+@parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
+@click.option("--sub-models", "sub_models", type=click.IntRange(min=1),
+              help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
+                   "concatenate them [with --backend dask: one per Dask worker].")
 @quiet_option
 @friendly_errors
-def train(train, output, model_name, fmt, validation_file, params_file, seed, n_jobs, quiet, verbose, **options):
+def train(train, output, model_name, fmt, validation_file, params_file, seed, n_jobs, backend, scheduler, workdir,
+          sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
@@ -104,6 +112,26 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         model.set_params(**params)
     except ValueError as exc:
         raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
+    check_backend(backend, scheduler)
+    if model_name == "warp" and (sub_models or backend == "dask"):
+        if validation_file:
+            raise InputError("--validation does not combine with sub-models", path=validation_file,
+                             hint="each sub-model early-stops on its own hold-out; drop --validation")
+        from ..distributed import fit_submodels
+
+        model = fit_submodels(data, model.get_params(), n_models=sub_models, random_state=seed, backend=backend,
+                              n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts",
+                              progress=progress)
+        model.save(output)
+        if not quiet:
+            click.echo(f"wrote {output}: warp model of {data.n_users} users x {data.n_items} items, "
+                       f"{len(model.sub_models_)} sub-models of {'+'.join(str(m['factors']) for m in model.sub_models_)} factors")
+        return
+    if backend == "processes" and model_name == "warp":
+        # hogwild needs every worker to write the same factor arrays: threads share them for
+        # free, processes cannot (short of shared memory plus locking), so fit on threads.
+        progress.log(f"note: hogwild fitting runs on threads, not processes; fitting on {n_jobs} thread(s) "
+                     "(use --sub-models K to fit independent sub-models on processes)")
     fit_kwargs: Dict[str, Any] = {}
     if model_name != "popularity":
         fit_kwargs["progress"] = progress
