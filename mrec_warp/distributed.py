@@ -614,3 +614,48 @@ def fit_submodels(
 def _read_npz(path: Path) -> Dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate: one unit per (split, recommendations file)
+# ---------------------------------------------------------------------------------------------
+def _evaluate_unit(train, test, recs, name: str, ks: Sequence[int]):
+    from .evaluation.report import evaluate
+
+    return evaluate(train, test, [recs], names=[name], ks=ks).evaluations[0][0]
+
+
+def evaluate_parallel(
+    train,
+    test,
+    recs: Sequence[Any],
+    names: Optional[Sequence[str]] = None,
+    ks: Sequence[int] = (5, 10, 20),
+    splits: Optional[Sequence[str]] = None,
+    backend: Union[str, Backend] = "threads",
+    n_jobs: int = 1,
+    scheduler: Optional[str] = None,
+    progress: Progress = SILENT,
+):
+    """:func:`mrec_warp.evaluation.report.evaluate` with its (split, recommendations file)
+    pairs scored at once on a backend's workers; the same :class:`Study` comes back.
+
+    Each unit reads its own train/test/recs files (the metrics themselves are vectorised
+    over all users of a file), so one split with one file gains nothing; several splits or
+    files gain up to one worker each. File paths must be visible to the workers.
+    """
+    from .evaluation.report import Study, _describe, default_names, evaluate, resolve_split
+
+    recs = list(recs)
+    names = list(names) if names else default_names(recs)
+    labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
+    units = [(resolve_split(train, l), resolve_split(test, l), resolve_split(r, l), n, tuple(ks))
+             for l in labels for r, n in zip(recs, names)]
+    if len(units) == 1 or (isinstance(backend, str) and backend == "threads" and (n_jobs or 1) == 1):
+        return evaluate(train, test, recs, names=names, ks=ks, splits=splits, progress=progress)
+    with backend_for(backend, n_jobs, scheduler) as be:
+        progress.log(f"evaluating {len(units)} (split, recs) pairs on {be.describe()}")
+        flat = list(be.map(_evaluate_unit, units))
+    evaluations = [flat[i * len(recs):(i + 1) * len(recs)] for i in range(len(labels))]
+    return Study(names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
+                 evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test))

@@ -10,6 +10,8 @@ import click
 from ..data.io import check_readable
 from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available, evaluate as run_evaluation
 from ..evaluation.report import default_names, format_table, resolve_split, write_reports
+from ..distributed import evaluate_parallel
+from ..parallel import BACKENDS, check_backend
 from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
 
 
@@ -94,9 +96,15 @@ Examples:
               help="Write per-user metrics as CSV (one row per split, recs file and user).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a PNG of the metrics against k (needs matplotlib).")
+@click.option("--n-jobs", type=int, default=1, show_default=True,
+              help="Score (split, recs file) pairs at once (-1: every core).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
+              help="Where --n-jobs workers run: threads, processes, or a Dask cluster.")
+@click.option("--scheduler", metavar="tcp://HOST:PORT", help="Dask scheduler [a local cluster].")
 @quiet_option
 @friendly_errors
-def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, quiet, verbose):
+def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, n_jobs, backend,
+             scheduler, quiet, verbose):
     """Score recommendation files against held-out test interactions.
 
     For every user with test items: precision, recall, NDCG, MAP and hit rate at each k,
@@ -121,7 +129,9 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     if plot_path:
         check_plot_available(plot_path)  # fail before the work, not after
 
-    study = run_evaluation(train, test, list(recs), names=names, ks=ks, splits=splits, progress=progress)
+    check_backend(backend, scheduler)
+    study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend,
+                              n_jobs=n_jobs, scheduler=scheduler, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
     if not quiet:
         click.echo(format_table(study.to_dict()), nl=False)
