@@ -34,6 +34,7 @@ setup(
         [
             extension("mrec_warp._topk"),
             extension("mrec_warp.models._warp"),
+            extension("mrec_warp.models._hybrid"),
         ],
         compiler_directives={
             "language_level": 3,

@@ -13,7 +13,7 @@ A feature file has one row per (id, feature) pair, ``id<TAB>feature[<TAB>weight]
 * The reader options of ratings files apply (delimiter guessed from the first line or
   given, optional header, columns chosen by name or position).
 
-How a model uses them (:func:`feature_matrix`): each id's row holds its content features and,
+How a model uses them (:func:`weighted_rows`): each id's row holds its content features and,
 unless ``identity=False``, one identity feature of its own. **Normalisation** (on by
 default): every row's weights are scaled to sum to 1, identity included, so an id with an
 identity and three content features of weight 1 has four weights of 1/4. An id with no
@@ -25,7 +25,6 @@ and new ids are on the same scale and can be ranked together.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -233,31 +232,6 @@ def check_ids_match(table: pd.DataFrame, model_ids: np.ndarray, kind: str, sourc
 
 
 # -- the model's view ----------------------------------------------------------------------
-@dataclass
-class FeatureMatrix:
-    """Rows of weights over the columns ``[content features | identities]``.
-
-    Content features come first so that identities of ids added later (fold-in) are
-    appended at the end without renumbering anything.
-
-    Attributes
-    ----------
-    matrix : scipy.sparse.csr_matrix
-        float32, sorted indices, one row per id.
-    names : numpy.ndarray of str
-        The content feature of each of the first ``len(names)`` columns.
-    n_unknown : int
-        Rows of the table whose feature is not among ``names`` (dropped).
-    n_without : int
-        Ids with no content feature row.
-    """
-
-    matrix: sp.csr_matrix
-    names: np.ndarray
-    n_unknown: int = 0
-    n_without: int = 0
-
-
 def feature_names(table: Optional[pd.DataFrame]) -> np.ndarray:
     """Content feature vocabulary, in order of first appearance."""
     if table is None or len(table) == 0:
@@ -265,75 +239,69 @@ def feature_names(table: Optional[pd.DataFrame]) -> np.ndarray:
     return np.asarray(pd.unique(table["feature"].to_numpy()), dtype=str)
 
 
-def feature_matrix(
-    ids: np.ndarray,
-    table: Optional[pd.DataFrame],
-    names: np.ndarray,
-    identity_columns: Optional[np.ndarray] = None,
-    n_columns: Optional[int] = None,
-    identity_slot: bool = False,
+def raw_rows(ids: np.ndarray, table: Optional[pd.DataFrame], names: np.ndarray) -> Tuple[sp.csr_matrix, int]:
+    """Raw content weights of ``ids`` over ``names``: (len(ids) x len(names)) CSR, float32.
+
+    Table rows of other ids are ignored; rows naming a feature outside ``names`` are
+    dropped and counted (the second value returned).
+    """
+    ids = np.asarray(ids, dtype=str)
+    rows = cols = np.zeros(0, np.int64)
+    vals = np.zeros(0, np.float32)
+    n_unknown = 0
+    if table is not None and len(table) and len(ids):
+        r = pd.Index(ids).get_indexer(table["id"].to_numpy())
+        c = pd.Index(names).get_indexer(table["feature"].to_numpy()) if len(names) else np.full(len(table), -1)
+        n_unknown = int(((r >= 0) & (c < 0)).sum())
+        ok = (r >= 0) & (c >= 0)
+        rows, cols, vals = r[ok], c[ok], table["weight"].to_numpy(dtype=np.float32)[ok]
+    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(len(ids), len(names)), dtype=np.float32)
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return matrix, n_unknown
+
+
+def weighted_rows(
+    raw: sp.csr_matrix,
+    identity: np.ndarray,
+    n_columns: int,
     normalize: bool = True,
-) -> FeatureMatrix:
-    """Weighted feature rows of ``ids``.
+    identity_slot: bool = True,
+) -> sp.csr_matrix:
+    """The rows a model scores with: raw content weights plus identities, normalised.
 
     Parameters
     ----------
-    ids : array of str
-        One row per id, in this order.
-    table : DataFrame or None
-        ``id, feature, weight`` rows; ids not in ``ids`` and features not in ``names`` are
-        ignored (the latter are counted).
-    names : array of str
-        Content vocabulary: feature ``names[c]`` is column ``c``.
-    identity_columns : int array, optional
-        Column of each id's identity feature (weight 1 before normalisation), -1 for none.
-    n_columns : int, optional
-        Total number of columns (default: content columns plus identities).
-    identity_slot : bool
-        Normalise rows without an identity as if one were there (see the module docs).
+    raw : csr_matrix (n, n_content)
+        Content feature weights (columns ``0 .. n_content - 1``).
+    identity : int array (n,)
+        Column of each row's identity feature (weight 1 before normalisation), -1 for none.
+    n_columns : int
+        Width of the result (content columns plus every identity column of the model).
     normalize : bool
-        Scale every row's weights to sum to 1.
+        Scale each row to sum to 1.
+    identity_slot : bool
+        When normalising a row without identity, count a weight of 1 for it anyway: the
+        row gets the weights a trained id with the same features has (its identity
+        embedding taken as zero), so new and trained ids are on one scale.
     """
-    ids = np.asarray(ids, dtype=str)
-    n_rows, n_names = len(ids), len(names)
-    rows = [np.zeros(0, np.int64)]
-    cols = [np.zeros(0, np.int64)]
-    vals = [np.zeros(0, np.float32)]
-    n_unknown = 0
-    if table is not None and len(table):
-        r = pd.Index(ids).get_indexer(table["id"].to_numpy())
-        c = pd.Index(names).get_indexer(table["feature"].to_numpy()) if n_names else np.full(len(table), -1)
-        n_unknown = int(((r >= 0) & (c < 0)).sum())
-        ok = (r >= 0) & (c >= 0)
-        rows.append(r[ok].astype(np.int64))
-        cols.append(c[ok].astype(np.int64))
-        vals.append(table["weight"].to_numpy(dtype=np.float32)[ok])
-    has_content = np.bincount(rows[-1], minlength=n_rows) > 0 if n_rows else np.zeros(0, bool)
-    n_cols = n_columns
-    if identity_columns is not None:
-        identity_columns = np.asarray(identity_columns, dtype=np.int64)
-        have = identity_columns >= 0
-        rows.append(np.flatnonzero(have))
-        cols.append(identity_columns[have])
-        vals.append(np.ones(int(have.sum()), dtype=np.float32))
-        if n_cols is None:
-            n_cols = n_names + int(have.sum())
-    if n_cols is None:
-        n_cols = n_names
-    coo = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(n_rows, n_cols), dtype=np.float32)
-    matrix = coo.tocsr()
+    identity = np.asarray(identity, dtype=np.int64)
+    n = raw.shape[0]
+    coo = raw.tocoo()
+    have = identity >= 0
+    rows = np.concatenate([coo.row.astype(np.int64), np.flatnonzero(have)])
+    cols = np.concatenate([coo.col.astype(np.int64), identity[have]])
+    vals = np.concatenate([coo.data.astype(np.float32), np.ones(int(have.sum()), np.float32)])
+    if normalize:
+        sums = np.bincount(rows, weights=vals, minlength=n)
+        if identity_slot:
+            sums = sums + ~have
+        scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
+        vals = (vals * scale[rows]).astype(np.float32)
+    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, int(n_columns)), dtype=np.float32)
     matrix.sum_duplicates()
     matrix.sort_indices()
-    if normalize:
-        sums = np.asarray(matrix.sum(axis=1)).ravel()
-        if identity_slot:
-            no_identity = np.ones(n_rows, bool) if identity_columns is None else identity_columns < 0
-            sums = sums + no_identity  # the missing identity's weight of 1
-        scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
-        matrix = sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ matrix, dtype=np.float32)
-        matrix.sort_indices()
-    return FeatureMatrix(matrix, np.asarray(names, dtype=str), n_unknown, int((~has_content).sum()))
+    return matrix
 
 
 # -- feature files for known datasets ------------------------------------------------------

@@ -177,12 +177,7 @@ class WARP(Recommender):
         n_jobs = _n_threads(self.n_jobs)
 
         def run(start: int, stop: int, state: np.ndarray):
-            return _warp.fit_shard(
-                self.user_factors_, self.item_factors_, self.item_bias_,
-                self._user_accum, self._item_accum, self._bias_accum,
-                data.indptr, data.indices, data.pos_users, data.order,
-                start, stop, data.rank_weights, state, **kwargs,
-            )
+            return self._fit_shard(data, start, stop, state, kwargs)
 
         totals = np.zeros(4)
         if n_jobs == 1:
@@ -190,21 +185,24 @@ class WARP(Recommender):
             for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
                 totals += run(s, e, self._rng_state)
         else:
-            from joblib import Parallel, delayed
+            from concurrent.futures import ThreadPoolExecutor
 
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
-            states = [_warp.seed_state(int(x)) for x in np.frombuffer(
-                _warp.seed_state(int(self._rng_state[0]) ^ self.epochs_done_).tobytes(), dtype=np.uint64)[:n_jobs]]
+            words = np.frombuffer(_warp.seed_state(int(self._rng_state[0]) ^ self.epochs_done_).tobytes(), dtype=np.uint64)
+            if n_jobs > len(words):  # one seed per thread, however many threads
+                extra = np.random.default_rng(int(words[0])).integers(0, 2**63 - 1, n_jobs - len(words))
+                words = np.concatenate([words, extra.astype(np.uint64)])
+            states = [_warp.seed_state(int(x)) for x in words[:n_jobs]]
             self._rng_state = _warp.seed_state(int(self._rng_state[1]))
-            results = Parallel(n_jobs=n_jobs, backend="threading")(
-                delayed(run)(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)
-            )
+            # Plain threads, not joblib.Parallel: its set-up costs ~15 ms per call, as much as
+            # a whole epoch on MovieLens 100k; the kernels release the GIL either way.
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                results = list(pool.map(lambda w: run(int(bounds[w]), int(bounds[w + 1]), states[w]), range(n_jobs)))
             for r in results:
                 totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
-        if not (np.isfinite(self.user_factors_).all() and np.isfinite(self.item_factors_).all()
-                and np.isfinite(self.item_bias_).all()):
+        if not all(np.isfinite(a).all() for a in self._learned_arrays()):
             raise TrainingDivergedError(
                 f"training diverged at epoch {self.epochs_done_}: factors are no longer finite",
                 hint=f"lower the learning rate (now {self.learning_rate}) or add regularisation",
@@ -215,6 +213,20 @@ class WARP(Recommender):
             "loss": total_loss / max(nnz, 1),
             "compared_per_positive": n_compared / max(nnz, 1),
         }
+
+    def _fit_shard(self, data: "_TrainingData", start: int, stop: int, state: np.ndarray,
+                   kwargs: Dict[str, Any]) -> Tuple[float, float, float, float]:
+        """One kernel call on positives ``data.order[start:stop]`` (a hook for subclasses)."""
+        return _warp.fit_shard(
+            self.user_factors_, self.item_factors_, self.item_bias_,
+            self._user_accum, self._item_accum, self._bias_accum,
+            data.indptr, data.indices, data.pos_users, data.order,
+            start, stop, data.rank_weights, state, **kwargs,
+        )
+
+    def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
+        """The arrays training writes, checked for divergence after every epoch."""
+        return (self.user_factors_, self.item_factors_, self.item_bias_)
 
     # -- public training API -----------------------------------------------------------------
     def fit(
@@ -322,6 +334,35 @@ class WARP(Recommender):
             progress.log(f"best epoch {best_epoch}: val P@{self.eval_k} {best_score:.4f}")
             return best_epoch
         return epochs
+
+    # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WARP":
+        """Add users from a short history without refitting (in place; returns ``self``).
+
+        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame or
+        Interactions) gets a factor row fitted by ``epochs`` WARP passes over their items
+        against the fixed item factors; new users are appended to ``user_ids``, known ones
+        are refined from their training items plus the history. Nothing else changes. See
+        :func:`mrec_warp.models.foldin.fold_in`.
+        """
+        from .foldin import fold_in
+
+        return fold_in(self, history, epochs=epochs, progress=progress)
+
+    def _append_users(self, ids, user_features=None) -> None:
+        from .foldin import warp_append_users
+
+        if user_features is not None:
+            raise InputError("user features need a hybrid model", hint="train with --model hybrid")
+        warp_append_users(self, ids)
+
+    def _fold_in_problem(self, users: np.ndarray):
+        from .foldin import warp_problem
+
+        return warp_problem(self, users)
+
+    def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
+        self.user_factors_[users] = rows
 
     # -- scoring -------------------------------------------------------------------------------
     def score_users(self, users: np.ndarray) -> np.ndarray:

@@ -1,0 +1,533 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""WARP / BPR kernels for the hybrid model (feature embeddings) and for fold-in.
+
+The sampling rule is ``warp_sample`` / ``bpr_sample`` from ``_kernels.pxd``, the same code as
+the plain matrix-factorisation kernel; only the scoring callback and the update differ.
+
+Hybrid model. A user's representation is ``p_u = sum_f w_uf E_f`` over its feature row of
+the user feature matrix (CSR, row-normalised weights), an item's is ``q_i = sum_g w_ig F_g``
+and its bias ``b_i = sum_g w_ig c_g``; ``f(u, i) = p_u . q_i + b_i``. A step on the weighted
+hinge ``L(rank) (1 + f(u, j) - f(u, i))`` takes the gradients with respect to ``p_u``, ``q_i``,
+``q_j`` at the old values and hands each feature row its share (``w_f`` times the gradient,
+plus its L2 term), with adagrad per parameter.
+
+Rows made of one feature of weight 1 (identity only: the common case, and every row when
+there are no feature files) are detected up front (``single``): their representation *is* an
+embedding row, so scoring reads it in place and the update is the plain MF ``pair_step``.
+With no feature files this kernel therefore does exactly what the MF kernel does.
+
+Everything runs without the GIL on raw pointers into contiguous float32 arrays, so joblib's
+threading backend runs shards of an epoch at once (hogwild). Shared feature rows (a genre)
+are written by several threads; like any hogwild write, a lost update now and then is
+harmless to SGD.
+
+Fold-in. ``fold_in_shard`` fits user rows ``e_u`` alone against fixed item representations
+(``Q``, ``b``): ``p_u = o_u + s_u e_u`` where ``o_u`` is a fixed offset (the user's content
+features, for a hybrid model; zero for plain WARP) and ``s_u`` the weight of the row being
+fitted (its identity weight; 1 for plain WARP).
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+from libc.math cimport sqrtf, expf, log1pf
+
+from mrec_warp.models._kernels cimport (
+    rng_below, dot, prefetch_row, warp_sample, bpr_sample, pair_step, adagrad_axpy,
+)
+
+cnp.import_array()
+
+ctypedef fused order_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    LOSS_WARP = 0
+    LOSS_BPR = 1
+
+cdef int64_t MAX_ITEMS = 4294967295  # rng_below works below 2**32
+
+
+def single_columns(indptr, indices, data):
+    """Column of each row that is exactly one feature of weight 1, else -1 (int32).
+
+    Those rows take the fast path: no representation to build, the MF update.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    counts = np.diff(indptr)
+    out = np.full(len(counts), -1, dtype=np.int32)
+    one = counts == 1
+    first = indptr[:len(indptr) - 1][one]
+    ok = np.asarray(data)[first] == 1.0
+    rows = np.flatnonzero(one)[ok]
+    out[rows] = np.asarray(indices)[first[ok]]
+    return out
+
+
+# -- the feature side of the model ------------------------------------------------------------
+cdef struct Side:
+    const int64_t* indptr
+    const int32_t* indices
+    const float* data
+    const int32_t* single   # see single_columns
+    float* emb              # (n_columns, d) embeddings
+    float* accum            # their adagrad accumulators
+
+
+cdef struct ScoreContext:
+    const float* user       # the current user's representation
+    Side items
+    float* bias             # item feature biases, or NULL
+    Py_ssize_t d
+    # Content features are shared by many items (a genre by hundreds), so while one user's
+    # candidates are scored, p_u . F_g + c_g is computed once per content feature g and
+    # remembered: memo[g] is valid when stamp[g] == now (a counter of positives). Scoring
+    # an item then costs one dot for its identity plus a lookup per content feature.
+    float* memo
+    int64_t* stamp
+    int64_t now
+    int64_t n_memo          # content columns (0 .. n_memo - 1) that are memoised
+
+
+cdef inline float hybrid_score(void* ctx, int64_t j) noexcept nogil:
+    cdef ScoreContext* c = <ScoreContext*>ctx
+    cdef int64_t col = c.items.single[j], k
+    cdef float f = 0, g
+    if col >= 0:
+        f = dot(c.user, c.items.emb + col * c.d, c.d)
+        if c.bias != NULL:
+            f += c.bias[col]
+        return f
+    # sum_g w_g (p . F_g + c_g): no representation to write
+    for k in range(c.items.indptr[j], c.items.indptr[j + 1]):
+        col = c.items.indices[k]
+        if col < c.n_memo and c.stamp[col] == c.now:
+            g = c.memo[col]
+        else:
+            g = dot(c.user, c.items.emb + col * c.d, c.d)
+            if c.bias != NULL:
+                g += c.bias[col]
+            if col < c.n_memo:
+                c.memo[col] = g
+                c.stamp[col] = c.now
+        f += c.items.data[k] * g
+    return f
+
+
+cdef inline void hybrid_prefetch(void* ctx, int64_t j) noexcept nogil:
+    cdef ScoreContext* c = <ScoreContext*>ctx
+    cdef int64_t col = c.items.single[j], k
+    if col >= 0:
+        prefetch_row(c.items.emb + col * c.d, c.d)
+    else:  # content rows are few and hot; the identity row is the one that misses
+        k = c.items.indptr[j + 1] - 1
+        if k >= c.items.indptr[j] and c.items.indices[k] >= c.n_memo:
+            prefetch_row(c.items.emb + c.items.indices[k] * c.d, c.d)
+
+
+cdef inline void represent(const Side* side, int64_t r, Py_ssize_t d, float* out) noexcept nogil:
+    """``out = sum_f w_f E_f`` over row ``r``."""
+    cdef int64_t k
+    cdef Py_ssize_t c
+    cdef float w
+    cdef const float* row
+    memset(out, 0, d * sizeof(float))
+    for k in range(side.indptr[r], side.indptr[r + 1]):
+        w = side.data[k]
+        row = side.emb + side.indices[k] * d
+        for c in range(d):
+            out[c] += w * row[c]
+
+
+cdef inline const float* representation(const Side* side, int64_t r, Py_ssize_t d, float* buf) noexcept nogil:
+    """The row's representation: the embedding row itself when single, else built in ``buf``."""
+    cdef int64_t col = side.single[r]
+    if col >= 0:
+        return side.emb + col * d
+    represent(side, r, d, buf)
+    return buf
+
+
+cdef inline void distribute(Side* side, int64_t r, const float* grad, float reg, float* tmp,
+                            Py_ssize_t d, float lr, bint adagrad) noexcept nogil:
+    """Step every feature row of row ``r`` on its share ``w_f * grad`` plus ``reg * E_f``."""
+    cdef int64_t k, col
+    cdef Py_ssize_t c
+    cdef float w
+    cdef float* row
+    for k in range(side.indptr[r], side.indptr[r + 1]):
+        w = side.data[k]
+        col = side.indices[k]
+        row = side.emb + col * d
+        for c in range(d):
+            tmp[c] = w * grad[c] + reg * row[c]
+        adagrad_axpy(row, side.accum + col * d, tmp, d, lr, adagrad)
+
+
+cdef inline void bias_step(float* b, float* acc, float grad, float lr, bint adagrad) noexcept nogil:
+    if adagrad:
+        acc[0] += grad * grad
+        b[0] -= lr * grad / sqrtf(acc[0])
+    else:
+        b[0] -= lr * grad
+
+
+cdef inline void bias_distribute(const Side* side, int64_t r, float* bias, float* acc, float grad,
+                                 float lr, bint adagrad) noexcept nogil:
+    cdef int64_t k, col
+    for k in range(side.indptr[r], side.indptr[r + 1]):
+        col = side.indices[k]
+        bias_step(&bias[col], &acc[col], side.data[k] * grad, lr, adagrad)
+
+
+cdef Side make_side(const int64_t[::1] indptr, const int32_t[::1] indices, const float[::1] data,
+                    const int32_t[::1] single, float[:, ::1] emb, float[:, ::1] accum):
+    cdef Side s
+    s.indptr = &indptr[0]
+    s.indices = &indices[0] if indices.shape[0] > 0 else NULL
+    s.data = &data[0] if data.shape[0] > 0 else NULL
+    s.single = &single[0] if single.shape[0] > 0 else NULL
+    s.emb = &emb[0, 0] if emb.shape[0] > 0 else NULL
+    s.accum = &accum[0, 0] if accum.shape[0] > 0 else NULL
+    return s
+
+
+def fit_shard(
+    float[:, ::1] user_emb,
+    float[:, ::1] item_emb,
+    float[::1] item_bias,
+    float[:, ::1] user_accum,
+    float[:, ::1] item_accum,
+    float[::1] bias_accum,
+    const int64_t[::1] uf_indptr,
+    const int32_t[::1] uf_indices,
+    const float[::1] uf_data,
+    const int32_t[::1] uf_single,
+    const int64_t[::1] if_indptr,
+    const int32_t[::1] if_indices,
+    const float[::1] if_data,
+    const int32_t[::1] if_single,
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const int32_t[::1] pos_users,
+    const order_t[::1] order,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    const float[::1] rank_weights,
+    uint64_t[::1] state,
+    int loss=0,
+    int max_sampled=10,
+    float learning_rate=0.05,
+    float user_reg=0.0,
+    float item_reg=0.0,
+    bint adagrad=True,
+    bint use_bias=True,
+    Py_ssize_t n_item_content=0,
+):
+    """Visit the positives ``order[start:stop]`` once each (see ``_warp.fit_shard``).
+
+    ``uf_*`` / ``if_*`` are the user / item feature matrices (CSR) and their
+    :func:`single_columns`; ``user_emb`` / ``item_emb`` hold one embedding per feature
+    column and ``item_bias`` one bias per item feature column. Item columns below
+    ``n_item_content`` are content features (shared by many items; their scores are
+    memoised per positive), the others identities. ``indptr`` / ``indices`` are
+    the users x items positives. Arrays are updated in place.
+
+    Returns
+    -------
+    (n_updates, total_weight, total_loss, n_compared)
+    """
+    cdef Py_ssize_t d = user_emb.shape[1]
+    cdef int64_t n_users = uf_indptr.shape[0] - 1
+    cdef int64_t n_items = if_indptr.shape[0] - 1
+    cdef Py_ssize_t t, p, c
+    cdef int64_t u, i, j, next_j, row_start, row_len, n_neg, n_sampled, ucol, icol, jcol
+    cdef float f_pos, f_neg = 0, weight, x
+    cdef const float* pu
+    cdef const float* qi
+    cdef const float* qj
+    cdef const int32_t* row
+    cdef uint64_t* s = &state[0]
+    cdef int64_t n_updates = 0, n_compared = 0
+    cdef double total_weight = 0.0, total_loss = 0.0
+    cdef ScoreContext ctx
+    cdef Side users, items
+    cdef float* buf
+    cdef float* pu_buf
+    cdef float* qi_buf
+    cdef float* qj_buf
+    cdef float* gp
+    cdef float* gi
+    cdef float* gj
+    cdef float* tmp
+    cdef float* memo = NULL
+    cdef int64_t* stamp = NULL
+    cdef float* bias_ptr = &item_bias[0] if item_bias.shape[0] > 0 else NULL
+    if d != item_emb.shape[1] or d < 1:
+        raise ValueError("user and item embeddings must have the same width")
+    if n_items >= MAX_ITEMS:
+        raise ValueError("too many items for the sampler")
+    if indptr.shape[0] != n_users + 1:
+        raise ValueError("positives and user features disagree on the number of users")
+    if uf_single.shape[0] != n_users or if_single.shape[0] != n_items:
+        raise ValueError("single_columns must have one entry per row")
+    if user_accum.shape[0] != user_emb.shape[0] or item_accum.shape[0] != item_emb.shape[0]:
+        raise ValueError("accumulators must match the embeddings")
+    if use_bias and (item_bias.shape[0] != item_emb.shape[0] or bias_accum.shape[0] != item_emb.shape[0]):
+        raise ValueError("item_bias must have one entry per item feature")
+    if n_items == 0 or stop <= start:
+        return 0, 0.0, 0.0, 0
+    users = make_side(uf_indptr, uf_indices, uf_data, uf_single, user_emb, user_accum)
+    items = make_side(if_indptr, if_indices, if_data, if_single, item_emb, item_accum)
+    ctx.items = items
+    ctx.bias = bias_ptr if use_bias else NULL
+    ctx.d = d
+    if n_item_content < 0 or n_item_content > item_emb.shape[0]:
+        raise ValueError("n_item_content is out of range")
+    ctx.n_memo = n_item_content
+    ctx.now = -1
+
+    buf = <float*>malloc(7 * d * sizeof(float))
+    if n_item_content > 0:
+        memo = <float*>malloc(n_item_content * sizeof(float))
+        stamp = <int64_t*>malloc(n_item_content * sizeof(int64_t))
+    if buf == NULL or (n_item_content > 0 and (memo == NULL or stamp == NULL)):
+        free(buf)
+        free(memo)
+        free(stamp)
+        raise MemoryError()
+    for t in range(n_item_content):
+        stamp[t] = -1
+    ctx.memo = memo
+    ctx.stamp = stamp
+    pu_buf, qi_buf, qj_buf = buf, buf + d, buf + 2 * d
+    gp, gi, gj, tmp = buf + 3 * d, buf + 4 * d, buf + 5 * d, buf + 6 * d
+    try:
+        with nogil:
+            next_j = rng_below(s, n_items)
+            for t in range(start, stop):
+                if t + 1 < stop:  # warm the cache for the next positive
+                    p = order[t + 1]
+                    ucol = users.single[pos_users[p]]
+                    if ucol >= 0:
+                        prefetch_row(users.emb + ucol * d, d)
+                    icol = items.single[indices[p]]
+                    if icol >= 0:
+                        prefetch_row(items.emb + icol * d, d)
+                p = order[t]
+                u = pos_users[p]
+                i = indices[p]
+                row_start = indptr[u]
+                row_len = indptr[u + 1] - row_start
+                row = &indices[row_start]
+                n_neg = n_items - row_len
+                if n_neg <= 0:
+                    continue
+                pu = representation(&users, u, d, pu_buf)
+                ctx.user = pu
+                ctx.now = t  # a new user representation: forget the memoised scores
+                f_pos = hybrid_score(&ctx, i)
+
+                if loss == LOSS_BPR:
+                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &next_j)
+                    if j < 0:
+                        continue
+                    f_neg = hybrid_score(&ctx, j)
+                    n_compared += 1
+                    x = f_pos - f_neg
+                    if x > 0:
+                        weight = expf(-x) / (1.0 + expf(-x))
+                        total_loss += log1pf(expf(-x))
+                    else:
+                        weight = 1.0 / (1.0 + expf(x))
+                        total_loss += -x + log1pf(expf(x))
+                else:
+                    j = warp_sample(&ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
+                                    max_sampled, s, &next_j, &n_sampled, &f_neg)
+                    n_compared += n_sampled
+                    if j < 0:
+                        continue
+                    weight = rank_weights[n_neg // n_sampled]
+                    total_loss += weight * (1.0 + f_neg - f_pos)
+
+                total_weight += weight
+                n_updates += 1
+                ucol = users.single[u]
+                icol = items.single[i]
+                jcol = items.single[j]
+                if ucol >= 0 and icol >= 0 and jcol >= 0:
+                    # identity-only rows: exactly the matrix-factorisation step
+                    pair_step(users.emb + ucol * d, items.emb + icol * d, items.emb + jcol * d,
+                              users.accum + ucol * d, items.accum + icol * d, items.accum + jcol * d,
+                              d, weight, learning_rate, user_reg, item_reg, adagrad)
+                    if use_bias:
+                        bias_step(&bias_ptr[icol], &bias_accum[icol], -weight, learning_rate, adagrad)
+                        bias_step(&bias_ptr[jcol], &bias_accum[jcol], weight, learning_rate, adagrad)
+                    continue
+                # gradients with respect to the representations, all at the old values
+                qi = representation(&items, i, d, qi_buf)
+                qj = representation(&items, j, d, qj_buf)
+                for c in range(d):
+                    gp[c] = weight * (qj[c] - qi[c])
+                    gi[c] = -weight * pu[c]
+                    gj[c] = weight * pu[c]
+                distribute(&users, u, gp, user_reg, tmp, d, learning_rate, adagrad)
+                distribute(&items, i, gi, item_reg, tmp, d, learning_rate, adagrad)
+                distribute(&items, j, gj, item_reg, tmp, d, learning_rate, adagrad)
+                if use_bias:
+                    bias_distribute(&items, i, bias_ptr, &bias_accum[0], -weight, learning_rate, adagrad)
+                    bias_distribute(&items, j, bias_ptr, &bias_accum[0], weight, learning_rate, adagrad)
+    finally:
+        free(buf)
+        free(memo)
+        free(stamp)
+    return n_updates, total_weight, total_loss, n_compared
+
+
+# -- fold-in: user rows against fixed items ---------------------------------------------------------
+cdef struct FixedItems:
+    const float* user
+    const float* items
+    const float* bias
+    Py_ssize_t d
+
+
+cdef inline float fixed_score(void* ctx, int64_t j) noexcept nogil:
+    cdef FixedItems* c = <FixedItems*>ctx
+    cdef float f = dot(c.user, c.items + j * c.d, c.d)
+    if c.bias != NULL:
+        f += c.bias[j]
+    return f
+
+
+cdef inline void fixed_prefetch(void* ctx, int64_t j) noexcept nogil:
+    cdef FixedItems* c = <FixedItems*>ctx
+    prefetch_row(c.items + j * c.d, c.d)
+
+
+def fold_in_shard(
+    float[:, ::1] rows,
+    float[:, ::1] accum,
+    const float[:, ::1] offset,
+    const float[::1] scale,
+    const float[:, ::1] item_factors,
+    const float[::1] item_bias,
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const int32_t[::1] pos_users,
+    const order_t[::1] order,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    const float[::1] rank_weights,
+    uint64_t[::1] state,
+    int loss=0,
+    int max_sampled=10,
+    float learning_rate=0.05,
+    float user_reg=0.0,
+    bint adagrad=True,
+    bint use_bias=True,
+):
+    """WARP (or BPR) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``.
+
+    Items (``item_factors``, ``item_bias``) are read, never written. An empty ``offset``
+    (0 rows) means zero and an empty ``scale`` means 1 (plain WARP). ``indptr`` /
+    ``indices`` are the folded users' positives (users x items, sorted rows).
+
+    Returns
+    -------
+    (n_updates, total_weight, total_loss, n_compared)
+    """
+    cdef Py_ssize_t d = rows.shape[1]
+    cdef int64_t n_items = item_factors.shape[0]
+    cdef int64_t n_rows = rows.shape[0]
+    cdef Py_ssize_t t, p, c
+    cdef int64_t u, i, j, next_j, row_start, row_len, n_neg, n_sampled
+    cdef float f_pos, f_neg = 0, weight, x, su
+    cdef bint has_offset = offset.shape[0] > 0
+    cdef bint has_scale = scale.shape[0] > 0
+    cdef const float* pu
+    cdef const float* qi
+    cdef const float* qj
+    cdef float* eu
+    cdef const int32_t* row
+    cdef uint64_t* s = &state[0]
+    cdef int64_t n_updates = 0, n_compared = 0
+    cdef double total_weight = 0.0, total_loss = 0.0
+    cdef FixedItems ctx
+    cdef float* buf
+    cdef float* grad
+    if d != item_factors.shape[1] or d < 1:
+        raise ValueError("user rows and item factors must have the same width")
+    if n_items >= MAX_ITEMS:
+        raise ValueError("too many items for the sampler")
+    if indptr.shape[0] != n_rows + 1 or accum.shape[0] != n_rows:
+        raise ValueError("rows, accumulators and positives disagree on the number of users")
+    if (has_offset and (offset.shape[0] != n_rows or offset.shape[1] != d)) or (has_scale and scale.shape[0] != n_rows):
+        raise ValueError("offset and scale must have one row per user")
+    if use_bias and item_bias.shape[0] != n_items:
+        raise ValueError("item_bias must have one entry per item")
+    if n_items == 0 or stop <= start:
+        return 0, 0.0, 0.0, 0
+    ctx.items = &item_factors[0, 0]
+    ctx.bias = &item_bias[0] if use_bias else NULL
+    ctx.d = d
+    buf = <float*>malloc(2 * d * sizeof(float))
+    if buf == NULL:
+        raise MemoryError()
+    grad = buf + d
+    try:
+        with nogil:
+            next_j = rng_below(s, n_items)
+            for t in range(start, stop):
+                p = order[t]
+                u = pos_users[p]
+                i = indices[p]
+                row_start = indptr[u]
+                row_len = indptr[u + 1] - row_start
+                row = &indices[row_start]
+                n_neg = n_items - row_len
+                if n_neg <= 0:
+                    continue
+                eu = &rows[u, 0]
+                su = scale[u] if has_scale else 1.0
+                if has_offset or has_scale:
+                    for c in range(d):
+                        buf[c] = su * eu[c] + (offset[u, c] if has_offset else 0.0)
+                    pu = buf
+                else:
+                    pu = eu
+                ctx.user = pu
+                f_pos = fixed_score(&ctx, i)
+                if loss == LOSS_BPR:
+                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &next_j)
+                    if j < 0:
+                        continue
+                    f_neg = fixed_score(&ctx, j)
+                    n_compared += 1
+                    x = f_pos - f_neg
+                    if x > 0:
+                        weight = expf(-x) / (1.0 + expf(-x))
+                        total_loss += log1pf(expf(-x))
+                    else:
+                        weight = 1.0 / (1.0 + expf(x))
+                        total_loss += -x + log1pf(expf(x))
+                else:
+                    j = warp_sample(&ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
+                                    max_sampled, s, &next_j, &n_sampled, &f_neg)
+                    n_compared += n_sampled
+                    if j < 0:
+                        continue
+                    weight = rank_weights[n_neg // n_sampled]
+                    total_loss += weight * (1.0 + f_neg - f_pos)
+                total_weight += weight
+                n_updates += 1
+                qi = &item_factors[i, 0]
+                qj = &item_factors[j, 0]
+                for c in range(d):
+                    grad[c] = su * weight * (qj[c] - qi[c]) + user_reg * eu[c]
+                adagrad_axpy(eu, &accum[u, 0], grad, d, learning_rate, adagrad)
+    finally:
+        free(buf)
+    return n_updates, total_weight, total_loss, n_compared

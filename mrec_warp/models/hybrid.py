@@ -1,0 +1,542 @@
+"""Hybrid WARP: users and items represented by the embeddings of their features.
+
+The Python side of the model; the per-interaction work is in :mod:`mrec_warp.models._hybrid`.
+Training, early stopping, refit, callbacks and hogwild threads are WARP's own
+(:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
+the scoring and the handling of features and of ids that appear after training.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from ..data.features import (
+    FeaturesLike, as_feature_table, check_ids_match, feature_names, raw_rows, weighted_rows,
+)
+from ..errors import InputError
+from ..progress import SILENT, Progress
+from . import _hybrid, _warp
+from .foldin import append_empty_rows as _append_empty_rows
+from .warp import WARP, Callback
+
+
+@dataclass
+class _Side:
+    """The features of one side (users or items) of a fitted model.
+
+    Columns of the embedding table: content features ``0 .. len(names) - 1``, then one
+    identity column per id that has one (appended in the order ids were added, so ids
+    added after training never renumber anything).
+    """
+
+    names: np.ndarray  # content feature names
+    raw: sp.csr_matrix  # (n_ids, n_content) raw content weights
+    identity: np.ndarray  # (n_ids,) identity column of each id, -1 for none
+    n_columns: int  # rows of the embedding table
+    new_ids: np.ndarray  # ids known only by their features (not in training)
+    new_raw: sp.csr_matrix  # (n_new, n_content) their raw content weights
+
+    @property
+    def n_content(self) -> int:
+        return len(self.names)
+
+    def weights(self, normalize: bool, identity_slot: bool) -> sp.csr_matrix:
+        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot)
+
+    def take_new(self, ids: np.ndarray, table: Optional[pd.DataFrame]) -> Tuple[np.ndarray, sp.csr_matrix]:
+        """Raw rows of ``ids``: from ``table`` when it has them, else from the kept features."""
+        raw, _ = raw_rows(ids, table, self.names)
+        kept = pd.Index(self.new_ids).get_indexer(ids)
+        fill = (np.diff(raw.indptr) == 0) & (kept >= 0)
+        if fill.any():
+            lil = raw.tolil()
+            lil[np.flatnonzero(fill)] = self.new_raw[kept[fill]]
+            raw = lil.tocsr()
+            raw.sort_indices()
+        return ids, raw
+
+
+def _build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -> Tuple[_Side, Dict[str, int]]:
+    """Content vocabulary, raw rows and identity columns of the training ids of one side.
+
+    The vocabulary is the features of training ids only: a feature seen only on new ids
+    would never get a gradient, so its embedding would be noise.
+    """
+    ids = np.asarray(ids, dtype=str)
+    info = {"rows": 0, "features": 0, "ids_without_features": len(ids), "new_ids": 0,
+            "new_ids_without_known_features": 0, "rows_with_unknown_features": 0}
+    names = np.zeros(0, dtype=str)
+    new_ids = np.zeros(0, dtype=str)
+    if table is not None:
+        in_train = pd.Index(ids).get_indexer(table["id"].to_numpy()) >= 0
+        names = feature_names(table[in_train])
+        info["rows"] = len(table)
+    raw, _ = raw_rows(ids, table, names)
+    info["features"] = len(names)
+    info["ids_without_features"] = int((np.diff(raw.indptr) == 0).sum())
+    if table is not None:
+        other = table[pd.Index(ids).get_indexer(table["id"].to_numpy()) < 0]
+        new_ids = np.asarray(pd.unique(other["id"].to_numpy()), dtype=str)
+    new_raw, n_unknown = raw_rows(new_ids, table, names)
+    has = np.diff(new_raw.indptr) > 0
+    info["new_ids_without_known_features"] = int((~has).sum())
+    info["rows_with_unknown_features"] = n_unknown
+    new_ids, new_raw = new_ids[has], new_raw[has]
+    info["new_ids"] = len(new_ids)
+    n = len(ids)
+    ident = (len(names) + np.arange(n)) if identity else np.full(n, -1)
+    side = _Side(names, raw, ident.astype(np.int64), len(names) + (n if identity else 0), new_ids, new_raw)
+    return side, info
+
+
+class HybridWARP(WARP):
+    """WARP with user and item features (a LightFM-style hybrid model).
+
+    A user is represented by ``p_u = sum_f w_uf E_f``, the weighted sum of the embeddings
+    of its features, an item by ``q_i = sum_g w_ig F_g`` and ``b_i = sum_g w_ig c_g``;
+    ``f(u, i) = p_u . q_i + b_i``, trained with WARP exactly as :class:`WARP` is. Every id
+    has an identity feature of its own unless ``identity=False``, so without feature
+    files the model *is* plain WARP (same initialisation, same updates).
+
+    Features come from files ``id<TAB>feature[<TAB>weight]``
+    (:func:`~mrec_warp.data.features.read_features`) given to :meth:`fit`. Each id's weights
+    (identity included) are scaled to sum to 1 when ``normalize`` is on (the default).
+
+    Cold start: features of ids absent from the training data are kept; new items are
+    ranked with :meth:`with_new_items`, new users with :meth:`with_new_users`, and users
+    with a short history are added without refitting by :meth:`fold_in`.
+
+    Parameters
+    ----------
+    identity : bool
+        Give every user and item its own identity feature (default). Without it, users
+        and items are their features alone.
+    normalize : bool
+        Scale each row of feature weights to sum to 1 (default).
+    factors, loss, learning_rate, learning_schedule, decay, user_reg, item_reg, max_sampled, \
+item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
+validation_users, refit, init_scale, n_jobs, random_state, verbose
+        As for :class:`WARP`; ``user_reg`` / ``item_reg`` apply to every feature embedding
+        a step touches and ``item_bias`` learns one bias per item feature.
+    """
+
+    def __init__(
+        self,
+        factors: int = 64,
+        loss: str = "warp",
+        learning_rate: float = 0.05,
+        learning_schedule: str = "adagrad",
+        decay: float = 0.0,
+        user_reg: float = 0.0,
+        item_reg: float = 0.0,
+        max_sampled: int = 50,
+        item_bias: bool = True,
+        epochs: Optional[int] = None,
+        max_epochs: int = 200,
+        patience: int = 5,
+        eval_every: int = 1,
+        eval_k: int = 10,
+        validation_fraction: float = 0.1,
+        validation_users: int = 5000,
+        refit: bool = True,
+        init_scale: float = 0.1,
+        n_jobs: int = 1,
+        random_state: Optional[int] = None,
+        verbose: bool = False,
+        identity: bool = True,
+        normalize: bool = True,
+    ) -> None:
+        super().__init__(
+            factors=factors, loss=loss, learning_rate=learning_rate, learning_schedule=learning_schedule,
+            decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled, item_bias=item_bias,
+            epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
+            validation_fraction=validation_fraction, validation_users=validation_users, refit=refit,
+            init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
+        )
+        self.identity = identity
+        self.normalize = normalize
+
+    # -- training ------------------------------------------------------------------------------
+    def fit(
+        self,
+        X,
+        user_features: FeaturesLike = None,
+        item_features: FeaturesLike = None,
+        validation=None,
+        callbacks: Sequence[Callback] = (),
+        progress: Optional[Progress] = None,
+    ) -> "HybridWARP":
+        """Fit on a users x items matrix with optional user and item features.
+
+        Parameters
+        ----------
+        X : Interactions or sparse matrix
+            Every stored entry is a positive.
+        user_features, item_features : path or DataFrame, optional
+            Feature files (``id<TAB>feature[<TAB>weight]``) or tables with columns ``id``,
+            ``feature`` and optionally ``weight``. Ids absent from ``X`` are kept for cold
+            start; ids of ``X`` without a row have their identity feature only.
+        validation, callbacks, progress
+            As for :meth:`WARP.fit`.
+        """
+        self._pending_tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
+        self._pending_sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
+                                      for f in (user_features, item_features))
+        self._progress_for_features = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        try:
+            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress)
+        finally:
+            for name in ("_pending_tables", "_pending_sources", "_progress_for_features"):
+                self.__dict__.pop(name, None)
+
+    def _set_training_data(self, X) -> sp.csr_matrix:
+        csr = super()._set_training_data(X)
+        user_table, item_table = getattr(self, "_pending_tables", (None, None))
+        sources = getattr(self, "_pending_sources", (None, None))
+        progress = getattr(self, "_progress_for_features", SILENT)
+        sides = []
+        for kind, ids, table, source in (("user", self.user_ids, user_table, sources[0]),
+                                         ("item", self.item_ids, item_table, sources[1])):
+            if table is not None:
+                check_ids_match(table, ids, kind, source)
+            side, info = _build_side(ids, table, bool(self.identity))
+            if table is not None:
+                progress.log(
+                    f"{kind} features: {info['features']} features on {len(ids) - info['ids_without_features']} of "
+                    f"{len(ids)} training {kind}s ({info['ids_without_features']} with identity only); "
+                    f"{info['new_ids']} new {kind}s kept for cold start"
+                    + (f"; {info['rows_with_unknown_features']} rows of new {kind}s name features no training "
+                       f"{kind} has (ignored)" if info["rows_with_unknown_features"] else "")
+                )
+            if not self.identity:
+                bare = int((np.diff(side.raw.indptr) == 0).sum())
+                if bare:
+                    progress.log(f"warning: {bare} {kind}s have no features and no identity: they score as zero")
+            sides.append(side)
+        self._users, self._items = sides
+        self._refresh_weights()
+        return csr
+
+    def _refresh_weights(self) -> None:
+        """Normalised feature rows and their fast-path columns, from the sides."""
+        slot = bool(self.identity)
+        self._uw = self._users.weights(bool(self.normalize), slot)
+        self._iw = self._items.weights(bool(self.normalize), slot)
+        self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
+        self._i_single = _hybrid.single_columns(self._iw.indptr, self._iw.indices, self._iw.data)
+        self._uw_arrays = _csr_arrays(self._uw)
+        self._iw_arrays = _csr_arrays(self._iw)
+        self._cache = None
+
+    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+        d = int(self.factors)
+        scale = np.float32(self.init_scale / np.sqrt(d))
+        us, its = self._users, self._items
+        n_uid, n_iid = us.n_columns - us.n_content, its.n_columns - its.n_content
+        # Identity rows are drawn first, in WARP's order (users, items, then the sampler's
+        # seed), so that without feature files the model starts exactly where WARP does.
+        user_id = seed_rng.standard_normal((n_uid, d), dtype=np.float32) * scale
+        item_id = seed_rng.standard_normal((n_iid, d), dtype=np.float32) * scale
+        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        user_content = seed_rng.standard_normal((us.n_content, d), dtype=np.float32) * scale
+        item_content = seed_rng.standard_normal((its.n_content, d), dtype=np.float32) * scale
+        self.user_embeddings_ = np.ascontiguousarray(np.vstack([user_content, user_id]))
+        self.item_embeddings_ = np.ascontiguousarray(np.vstack([item_content, item_id]))
+        self.item_feature_bias_ = np.zeros(its.n_columns, dtype=np.float32)
+        self._user_accum = np.ones_like(self.user_embeddings_)
+        self._item_accum = np.ones_like(self.item_embeddings_)
+        self._bias_accum = np.ones_like(self.item_feature_bias_)
+        self.epochs_done_ = 0
+        self._cache = None
+
+    def _snapshot(self) -> Tuple[np.ndarray, ...]:
+        return (self.user_embeddings_.copy(), self.item_embeddings_.copy(), self.item_feature_bias_.copy())
+
+    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
+        self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = snap
+        self._cache = None
+
+    def _fit_shard(self, data, start, stop, state, kwargs):
+        self._cache = None  # representations change under the kernel
+        return _hybrid.fit_shard(
+            self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_,
+            self._user_accum, self._item_accum, self._bias_accum,
+            *self._uw_arrays, self._u_single, *self._iw_arrays, self._i_single,
+            data.indptr, data.indices, data.pos_users, data.order,
+            start, stop, data.rank_weights, state, n_item_content=self._items.n_content, **kwargs,
+        )
+
+    def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
+        return (self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_)
+
+    # -- representations and scoring -----------------------------------------------------------
+    def _representations(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(user factors, item factors, item biases), computed once per change of the model."""
+        cache = self._cache
+        if cache is None:
+            self._check_fitted()
+            users = np.ascontiguousarray(self._uw @ self.user_embeddings_, dtype=np.float32)
+            items = np.ascontiguousarray(self._iw @ self.item_embeddings_, dtype=np.float32)
+            bias = np.asarray(self._iw @ self.item_feature_bias_, dtype=np.float32).ravel()
+            cache = self._cache = (users, items, bias)
+        return cache
+
+    @property
+    def user_factors_(self) -> np.ndarray:
+        """Each user's representation ``p_u`` (n_users, factors)."""
+        if getattr(self, "user_embeddings_", None) is None:
+            raise AttributeError("user_factors_")
+        return self._representations()[0]
+
+    @property
+    def item_factors_(self) -> np.ndarray:
+        """Each item's representation ``q_i`` (n_items, factors)."""
+        if getattr(self, "item_embeddings_", None) is None:
+            raise AttributeError("item_factors_")
+        return self._representations()[1]
+
+    @property
+    def item_bias_(self) -> np.ndarray:
+        """Each item's bias ``b_i`` (n_items,)."""
+        if getattr(self, "item_feature_bias_", None) is None:
+            raise AttributeError("item_bias_")
+        return self._representations()[2]
+
+    def score_users(self, users: np.ndarray) -> np.ndarray:
+        users_f, items_f, bias = self._representations()
+        scores = users_f[np.asarray(users)] @ items_f.T
+        if self.item_bias:
+            scores += bias
+        return scores
+
+    @property
+    def user_feature_names(self) -> np.ndarray:
+        """Content features of users (columns of the user embedding table, before identities)."""
+        return self._users.names
+
+    @property
+    def item_feature_names(self) -> np.ndarray:
+        """Content features of items (columns of the item embedding table, before identities)."""
+        return self._items.names
+
+    @property
+    def new_user_ids(self) -> np.ndarray:
+        """Users known by their features only, kept for :meth:`with_new_users` / :meth:`fold_in`."""
+        return self._users.new_ids
+
+    @property
+    def new_item_ids(self) -> np.ndarray:
+        """Items known by their features only, kept for :meth:`with_new_items`."""
+        return self._items.new_ids
+
+    def feature_embeddings(self, kind: str = "item") -> pd.DataFrame:
+        """Content feature embeddings (and item feature biases) as a table indexed by name."""
+        side, emb = (self._items, self.item_embeddings_) if kind == "item" else (self._users, self.user_embeddings_)
+        frame = pd.DataFrame(emb[:side.n_content], index=pd.Index(side.names, name="feature"))
+        if kind == "item":
+            frame.insert(0, "bias", self.item_feature_bias_[:side.n_content])
+        return frame
+
+    # -- new ids ------------------------------------------------------------------------------
+    def with_new_items(self, item_features: FeaturesLike = None, only: bool = False) -> "HybridWARP":
+        """A copy whose catalogue also holds items known only by their features.
+
+        Parameters
+        ----------
+        item_features : path or DataFrame, optional
+            Features of new items (ids of trained items in it are ignored: a trained item
+            keeps its trained representation). Without it, the new items whose features
+            were given to :meth:`fit` are used.
+        only : bool
+            Keep only the new items in the copy's catalogue (to rank new items among
+            themselves, as a cold-start evaluation does).
+
+        Returns
+        -------
+        HybridWARP
+            Shares the trained arrays; recommends, scores and saves like any model. New
+            items sit after the trained ones (or alone) in ``item_ids`` and are never in a
+            user's training row. Feature names the model never saw are ignored.
+        """
+        self._check_fitted()
+        table = as_feature_table(item_features, "item")
+        ids = self._new_ids(self._items, self.item_ids, table)
+        ids, raw = self._items.take_new(ids, table)
+        keep = np.diff(raw.indptr) > 0  # an item with no known feature cannot be scored
+        ids, raw = ids[keep], raw[keep]
+        model = copy.copy(self)
+        side = copy.copy(self._items)
+        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
+        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
+        no_identity = np.full(len(ids), -1, dtype=np.int64)
+        if only:
+            side.raw, side.identity = raw, no_identity
+            model.item_ids = ids
+            model.train_ = sp.csr_matrix(self.train_.shape[:1] + (len(ids),), dtype=np.float32)
+        else:
+            side.raw = sp.vstack([side.raw, raw], format="csr")
+            side.identity = np.concatenate([side.identity, no_identity])
+            model.item_ids = np.concatenate([self.item_ids, ids])
+            model.train_ = sp.csr_matrix((self.train_.data, self.train_.indices, self.train_.indptr),
+                                         shape=(self.n_users, len(model.item_ids)))
+        model._items = side
+        model._interactions_cache = None
+        model._refresh_weights()
+        return model
+
+    def with_new_users(self, user_features: FeaturesLike = None) -> "HybridWARP":
+        """A copy that also knows users by their features only (no history).
+
+        Parameters
+        ----------
+        user_features : path or DataFrame, optional
+            Features of new users (ids of trained users in it are ignored). Without it, the
+            new users whose features were given to :meth:`fit` are used.
+
+        Returns
+        -------
+        HybridWARP
+            New users are appended to ``user_ids`` with empty training rows; their
+            representation is the weighted sum of their features' embeddings.
+        """
+        self._check_fitted()
+        table = as_feature_table(user_features, "user")
+        ids = self._new_ids(self._users, self.user_ids, table)
+        ids, raw = self._users.take_new(ids, table)
+        model = copy.copy(self)
+        side = copy.copy(self._users)
+        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
+        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
+        side.raw = sp.vstack([side.raw, raw], format="csr")
+        side.identity = np.concatenate([side.identity, np.full(len(ids), -1, dtype=np.int64)])
+        model._users = side
+        model.user_ids = np.concatenate([self.user_ids, ids])
+        model.train_ = _append_empty_rows(self.train_, len(ids))
+        model._interactions_cache = None
+        model._refresh_weights()
+        return model
+
+    @staticmethod
+    def _new_ids(side: _Side, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
+        if table is None:
+            return side.new_ids.copy()
+        ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
+        return ids[pd.Index(known).get_indexer(ids) < 0]
+
+    # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
+    def fold_in(self, history, user_features: FeaturesLike = None, epochs: Optional[int] = None,
+                progress: Optional[Progress] = None) -> "HybridWARP":
+        """Add users from a short history without refitting (in place; returns ``self``).
+
+        Each user of ``history`` gets an identity embedding (a new one, starting at zero,
+        for new users) fitted with ``epochs`` WARP passes over their history (default
+        :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`) against the fixed item
+        representations; their other features stay as trained. New users take their features from ``user_features``, else from the
+        features kept at :meth:`fit`, else they have their identity only. Known users are
+        refined from their training items plus the history. Every history item joins the
+        user's training row, so it is excluded from their recommendations.
+        """
+        from .foldin import fold_in
+
+        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress)
+
+    def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
+        table = as_feature_table(user_features, "user")
+        ids, raw = self._users.take_new(np.asarray(ids, dtype=str), table)
+        side = copy.copy(self._users)
+        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
+        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
+        side.raw = sp.vstack([side.raw, raw], format="csr")
+        side.identity = np.concatenate([side.identity, np.full(len(ids), -1, dtype=np.int64)])
+        self._users = side
+        self.user_ids = np.concatenate([self.user_ids, ids])
+        self.train_ = _append_empty_rows(self.train_, len(ids))
+        self._interactions_cache = None
+        self._refresh_weights()
+
+    def _give_identities(self, users: np.ndarray) -> None:
+        """Identity columns (zero embeddings) for those of ``users`` that have none."""
+        side = self._users
+        lacking = users[side.identity[users] < 0]
+        if len(lacking) == 0:
+            return
+        side = copy.copy(side)
+        side.identity = side.identity.copy()
+        side.identity[lacking] = side.n_columns + np.arange(len(lacking))
+        side.n_columns += len(lacking)
+        d = self.user_embeddings_.shape[1]
+        self.user_embeddings_ = np.vstack([self.user_embeddings_, np.zeros((len(lacking), d), np.float32)])
+        if getattr(self, "_user_accum", None) is not None:
+            self._user_accum = np.vstack([self._user_accum, np.ones((len(lacking), d), np.float32)])
+        self._users = side
+        self._refresh_weights()
+
+    def _fold_in_problem(self, users: np.ndarray):
+        self._give_identities(users)
+        users_f, items_f, bias = self._representations()
+        cols = self._users.identity[users]
+        scale = np.asarray(self._uw[users, cols]).ravel().astype(np.float32)
+        rows = self.user_embeddings_[cols].copy()
+        offset = np.ascontiguousarray(users_f[users] - scale[:, None] * rows, dtype=np.float32)
+        return rows, offset, scale, items_f, bias
+
+    def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
+        self.user_embeddings_[self._users.identity[users]] = rows
+        self._cache = None
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _get_arrays(self) -> Dict[str, np.ndarray]:
+        out = {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
+               "item_feature_bias": self.item_feature_bias_}
+        for kind, side in (("user", self._users), ("item", self._items)):
+            out[f"{kind}_feature_names"] = side.names.astype(str)
+            out[f"{kind}_identity"] = side.identity.astype(np.int64)
+            out[f"new_{kind}_ids"] = side.new_ids.astype(str)
+            for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
+                out[f"{prefix}_indptr"] = m.indptr.astype(np.int64)
+                out[f"{prefix}_indices"] = m.indices.astype(np.int32)
+                out[f"{prefix}_data"] = m.data.astype(np.float32)
+        return out
+
+    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
+        ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
+        ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
+        if ue.ndim != 2 or ie.ndim != 2 or ue.shape[1] != ie.shape[1] or ib.shape != (ie.shape[0],):
+            raise ValueError("embedding shapes are inconsistent")
+        sides = []
+        for kind, n, emb in (("user", self.n_users, ue), ("item", self.n_items, ie)):
+            names = arrays[f"{kind}_feature_names"].astype(str)
+            identity = arrays[f"{kind}_identity"].astype(np.int64)
+            new_ids = arrays[f"new_{kind}_ids"].astype(str)
+            raw = _csr_from(arrays, f"{kind}_raw", (n, len(names)))
+            new_raw = _csr_from(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
+            if identity.shape != (n,) or (identity >= emb.shape[0]).any() \
+                    or ((identity >= 0) & (identity < len(names))).any() or emb.shape[0] < len(names):
+                raise ValueError(f"{kind} identity columns do not match the embeddings")
+            sides.append(_Side(names, raw, identity, emb.shape[0], new_ids, new_raw))
+        self._users, self._items = sides
+        self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = ue, ie, ib
+        self._refresh_weights()
+
+
+def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.ascontiguousarray(m.indptr, dtype=np.int64), np.ascontiguousarray(m.indices, dtype=np.int32),
+            np.ascontiguousarray(m.data, dtype=np.float32))
+
+
+def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
+    indptr, indices = arrays[f"{prefix}_indptr"], arrays[f"{prefix}_indices"]
+    data = arrays[f"{prefix}_data"].astype(np.float32)
+    if len(indptr) != shape[0] + 1 or indptr[-1] != len(indices) or len(data) != len(indices) \
+            or (len(indices) and (indices.min() < 0 or indices.max() >= shape[1])) \
+            or not (np.isfinite(data).all() and (data >= 0).all()):
+        raise ValueError(f"{prefix} is not a valid feature matrix")
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
