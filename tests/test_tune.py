@@ -1,0 +1,95 @@
+"""Hyper-parameter search: candidates, parallel trials, resumable results, the CLI."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mrec_warp.cli import main
+from mrec_warp.distributed import FAULT_ENV
+from mrec_warp.errors import InputError
+from mrec_warp.tune import check_grid, grid_points, random_points, read_grid, tune
+
+BASE = {"max_epochs": 6, "patience": 2}
+
+
+def test_grid_points_cover_the_product_in_a_stable_order():
+    points = grid_points(check_grid({"learning_rate": [0.01, 0.05], "factors": [8, 16, 32]}))
+    assert len(points) == 6
+    assert points[0] == {"factors": 8, "learning_rate": 0.01}
+    assert len({json.dumps(p, sort_keys=True) for p in points}) == 6
+
+
+def test_random_points_are_reproducible_and_in_range():
+    a, b = random_points(20, seed=3), random_points(20, seed=3)
+    assert a == b and a != random_points(20, seed=4)
+    for p in a:
+        assert p["factors"] in (16, 32, 64, 128) and 0.005 <= p["learning_rate"] <= 0.2
+        assert p["user_reg"] == 0 or 1e-7 <= p["user_reg"] <= 1e-3
+
+
+def test_bad_grids_are_one_line_errors(tmp_path):
+    bad = tmp_path / "grid.json"
+    bad.write_text('{"factors": [8,\n 16')
+    with pytest.raises(InputError, match=r"grid.json:2: not valid JSON"):
+        read_grid(bad)
+    with pytest.raises(InputError, match="'epochs' cannot be tuned"):
+        check_grid({"epochs": [5, 10]})
+    with pytest.raises(InputError, match="not a valid int"):
+        check_grid({"factors": [8.5]})
+
+
+def test_parallel_trials_give_the_serial_table(planted):
+    train, _ = planted
+    points = grid_points({"factors": [4, 16], "learning_rate": [0.05, 0.1]})
+    serial = tune(train, points, base=BASE, seed=1)
+    parallel = tune(train, points, base=BASE, seed=1, n_jobs=2)
+    cols = ["trial", "factors", "learning_rate", "precision@10", "epochs"]
+    assert serial.table[cols].equals(parallel.table[cols])  # each trial is single-threaded and seeded
+    scores = serial.table["precision@10"].to_numpy()
+    assert np.all(np.diff(scores) <= 0)  # best first
+    best = serial.best_params
+    assert best["epochs"] >= 1 and isinstance(best["factors"], int)
+
+
+def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
+    train, _ = planted
+    points = grid_points({"factors": [4, 8, 16]})
+    monkeypatch.setenv(FAULT_ENV, "raise:2")
+    with pytest.raises(RuntimeError, match="injected"):
+        tune(train, points, base=BASE, workdir=tmp_path / "w")
+    done = sorted(p.name for p in (tmp_path / "w").glob("trial-*.json"))
+    assert done == ["trial-0000.json", "trial-0001.json"]
+    # a finished trial's file is what the rerun reports: it is not fitted again
+    row = json.loads((tmp_path / "w" / "trial-0000.json").read_text())
+    row["seconds"] = 12345.0
+    (tmp_path / "w" / "trial-0000.json").write_text(json.dumps(row))
+    result = tune(train, points, base=BASE, workdir=tmp_path / "w")
+    assert result.table.set_index("trial").loc[0, "seconds"] == 12345.0
+    assert len(result.table) == 3 and not (tmp_path / "w").exists()
+
+
+def test_cli_tune_writes_params_that_train_accepts(tmp_path):
+    from tests.conftest import planted_low_rank
+
+    train, _ = planted_low_rank(n_users=200, n_items=90, per_user=15, seed=2)
+    coo = train.tocoo()
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"factors": [4, 8], "max_sampled": [10, 30]}))
+    runner = CliRunner()
+    res = runner.invoke(main, ["tune", str(tsv), "--grid", str(grid), "-o", str(tmp_path / "best.json"),
+                               "--table", str(tmp_path / "trials.tsv"), "--max-epochs", "4", "--n-jobs", "2"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:4] == ["trial", "factors", "max_sampled", "precision@10"] and len(lines) == 5
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert set(best["params"]) == {"factors", "max_sampled", "epochs"} and best["trials"] == 4
+    res = runner.invoke(main, ["train", str(tsv), "--params", str(tmp_path / "best.json"), "-o", str(tmp_path / "m.npz")])
+    assert res.exit_code == 0, res.output
+    assert f"{best['params']['epochs']} epochs" in res.stdout
+    res = runner.invoke(main, ["tune", str(tsv)])
+    assert res.exit_code == 2 and "--grid FILE, --random N" in res.output
