@@ -17,6 +17,7 @@ Examples:
   mrec-warp prepare ml-1m/ratings.dat -o split/ --format movielens --min-rating 4 --leave-out 1
   mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
   mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
+  mrec-warp prepare ml-100k/u.data -o cold/ --min-rating 4 --split cold-items --test-fraction 0.2 --features
 
 \b
 Rules, in order: duplicate (user, item) rows are merged (highest rating, earliest time);
@@ -44,14 +45,19 @@ test rows whose item never appears in train are dropped. summary.json counts eac
 @click.option("--leave-out", type=int, metavar="K",
               help="Put K interactions of each user in test instead of a fraction.")
 @click.option("--split", "split_kind", type=click.Choice(splitting.SPLITS), default="random", show_default=True,
-              help="Choose test rows at random, or the latest by timestamp (temporal).")
+              help="Choose test rows at random, the latest by timestamp (temporal), or hold out "
+                   "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
               help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the random choices.")
+@click.option("--features", "features", is_flag=True,
+              help="Also write item_features.tsv / user_features.tsv into OUTDIR from files beside INPUT: "
+                   "MovieLens 100k u.item (genres, release-year bucket) and u.user (age bucket, gender, "
+                   "occupation), or a synth folder's item_tags.tsv.")
 @quiet_option
 @friendly_errors
 def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_items, test_fraction,
-            leave_out, split_kind, num_splits, seed, quiet, verbose):
+            leave_out, split_kind, num_splits, seed, quiet, verbose, features=False):
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
@@ -63,9 +69,12 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
         min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
+        features=features,
     )
     if quiet:
         return
+    for path in (result if num_splits == 1 else result["splits"][0]).get("feature_files", []):
+        click.echo(f"wrote {path}")
     if num_splits == 1:
         click.echo(_describe(Path(outdir), result))
     else:

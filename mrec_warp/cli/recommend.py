@@ -12,6 +12,7 @@ from ..models import load
 from ..recommend import write_recommendations
 from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
+from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import parallel_options
 
 
@@ -43,6 +44,10 @@ Examples:
   mrec-warp recommend model.npz -o recs.parquet --users some_users.txt --n-jobs 2
   mrec-warp recommend model.npz -o recs.tsv --backend dask --scheduler tcp://10.0.0.5:8786 \\
       --workdir /shared/recs.parts      # rerun the same line to resume after a failure
+  mrec-warp recommend hybrid.npz -o recs.tsv --item-features items.tsv --include-new-items
+  mrec-warp recommend hybrid.npz -o cold.tsv --new-items-only      # rank only items unseen in training
+  mrec-warp recommend hybrid.npz -o recs.tsv --user-features new_users.tsv   # new users by features
+  mrec-warp recommend model.npz -o recs.tsv --history new_users.tsv  # fold in, no refit
 """)
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -60,10 +65,20 @@ Examples:
 @parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
 @click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000].")
+@feature_file_options
+@click.option("--include-new-items", is_flag=True,
+              help="Hybrid: also rank items known only by their features (from --item-features or "
+                   "kept at training) alongside the trained ones.")
+@click.option("--new-items-only", is_flag=True,
+              help="Hybrid: rank only the items known by their features alone (cold-start evaluation).")
+@click.option("--history", "history", type=click.Path(dir_okay=False), metavar="FILE",
+              help="user<TAB>item rows of users to fold in without refitting (new users are added, "
+                   "known ones refined); recommends for them unless --users is given.")
+@click.option("--fold-in-epochs", type=click.IntRange(min=1), help="Passes over --history [30].")
 @quiet_option
 @friendly_errors
 def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_size, backend, scheduler, workdir,
-              part_size, quiet, verbose):
+              part_size, quiet, verbose, **cold):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
@@ -73,18 +88,26 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     progress = make_progress(quiet, verbose)
     check_readable(model_file, "model file")
     model = load(model_file)
+    feature_opts = pop_feature_options(cold)
+    requested = read_id_list(users_file) if users_file else None
+    model, focus, changed = cold_start(model, model_file, feature_opts, cold["include_new_items"],
+                                       cold["new_items_only"], cold["history"], cold["fold_in_epochs"],
+                                       requested, progress)
     exclude = "train"
     if train_file:
         seen = Interactions.from_dataframe(read_ratings(train_file), user_ids=model.user_ids, item_ids=model.item_ids)
         exclude = seen.matrix
     user_ids: Optional[List[str]] = None
     if users_file:
-        user_ids = read_id_list(users_file)
+        user_ids = requested
         _check_known(model, user_ids, users_file)
+    elif focus is not None:  # --user-features / --history: recommend for those users
+        user_ids = focus
     check_backend(backend, scheduler)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
-                              scheduler=scheduler, workdir=workdir, part_size=part_size, model_file=model_file)
+                              scheduler=scheduler, workdir=workdir, part_size=part_size,
+                              model_file=None if changed else model_file)
     if not quiet:
         n_users = model.n_users if user_ids is None else len(user_ids)
         click.echo(f"wrote {output}: {n} recommendations for {n_users} users")

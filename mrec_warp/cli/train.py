@@ -12,6 +12,7 @@ from ..data.io import read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
+from ._features import feature_file_options, pop_feature_options, read_feature_files
 from ._parallel import parallel_options
 
 # Options that map one-to-one onto WARP parameters: (option name, parameter name).
@@ -21,14 +22,16 @@ _WARP_OPTIONS = {
     "max_sampled": "max_sampled", "item_bias": "item_bias", "epochs": "epochs",
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
+    "identity": "identity", "normalize": "normalize",  # hybrid only
 }
 
 
 def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
     from ..models import Popularity, WARP
+    from ..models.hybrid import HybridWARP
 
-    return {"popularity": Popularity, "warp": WARP}
+    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP}
 
 
 def load_interactions(path: str, fmt: str = "auto") -> Interactions:
@@ -55,13 +58,16 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+  mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
+      --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default="warp", show_default=True,
-              type=click.Choice(["warp", "popularity"]), help="Which model to train.")
+              type=click.Choice(["warp", "hybrid", "popularity"]),
+              help="Which model to train (hybrid: WARP with --item-features / --user-features).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -82,6 +88,11 @@ Examples:
 @click.option("--refit/--no-refit", default=None, help="Retrain on all data for the best epoch count [on].")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False),
               help="JSON of parameters (e.g. from 'mrec-warp tune'); explicit options win.")
+@feature_file_options
+@click.option("--identity/--no-identity", default=None,
+              help="Hybrid: give every user and item its own identity feature [on].")
+@click.option("--normalize/--no-normalize", default=None,
+              help="Hybrid: scale each id's content feature weights to sum to 1 [on].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
@@ -105,6 +116,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
+    feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
     if "random_state" in model._param_names():
         params.update(random_state=seed, n_jobs=n_jobs)
@@ -137,6 +149,13 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         fit_kwargs["progress"] = progress
         if validation_file:
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
+    user_table, item_table = read_feature_files(feature_opts)
+    if user_table is not None or item_table is not None:
+        if model_name != "hybrid":
+            raise InputError(f"feature files need --model hybrid, not --model {model_name}",
+                             path=feature_opts["item_features"] or feature_opts["user_features"],
+                             hint="add --model hybrid")
+        fit_kwargs.update(user_features=user_table, item_features=item_table)
     model.fit(data, **fit_kwargs)
     model.save(output)
     extra = f", {model.best_epoch_} epochs" if hasattr(model, "best_epoch_") else ""

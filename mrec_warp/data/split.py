@@ -27,6 +27,7 @@ seed give byte-identical files.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import numbers
@@ -44,9 +45,10 @@ from .io import atomic_path, read_ratings, write_interactions
 
 PathLike = Union[str, os.PathLike]
 
-#: Split strategies. A "cold-items" strategy (whole items held out) would be one more entry
-#: in ``_TEST_CHOOSERS`` plus its name here; the rest of the pipeline needs no change.
-SPLITS = ("random", "leave-out", "temporal")
+#: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
+#: items (users): a ``test_fraction`` of them, every row of theirs in test.
+SPLITS = ("random", "leave-out", "temporal", "cold-items", "cold-users")
+COLD_SPLITS = ("cold-items", "cold-users")
 DEFAULT_TEST_FRACTION = 0.2
 
 
@@ -197,7 +199,27 @@ def _temporal_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.
     return rank >= (n - k)[pos.user]
 
 
-_TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test}
+def _cold_test(codes: np.ndarray, n_codes: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Rows of a random ``round(fraction * m)`` of the ``m`` codes that have rows (at least 1, at most m - 1)."""
+    present = np.flatnonzero(np.bincount(codes, minlength=n_codes) > 0)
+    n_out = int(np.clip(np.floor(fraction * len(present) + 0.5), 1, max(len(present) - 1, 1)))
+    held = np.zeros(n_codes, dtype=bool)
+    held[rng.choice(present, n_out, replace=False)] = True
+    return held[codes]
+
+
+def _cold_items_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator, fraction: float) -> np.ndarray:
+    """Every row of a random ``fraction`` of the items: new items for cold-start evaluation."""
+    return _cold_test(pos.item, pos.n_items, fraction, rng)
+
+
+def _cold_users_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator, fraction: float) -> np.ndarray:
+    """Every row of a random ``fraction`` of the users: new users for cold-start evaluation."""
+    return _cold_test(pos.user, pos.n_users, fraction, rng)
+
+
+_TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test,
+                  "cold-items": _cold_items_test, "cold-users": _cold_users_test}
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -217,6 +239,9 @@ def _check_options(
         if isinstance(leave_out, bool) or not isinstance(leave_out, numbers.Integral) or leave_out < 1:
             raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. --leave-out 1")
         leave_out = int(leave_out)
+        if split in COLD_SPLITS:
+            raise InputError(f"--split {split} holds out a fraction of whole {split[5:]}, not K per user",
+                             hint="use --test-fraction F instead of --leave-out")
         if split == "random":
             split = "leave-out"  # --leave-out K alone means a random leave-K-out split
     elif split == "leave-out":
@@ -298,6 +323,8 @@ def iter_splits(
     n = np.bincount(pos.user, minlength=pos.n_users)
     k = _test_counts(n, test_fraction, leave_out)
     choose = _TEST_CHOOSERS[split]
+    if split in COLD_SPLITS:
+        choose = functools.partial(choose, fraction=test_fraction)
     params = {
         "min_rating": min_rating, "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
@@ -306,9 +333,15 @@ def iter_splits(
         test = choose(pos, k, n, np.random.default_rng(child))
         # a model cannot score an item it never saw in training
         in_train = np.bincount(pos.item[~test], minlength=pos.n_items) > 0
-        unknown = test & ~in_train[pos.item]
+        if split == "cold-items":  # items are new by design; a user needs training rows
+            user_in_train = np.bincount(pos.user[~test], minlength=pos.n_users) > 0
+            unknown = test & ~user_in_train[pos.user]
+        else:
+            unknown = test & ~in_train[pos.item]
         test &= ~unknown
         summary = _summary(pos, n, test, unknown, in_train, params, i)
+        if split in COLD_SPLITS:
+            _cold_summary(summary, pos, test, unknown, split)
         yield pos.take(~test & ~unknown), pos.take(test), summary
 
 
@@ -346,6 +379,18 @@ def _summary(
     }
 
 
+def _cold_summary(summary: Dict[str, Any], pos: Positives, test: np.ndarray, unknown: np.ndarray, split: str) -> None:
+    """Held-out items (users) are in test on purpose: count them as such, not as dropped."""
+    if split == "cold-items":
+        held = np.bincount(pos.item[test], minlength=pos.n_items) > 0
+        summary["test_rows_with_unknown_item"] = 0
+        summary["test_rows_with_unknown_user"] = int(unknown.sum())
+        summary["items"]["dropped_only_in_test"] = 0
+        summary["items"]["cold_in_test"] = int(held.sum())
+    else:
+        summary["users"]["cold_in_test"] = int(np.count_nonzero(np.bincount(pos.user[test], minlength=pos.n_users)))
+
+
 def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
     return {
         "rows": int(mask.sum()),
@@ -370,6 +415,7 @@ def prepare(
     num_splits: int = 1,
     seed: int = 42,
     progress: Optional[Progress] = None,
+    features: bool = False,
 ) -> Dict[str, Any]:
     """Read a ratings file, merge / binarise / filter it and write train and test files.
 
@@ -404,6 +450,12 @@ def prepare(
         Seeds the random choices; the same seed gives byte-identical files.
     progress : Progress, optional
         Where to log what is happening; silent by default.
+    features : bool
+        Also write ``item_features.tsv`` / ``user_features.tsv`` into ``outdir`` from the
+        side files found beside ``input`` (MovieLens 100k ``u.item`` / ``u.user``, or a
+        ``mrec-warp synth`` folder's ``item_tags.tsv``); see
+        :func:`~mrec_warp.data.features.side_features`. Features cover every id, also
+        those only in test, so cold-start splits can use them.
 
     Returns
     -------
@@ -418,6 +470,14 @@ def prepare(
     """
     progress = progress or SILENT
     _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed)
+    side: Dict[str, pd.DataFrame] = {}
+    if features:
+        from .features import side_features
+
+        side = side_features(input)
+        if not side:
+            raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
+                             path=str(input), hint="drop --features, or keep MovieLens' u.item/u.user beside u.data")
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
     progress.log(f"read {len(df):,} rows from {input}")
     outdir = Path(outdir)
@@ -432,12 +492,19 @@ def prepare(
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
+        if side:
+            summary["feature_files"] = sorted(str(outdir / name) for name in side)
         _write_split(folder, train, test, summary)
         progress.log(
             f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
             f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
         )
         summaries.append(summary)
+    for name, table in side.items():
+        from .features import write_features
+
+        write_features(table, outdir / name)
+        progress.log(f"{outdir / name}: {len(table):,} rows, {table['feature'].nunique():,} features")
     return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
 
 
