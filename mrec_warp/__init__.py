@@ -12,10 +12,11 @@ __version__ = "0.1.0"
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402
 from .data.io import read_ratings, write_interactions  # noqa: E402
+from .data.features import read_features  # noqa: E402
 from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
-from .models import WARP, Popularity, Recommender, load  # noqa: E402
+from .models import WARP, HybridWARP, Popularity, Recommender, load  # noqa: E402
 from .recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
@@ -27,11 +28,13 @@ __all__ = [
     "Interactions",
     "read_ratings",
     "write_interactions",
+    "read_features",
     "prepare",
     "generate_synthetic",
     "fetch",
     "Recommender",
     "WARP",
+    "HybridWARP",
     "Popularity",
     "load",
     "write_recommendations",

@@ -619,10 +619,10 @@ def _read_npz(path: Path) -> Dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------------------------
 # evaluate: one unit per (split, recommendations file)
 # ---------------------------------------------------------------------------------------------
-def _evaluate_unit(train, test, recs, name: str, ks: Sequence[int]):
+def _evaluate_unit(train, test, recs, name: str, ks: Sequence[int], catalog=None):
     from .evaluation.report import evaluate
 
-    return evaluate(train, test, [recs], names=[name], ks=ks).evaluations[0][0]
+    return evaluate(train, test, [recs], names=[name], ks=ks, catalog=catalog).evaluations[0][0]
 
 
 def evaluate_parallel(
@@ -636,6 +636,7 @@ def evaluate_parallel(
     n_jobs: int = 1,
     scheduler: Optional[str] = None,
     progress: Progress = SILENT,
+    catalog: Optional[Sequence[str]] = None,
 ):
     """:func:`mrec_warp.evaluation.report.evaluate` with its (split, recommendations file)
     pairs scored at once on a backend's workers; the same :class:`Study` comes back.
@@ -649,10 +650,10 @@ def evaluate_parallel(
     recs = list(recs)
     names = list(names) if names else default_names(recs)
     labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
-    units = [(resolve_split(train, l), resolve_split(test, l), resolve_split(r, l), n, tuple(ks))
+    units = [(resolve_split(train, l), resolve_split(test, l), resolve_split(r, l), n, tuple(ks), catalog)
              for l in labels for r, n in zip(recs, names)]
     if len(units) == 1 or (isinstance(backend, str) and backend == "threads" and (n_jobs or 1) == 1):
-        return evaluate(train, test, recs, names=names, ks=ks, splits=splits, progress=progress)
+        return evaluate(train, test, recs, names=names, ks=ks, splits=splits, progress=progress, catalog=catalog)
     with backend_for(backend, n_jobs, scheduler) as be:
         progress.log(f"evaluating {len(units)} (split, recs) pairs on {be.describe()}")
         flat = list(be.map(_evaluate_unit, units))

@@ -74,6 +74,8 @@ Examples:
   mrec-warp evaluate --train split/train.tsv --test split/test.tsv \\
       --recs pop.tsv --recs warp.tsv --name popularity --name warp \\
       -k 5,10,20 --report report.md --json report.json --plot curves.png
+  mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \
+      --items cold/item_features.tsv          # new items (cold-items split)
   mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/{split}/train.tsv' \\
       --test 'cv/{split}/test.tsv' --recs 'cv/{split}/recs.tsv'
 """)
@@ -96,6 +98,9 @@ Examples:
               help="Write per-user metrics as CSV (one row per split, recs file and user).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a PNG of the metrics against k (needs matplotlib).")
+@click.option("--items", "items_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Item ids (first column, e.g. an item feature file) that recommendations may name though "
+                   "they are in neither --train nor --test: the new items of a cold-items split.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Score (split, recs file) pairs at once (-1: every core).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
@@ -104,7 +109,7 @@ Examples:
 @quiet_option
 @friendly_errors
 def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, n_jobs, backend,
-             scheduler, quiet, verbose):
+             scheduler, quiet, verbose, items_file=None):
     """Score recommendation files against held-out test interactions.
 
     For every user with test items: precision, recall, NDCG, MAP and hit rate at each k,
@@ -130,7 +135,12 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
         check_plot_available(plot_path)  # fail before the work, not after
 
     check_backend(backend, scheduler)
-    study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend,
+    catalog = None
+    if items_file:
+        from .recommend import read_id_list
+
+        catalog = read_id_list(items_file, "item")
+    study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend, catalog=catalog,
                               n_jobs=n_jobs, scheduler=scheduler, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
     if not quiet:

@@ -274,11 +274,13 @@ def _extend(index: pd.Index, ids: np.ndarray) -> pd.Index:
     return index.append(pd.Index(new, dtype=object)) if len(new) else index
 
 
-def _build_space(train: InteractionsLike, test: InteractionsLike) -> _Space:
+def _build_space(train: InteractionsLike, test: InteractionsLike, catalog: Optional[Sequence[str]] = None) -> _Space:
     tr_rows, tr_cols, tr_users, tr_items = _pairs(train, "train")
     te_rows, te_cols, te_users, te_items = _pairs(test, "test")
     user_ids = _extend(pd.Index(tr_users, dtype=object), te_users)
     item_ids = _extend(pd.Index(tr_items, dtype=object), te_items)
+    if catalog is not None:  # items that may be recommended though in neither file (cold start)
+        item_ids = _extend(item_ids, np.asarray(catalog, dtype=str).astype(object))
     n_items = len(item_ids)
     # train codes are already right (train ids come first); test codes need translating
     te_u = user_ids.get_indexer(te_users)[te_rows]
@@ -369,6 +371,7 @@ def evaluate_recommendations(
     recs: pd.DataFrame,
     ks: Sequence[int] = (5, 10, 20),
     source: Optional[str] = None,
+    catalog: Optional[Sequence[str]] = None,
 ) -> Evaluation:
     """Score top-k recommendations against held-out positives.
 
@@ -385,6 +388,9 @@ def evaluate_recommendations(
         Cut-offs, each >= 1.
     source : str, optional
         Name of the recommendations file, for error messages.
+    catalog : sequence of str, optional
+        Item ids that may be recommended although they are in neither ``train`` nor
+        ``test`` (with a cold-items split: the new items nobody liked); they count as misses.
 
     Returns
     -------
@@ -417,7 +423,7 @@ def evaluate_recommendations(
     (ignored), ``n_test_users_all_in_train``, ``n_train_items``, ``n_items``.
     """
     ks = _check_ks(ks)
-    space = _build_space(train, test)
+    space = _build_space(train, test, catalog)
     users, items, info = _recs_codes(recs, space, source)
     users, items, pos, cleaning = _ranked_lists(users, items, recs, space)
     info.update(cleaning)

@@ -124,6 +124,7 @@ def evaluate(
     ks: Sequence[int] = (5, 10, 20),
     splits: Optional[Sequence[str]] = None,
     progress: Progress = SILENT,
+    catalog: Optional[Sequence[str]] = None,
 ) -> Study:
     """Score one or more recommendation files against a train/test split, or several splits.
 
@@ -142,6 +143,9 @@ def evaluate(
         Split labels. Every path must then contain ``{split}``, replaced by each label in
         turn, e.g. ``splits/{split}/train.tsv`` with ``splits=["0", "1", "2"]``.
     progress : Progress
+    catalog : sequence of str, optional
+        Extra item ids recommendations may name (see
+        :func:`~mrec_warp.evaluation.metrics.evaluate_recommendations`).
 
     Returns
     -------
@@ -169,7 +173,7 @@ def evaluate(
             table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
             row.append(evaluate_recommendations(
                 train_data, test_data, table, ks=ks,
-                source=str(path) if isinstance(path, (str, os.PathLike)) else name,
+                source=str(path) if isinstance(path, (str, os.PathLike)) else name, catalog=catalog,
             ))
         if row[0].info["n_users_evaluated"] == 0:
             # nothing to average: almost always the wrong file, not a result worth printing

@@ -2,5 +2,6 @@
 from .base import Recommender, load
 from .popularity import Popularity
 from .warp import WARP
+from .hybrid import HybridWARP
 
-__all__ = ["Recommender", "Popularity", "WARP", "load"]
+__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "load"]
