@@ -34,7 +34,7 @@ from libc.string cimport memset
 from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
-    rng_below, dot, prefetch_row, warp_sample, bpr_sample, pair_step, adagrad_axpy,
+    rng_below, dot, prefetch_row, warp_sample, bpr_sample, Candidates, candidates_init, pair_step, adagrad_axpy,
 )
 
 cnp.import_array()
@@ -243,7 +243,8 @@ def fit_shard(
     cdef int64_t n_users = uf_indptr.shape[0] - 1
     cdef int64_t n_items = if_indptr.shape[0] - 1
     cdef Py_ssize_t t, p, c
-    cdef int64_t u, i, j, next_j, row_start, row_len, n_neg, n_sampled, ucol, icol, jcol
+    cdef Candidates cand
+    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled, ucol, icol, jcol
     cdef float f_pos, f_neg = 0, weight, x
     cdef const float* pu
     cdef const float* qi
@@ -306,7 +307,7 @@ def fit_shard(
     gp, gi, gj, tmp = buf + 3 * d, buf + 4 * d, buf + 5 * d, buf + 6 * d
     try:
         with nogil:
-            next_j = rng_below(s, n_items)
+            candidates_init(&cand, s, n_items)
             for t in range(start, stop):
                 if t + 1 < stop:  # warm the cache for the next positive
                     p = order[t + 1]
@@ -331,7 +332,7 @@ def fit_shard(
                 f_pos = hybrid_score(&ctx, i)
 
                 if loss == LOSS_BPR:
-                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &next_j)
+                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
                     if j < 0:
                         continue
                     f_neg = hybrid_score(&ctx, j)
@@ -345,7 +346,7 @@ def fit_shard(
                         total_loss += -x + log1pf(expf(x))
                 else:
                     j = warp_sample(&ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
-                                    max_sampled, s, &next_j, &n_sampled, &f_neg)
+                                    max_sampled, s, &cand, &n_sampled, &f_neg)
                     n_compared += n_sampled
                     if j < 0:
                         continue
@@ -443,7 +444,8 @@ def fold_in_shard(
     cdef int64_t n_items = item_factors.shape[0]
     cdef int64_t n_rows = rows.shape[0]
     cdef Py_ssize_t t, p, c
-    cdef int64_t u, i, j, next_j, row_start, row_len, n_neg, n_sampled
+    cdef Candidates cand
+    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled
     cdef float f_pos, f_neg = 0, weight, x, su
     cdef bint has_offset = offset.shape[0] > 0
     cdef bint has_scale = scale.shape[0] > 0
@@ -479,7 +481,7 @@ def fold_in_shard(
     grad = buf + d
     try:
         with nogil:
-            next_j = rng_below(s, n_items)
+            candidates_init(&cand, s, n_items)
             for t in range(start, stop):
                 p = order[t]
                 u = pos_users[p]
@@ -501,7 +503,7 @@ def fold_in_shard(
                 ctx.user = pu
                 f_pos = fixed_score(&ctx, i)
                 if loss == LOSS_BPR:
-                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &next_j)
+                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
                     if j < 0:
                         continue
                     f_neg = fixed_score(&ctx, j)
@@ -515,7 +517,7 @@ def fold_in_shard(
                         total_loss += -x + log1pf(expf(x))
                 else:
                     j = warp_sample(&ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
-                                    max_sampled, s, &next_j, &n_sampled, &f_neg)
+                                    max_sampled, s, &cand, &n_sampled, &f_neg)
                     n_compared += n_sampled
                     if j < 0:
                         continue

@@ -17,7 +17,7 @@ from libc.math cimport sqrtf
 cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
-    #define MW_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 1)
+    #define MW_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
     #else
     #define MW_PREFETCH(p) ((void)0)
     #endif
@@ -160,26 +160,53 @@ ctypedef float (*score_fn)(void* ctx, int64_t j) noexcept nogil
 ctypedef void (*prefetch_fn)(void* ctx, int64_t j) noexcept nogil
 
 
+# Candidates are drawn this many draws before they are scored (draws do not depend on
+# scores), and each is prefetched when drawn: scoring one takes a few nanoseconds, fetching
+# its row from memory a hundred, so a one-ahead prefetch would hide almost nothing.
+cdef enum:
+    CANDIDATES_AHEAD = 8
+
+
+cdef struct Candidates:
+    int64_t queue[8]
+    int head
+
+
+cdef inline void candidates_init(Candidates* c, uint64_t* s, int64_t n_items) noexcept nogil:
+    cdef int k
+    for k in range(CANDIDATES_AHEAD):
+        c.queue[k] = rng_below(s, n_items)
+    c.head = 0
+
+
+cdef inline int64_t candidates_next(Candidates* c, uint64_t* s, int64_t n_items,
+                                    void* ctx, prefetch_fn prefetch) noexcept nogil:
+    """The next candidate in draw order; a fresh draw takes its place and is prefetched."""
+    cdef int64_t j = c.queue[c.head]
+    cdef int64_t fresh = rng_below(s, n_items)
+    c.queue[c.head] = fresh
+    c.head = (c.head + 1) & (CANDIDATES_AHEAD - 1)
+    if prefetch != NULL:
+        prefetch(ctx, fresh)
+    return j
+
+
 cdef inline int64_t warp_sample(
     void* ctx, score_fn score, prefetch_fn prefetch, float f_pos,
     const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
-    uint64_t* s, int64_t* next_j, int64_t* n_sampled, float* f_neg,
+    uint64_t* s, Candidates* cand, int64_t* n_sampled, float* f_neg,
 ) noexcept nogil:
     """Draw negatives until one violates the margin; return it, or -1 if none did.
 
-    ``next_j`` carries a candidate drawn one step ahead (draws do not depend on scores),
-    so its row is fetched from memory while the current candidate is scored.
-    ``n_sampled`` receives N, ``f_neg`` the violator's score.
+    ``cand`` is the kernel's queue of drawn candidates (see ``Candidates``); ``n_sampled``
+    receives N, ``f_neg`` the violator's score.
     """
     cdef int64_t j, n_draws = 0, max_draws = 8 * <int64_t>max_sampled
     cdef float f
     n_sampled[0] = 0
     while n_sampled[0] < max_sampled and n_draws < max_draws:
         n_draws += 1
-        j = next_j[0]
-        next_j[0] = rng_below(s, n_items)
-        if prefetch != NULL:
-            prefetch(ctx, next_j[0])
+        j = candidates_next(cand, s, n_items, ctx, prefetch)
         if is_positive(row, row_len, j):
             continue  # rejected: does not count toward N
         n_sampled[0] += 1
@@ -192,13 +219,12 @@ cdef inline int64_t warp_sample(
 
 cdef inline int64_t bpr_sample(
     const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
-    uint64_t* s, int64_t* next_j,
+    uint64_t* s, Candidates* cand,
 ) noexcept nogil:
     """One uniformly drawn negative (positives rejected), or -1 after too many rejections."""
     cdef int64_t j, n_draws
     for n_draws in range(8 * <int64_t>max_sampled):
-        j = next_j[0]
-        next_j[0] = rng_below(s, n_items)
+        j = candidates_next(cand, s, n_items, NULL, NULL)
         if not is_positive(row, row_len, j):
             return j
     return -1

@@ -18,7 +18,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
-    rng_next, rng_below, dot, prefetch_row, warp_sample, bpr_sample, pair_step, is_positive,
+    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, warp_sample, bpr_sample, Candidates, candidates_init, pair_step, is_positive,
 )
 
 cnp.import_array()
@@ -146,8 +146,9 @@ def fit_shard(
     """
     cdef Py_ssize_t d = user_factors.shape[1]
     cdef int64_t n_items = item_factors.shape[0]
-    cdef Py_ssize_t t, p
-    cdef int64_t u, i, j, next_j, row_start, row_len, n_neg, n_sampled
+    cdef Py_ssize_t t, p, k
+    cdef Candidates cand
+    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled
     cdef float f_pos, f_neg = 0, weight, x
     cdef float* pu
     cdef float* qi
@@ -168,12 +169,31 @@ def fit_shard(
     ctx.d = d
 
     with nogil:
-        next_j = rng_below(s, n_items)
+        candidates_init(&cand, s, n_items)
         for t in range(start, stop):
-            if t + 1 < stop:  # warm the cache for the next positive
+            # Software pipeline over the shuffled positives, which sit at random places in
+            # memory: fetch the (user, item) of positive t+8, then the rows of positive t+2
+            # (its ids are in cache by now), then the CSR row of positive t+1.
+            if t + 8 < stop:
+                p = order[t + 8]
+                MW_PREFETCH(&pos_users[p])
+                MW_PREFETCH(&indices[p])
+            if t + 2 < stop:
+                p = order[t + 2]
+                u = pos_users[p]
+                i = indices[p]
+                prefetch_row(&user_factors[u, 0], d)
+                prefetch_row(&user_accum[u, 0], d)
+                prefetch_row(&item_factors[i, 0], d)
+                prefetch_row(&item_accum[i, 0], d)
+                MW_PREFETCH(&indptr[u])
+            if t + 1 < stop:  # the CSR row the membership test will search (<= 1 KB of it)
                 p = order[t + 1]
-                prefetch_row(&user_factors[pos_users[p], 0], d)
-                prefetch_row(&item_factors[indices[p], 0], d)
+                u = pos_users[p]
+                row_start = indptr[u]
+                row_len = min(indptr[u + 1] - row_start, 256)
+                for k in range(0, row_len, 16):
+                    MW_PREFETCH(&indices[row_start + k])
             p = order[t]
             u = pos_users[p]
             i = indices[p]
@@ -189,7 +209,7 @@ def fit_shard(
             f_pos = mf_score(&ctx, i)
 
             if loss == LOSS_BPR:
-                j = bpr_sample(row, row_len, n_items, max_sampled, s, &next_j)
+                j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
                 if j < 0:
                     continue
                 f_neg = mf_score(&ctx, j)
@@ -204,7 +224,7 @@ def fit_shard(
                     total_loss += -x + log1pf(expf(x))
             else:
                 j = warp_sample(&ctx, mf_score, mf_prefetch, f_pos, row, row_len, n_items,
-                                max_sampled, s, &next_j, &n_sampled, &f_neg)
+                                max_sampled, s, &cand, &n_sampled, &f_neg)
                 n_compared += n_sampled
                 if j < 0:
                     continue  # no violator: the positive is ranked well enough, no update
