@@ -79,8 +79,9 @@ def test_rank_estimate_uses_number_of_compared_negatives():
         assert weight == pytest.approx(table[(n_items - 1) // int(compared)])
 
 
-def test_one_step_matches_hand_computed_adagrad_update():
-    d, lr, ureg, ireg = 3, 0.1, 0.01, 0.02
+@pytest.mark.parametrize("d", [3, 8, 13])  # scalar path, 4-wide path, both
+def test_one_step_matches_hand_computed_adagrad_update(d):
+    lr, ureg, ireg = 0.1, 0.01, 0.02
     P, Q, b, GP, GQ, Gb = kernel_state(1, 3, d, seed=3)
     b[:] = [-5.0, 0.0, 0.0]  # the positive (item 0) is beaten by both negatives
     P0, Q0, b0 = P.copy(), Q.copy(), b.copy()
