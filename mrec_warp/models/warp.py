@@ -424,8 +424,8 @@ class _TrainingData:
     """The arrays the kernel reads: CSR structure, the user of each positive, the visit order."""
 
     def __init__(self, csr: sp.csr_matrix) -> None:
-        self.indptr = csr.indptr.astype(np.int64)
-        self.indices = csr.indices.astype(np.int32)
+        self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
+        self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
         counts = np.diff(self.indptr)
         self.pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), counts)
         # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
