@@ -82,7 +82,7 @@ class WARP(Recommender):
         self,
         factors: int = 64,
         loss: str = "warp",
-        learning_rate: float = 0.05,
+        learning_rate: float = 0.02,
         learning_schedule: str = "adagrad",
         decay: float = 0.0,
         user_reg: float = 0.0,
