@@ -34,7 +34,7 @@ from libc.string cimport memset
 from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
-    rng_below, dot, prefetch_row, warp_sample, bpr_sample, Candidates, candidates_init, pair_step, adagrad_axpy,
+    rng_below, dot, prefetch_row, pick_negative, Candidates, candidates_init, pair_step, adagrad_axpy,
 )
 
 cnp.import_array()
@@ -43,15 +43,12 @@ ctypedef fused order_t:
     int32_t
     int64_t
 
-cdef enum:
-    LOSS_WARP = 0
-    LOSS_BPR = 1
-
 cdef int64_t MAX_ITEMS = 4294967295  # rng_below works below 2**32
 
 
-def single_columns(indptr, indices, data):
-    """Column of each row that is exactly one feature of weight 1, else -1 (int32).
+def single_columns(indptr, indices, data, bias_data=None):
+    """Column of each row that is exactly one feature of weight 1 (and bias weight 1, when
+    ``bias_data`` is given), else -1 (int32).
 
     Those rows take the fast path: no representation to build, the MF update.
     """
@@ -61,6 +58,8 @@ def single_columns(indptr, indices, data):
     one = counts == 1
     first = indptr[:len(indptr) - 1][one]
     ok = np.asarray(data)[first] == 1.0
+    if bias_data is not None and len(bias_data):
+        ok &= np.asarray(bias_data)[first] == 1.0
     rows = np.flatnonzero(one)[ok]
     out[rows] = np.asarray(indices)[first[ok]]
     return out
@@ -71,6 +70,7 @@ cdef struct Side:
     const int64_t* indptr
     const int32_t* indices
     const float* data
+    const float* bias_w     # weights of the feature biases (items; see fit_shard)
     const int32_t* single   # see single_columns
     float* emb              # (n_columns, d) embeddings
     float* accum            # their adagrad accumulators
@@ -107,12 +107,12 @@ cdef inline float hybrid_score(void* ctx, int64_t j) noexcept nogil:
             g = c.memo[col]
         else:
             g = dot(c.user, c.items.emb + col * c.d, c.d)
-            if c.bias != NULL:
-                g += c.bias[col]
             if col < c.n_memo:
                 c.memo[col] = g
                 c.stamp[col] = c.now
         f += c.items.data[k] * g
+        if c.bias != NULL:
+            f += c.items.bias_w[k] * c.bias[col]
     return f
 
 
@@ -179,15 +179,16 @@ cdef inline void bias_distribute(const Side* side, int64_t r, float* bias, float
     cdef int64_t k, col
     for k in range(side.indptr[r], side.indptr[r + 1]):
         col = side.indices[k]
-        bias_step(&bias[col], &acc[col], side.data[k] * grad, lr, adagrad)
+        bias_step(&bias[col], &acc[col], side.bias_w[k] * grad, lr, adagrad)
 
 
 cdef Side make_side(const int64_t[::1] indptr, const int32_t[::1] indices, const float[::1] data,
-                    const int32_t[::1] single, float[:, ::1] emb, float[:, ::1] accum):
+                    const float[::1] bias_w, const int32_t[::1] single, float[:, ::1] emb, float[:, ::1] accum):
     cdef Side s
     s.indptr = &indptr[0]
     s.indices = &indices[0] if indices.shape[0] > 0 else NULL
     s.data = &data[0] if data.shape[0] > 0 else NULL
+    s.bias_w = &bias_w[0] if bias_w.shape[0] > 0 else s.data
     s.single = &single[0] if single.shape[0] > 0 else NULL
     s.emb = &emb[0, 0] if emb.shape[0] > 0 else NULL
     s.accum = &accum[0, 0] if accum.shape[0] > 0 else NULL
@@ -208,6 +209,7 @@ def fit_shard(
     const int64_t[::1] if_indptr,
     const int32_t[::1] if_indices,
     const float[::1] if_data,
+    const float[::1] if_bias_data,
     const int32_t[::1] if_single,
     const int64_t[::1] indptr,
     const int32_t[::1] indices,
@@ -280,8 +282,10 @@ def fit_shard(
         raise ValueError("item_bias must have one entry per item feature")
     if n_items == 0 or stop <= start:
         return 0, 0.0, 0.0, 0
-    users = make_side(uf_indptr, uf_indices, uf_data, uf_single, user_emb, user_accum)
-    items = make_side(if_indptr, if_indices, if_data, if_single, item_emb, item_accum)
+    if if_bias_data.shape[0] != 0 and if_bias_data.shape[0] != if_data.shape[0]:
+        raise ValueError("if_bias_data must be empty or match if_data")
+    users = make_side(uf_indptr, uf_indices, uf_data, uf_data, uf_single, user_emb, user_accum)
+    items = make_side(if_indptr, if_indices, if_data, if_bias_data, if_single, item_emb, item_accum)
     ctx.items = items
     ctx.bias = bias_ptr if use_bias else NULL
     ctx.d = d
@@ -331,27 +335,11 @@ def fit_shard(
                 ctx.now = t  # a new user representation: forget the memoised scores
                 f_pos = hybrid_score(&ctx, i)
 
-                if loss == LOSS_BPR:
-                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
-                    if j < 0:
-                        continue
-                    f_neg = hybrid_score(&ctx, j)
-                    n_compared += 1
-                    x = f_pos - f_neg
-                    if x > 0:
-                        weight = expf(-x) / (1.0 + expf(-x))
-                        total_loss += log1pf(expf(-x))
-                    else:
-                        weight = 1.0 / (1.0 + expf(x))
-                        total_loss += -x + log1pf(expf(x))
-                else:
-                    j = warp_sample(&ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
-                                    max_sampled, s, &cand, &n_sampled, &f_neg)
-                    n_compared += n_sampled
-                    if j < 0:
-                        continue
-                    weight = rank_weights[n_neg // n_sampled]
-                    total_loss += weight * (1.0 + f_neg - f_pos)
+                j = pick_negative(loss, &ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
+                                  max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+                                  &n_compared)
+                if j < 0:
+                    continue
 
                 total_weight += weight
                 n_updates += 1
@@ -502,27 +490,11 @@ def fold_in_shard(
                     pu = eu
                 ctx.user = pu
                 f_pos = fixed_score(&ctx, i)
-                if loss == LOSS_BPR:
-                    j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
-                    if j < 0:
-                        continue
-                    f_neg = fixed_score(&ctx, j)
-                    n_compared += 1
-                    x = f_pos - f_neg
-                    if x > 0:
-                        weight = expf(-x) / (1.0 + expf(-x))
-                        total_loss += log1pf(expf(-x))
-                    else:
-                        weight = 1.0 / (1.0 + expf(x))
-                        total_loss += -x + log1pf(expf(x))
-                else:
-                    j = warp_sample(&ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
-                                    max_sampled, s, &cand, &n_sampled, &f_neg)
-                    n_compared += n_sampled
-                    if j < 0:
-                        continue
-                    weight = rank_weights[n_neg // n_sampled]
-                    total_loss += weight * (1.0 + f_neg - f_pos)
+                j = pick_negative(loss, &ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
+                                  max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+                                  &n_compared)
+                if j < 0:
+                    continue
                 total_weight += weight
                 n_updates += 1
                 qi = &item_factors[i, 0]

@@ -12,7 +12,7 @@ negatives were compared (no violator: no update). Rejections are capped at
 ``8 * max_sampled`` draws in all, so a user who has nearly every item cannot stall.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.math cimport sqrtf
+from libc.math cimport sqrtf, expf, log1pf
 
 cdef extern from *:
     """
@@ -200,6 +200,11 @@ ctypedef float (*score_fn)(void* ctx, int64_t j) noexcept nogil
 ctypedef void (*prefetch_fn)(void* ctx, int64_t j) noexcept nogil
 
 
+cdef enum:
+    LOSS_WARP = 0
+    LOSS_BPR = 1
+
+
 # Candidates are drawn this many draws before they are scored (draws do not depend on
 # scores), and each is prefetched when drawn: scoring one takes a few nanoseconds, fetching
 # its row from memory a hundred, so a one-ahead prefetch would hide almost nothing.
@@ -268,3 +273,42 @@ cdef inline int64_t bpr_sample(
         if not is_positive(row, row_len, j):
             return j
     return -1
+
+
+cdef inline int64_t pick_negative(
+    int loss, void* ctx, score_fn score, prefetch_fn prefetch, float f_pos,
+    const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
+    uint64_t* s, Candidates* cand, const float* rank_weights,
+    float* weight, double* total_loss, int64_t* n_compared,
+) noexcept nogil:
+    """The negative to step against for a positive scored ``f_pos`` (-1: no update), and
+    the step's weight, for every kernel of the family.
+
+    WARP: the first margin violator, weighted by ``L(floor(n_neg / N))``; the loss adds
+    ``L * (1 + f(u,j) - f(u,i))``. BPR: one negative, weighted by ``sigmoid(f(u,j) - f(u,i))``
+    (the gradient of the logistic loss ``log(1 + exp(f(u,j) - f(u,i)))``, which the loss adds).
+    """
+    cdef int64_t j, n_sampled = 0
+    cdef float f_neg = 0, x
+    if loss == LOSS_BPR:
+        j = bpr_sample(row, row_len, n_items, max_sampled, s, cand)
+        if j < 0:
+            return -1
+        f_neg = score(ctx, j)
+        n_compared[0] += 1
+        x = f_pos - f_neg
+        if x > 0:  # two forms, so expf never overflows
+            weight[0] = expf(-x) / (1.0 + expf(-x))
+            total_loss[0] += log1pf(expf(-x))
+        else:
+            weight[0] = 1.0 / (1.0 + expf(x))
+            total_loss[0] += -x + log1pf(expf(x))
+        return j
+    j = warp_sample(ctx, score, prefetch, f_pos, row, row_len, n_items, max_sampled, s, cand,
+                    &n_sampled, &f_neg)
+    n_compared[0] += n_sampled
+    if j < 0:
+        return -1  # no violator: the positive is ranked well enough
+    weight[0] = rank_weights[(n_items - row_len) // n_sampled]
+    total_loss[0] += weight[0] * (1.0 + f_neg - f_pos)
+    return j

@@ -18,7 +18,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
-    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, warp_sample, bpr_sample, Candidates, candidates_init, pair_step, is_positive,
+    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive,
 )
 
 cnp.import_array()
@@ -26,10 +26,6 @@ cnp.import_array()
 ctypedef fused order_t:
     int32_t
     int64_t
-
-cdef enum:
-    LOSS_WARP = 0
-    LOSS_BPR = 1
 
 cdef int64_t MAX_ITEMS = 4294967295  # rng_below works below 2**32
 
@@ -208,28 +204,11 @@ def fit_shard(
             ctx.user = pu
             f_pos = mf_score(&ctx, i)
 
-            if loss == LOSS_BPR:
-                j = bpr_sample(row, row_len, n_items, max_sampled, s, &cand)
-                if j < 0:
-                    continue
-                f_neg = mf_score(&ctx, j)
-                n_compared += 1
-                x = f_pos - f_neg
-                # d/dx log(1 + exp(-x)) = -sigmoid(-x); written to avoid overflow
-                if x > 0:
-                    weight = expf(-x) / (1.0 + expf(-x))
-                    total_loss += log1pf(expf(-x))
-                else:
-                    weight = 1.0 / (1.0 + expf(x))
-                    total_loss += -x + log1pf(expf(x))
-            else:
-                j = warp_sample(&ctx, mf_score, mf_prefetch, f_pos, row, row_len, n_items,
-                                max_sampled, s, &cand, &n_sampled, &f_neg)
-                n_compared += n_sampled
-                if j < 0:
-                    continue  # no violator: the positive is ranked well enough, no update
-                weight = rank_weights[n_neg // n_sampled]
-                total_loss += weight * (1.0 + f_neg - f_pos)
+            j = pick_negative(loss, &ctx, mf_score, mf_prefetch, f_pos, row, row_len, n_items,
+                              max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+                              &n_compared)
+            if j < 0:
+                continue
 
             total_weight += weight
             n_updates += 1
