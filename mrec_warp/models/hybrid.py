@@ -129,7 +129,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         self,
         factors: int = 64,
         loss: str = "warp",
-        learning_rate: float = 0.05,
+        learning_rate: float = 0.02,
         learning_schedule: str = "adagrad",
         decay: float = 0.0,
         user_reg: float = 0.0,
@@ -227,8 +227,10 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         slot = bool(self.identity)
         self._uw = self._users.weights(bool(self.normalize), slot)
         self._iw = self._items.weights(bool(self.normalize), slot)
+        self._ib = self._iw  # item biases weighted like the embeddings
+        self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
-        self._i_single = _hybrid.single_columns(self._iw.indptr, self._iw.indices, self._iw.data)
+        self._i_single = _hybrid.single_columns(self._iw.indptr, self._iw.indices, self._iw.data, self._ib_data)
         self._uw_arrays = _csr_arrays(self._uw)
         self._iw_arrays = _csr_arrays(self._iw)
         self._cache = None
@@ -266,7 +268,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         return _hybrid.fit_shard(
             self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
-            *self._uw_arrays, self._u_single, *self._iw_arrays, self._i_single,
+            *self._uw_arrays, self._u_single, *self._iw_arrays, self._ib_data, self._i_single,
             data.indptr, data.indices, data.pos_users, data.order,
             start, stop, data.rank_weights, state, n_item_content=self._items.n_content, **kwargs,
         )
@@ -282,7 +284,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             self._check_fitted()
             users = np.ascontiguousarray(self._uw @ self.user_embeddings_, dtype=np.float32)
             items = np.ascontiguousarray(self._iw @ self.item_embeddings_, dtype=np.float32)
-            bias = np.asarray(self._iw @ self.item_feature_bias_, dtype=np.float32).ravel()
+            bias = np.asarray(self._ib @ self.item_feature_bias_, dtype=np.float32).ravel()
             cache = self._cache = (users, items, bias)
         return cache
 
