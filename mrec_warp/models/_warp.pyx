@@ -15,7 +15,7 @@ weighted by ``L(rank) = sum_{k <= rank} 1 / k``.
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.math cimport sqrtf, expf, log1pf
+from libc.math cimport sqrtf
 
 from mrec_warp.models._kernels cimport (
     rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive,
@@ -144,8 +144,8 @@ def fit_shard(
     cdef int64_t n_items = item_factors.shape[0]
     cdef Py_ssize_t t, p, k
     cdef Candidates cand
-    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled
-    cdef float f_pos, f_neg = 0, weight, x
+    cdef int64_t u, i, j, row_start, row_len, n_neg
+    cdef float f_pos, weight = 0
     cdef float* pu
     cdef float* qi
     cdef float* bias_ptr = &item_bias[0] if item_bias.shape[0] > 0 else NULL
