@@ -23,7 +23,6 @@ before any work starts.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -35,7 +34,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from .data.io import PathLike, atomic_path, atomic_write

@@ -2,12 +2,14 @@
 
 Memory is bounded by the block size (``block_size x n_items`` float32 scores per worker),
 never by users x items. Blocks run on joblib threads: the scoring is BLAS and the top-k
-kernel releases the GIL, so threads really run at once. BLAS is limited to one thread per
-worker while several workers run, so workers x BLAS threads never oversubscribe the cores.
+kernel releases the GIL, so threads really run at once. BLAS is limited to cores // workers
+threads per worker while several workers run, so workers x BLAS threads never oversubscribe
+the cores. With ``backend="processes"`` or ``"dask"`` (see :mod:`mrec_warp.parallel`) the same
+blocks run on other processes or machines, and :func:`write_recommendations` goes through
+resumable part files (:mod:`mrec_warp.distributed`).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, Tuple
