@@ -33,9 +33,15 @@ demo: install
 test: install
 	$(PY) -m pytest -q tests
 
-bench: install
-	$(PY) scripts/bench_warp.py
+# Peers (LightFM, implicit) live only in the benchmark's own environment, never in .venv.
+BENCH_VENV ?= .venv-bench
+bench:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dask]' lightfm-next implicit
+	$(BENCH_VENV)/bin/python scripts/bench_warp.py
+	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
-	rm -rf build dist *.egg-info $(OUT) bench-out .pytest_cache
+	rm -rf build dist *.egg-info $(OUT) .pytest_cache
 	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +
