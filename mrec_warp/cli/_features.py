@@ -87,8 +87,10 @@ def cold_start(
         if len(new):
             before = model.n_users
             model = model.with_new_users(user_table[user_table["id"].isin(set(new))])
-            progress.log(f"added {model.n_users - before} new users from their features "
-                         f"({len(new) - (model.n_users - before)} had no feature the model knows)")
+            bare = int((model._uw[before:].getnnz(axis=1) == 0).sum())
+            progress.log(f"added {model.n_users - before} new users from their features"
+                         + (f"; {bare} have no feature the model knows and get its non-personal ranking"
+                            if bare else ""))
             changed = True
         known = model.user_indices(ids, strict=False) >= 0
         focus.extend(ids[known].tolist())

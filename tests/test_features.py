@@ -1,0 +1,164 @@
+"""Feature files: reading, one-line errors, weighted rows (normalisation), dataset side files."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrec_warp import InputError
+from mrec_warp.data.features import (
+    age_bucket, as_feature_table, check_ids_match, movielens_item_features, movielens_user_features,
+    raw_rows, read_features, side_features, weighted_rows, write_features, year_bucket,
+)
+
+
+def write(tmp_path, text, name="features.tsv"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def one_line(exc) -> str:
+    text = str(exc.value)
+    assert "\n" not in text
+    return text
+
+
+# -- reading ---------------------------------------------------------------------------------
+def test_two_columns_mean_weight_one_and_duplicates_add_up(tmp_path):
+    path = write(tmp_path, "i1\tgenre:a\ni1\tgenre:b\n\ni2\tgenre:a\ni1\tgenre:a\n")
+    table = read_features(path)
+    assert list(table.columns) == ["id", "feature", "weight"]
+    got = {(r.id, r.feature): r.weight for r in table.itertuples()}
+    assert got == {("i1", "genre:a"): 2.0, ("i1", "genre:b"): 1.0, ("i2", "genre:a"): 1.0}
+    assert table["weight"].dtype == np.float32
+
+
+def test_weights_header_and_other_delimiters(tmp_path):
+    table = read_features(write(tmp_path, "item,tag,weight\n7,x,0.5\n8,y,2\n", "f.csv"))
+    assert table.to_dict("list") == {"id": ["7", "8"], "feature": ["x", "y"], "weight": [0.5, 2.0]}
+    # columns chosen by name; other columns ignored
+    path = write(tmp_path, "name\tmovie\tgenre\nfoo\t1\tDrama\nbar\t2\tComedy\n")
+    table = read_features(path, columns="movie,genre")
+    assert table[["id", "feature"]].values.tolist() == [["1", "Drama"], ["2", "Comedy"]]
+    table = read_features(write(tmp_path, "1 a\n2 b\n", "ws.txt"))
+    assert table["feature"].tolist() == ["a", "b"]
+
+
+@pytest.mark.parametrize("text, line, fragment", [
+    ("i1\ta\t1\ni2\tb\t-0.5\n", 2, "weight -0.5 is negative"),
+    ("i1\ta\t1\ni2\tb\tnan\n", 2, "weight 'nan' is not a finite number"),
+    ("i1\ta\t1\ni2\tb\theavy\n", 2, "weight 'heavy' is not a finite number"),
+    ("i1\ta\t1\ni2\tb\tinf\n", 2, "not a finite number"),
+    ("i1\ta\t1\ni2\tb\n", 2, "expected 3 columns like the first line, found 2"),
+    ("i1\ta\n\ni2\tb\textra\n", 3, "expected 2 columns"),
+    ("i1\ta\n\tb\n", 2, "empty id"),
+])
+def test_bad_rows_are_one_line_errors_naming_file_and_line(tmp_path, text, line, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as exc:
+        read_features(path, kind="item")
+    msg = one_line(exc)
+    assert f"{path}:{line}:" in msg and fragment in msg
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "item feature file is empty"),
+    ("\n\n  \n", "has no data lines"),
+    ("i1\ni2\n", "needs at least 2 columns"),
+    ("id\tfeature\n", "header but no data lines"),
+])
+def test_empty_or_shapeless_files(tmp_path, text, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as exc:
+        read_features(path)
+    assert fragment in one_line(exc) and str(path) in str(exc.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="user feature file does not exist"):
+        read_features(tmp_path / "nope.tsv", kind="user")
+
+
+def test_unknown_id_format_is_caught_against_the_training_ids():
+    table = as_feature_table(pd.DataFrame({"id": ["0001", "0002"], "feature": ["a", "b"]}))
+    with pytest.raises(InputError) as exc:
+        check_ids_match(table, np.array(["1", "2", "3"]), "item", "items.tsv")
+    msg = one_line(exc)
+    assert msg.startswith("items.tsv: none of the 2 ids") and "'0001'" in msg and "'1'" in msg
+    check_ids_match(table, np.array(["0001", "9"]), "item")  # one known id is enough
+
+
+def test_tables_are_checked_like_files():
+    with pytest.raises(InputError, match="negative"):
+        as_feature_table(pd.DataFrame({"id": [1], "feature": ["a"], "weight": [-1.0]}))
+    with pytest.raises(InputError, match="finite"):
+        as_feature_table(pd.DataFrame({"id": [1], "feature": ["a"], "weight": [np.nan]}))
+    with pytest.raises(InputError, match="empty"):
+        as_feature_table(pd.DataFrame({"id": [], "feature": []}))
+    table = as_feature_table(pd.DataFrame({"movie": [1, 1], "genre": ["a", "a"]}))
+    assert table.to_dict("list") == {"id": ["1"], "feature": ["a"], "weight": [2.0]}
+
+
+def test_write_then_read_round_trip(tmp_path):
+    table = pd.DataFrame({"id": ["a", "a", "b"], "feature": ["x", "y", "x"], "weight": np.float32([1, 0.25, 3])})
+    write_features(table, tmp_path / "out.tsv")
+    back = read_features(tmp_path / "out.tsv")
+    pd.testing.assert_frame_equal(back, table)
+    write_features(table.assign(weight=np.float32(1)), tmp_path / "plain.tsv")
+    assert (tmp_path / "plain.tsv").read_text().splitlines()[0] == "a\tx"
+
+
+# -- weighted rows ---------------------------------------------------------------------------
+def test_normalisation_rule():
+    names = np.array(["g1", "g2", "g3"])
+    table = pd.DataFrame({"id": ["a", "a", "b", "d"], "feature": ["g1", "g2", "g3", "g2"],
+                          "weight": np.float32([1, 3, 2, 1])})
+    raw, unknown = raw_rows(np.array(["a", "b", "c", "d"]), table, names)
+    assert unknown == 0
+    identity = np.array([3, 4, 5, -1])  # "d" is new: no identity of its own
+    w = weighted_rows(raw, identity, 6).toarray()
+    # every row has unit Euclidean length, its identity (weight 1) included
+    r11, r5, r2 = np.sqrt(11), np.sqrt(5), np.sqrt(2)
+    np.testing.assert_allclose(w[0], [1 / r11, 3 / r11, 0, 1 / r11, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(w[1], [0, 0, 2 / r5, 0, 1 / r5, 0], rtol=1e-6)
+    np.testing.assert_allclose(w[2], [0, 0, 0, 0, 0, 1])  # identity only
+    np.testing.assert_allclose(w[3], [0, 1 / r2, 0, 0, 0, 0], rtol=1e-6)  # new id: as if its identity were there
+    np.testing.assert_allclose(weighted_rows(raw, np.full(4, -1), 3, identity_slot=False).toarray()[0],
+                               [1 / np.sqrt(10), 3 / np.sqrt(10), 0], rtol=1e-6)  # no identities: content alone
+    np.testing.assert_allclose(weighted_rows(raw, identity, 6, normalize=False).toarray()[0], [1, 3, 0, 1, 0, 0])
+
+
+def test_unknown_features_are_dropped_and_counted():
+    table = pd.DataFrame({"id": ["a", "a", "z"], "feature": ["g1", "new", "g1"], "weight": np.float32([1, 1, 1])})
+    raw, unknown = raw_rows(np.array(["a"]), table, np.array(["g1"]))
+    assert unknown == 1 and raw.toarray().tolist() == [[1.0]]
+
+
+# -- side files ------------------------------------------------------------------------------
+def test_buckets():
+    assert [year_bucket(y) for y in (1922, 1955, 1989, 1991, 1995)] == ["<1950", "1950s", "1980s", "1990-92", "1995"]
+    assert [age_bucket(a) for a in (7, 18, 24, 25, 49, 56, 73)] == ["<18", "18-24", "18-24", "25-34", "45-49", "56+", "56+"]
+
+
+def test_movielens_100k_features(ml100k_dir):
+    items = movielens_item_features(ml100k_dir / "u.item")
+    assert items["id"].nunique() == 1682
+    toy = set(items.loc[items["id"] == "1", "feature"])
+    assert toy == {"genre:Animation", "genre:Children's", "genre:Comedy", "year:1995"}
+    assert items["feature"].str.startswith("genre:").sum() > 2800
+    users = movielens_user_features(ml100k_dir / "u.user")
+    assert set(users.loc[users["id"] == "1", "feature"]) == {"age:18-24", "gender:M", "occupation:technician"}
+    assert users["id"].nunique() == 943 and len(users) == 3 * 943
+    found = side_features(ml100k_dir / "u.data")
+    assert sorted(found) == ["item_features.tsv", "user_features.tsv"]
+
+
+def test_synthetic_tags_become_item_features(tmp_path):
+    from mrec_warp.data.synthetic import write_synthetic
+
+    write_synthetic(tmp_path, n_users=50, n_items=40, n_interactions=300, seed=1)
+    found = side_features(tmp_path / "ratings.tsv")
+    assert list(found) == ["item_features.tsv"]
+    tags = found["item_features.tsv"]
+    assert tags["feature"].str.startswith("tag:tag").all() and tags["id"].nunique() == 40
