@@ -72,7 +72,7 @@ Examples:
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
 @click.option("--loss", type=click.Choice(["warp", "bpr"]), help="Ranking loss [warp].")
-@click.option("--learning-rate", type=float, help="Base step size [warp: 0.02].")
+@click.option("--learning-rate", type=float, help="Base step size [warp: 0.02; hybrid: 0.05 with features, else 0.02].")
 @click.option("--learning-schedule", type=click.Choice(["adagrad", "sgd"]), help="Step rule [adagrad].")
 @click.option("--user-reg", type=float, help="L2 penalty on user vectors [0].")
 @click.option("--item-reg", type=float, help="L2 penalty on item vectors [0].")

@@ -124,7 +124,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
     bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
     for epoch in range(epochs):
-        lr = float(model.learning_rate)
+        lr = model._base_learning_rate()
         if model.learning_schedule == "sgd":
             lr = lr / (1.0 + float(model.decay) * epoch)
         _warp.shuffle(data.order, state)

@@ -113,12 +113,18 @@ class HybridWARP(WARP):
 
     Parameters
     ----------
+    learning_rate : float or None
+        Step size. ``None`` (default): 0.05 when users or items have content features, else
+        WARP's default (0.02, so that without feature files the model is WARP with its
+        defaults). Features call for a larger step because an id's own (identity)
+        embedding receives only its weight squared (about 1/3 with two features) of each
+        step on its representation; the rest goes to feature rows shared with other ids.
     identity : bool
         Give every user and item its own identity feature (default). Without it, users
         and items are their features alone.
     normalize : bool
         Scale each row of feature weights to sum to 1 (default).
-    factors, loss, learning_rate, learning_schedule, decay, user_reg, item_reg, max_sampled, \
+    factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
 item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
 validation_users, refit, init_scale, n_jobs, random_state, verbose
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` apply to every feature embedding
@@ -129,7 +135,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         self,
         factors: int = 64,
         loss: str = "warp",
-        learning_rate: float = 0.02,
+        learning_rate: Optional[float] = None,
         learning_schedule: str = "adagrad",
         decay: float = 0.0,
         user_reg: float = 0.0,
@@ -161,7 +167,28 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         self.identity = identity
         self.normalize = normalize
 
+    #: The default step with content features (see ``learning_rate``).
+    FEATURE_LEARNING_RATE = 0.05
+
     # -- training ------------------------------------------------------------------------------
+    def _base_learning_rate(self) -> float:
+        if self.learning_rate is not None:
+            return float(self.learning_rate)
+        sides = (getattr(self, "_users", None), getattr(self, "_items", None))
+        if any(side is not None and side.n_content > 0 for side in sides):
+            return self.FEATURE_LEARNING_RATE
+        return float(WARP().learning_rate)
+
+    def _check_params(self) -> None:
+        if self.learning_rate is None:
+            saved, self.learning_rate = self.learning_rate, 1.0  # checked when resolved
+            try:
+                super()._check_params()
+            finally:
+                self.learning_rate = saved
+        else:
+            super()._check_params()
+
     def fit(
         self,
         X,

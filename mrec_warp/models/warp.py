@@ -165,7 +165,7 @@ class WARP(Recommender):
     def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
         """Shuffle the positives, then visit each once (in shards on several threads)."""
         _warp.shuffle(data.order, self._rng_state)
-        lr = float(self.learning_rate)
+        lr = self._base_learning_rate()
         if self.learning_schedule == "sgd":
             lr = lr / (1.0 + float(self.decay) * self.epochs_done_)
         kwargs = dict(
@@ -213,6 +213,10 @@ class WARP(Recommender):
             "loss": total_loss / max(nnz, 1),
             "compared_per_positive": n_compared / max(nnz, 1),
         }
+
+    def _base_learning_rate(self) -> float:
+        """The learning rate in force (a hook: subclasses may resolve a default from the data)."""
+        return float(self.learning_rate)
 
     def _fit_shard(self, data: "_TrainingData", start: int, stop: int, state: np.ndarray,
                    kwargs: Dict[str, Any]) -> Tuple[float, float, float, float]:
