@@ -236,6 +236,8 @@ def fit_shard(
     ``n_item_content`` are content features (shared by many items; their scores are
     memoised per positive), the others identities. ``indptr`` / ``indices`` are
     the users x items positives. Arrays are updated in place.
+    ``if_bias_data`` (same sparsity as ``if_data``, or empty for "the same weights")
+    weights the item feature biases: ``b_i = sum_g bias_w_ig c_g``.
 
     Returns
     -------
