@@ -22,7 +22,7 @@ _WARP_OPTIONS = {
     "max_sampled": "max_sampled", "item_bias": "item_bias", "epochs": "epochs",
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
-    "identity": "identity", "normalize": "normalize",  # hybrid only
+    "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
 }
 
 
@@ -91,8 +91,10 @@ Examples:
 @feature_file_options
 @click.option("--identity/--no-identity", default=None,
               help="Hybrid: give every user and item its own identity feature [on].")
+@click.option("--identity-weight", type=float,
+              help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
-              help="Hybrid: scale each id's content feature weights to sum to 1 [on].")
+              help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")

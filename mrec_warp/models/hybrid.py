@@ -45,8 +45,8 @@ class _Side:
     def n_content(self) -> int:
         return len(self.names)
 
-    def weights(self, normalize: bool, identity_slot: bool) -> sp.csr_matrix:
-        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot)
+    def weights(self, normalize: bool, identity_slot: bool, identity_weight: float) -> sp.csr_matrix:
+        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot, identity_weight)
 
     def take_new(self, ids: np.ndarray, table: Optional[pd.DataFrame]) -> Tuple[np.ndarray, sp.csr_matrix]:
         """Raw rows of ``ids``: from ``table`` when it has them, else from the kept features."""
@@ -104,8 +104,9 @@ class HybridWARP(WARP):
     files the model *is* plain WARP (same initialisation, same updates).
 
     Features come from files ``id<TAB>feature[<TAB>weight]``
-    (:func:`~mrec_warp.data.features.read_features`) given to :meth:`fit`. Each id's weights
-    (identity included) are scaled to sum to 1 when ``normalize`` is on (the default).
+    (:func:`~mrec_warp.data.features.read_features`) given to :meth:`fit`. Each id's identity has weight
+    ``identity_weight`` (2) and its weights are then scaled to unit Euclidean length when
+    ``normalize`` is on (the default).
 
     Cold start: features of ids absent from the training data are kept; new items are
     ranked with :meth:`with_new_items`, new users with :meth:`with_new_users`, and users
@@ -122,8 +123,13 @@ class HybridWARP(WARP):
     identity : bool
         Give every user and item its own identity feature (default). Without it, users
         and items are their features alone.
+    identity_weight : float
+        Weight of an id's identity feature before normalisation (content features keep the
+        weights of the feature files); 2 keeps an id's own embedding the larger part of its
+        representation for up to four unit-weight features.
     normalize : bool
-        Scale each row of feature weights to sum to 1 (default).
+        Scale each id's feature weights, identity included, to unit Euclidean length
+        (default); see :mod:`mrec_warp.data.features` for the rule and why.
     factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
 item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
 validation_users, refit, init_scale, n_jobs, random_state, verbose
@@ -155,6 +161,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         random_state: Optional[int] = None,
         verbose: bool = False,
         identity: bool = True,
+        identity_weight: float = 2.0,
         normalize: bool = True,
     ) -> None:
         super().__init__(
@@ -165,6 +172,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
         )
         self.identity = identity
+        self.identity_weight = identity_weight
         self.normalize = normalize
 
     #: The default step with content features (see ``learning_rate``).
@@ -180,6 +188,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         return float(WARP().learning_rate)
 
     def _check_params(self) -> None:
+        if not (np.isfinite(self.identity_weight) and self.identity_weight > 0):
+            raise InputError("invalid parameter: identity_weight must be > 0")
         if self.learning_rate is None:
             saved, self.learning_rate = self.learning_rate, 1.0  # checked when resolved
             try:
@@ -252,8 +262,9 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
     def _refresh_weights(self) -> None:
         """Normalised feature rows and their fast-path columns, from the sides."""
         slot = bool(self.identity)
-        self._uw = self._users.weights(bool(self.normalize), slot)
-        self._iw = self._items.weights(bool(self.normalize), slot)
+        w = float(self.identity_weight)
+        self._uw = self._users.weights(bool(self.normalize), slot, w)
+        self._iw = self._items.weights(bool(self.normalize), slot, w)
         self._ib = self._iw  # item biases weighted like the embeddings
         self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
