@@ -118,8 +118,9 @@ class HybridWARP(WARP):
         Step size. ``None`` (default): 0.05 when users or items have content features, else
         WARP's default (0.02, so that without feature files the model is WARP with its
         defaults). Features call for a larger step because an id's own (identity)
-        embedding receives only its weight squared (about 1/3 with two features) of each
-        step on its representation; the rest goes to feature rows shared with other ids.
+        embedding receives only its weight squared (2/3 with two unit-weight features) of
+        each step on its representation; the rest goes to feature rows shared with many
+        ids, whose adagrad steps shrink quickly.
     identity : bool
         Give every user and item its own identity feature (default). Without it, users
         and items are their features alone.
