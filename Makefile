@@ -40,6 +40,7 @@ bench:
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dask]' lightfm-next implicit
 	$(BENCH_VENV)/bin/python scripts/bench_warp.py
+	$(BENCH_VENV)/bin/python scripts/bench_hybrid.py
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
