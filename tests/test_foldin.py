@@ -4,12 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.sparse as sp
 
 from mrec_warp import InputError
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import WARP, HybridWARP
-from mrec_warp.models.validation import precision_at_k
 
 N_HELD = 100
 
