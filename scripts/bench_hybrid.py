@@ -3,7 +3,7 @@
 
 Run by hand with the benchmark environment (LightFM is never a dependency of mrec-warp)::
 
-    .venv-bench/bin/python scripts/bench_hybrid.py            # 3 seeds, ~10 min on 2 cores
+    .venv-bench/bin/python scripts/bench_hybrid.py            # 3 seeds, ~5 min on 2 cores
 
 Three parts, each comparing like with like in the same process:
 
@@ -26,6 +26,9 @@ Three parts, each comparing like with like in the same process:
    learning rate 0.05, ``max_sampled`` 10 (LightFM's default) for both, 30 epochs, at 1
    and 2 threads; wall time (median epoch) and CPU time (process time, all threads). On a
    shared machine wall time measures the neighbours too; the load average is recorded.
+   MovieLens 100k is small: hogwild threads mostly fight over the same hot rows (the 19
+   genre rows are written on every step), so for both libraries 2 threads are no faster
+   than 1 here; the comparison is at equal threads.
 
 Prints tables and writes ``bench-out/bench_hybrid.json``.
 """
