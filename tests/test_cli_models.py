@@ -129,3 +129,18 @@ def test_console_script_runs_in_a_subprocess(train_file, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mrec_warp", "train", str(train_file), "-o", str(out),
                            "--epochs", "2", "--factors", "4", "--verbose"], capture_output=True, text=True)
     assert proc.stderr.count("epoch") == 2, "one log line per epoch"
+
+
+def test_parquet_output_matches_tsv(train_file, tmp_path):
+    pytest.importorskip("pyarrow")
+    model = tmp_path / "m.npz"
+    run("train", train_file, "-o", model, "--epochs", "1", "--factors", "4", "-q")
+    assert run("recommend", model, "-o", tmp_path / "r.tsv", "-k", "3", "--block-size", "7").exit_code == 0
+    assert run("recommend", model, "-o", tmp_path / "r.parquet", "-k", "3", "--block-size", "7").exit_code == 0
+    tsv = pd.read_csv(tmp_path / "r.tsv", sep="\t", header=None, names=["user", "item", "score", "rank"],
+                      dtype={"user": str, "item": str})
+    pq = pd.read_parquet(tmp_path / "r.parquet")
+    assert list(pq.columns) == ["user", "item", "score", "rank"]
+    pd.testing.assert_frame_equal(pq[["user", "item", "rank"]].astype({"rank": "int64"}).reset_index(drop=True),
+                                  tsv[["user", "item", "rank"]].astype({"rank": "int64"}), check_dtype=False)
+    np.testing.assert_allclose(pq["score"], tsv["score"], rtol=1e-5)
