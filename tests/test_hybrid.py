@@ -222,6 +222,8 @@ def test_new_users_from_features_only():
     assert list(model.new_user_ids) == ["u200", "u201", "u202", "u203"]
     extended = model.with_new_users()
     assert extended.n_users == 204 and model.n_users == 200
+    assert list(model.new_user_ids) == ["u200", "u201", "u202", "u203"], "the original is untouched"
+    assert list(extended.new_user_ids) == []
     items, _ = extended.recommend(extended.user_indices(["u200", "u201", "u202", "u203"]), k=10)
     groups = np.array([int(i[1:]) % 4 for i in extended.item_ids[items].ravel()]).reshape(4, 10)
     assert ((groups == np.arange(4)[:, None]).mean(axis=1) > 0.8).all(), groups

@@ -448,18 +448,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         self._check_fitted()
         table = as_feature_table(user_features, "user")
         ids = self._new_ids(self._users, self.user_ids, table)
-        ids, raw = self._users.take_new(ids, table)
         model = copy.copy(self)
-        side = copy.copy(self._users)
-        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
-        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
-        side.raw = sp.vstack([side.raw, raw], format="csr")
-        side.identity = np.concatenate([side.identity, np.full(len(ids), -1, dtype=np.int64)])
-        model._users = side
-        model.user_ids = np.concatenate([self.user_ids, ids])
-        model.train_ = _append_empty_rows(self.train_, len(ids))
-        model._interactions_cache = None
-        model._refresh_weights()
+        model._append_users(ids, table)  # replaces, never mutates, what the copy shares
         return model
 
     @staticmethod
@@ -487,6 +477,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress)
 
     def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
+        """Append users (empty training rows) with their features; attributes are replaced,
+        not changed in place, so a shallow copy of the model can call this safely."""
         table = as_feature_table(user_features, "user")
         ids, raw = self._users.take_new(np.asarray(ids, dtype=str), table)
         side = copy.copy(self._users)
