@@ -252,3 +252,15 @@ def test_ml100k_precision_floor(ml100k_dir):
     train, test = holdout_split(inter.matrix, 0.2, np.random.default_rng(42))
     model = WARP(random_state=0).fit(train)
     assert precision_at_k(model.score_users, model.n_items, train, test, 10) > 0.18
+
+
+def test_partial_fit_continues_a_loaded_model(planted, tmp_path):
+    train, test = planted
+    model = WARP(factors=16, epochs=8, random_state=0).fit(train)
+    model.save(tmp_path / "m.npz")
+    loaded = load(tmp_path / "m.npz")
+    p_before = precision_at_k(loaded.score_users, loaded.n_items, train, test, 10)
+    loaded.partial_fit(train, epochs=2)
+    assert loaded.epochs_done_ == 10, "continues from the saved epoch count, not from scratch"
+    p_after = precision_at_k(loaded.score_users, loaded.n_items, train, test, 10)
+    assert p_after > 0.8 * p_before and p_after > 0.06  # a restart from random factors scores ~0.03

@@ -155,6 +155,13 @@ class WARP(Recommender):
         self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
         self.epochs_done_ = 0
 
+    def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
+        """Adagrad accumulators (at 1) and a sampler seed for the learned arrays as they are,
+        e.g. to continue training a model loaded from disk."""
+        self._user_accum, self._item_accum, self._bias_accum = (
+            np.ones_like(a) for a in self._learned_arrays())
+        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+
     def _snapshot(self) -> Tuple[np.ndarray, ...]:
         return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
 
@@ -188,11 +195,9 @@ class WARP(Recommender):
             from concurrent.futures import ThreadPoolExecutor
 
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
-            words = np.frombuffer(_warp.seed_state(int(self._rng_state[0]) ^ self.epochs_done_).tobytes(), dtype=np.uint64)
-            if n_jobs > len(words):  # one seed per thread, however many threads
-                extra = np.random.default_rng(int(words[0])).integers(0, 2**63 - 1, n_jobs - len(words))
-                words = np.concatenate([words, extra.astype(np.uint64)])
-            states = [_warp.seed_state(int(x)) for x in words[:n_jobs]]
+            # one independent sampler per thread, seeded from the model's state and the epoch
+            seeds = np.random.default_rng([int(self._rng_state[0]), self.epochs_done_]).integers(0, 2**63 - 1, n_jobs)
+            states = [_warp.seed_state(int(x)) for x in seeds]
             self._rng_state = _warp.seed_state(int(self._rng_state[1]))
             # Plain threads, not joblib.Parallel: its set-up costs ~15 ms per call, as much as
             # a whole epoch on MovieLens 100k; the kernels release the GIL either way.
@@ -291,13 +296,17 @@ class WARP(Recommender):
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        fitted = getattr(self, "user_factors_", None) is not None and hasattr(self, "_user_accum")
-        csr = self._set_training_data(X) if not fitted else _as_aligned_csr(X, self, "X")
-        if not fitted:
-            self._init_state(*csr.shape, np.random.default_rng(self.random_state))
-            self.history_ = []
-        else:
+        fitted = getattr(self, "train_", None) is not None and hasattr(self, "_rng_state")
+        loaded = getattr(self, "train_", None) is not None and not fitted
+        csr = _as_aligned_csr(X, self, "X") if fitted or loaded else self._set_training_data(X)
+        if fitted or loaded:
             self.train_ = csr
+            if loaded:  # a saved model keeps its factors but not the optimiser's state
+                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
+        else:
+            self._init_state(*csr.shape, np.random.default_rng(self.random_state))
+        if not hasattr(self, "history_"):
+            self.history_ = []
         self._train(csr, int(epochs), progress, ())
         return self
 
