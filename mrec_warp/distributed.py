@@ -234,7 +234,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
     ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
     Returns the number of rows written (0 if the part existed already).
     """
-    from .recommend import block_to_frame, default_block_size, top_k_block
+    from .recommend import _KernelExclusion, block_to_frame, default_block_size, top_k_block
 
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
@@ -253,8 +253,8 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
                                 shape=tuple(z["shape"]))
     else:
         exclude = exclude_src
-    if exclude is not None and exclude.indptr.dtype != np.int64:
-        exclude = sp.csr_matrix((exclude.data, exclude.indices, exclude.indptr.astype(np.int64)), shape=exclude.shape)
+    if exclude is not None:
+        exclude = _KernelExclusion.of(exclude)  # once per part, not once per block
     bs = block_size or default_block_size(model.n_items)
     n_rows = 0
     frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude))

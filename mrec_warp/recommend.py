@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,22 @@ def _blas_limit(n_jobs: int):
     return limit_blas(n_jobs)
 
 
+class _KernelExclusion(NamedTuple):
+    """A CSR's structure in the top-k kernel's index types (scipy would downcast int64
+    index pointers to int32 again, so the arrays are kept as they are here)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    n_rows: int
+
+    @classmethod
+    def of(cls, exclude) -> "_KernelExclusion":
+        if isinstance(exclude, cls):
+            return exclude
+        return cls(exclude.indptr.astype(np.int64, copy=False),
+                   exclude.indices.astype(np.int32, copy=False), exclude.shape[0])
+
+
 def top_k_block(
     score_fn: Callable[[np.ndarray], np.ndarray],
     users: np.ndarray,
@@ -58,10 +74,10 @@ def top_k_block(
         indptr = np.zeros(1, dtype=np.int64)
         indices = np.zeros(0, dtype=np.int32)
     else:
+        exclude = _KernelExclusion.of(exclude)
         # users beyond the exclusion matrix (e.g. folded-in ones) exclude nothing
-        rows = np.where(users < exclude.shape[0], users, -1).astype(np.int64)
-        indptr = exclude.indptr.astype(np.int64, copy=False)
-        indices = exclude.indices.astype(np.int32, copy=False)
+        rows = np.where(users < exclude.n_rows, users, -1).astype(np.int64)
+        indptr, indices = exclude.indptr, exclude.indices
     mask = np.zeros(0, dtype=np.uint8) if item_mask is None else np.ascontiguousarray(item_mask, dtype=np.uint8)
     topk_masked(scores, rows, indptr, indices, mask, items_out, scores_out)
     return users, items_out, scores_out
@@ -93,8 +109,10 @@ def iter_top_k(
     if k <= 0:
         raise ValueError("k must be a positive integer")
     users = np.asarray(users, dtype=np.int64)
-    if exclude is not None and exclude.indptr.dtype != np.int64:
-        exclude = sp.csr_matrix((exclude.data, exclude.indices, exclude.indptr.astype(np.int64)), shape=exclude.shape)
+    if exclude is not None and not (isinstance(backend, str) and backend == "threads"):
+        exclude = sp.csr_matrix(exclude)  # remote blocks ship their own rows of a CSR
+    elif exclude is not None:
+        exclude = _KernelExclusion.of(exclude)  # converted once, not in every block
     block_size = block_size or default_block_size(n_items)
     blocks = [users[s:s + block_size] for s in range(0, len(users), block_size)]
     if not (isinstance(backend, str) and backend == "threads"):
