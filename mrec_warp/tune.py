@@ -34,7 +34,10 @@ from .progress import SILENT, Progress
 TUNABLE = {
     "factors": int, "learning_rate": float, "user_reg": float, "item_reg": float, "max_sampled": int,
     "loss": str, "learning_schedule": str, "item_bias": bool,
+    "user_max_norm": float, "item_max_norm": float,
 }
+#: Parameters whose value may also be ``null`` (None): no limit.
+NULLABLE = {"user_max_norm", "item_max_norm"}
 
 #: Where ``--random N`` samples when no grid file gives the values.
 DEFAULT_SPACE: Dict[str, Any] = {
@@ -43,6 +46,7 @@ DEFAULT_SPACE: Dict[str, Any] = {
     "user_reg": ("log0", 1e-7, 1e-3),  # 0 a quarter of the time, else log-uniform
     "item_reg": ("log0", 1e-7, 1e-3),
     "max_sampled": [10, 20, 50, 100],
+    "user_max_norm": [None, 1.0, 1.25, 1.5, 2.0],
 }
 
 
@@ -82,11 +86,13 @@ def check_grid(grid: Any, source: Optional[str] = None) -> Dict[str, List[Any]]:
             raise InputError(f"{name!r} has an empty list of values", path=source)
         kind = TUNABLE[name]
         for v in values:
+            if v is None and name in NULLABLE:
+                continue
             ok = isinstance(v, bool) if kind is bool else (
                 isinstance(v, (int, float)) and not isinstance(v, bool) if kind is not str else isinstance(v, str))
             if not ok or (kind is int and float(v) != int(v)):
                 raise InputError(f"{name!r}: {v!r} is not a valid {kind.__name__}", path=source)
-        out[name] = [kind(v) if kind is not bool else v for v in values]
+        out[name] = [v if kind is bool or v is None else kind(v) for v in values]
     return out
 
 

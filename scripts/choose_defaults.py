@@ -7,7 +7,13 @@ measure precision@10 on the held-out part. A setting's score on a dataset is its
 relative to the best setting there; defaults should be good everywhere, so settings are
 ranked by their *worst* relative score across datasets. Not a test: run by hand.
 
-Prints a table and writes ``bench-out/choose_defaults.json``.
+Two studies, each varying its own parameters around the other defaults:
+
+- ``rate``: learning rate x max_sampled;
+- ``norm``: the user norm limit x early-stopping patience (a limit makes the validation
+  curve rise more slowly, so patience is chosen with it).
+
+Prints a table and writes ``bench-out/choose_defaults-STUDY.json``.
 """
 from __future__ import annotations
 
@@ -41,12 +47,19 @@ def datasets():
     yield "synth-sparse", Interactions.from_dataframe(ratings).matrix
 
 
+STUDIES = {
+    "rate": {"learning_rate": [0.02, 0.03, 0.05], "max_sampled": [10, 50, 100]},
+    "norm": {"user_max_norm": [None, 1.0, 1.25, 1.5, 2.0], "patience": [5, 10, 15]},
+}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--study", choices=sorted(STUDIES), default="norm")
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench-out"))
     args = ap.parse_args()
-    grid = {"learning_rate": [0.02, 0.03, 0.05], "max_sampled": [10, 50, 100]}
+    grid = STUDIES[args.study]
     settings = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     rows = []
     for name, X in datasets():
@@ -63,6 +76,7 @@ def main():
                   f"epochs {[r['epochs'] for r in last]}", flush=True)
     table = pd.DataFrame(rows)
     keys = list(grid)
+    table[keys] = table[keys].astype(object).where(table[keys].notna(), "none")  # groupby drops NaN keys
     mean = table.groupby(["dataset"] + keys)["precision@10"].mean().reset_index()
     mean["relative"] = mean["precision@10"] / mean.groupby("dataset")["precision@10"].transform("max")
     wide = mean.pivot_table(index=keys, columns="dataset", values="relative")
@@ -70,9 +84,15 @@ def main():
     wide = wide.sort_values("worst", ascending=False)
     print("\nprecision@10 relative to the best setting per dataset (sorted by the worst dataset):")
     print(wide.to_string(float_format=lambda v: f"{v:.3f}"))
+    absolute = mean.pivot_table(index=keys, columns="dataset", values="precision@10").loc[wide.index]
+    print("\nprecision@10 (mean over seeds):")
+    print(absolute.to_string(float_format=lambda v: f"{v:.4f}"))
+    cost = table.groupby(keys + ["dataset"])["seconds"].mean().unstack().loc[wide.index]
+    print("\nfit seconds (early stopping and refit included):")
+    print(cost.to_string(float_format=lambda v: f"{v:.1f}"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "choose_defaults.json").write_text(json.dumps({"runs": rows}, indent=1, default=float))
+    (out / f"choose_defaults-{args.study}.json").write_text(json.dumps({"runs": rows}, indent=1, default=float))
 
 
 if __name__ == "__main__":

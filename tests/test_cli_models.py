@@ -69,6 +69,17 @@ def test_params_file_and_explicit_options(train_file, tmp_path):
     assert model.factors == 6 and model.learning_rate == 0.03
 
 
+def test_norm_limit_options_and_zero_for_none(train_file, tmp_path):
+    out = tmp_path / "m.npz"
+    assert run("train", train_file, "-o", out, "--epochs", "2", "--factors", "4",
+               "--user-max-norm", "0.2", "--item-max-norm", "0", "-q").exit_code == 0
+    model = load(out)
+    assert model.user_max_norm == 0.2 and model.item_max_norm is None
+    assert np.linalg.norm(model.user_factors, axis=1).max() <= 0.2 * (1 + 1e-5)
+    result = run("train", train_file, "-o", out, "--user-max-norm", "-1")
+    assert result.exit_code == 2 and "-1" in result.output
+
+
 def test_recommend_for_listed_users_and_csv(train_file, tmp_path):
     model = tmp_path / "m.npz"
     run("train", train_file, "-o", model, "--model", "popularity", "-q")

@@ -101,3 +101,13 @@ def test_hybrid_fold_in_keeps_features_and_adds_identity():
     assert model._uw[u].nnz == 2  # its group feature (kept from fit) and its new identity
     items, _ = model.recommend([u], k=10)
     assert np.mean([int(i[1:]) % 3 == 0 for i in model.item_ids[items[0]]]) > 0.8
+
+
+def test_folded_in_users_respect_the_user_norm_limit(held_out):
+    fit, train, test, user_ids, item_ids, kept, held = held_out
+    model = WARP(factors=8, epochs=3, user_max_norm=0.3, random_state=0).fit(fit)
+    model.fold_in(frame(train, held, user_ids, item_ids), epochs=20)
+    assert np.linalg.norm(model.user_factors_, axis=1).max() <= 0.3 * (1 + 1e-5)
+    model.set_params(user_max_norm=None)
+    model.fold_in(frame(train, held, user_ids, item_ids), epochs=20)
+    assert np.linalg.norm(model.user_factors_[model.user_indices(user_ids[held])], axis=1).max() > 0.3

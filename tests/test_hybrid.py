@@ -255,3 +255,12 @@ def test_save_load_round_trip_with_features_new_ids_and_fold_in(world, tmp_path)
     np.testing.assert_allclose(c.score_users(users_idx[:5]), b.score_users(users_idx[:5]), rtol=1e-6)
     with np.load(path, allow_pickle=False) as archive:  # plain arrays only, no pickle
         assert archive["arr_item_feature_names"].dtype.kind == "U"
+
+
+def test_norm_limits_hold_for_every_embedding_row(world):
+    # item features send item steps down the general (non-identity) path as well
+    train, _, features, _ = world
+    model = HybridWARP(factors=8, epochs=3, user_max_norm=0.4, item_max_norm=0.6, random_state=0)
+    model.fit(train, item_features=features)
+    assert np.linalg.norm(model.user_embeddings_, axis=1).max() <= 0.4 * (1 + 1e-5)
+    assert np.linalg.norm(model.item_embeddings_, axis=1).max() <= 0.6 * (1 + 1e-5)

@@ -30,6 +30,14 @@ def test_random_points_are_reproducible_and_in_range():
         assert p["user_reg"] == 0 or 1e-7 <= p["user_reg"] <= 1e-3
 
 
+def test_norm_limits_may_be_null_in_grids():
+    grid = check_grid({"user_max_norm": [None, 1, 1.5], "item_max_norm": 2})
+    assert grid == {"user_max_norm": [None, 1.0, 1.5], "item_max_norm": [2.0]}
+    with pytest.raises(InputError, match="not a valid float"):
+        check_grid({"learning_rate": [None]})
+    assert {p["user_max_norm"] for p in random_points(40, seed=0)} <= {None, 1.0, 1.25, 1.5, 2.0}
+
+
 def test_bad_grids_are_one_line_errors(tmp_path):
     bad = tmp_path / "grid.json"
     bad.write_text('{"factors": [8,\n 16')

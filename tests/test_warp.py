@@ -103,6 +103,39 @@ def test_one_step_matches_hand_computed_adagrad_update(d):
     np.testing.assert_allclose(GP[0], 1 + gu ** 2, rtol=1e-5)
 
 
+def test_norm_limit_scales_a_row_back_after_its_step():
+    # same step as above, then the user row is projected back onto ||p|| <= 0.05
+    d, lr = 8, 0.1
+    P, Q, b, GP, GQ, Gb = kernel_state(1, 3, d, seed=3)
+    b[:] = [-5.0, 0.0, 0.0]
+    free = [a.copy() for a in (P, Q, b, GP, GQ, Gb)]
+    csr = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, 3))
+    run_shard(*free, csr, [0], learning_rate=lr)
+    run_shard(P, Q, b, GP, GQ, Gb, csr, [0], learning_rate=lr, user_max_norm=0.05)
+    assert np.linalg.norm(free[0][0]) > 0.05
+    np.testing.assert_allclose(P[0], free[0][0] * 0.05 / np.linalg.norm(free[0][0]), rtol=1e-5)
+    np.testing.assert_array_equal(Q, free[1])  # items: no limit asked
+    run_shard(P, Q, b, GP, GQ, Gb, csr, [0], learning_rate=lr, item_max_norm=0.01)
+    assert np.linalg.norm(Q[0]) == pytest.approx(0.01, rel=1e-5)
+
+
+def test_fitted_vectors_respect_the_norm_limits(planted):
+    train, _ = planted
+    model = WARP(factors=8, epochs=5, user_max_norm=0.5, item_max_norm=0.8, random_state=0).fit(train)
+    assert np.linalg.norm(model.user_factors, axis=1).max() <= 0.5 * (1 + 1e-5)
+    assert np.linalg.norm(model.item_factors, axis=1).max() <= 0.8 * (1 + 1e-5)
+    free = WARP(factors=8, epochs=5, user_max_norm=None, random_state=0).fit(train)
+    assert np.linalg.norm(free.user_factors, axis=1).max() > 0.5  # so the limit did something
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan")])
+def test_norm_limit_must_be_positive(planted, value):
+    from mrec_warp import InputError
+
+    with pytest.raises(InputError, match="max_norm"):
+        WARP(user_max_norm=value).fit(planted[0])
+
+
 def test_negatives_are_never_the_users_positives():
     # user 0 has items 0..8; item 9 is its only negative, so only item 9 may move as a negative
     n_items = 10

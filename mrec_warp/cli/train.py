@@ -20,6 +20,7 @@ _WARP_OPTIONS = {
     "factors": "factors", "loss": "loss", "learning_rate": "learning_rate",
     "learning_schedule": "learning_schedule", "user_reg": "user_reg", "item_reg": "item_reg",
     "max_sampled": "max_sampled", "item_bias": "item_bias", "epochs": "epochs",
+    "user_max_norm": "user_max_norm", "item_max_norm": "item_max_norm",
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
@@ -77,6 +78,9 @@ Examples:
 @click.option("--user-reg", type=float, help="L2 penalty on user vectors [0].")
 @click.option("--item-reg", type=float, help="L2 penalty on item vectors [0].")
 @click.option("--max-sampled", type=int, help="Most negatives compared per positive [50].")
+@click.option("--user-max-norm", type=click.FloatRange(min=0),
+              help="Longest a user vector may grow; 0 = no limit [1.25].")
+@click.option("--item-max-norm", type=click.FloatRange(min=0), help="Longest an item vector may grow; 0 = no limit [0].")
 @click.option("--item-bias/--no-item-bias", default=None, help="Learn item biases [on].")
 @click.option("--epochs", type=int, help="Train exactly N epochs, no early stopping.")
 @click.option("--max-epochs", type=int, help="Upper bound for early stopping [200].")
@@ -120,6 +124,9 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     params = dict(load_params(params_file))
     feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
+    for name in ("user_max_norm", "item_max_norm"):
+        if params.get(name) == 0:  # the options' spelling of "no limit"
+            params[name] = None
     if "random_state" in model._param_names():
         params.update(random_state=seed, n_jobs=n_jobs)
     try:

@@ -35,6 +35,7 @@ from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
     rng_below, dot, prefetch_row, pick_negative, Candidates, candidates_init, pair_step, adagrad_axpy,
+    clip_norm,
 )
 
 cnp.import_array()
@@ -151,8 +152,9 @@ cdef inline const float* representation(const Side* side, int64_t r, Py_ssize_t 
 
 
 cdef inline void distribute(Side* side, int64_t r, const float* grad, float reg, float* tmp,
-                            Py_ssize_t d, float lr, bint adagrad) noexcept nogil:
-    """Step every feature row of row ``r`` on its share ``w_f * grad`` plus ``reg * E_f``."""
+                            Py_ssize_t d, float lr, bint adagrad, float max_norm) noexcept nogil:
+    """Step every feature row of row ``r`` on its share ``w_f * grad`` plus ``reg * E_f``,
+    then hold it within ``max_norm`` (0: no limit)."""
     cdef int64_t k, col
     cdef Py_ssize_t c
     cdef float w
@@ -164,6 +166,7 @@ cdef inline void distribute(Side* side, int64_t r, const float* grad, float reg,
         for c in range(d):
             tmp[c] = w * grad[c] + reg * row[c]
         adagrad_axpy(row, side.accum + col * d, tmp, d, lr, adagrad)
+        clip_norm(row, d, max_norm)
 
 
 cdef inline void bias_step(float* b, float* acc, float grad, float lr, bint adagrad) noexcept nogil:
@@ -227,6 +230,8 @@ def fit_shard(
     bint adagrad=True,
     bint use_bias=True,
     Py_ssize_t n_item_content=0,
+    float user_max_norm=0.0,
+    float item_max_norm=0.0,
 ):
     """Visit the positives ``order[start:stop]`` once each (see ``_warp.fit_shard``).
 
@@ -238,6 +243,8 @@ def fit_shard(
     the users x items positives. Arrays are updated in place.
     ``if_bias_data`` (same sparsity as ``if_data``, or empty for "the same weights")
     weights the item feature biases: ``b_i = sum_g bias_w_ig c_g``.
+    Every embedding row a step touches is then held within ``user_max_norm`` (user
+    features) or ``item_max_norm`` (item features); 0 means no limit.
 
     Returns
     -------
@@ -353,6 +360,10 @@ def fit_shard(
                     pair_step(users.emb + ucol * d, items.emb + icol * d, items.emb + jcol * d,
                               users.accum + ucol * d, items.accum + icol * d, items.accum + jcol * d,
                               d, weight, learning_rate, user_reg, item_reg, adagrad)
+                    clip_norm(users.emb + ucol * d, d, user_max_norm)
+                    if item_max_norm > 0:
+                        clip_norm(items.emb + icol * d, d, item_max_norm)
+                        clip_norm(items.emb + jcol * d, d, item_max_norm)
                     if use_bias:
                         bias_step(&bias_ptr[icol], &bias_accum[icol], -weight, learning_rate, adagrad)
                         bias_step(&bias_ptr[jcol], &bias_accum[jcol], weight, learning_rate, adagrad)
@@ -364,9 +375,9 @@ def fit_shard(
                     gp[c] = weight * (qj[c] - qi[c])
                     gi[c] = -weight * pu[c]
                     gj[c] = weight * pu[c]
-                distribute(&users, u, gp, user_reg, tmp, d, learning_rate, adagrad)
-                distribute(&items, i, gi, item_reg, tmp, d, learning_rate, adagrad)
-                distribute(&items, j, gj, item_reg, tmp, d, learning_rate, adagrad)
+                distribute(&users, u, gp, user_reg, tmp, d, learning_rate, adagrad, user_max_norm)
+                distribute(&items, i, gi, item_reg, tmp, d, learning_rate, adagrad, item_max_norm)
+                distribute(&items, j, gj, item_reg, tmp, d, learning_rate, adagrad, item_max_norm)
                 if use_bias:
                     bias_distribute(&items, i, bias_ptr, &bias_accum[0], -weight, learning_rate, adagrad)
                     bias_distribute(&items, j, bias_ptr, &bias_accum[0], weight, learning_rate, adagrad)
@@ -419,8 +430,10 @@ def fold_in_shard(
     float user_reg=0.0,
     bint adagrad=True,
     bint use_bias=True,
+    float user_max_norm=0.0,
 ):
-    """WARP (or BPR) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``.
+    """WARP (or BPR) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``,
+    each row held within ``user_max_norm`` as in training (0: no limit).
 
     Items (``item_factors``, ``item_bias``) are read, never written. An empty ``offset``
     (0 rows) means zero and an empty ``scale`` means 1 (plain WARP). ``indptr`` /
@@ -504,6 +517,7 @@ def fold_in_shard(
                 for c in range(d):
                     grad[c] = su * weight * (qj[c] - qi[c]) + user_reg * eu[c]
                 adagrad_axpy(eu, &accum[u, 0], grad, d, learning_rate, adagrad)
+                clip_norm(eu, d, user_max_norm)
     finally:
         free(buf)
     return n_updates, total_weight, total_loss, n_compared

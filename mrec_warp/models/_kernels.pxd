@@ -73,6 +73,20 @@ cdef inline void prefetch_row(const float* row, Py_ssize_t d) noexcept nogil:
         c += 16  # one 64-byte cache line of float32
 
 
+cdef inline void clip_norm(float* row, Py_ssize_t d, float max_norm) noexcept nogil:
+    """Scale ``row`` back onto the ball ``||row|| <= max_norm`` if a step took it outside
+    (the norm constraint of WSABIE, Weston et al. 2010); ``max_norm <= 0`` means no limit."""
+    cdef float n2, f
+    cdef Py_ssize_t c
+    if max_norm <= 0:
+        return
+    n2 = dot(row, row, d)
+    if n2 > max_norm * max_norm:
+        f = max_norm / sqrtf(n2)
+        for c in range(d):
+            row[c] *= f
+
+
 cdef inline bint is_positive(const int32_t* row, int64_t n, int64_t item) noexcept nogil:
     """Is ``item`` in the sorted CSR row? Branch-free binary search: the comparisons are
     unpredictable, so conditional moves beat branches (this runs for every draw)."""

@@ -18,7 +18,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.math cimport sqrtf
 
 from mrec_warp.models._kernels cimport (
-    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive,
+    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive, clip_norm,
 )
 
 cnp.import_array()
@@ -127,12 +127,16 @@ def fit_shard(
     float item_reg=0.0,
     bint adagrad=True,
     bint use_bias=True,
+    float user_max_norm=0.0,
+    float item_max_norm=0.0,
 ):
     """Visit the positives ``order[start:stop]`` (indices into the CSR arrays) once each.
 
     ``indices[p]`` is the item and ``pos_users[p]`` the user of positive number ``p``.
     Factor, bias and accumulator arrays are updated in place. ``loss`` is 0 for WARP, 1 for
-    BPR (one negative per positive, logistic loss).
+    BPR (one negative per positive, logistic loss). After each step, a user row longer than
+    ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that length; 0 means
+    no limit.
 
     Returns
     -------
@@ -214,6 +218,10 @@ def fit_shard(
             n_updates += 1
             pair_step(pu, qi, &item_factors[j, 0], &user_accum[u, 0], &item_accum[i, 0],
                       &item_accum[j, 0], d, weight, learning_rate, user_reg, item_reg, adagrad)
+            clip_norm(pu, d, user_max_norm)
+            if item_max_norm > 0:
+                clip_norm(qi, d, item_max_norm)
+                clip_norm(&item_factors[j, 0], d, item_max_norm)
             if use_bias:
                 bias_step(&bias_ptr[i], &bias_accum[i], -weight, learning_rate, adagrad)
                 bias_step(&bias_ptr[j], &bias_accum[j], weight, learning_rate, adagrad)

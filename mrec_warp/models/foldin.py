@@ -117,7 +117,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     accum = np.ones_like(rows)
-    from .warp import LOSSES, _TrainingData
+    from .warp import LOSSES, _TrainingData, _limit
 
     data = _TrainingData(pos)
     seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
@@ -134,6 +134,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
             loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
             user_reg=float(model.user_reg), adagrad=model.learning_schedule == "adagrad", use_bias=bool(model.item_bias),
+            user_max_norm=_limit(model.user_max_norm),
         )
     if not np.isfinite(rows).all():
         raise InputError("fold-in diverged: user vectors are no longer finite",

@@ -132,10 +132,10 @@ class HybridWARP(WARP):
         Scale each id's feature weights, identity included, to unit Euclidean length
         (default); see :mod:`mrec_warp.data.features` for the rule and why.
     factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
-item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
+user_max_norm, item_max_norm, item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
 validation_users, refit, init_scale, n_jobs, random_state, verbose
-        As for :class:`WARP`; ``user_reg`` / ``item_reg`` apply to every feature embedding
-        a step touches and ``item_bias`` learns one bias per item feature.
+        As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
+        every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """
 
     def __init__(
@@ -148,6 +148,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         user_reg: float = 0.0,
         item_reg: float = 0.0,
         max_sampled: int = 50,
+        user_max_norm: Optional[float] = None,
+        item_max_norm: Optional[float] = None,
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
@@ -167,7 +169,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
     ) -> None:
         super().__init__(
             factors=factors, loss=loss, learning_rate=learning_rate, learning_schedule=learning_schedule,
-            decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled, item_bias=item_bias,
+            decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled,
+            user_max_norm=user_max_norm, item_max_norm=item_max_norm, item_bias=item_bias,
             epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
             validation_fraction=validation_fraction, validation_users=validation_users, refit=refit,
             init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
