@@ -84,7 +84,7 @@ Examples:
 @click.option("--item-bias/--no-item-bias", default=None, help="Learn item biases [on].")
 @click.option("--epochs", type=int, help="Train exactly N epochs, no early stopping.")
 @click.option("--max-epochs", type=int, help="Upper bound for early stopping [200].")
-@click.option("--patience", type=int, help="Evaluations without improvement before stopping [5].")
+@click.option("--patience", type=int, help="Evaluations without improvement before stopping [10].")
 @click.option("--eval-every", type=int, help="Epochs between validation evaluations [1].")
 @click.option("--validation-fraction", type=float, help="Share of each user's items held out for early stopping [0.1].")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),

@@ -39,8 +39,9 @@ grid's values; with --random alone, from a default space.
               help="Cut-off of the validation precision (trials are sorted by it).")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=100, show_default=True,
               help="Most epochs a trial may train (early stopping picks the count).")
-@click.option("--patience", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Evaluations without improvement before a trial stops.")
+@click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Evaluations without improvement before a trial stops (as in train: a "
+                   "shorter one favours settings that peak early, such as no norm limit).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the split, sampling and models.")

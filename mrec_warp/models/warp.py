@@ -53,10 +53,10 @@ class WARP(Recommender):
         Most negatives compared per positive before giving up (no update).
     user_max_norm, item_max_norm : float or None
         Longest a user (item) vector may grow: after every step a longer one is scaled
-        back to this length, the norm constraint of Weston et al.'s WSABIE. The margin of
-        the hinge is 1, so the limit bounds how confident a user's scores can get; capping
-        users (not items) is what helped on every dataset we tried (see the README).
-        ``None`` means no limit.
+        back to this length, the norm constraint WSABIE (Weston et al., 2011) regularises
+        with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
+        can spread. Users default to 1.25, items to no limit (``None``): that was best on
+        every dataset of the defaults study (see the README).
     item_bias : bool
         Learn an item bias ``b_i``.
     epochs : int or None
@@ -94,12 +94,12 @@ class WARP(Recommender):
         user_reg: float = 0.0,
         item_reg: float = 0.0,
         max_sampled: int = 50,
-        user_max_norm: Optional[float] = None,
+        user_max_norm: Optional[float] = 1.25,
         item_max_norm: Optional[float] = None,
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
-        patience: int = 5,
+        patience: int = 10,
         eval_every: int = 1,
         eval_k: int = 10,
         validation_fraction: float = 0.1,
