@@ -275,7 +275,8 @@ def test_params_follow_scikit_learn_conventions():
 
 
 def test_ml100k_precision_floor(ml100k_dir):
-    # rating >= 4, per-user 80/20 split with seed 42; a regression guard well under the 0.22 target
+    # rating >= 4, per-user 80/20 split with seed 42; a regression guard under the 0.22 target
+    # (this split and seed give 0.228; without the norm limit, 0.223)
     from mrec_warp.data.interactions import Interactions
     from mrec_warp.data.io import read_ratings
     from mrec_warp.models.validation import holdout_split
@@ -284,7 +285,7 @@ def test_ml100k_precision_floor(ml100k_dir):
     inter = Interactions.from_dataframe(df[df.value >= 4])
     train, test = holdout_split(inter.matrix, 0.2, np.random.default_rng(42))
     model = WARP(random_state=0).fit(train)
-    assert precision_at_k(model.score_users, model.n_items, train, test, 10) > 0.18
+    assert precision_at_k(model.score_users, model.n_items, train, test, 10) > 0.20
 
 
 def test_partial_fit_continues_a_loaded_model(planted, tmp_path):
