@@ -34,7 +34,7 @@ from .progress import SILENT, Progress
 TUNABLE = {
     "factors": int, "learning_rate": float, "user_reg": float, "item_reg": float, "max_sampled": int,
     "loss": str, "learning_schedule": str, "item_bias": bool,
-    "user_max_norm": float, "item_max_norm": float,
+    "user_max_norm": float, "item_max_norm": float, "kos_k": int, "kos_n": int,
 }
 #: Parameters whose value may also be ``null`` (None): no limit.
 NULLABLE = {"user_max_norm", "item_max_norm"}

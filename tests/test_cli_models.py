@@ -80,6 +80,17 @@ def test_norm_limit_options_and_zero_for_none(train_file, tmp_path):
     assert result.exit_code == 2 and "-1" in result.output
 
 
+def test_warp_kos_from_the_command_line(train_file, tmp_path):
+    out = tmp_path / "m.npz"
+    assert run("train", train_file, "-o", out, "--epochs", "2", "--factors", "4", "--loss", "warp-kos",
+               "--kos-k", "2", "--kos-n", "4", "-q").exit_code == 0
+    model = load(out)
+    assert (model.loss, model.kos_k, model.kos_n) == ("warp-kos", 2, 4)
+    one_line_error(run("train", train_file, "-o", tmp_path / "bad.npz", "--loss", "warp-kos", "--kos-k", "11"),
+                   "kos_k")
+    assert not (tmp_path / "bad.npz").exists()
+
+
 def test_recommend_for_listed_users_and_csv(train_file, tmp_path):
     model = tmp_path / "m.npz"
     run("train", train_file, "-o", model, "--model", "popularity", "-q")

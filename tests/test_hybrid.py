@@ -264,3 +264,20 @@ def test_norm_limits_hold_for_every_embedding_row(world):
     model.fit(train, item_features=features)
     assert np.linalg.norm(model.user_embeddings_, axis=1).max() <= 0.4 * (1 + 1e-5)
     assert np.linalg.norm(model.item_embeddings_, axis=1).max() <= 0.6 * (1 + 1e-5)
+
+
+def test_warp_kos_with_features_and_fold_in(world):
+    from mrec_warp.models import Popularity
+    from mrec_warp.models.validation import holdout_split
+
+    train, _, features, _ = world
+    fit, held = holdout_split(train.matrix, 0.2, np.random.default_rng(0))
+    fit_i = Interactions(fit, train.user_ids, train.item_ids)
+    model = HybridWARP(loss="warp-kos", epochs=10, random_state=0).fit(fit_i, item_features=features)
+    pop = Popularity().fit(fit_i)
+    p_model = precision_at_k(model.score_users, model.n_items, fit, held)
+    assert p_model > 1.3 * precision_at_k(pop.score_users, pop.n_items, fit, held), p_model
+    history = pd.DataFrame({"user": ["newcomer"] * 3, "item": list(train.item_ids[:3])})
+    model.fold_in(history)
+    assert model.user_indices(["newcomer"])[0] == train.n_users
+    assert np.isfinite(model.user_factors_).all()

@@ -136,6 +136,28 @@ def test_norm_limit_must_be_positive(planted, value):
         WARP(user_max_norm=value).fit(planted[0])
 
 
+@pytest.mark.parametrize("kos_k, moved", [(1, 0), (64, 2)])
+def test_warp_kos_steps_on_the_kth_best_sampled_positive(kos_k, moved):
+    # positives 0, 1, 2 score 2, 0, -2 (biases); every negative scores 5, so any step updates
+    P, Q, b, GP, GQ, Gb = kernel_state(1, 6, 4)
+    b[:] = [2.0, 0.0, -2.0, 5.0, 5.0, 5.0]
+    Q0 = Q.copy()
+    csr = sp.csr_matrix((np.ones(3), ([0, 0, 0], [0, 1, 2])), shape=(1, 6))
+    run_shard(P, Q, b, GP, GQ, Gb, csr, [1], loss=2, kos_n=64, kos_k=kos_k)
+    changed = [i for i in range(3) if not np.array_equal(Q[i], Q0[i])]
+    assert changed == [moved]  # 64 draws from 3 positives include the best and the worst
+
+
+def test_warp_kos_learns(planted):
+    train, test = planted
+    model = WARP(factors=16, epochs=10, loss="warp-kos", random_state=0).fit(train)
+    pop = Popularity().fit(train)
+    p_model = precision_at_k(model.score_users, model.n_items, train, test, 10)
+    assert p_model > 1.5 * precision_at_k(pop.score_users, pop.n_items, train, test, 10)
+    with pytest.raises(Exception, match="kos_k"):
+        WARP(loss="warp-kos", kos_k=11, kos_n=10).fit(train)
+
+
 def test_negatives_are_never_the_users_positives():
     # user 0 has items 0..8; item 9 is its only negative, so only item 9 may move as a negative
     n_items = 10

@@ -20,7 +20,7 @@ _WARP_OPTIONS = {
     "factors": "factors", "loss": "loss", "learning_rate": "learning_rate",
     "learning_schedule": "learning_schedule", "user_reg": "user_reg", "item_reg": "item_reg",
     "max_sampled": "max_sampled", "item_bias": "item_bias", "epochs": "epochs",
-    "user_max_norm": "user_max_norm", "item_max_norm": "item_max_norm",
+    "user_max_norm": "user_max_norm", "item_max_norm": "item_max_norm", "kos_k": "kos_k", "kos_n": "kos_n",
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
@@ -72,7 +72,9 @@ Examples:
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
-@click.option("--loss", type=click.Choice(["warp", "bpr"]), help="Ranking loss [warp].")
+@click.option("--loss", type=click.Choice(["warp", "bpr", "warp-kos"]), help="Ranking loss [warp].")
+@click.option("--kos-k", type=int, help="warp-kos: step on the k-th best of the sampled positives [5].")
+@click.option("--kos-n", type=int, help="warp-kos: positives sampled per step, at most 64 [10].")
 @click.option("--learning-rate", type=float, help="Base step size [warp: 0.02; hybrid: 0.05 with features, else 0.02].")
 @click.option("--learning-schedule", type=click.Choice(["adagrad", "sgd"]), help="Step rule [adagrad].")
 @click.option("--user-reg", type=float, help="L2 penalty on user vectors [0].")

@@ -22,9 +22,9 @@ Examples:
 A grid file is a JSON object of parameter -> list of values, e.g.
   {"factors": [32, 64], "learning_rate": [0.02, 0.05], "max_sampled": [20, 50]}
 Tunable: factors, learning_rate, user_reg, item_reg, max_sampled, user_max_norm and
-item_max_norm (null: no limit); also loss, learning_schedule, item_bias. With --random N
-and --grid, N points are drawn from the grid's values; with --random alone, from a
-default space.
+item_max_norm (null: no limit); also loss, kos_k, kos_n, learning_schedule, item_bias.
+With --random N and --grid, N points are drawn from the grid's values; with --random
+alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")

@@ -35,7 +35,7 @@ from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
     rng_below, dot, prefetch_row, pick_negative, Candidates, candidates_init, pair_step, adagrad_axpy,
-    clip_norm,
+    clip_norm, kos_positive, LOSS_WARP_KOS,
 )
 
 cnp.import_array()
@@ -232,6 +232,8 @@ def fit_shard(
     Py_ssize_t n_item_content=0,
     float user_max_norm=0.0,
     float item_max_norm=0.0,
+    int kos_n=10,
+    int kos_k=5,
 ):
     """Visit the positives ``order[start:stop]`` once each (see ``_warp.fit_shard``).
 
@@ -342,7 +344,10 @@ def fit_shard(
                 pu = representation(&users, u, d, pu_buf)
                 ctx.user = pu
                 ctx.now = t  # a new user representation: forget the memoised scores
-                f_pos = hybrid_score(&ctx, i)
+                if loss == LOSS_WARP_KOS:
+                    i = kos_positive(&ctx, hybrid_score, row, row_len, kos_n, kos_k, s, &f_pos)
+                else:
+                    f_pos = hybrid_score(&ctx, i)
 
                 j = pick_negative(loss, &ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
                                   max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
@@ -431,6 +436,8 @@ def fold_in_shard(
     bint adagrad=True,
     bint use_bias=True,
     float user_max_norm=0.0,
+    int kos_n=10,
+    int kos_k=5,
 ):
     """WARP (or BPR) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``,
     each row held within ``user_max_norm`` as in training (0: no limit).
@@ -504,7 +511,10 @@ def fold_in_shard(
                 else:
                     pu = eu
                 ctx.user = pu
-                f_pos = fixed_score(&ctx, i)
+                if loss == LOSS_WARP_KOS:
+                    i = kos_positive(&ctx, fixed_score, row, row_len, kos_n, kos_k, s, &f_pos)
+                else:
+                    f_pos = fixed_score(&ctx, i)
                 j = pick_negative(loss, &ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
                                   max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
                                   &n_compared)

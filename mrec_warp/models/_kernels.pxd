@@ -217,6 +217,8 @@ ctypedef void (*prefetch_fn)(void* ctx, int64_t j) noexcept nogil
 cdef enum:
     LOSS_WARP = 0
     LOSS_BPR = 1
+    LOSS_WARP_KOS = 2
+    KOS_MAX_N = 64  # most positives a k-OS step compares (they live on the stack)
 
 
 # Candidates are drawn this many draws before they are scored (draws do not depend on
@@ -289,6 +291,35 @@ cdef inline int64_t bpr_sample(
     return -1
 
 
+cdef inline int64_t kos_positive(
+    void* ctx, score_fn score, const int32_t* row, int64_t row_len, int kos_n, int kos_k,
+    uint64_t* s, float* f_pos,
+) noexcept nogil:
+    """WARP-kOS (Weston, Yee & Weiss 2013): draw ``kos_n`` of the user's positives uniformly
+    with replacement, score them, and return the ``kos_k``-th best (1 = the best) with its
+    score in ``f_pos``. A small k steps on positives the model already ranks high, which
+    sharpens the top of the list; k = n on the worst of the sample."""
+    cdef int64_t items[KOS_MAX_N]
+    cdef float scores[KOS_MAX_N]
+    cdef int n = kos_n if kos_n < KOS_MAX_N else KOS_MAX_N
+    cdef int k = kos_k if kos_k < n else n
+    cdef int a, b
+    cdef int64_t item
+    cdef float f
+    for a in range(n):  # insertion sort, best first: n is small
+        item = row[rng_below(s, row_len)]
+        f = score(ctx, item)
+        b = a
+        while b > 0 and scores[b - 1] < f:
+            scores[b] = scores[b - 1]
+            items[b] = items[b - 1]
+            b -= 1
+        scores[b] = f
+        items[b] = item
+    f_pos[0] = scores[k - 1]
+    return items[k - 1]
+
+
 cdef inline int64_t pick_negative(
     int loss, void* ctx, score_fn score, prefetch_fn prefetch, float f_pos,
     const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
@@ -298,7 +329,8 @@ cdef inline int64_t pick_negative(
     """The negative to step against for a positive scored ``f_pos`` (-1: no update), and
     the step's weight, for every kernel of the family.
 
-    WARP: the first margin violator, weighted by ``L(floor(n_neg / N))``; the loss adds
+    WARP (and WARP-kOS, whose positive was chosen by ``kos_positive``): the first margin
+    violator, weighted by ``L(floor(n_neg / N))``; the loss adds
     ``L * (1 + f(u,j) - f(u,i))``. BPR: one negative, weighted by ``sigmoid(f(u,j) - f(u,i))``
     (the gradient of the logistic loss ``log(1 + exp(f(u,j) - f(u,i)))``, which the loss adds).
     """

@@ -19,6 +19,7 @@ from libc.math cimport sqrtf
 
 from mrec_warp.models._kernels cimport (
     rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive, clip_norm,
+    kos_positive, LOSS_WARP_KOS,
 )
 
 cnp.import_array()
@@ -129,12 +130,16 @@ def fit_shard(
     bint use_bias=True,
     float user_max_norm=0.0,
     float item_max_norm=0.0,
+    int kos_n=10,
+    int kos_k=5,
 ):
     """Visit the positives ``order[start:stop]`` (indices into the CSR arrays) once each.
 
     ``indices[p]`` is the item and ``pos_users[p]`` the user of positive number ``p``.
     Factor, bias and accumulator arrays are updated in place. ``loss`` is 0 for WARP, 1 for
-    BPR (one negative per positive, logistic loss). After each step, a user row longer than
+    BPR (one negative per positive, logistic loss), 2 for WARP-kOS: the step is for the
+    positive's user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at random
+    (so users still weigh by their number of positives, as in WARP). After each step, a user row longer than
     ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that length; 0 means
     no limit.
 
@@ -206,7 +211,11 @@ def fit_shard(
             pu = &user_factors[u, 0]
             qi = &item_factors[i, 0]
             ctx.user = pu
-            f_pos = mf_score(&ctx, i)
+            if loss == LOSS_WARP_KOS:
+                i = kos_positive(&ctx, mf_score, row, row_len, kos_n, kos_k, s, &f_pos)
+                qi = &item_factors[i, 0]
+            else:
+                f_pos = mf_score(&ctx, i)
 
             j = pick_negative(loss, &ctx, mf_score, mf_prefetch, f_pos, row, row_len, n_items,
                               max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,

@@ -134,7 +134,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
             loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
             user_reg=float(model.user_reg), adagrad=model.learning_schedule == "adagrad", use_bias=bool(model.item_bias),
-            user_max_norm=_limit(model.user_max_norm),
+            user_max_norm=_limit(model.user_max_norm), kos_n=int(model.kos_n), kos_k=int(model.kos_k),
         )
     if not np.isfinite(rows).all():
         raise InputError("fold-in diverged: user vectors are no longer finite",

@@ -132,7 +132,7 @@ class HybridWARP(WARP):
         Scale each id's feature weights, identity included, to unit Euclidean length
         (default); see :mod:`mrec_warp.data.features` for the rule and why.
     factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
-user_max_norm, item_max_norm, item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
+user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
 validation_users, refit, init_scale, n_jobs, random_state, verbose
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
@@ -150,6 +150,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         max_sampled: int = 50,
         user_max_norm: Optional[float] = 1.25,
         item_max_norm: Optional[float] = None,
+        kos_k: int = 5,
+        kos_n: int = 10,
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
@@ -170,7 +172,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         super().__init__(
             factors=factors, loss=loss, learning_rate=learning_rate, learning_schedule=learning_schedule,
             decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled,
-            user_max_norm=user_max_norm, item_max_norm=item_max_norm, item_bias=item_bias,
+            user_max_norm=user_max_norm, item_max_norm=item_max_norm, kos_k=kos_k, kos_n=kos_n, item_bias=item_bias,
             epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
             validation_fraction=validation_fraction, validation_users=validation_users, refit=refit,
             init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,

@@ -17,7 +17,9 @@ from . import _warp
 from .base import Recommender
 from .validation import holdout_split, precision_at_k
 
-LOSSES = {"warp": 0, "bpr": 1}
+LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
+#: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
+KOS_MAX_N = 64
 SCHEDULES = ("adagrad", "sgd")
 
 #: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
@@ -38,8 +40,10 @@ class WARP(Recommender):
     ----------
     factors : int
         Latent dimensions.
-    loss : {"warp", "bpr"}
-        WARP, or Bayesian personalised ranking (one negative per positive) for comparison.
+    loss : {"warp", "bpr", "warp-kos"}
+        WARP; Bayesian personalised ranking (one negative per positive) for comparison; or
+        WARP-kOS (Weston et al., 2013), where each step is on the ``kos_k``-th best of
+        ``kos_n`` of the user's positives drawn at random.
     learning_rate : float
         Step size (adagrad's base rate, or SGD's initial rate).
     learning_schedule : {"adagrad", "sgd"}
@@ -57,6 +61,9 @@ class WARP(Recommender):
         with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
         can spread. Users default to 1.25, items to no limit (``None``): that was best on
         every dataset of the defaults study (see the README).
+    kos_k, kos_n : int
+        WARP-kOS only: which order statistic (1 = the best-scored) of how many sampled
+        positives (at most 64) each step is on. LightFM's defaults, 5 of 10.
     item_bias : bool
         Learn an item bias ``b_i``.
     epochs : int or None
@@ -96,6 +103,8 @@ class WARP(Recommender):
         max_sampled: int = 50,
         user_max_norm: Optional[float] = 1.25,
         item_max_norm: Optional[float] = None,
+        kos_k: int = 5,
+        kos_n: int = 10,
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
@@ -120,6 +129,8 @@ class WARP(Recommender):
         self.max_sampled = max_sampled
         self.user_max_norm = user_max_norm
         self.item_max_norm = item_max_norm
+        self.kos_k = kos_k
+        self.kos_n = kos_n
         self.item_bias = item_bias
         self.epochs = epochs
         self.max_epochs = max_epochs
@@ -146,6 +157,7 @@ class WARP(Recommender):
         need(self.learning_rate > 0 and np.isfinite(self.learning_rate), "learning_rate must be > 0")
         need(self.user_reg >= 0 and self.item_reg >= 0, "regularisation must be >= 0")
         need(int(self.max_sampled) >= 1, "max_sampled must be >= 1")
+        need(1 <= int(self.kos_k) <= int(self.kos_n) <= KOS_MAX_N, f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
         need(all(v is None or (np.isfinite(v) and v > 0) for v in (self.user_max_norm, self.item_max_norm)),
              "user_max_norm and item_max_norm must be > 0 (or None for no limit)")
         need(self.epochs is None or int(self.epochs) >= 0, "epochs must be >= 0")
@@ -192,6 +204,7 @@ class WARP(Recommender):
             user_reg=float(self.user_reg), item_reg=float(self.item_reg),
             adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
             user_max_norm=_limit(self.user_max_norm), item_max_norm=_limit(self.item_max_norm),
+            kos_n=int(self.kos_n), kos_k=int(self.kos_k),
         )
         nnz = len(data.order)
         n_jobs = _n_threads(self.n_jobs)
