@@ -57,7 +57,7 @@ class WARP(Recommender):
         Most negatives compared per positive before giving up (no update).
     user_max_norm, item_max_norm : float or None
         Longest a user (item) vector may grow: after every step a longer one is scaled
-        back to this length, the norm constraint WSABIE (Weston et al., 2011) regularises
+        back to this length, the norm constraint WSABIE (Weston et al., 2010) regularises
         with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
         can spread. Users default to 1.25, items to no limit (``None``): that was best on
         every dataset of the defaults study (see the README).
