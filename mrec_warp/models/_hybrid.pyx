@@ -439,7 +439,7 @@ def fold_in_shard(
     int kos_n=10,
     int kos_k=5,
 ):
-    """WARP (or BPR) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``,
+    """WARP (BPR, WARP-kOS) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``,
     each row held within ``user_max_norm`` as in training (0: no limit).
 
     Items (``item_factors``, ``item_bias``) are read, never written. An empty ``offset``

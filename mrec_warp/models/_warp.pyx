@@ -138,10 +138,10 @@ def fit_shard(
     ``indices[p]`` is the item and ``pos_users[p]`` the user of positive number ``p``.
     Factor, bias and accumulator arrays are updated in place. ``loss`` is 0 for WARP, 1 for
     BPR (one negative per positive, logistic loss), 2 for WARP-kOS: the step is for the
-    positive's user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at random
-    (so users still weigh by their number of positives, as in WARP). After each step, a user row longer than
-    ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that length; 0 means
-    no limit.
+    positive's user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at
+    random (so users still weigh by their number of positives, as in WARP). After each
+    step, a user row longer than ``user_max_norm`` (item rows: ``item_max_norm``) is scaled
+    back to that length; 0 means no limit.
 
     Returns
     -------
