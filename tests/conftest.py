@@ -46,3 +46,12 @@ def planted_low_rank(n_users=600, n_items=300, rank=4, per_user=30, seed=0):
 @pytest.fixture(scope="session")
 def planted():
     return planted_low_rank()
+
+
+def step_settings(**changes):
+    """The kernels' ``StepSettings`` dict: plain WARP, lr 0.05, max_sampled 10, no L2, no norm
+    limit, adagrad with biases; ``changes`` override fields."""
+    cfg = dict(loss=0, max_sampled=10, learning_rate=0.05, user_reg=0.0, item_reg=0.0, adagrad=True,
+               use_bias=True, user_max_norm=0.0, item_max_norm=0.0, kos_n=10, kos_k=5)
+    cfg.update(changes)
+    return cfg

@@ -14,6 +14,8 @@ from mrec_warp.models import WARP, HybridWARP, load
 from mrec_warp.models import _hybrid, _warp
 from mrec_warp.models.validation import precision_at_k
 
+from .conftest import step_settings
+
 
 # -- a world whose preferences are driven by item features ---------------------------------------
 def planted_features(n_users=500, n_items=400, n_feats=16, per_user=24, cold_fraction=0.2, seed=0):
@@ -150,7 +152,7 @@ def hybrid_step(UF, IF, d=4, seed=0, **kw):
         IF.indptr.astype(np.int64), IF.indices.astype(np.int32), IF.data, np.zeros(0, np.float32),
         _hybrid.single_columns(IF.indptr, IF.indices, IF.data),
         X.indptr.astype(np.int64), X.indices.astype(np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 1,
-        _warp.harmonic_table(IF.shape[0]), _warp.seed_state(seed), **kw)
+        _warp.harmonic_table(IF.shape[0]), _warp.seed_state(seed), step_settings(**kw))
     return before, (UE, IE, b), res
 
 

@@ -10,6 +10,8 @@ from mrec_warp.models import WARP, Popularity, load
 from mrec_warp.models import _warp
 from mrec_warp.models.validation import precision_at_k
 
+from .conftest import step_settings
+
 
 def kernel_state(n_users, n_items, d, seed=0):
     rng = np.random.default_rng(seed)
@@ -25,7 +27,7 @@ def run_shard(P, Q, b, GP, GQ, Gb, csr, order, seed=0, **kw):
     pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
     return _warp.fit_shard(P, Q, b, GP, GQ, Gb, csr.indptr.astype(np.int64), csr.indices.astype(np.int32),
                            pos_users, np.asarray(order, dtype=np.int32), 0, len(order),
-                           _warp.harmonic_table(csr.shape[1]), _warp.seed_state(seed), **kw)
+                           _warp.harmonic_table(csr.shape[1]), _warp.seed_state(seed), step_settings(**kw))
 
 
 def test_harmonic_table():

@@ -31,11 +31,11 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
-from libc.math cimport sqrtf, expf, log1pf
 
 from mrec_warp.models._kernels cimport (
     rng_below, dot, prefetch_row, pick_negative, Candidates, candidates_init, pair_step, adagrad_axpy,
-    clip_norm, kos_positive, LOSS_WARP_KOS,
+    clip_norm, kos_positive, LOSS_WARP_KOS, StepSettings, MAX_ITEMS, DenseItems, dense_score, dense_prefetch,
+    bias_step,
 )
 
 cnp.import_array()
@@ -43,8 +43,6 @@ cnp.import_array()
 ctypedef fused order_t:
     int32_t
     int64_t
-
-cdef int64_t MAX_ITEMS = 4294967295  # rng_below works below 2**32
 
 
 def single_columns(indptr, indices, data, bias_data=None):
@@ -169,14 +167,6 @@ cdef inline void distribute(Side* side, int64_t r, const float* grad, float reg,
         clip_norm(row, d, max_norm)
 
 
-cdef inline void bias_step(float* b, float* acc, float grad, float lr, bint adagrad) noexcept nogil:
-    if adagrad:
-        acc[0] += grad * grad
-        b[0] -= lr * grad / sqrtf(acc[0])
-    else:
-        b[0] -= lr * grad
-
-
 cdef inline void bias_distribute(const Side* side, int64_t r, float* bias, float* acc, float grad,
                                  float lr, bint adagrad) noexcept nogil:
     cdef int64_t k, col
@@ -222,18 +212,8 @@ def fit_shard(
     Py_ssize_t stop,
     const float[::1] rank_weights,
     uint64_t[::1] state,
-    int loss=0,
-    int max_sampled=10,
-    float learning_rate=0.05,
-    float user_reg=0.0,
-    float item_reg=0.0,
-    bint adagrad=True,
-    bint use_bias=True,
+    StepSettings cfg,
     Py_ssize_t n_item_content=0,
-    float user_max_norm=0.0,
-    float item_max_norm=0.0,
-    int kos_n=10,
-    int kos_k=5,
 ):
     """Visit the positives ``order[start:stop]`` once each (see ``_warp.fit_shard``).
 
@@ -257,8 +237,8 @@ def fit_shard(
     cdef int64_t n_items = if_indptr.shape[0] - 1
     cdef Py_ssize_t t, p, c
     cdef Candidates cand
-    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled, ucol, icol, jcol
-    cdef float f_pos, f_neg = 0, weight, x
+    cdef int64_t u, i, j, row_start, row_len, n_neg, ucol, icol, jcol
+    cdef float f_pos, weight
     cdef const float* pu
     cdef const float* qi
     cdef const float* qj
@@ -289,7 +269,7 @@ def fit_shard(
         raise ValueError("single_columns must have one entry per row")
     if user_accum.shape[0] != user_emb.shape[0] or item_accum.shape[0] != item_emb.shape[0]:
         raise ValueError("accumulators must match the embeddings")
-    if use_bias and (item_bias.shape[0] != item_emb.shape[0] or bias_accum.shape[0] != item_emb.shape[0]):
+    if cfg.use_bias and (item_bias.shape[0] != item_emb.shape[0] or bias_accum.shape[0] != item_emb.shape[0]):
         raise ValueError("item_bias must have one entry per item feature")
     if n_items == 0 or stop <= start:
         return 0, 0.0, 0.0, 0
@@ -298,7 +278,7 @@ def fit_shard(
     users = make_side(uf_indptr, uf_indices, uf_data, uf_data, uf_single, user_emb, user_accum)
     items = make_side(if_indptr, if_indices, if_data, if_bias_data, if_single, item_emb, item_accum)
     ctx.items = items
-    ctx.bias = bias_ptr if use_bias else NULL
+    ctx.bias = bias_ptr if cfg.use_bias else NULL
     ctx.d = d
     if n_item_content < 0 or n_item_content > item_emb.shape[0]:
         raise ValueError("n_item_content is out of range")
@@ -344,13 +324,13 @@ def fit_shard(
                 pu = representation(&users, u, d, pu_buf)
                 ctx.user = pu
                 ctx.now = t  # a new user representation: forget the memoised scores
-                if loss == LOSS_WARP_KOS:
-                    i = kos_positive(&ctx, hybrid_score, row, row_len, kos_n, kos_k, s, &f_pos)
+                if cfg.loss == LOSS_WARP_KOS:
+                    i = kos_positive(&ctx, hybrid_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
                 else:
                     f_pos = hybrid_score(&ctx, i)
 
-                j = pick_negative(loss, &ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
-                                  max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+                j = pick_negative(cfg.loss, &ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
+                                  cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
                                   &n_compared)
                 if j < 0:
                     continue
@@ -364,14 +344,14 @@ def fit_shard(
                     # identity-only rows: exactly the matrix-factorisation step
                     pair_step(users.emb + ucol * d, items.emb + icol * d, items.emb + jcol * d,
                               users.accum + ucol * d, items.accum + icol * d, items.accum + jcol * d,
-                              d, weight, learning_rate, user_reg, item_reg, adagrad)
-                    clip_norm(users.emb + ucol * d, d, user_max_norm)
-                    if item_max_norm > 0:
-                        clip_norm(items.emb + icol * d, d, item_max_norm)
-                        clip_norm(items.emb + jcol * d, d, item_max_norm)
-                    if use_bias:
-                        bias_step(&bias_ptr[icol], &bias_accum[icol], -weight, learning_rate, adagrad)
-                        bias_step(&bias_ptr[jcol], &bias_accum[jcol], weight, learning_rate, adagrad)
+                              d, weight, cfg.learning_rate, cfg.user_reg, cfg.item_reg, cfg.adagrad)
+                    clip_norm(users.emb + ucol * d, d, cfg.user_max_norm)
+                    if cfg.item_max_norm > 0:
+                        clip_norm(items.emb + icol * d, d, cfg.item_max_norm)
+                        clip_norm(items.emb + jcol * d, d, cfg.item_max_norm)
+                    if cfg.use_bias:
+                        bias_step(&bias_ptr[icol], &bias_accum[icol], -weight, cfg.learning_rate, cfg.adagrad)
+                        bias_step(&bias_ptr[jcol], &bias_accum[jcol], weight, cfg.learning_rate, cfg.adagrad)
                     continue
                 # gradients with respect to the representations, all at the old values
                 qi = representation(&items, i, d, qi_buf)
@@ -380,12 +360,12 @@ def fit_shard(
                     gp[c] = weight * (qj[c] - qi[c])
                     gi[c] = -weight * pu[c]
                     gj[c] = weight * pu[c]
-                distribute(&users, u, gp, user_reg, tmp, d, learning_rate, adagrad, user_max_norm)
-                distribute(&items, i, gi, item_reg, tmp, d, learning_rate, adagrad, item_max_norm)
-                distribute(&items, j, gj, item_reg, tmp, d, learning_rate, adagrad, item_max_norm)
-                if use_bias:
-                    bias_distribute(&items, i, bias_ptr, &bias_accum[0], -weight, learning_rate, adagrad)
-                    bias_distribute(&items, j, bias_ptr, &bias_accum[0], weight, learning_rate, adagrad)
+                distribute(&users, u, gp, cfg.user_reg, tmp, d, cfg.learning_rate, cfg.adagrad, cfg.user_max_norm)
+                distribute(&items, i, gi, cfg.item_reg, tmp, d, cfg.learning_rate, cfg.adagrad, cfg.item_max_norm)
+                distribute(&items, j, gj, cfg.item_reg, tmp, d, cfg.learning_rate, cfg.adagrad, cfg.item_max_norm)
+                if cfg.use_bias:
+                    bias_distribute(&items, i, bias_ptr, &bias_accum[0], -weight, cfg.learning_rate, cfg.adagrad)
+                    bias_distribute(&items, j, bias_ptr, &bias_accum[0], weight, cfg.learning_rate, cfg.adagrad)
     finally:
         free(buf)
         free(memo)
@@ -394,26 +374,6 @@ def fit_shard(
 
 
 # -- fold-in: user rows against fixed items ---------------------------------------------------------
-cdef struct FixedItems:
-    const float* user
-    const float* items
-    const float* bias
-    Py_ssize_t d
-
-
-cdef inline float fixed_score(void* ctx, int64_t j) noexcept nogil:
-    cdef FixedItems* c = <FixedItems*>ctx
-    cdef float f = dot(c.user, c.items + j * c.d, c.d)
-    if c.bias != NULL:
-        f += c.bias[j]
-    return f
-
-
-cdef inline void fixed_prefetch(void* ctx, int64_t j) noexcept nogil:
-    cdef FixedItems* c = <FixedItems*>ctx
-    prefetch_row(c.items + j * c.d, c.d)
-
-
 def fold_in_shard(
     float[:, ::1] rows,
     float[:, ::1] accum,
@@ -429,15 +389,7 @@ def fold_in_shard(
     Py_ssize_t stop,
     const float[::1] rank_weights,
     uint64_t[::1] state,
-    int loss=0,
-    int max_sampled=10,
-    float learning_rate=0.05,
-    float user_reg=0.0,
-    bint adagrad=True,
-    bint use_bias=True,
-    float user_max_norm=0.0,
-    int kos_n=10,
-    int kos_k=5,
+    StepSettings cfg,
 ):
     """WARP (BPR, WARP-kOS) steps on user rows only: ``p_u = offset[u] + scale[u] * rows[u]``,
     each row held within ``user_max_norm`` as in training (0: no limit).
@@ -455,8 +407,8 @@ def fold_in_shard(
     cdef int64_t n_rows = rows.shape[0]
     cdef Py_ssize_t t, p, c
     cdef Candidates cand
-    cdef int64_t u, i, j, row_start, row_len, n_neg, n_sampled
-    cdef float f_pos, f_neg = 0, weight, x, su
+    cdef int64_t u, i, j, row_start, row_len, n_neg
+    cdef float f_pos, weight, su
     cdef bint has_offset = offset.shape[0] > 0
     cdef bint has_scale = scale.shape[0] > 0
     cdef const float* pu
@@ -467,7 +419,7 @@ def fold_in_shard(
     cdef uint64_t* s = &state[0]
     cdef int64_t n_updates = 0, n_compared = 0
     cdef double total_weight = 0.0, total_loss = 0.0
-    cdef FixedItems ctx
+    cdef DenseItems ctx
     cdef float* buf
     cdef float* grad
     if d != item_factors.shape[1] or d < 1:
@@ -478,12 +430,12 @@ def fold_in_shard(
         raise ValueError("rows, accumulators and positives disagree on the number of users")
     if (has_offset and (offset.shape[0] != n_rows or offset.shape[1] != d)) or (has_scale and scale.shape[0] != n_rows):
         raise ValueError("offset and scale must have one row per user")
-    if use_bias and item_bias.shape[0] != n_items:
+    if cfg.use_bias and item_bias.shape[0] != n_items:
         raise ValueError("item_bias must have one entry per item")
     if n_items == 0 or stop <= start:
         return 0, 0.0, 0.0, 0
     ctx.items = &item_factors[0, 0]
-    ctx.bias = &item_bias[0] if use_bias else NULL
+    ctx.bias = &item_bias[0] if cfg.use_bias else NULL
     ctx.d = d
     buf = <float*>malloc(2 * d * sizeof(float))
     if buf == NULL:
@@ -511,12 +463,12 @@ def fold_in_shard(
                 else:
                     pu = eu
                 ctx.user = pu
-                if loss == LOSS_WARP_KOS:
-                    i = kos_positive(&ctx, fixed_score, row, row_len, kos_n, kos_k, s, &f_pos)
+                if cfg.loss == LOSS_WARP_KOS:
+                    i = kos_positive(&ctx, dense_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
                 else:
-                    f_pos = fixed_score(&ctx, i)
-                j = pick_negative(loss, &ctx, fixed_score, fixed_prefetch, f_pos, row, row_len, n_items,
-                                  max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+                    f_pos = dense_score(&ctx, i)
+                j = pick_negative(cfg.loss, &ctx, dense_score, dense_prefetch, f_pos, row, row_len, n_items,
+                                  cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
                                   &n_compared)
                 if j < 0:
                     continue
@@ -525,9 +477,9 @@ def fold_in_shard(
                 qi = &item_factors[i, 0]
                 qj = &item_factors[j, 0]
                 for c in range(d):
-                    grad[c] = su * weight * (qj[c] - qi[c]) + user_reg * eu[c]
-                adagrad_axpy(eu, &accum[u, 0], grad, d, learning_rate, adagrad)
-                clip_norm(eu, d, user_max_norm)
+                    grad[c] = su * weight * (qj[c] - qi[c]) + cfg.user_reg * eu[c]
+                adagrad_axpy(eu, &accum[u, 0], grad, d, cfg.learning_rate, cfg.adagrad)
+                clip_norm(eu, d, cfg.user_max_norm)
     finally:
         free(buf)
     return n_updates, total_weight, total_loss, n_compared

@@ -207,6 +207,60 @@ cdef extern from *:
                                    float user_reg, float item_reg, bint adagrad) noexcept nogil
 
 
+# -- what every step takes ------------------------------------------------------------------
+# The step settings, one struct for every kernel: Python passes a dict with every field
+# (Cython converts it), built in one place, ``WARP._step_settings``.
+cdef struct StepSettings:
+    int loss                # LOSS_WARP, LOSS_BPR or LOSS_WARP_KOS
+    int max_sampled
+    float learning_rate
+    float user_reg
+    float item_reg
+    bint adagrad            # else plain SGD
+    bint use_bias
+    float user_max_norm     # 0: no limit
+    float item_max_norm
+    int kos_n               # WARP-kOS: positives sampled, and which order statistic
+    int kos_k
+
+
+cdef extern from *:
+    """
+    #define MW_MAX_ITEMS 4294967295LL  /* rng_below draws below 2**32 */
+    """
+    int64_t MAX_ITEMS "MW_MAX_ITEMS"
+
+
+# -- scoring against dense item factors (matrix factorisation, fold-in) ---------------------
+cdef struct DenseItems:
+    const float* user       # the current user's factor row
+    const float* items      # item factors, row-major
+    const float* bias       # item biases, or NULL
+    Py_ssize_t d
+
+
+cdef inline float dense_score(void* ctx, int64_t j) noexcept nogil:
+    cdef DenseItems* c = <DenseItems*>ctx
+    cdef float f = dot(c.user, c.items + j * c.d, c.d)
+    if c.bias != NULL:
+        f += c.bias[j]
+    return f
+
+
+cdef inline void dense_prefetch(void* ctx, int64_t j) noexcept nogil:
+    cdef DenseItems* c = <DenseItems*>ctx
+    prefetch_row(c.items + j * c.d, c.d)
+
+
+cdef inline void bias_step(float* b, float* acc, float grad, float lr, bint adagrad) noexcept nogil:
+    """One adagrad (or SGD) step on a single bias."""
+    if adagrad:
+        acc[0] += grad * grad
+        b[0] -= lr * grad / sqrtf(acc[0])
+    else:
+        b[0] -= lr * grad
+
+
 # -- the sampler -----------------------------------------------------------------------------
 # How a kernel scores candidate j for the current user (``ctx`` is the kernel's own state)
 # and warms the cache for a candidate it will score next.

@@ -15,11 +15,11 @@ weighted by ``L(rank) = sum_{k <= rank} 1 / k``.
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.math cimport sqrtf
 
 from mrec_warp.models._kernels cimport (
-    rng_next, rng_below, dot, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step, is_positive, clip_norm,
-    kos_positive, LOSS_WARP_KOS,
+    rng_next, rng_below, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step,
+    is_positive, clip_norm, kos_positive, LOSS_WARP_KOS, StepSettings, MAX_ITEMS, DenseItems, dense_score,
+    dense_prefetch, bias_step,
 )
 
 cnp.import_array()
@@ -27,9 +27,6 @@ cnp.import_array()
 ctypedef fused order_t:
     int32_t
     int64_t
-
-cdef int64_t MAX_ITEMS = 4294967295  # rng_below works below 2**32
-
 
 def seed_state(uint64_t seed):
     """A 4-word xoshiro state from one integer (splitmix64, as the xoshiro authors advise)."""
@@ -77,35 +74,6 @@ def shuffle(order_t[::1] order, uint64_t[::1] state):
             i -= 1
 
 
-# -- scoring callbacks for the shared sampler ----------------------------------------------------
-cdef struct MFContext:
-    const float* user       # the current user's factor row
-    const float* items      # item factors, row-major
-    const float* bias       # item biases, or NULL
-    Py_ssize_t d
-
-
-cdef inline float mf_score(void* ctx, int64_t j) noexcept nogil:
-    cdef MFContext* c = <MFContext*>ctx
-    cdef float f = dot(c.user, c.items + j * c.d, c.d)
-    if c.bias != NULL:
-        f += c.bias[j]
-    return f
-
-
-cdef inline void mf_prefetch(void* ctx, int64_t j) noexcept nogil:
-    cdef MFContext* c = <MFContext*>ctx
-    prefetch_row(c.items + j * c.d, c.d)
-
-
-cdef inline void bias_step(float* b, float* acc, float grad, float lr, bint adagrad) noexcept nogil:
-    if adagrad:
-        acc[0] += grad * grad
-        b[0] -= lr * grad / sqrtf(acc[0])
-    else:
-        b[0] -= lr * grad
-
-
 def fit_shard(
     float[:, ::1] user_factors,
     float[:, ::1] item_factors,
@@ -121,27 +89,18 @@ def fit_shard(
     Py_ssize_t stop,
     const float[::1] rank_weights,
     uint64_t[::1] state,
-    int loss=0,
-    int max_sampled=10,
-    float learning_rate=0.05,
-    float user_reg=0.0,
-    float item_reg=0.0,
-    bint adagrad=True,
-    bint use_bias=True,
-    float user_max_norm=0.0,
-    float item_max_norm=0.0,
-    int kos_n=10,
-    int kos_k=5,
+    StepSettings cfg,
 ):
     """Visit the positives ``order[start:stop]`` (indices into the CSR arrays) once each.
 
     ``indices[p]`` is the item and ``pos_users[p]`` the user of positive number ``p``.
-    Factor, bias and accumulator arrays are updated in place. ``loss`` is 0 for WARP, 1 for
-    BPR (one negative per positive, logistic loss), 2 for WARP-kOS: the step is for the
-    positive's user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at
-    random (so users still weigh by their number of positives, as in WARP). After each
-    step, a user row longer than ``user_max_norm`` (item rows: ``item_max_norm``) is scaled
-    back to that length; 0 means no limit.
+    Factor, bias and accumulator arrays are updated in place. ``cfg`` is a dict of the
+    ``StepSettings`` fields (``_kernels.pxd``). ``cfg.loss`` is 0 for WARP, 1 for BPR (one
+    negative per positive, logistic loss), 2 for WARP-kOS: the step is for the positive's
+    user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at random (so users
+    still weigh by their number of positives, as in WARP). After each step, a user row
+    longer than ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that
+    length; 0 means no limit.
 
     Returns
     -------
@@ -162,15 +121,15 @@ def fit_shard(
     cdef uint64_t* s = &state[0]
     cdef int64_t n_updates = 0, n_compared = 0
     cdef double total_weight = 0.0, total_loss = 0.0
-    cdef MFContext ctx
+    cdef DenseItems ctx
     if d != item_factors.shape[1]:
         raise ValueError("user and item factors must have the same width")
     if n_items >= MAX_ITEMS:
         raise ValueError("too many items for the sampler")
-    if use_bias and item_bias.shape[0] != n_items:
+    if cfg.use_bias and item_bias.shape[0] != n_items:
         raise ValueError("item_bias must have one entry per item")
     ctx.items = &item_factors[0, 0]
-    ctx.bias = bias_ptr if use_bias else NULL
+    ctx.bias = bias_ptr if cfg.use_bias else NULL
     ctx.d = d
 
     with nogil:
@@ -211,14 +170,14 @@ def fit_shard(
             pu = &user_factors[u, 0]
             qi = &item_factors[i, 0]
             ctx.user = pu
-            if loss == LOSS_WARP_KOS:
-                i = kos_positive(&ctx, mf_score, row, row_len, kos_n, kos_k, s, &f_pos)
+            if cfg.loss == LOSS_WARP_KOS:
+                i = kos_positive(&ctx, dense_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
                 qi = &item_factors[i, 0]
             else:
-                f_pos = mf_score(&ctx, i)
+                f_pos = dense_score(&ctx, i)
 
-            j = pick_negative(loss, &ctx, mf_score, mf_prefetch, f_pos, row, row_len, n_items,
-                              max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
+            j = pick_negative(cfg.loss, &ctx, dense_score, dense_prefetch, f_pos, row, row_len, n_items,
+                              cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
                               &n_compared)
             if j < 0:
                 continue
@@ -226,12 +185,12 @@ def fit_shard(
             total_weight += weight
             n_updates += 1
             pair_step(pu, qi, &item_factors[j, 0], &user_accum[u, 0], &item_accum[i, 0],
-                      &item_accum[j, 0], d, weight, learning_rate, user_reg, item_reg, adagrad)
-            clip_norm(pu, d, user_max_norm)
-            if item_max_norm > 0:
-                clip_norm(qi, d, item_max_norm)
-                clip_norm(&item_factors[j, 0], d, item_max_norm)
-            if use_bias:
-                bias_step(&bias_ptr[i], &bias_accum[i], -weight, learning_rate, adagrad)
-                bias_step(&bias_ptr[j], &bias_accum[j], weight, learning_rate, adagrad)
+                      &item_accum[j, 0], d, weight, cfg.learning_rate, cfg.user_reg, cfg.item_reg, cfg.adagrad)
+            clip_norm(pu, d, cfg.user_max_norm)
+            if cfg.item_max_norm > 0:
+                clip_norm(qi, d, cfg.item_max_norm)
+                clip_norm(&item_factors[j, 0], d, cfg.item_max_norm)
+            if cfg.use_bias:
+                bias_step(&bias_ptr[i], &bias_accum[i], -weight, cfg.learning_rate, cfg.adagrad)
+                bias_step(&bias_ptr[j], &bias_accum[j], weight, cfg.learning_rate, cfg.adagrad)
     return n_updates, total_weight, total_loss, n_compared

@@ -117,24 +117,19 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     accum = np.ones_like(rows)
-    from .warp import LOSSES, _TrainingData, _limit
+    from .warp import _TrainingData
 
     data = _TrainingData(pos)
     seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
     state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
     bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
+    offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
     for epoch in range(epochs):
-        lr = model._base_learning_rate()
-        if model.learning_schedule == "sgd":
-            lr = lr / (1.0 + float(model.decay) * epoch)
         _warp.shuffle(data.order, state)
         _hybrid.fold_in_shard(
-            rows, accum, np.ascontiguousarray(offset, dtype=np.float32), np.ascontiguousarray(scale, dtype=np.float32),
-            np.ascontiguousarray(item_factors, dtype=np.float32), bias,
+            rows, accum, offset, scale, item_factors, bias,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
-            loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
-            user_reg=float(model.user_reg), adagrad=model.learning_schedule == "adagrad", use_bias=bool(model.item_bias),
-            user_max_norm=_limit(model.user_max_norm), kos_n=int(model.kos_n), kos_k=int(model.kos_k),
+            model._step_settings(epoch),
         )
     if not np.isfinite(rows).all():
         raise InputError("fold-in diverged: user vectors are no longer finite",

@@ -307,14 +307,14 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = snap
         self._cache = None
 
-    def _fit_shard(self, data, start, stop, state, kwargs):
+    def _fit_shard(self, data, start, stop, state, cfg):
         self._cache = None  # representations change under the kernel
         return _hybrid.fit_shard(
             self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
             *self._uw_arrays, self._u_single, *self._iw_arrays, self._ib_data, self._i_single,
             data.indptr, data.indices, data.pos_users, data.order,
-            start, stop, data.rank_weights, state, n_item_content=self._items.n_content, **kwargs,
+            start, stop, data.rank_weights, state, cfg, n_item_content=self._items.n_content,
         )
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:

@@ -196,21 +196,12 @@ class WARP(Recommender):
     def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
         """Shuffle the positives, then visit each once (in shards on several threads)."""
         _warp.shuffle(data.order, self._rng_state)
-        lr = self._base_learning_rate()
-        if self.learning_schedule == "sgd":
-            lr = lr / (1.0 + float(self.decay) * self.epochs_done_)
-        kwargs = dict(
-            loss=LOSSES[self.loss], max_sampled=int(self.max_sampled), learning_rate=lr,
-            user_reg=float(self.user_reg), item_reg=float(self.item_reg),
-            adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
-            user_max_norm=_limit(self.user_max_norm), item_max_norm=_limit(self.item_max_norm),
-            kos_n=int(self.kos_n), kos_k=int(self.kos_k),
-        )
+        cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
         n_jobs = _n_threads(self.n_jobs)
 
         def run(start: int, stop: int, state: np.ndarray):
-            return self._fit_shard(data, start, stop, state, kwargs)
+            return self._fit_shard(data, start, stop, state, cfg)
 
         totals = np.zeros(4)
         if n_jobs == 1:
@@ -245,18 +236,32 @@ class WARP(Recommender):
             "compared_per_positive": n_compared / max(nnz, 1),
         }
 
+    def _step_settings(self, epoch: int) -> Dict[str, Any]:
+        """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
+        struct (``_kernels.pxd``) wants it: a dict of every field."""
+        lr = self._base_learning_rate()
+        if self.learning_schedule == "sgd":
+            lr = lr / (1.0 + float(self.decay) * epoch)
+        return dict(
+            loss=LOSSES[self.loss], max_sampled=int(self.max_sampled), learning_rate=lr,
+            user_reg=float(self.user_reg), item_reg=float(self.item_reg),
+            adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
+            user_max_norm=_limit(self.user_max_norm), item_max_norm=_limit(self.item_max_norm),
+            kos_n=int(self.kos_n), kos_k=int(self.kos_k),
+        )
+
     def _base_learning_rate(self) -> float:
         """The learning rate in force (a hook: subclasses may resolve a default from the data)."""
         return float(self.learning_rate)
 
     def _fit_shard(self, data: "_TrainingData", start: int, stop: int, state: np.ndarray,
-                   kwargs: Dict[str, Any]) -> Tuple[float, float, float, float]:
+                   cfg: Dict[str, Any]) -> Tuple[float, float, float, float]:
         """One kernel call on positives ``data.order[start:stop]`` (a hook for subclasses)."""
         return _warp.fit_shard(
             self.user_factors_, self.item_factors_, self.item_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
             data.indptr, data.indices, data.pos_users, data.order,
-            start, stop, data.rank_weights, state, **kwargs,
+            start, stop, data.rank_weights, state, cfg,
         )
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
