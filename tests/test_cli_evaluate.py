@@ -56,7 +56,7 @@ def outputs(d: Path):
 def assert_no_outputs(d: Path):
     out = d / "out"
     assert not out.exists() or list(out.iterdir()) == []
-    assert not list(d.glob(".*.tmp")) and not list(d.glob("**/.*tmp*"))
+    assert not list(d.glob("**/.*")), "no temporary files left behind"
 
 
 def assert_one_line_error(result, *fragments):

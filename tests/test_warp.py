@@ -253,7 +253,7 @@ def test_save_load_round_trip_path_and_file_object(planted, tmp_path):
         assert loaded.get_params() == model.get_params()
         np.testing.assert_array_equal(loaded.item_factors, model.item_factors)
         np.testing.assert_array_equal(loaded.recommend(k=5)[0], model.recommend(k=5)[0])
-    assert not list(tmp_path.glob(".*tmp*")), "no temporary files left behind"
+    assert not list(tmp_path.glob(".*")), "no temporary files left behind"
 
 
 def test_recommend_excludes_training_items_and_scores_match(planted):

@@ -41,7 +41,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
-from .io import _data_line, _first_lines, _parse_table, _split_fields, atomic_write, detect_separator
+from .io import (
+    _data_line, _first_lines, _looks_numeric, _normalise_columns, _parse_table, _split_fields, atomic_write,
+    check_readable, detect_separator,
+)
 
 PathLike = Union[str, os.PathLike]
 FeaturesLike = Union[PathLike, pd.DataFrame, None]
@@ -95,13 +98,7 @@ def read_features(
         feature, a weight that is not a finite number or is negative.
     """
     what = f"{kind} feature file"
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{what} does not exist", path=str(p), hint="check the path")
-    if p.is_dir():
-        raise InputError(f"{what} is a directory, expected a file", path=str(p))
-    if p.stat().st_size == 0:
-        raise InputError(f"{what} is empty", path=str(p), hint=_HINT)
+    p = check_readable(path, what, empty_hint=_HINT)
     try:
         lines = _first_lines(p)
     except InputError:
@@ -114,10 +111,10 @@ def read_features(
     if sep in ("\\t", "tab"):
         sep = "\t"
     tokens = _split_fields(first, sep)
-    chosen = None if columns is None else [c.strip() for c in (columns.split(",") if isinstance(columns, str) else map(str, columns)) if c.strip()]
+    chosen = _normalise_columns(columns)
     if header is None:
         header = any(t.lower() in _HEADER_WORDS for t in tokens) or (
-            len(tokens) >= 3 and chosen is None and not _is_number(tokens[2]))
+            len(tokens) >= 3 and chosen is None and not _looks_numeric(tokens[2]))
     used = _resolve_feature_columns(chosen, tokens if header else None, len(tokens), p, what)
     skip = first_lineno if header else 0
     raw = _parse_table(p, sep, skip, len(tokens))
@@ -126,7 +123,7 @@ def read_features(
     n_fields = len(tokens)
     names_at = dict(zip(used, FEATURE_COLUMNS))
     for pos in sorted(set(used) | {n_fields - 1}):  # a short line leaves its last field empty
-        col = raw[pos].astype(str).str.strip()
+        col = raw[pos].str.strip()  # _parse_table reads text columns as str
         empty = (col == "").to_numpy()
         if empty.any():
             lineno, text = _data_line(p, int(np.flatnonzero(empty)[0]), sep, skip)
@@ -138,7 +135,7 @@ def read_features(
     ids = raw[used[0]].to_numpy(dtype=str)
     feats = raw[used[1]].to_numpy(dtype=str)
     if len(used) > 2:
-        text = raw[used[2]].astype(str).str.strip()
+        text = raw[used[2]]  # stripped by the loop above
         weights = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~np.isfinite(weights)
         if bad.any():
@@ -158,14 +155,6 @@ def read_features(
         table = table.groupby(["id", "feature"], sort=False, as_index=False)["weight"].sum()
     table["weight"] = table["weight"].astype(np.float32)
     return table
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-        return True
-    except ValueError:
-        return False
 
 
 def _resolve_feature_columns(chosen: Optional[List[str]], names: Optional[List[str]], n_fields: int,

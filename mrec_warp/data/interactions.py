@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 
 
-def as_csr(matrix, n_items: Optional[int] = None) -> sp.csr_matrix:
+def as_csr(matrix) -> sp.csr_matrix:
     """Return ``matrix`` as users x items CSR with sorted indices, float32 data, no duplicates.
 
     Index arrays are int32 while they fit and int64 beyond, so 20M+ interaction sets work.
@@ -19,11 +19,7 @@ def as_csr(matrix, n_items: Optional[int] = None) -> sp.csr_matrix:
     if isinstance(matrix, Interactions):
         return matrix.matrix
     csr = sp.csr_matrix(matrix, dtype=np.float32)
-    if n_items is not None and csr.shape[1] != n_items:
-        raise ValueError(f"matrix has {csr.shape[1]} columns, the model knows {n_items} items")
     csr.sum_duplicates()  # also sorts indices
-    if not csr.has_sorted_indices:
-        csr.sort_indices()
     return csr
 
 
@@ -148,16 +144,20 @@ class Interactions:
             }
         )
 
-    def to_csr(self) -> sp.csr_matrix:
-        return self.matrix
-
     def reindex(self, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None) -> "Interactions":
-        """Express the same interactions in another id space (unknown ids dropped, new ones empty)."""
-        return Interactions.from_dataframe(
-            self.to_dataframe(), value_col="value",
-            user_ids=self.user_ids if user_ids is None else user_ids,
-            item_ids=self.item_ids if item_ids is None else item_ids,
-        )
+        """Express the same interactions in another id space (unknown ids dropped, new ones empty).
+
+        Only the id lists are looked up, once each; the stored pairs move by their codes.
+        """
+        new_users = self.user_ids if user_ids is None else _id_array(user_ids)
+        new_items = self.item_ids if item_ids is None else _id_array(item_ids)
+        coo = self.matrix.tocoo()
+        rows = pd.Index(new_users).get_indexer(self.user_ids)[coo.row]
+        cols = pd.Index(new_items).get_indexer(self.item_ids)[coo.col]
+        keep = (rows >= 0) & (cols >= 0)
+        matrix = sp.csr_matrix((coo.data[keep], (rows[keep], cols[keep])),
+                               shape=(len(new_users), len(new_items)), dtype=np.float32)
+        return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
 
 
 def _lookup(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:

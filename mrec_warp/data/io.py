@@ -42,21 +42,25 @@ FORMATS = ("auto", "tsv", "csv", "movielens")
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[IO]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
+def atomic_path(path: PathLike) -> Iterator[str]:
+    """A temporary file name beside ``path``, renamed over ``path`` only on success.
 
-    On any exception the temporary file is removed and ``path`` is left as it was.
+    For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
+    the final suffix so libraries that pick a format from it work. The data is synced to disk
+    before the rename, so a crash never leaves a renamed but incomplete file. On any exception
+    the temporary file is removed and ``path`` is left as it was.
     """
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=str(path.parent))
+    os.close(fd)
     try:
-        binary = "b" in mode
-        with os.fdopen(fd, mode, encoding=None if binary else encoding, newline=None if binary else "") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
@@ -66,26 +70,16 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf
 
 
 @contextlib.contextmanager
-def atomic_path(path: PathLike) -> Iterator[str]:
-    """Like :func:`atomic_write` for writers that want a file name (numpy, pyarrow, matplotlib).
-
-    The temporary name keeps the final suffix so libraries that pick a format from it work.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=str(path.parent))
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[IO]:
+    """:func:`atomic_path` for writers that want an open file."""
+    binary = "b" in mode
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if binary else encoding,
+                                        newline=None if binary else "") as fh:
+        yield fh
 
 
-def check_readable(path: PathLike, what: str = "input file") -> Path:
+def check_readable(path: PathLike, what: str = "input file",
+                   empty_hint: str = "expected one interaction per line") -> Path:
     """Fail early, in one line, on a missing, unreadable or empty file."""
     p = Path(path)
     if not p.exists():
@@ -93,7 +87,7 @@ def check_readable(path: PathLike, what: str = "input file") -> Path:
     if p.is_dir():
         raise InputError(f"{what} is a directory, expected a file", path=str(p))
     if p.stat().st_size == 0:
-        raise InputError(f"{what} is empty", path=str(p), hint="expected one interaction per line")
+        raise InputError(f"{what} is empty", path=str(p), hint=empty_hint)
     return p
 
 
@@ -307,12 +301,16 @@ def _parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequen
 
 
 def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int) -> None:
-    """Reject rows with a missing field (a short line) or an empty user / item / rating."""
+    """Reject rows with a missing field (a short line) or an empty user / item / rating.
+
+    Text columns it checks are left stripped of surrounding spaces, in place.
+    """
     # pandas fills the fields of a short line with "", so the last field catches those.
     for pos in sorted(set(used) | {n_fields - 1}):
         if raw[pos].dtype == np.float64:  # numbers, checked finite by _read_fast
             continue
-        empty = (raw[pos].str.strip() == "").to_numpy()
+        raw[pos] = raw[pos].str.strip()
+        empty = (raw[pos] == "").to_numpy()
         if not empty.any():
             continue
         lineno, text = _data_line(path, int(np.flatnonzero(empty)[0]), sep, skip)
@@ -440,7 +438,7 @@ def read_ratings(
         raw.iat[0, 0] = str(raw.iat[0, 0])[len(_BOM):]
     _check_fields(raw, used, n_fields, p, sep, skip)
 
-    out = pd.DataFrame({name: raw[pos].str.strip() for name, pos in zip(("user", "item"), used)})
+    out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})  # stripped above
     if len(used) > 2:
         out["value"] = _parse_values(raw[used[2]], p, sep, skip)
     if len(used) > 3:
