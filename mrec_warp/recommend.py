@@ -10,7 +10,6 @@ resumable part files (:mod:`mrec_warp.distributed`).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
@@ -26,17 +25,11 @@ from .progress import SILENT, Progress
 #: Scores per block, in floats: 16M floats = 64 MB per worker.
 BLOCK_FLOATS = 16 * 1024 * 1024
 RECS_FORMATS = ("tsv", "csv", "parquet")
+_NO_MASK = np.zeros(0, dtype=np.uint8)  # the kernel's item mask, unused here: exclusions are per user
 
 
 def default_block_size(n_items: int) -> int:
     return int(max(16, min(65536, BLOCK_FLOATS // max(1, n_items))))
-
-
-def _blas_limit(n_jobs: int):
-    """BLAS threads per worker limited to cores // workers (no oversubscription)."""
-    from .parallel import limit_blas
-
-    return limit_blas(n_jobs)
 
 
 class _KernelExclusion(NamedTuple):
@@ -60,7 +53,6 @@ def top_k_block(
     users: np.ndarray,
     k: int,
     exclude: Optional[sp.csr_matrix],
-    item_mask: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of one block of rows: (rows, items, scores).
 
@@ -78,8 +70,7 @@ def top_k_block(
         # users beyond the exclusion matrix (e.g. folded-in ones) exclude nothing
         rows = np.where(users < exclude.n_rows, users, -1).astype(np.int64)
         indptr, indices = exclude.indptr, exclude.indices
-    mask = np.zeros(0, dtype=np.uint8) if item_mask is None else np.ascontiguousarray(item_mask, dtype=np.uint8)
-    topk_masked(scores, rows, indptr, indices, mask, items_out, scores_out)
+    topk_masked(scores, rows, indptr, indices, _NO_MASK, items_out, scores_out)
     return users, items_out, scores_out
 
 
@@ -89,7 +80,6 @@ def iter_top_k(
     users: np.ndarray,
     k: int,
     exclude: Optional[sp.csr_matrix] = None,
-    item_mask: Optional[np.ndarray] = None,
     n_jobs: int = 1,
     block_size: Optional[int] = None,
     progress: Progress = SILENT,
@@ -108,32 +98,24 @@ def iter_top_k(
     """
     if k <= 0:
         raise ValueError("k must be a positive integer")
+    from .parallel import backend_for
+
     users = np.asarray(users, dtype=np.int64)
-    if exclude is not None and not (isinstance(backend, str) and backend == "threads"):
-        exclude = sp.csr_matrix(exclude)  # remote blocks ship their own rows of a CSR
-    elif exclude is not None:
-        exclude = _KernelExclusion.of(exclude)  # converted once, not in every block
     block_size = block_size or default_block_size(n_items)
     blocks = [users[s:s + block_size] for s in range(0, len(users), block_size)]
-    if not (isinstance(backend, str) and backend == "threads"):
-        yield from _iter_top_k_remote(score_fn, blocks, k, exclude, item_mask, n_jobs, backend, scheduler, progress)
-        return
-    n_jobs = _effective_jobs(n_jobs, len(blocks))
-    with _blas_limit(n_jobs):
-        if n_jobs == 1:
-            results = (top_k_block(score_fn, b, k, exclude, item_mask) for b in blocks)
-        else:
-            from joblib import Parallel, delayed
-
-            results = Parallel(n_jobs=n_jobs, backend="threading", return_as="generator")(
-                delayed(top_k_block)(score_fn, b, k, exclude, item_mask) for b in blocks
-            )
-        yield from progress.iterate(results, total=len(blocks), desc="recommend", unit="block")
+    with backend_for(backend, n_jobs, scheduler) as be:
+        if be.is_local_memory:  # threads share the exclusion arrays, converted once
+            shared = None if exclude is None else _KernelExclusion.of(exclude)
+            run, tasks = top_k_block, ((score_fn, b, k, shared) for b in blocks)
+        else:  # each remote block ships only its own rows of a CSR
+            csr = None if exclude is None else sp.csr_matrix(exclude)
+            run, tasks = _top_k_rows, ((score_fn, b, k, _exclusion_rows(csr, b)) for b in blocks)
+        yield from progress.iterate(be.map(run, tasks), total=len(blocks), desc="recommend", unit="block")
 
 
-def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude, item_mask) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block on a worker: ``sub_exclude`` holds exactly the block's rows, in order."""
-    _, items, scores = top_k_block(lambda _: score_fn(users), np.arange(len(users)), k, sub_exclude, item_mask)
+    _, items, scores = top_k_block(lambda _: score_fn(users), np.arange(len(users)), k, sub_exclude)
     return users, items, scores
 
 
@@ -147,22 +129,6 @@ def _exclusion_rows(exclude: Optional[sp.csr_matrix], users: np.ndarray) -> Opti
         sub = sp.diags(inside.astype(np.float32)) @ sub
         sub.eliminate_zeros()
     return sp.csr_matrix(sub)
-
-
-def _iter_top_k_remote(score_fn, blocks, k, exclude, item_mask, n_jobs, backend, scheduler, progress):
-    from .parallel import backend_for
-
-    with backend_for(backend, n_jobs, scheduler) as be:
-        tasks = ((score_fn, b, k, _exclusion_rows(exclude, b), item_mask) for b in blocks)
-        yield from progress.iterate(be.map(_top_k_rows, tasks), total=len(blocks), desc="recommend", unit="block")
-
-
-def _effective_jobs(n_jobs: int, n_tasks: int) -> int:
-    if n_jobs is None or n_jobs == 0:
-        n_jobs = 1
-    if n_jobs < 0:
-        n_jobs = max(1, (os.cpu_count() or 1) + 1 + n_jobs)
-    return max(1, min(n_jobs, n_tasks))
 
 
 def block_to_frame(model, users: np.ndarray, items: np.ndarray, scores: np.ndarray) -> pd.DataFrame:
@@ -256,11 +222,10 @@ def _require_pyarrow() -> None:
 
 
 def _write_parquet(frames, path) -> int:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise InputError("Parquet output needs pyarrow", hint="pip install 'mrec-warp[parquet]'") from None
+    _require_pyarrow()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     n_rows = 0
     with atomic_path(path) as tmp:
         writer = None

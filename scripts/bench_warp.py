@@ -83,7 +83,6 @@ def accuracy(seeds):
         train_df = read_ratings(Path(tmp) / "train.tsv")
         test_df = read_ratings(Path(tmp) / "test.tsv")
     train = Interactions.from_dataframe(train_df)
-    test = Interactions.from_dataframe(test_df, user_ids=train.user_ids, item_ids=train.item_ids)
     X = train.matrix
 
     def metrics(items):

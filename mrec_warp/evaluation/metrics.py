@@ -422,8 +422,14 @@ def evaluate_recommendations(
     ``n_rec_rows_repeated`` (removed), ``n_test_pairs`` (scored), ``n_test_pairs_in_train``
     (ignored), ``n_test_users_all_in_train``, ``n_train_items``, ``n_items``.
     """
+    return score_against(_build_space(train, test, catalog), recs, ks, source)
+
+
+def score_against(space: _Space, recs: pd.DataFrame, ks: Sequence[int] = (5, 10, 20),
+                  source: Optional[str] = None) -> Evaluation:
+    """:func:`evaluate_recommendations` against a split already coded by ``_build_space``,
+    so several recommendation files share that work."""
     ks = _check_ks(ks)
-    space = _build_space(train, test, catalog)
     users, items, info = _recs_codes(recs, space, source)
     users, items, pos, cleaning = _ranked_lists(users, items, recs, space)
     info.update(cleaning)

@@ -34,11 +34,12 @@ from ..progress import SILENT, Progress
 from .metrics import (
     AT_K_METRICS,
     Evaluation,
+    _build_space,
     across_splits,
-    evaluate_recommendations,
     metric_names,
     paired_difference,
     read_recs,
+    score_against,
 )
 
 SPLIT_PLACEHOLDER = "{split}"
@@ -166,20 +167,19 @@ def evaluate(
         where = "" if label is None else f" (split {label})"
         train_data = _load_interactions(resolve_split(train, label), "train", progress)
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
+        space = _build_space(train_data, test_data, catalog)  # once per split, shared by every file
+        if not (space.n_test > 0).any():
+            # nothing to average: almost always the wrong file, not a result worth printing
+            raise InputError("no test interaction is left once those also in the training data are removed",
+                             path=_describe(resolve_split(test, label)),
+                             hint="is this the held-out part of the same split as the training file?")
         row: List[Evaluation] = []
         for name, source in zip(names, recs):
             path = resolve_split(source, label)
             progress.log(f"scoring {name}{where}")
             table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
-            row.append(evaluate_recommendations(
-                train_data, test_data, table, ks=ks,
-                source=str(path) if isinstance(path, (str, os.PathLike)) else name, catalog=catalog,
-            ))
-        if row[0].info["n_users_evaluated"] == 0:
-            # nothing to average: almost always the wrong file, not a result worth printing
-            raise InputError("no test interaction is left once those also in the training data are removed",
-                             path=_describe(resolve_split(test, label)),
-                             hint="is this the held-out part of the same split as the training file?")
+            row.append(score_against(space, table, ks=ks,
+                                     source=str(path) if isinstance(path, (str, os.PathLike)) else name))
         evaluations.append(row)
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],

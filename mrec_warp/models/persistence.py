@@ -17,6 +17,7 @@ Layout of the archive:
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from typing import IO, Any, Dict, Tuple, Union
 
@@ -31,7 +32,7 @@ FORMAT_VERSION = 1
 
 
 def save_model(
-    target: Union[str, "os.PathLike", IO[bytes]],
+    target: Union[str, os.PathLike, IO[bytes]],
     class_name: str,
     params: Dict[str, Any],
     attrs: Dict[str, Any],

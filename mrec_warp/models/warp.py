@@ -4,7 +4,6 @@ The per-interaction work is in the Cython kernel :mod:`mrec_warp.models._warp`.
 """
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
