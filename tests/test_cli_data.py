@@ -101,6 +101,12 @@ def test_prepare_options_reach_the_function(tmp_path):
     assert s["test"]["rows"] == 4 * 2 - s["test_rows_with_unknown_item"]
     test_lines = (out / "test.tsv").read_text().splitlines()
     assert all(line.split("\t")[0].startswith("u") for line in test_lines)
+    # temporal, on the ts column: each user's test rows come after all of their training rows
+    last_train = {}
+    for line in (out / "train.tsv").read_text().splitlines():
+        user, _, _, ts = line.split("\t")
+        last_train[user] = max(last_train.get(user, -1), int(ts))
+    assert test_lines and all(int(l.split("\t")[3]) > last_train[l.split("\t")[0]] for l in test_lines)
 
 
 def test_prepare_num_splits(ratings, tmp_path):

@@ -94,7 +94,7 @@ def test_interrupted_dask_job_resumes(client, fitted, tmp_path):
     write_recommendations(model, ref, k=3)
     _set_worker_env(client, "raise:6")
     try:
-        with Backend("dask", client=client) as be, pytest.raises(Exception, match="injected failure"):
+        with Backend("dask", client=client) as be, pytest.raises(RuntimeError, match="injected failure"):
             recommend_in_parts(model, out, k=3, backend=be, part_size=40, workdir=wd, model_file=path)
     finally:
         _set_worker_env(client, None)

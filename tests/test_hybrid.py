@@ -94,6 +94,9 @@ def test_new_items_ranked_alongside_known_ones(world):
     for row, u in zip(items, users):
         assert not seen[u, row[row < model.n_items]].any()
     assert (items >= model.n_items).any()  # new items do make it into the lists
+    # ... scored from their features exactly as the new-items-only model scores them
+    np.testing.assert_allclose(both.score_users(users)[:, model.n_items:],
+                               model.with_new_items(only=True).score_users(users), rtol=1e-5, atol=1e-6)
 
 
 def test_without_feature_files_hybrid_is_plain_warp(planted):

@@ -14,6 +14,7 @@ from mrec_warp.data.interactions import Interactions
 from mrec_warp.distributed import FAULT_ENV, WorkDir, evaluate_parallel, fit_submodels, recommend_in_parts, split_factors
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, load
+from mrec_warp import parallel
 from mrec_warp.parallel import Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
 from mrec_warp.recommend import iter_top_k, write_recommendations
 
@@ -44,10 +45,14 @@ def test_effective_n_jobs_follows_joblib_conventions():
     assert effective_n_jobs(-100) == 1
 
 
-def test_blas_threads_never_oversubscribe():
-    for workers in (1, 2, 3, 64):
-        assert blas_threads_per_worker(workers) * min(workers, cpu_count()) <= max(cpu_count(), workers)
+@pytest.mark.parametrize("cores", [None, 8])
+def test_blas_threads_never_oversubscribe(monkeypatch, cores):
+    if cores is not None:  # this machine has 2 cores: also check a bigger one
+        monkeypatch.setattr(parallel, "cpu_count", lambda: cores)
+    for workers in (1, 2, 3, 5, 64):
+        assert blas_threads_per_worker(workers) * min(workers, parallel.cpu_count()) <= parallel.cpu_count()
         assert blas_threads_per_worker(workers) >= 1
+    assert blas_threads_per_worker(1) == parallel.cpu_count()  # one worker gets every core
 
 
 def test_bad_backend_options_are_one_line_errors():

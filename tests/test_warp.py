@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mrec_warp import TrainingDivergedError
+from mrec_warp import InputError, TrainingDivergedError
 from mrec_warp.models import WARP, Popularity, load
 from mrec_warp.models import _warp
 from mrec_warp.models.validation import precision_at_k
@@ -156,7 +156,7 @@ def test_warp_kos_learns(planted):
     pop = Popularity().fit(train)
     p_model = precision_at_k(model.score_users, model.n_items, train, test, 10)
     assert p_model > 1.5 * precision_at_k(pop.score_users, pop.n_items, train, test, 10)
-    with pytest.raises(Exception, match="kos_k"):
+    with pytest.raises(InputError, match="kos_k"):
         WARP(loss="warp-kos", kos_k=11, kos_n=10).fit(train)
 
 
@@ -203,6 +203,7 @@ def test_early_stopping_keeps_the_best_epoch(planted):
     scores = [h["val_precision@10"] for h in model.history_ if h["phase"] == "fit"]
     assert model.best_epoch_ == int(np.argmax(scores)) + 1
     assert len(scores) <= 40
+    assert len(scores) == model.best_epoch_ + model.patience < 40  # stopped by the patience
     refit = [h for h in model.history_ if h["phase"] == "refit"]
     assert len(refit) == model.best_epoch_
 
@@ -233,6 +234,7 @@ def test_two_threads_learn_as_well(planted):
     p1 = precision_at_k(one.score_users, one.n_items, train, test, 10)
     p2 = precision_at_k(two.score_users, two.n_items, train, test, 10)
     assert abs(p1 - p2) < 0.05
+    assert all(h["updates"] > 0.95 for h in two.history_[:1])  # both threads' halves were visited
 
 
 def test_divergence_is_reported_with_a_hint(planted):
