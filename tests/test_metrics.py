@@ -305,6 +305,13 @@ def test_read_recs_tsv_with_blank_lines_and_header(tmp_path):
     assert recs["rank"].tolist() == [1, 2]
 
 
+def test_read_recs_header_after_a_utf8_bom(tmp_path):
+    p = tmp_path / "recs.csv"
+    p.write_bytes("\ufeffuser,item,score\na,x,0.9\n".encode("utf-8"))  # as Excel saves CSV
+    recs = read_recs(p)
+    assert recs[["user", "item"]].values.tolist() == [["a", "x"]]
+
+
 def test_read_recs_rank_from_score_then_file_order(tmp_path):
     p = tmp_path / "recs.csv"
     p.write_text("a,x,0.1\na,y,0.9\nb,x,0.5\n")

@@ -81,22 +81,18 @@ def read_recs(path: PathLike) -> pd.DataFrame:
 
 def _recs_layout(p: Path, sep: str) -> Tuple[List[str], int]:
     """Column names and the number of lines before the data (a header, blank lines)."""
-    import gzip
+    from ..data.io import _BOM, _data_lines, _split_fields
 
-    opener = gzip.open if p.suffix.lower() == ".gz" else open
-    with opener(p, "rt", encoding="latin-1") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            fields = [f.strip().strip('"').lower() for f in line.rstrip("\r\n").split(sep)]
-            if fields[:2] == ["user", "item"]:
-                return [f or f"col{i}" for i, f in enumerate(fields)], lineno
-            if len(fields) > len(RECS_COLUMNS):
-                raise InputError(
-                    f"expected at most 4 columns (user, item, score, rank), found {len(fields)}",
-                    path=str(p), line=lineno, hint="write recommendations as user<TAB>item<TAB>score<TAB>rank",
-                )
-            return list(RECS_COLUMNS[: len(fields)]), 0
+    for lineno, line in _data_lines(p, sep, limit=1):
+        fields = [f.lower() for f in _split_fields(line[len(_BOM):] if line.startswith(_BOM) else line, sep)]
+        if fields[:2] == ["user", "item"]:
+            return [f or f"col{i}" for i, f in enumerate(fields)], lineno
+        if len(fields) > len(RECS_COLUMNS):
+            raise InputError(
+                f"expected at most 4 columns (user, item, score, rank), found {len(fields)}",
+                path=str(p), line=lineno, hint="write recommendations as user<TAB>item<TAB>score<TAB>rank",
+            )
+        return list(RECS_COLUMNS[: len(fields)]), 0
     raise InputError("recommendations file has no data lines", path=str(p))
 
 
