@@ -40,6 +40,7 @@ from .data.io import PathLike, atomic_path, atomic_write
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
+from .recommend import _KernelExclusion
 
 JOB_FILE = "job.json"
 JOB_VERSION = 1
@@ -86,11 +87,17 @@ def cached_model(path: PathLike):
 
 def cached_npz(path: PathLike) -> Dict[str, np.ndarray]:
     """All arrays of an ``.npz``, loaded once per process."""
-    def load(p):
-        with np.load(p, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+    return _cached("npz", path, _read_npz)
 
-    return _cached("npz", path, load)
+
+def cached_exclusion(path: PathLike) -> _KernelExclusion:
+    """An exclusion matrix saved by :func:`recommend_in_parts`, in the top-k kernel's index
+    types, built once per process (not once per part)."""
+    def load(p):
+        z = _read_npz(p)
+        return _KernelExclusion(z["indptr"], z["indices"], int(z["shape"][0]))
+
+    return _cached("exclusion", path, load)
 
 
 class ModelScorer:
@@ -161,7 +168,6 @@ class WorkDir:
         else:
             with atomic_write(manifest) as fh:
                 json.dump(self.job, fh, indent=1, sort_keys=True)
-        self._created = {JOB_FILE}
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -234,7 +240,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
     ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
     Returns the number of rows written (0 if the part existed already).
     """
-    from .recommend import _KernelExclusion, block_to_frame, default_block_size, top_k_block
+    from .recommend import block_to_frame, default_block_size, top_k_block
 
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
@@ -248,13 +254,11 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
     if isinstance(exclude_src, str) and exclude_src == "train":
         exclude = model.train_
     elif isinstance(exclude_src, (str, os.PathLike)):
-        z = cached_npz(exclude_src)
-        exclude = sp.csr_matrix((np.ones(len(z["indices"]), np.float32), z["indices"], z["indptr"]),
-                                shape=tuple(z["shape"]))
+        exclude = cached_exclusion(exclude_src)
     else:
         exclude = exclude_src
     if exclude is not None:
-        exclude = _KernelExclusion.of(exclude)  # once per part, not once per block
+        exclude = _KernelExclusion.of(exclude)  # once per part, not once per block (no-op if cached)
     bs = block_size or default_block_size(model.n_items)
     n_rows = 0
     frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude))
@@ -403,6 +407,7 @@ def recommend_in_parts(
             model_src: Any = model
             users_file: Optional[str] = None
             exclude_src: Any = "train" if exclude_kind == "train" else exclude
+            exclude_csr = sp.csr_matrix(exclude) if exclude_kind == "matrix" else None
             if not be.is_local_memory:
                 # workers read inputs from files: the model file, or copies made once here
                 if model_file is None:
@@ -415,8 +420,8 @@ def recommend_in_parts(
                     if not wd.done("users.npz"):
                         with atomic_path(users_file) as tmp:
                             np.savez(tmp, users=users)
-                if exclude_kind == "matrix":
-                    csr = sp.csr_matrix(exclude)
+                if exclude_csr is not None:
+                    csr = exclude_csr
                     exclude_src = str(wd.file("exclude.npz").resolve())
                     if not wd.done("exclude.npz"):
                         with atomic_path(exclude_src) as tmp:
@@ -430,7 +435,7 @@ def recommend_in_parts(
                 if be.is_local_memory and not all_users:
                     # threads share memory: a part gets a view whose rows 0..m-1 are its users
                     part_users = users[start:stop]
-                    part_excl = exclude_src if exclude_kind != "matrix" else sp.csr_matrix(exclude)[part_users]
+                    part_excl = exclude_src if exclude_csr is None else exclude_csr[part_users]
                     tasks.append((_SubsetModel(model, part_users), str(wd.path), i, 0, stop - start, None,
                                   part_excl, k, fmt, block_size))
                 else:

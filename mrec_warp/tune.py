@@ -267,7 +267,7 @@ def tune(
     -------
     TuneResult
     """
-    from .data.interactions import Interactions, as_csr
+    from .data.interactions import Interactions, as_csr, binary_csr
     from .distributed import WorkDir, check_workdir_visible, fingerprint
     from .models.validation import holdout_split
 
@@ -279,7 +279,7 @@ def tune(
             validation = validation.reindex(train.user_ids, train.item_ids).matrix
     else:
         fit_all = as_csr(train)
-    fit_all = sp.csr_matrix((np.ones(fit_all.nnz, np.float32), fit_all.indices, fit_all.indptr), shape=fit_all.shape)
+    fit_all = binary_csr(fit_all)
     if validation is None:
         fit, val = holdout_split(fit_all, float(validation_fraction), np.random.default_rng(seed))
     else:
@@ -294,11 +294,13 @@ def tune(
     job = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base, "k": k}
     wd = WorkDir(workdir or tmp_dir, job)
     names = [f"trial-{i:04d}.json" for i in range(len(points))]
-    done = sum(wd.done(n) for n in names)
-    rows = []
+    todo = [i for i, n in enumerate(names) if not wd.done(n)]
+    done = len(points) - len(todo)
+    # finished trials are read here, never sent to a worker again
+    rows = [json.loads(wd.file(n).read_text()) for n in names if wd.done(n)]
     with backend_for(backend, n_jobs, scheduler) as be:
         split_src: Any = (fit, val)
-        if not be.is_local_memory and done < len(points):
+        if not be.is_local_memory and todo:
             split_src = str(wd.file("split.npz").resolve())
             if not wd.done("split.npz"):
                 from .data.io import atomic_path
@@ -310,7 +312,7 @@ def tune(
             check_workdir_visible(be, wd.path, split_src)
         progress.log(f"tune: {len(points)} trials ({done} already done) on {be.describe()}; "
                      f"{fit.nnz:,} fit / {val.nnz:,} validation interactions")
-        tasks = [(split_src, i, dict(p), base, k, str(wd.path)) for i, p in enumerate(points)]
+        tasks = [(split_src, i, dict(points[i]), base, k, str(wd.path)) for i in todo]
         for row in be.map(run_trial, tasks, ordered=False):
             rows.append(row)
             shown = ", ".join(f"{n}={row[n]}" for n in sorted(points[row["trial"]]))

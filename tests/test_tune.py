@@ -74,7 +74,13 @@ def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     row = json.loads((tmp_path / "w" / "trial-0000.json").read_text())
     row["seconds"] = 12345.0
     (tmp_path / "w" / "trial-0000.json").write_text(json.dumps(row))
+    import mrec_warp.tune as tune_module
+
+    ran = []
+    real_run_trial = tune_module.run_trial
+    monkeypatch.setattr(tune_module, "run_trial", lambda *a: ran.append(a[1]) or real_run_trial(*a))
     result = tune(train, points, base=BASE, workdir=tmp_path / "w")
+    assert ran == [2], "only the unfinished trial goes to a worker"
     assert result.table.set_index("trial").loc[0, "seconds"] == 12345.0
     assert len(result.table) == 3 and not (tmp_path / "w").exists()
 

@@ -95,7 +95,8 @@ def cold_start(
         known = model.user_indices(ids, strict=False) >= 0
         focus.extend(ids[known].tolist())
     if requested_users and hybrid and len(model.new_user_ids):
-        unknown = [u for u in requested_users if u not in set(model.user_ids)]
+        trained = set(model.user_ids.tolist())
+        unknown = [u for u in requested_users if u not in trained]
         kept = set(model.new_user_ids.tolist())
         if any(u in kept for u in unknown):
             model = model.with_new_users()  # the users whose features were given at training

@@ -23,6 +23,20 @@ def as_csr(matrix) -> sp.csr_matrix:
     return csr
 
 
+def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
+    """The positives of a CSR as ones: implicit feedback, presence is the signal.
+
+    Explicit zeros are not interactions and are dropped. Only the index arrays are copied
+    (the caller's matrix may change later); the caller's values are never duplicated, which
+    keeps the peak memory of large fits down.
+    """
+    if csr.nnz and not csr.data.all():
+        csr = csr.copy()
+        csr.eliminate_zeros()
+    return sp.csr_matrix((np.ones(csr.nnz, dtype=np.float32), csr.indices.copy(), csr.indptr.copy()),
+                         shape=csr.shape)
+
+
 def _id_array(values: Iterable) -> np.ndarray:
     """Ids are kept as unicode strings so they save to .npz without pickle and round-trip."""
     arr = np.asarray(list(values) if not isinstance(values, (np.ndarray, pd.Index)) else values)

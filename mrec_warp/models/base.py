@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import Interactions, as_csr
+from ..data.interactions import Interactions, as_csr, binary_csr
 from ..errors import InputError
 from . import persistence
 
@@ -70,15 +70,7 @@ class Recommender:
             csr = as_csr(X)
             self.user_ids = np.arange(csr.shape[0]).astype(str)
             self.item_ids = np.arange(csr.shape[1]).astype(str)
-        if csr.nnz and not csr.data.all():  # explicit zeros are not interactions
-            csr = csr.copy()
-            csr.eliminate_zeros()
-        # Implicit feedback: presence is the signal, so the values become ones. Only the index
-        # arrays are copied (the caller's matrix may change later); the caller's values are
-        # never duplicated, which keeps the peak memory of large fits down.
-        csr = sp.csr_matrix(
-            (np.ones(csr.nnz, dtype=np.float32), csr.indices.copy(), csr.indptr.copy()), shape=csr.shape
-        )
+        csr = binary_csr(csr)
         self.train_ = csr
         self._user_index = None
         self._item_index = None

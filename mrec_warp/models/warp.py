@@ -495,10 +495,7 @@ def _limit(max_norm: Optional[float]) -> float:
 
 
 def _n_threads(n_jobs: Optional[int]) -> int:
-    import os
+    """Threads ``n_jobs`` asks for, counted as every other parallel part of the package counts."""
+    from ..parallel import effective_n_jobs
 
-    if not n_jobs:
-        return 1
-    if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
-    return int(n_jobs)
+    return effective_n_jobs(n_jobs)
