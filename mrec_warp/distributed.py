@@ -187,18 +187,22 @@ class WorkDir:
             self.path.rmdir()
 
 
-def _visible(path: str) -> bool:
-    return os.path.exists(path)
+def _first_missing(paths: List[str]) -> Optional[str]:
+    """The first of ``paths`` this process cannot see, or ``None``."""
+    return next((p for p in paths if not os.path.exists(p)), None)
 
 
 def check_workdir_visible(backend: Backend, workdir: Path, *inputs: PathLike) -> None:
-    """Fail early, in one line, when a Dask worker cannot see the work folder or an input file."""
+    """Fail early, in one line, when a Dask worker cannot see the work folder or an input file.
+
+    Every worker is asked (``Client.run``), not just whichever ones a task lands on.
+    """
     if backend.is_local_memory or backend.name == "processes":
         return
     probes = [str((workdir / JOB_FILE).resolve())] + [str(Path(p).resolve()) for p in inputs]
-    for probe, seen in zip(probes, backend.map(_visible, [(p,) for p in probes])):
-        if not seen:
-            raise InputError("a Dask worker cannot see this file", path=probe,
+    for worker, missing in sorted(backend.client.run(_first_missing, probes).items()):
+        if missing is not None:
+            raise InputError(f"Dask worker {worker} cannot see this file", path=missing,
                              hint="put --workdir and the input files on a filesystem every worker shares")
 
 

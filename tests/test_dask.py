@@ -122,3 +122,15 @@ def test_distributed_fit_and_tune_match_local(client, fitted):
     local_tune = tune(data, points, base={"max_epochs": 4, "patience": 2})
     cols = ["trial", "factors", "learning_rate", "precision@10", "epochs"]
     assert remote_tune.table[cols].equals(local_tune.table[cols])
+
+
+def test_every_worker_is_asked_whether_it_sees_the_files(client, tmp_path):
+    from mrec_warp.distributed import JOB_FILE, check_workdir_visible
+    from mrec_warp.errors import InputError
+
+    (tmp_path / JOB_FILE).write_text("{}")
+    with Backend("dask", client=client) as be:
+        check_workdir_visible(be, tmp_path)  # the local workers share this filesystem
+        with pytest.raises(InputError, match="Dask worker .* cannot see this file") as err:
+            check_workdir_visible(be, tmp_path, tmp_path / "missing.npz")
+    assert "missing.npz" in str(err.value)
