@@ -39,7 +39,8 @@ import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SIZES = {"1m": (25_000, 10_000, 1_000_000), "10m": (200_000, 50_000, 10_000_000)}
+
+from _benchlib import SIZES, holdout_precision_at_10, lightfm_factors, synthetic_matrix  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -55,32 +56,6 @@ def load_avg() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:  # pragma: no cover - not on every OS
         return "n/a"
-
-
-def synthetic_matrix(name: str, cache: Path) -> Path:
-    """The synthetic set as a cached users x items CSR (same files as bench_warp.py)."""
-    path = cache / f"synth-{name}.npz"
-    if not path.exists():
-        from mrec_warp.data.interactions import Interactions
-        from mrec_warp.data.synthetic import generate
-
-        users, items, n = SIZES[name]
-        ratings, _ = generate(n_users=users, n_items=items, n_interactions=n, seed=1)
-        cache.mkdir(parents=True, exist_ok=True)
-        sp.save_npz(path, Interactions.from_dataframe(ratings).matrix)
-    return path
-
-
-def precision_at_10(uf, itf, ib, train, val, n_users=5000) -> float:
-    from mrec_warp.recommend import iter_top_k
-
-    users = np.flatnonzero(np.diff(val.indptr) > 0)
-    users = np.sort(np.random.default_rng(0).choice(users, min(n_users, len(users)), replace=False))
-    hits = 0
-    for block, items, _ in iter_top_k(lambda r: uf[r] @ itf.T + ib, itf.shape[0], users, 10, exclude=train):
-        for u, row in zip(block, items):
-            hits += np.isin(row, val.indices[val.indptr[u]:val.indptr[u + 1]]).sum()
-    return hits / (10 * len(users))
 
 
 # -- part 1: fit ----------------------------------------------------------------------------------
@@ -111,14 +86,12 @@ def fit_worker(lib: str, data: str, threads: int, epochs: int) -> None:
             model.fit_partial(coo, epochs=1, num_threads=threads)
             times.append(time.perf_counter() - t)
             cpu.append(cpu_seconds() - c)
-        ib, itf = model.get_item_representations()
-        _, uf = model.get_user_representations()
-        uf, itf, ib = uf.astype(np.float32), itf.astype(np.float32), ib.astype(np.float32)
+        uf, itf, ib = lightfm_factors(model)
     sec = float(np.median(times))
     print(json.dumps({"lib": lib, "threads": threads, "nnz": int(train.nnz), "epoch_seconds": times,
                       "seconds_per_epoch": sec, "interactions_per_second": train.nnz / sec,
                       "cpu_seconds_per_epoch": float(np.median(cpu)),
-                      "precision@10": precision_at_10(uf, itf, ib, train, val)}))
+                      "precision@10": holdout_precision_at_10(uf, itf, ib, train, val)}))
 
 
 def bench_fit(args, cache: Path):

@@ -34,12 +34,10 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from _benchlib import holdout_precision_at_10, lightfm_factors, synthetic_matrix
+
 ROOT = Path(__file__).resolve().parents[1]
 ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"
-SIZES = {  # name: (users, items, interactions)
-    "1m": (25_000, 10_000, 1_000_000),
-    "10m": (200_000, 50_000, 10_000_000),
-}
 
 
 # -- shared helpers ------------------------------------------------------------------------------
@@ -53,21 +51,6 @@ def top_k_from_factors(user_f, item_f, item_b, exclude, k=10):
 
     blocks = list(iter_top_k(score, item_f.shape[0], np.arange(user_f.shape[0]), k, exclude=exclude))
     return np.vstack([b[1] for b in blocks])
-
-
-def precision_at_10(items, truth, users=None):
-    users = np.flatnonzero(np.diff(truth.indptr) > 0) if users is None else users
-    hits = 0
-    for u in users:
-        row = truth.indices[truth.indptr[u]:truth.indptr[u + 1]]
-        hits += np.isin(items[u, :10], row).sum()
-    return hits / (10 * len(users))
-
-
-def lightfm_factors(model):
-    ib, iemb = model.get_item_representations()
-    ub, uemb = model.get_user_representations()
-    return uemb.astype(np.float32), iemb.astype(np.float32), ib.astype(np.float32)
 
 
 # -- part 1: accuracy on MovieLens 100k ---------------------------------------------------------
@@ -144,20 +127,6 @@ def accuracy(seeds):
 
 
 # -- part 2: speed and memory on synthetic sets ---------------------------------------------------
-def synthetic_matrix(name, cache: Path):
-    path = cache / f"synth-{name}.npz"
-    if not path.exists():
-        from mrec_warp.data.interactions import Interactions
-        from mrec_warp.data.synthetic import generate
-
-        users, items, n = SIZES[name]
-        ratings, _ = generate(n_users=users, n_items=items, n_interactions=n, seed=1)
-        X = Interactions.from_dataframe(ratings).matrix
-        cache.mkdir(parents=True, exist_ok=True)
-        sp.save_npz(path, X)
-    return path
-
-
 def _status_mb(field):
     """A memory figure of this process from /proc (Linux), in MB."""
     with open("/proc/self/status") as fh:
@@ -212,12 +181,7 @@ def worker(lib, data_path, threads, epochs, holdout):
            "fit_added_mb": fit_peak - rss_before_fit}
     out["interactions_per_second"] = train.nnz / out["seconds_per_epoch"]
     if holdout:
-        users = np.flatnonzero(np.diff(val.indptr) > 0)
-        users = np.sort(np.random.default_rng(0).choice(users, min(5000, len(users)), replace=False))
-        uf, itf, ib = factors
-        items = np.full((train.shape[0], 10), -1, dtype=np.int64)
-        items[users] = top_k_from_factors(uf[users], itf, ib, train[users])
-        out["precision@10"] = precision_at_10(items, val, users)
+        out["precision@10"] = holdout_precision_at_10(*factors, train, val)
     print(json.dumps(out))
 
 

@@ -1,0 +1,44 @@
+"""Pieces the benchmark scripts share: the synthetic sets, LightFM's factors, hold-out P@10.
+
+Not part of the package (nothing here is installed); imported by the scripts beside it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+#: Synthetic sets, name -> (users, items, interactions); cached as bench-out/cache/synth-NAME.npz.
+SIZES = {"1m": (25_000, 10_000, 1_000_000), "10m": (200_000, 50_000, 10_000_000)}
+
+
+def synthetic_matrix(name: str, cache: Path) -> Path:
+    """The synthetic set ``name`` as a users x items CSR file, generated once (seed 1)."""
+    path = cache / f"synth-{name}.npz"
+    if not path.exists():
+        from mrec_warp.data.interactions import Interactions
+        from mrec_warp.data.synthetic import generate
+
+        users, items, n = SIZES[name]
+        ratings, _ = generate(n_users=users, n_items=items, n_interactions=n, seed=1)
+        cache.mkdir(parents=True, exist_ok=True)
+        sp.save_npz(path, Interactions.from_dataframe(ratings).matrix)
+    return path
+
+
+def lightfm_factors(model):
+    """(user factors, item factors, item biases) of a LightFM model without features, float32."""
+    ib, iemb = model.get_item_representations()
+    _, uemb = model.get_user_representations()
+    return uemb.astype(np.float32), iemb.astype(np.float32), ib.astype(np.float32)
+
+
+def holdout_precision_at_10(uf, itf, ib, train, val, n_users: int = 5000) -> float:
+    """P@10 of any library's factors on ``n_users`` random hold-out users (seed 0), training
+    items excluded, with the same top-k code for every library (a fair comparison)."""
+    from mrec_warp.models.validation import precision_at_k
+
+    users = np.flatnonzero(np.diff(val.indptr) > 0)
+    users = np.sort(np.random.default_rng(0).choice(users, min(n_users, len(users)), replace=False))
+    return precision_at_k(lambda rows: uf[rows] @ itf.T + ib, itf.shape[0], train, val, 10, users=users)
