@@ -523,24 +523,24 @@ def _per_user_metrics(users, items, pos, space: _Space, ks: Tuple[int, ...]) -> 
     hits_so_far = c[1:] - c[np.searchsorted(users, users, side="left")]
     ideal = _discount_cumsum(max(ks))
 
+    # only the hits matter from here on: take them, their discounts and AP terms once
+    hit_users, hit_pos = users[hit], pos[hit]
+    discount = 1.0 / np.log2(hit_pos + 2.0)
+    ap_term = hits_so_far[hit] / (hit_pos + 1.0)
     out: Dict[str, np.ndarray] = {}
-    by_k: Dict[str, Dict[int, np.ndarray]] = {m: {} for m in AT_K_METRICS}
     for k in ks:
-        sel = hit & (pos < k)
-        u, p = users[sel], pos[sel]
+        sel = hit_pos < k
+        u = hit_users[sel]
         hits = np.bincount(u, minlength=n_users).astype(np.float64)
-        dcg = np.bincount(u, weights=1.0 / np.log2(p + 2.0), minlength=n_users)
         n_ideal = np.minimum(k, space.n_test)
-        ap = np.bincount(u, weights=hits_so_far[sel] / (p + 1.0), minlength=n_users)
-        by_k["precision"][k] = hits / k
-        by_k["recall"][k] = hits / safe_n_test
-        by_k["ndcg"][k] = dcg / np.where(n_ideal > 0, ideal[n_ideal], 1.0)
-        by_k["map"][k] = ap / np.maximum(n_ideal, 1)
-        by_k["hit_rate"][k] = (hits > 0).astype(np.float64)
-    for m in AT_K_METRICS:
-        for k in ks:
-            out[f"{m}@{k}"] = by_k[m][k]
-    out["mrr"] = _reciprocal_rank(users[hit], pos[hit], n_users)
+        out[f"precision@{k}"] = hits / k
+        out[f"recall@{k}"] = hits / safe_n_test
+        out[f"ndcg@{k}"] = (np.bincount(u, weights=discount[sel], minlength=n_users)
+                            / np.where(n_ideal > 0, ideal[n_ideal], 1.0))
+        out[f"map@{k}"] = np.bincount(u, weights=ap_term[sel], minlength=n_users) / np.maximum(n_ideal, 1)
+        out[f"hit_rate@{k}"] = (hits > 0).astype(np.float64)
+    out = {name: out[name] for name in metric_names(ks) if name in out}  # metric-major order
+    out["mrr"] = _reciprocal_rank(hit_users, hit_pos, n_users)
     return out
 
 
@@ -555,8 +555,9 @@ def _reciprocal_rank(hit_users: np.ndarray, hit_pos: np.ndarray, n_users: int) -
 
 def _coverage(users, items, pos, evaluated, space: _Space, ks) -> Dict[int, float]:
     out = {}
+    counted = evaluated[users] & (items < space.n_train_items)  # the same for every k
     for k in ks:
-        sel = (pos < k) & evaluated[users] & (items < space.n_train_items)
+        sel = counted & (pos < k)
         distinct = int(np.count_nonzero(np.bincount(items[sel], minlength=space.n_items)))
         out[k] = distinct / space.n_train_items if space.n_train_items else float("nan")
     return out
