@@ -33,8 +33,8 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
 from mrec_warp.models._kernels cimport (
-    rng_below, dot, prefetch_row, pick_negative, Candidates, candidates_init, pair_step, adagrad_axpy,
-    clip_norm, kos_positive, LOSS_WARP_KOS, StepSettings, MAX_ITEMS, DenseItems, dense_score, dense_prefetch,
+    rng_below, dot, prefetch_row, pick_pair, Candidates, candidates_init, pair_step, adagrad_axpy,
+    clip_norm, StepSettings, MAX_ITEMS, DenseItems, dense_score, dense_prefetch,
     bias_step,
 )
 
@@ -238,7 +238,7 @@ def fit_shard(
     cdef Py_ssize_t t, p, c
     cdef Candidates cand
     cdef int64_t u, i, j, row_start, row_len, n_neg, ucol, icol, jcol
-    cdef float f_pos, weight
+    cdef float weight
     cdef const float* pu
     cdef const float* qi
     cdef const float* qj
@@ -324,14 +324,8 @@ def fit_shard(
                 pu = representation(&users, u, d, pu_buf)
                 ctx.user = pu
                 ctx.now = t  # a new user representation: forget the memoised scores
-                if cfg.loss == LOSS_WARP_KOS:
-                    i = kos_positive(&ctx, hybrid_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
-                else:
-                    f_pos = hybrid_score(&ctx, i)
-
-                j = pick_negative(cfg.loss, &ctx, hybrid_score, hybrid_prefetch, f_pos, row, row_len, n_items,
-                                  cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
-                                  &n_compared)
+                j = pick_pair(&cfg, &ctx, hybrid_score, hybrid_prefetch, &i, row, row_len, n_items, s, &cand,
+                              &rank_weights[0], &weight, &total_loss, &n_compared)
                 if j < 0:
                     continue
 
@@ -408,7 +402,7 @@ def fold_in_shard(
     cdef Py_ssize_t t, p, c
     cdef Candidates cand
     cdef int64_t u, i, j, row_start, row_len, n_neg
-    cdef float f_pos, weight, su
+    cdef float weight, su
     cdef bint has_offset = offset.shape[0] > 0
     cdef bint has_scale = scale.shape[0] > 0
     cdef const float* pu
@@ -463,13 +457,8 @@ def fold_in_shard(
                 else:
                     pu = eu
                 ctx.user = pu
-                if cfg.loss == LOSS_WARP_KOS:
-                    i = kos_positive(&ctx, dense_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
-                else:
-                    f_pos = dense_score(&ctx, i)
-                j = pick_negative(cfg.loss, &ctx, dense_score, dense_prefetch, f_pos, row, row_len, n_items,
-                                  cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
-                                  &n_compared)
+                j = pick_pair(&cfg, &ctx, dense_score, dense_prefetch, &i, row, row_len, n_items, s, &cand,
+                              &rank_weights[0], &weight, &total_loss, &n_compared)
                 if j < 0:
                     continue
                 total_weight += weight

@@ -374,24 +374,30 @@ cdef inline int64_t kos_positive(
     return items[k - 1]
 
 
-cdef inline int64_t pick_negative(
-    int loss, void* ctx, score_fn score, prefetch_fn prefetch, float f_pos,
-    const int32_t* row, int64_t row_len, int64_t n_items, int max_sampled,
+cdef inline int64_t pick_pair(
+    const StepSettings* cfg, void* ctx, score_fn score, prefetch_fn prefetch, int64_t* i,
+    const int32_t* row, int64_t row_len, int64_t n_items,
     uint64_t* s, Candidates* cand, const float* rank_weights,
     float* weight, double* total_loss, int64_t* n_compared,
 ) noexcept nogil:
-    """The negative to step against for a positive scored ``f_pos`` (-1: no update), and
-    the step's weight, for every kernel of the family.
+    """The pair one step is on, for every kernel of the family: the positive ``i[0]`` (the
+    visited one; under WARP-kOS replaced by ``kos_positive``'s pick) and the negative,
+    returned (-1: no update), with the step's weight.
 
-    WARP (and WARP-kOS, whose positive was chosen by ``kos_positive``): the first margin
-    violator, weighted by ``L(floor(n_neg / N))``; the loss adds
-    ``L * (1 + f(u,j) - f(u,i))``. BPR: one negative, weighted by ``sigmoid(f(u,j) - f(u,i))``
-    (the gradient of the logistic loss ``log(1 + exp(f(u,j) - f(u,i)))``, which the loss adds).
+    WARP and WARP-kOS: the first margin violator, weighted by ``L(floor(n_neg / N))``; the
+    loss adds ``L * (1 + f(u,j) - f(u,i))``. BPR: one negative, weighted by
+    ``sigmoid(f(u,j) - f(u,i))`` (the gradient of the logistic loss
+    ``log(1 + exp(f(u,j) - f(u,i)))``, which the loss adds).
     """
+    cdef float f_pos
+    if cfg.loss == LOSS_WARP_KOS:
+        i[0] = kos_positive(ctx, score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
+    else:
+        f_pos = score(ctx, i[0])
     cdef int64_t j, n_sampled = 0
     cdef float f_neg = 0, x
-    if loss == LOSS_BPR:
-        j = bpr_sample(row, row_len, n_items, max_sampled, s, cand)
+    if cfg.loss == LOSS_BPR:
+        j = bpr_sample(row, row_len, n_items, cfg.max_sampled, s, cand)
         if j < 0:
             return -1
         f_neg = score(ctx, j)
@@ -404,7 +410,7 @@ cdef inline int64_t pick_negative(
             weight[0] = 1.0 / (1.0 + expf(x))
             total_loss[0] += -x + log1pf(expf(x))
         return j
-    j = warp_sample(ctx, score, prefetch, f_pos, row, row_len, n_items, max_sampled, s, cand,
+    j = warp_sample(ctx, score, prefetch, f_pos, row, row_len, n_items, cfg.max_sampled, s, cand,
                     &n_sampled, &f_neg)
     n_compared[0] += n_sampled
     if j < 0:

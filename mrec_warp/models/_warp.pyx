@@ -17,8 +17,8 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from mrec_warp.models._kernels cimport (
-    rng_next, rng_below, prefetch_row, MW_PREFETCH, pick_negative, Candidates, candidates_init, pair_step,
-    is_positive, clip_norm, kos_positive, LOSS_WARP_KOS, StepSettings, MAX_ITEMS, DenseItems, dense_score,
+    rng_next, rng_below, prefetch_row, MW_PREFETCH, pick_pair, Candidates, candidates_init, pair_step,
+    is_positive, clip_norm, StepSettings, MAX_ITEMS, DenseItems, dense_score,
     dense_prefetch, bias_step,
 )
 
@@ -113,7 +113,7 @@ def fit_shard(
     cdef Py_ssize_t t, p, k
     cdef Candidates cand
     cdef int64_t u, i, j, row_start, row_len, n_neg
-    cdef float f_pos, weight = 0
+    cdef float weight = 0
     cdef float* pu
     cdef float* qi
     cdef float* bias_ptr = &item_bias[0] if item_bias.shape[0] > 0 else NULL
@@ -168,19 +168,12 @@ def fit_shard(
             if n_neg <= 0:
                 continue
             pu = &user_factors[u, 0]
-            qi = &item_factors[i, 0]
             ctx.user = pu
-            if cfg.loss == LOSS_WARP_KOS:
-                i = kos_positive(&ctx, dense_score, row, row_len, cfg.kos_n, cfg.kos_k, s, &f_pos)
-                qi = &item_factors[i, 0]
-            else:
-                f_pos = dense_score(&ctx, i)
-
-            j = pick_negative(cfg.loss, &ctx, dense_score, dense_prefetch, f_pos, row, row_len, n_items,
-                              cfg.max_sampled, s, &cand, &rank_weights[0], &weight, &total_loss,
-                              &n_compared)
+            j = pick_pair(&cfg, &ctx, dense_score, dense_prefetch, &i, row, row_len, n_items, s, &cand,
+                          &rank_weights[0], &weight, &total_loss, &n_compared)
             if j < 0:
                 continue
+            qi = &item_factors[i, 0]  # i is final now (WARP-kOS may have picked another)
 
             total_weight += weight
             n_updates += 1
