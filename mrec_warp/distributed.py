@@ -656,6 +656,8 @@ def evaluate_parallel(
 
     recs = list(recs)
     names = list(names) if names else default_names(recs)
+    if len(names) != len(recs):  # zip below would drop files silently
+        raise ValueError(f"{len(names)} names for {len(recs)} recommendation files")
     labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
     units = [(resolve_split(train, l), resolve_split(test, l), resolve_split(r, l), n, tuple(ks), catalog)
              for l in labels for r, n in zip(recs, names)]

@@ -171,6 +171,8 @@ def test_evaluate_parallel_matches_serial(fitted, tmp_path):
     serial = evaluate(df, test, recs, ks=(5,))
     par = evaluate_parallel(df, test, recs, ks=(5,), backend="processes", n_jobs=2)
     assert par.to_dict() == serial.to_dict()
+    with pytest.raises(ValueError, match="1 names for 2"):
+        evaluate_parallel(df, test, recs, names=["only-one"], ks=(5,), backend="processes", n_jobs=2)
 
 
 # -- CLI -----------------------------------------------------------------------------------------
