@@ -348,3 +348,18 @@ def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         prepare(path, tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []  # no train.tsv, no temporary files
+
+
+@pytest.mark.parametrize("split", ["cold-items", "cold-users"])
+def test_cold_splits_hold_one_side_out_and_count_what_they_drop(split):
+    df = random_ratings(n_users=300, n_items=200, n_rows=3000, seed=4)  # many users with 1-2 rows
+    train, test, summary = next(iter_splits(df, test_fraction=0.2, split=split, seed=1))
+    held, other = ("item", "user") if split == "cold-items" else ("user", "item")
+    assert not set(train[held]) & set(test[held])  # held-out side: never in train
+    assert set(test[other]) <= set(train[other])  # other side: always known from train
+    positives = len(df.drop_duplicates(["user", "item"]))
+    dropped = positives - len(train) - len(test)
+    assert dropped > 0 and summary[f"test_rows_with_unknown_{other}"] == dropped
+    assert summary["items" if held == "item" else "users"]["cold_in_test"] == test[held].nunique()
+    if split == "cold-items":
+        assert summary["test_rows_with_unknown_item"] == 0 and summary["items"]["dropped_only_in_test"] == 0

@@ -93,6 +93,8 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         dropped.append(f"{s['rows_of_users_below_min_user_items']:,} rows of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:
         dropped.append(f"{s['test_rows_with_unknown_item']:,} test rows with items unseen in train")
+    if s.get("test_rows_with_unknown_user"):  # cold-items splits: a test row's user must be known
+        dropped.append(f"{s['test_rows_with_unknown_user']:,} test rows with users unseen in train")
     return (
         f"wrote {folder / 'train.tsv'} ({s['train']['rows']:,} rows), {folder / 'test.tsv'} "
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"

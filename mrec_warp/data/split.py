@@ -329,30 +329,30 @@ def iter_splits(
         "min_rating": min_rating, "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
     }
+    # A test row needs its user and its item in training, except on the side a cold split
+    # holds out on purpose: with cold-items the item is new by design, only the user must be known.
+    needs = "user" if split == "cold-items" else "item"
     for i, child in enumerate(np.random.SeedSequence(int(seed)).spawn(int(num_splits))):
         test = choose(pos, k, n, np.random.default_rng(child))
-        # a model cannot score an item it never saw in training
-        in_train = np.bincount(pos.item[~test], minlength=pos.n_items) > 0
-        if split == "cold-items":  # items are new by design; a user needs training rows
-            user_in_train = np.bincount(pos.user[~test], minlength=pos.n_users) > 0
-            unknown = test & ~user_in_train[pos.user]
-        else:
-            unknown = test & ~in_train[pos.item]
+        codes, n_codes = (pos.user, pos.n_users) if needs == "user" else (pos.item, pos.n_items)
+        unknown = test & ~(np.bincount(codes[~test], minlength=n_codes) > 0)[codes]
         test &= ~unknown
-        summary = _summary(pos, n, test, unknown, in_train, params, i)
-        if split in COLD_SPLITS:
-            _cold_summary(summary, pos, test, unknown, split)
+        summary = _summary(pos, n, test, unknown, params, i, needs, cold=split if split in COLD_SPLITS else None)
         yield pos.take(~test & ~unknown), pos.take(test), summary
 
 
 def _summary(
-    pos: Positives, n: np.ndarray, test: np.ndarray, unknown: np.ndarray, in_train: np.ndarray,
-    params: Dict[str, Any], index: int,
+    pos: Positives, n: np.ndarray, test: np.ndarray, unknown: np.ndarray, params: Dict[str, Any],
+    index: int, needs: str, cold: Optional[str] = None,
 ) -> Dict[str, Any]:
+    """What a split kept and dropped. ``unknown`` are the test rows dropped because their
+    ``needs`` side (user or item) has no training row; ``cold`` names a cold split, whose
+    held-out items (users) are counted as in test on purpose, not as dropped."""
     c = pos.counts
     train = ~test & ~unknown
+    in_train = np.bincount(pos.item[train], minlength=pos.n_items) > 0
     items_with_rows = np.bincount(pos.item, minlength=pos.n_items) > 0
-    return {
+    summary = {
         "split": index,
         "parameters": dict(params),
         "rows_read": c["rows_read"],
@@ -360,7 +360,7 @@ def _summary(
         "duplicates_merged": c["duplicates_merged"],
         "rows_below_min_rating": c["rows_below_min_rating"],
         "rows_of_users_below_min_user_items": c["rows_of_users_below_min_user_items"],
-        "test_rows_with_unknown_item": int(unknown.sum()),
+        f"test_rows_with_unknown_{needs}": int(unknown.sum()),
         "users": {
             "read": pos.n_users,
             "kept": int((n > 0).sum()),
@@ -372,23 +372,17 @@ def _summary(
             "read": pos.n_items,
             "kept": int(in_train.sum()),
             "dropped_without_positives": int((~items_with_rows).sum()),
-            "dropped_only_in_test": int((items_with_rows & ~in_train).sum()),
+            "dropped_only_in_test": 0 if cold == "cold-items" else int((items_with_rows & ~in_train).sum()),
         },
         "train": _sizes(pos, train),
         "test": _sizes(pos, test),
     }
-
-
-def _cold_summary(summary: Dict[str, Any], pos: Positives, test: np.ndarray, unknown: np.ndarray, split: str) -> None:
-    """Held-out items (users) are in test on purpose: count them as such, not as dropped."""
-    if split == "cold-items":
-        held = np.bincount(pos.item[test], minlength=pos.n_items) > 0
+    if cold == "cold-items":
         summary["test_rows_with_unknown_item"] = 0
-        summary["test_rows_with_unknown_user"] = int(unknown.sum())
-        summary["items"]["dropped_only_in_test"] = 0
-        summary["items"]["cold_in_test"] = int(held.sum())
-    else:
-        summary["users"]["cold_in_test"] = int(np.count_nonzero(np.bincount(pos.user[test], minlength=pos.n_users)))
+        summary["items"]["cold_in_test"] = summary["test"]["items"]
+    elif cold is not None:
+        summary["users"]["cold_in_test"] = summary["test"]["users"]
+    return summary
 
 
 def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
