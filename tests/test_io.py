@@ -148,6 +148,7 @@ def test_latin1_and_utf8_bytes_do_not_crash(tmp_path):
     assert len(df) == 3
     assert df["user"].iloc[0] == "Zoë"  # Latin-1 bytes decode to themselves
     assert df["user"].iloc[1] != df["user"].iloc[0]  # UTF-8 stays distinct (and stable) bytes
+    assert df["user"].tolist() == ["Zoë", "ZoÃ«", "ÿþ"] and df["item"].iloc[2] == "\x80"  # byte for byte
 
 
 def test_utf8_bom_is_ignored(tmp_path):

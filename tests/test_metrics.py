@@ -184,7 +184,7 @@ def test_unknown_recommended_id_names_file_and_line():
 
 def test_bad_ks():
     df = pd.DataFrame({"user": ["a"], "item": ["x"]})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="positive integer"):
         evaluate_recommendations(df, df, df.assign(rank=1), ks=(0,))
 
 
