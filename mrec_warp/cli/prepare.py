@@ -24,6 +24,8 @@ Rules, in order: duplicate (user, item) rows are merged (highest rating, earlies
 rows rated below --min-rating are dropped; users with fewer than --min-user-items rows
 left are dropped; then each user's rows are split (users with one row stay in train), and
 test rows whose item never appears in train are dropped. summary.json counts each step.
+The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
+with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
 """)
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
@@ -37,7 +39,8 @@ test rows whose item never appears in train are dropped. summary.json counts eac
               help="Which columns to use, by header name or 0-based position, e.g. "
                    "userId,movieId,rating,timestamp or 0,1,2 [the first four].")
 @click.option("--min-rating", type=float, metavar="R",
-              help="Keep interactions rated at least R; lower ones are dropped [keep all].")
+              help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
+                   "kept for 'train --confidence'].")
 @click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",
               help="Drop users with fewer than N interactions left.")
 @click.option("--test-fraction", type=float, metavar="F",
@@ -100,4 +103,5 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
     )

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 
 import click
 
+from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
 from ..data.io import read_ratings
 from ..errors import InputError
@@ -24,6 +25,7 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
+    "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp only
 }
 
 
@@ -35,9 +37,23 @@ def model_classes() -> Dict[str, Any]:
     return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP}
 
 
-def load_interactions(path: str, fmt: str = "auto") -> Interactions:
+def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Interactions:
+    """Read a ratings file; with ``values`` the matrix holds the value column (summed over
+    duplicate rows), else every row is 1."""
     df = read_ratings(path, format=fmt)
-    return Interactions.from_dataframe(df)
+    if values and "value" not in df:
+        raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
+                         hint="drop --confidence, or give a file with a third column (count, hours, rating)")
+    return Interactions.from_dataframe(df, value_col="value" if values else None)
+
+
+def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
+    """One log line: what the value column (TRAIN's third) became."""
+    if kind == "none":
+        return "value column (3rd) ignored: every row is a positive of weight 1 (--confidence log to weight by it)"
+    zeros = int(data.nnz - (data.matrix.data != 0).sum())
+    return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
+            + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
 
 
 def load_params(path: Optional[str]) -> Dict[str, Any]:
@@ -101,6 +117,13 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
+@click.option("--confidence", type=click.Choice(CONFIDENCES),
+              help="WARP: weigh each row by its value (3rd column: count, hours, rating): linear "
+                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 [none].")
+@click.option("--alpha", type=float, help="Confidence scale alpha [1].")
+@click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
+@click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
+              help="WARP: draw positives in proportion to confidence, or scale each step by it [sample].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
@@ -119,11 +142,15 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
-    data = load_interactions(train, fmt)
-    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
+    kind = options.get("confidence") or params.get("confidence") or "none"
+    if kind != "none" and "confidence" not in model._param_names():
+        raise InputError(f"--confidence is used by --model warp, not --model {model_name}",
+                         hint="drop --confidence, or train --model warp")
+    data = load_interactions(train, fmt, values=kind != "none")
+    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
     for name in ("user_max_norm", "item_max_norm"):
@@ -136,7 +163,13 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     except ValueError as exc:
         raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
     check_backend(backend, scheduler)
+    if "confidence" in model._param_names():
+        progress.log(describe_values(data, kind, model.alpha, model.eps)
+                     + (f", used to {model.confidence_use} positives" if kind != "none" else ""))
     if model_name == "warp" and (sub_models or backend == "dask"):
+        if kind != "none":
+            raise InputError("--confidence does not combine with sub-models yet",
+                             hint="drop --sub-models / --backend dask, or drop --confidence")
         if validation_file:
             raise InputError("--validation does not combine with sub-models", path=validation_file,
                              hint="each sub-model early-stops on its own hold-out; drop --validation")

@@ -6,7 +6,9 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
    largest of their values and its timestamp the earliest of their timestamps (when the
    user first met the item). Files without a rating column get value 1 for every row.
 2. **Binarise.** With ``min_rating``, merged rows whose value is below it are dropped; every
-   row left is a positive. The rating is kept in the output files for reference.
+   row left is a positive. The value (rating, count, hours) is kept in the output files
+   either way, so ``train --confidence`` can weigh rows by it; ``summary.json``'s
+   ``value_column`` says which column it was and what became of it.
 3. **Filter users.** Users with fewer than ``min_user_items`` rows left are dropped (one
    pass; items are never filtered here, so no second pass is needed).
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
@@ -482,10 +484,15 @@ def prepare(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
     )
+    value_column = describe_value_column(df, columns, min_rating, header)
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
+        summary["value_column"] = {**value_column, "rows_below_min_rating": summary["rows_below_min_rating"]}
+        summary["value_column"]["description"] = _value_words(summary["value_column"])
+        if summary["split"] == 0:
+            progress.log(summary["value_column"]["description"])
         if side:
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
         _write_split(folder, train, test, summary)
@@ -500,6 +507,33 @@ def prepare(
         write_features(table, outdir / name)
         progress.log(f"{outdir / name}: {len(table):,} rows, {table['feature'].nunique():,} features")
     return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
+
+
+def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rating: Optional[float],
+                          header: Optional[bool]) -> Dict[str, Any]:
+    """Which input column is the value and what prepare made of it, for ``summary.json``.
+
+    ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
+    below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
+    the third column of train.tsv / test.tsv for ``train --confidence``).
+    """
+    if "value" not in df:
+        return {"column": None, "use": "none", "min_rating": None}
+    given = None if columns is None else _as_list(columns)
+    name = str(given[2]) if given is not None and len(given) > 2 else "3"
+    return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
+
+
+def _value_words(v: Dict[str, Any]) -> str:
+    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
+    if v["use"] == "none":
+        return "no value column: every row is a positive"
+    column = f"value column {v['column']!r}" if not v["column"].isdigit() else f"value column {v['column']}"
+    if v["use"] == "binarised":
+        return (f"{column}: binarised at >= {v['min_rating']:g}: {v['rows_below_min_rating']:,} rows dropped "
+                "(the values left stay in column 3 of train.tsv / test.tsv)")
+    return (f"{column}: kept in column 3 of train.tsv / test.tsv (largest value of merged duplicates); "
+            "every row is a positive; 'mrec-warp train --confidence log' weighs rows by it")
 
 
 def _as_list(columns: Union[str, Sequence]) -> List:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
@@ -20,6 +21,8 @@ LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
 SCHEDULES = ("adagrad", "sgd")
+#: How WARP uses a confidence: draw positives in proportion to it, or scale each step by it.
+CONFIDENCE_USES = ("sample", "weight")
 
 #: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
 #: enough that the Python overhead between calls is negligible.
@@ -88,6 +91,20 @@ class WARP(Recommender):
         Seed for initialisation, shuffling and sampling.
     verbose : bool
         Log one line per epoch to standard error.
+    confidence : {"none", "linear", "log"}
+        How the values of ``X`` (play counts, hours, ratings) weigh each positive, with
+        :func:`mrec_warp.data.confidence.confidence`: ``"none"`` (default) treats every
+        stored entry as a positive of weight 1; ``"linear"`` gives ``c = 1 + alpha * value``
+        and ``"log"`` ``c = 1 + alpha * log1p(value / eps)``. Entries of value 0 are never
+        positives (as without confidence).
+    alpha, eps : float
+        Parameters of ``confidence``.
+    confidence_use : {"sample", "weight"}
+        ``"sample"``: every epoch draws as many positives as there are, with replacement,
+        each with probability proportional to its confidence (an alias table, O(1) per
+        draw); ``"weight"``: every positive is visited once and its step is scaled by its
+        confidence divided by the mean confidence (mean weight 1). See the README for
+        which helped where.
     """
 
     def __init__(
@@ -117,6 +134,10 @@ class WARP(Recommender):
         n_jobs: int = 1,
         random_state: Optional[int] = None,
         verbose: bool = False,
+        confidence: str = "none",
+        alpha: float = 1.0,
+        eps: float = 1.0,
+        confidence_use: str = "sample",
     ) -> None:
         self.factors = factors
         self.loss = loss
@@ -143,6 +164,10 @@ class WARP(Recommender):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.confidence = confidence
+        self.alpha = alpha
+        self.eps = eps
+        self.confidence_use = confidence_use
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -163,6 +188,9 @@ class WARP(Recommender):
         need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
              "max_epochs, patience and eval_every must be >= 1")
         need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+        if self._confidence_kind() != "none":
+            check_confidence(self.confidence, self.alpha, self.eps)
+            need(self.confidence_use in CONFIDENCE_USES, f"confidence_use must be one of {CONFIDENCE_USES}")
 
     # -- state -------------------------------------------------------------------------------
     def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -193,8 +221,11 @@ class WARP(Recommender):
 
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
-        """Shuffle the positives, then visit each once (in shards on several threads)."""
-        _warp.shuffle(data.order, self._rng_state)
+        """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
+        if data.alias is not None:
+            _warp.draw_positives(data.order, *data.alias, self._rng_state)
+        else:
+            _warp.shuffle(data.order, self._rng_state)
         cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
         n_jobs = _n_threads(self.n_jobs)
@@ -260,7 +291,7 @@ class WARP(Recommender):
             self.user_factors_, self.item_factors_, self.item_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
             data.indptr, data.indices, data.pos_users, data.order,
-            start, stop, data.rank_weights, state, cfg,
+            start, stop, data.rank_weights, state, cfg, data.step_weights,
         )
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
@@ -294,7 +325,7 @@ class WARP(Recommender):
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        csr = self._set_training_data(X)
+        csr = self._with_confidence(X, self._set_training_data(X))
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
 
@@ -337,12 +368,14 @@ class WARP(Recommender):
             self._init_state(*csr.shape, np.random.default_rng(self.random_state))
         if not hasattr(self, "history_"):
             self.history_ = []
+        values = _as_aligned_csr(X, self, "X", keep_values=True) if fitted or loaded else X
+        csr = self._with_confidence(values, csr)
         self._train(csr, int(epochs), progress, ())
         return self
 
     def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs; with ``validation``, early-stop and keep the best."""
-        data = _TrainingData(csr)
+        data = _TrainingData(csr, self._confidence_kind() != "none", getattr(self, "confidence_use", "sample"))
         best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
         eval_users = None
         if validation is not None:
@@ -377,6 +410,31 @@ class WARP(Recommender):
             progress.log(f"best epoch {best_epoch}: val P@{self.eval_k} {best_score:.4f}")
             return best_epoch
         return epochs
+
+    # -- confidence ----------------------------------------------------------------------------
+    def _confidence_kind(self) -> str:
+        # subclasses whose constructor does not take ``confidence`` (the hybrid) train without it
+        return getattr(self, "confidence", "none") if "confidence" in self._param_names() else "none"
+
+    def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
+        """``binary`` (the positives) with each positive's confidence as its value.
+
+        Without a confidence, ``binary`` itself. The values come from ``X`` (same entries as
+        ``binary``, which dropped its explicit zeros); the visit order and hold-out splits
+        only look at the structure, so they do not change with the confidence.
+        """
+        if self._confidence_kind() == "none":
+            return binary
+        from ..data.interactions import Interactions, as_csr
+
+        raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
+        if raw.nnz and not raw.data.all():
+            raw = raw.copy()
+            raw.eliminate_zeros()
+        if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's _set_training_data
+            raise ValueError("confidence values do not line up with the positives")
+        conf = confidence_of(raw.data, self.confidence, self.alpha, self.eps)
+        return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
     def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WARP":
@@ -464,9 +522,14 @@ class WARP(Recommender):
 
 
 class _TrainingData:
-    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order."""
+    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order.
 
-    def __init__(self, csr: sp.csr_matrix) -> None:
+    With ``use_values``, ``csr.data`` holds each positive's confidence: ``use="sample"``
+    builds the alias table the epochs draw positives from, ``use="weight"`` the step
+    weights (confidence over its mean).
+    """
+
+    def __init__(self, csr: sp.csr_matrix, use_values: bool = False, use: str = "sample") -> None:
         self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
         self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
         counts = np.diff(self.indptr)
@@ -474,9 +537,17 @@ class _TrainingData:
         # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
         self.order = np.arange(csr.nnz, dtype=np.int32 if csr.nnz < 2**31 - 1 else np.int64)
         self.rank_weights = _warp.harmonic_table(csr.shape[1])
+        self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self.step_weights: Optional[np.ndarray] = None
+        if use_values and csr.nnz:
+            values = np.asarray(csr.data, dtype=np.float64)
+            if use == "sample":
+                self.alias = _warp.alias_table(values)
+            else:
+                self.step_weights = (values / values.mean()).astype(np.float32)
 
 
-def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
+def _as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) -> sp.csr_matrix:
     from ..data.interactions import Interactions, as_csr
 
     if isinstance(X, Interactions):
@@ -485,7 +556,8 @@ def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
     if csr.shape != (model.n_users, model.n_items):
         raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
     csr = csr.copy()
-    csr.data[:] = 1.0
+    if not keep_values:
+        csr.data[:] = 1.0
     return csr
 
 
