@@ -74,7 +74,7 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
     assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
     assert third == f"  {summary['value_column']['description']}"
-    assert f"value column 3: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
+    assert f"value column #3: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
     assert result.stderr == ""  # no progress chatter when not on a terminal
 
 

@@ -123,7 +123,7 @@ Examples:
 @click.option("--alpha", type=float, help="Confidence scale alpha [1].")
 @click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
-              help="WARP: draw positives in proportion to confidence, or scale each step by it [sample].")
+              help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")

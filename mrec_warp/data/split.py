@@ -513,14 +513,17 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
                           header: Optional[bool]) -> Dict[str, Any]:
     """Which input column is the value and what prepare made of it, for ``summary.json``.
 
-    ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
+    ``column`` is the header name given in ``columns``, or ``"#3"`` for the third field
+    (1-based). ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
     below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
     the third column of train.tsv / test.tsv for ``train --confidence``).
     """
     if "value" not in df:
         return {"column": None, "use": "none", "min_rating": None}
     given = None if columns is None else _as_list(columns)
-    name = str(given[2]) if given is not None and len(given) > 2 else "3"
+    name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
+    if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
+        name = f"#{int(name) + 1}"
     return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
 
 
@@ -528,7 +531,7 @@ def _value_words(v: Dict[str, Any]) -> str:
     """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
     if v["use"] == "none":
         return "no value column: every row is a positive"
-    column = f"value column {v['column']!r}" if not v["column"].isdigit() else f"value column {v['column']}"
+    column = f"value column {v['column']}" if v["column"].startswith("#") else f"value column {v['column']!r}"
     if v["use"] == "binarised":
         return (f"{column}: binarised at >= {v['min_rating']:g}: {v['rows_below_min_rating']:,} rows dropped "
                 "(the values left stay in column 3 of train.tsv / test.tsv)")

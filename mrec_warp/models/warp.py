@@ -99,12 +99,13 @@ class WARP(Recommender):
         positives (as without confidence).
     alpha, eps : float
         Parameters of ``confidence``.
-    confidence_use : {"sample", "weight"}
-        ``"sample"``: every epoch draws as many positives as there are, with replacement,
-        each with probability proportional to its confidence (an alias table, O(1) per
-        draw); ``"weight"``: every positive is visited once and its step is scaled by its
-        confidence divided by the mean confidence (mean weight 1). See the README for
-        which helped where.
+    confidence_use : {"weight", "sample"}
+        ``"weight"`` (default): every positive is visited once and its step is scaled by
+        its confidence divided by the mean confidence (mean weight 1); ``"sample"``: every
+        epoch draws as many positives as there are, with replacement, each with
+        probability proportional to its confidence (an alias table, O(1) per draw). Both
+        beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (README,
+        "The value column"); neither is clearly ahead of the other.
     """
 
     def __init__(
@@ -137,7 +138,7 @@ class WARP(Recommender):
         confidence: str = "none",
         alpha: float = 1.0,
         eps: float = 1.0,
-        confidence_use: str = "sample",
+        confidence_use: str = "weight",
     ) -> None:
         self.factors = factors
         self.loss = loss
@@ -375,7 +376,7 @@ class WARP(Recommender):
 
     def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs; with ``validation``, early-stop and keep the best."""
-        data = _TrainingData(csr, self._confidence_kind() != "none", getattr(self, "confidence_use", "sample"))
+        data = _TrainingData(csr, self._confidence_kind() != "none", getattr(self, "confidence_use", "weight"))
         best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
         eval_users = None
         if validation is not None:
