@@ -236,13 +236,16 @@ def _part_name(i: int, fmt: str) -> str:
     return f"part-{i:05d}{_PART_SUFFIX[fmt]}"
 
 
-def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, users_file: Optional[str],
+def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, users_src,
                     exclude_src, k: int, fmt: str, block_size: Optional[int]) -> int:
-    """One unit: top-k for users ``[start, stop)`` of the job, written to its part file.
+    """One unit: top-k for the users at positions ``[start, stop)`` of the job, written to its part file.
 
     ``model_src`` is a fitted model (threads) or a model file path (other backends);
-    ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
-    Returns the number of rows written (0 if the part existed already).
+    ``users_src`` is ``None`` (all users, in order), the job's user array (threads) or an
+    ``.npz`` path of it; ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an
+    ``.npz`` path of one, with rows by user index. Users are scored at their positions in
+    the job (:func:`~mrec_warp.recommend.grid_scores`), so parts give the same bits as one
+    stream. Returns the number of rows written (0 if the part existed already).
     """
     from .recommend import block_to_frame, default_block_size, top_k_block
 
@@ -251,10 +254,12 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
         return 0
     maybe_inject_fault(workdir, part)
     model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
-    if users_file is None:
+    if users_src is None:
         users = np.arange(start, stop, dtype=np.int64)
+    elif isinstance(users_src, np.ndarray):
+        users = users_src[start:stop]
     else:
-        users = np.asarray(cached_npz(users_file)["users"][start:stop], dtype=np.int64)
+        users = np.asarray(cached_npz(users_src)["users"][start:stop], dtype=np.int64)
     if isinstance(exclude_src, str) and exclude_src == "train":
         exclude = model.train_
     elif isinstance(exclude_src, (str, os.PathLike)):
@@ -265,7 +270,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
         exclude = _KernelExclusion.of(exclude)  # once per part, not once per block (no-op if cached)
     bs = block_size or default_block_size(model.n_items)
     n_rows = 0
-    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude))
+    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
               for s, e in chunk_ranges(len(users), bs))
     if fmt == "parquet":
         import pyarrow as pa
@@ -433,18 +438,9 @@ def recommend_in_parts(
                                      shape=np.array(csr.shape, np.int64))
                 check_workdir_visible(be, wd.path, model_src)
             progress.log(f"running {len(todo)} parts on {be.describe()}")
-            tasks = []
-            for i in todo:
-                start, stop = ranges[i]
-                if be.is_local_memory and not all_users:
-                    # threads share memory: a part gets a view whose rows 0..m-1 are its users
-                    part_users = users[start:stop]
-                    part_excl = exclude_src if exclude_csr is None else exclude_csr[part_users]
-                    tasks.append((_SubsetModel(model, part_users), str(wd.path), i, 0, stop - start, None,
-                                  part_excl, k, fmt, block_size))
-                else:
-                    tasks.append((model_src, str(wd.path), i, start, stop, users_file, exclude_src, k, fmt,
-                                  block_size))
+            users_src: Any = users_file if users_file is not None else (None if all_users else users)
+            tasks = [(model_src, str(wd.path), i, *ranges[i], users_src, exclude_src, k, fmt, block_size)
+                     for i in todo]
             for _ in progress.iterate(be.map(_recommend_part, tasks, ordered=False), total=len(todo),
                                       desc="parts", unit="part"):
                 pass
@@ -455,25 +451,6 @@ def recommend_in_parts(
     if not keep_parts:
         wd.cleanup(names + extra)
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": len(ranges) - len(todo), "parts_run": len(todo)}
-
-
-class _SubsetModel:
-    """Threads only: a view of a model whose row indices ``0..m-1`` are the given users.
-
-    Lets a thread unit take an arbitrary user subset without the index file the process
-    and Dask units read.
-    """
-
-    def __init__(self, model, users: np.ndarray) -> None:
-        self._model = model
-        self._users = users
-        self.n_items = model.n_items
-        self.user_ids = model.user_ids[users]
-        self.item_ids = model.item_ids
-        self.train_ = model.train_[users]
-
-    def score_users(self, rows: np.ndarray) -> np.ndarray:
-        return self._model.score_users(self._users[rows])
 
 
 # ---------------------------------------------------------------------------------------------

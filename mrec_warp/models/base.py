@@ -108,8 +108,12 @@ class Recommender:
     def fit(self, X, **kwargs) -> "Recommender":  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        """Scores of users (row indices) against every item: float32 (len(users), n_items)."""
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:  # pragma: no cover
+        """Scores of users (row indices) against every item: float32 (len(users), n_items).
+
+        ``out``, when given, is a C-contiguous float32 array of that shape to write into
+        (batch scoring passes one to save a copy of every block).
+        """
         raise NotImplementedError
 
     def _get_arrays(self) -> Dict[str, np.ndarray]:  # pragma: no cover - abstract
@@ -223,6 +227,15 @@ class Recommender:
     def load(cls, source) -> "Recommender":
         """Load a model saved by :meth:`save` (any model class when called on the base)."""
         return load(source, expected=cls)
+
+
+def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
+                  out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``user_factors @ item_factors.T (+ item_bias)`` as float32, one sgemm, into ``out`` if given."""
+    scores = np.matmul(user_factors, item_factors.T, out=out)
+    if item_bias is not None:
+        scores += item_bias
+    return scores
 
 
 def load(source, expected: Type[Recommender] = Recommender) -> Recommender:

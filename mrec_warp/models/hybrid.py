@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from . import _hybrid, _warp
 from .foldin import append_empty_rows as _append_empty_rows
+from .base import factor_scores
 from .warp import WARP, Callback
 
 
@@ -353,12 +354,9 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             raise AttributeError("item_bias_")
         return self._representations()[2]
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         users_f, items_f, bias = self._representations()
-        scores = users_f[np.asarray(users)] @ items_f.T
-        if self.item_bias:
-            scores += bias
-        return scores
+        return factor_scores(users_f[np.asarray(users)], items_f, bias if self.item_bias else None, out)
 
     @property
     def user_feature_names(self) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The popularity baseline: every user gets the most-interacted items they have not seen."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -22,7 +22,10 @@ class Popularity(Recommender):
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         return self
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        if out is not None:
+            out[:] = self.item_counts_
+            return out
         return np.broadcast_to(self.item_counts_, (len(users), self.n_items))
 
     def _get_arrays(self) -> Dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
-from .base import Recommender
+from .base import Recommender, factor_scores
 from .validation import holdout_split, precision_at_k
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
@@ -408,12 +408,10 @@ class WARP(Recommender):
         self.user_factors_[users] = rows
 
     # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self._check_fitted()
-        scores = self.user_factors_[np.asarray(users)] @ self.item_factors_.T  # sgemm
-        if self.item_bias:
-            scores += self.item_bias_
-        return scores
+        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
+                             self.item_bias_ if self.item_bias else None, out)
 
     def similar_items(self, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
         """The ``k`` items with the most similar factors (cosine) to each of ``items``.
