@@ -53,10 +53,12 @@ def top_k_block(
     users: np.ndarray,
     k: int,
     exclude: Optional[sp.csr_matrix],
+    item_mask: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of one block of rows: (rows, items, scores).
 
-    ``score_fn(rows)`` returns the (len(rows), n_items) scores, e.g. ``model.score_users``.
+    ``score_fn(rows)`` returns the (len(rows), n_items) scores, e.g. ``model.score_users``;
+    ``item_mask`` (uint8, one per item) marks items never to recommend to anyone.
     """
     scores = np.ascontiguousarray(score_fn(users), dtype=np.float32)
     items_out = np.empty((len(users), k), dtype=np.int64)
@@ -70,7 +72,7 @@ def top_k_block(
         # users beyond the exclusion matrix (e.g. folded-in ones) exclude nothing
         rows = np.where(users < exclude.n_rows, users, -1).astype(np.int64)
         indptr, indices = exclude.indptr, exclude.indices
-    topk_masked(scores, rows, indptr, indices, _NO_MASK, items_out, scores_out)
+    topk_masked(scores, rows, indptr, indices, _NO_MASK if item_mask is None else item_mask, items_out, scores_out)
     return users, items_out, scores_out
 
 
@@ -85,6 +87,7 @@ def iter_top_k(
     progress: Progress = SILENT,
     backend="threads",
     scheduler: Optional[str] = None,
+    item_mask: Optional[np.ndarray] = None,
 ) -> Iterator[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(users, items, scores)`` per block, in the order of ``users``.
 
@@ -94,7 +97,7 @@ def iter_top_k(
     ``"processes"``, ``"dask"`` or an entered :class:`~mrec_warp.parallel.Backend`. With the
     last three ``score_fn`` is pickled to the workers, so it should be cheap to pickle, e.g.
     :class:`~mrec_warp.distributed.ModelScorer`; each block ships only its own rows of
-    ``exclude``.
+    ``exclude``. ``item_mask`` (uint8, one entry per item) marks items never to recommend.
     """
     if k <= 0:
         raise ValueError("k must be a positive integer")
@@ -106,16 +109,17 @@ def iter_top_k(
     with backend_for(backend, n_jobs, scheduler) as be:
         if be.is_local_memory:  # threads share the exclusion arrays, converted once
             shared = None if exclude is None else _KernelExclusion.of(exclude)
-            run, tasks = top_k_block, ((score_fn, b, k, shared) for b in blocks)
+            run, tasks = top_k_block, ((score_fn, b, k, shared, item_mask) for b in blocks)
         else:  # each remote block ships only its own rows of a CSR
             csr = None if exclude is None else sp.csr_matrix(exclude)
-            run, tasks = _top_k_rows, ((score_fn, b, k, _exclusion_rows(csr, b)) for b in blocks)
+            run, tasks = _top_k_rows, ((score_fn, b, k, _exclusion_rows(csr, b), item_mask) for b in blocks)
         yield from progress.iterate(be.map(run, tasks), total=len(blocks), desc="recommend", unit="block")
 
 
-def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude,
+                item_mask: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block on a worker: ``sub_exclude`` holds exactly the block's rows, in order."""
-    _, items, scores = top_k_block(lambda _: score_fn(users), np.arange(len(users)), k, sub_exclude)
+    _, items, scores = top_k_block(lambda _: score_fn(users), np.arange(len(users)), k, sub_exclude, item_mask)
     return users, items, scores
 
 
