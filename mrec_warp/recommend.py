@@ -165,8 +165,11 @@ def write_recommendations(
     workdir=None,
     part_size: Optional[int] = None,
     model_file=None,
+    filter_items: Optional[Sequence[str]] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
+
+    ``filter_items`` are item ids never recommended to anyone, on top of ``exclude``.
 
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
     CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
@@ -188,11 +191,14 @@ def write_recommendations(
     if fmt not in RECS_FORMATS:
         raise InputError(f"unknown recommendations format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
+    mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
     if fmt == "parquet":
         _require_pyarrow()
     if workdir is not None or not (isinstance(backend, str) and backend == "threads"):
         from .distributed import recommend_in_parts
 
+        if mask is not None:  # part files take one exclusion matrix: add the items to every row
+            exclude = _with_items(model._exclusion_matrix(exclude), mask, model.n_users)
         info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
                                   exclude=exclude if isinstance(exclude, str) or exclude is None
                                   else model._exclusion_matrix(exclude),
@@ -200,7 +206,7 @@ def write_recommendations(
                                   part_size=part_size, block_size=block_size, model_file=model_file, progress=progress)
         return info["rows"]
     blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
-                        n_jobs=n_jobs, block_size=block_size, progress=progress)
+                        n_jobs=n_jobs, block_size=block_size, progress=progress, item_mask=mask)
     frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
     if fmt == "parquet":
         return _write_parquet(frames, path)
@@ -211,6 +217,22 @@ def write_recommendations(
                          index=False, float_format="%.6g", lineterminator="\n")
             n_rows += len(frame)
     return n_rows
+
+
+def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
+    """``exclude`` with the items of ``mask`` added to every user's row."""
+    cols = np.flatnonzero(mask)
+    everyone = sp.csr_matrix((np.ones(n_users * len(cols), np.float32),
+                              (np.repeat(np.arange(n_users), len(cols)), np.tile(cols, n_users))),
+                             shape=(n_users, len(mask)))
+    if exclude is None:
+        return everyone
+    if exclude.shape[0] < n_users:  # folded-in users beyond the matrix exclude nothing else
+        exclude = sp.vstack([exclude, sp.csr_matrix((n_users - exclude.shape[0], len(mask)), dtype=np.float32)])
+    out = sp.csr_matrix(exclude[:n_users] + everyone, dtype=np.float32)
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
 
 
 def _format_from_suffix(path) -> str:
