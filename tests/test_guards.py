@@ -107,6 +107,11 @@ def test_recommend_exclude_items(split, tmp_path):
     assert not recs[1].isin(banned).any() and recs.groupby(0).size().eq(10).all()
     train = pd.read_csv(split["train"], sep="\t", header=None, dtype=str)
     assert recs.merge(train, on=[0, 1]).empty  # training items stay excluded
+    # resumable part files take the same exclusions, and give the same file
+    result = run("recommend", split["model"], "-o", tmp_path / "p.tsv", "-k", "10", "--exclude-items",
+                 tmp_path / "banned.txt", "--workdir", tmp_path / "parts", "--part-size", "50")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "p.tsv").read_bytes() == (tmp_path / "r.tsv").read_bytes()
 
 
 def test_popularity_recommends_for_new_users_from_their_history(split, tmp_path):

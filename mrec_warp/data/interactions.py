@@ -1,6 +1,7 @@
 """Interactions: a users x items CSR matrix plus the maps to the user's own ids."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence
 
@@ -181,8 +182,8 @@ class Interactions:
 def _id_list(ids) -> list:
     """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
     characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6)."""
-    if isinstance(ids, (str, bytes)) or np.ndim(ids) == 0:
-        ids = [ids]
+    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
+        ids = [ids.item() if isinstance(ids, np.ndarray) else ids]
     return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in ids]
 
 
