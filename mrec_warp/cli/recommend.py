@@ -146,8 +146,8 @@ Examples:
 @click.option("--fold-in-epochs", type=click.IntRange(min=1), help="Passes over --history [30].")
 @quiet_option
 @friendly_errors
-def recommend(model_file, output, k, train_file, exclude_items_file, users_file, fmt, n_jobs, block_size, backend, scheduler, workdir,
-              part_size, quiet, verbose, **cold):
+def recommend(model_file, output, k, train_file, exclude_items_file, users_file, fmt, n_jobs, block_size, backend,
+              scheduler, workdir, part_size, quiet, verbose, **cold):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
@@ -171,7 +171,8 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     exclude = train_exclusion(model, train_file, progress) if train_file else "train"
     filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
     check_backend(backend, scheduler)
-    n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt, filter_items=filtered,
+    n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
+                              filter_items=filtered,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
                               scheduler=scheduler, workdir=workdir, part_size=part_size,
                               model_file=None if changed else model_file)

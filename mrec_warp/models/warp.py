@@ -392,9 +392,10 @@ class WARP(Recommender):
 
         Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
         Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
-        per model item whose rows are the users ``user_ids``) gets a factor row fitted by ``epochs`` WARP passes over their items
-        against the fixed item factors; new users are appended to ``user_ids``, known ones
-        are refined from their training items plus the history. Nothing else changes. See
+        per model item whose rows are the users ``user_ids``) gets a factor row fitted by
+        ``epochs`` WARP passes over their items against the fixed item factors; new users
+        are appended to ``user_ids``, known ones are refined from their training items plus
+        the history. Nothing else changes. See
         :func:`mrec_warp.models.foldin.fold_in`.
         """
         from .foldin import fold_in
