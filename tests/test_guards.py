@@ -51,9 +51,18 @@ def split(tmp_path_factory):
 
 
 # -- evaluate -----------------------------------------------------------------------------------
-def test_evaluate_refuses_recommendations_given_as_the_test_file(split):
+def test_evaluate_refuses_recommendations_given_as_the_test_file(split, tmp_path):
     result = run("evaluate", "--train", split["train"], "--test", split["recs"], "--recs", split["test"])
     one_line_error(result, "recs.tsv", "looks like a recommendations file", "swapped")
+    # but a log whose 4th column numbers each user's rows 1, 2, 3 with values that go up and
+    # down is a plain test file: only ranked lists, scores falling, are refused
+    test = pd.read_csv(split["test"], sep="\t", header=None, dtype=str)
+    test[3] = test.groupby(0).cumcount() + 1
+    test[2] = [1, 5] * (len(test) // 2) + [1] * (len(test) % 2)
+    path = tmp_path / "numbered.tsv"
+    test.to_csv(path, sep="\t", header=False, index=False)
+    result = run("evaluate", "--train", split["train"], "--test", path, "--recs", split["recs"], "-k", "10")
+    assert result.exit_code == 0, result.output
 
 
 def test_evaluate_refuses_a_ratings_file_given_as_recommendations(split):
@@ -150,3 +159,4 @@ def test_n_jobs_minus_one_is_logged_as_the_real_number_of_cores(split, tmp_path)
                  "--n-jobs", "-1", "--backend", "processes", "-v")
     assert result.exit_code == 0, result.output
     assert f"fitting on {cpu_count()} thread(s)" in result.output and "-1 thread" not in result.output
+

@@ -3,8 +3,8 @@ swapped ``--train`` / ``--test`` / ``--recs`` is worse than an error.
 
 Each check looks for a signature that the right files cannot produce:
 
-* a *test* file whose 4th column counts 1, 2, 3, ... within every user is a
-  recommendations file (ranks read as timestamps);
+* a *test* file whose 4th column counts 1, 2, 3, ... within every user while its 3rd
+  never rises is a recommendations file (ranks read as timestamps, scores as values);
 * a *recommendations* file with ranks beyond the number of items is a ratings file
   (timestamps read as ranks);
 * recommendations that reach fewer than half of the evaluated test users were made for
@@ -32,15 +32,21 @@ SWAP_MIN_TRAIN_HITS = 20
 
 
 def check_test_table(table: pd.DataFrame, source: Optional[str]) -> None:
-    """Refuse a test table that is a recommendations file (user, item, score, rank)."""
+    """Refuse a test table that is a recommendations file (user, item, score, rank): its
+    4th column (read as a timestamp) is each row's position in its user's rows, and its
+    3rd (read as a value) never rises within a user, as scores of a ranked list do."""
     if "timestamp" not in table.columns or len(table) == 0:
         return
     position = table.groupby("user", sort=False).cumcount().to_numpy() + 1
     ranks = np.asarray(table["timestamp"], dtype=np.float64)
-    if np.mean(ranks == position) >= RANK_LIKE_SHARE:
-        raise InputError("the test file looks like a recommendations file: its 4th column counts 1, 2, 3, ... "
-                         "within each user, as ranks do", path=source,
-                         hint="were --test and --recs swapped?")
+    if np.mean(ranks == position) < RANK_LIKE_SHARE:
+        return
+    if "value" in table.columns:
+        rises = table.groupby("user", sort=False)["value"].diff().to_numpy() > 0
+        if np.mean(rises) > 1 - RANK_LIKE_SHARE:
+            return
+    raise InputError("the test file looks like a recommendations file: its 4th column counts 1, 2, 3, ... "
+                     "within each user, as ranks do", path=source, hint="were --test and --recs swapped?")
 
 
 def check_recs_table(recs: pd.DataFrame, n_items: int, source: Optional[str]) -> None:
