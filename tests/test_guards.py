@@ -159,4 +159,3 @@ def test_n_jobs_minus_one_is_logged_as_the_real_number_of_cores(split, tmp_path)
                  "--n-jobs", "-1", "--backend", "processes", "-v")
     assert result.exit_code == 0, result.output
     assert f"fitting on {cpu_count()} thread(s)" in result.output and "-1 thread" not in result.output
-
