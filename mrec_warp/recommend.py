@@ -111,12 +111,14 @@ def top_k_block(
     k: int,
     exclude: Optional[sp.csr_matrix],
     position: int = 0,
+    item_mask: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of one block of rows: (rows, items, scores).
 
     ``score_fn(rows)`` returns the (len(rows), n_items) scores, e.g. ``model.score_users``;
     ``position`` is the place of ``users[0]`` in the job's list of users (see
     :func:`grid_scores`).
+    ``item_mask`` (uint8, one per item) marks items never to recommend to anyone.
     """
     if len(users) == 0:
         return users, np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32)
@@ -132,7 +134,7 @@ def top_k_block(
         # users beyond the exclusion matrix (e.g. folded-in ones) exclude nothing
         rows = np.where(users < exclude.n_rows, users, -1).astype(np.int64)
         indptr, indices = exclude.indptr, exclude.indices
-    topk_masked(scores, rows, indptr, indices, _NO_MASK, items_out, scores_out)
+    topk_masked(scores, rows, indptr, indices, _NO_MASK if item_mask is None else item_mask, items_out, scores_out)
     return users, items_out, scores_out
 
 
@@ -147,6 +149,7 @@ def iter_top_k(
     progress: Progress = SILENT,
     backend="threads",
     scheduler: Optional[str] = None,
+    item_mask: Optional[np.ndarray] = None,
 ) -> Iterator[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(users, items, scores)`` per block, in the order of ``users``.
 
@@ -156,7 +159,7 @@ def iter_top_k(
     ``"processes"``, ``"dask"`` or an entered :class:`~mrec_warp.parallel.Backend`. With the
     last three ``score_fn`` is pickled to the workers, so it should be cheap to pickle, e.g.
     :class:`~mrec_warp.distributed.ModelScorer`; each block ships only its own rows of
-    ``exclude``.
+    ``exclude``. ``item_mask`` (uint8, one entry per item) marks items never to recommend.
     """
     if k <= 0:
         raise ValueError("k must be a positive integer")
@@ -166,20 +169,20 @@ def iter_top_k(
     with backend_for(backend, n_jobs, scheduler) as be:
         if be.is_local_memory:  # threads share the exclusion arrays, converted once
             shared = None if exclude is None else _KernelExclusion.of(exclude)
-            run, tasks = top_k_block, ((score_fn, users[s:s + block_size], k, shared, s) for s in starts)
+            run, tasks = top_k_block, ((score_fn, users[s:s + block_size], k, shared, s, item_mask) for s in starts)
         else:  # each remote block ships only its own rows of a CSR
             csr = None if exclude is None else sp.csr_matrix(exclude)
-            run, tasks = _top_k_rows, ((score_fn, users[s:s + block_size], k, _exclusion_rows(csr, users[s:s + block_size]), s)
-                                       for s in starts)
+            run, tasks = _top_k_rows, ((score_fn, users[s:s + block_size], k, _exclusion_rows(csr, users[s:s + block_size]),
+                                        s, item_mask) for s in starts)
         yield from progress.iterate(be.map(run, tasks), total=len(starts), desc="recommend", unit="block")
 
 
-def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude, position: int
-                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _top_k_rows(score_fn, users: np.ndarray, k: int, sub_exclude, position: int,
+                item_mask: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block on a worker: ``sub_exclude`` holds exactly the block's rows, in order."""
     by_row = users.copy()  # the kernel's exclusion rows are 0..n-1; the scores are the users'
     _, items, scores = top_k_block(lambda rows: score_fn(by_row[rows]), np.arange(len(users)), k, sub_exclude,
-                                   position)
+                                   position, item_mask)
     return users, items, scores
 
 
@@ -225,8 +228,11 @@ def write_recommendations(
     workdir=None,
     part_size: Optional[int] = None,
     model_file=None,
+    filter_items: Optional[Sequence[str]] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
+
+    ``filter_items`` are item ids never recommended to anyone, on top of ``exclude``.
 
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
     CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
@@ -248,11 +254,14 @@ def write_recommendations(
     if fmt not in RECS_FORMATS:
         raise InputError(f"unknown recommendations format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
+    mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
     if fmt == "parquet":
         _require_pyarrow()
     if workdir is not None or not (isinstance(backend, str) and backend == "threads"):
         from .distributed import recommend_in_parts
 
+        if mask is not None:  # part files take one exclusion matrix: add the items to every row
+            exclude = _with_items(model._exclusion_matrix(exclude), mask, model.n_users)
         info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
                                   exclude=exclude if isinstance(exclude, str) or exclude is None
                                   else model._exclusion_matrix(exclude),
@@ -260,7 +269,7 @@ def write_recommendations(
                                   part_size=part_size, block_size=block_size, model_file=model_file, progress=progress)
         return info["rows"]
     blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
-                        n_jobs=n_jobs, block_size=block_size, progress=progress)
+                        n_jobs=n_jobs, block_size=block_size, progress=progress, item_mask=mask)
     frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
     if fmt == "parquet":
         return _write_parquet(frames, path)
@@ -271,6 +280,22 @@ def write_recommendations(
                          index=False, float_format="%.6g", lineterminator="\n")
             n_rows += len(frame)
     return n_rows
+
+
+def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
+    """``exclude`` with the items of ``mask`` added to every user's row."""
+    cols = np.flatnonzero(mask)
+    everyone = sp.csr_matrix((np.ones(n_users * len(cols), np.float32),
+                              (np.repeat(np.arange(n_users), len(cols)), np.tile(cols, n_users))),
+                             shape=(n_users, len(mask)))
+    if exclude is None:
+        return everyone
+    if exclude.shape[0] < n_users:  # folded-in users beyond the matrix exclude nothing else
+        exclude = sp.vstack([exclude, sp.csr_matrix((n_users - exclude.shape[0], len(mask)), dtype=np.float32)])
+    out = sp.csr_matrix(exclude[:n_users] + everyone, dtype=np.float32)
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
 
 
 def _format_from_suffix(path) -> str:

@@ -214,6 +214,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         validation=None,
         callbacks: Sequence[Callback] = (),
         progress: Optional[Progress] = None,
+        user_ids: Optional[Sequence] = None,
+        item_ids: Optional[Sequence] = None,
     ) -> "HybridWARP":
         """Fit on a users x items matrix with optional user and item features.
 
@@ -225,7 +227,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             Feature files (``id<TAB>feature[<TAB>weight]``) or tables with columns ``id``,
             ``feature`` and optionally ``weight``. Ids absent from ``X`` are kept for cold
             start; ids of ``X`` without a row have their identity feature only.
-        validation, callbacks, progress
+        validation, callbacks, progress, user_ids, item_ids
             As for :meth:`WARP.fit`.
         """
         self._pending_tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
@@ -233,7 +235,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
                                       for f in (user_features, item_features))
         self._progress_for_features = progress or (Progress(verbose=True) if self.verbose else SILENT)
         try:
-            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress)
+            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress,
+                               user_ids=user_ids, item_ids=item_ids)
         finally:
             for name in ("_pending_tables", "_pending_sources", "_progress_for_features"):
                 self.__dict__.pop(name, None)
@@ -464,7 +467,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
 
     # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
     def fold_in(self, history, user_features: FeaturesLike = None, epochs: Optional[int] = None,
-                progress: Optional[Progress] = None) -> "HybridWARP":
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "HybridWARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
         Each user of ``history`` gets an identity embedding (a new one, starting at zero,
@@ -477,7 +480,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         """
         from .foldin import fold_in
 
-        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress)
+        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
+                       user_ids=user_ids)
 
     def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
         """Append users (empty training rows) with their features; attributes are replaced,

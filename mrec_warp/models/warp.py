@@ -58,7 +58,8 @@ class WARP(Recommender):
         Longest a user (item) vector may grow: after every step a longer one is scaled
         back to this length, the norm constraint WSABIE (Weston et al., 2010) regularises
         with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
-        can spread. Users default to 1.25, items to no limit (``None``): that was best on
+        can spread. ``0`` or ``None`` mean no limit, as ``--user-max-norm 0`` does on the
+        command line. Users default to 1.25, items to no limit (``None``): that was best on
         every dataset of the defaults study (see the README).
     kos_k, kos_n : int
         WARP-kOS only: which order statistic (1 = the best-scored) of how many sampled
@@ -157,8 +158,8 @@ class WARP(Recommender):
         need(self.user_reg >= 0 and self.item_reg >= 0, "regularisation must be >= 0")
         need(int(self.max_sampled) >= 1, "max_sampled must be >= 1")
         need(1 <= int(self.kos_k) <= int(self.kos_n) <= KOS_MAX_N, f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
-        need(all(v is None or (np.isfinite(v) and v > 0) for v in (self.user_max_norm, self.item_max_norm)),
-             "user_max_norm and item_max_norm must be > 0 (or None for no limit)")
+        need(all(v is None or (np.isfinite(v) and v >= 0) for v in (self.user_max_norm, self.item_max_norm)),
+             "user_max_norm and item_max_norm must be >= 0 (0 or None: no limit)")
         need(self.epochs is None or int(self.epochs) >= 0, "epochs must be >= 0")
         need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
              "max_epochs, patience and eval_every must be >= 1")
@@ -274,6 +275,8 @@ class WARP(Recommender):
         validation=None,
         callbacks: Sequence[Callback] = (),
         progress: Optional[Progress] = None,
+        user_ids: Optional[Sequence] = None,
+        item_ids: Optional[Sequence] = None,
     ) -> "WARP":
         """Fit on a users x items matrix (CSR or :class:`Interactions`).
 
@@ -281,6 +284,10 @@ class WARP(Recommender):
         ----------
         X : Interactions or sparse matrix
             Every stored entry is a positive.
+        user_ids, item_ids : sequences, optional
+            With a plain matrix: the id of each row and column (kept as text), so that
+            ``recommend_frame`` and the saved model use your ids. Without them the ids are
+            the row and column numbers "0".."n-1".
         validation : Interactions or sparse matrix, optional
             Held-out positives (same shape as ``X``) for early stopping. Without it, and
             with ``epochs=None``, a ``validation_fraction`` of each user's items is held out
@@ -294,7 +301,7 @@ class WARP(Recommender):
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        csr = self._set_training_data(X)
+        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
 
@@ -379,18 +386,21 @@ class WARP(Recommender):
         return epochs
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WARP":
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "WARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
-        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame or
-        Interactions) gets a factor row fitted by ``epochs`` WARP passes over their items
-        against the fixed item factors; new users are appended to ``user_ids``, known ones
-        are refined from their training items plus the history. Nothing else changes. See
+        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
+        Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
+        per model item whose rows are the users ``user_ids``) gets a factor row fitted by
+        ``epochs`` WARP passes over their items against the fixed item factors; new users
+        are appended to ``user_ids``, known ones are refined from their training items plus
+        the history. Nothing else changes. See
         :func:`mrec_warp.models.foldin.fold_in`.
         """
         from .foldin import fold_in
 
-        return fold_in(self, history, epochs=epochs, progress=progress)
+        return fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
 
     def _append_users(self, ids, user_features=None) -> None:
         from .foldin import warp_append_users
@@ -412,27 +422,6 @@ class WARP(Recommender):
         self._check_fitted()
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
                              self.item_bias_ if self.item_bias else None, out)
-
-    def similar_items(self, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` items with the most similar factors (cosine) to each of ``items``.
-
-        Returns item indices and cosine similarities, (len(items), k), the item itself excluded.
-        """
-        from ..recommend import iter_top_k
-
-        self._check_fitted()
-        norms = np.linalg.norm(self.item_factors_, axis=1, keepdims=True)
-        unit = self.item_factors_ / np.maximum(norms, 1e-12)
-        items = np.asarray(items, dtype=np.int64)
-        itself = sp.identity(self.n_items, dtype=np.float32, format="csr")
-        out_items, out_scores = [], []
-        for _, block_items, block_scores in iter_top_k(lambda rows: unit[rows] @ unit.T, self.n_items,
-                                                       items, k, exclude=itself):
-            out_items.append(block_items)
-            out_scores.append(block_scores)
-        if not out_items:
-            return np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32)
-        return np.vstack(out_items), np.vstack(out_scores)
 
     @property
     def user_factors(self) -> np.ndarray:
@@ -488,7 +477,7 @@ def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
 
 
 def _limit(max_norm: Optional[float]) -> float:
-    """A norm limit as the kernels take it: 0 for none."""
+    """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
     return 0.0 if max_norm is None else float(max_norm)
 
 
