@@ -215,9 +215,31 @@ def check_ids(ids: np.ndarray, what: str) -> None:
     """Ids are 1-D text and each one appears once."""
     if ids.ndim != 1 or ids.dtype.kind != "U":
         raise ValueError(f"{what}: expected a 1-D array of text")
-    if not pd.Index(ids).is_unique:
-        dup = pd.Index(ids)[pd.Index(ids).duplicated()][0]
-        raise ValueError(f"{what}: id {dup!r} appears more than once")
+    dup = _first_duplicate(ids)
+    if dup is not None:
+        raise ValueError(f"{what}: id {dup[:80]!r} appears more than once")
+
+
+def _first_duplicate(ids: np.ndarray) -> Optional[str]:
+    """A repeated id, or None. Hashes each id's code points in a few vectorised passes
+    (one per character position) and compares exactly only the ids whose hashes collide:
+    several times faster than building a pandas index or sorting the strings."""
+    if len(ids) < 2:
+        return None
+    if ids.dtype.itemsize == 0:
+        return ""
+    codes = np.ascontiguousarray(ids).view(np.uint32).reshape(len(ids), -1)
+    h = np.zeros(len(ids), np.uint64)
+    for j in range(codes.shape[1]):
+        h *= np.uint64(0x9E3779B97F4A7C15)  # odd: wraps modulo 2**64, a polynomial hash
+        h += codes[:, j]
+    ordered = np.sort(h)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return None
+    candidates = pd.Index(ids[np.isin(h, ordered[1:][same])])
+    repeated = candidates[candidates.duplicated()]
+    return str(repeated[0]) if len(repeated) else None
 
 
 #: Largest magnitude accepted in factor arrays: beyond it, dot products overflow float32.
