@@ -377,10 +377,12 @@ def test_forged_member_sizes_are_checked_against_the_npy_header(model_files, tmp
 
 # -- valid files still load, fast paths unchanged ---------------------------------------------------
 def test_unknown_header_entries_are_ignored_not_applied(model_files, tmp_path):
-    # an attribute the class does not save must not overwrite fitted state on load
+    # an attribute the class does not save must not overwrite fitted state on load;
+    # a negative n_jobs (all cores but ...) is a valid parameter
     path = craft(model_files, tmp_path, "WARP", with_meta(attrs__user_factors_=5, attrs__train_="x",
-                                                          params__no_such_param=1))
+                                                          params__no_such_param=1, params__n_jobs=-1))
     model = load(path)
+    assert model.n_jobs == -1
     ref = load(model_files["WARP"])
     np.testing.assert_array_equal(model.recommend(k=5)[0], ref.recommend(k=5)[0])
 

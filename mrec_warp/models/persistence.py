@@ -177,8 +177,9 @@ def _is_int(v: Any) -> bool:
 def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
     """The entries of ``values`` the class knows, each of the type of its default.
 
-    Unknown names are dropped (a file from a newer version may have more); numbers must
-    be finite and not negative (no parameter or attribute of any model is).
+    Unknown names are dropped (a file from a newer version may have more), so a header can
+    never set an attribute the class does not save; numbers must be finite, attributes
+    (epoch counts) not negative.
     """
     out = {}
     for key, value in values.items():
@@ -194,7 +195,8 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
         else:
             ok = False
         if ok and (_is_int(value) or isinstance(value, float)):
-            ok = math.isfinite(value) and value >= 0
+            # ranges are the class's own check (_check_params); attributes are counts
+            ok = math.isfinite(value) and (section == "params" or value >= 0)
         if not ok:
             raise archive.error(f"model {section[:-1]} {key!r} has the invalid value {str(value)[:40]!r}")
         out[key] = value
