@@ -151,6 +151,7 @@ CASES = [
     ("hybrid_identity_beyond_embeddings", "HybridWARP", setter("arr_item_identity", put(0, 10**6)), "identity"),
     ("hybrid_identity_negative", "HybridWARP", setter("arr_user_identity", put(0, -7)), "identity"),
     ("hybrid_feature_names_duplicate", "HybridWARP", setter("arr_item_feature_names", lambda a, m: np.array([a[0]] * len(a))), "more than once"),
+    ("hybrid_new_id_too_long", "HybridWARP", setter("arr_new_item_ids", lambda a, m: np.array(["x" * 70_000])), "the limit is 65,536"),
     ("hybrid_embeddings_nan", "HybridWARP", setter("arr_user_embeddings", nan_all), "NaN"),
     ("hybrid_bias_wrong_length", "HybridWARP", setter("arr_item_feature_bias", lambda a, m: a[:-1]), "item feature biases"),
     # the JSON header

@@ -33,7 +33,7 @@ from ..errors import InputError
 MAX_RATIO = 64
 RATIO_SLACK = 1 << 20
 #: Longest id accepted in an ids array, in characters.
-MAX_ID_CHARS = 4096
+MAX_ID_CHARS = 65_536
 #: Largest ``.npy`` header read (numpy's own default limit).
 MAX_HEADER_BYTES = 10_000
 
@@ -95,13 +95,17 @@ class NpzArchive:
         """A one-line error about this file."""
         return InputError(message, path=self.name, hint=self.hint)
 
-    def header(self, key: str, kinds: str, shape: Shape) -> Tuple[Tuple[int, ...], np.dtype]:
+    def header(self, key: str, kinds: str, shape: Shape, max_chars: int = MAX_ID_CHARS) -> Tuple[Tuple[int, ...], np.dtype]:
         """Shape and dtype of member ``key``, checked without decompressing its data.
 
         ``kinds`` lists the accepted dtype kinds (``"iu"``, ``"f"``, ``"U"``); ``shape`` the
-        expected shape, ``None`` for a dimension that may be anything.
+        expected shape, ``None`` for a dimension that may be anything; ``max_chars`` the
+        longest string of a text array.
         """
         dims, dtype = self._header(key)
+        if dtype.kind == "U" and dtype.itemsize > 4 * max_chars:
+            raise self.error(f"array {key!r} holds strings of up to {dtype.itemsize // 4:,} characters"
+                             f" (the limit is {max_chars:,})")
         if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None:
             raise self.error(f"array {key!r} has type {dtype.str}, expected {_kind_names(kinds)}")
         if len(dims) != len(shape) or any(want is not None and got != want for got, want in zip(dims, shape)):
@@ -135,9 +139,6 @@ class NpzArchive:
             raise self.error(f"array {key!r} is unreadable ({_short(exc)})") from None
         if dtype.hasobject:
             raise self.error(f"array {key!r} holds Python objects (pickled data), which mrec-warp never loads")
-        if dtype.kind == "U" and dtype.itemsize > 4 * MAX_ID_CHARS:
-            raise self.error(f"array {key!r} holds strings of up to {dtype.itemsize // 4:,} characters"
-                             f" (the limit is {MAX_ID_CHARS:,})")
         nbytes = math.prod(dims) * dtype.itemsize
         if info.file_size != offset + nbytes:
             raise self.error(f"array {key!r} declares shape {tuple(dims)} ({nbytes:,} bytes)"
@@ -145,9 +146,9 @@ class NpzArchive:
         self._headers[key] = (tuple(dims), dtype)
         return self._headers[key]
 
-    def read(self, key: str, kinds: str, shape: Shape) -> np.ndarray:
+    def read(self, key: str, kinds: str, shape: Shape, max_chars: int = MAX_ID_CHARS) -> np.ndarray:
         """Member ``key`` as a C-contiguous array, after :meth:`header` accepted it."""
-        self.header(key, kinds, shape)
+        self.header(key, kinds, shape, max_chars)
         try:
             with self._zip.open(self._members[key]) as fh:
                 arr = np.lib.format.read_array(fh, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)

@@ -50,6 +50,9 @@ def save_model(
         "params": params,
         "attrs": attrs,
     }
+    if not train.has_canonical_format:  # the loader insists on sorted, unique indices per row
+        train = train.copy()
+        train.sum_duplicates()
     payload = {
         "__meta__": np.array(json.dumps(meta, sort_keys=True)),
         "user_ids": np.asarray(user_ids).astype(str),
@@ -132,9 +135,7 @@ MAX_META_CHARS = 1 << 20
 
 
 def _read_meta(archive: NpzArchive) -> Dict[str, Any]:
-    text = archive.read("__meta__", "U", ())
-    if text.dtype.itemsize > 4 * MAX_META_CHARS:
-        raise archive.error("model metadata is too large")
+    text = archive.read("__meta__", "U", (), max_chars=MAX_META_CHARS)
     try:
         meta = json.loads(str(text))
     except (json.JSONDecodeError, RecursionError):
