@@ -96,8 +96,8 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
             raise archive.error("not an mrec-warp model file (no metadata)")
         meta = _read_meta(archive)
         cls = _model_class(archive, meta, classes, expected)
-        params = _typed(archive, "params", meta.get("params", {}), cls().get_params())
-        template = cls()
+        template = cls()  # its defaults give the type of each parameter and attribute
+        params = _typed(archive, "params", meta.get("params", {}), template.get_params())
         attrs = _typed(archive, "attrs", meta.get("attrs", {}), template._get_attrs())
         shapes = {
             "user_ids": ("U", (None,)), "item_ids": ("U", (None,)),
