@@ -11,6 +11,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.interactions import Interactions, as_csr, binary_csr
+from ..data.npz import source_name
 from ..errors import InputError
 from . import persistence
 
@@ -443,21 +444,21 @@ def _check_k(k) -> int:
 
 
 def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
-    """Load any mrec-warp model file; the class comes from the file's metadata."""
-    meta, user_ids, item_ids, train, arrays = persistence.load_model(source)
-    name = getattr(source, "name", None) or str(source)
-    cls = _REGISTRY.get(meta.get("class"))
-    if cls is None:
-        raise InputError(f"unknown model class {meta.get('class')!r}", path=name, hint="upgrade mrec-warp")
-    if not issubclass(cls, expected):
-        raise InputError(f"file holds a {cls.__name__}, expected a {expected.__name__}", path=name)
-    params = {k: v for k, v in meta.get("params", {}).items() if k in cls._param_names()}
+    """Load any mrec-warp model file; the class comes from the file's metadata.
+
+    Every array is validated before use (see :mod:`~mrec_warp.models.persistence`); a
+    damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`.
+    """
+    cls, params, attrs, user_ids, item_ids, train, arrays = persistence.load_model(source, _REGISTRY, expected)
+    name = source_name(source)
     model = cls(**params)
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
     try:
+        if hasattr(model, "_check_params"):
+            model._check_params()
         model._set_arrays(arrays)
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"model arrays are missing or inconsistent ({exc})", path=name,
-                         hint="re-create it with 'mrec-warp train'") from None
-    model._set_attrs(meta.get("attrs", {}))
+    except (KeyError, ValueError, TypeError) as exc:
+        message = exc.message if isinstance(exc, InputError) else str(exc)
+        raise InputError(f"model file is invalid: {message}", path=name, hint=persistence.HINT) from None
+    model._set_attrs(attrs)
     return model

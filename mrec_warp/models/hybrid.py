@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -543,21 +543,44 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
                 out[f"{prefix}_data"] = m.data.astype(np.float32)
         return out
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        d = params.get("factors")
+        spec = {"user_embeddings": ("f", (None, d)), "item_embeddings": ("f", (None, d)),
+                "item_feature_bias": ("f", (None,))}
+        for kind, n in (("user", n_users), ("item", n_items)):
+            spec[f"{kind}_feature_names"] = ("U", (None,))
+            spec[f"{kind}_identity"] = ("iu", (n,))
+            spec[f"new_{kind}_ids"] = ("U", (None,))
+            for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
+                spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
+                spec[f"{prefix}_indices"] = ("iu", (None,))
+                spec[f"{prefix}_data"] = ("f", (None,))
+        return spec
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        from ..data.npz import check_finite, check_ids, check_shape
+
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
-        if ue.ndim != 2 or ie.ndim != 2 or ue.shape[1] != ie.shape[1] or ib.shape != (ie.shape[0],):
+        if ue.ndim != 2 or ie.ndim != 2 or ue.shape[1] != ie.shape[1]:
             raise ValueError("embedding shapes are inconsistent")
+        check_shape(ib, (ie.shape[0],), "item feature biases")
+        for arr, what in ((ue, "user embeddings"), (ie, "item embeddings"), (ib, "item feature biases")):
+            check_finite(arr, what)
         sides = []
         for kind, n, emb in (("user", self.n_users, ue), ("item", self.n_items, ie)):
-            names = arrays[f"{kind}_feature_names"].astype(str)
-            identity = arrays[f"{kind}_identity"].astype(np.int64)
-            new_ids = arrays[f"new_{kind}_ids"].astype(str)
+            names = np.asarray(arrays[f"{kind}_feature_names"])
+            new_ids = np.asarray(arrays[f"new_{kind}_ids"])
+            check_ids(names, f"{kind} feature names")
+            check_ids(new_ids, f"new {kind} ids")
+            identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
             raw = _csr_from(arrays, f"{kind}_raw", (n, len(names)))
             new_raw = _csr_from(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
-            if identity.shape != (n,) or (identity >= emb.shape[0]).any() \
-                    or ((identity >= 0) & (identity < len(names))).any() or emb.shape[0] < len(names):
+            if identity.shape != (n,) or emb.shape[0] < len(names) or (identity < -1).any() \
+                    or (identity >= emb.shape[0]).any() or ((identity >= 0) & (identity < len(names))).any():
                 raise ValueError(f"{kind} identity columns do not match the embeddings")
             sides.append(_Side(names, raw, identity, emb.shape[0], new_ids, new_raw))
         self._users, self._items = sides
@@ -571,12 +594,16 @@ def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
-    indptr, indices = arrays[f"{prefix}_indptr"], arrays[f"{prefix}_indices"]
-    data = arrays[f"{prefix}_data"].astype(np.float32)
-    if len(indptr) != shape[0] + 1 or indptr[-1] != len(indices) or len(data) != len(indices) \
-            or (len(indices) and (indices.min() < 0 or indices.max() >= shape[1])) \
-            or not (np.isfinite(data).all() and (data >= 0).all()):
-        raise ValueError(f"{prefix} is not a valid feature matrix")
-    return sp.csr_matrix((data, indices, indptr), shape=shape)
+    """A saved feature matrix, its structure and weights checked (finite, not negative)."""
+    from ..data.npz import check_csr, check_finite
 
-
+    indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
+    indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)
+    data = np.ascontiguousarray(arrays[f"{prefix}_data"], dtype=np.float32)
+    check_csr(indptr, indices, shape, prefix)
+    if data.shape != indices.shape:
+        raise ValueError(f"{prefix}: {len(data)} weights for {len(indices)} entries")
+    check_finite(data, f"{prefix} weights")
+    if len(data) and data.min() < 0:
+        raise ValueError(f"{prefix} holds negative weights")
+    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)

@@ -1,7 +1,7 @@
 """The popularity baseline: every user gets the most-interacted items they have not seen."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,8 +58,17 @@ class Popularity(Recommender):
     def _get_arrays(self) -> Dict[str, np.ndarray]:
         return {"item_counts": self.item_counts_}
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array, checked before loading."""
+        return {"item_counts": ("fiu", (n_items,))}
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        counts = arrays["item_counts"].astype(np.float32)
-        if counts.shape != (self.n_items,):
-            raise ValueError("item_counts has the wrong length")
+        from ..data.npz import check_finite, check_shape
+
+        counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
+        check_shape(counts, (self.n_items,), "item counts")
+        check_finite(counts, "item counts", limit=float(2**63))
+        if len(counts) and counts.min() < 0:
+            raise ValueError("item counts hold negative values")
         self.item_counts_ = counts

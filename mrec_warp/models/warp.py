@@ -436,13 +436,25 @@ class WARP(Recommender):
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "item_bias": self.item_bias_}
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        d = params.get("factors")
+        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
+                "item_bias": ("f", (n_items,))}
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf = arrays["user_factors"].astype(np.float32)
-        itf = arrays["item_factors"].astype(np.float32)
-        ib = arrays["item_bias"].astype(np.float32)
-        if uf.shape[0] != self.n_users or itf.shape[0] != self.n_items or uf.shape[1] != itf.shape[1] \
-                or ib.shape != (self.n_items,):
-            raise ValueError("factor shapes do not match the ids")
+        from ..data.npz import check_finite, check_shape
+
+        uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
+        itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
+        ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)
+        d = uf.shape[1] if uf.ndim == 2 else -1
+        check_shape(uf, (self.n_users, d), "user factors")
+        check_shape(itf, (self.n_items, d), "item factors")
+        check_shape(ib, (self.n_items,), "item biases")
+        for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
+            check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
 
     def _get_attrs(self) -> Dict[str, Any]:
