@@ -1,6 +1,7 @@
 """What every subcommand shares: error reporting, progress switches, parsing helpers."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import gzip
@@ -22,11 +23,14 @@ DEBUG_ENV = "MREC_WARP_DEBUG"
 EXIT_INPUT = 2
 #: Exit status of an unexpected exception: a bug, reported in one line like the others.
 EXIT_INTERNAL = 3
+#: Exit status when the reader of standard output went away, as a shell reports SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 
 _DEBUG_HINT = "run with --debug for the traceback"
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
-_OUTPUT_PARAMS = ("output", "outdir")
+#: Parameters naming what a command writes (the others name what it reads).
+_OUTPUT_PARAMS = ("output", "outdir", "report_path", "json_path", "per_user_path", "plot_path", "table_file")
 
 
 def debug_enabled() -> bool:
@@ -77,7 +81,7 @@ def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
     outputs = _param_paths(ctx, output=True)
     output = _owning_output(exc, outputs)
     # a temporary name beside an output means nothing to the user: name the output itself
-    where = output or (str(exc.filename) if exc.filename is not None else _named(outputs, "an output file"))
+    where = output or (str(exc.filename) if exc.filename is not None else _named(outputs, "standard output"))
     reason = exc.strerror or os.strerror(exc.errno)
     if exc.errno in _NO_SPACE:
         return f"cannot write {where}: {reason}; nothing was written (free some space, or write elsewhere with -o)"
@@ -102,6 +106,12 @@ def _owning_output(exc: OSError, outputs: List[str]) -> Optional[str]:
 
 def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> None:
     """Print ``exc`` as one line (after its traceback under ``--debug``) and exit."""
+    if isinstance(exc, BrokenPipeError) and exc.filename is None:
+        # the reader of our standard output stopped (``| head``): not an error worth a line;
+        # standard output goes to /dev/null so that the flush at exit cannot fail again
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)
     message, status = describe_error(exc, ctx)
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)

@@ -584,7 +584,8 @@ def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_r
     Blown up: its typical vector length (root mean square of the row norms; of the values
     for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
     """
-    hint = f"lower the learning rate (now {learning_rate:g}, try {learning_rate / 10:g}) or add regularisation"
+    hint = (f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
+            "or add regularisation")
     limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
     for a in arrays:
         if a.size == 0:
