@@ -27,7 +27,7 @@ EXIT_INTERNAL = 3
 EXIT_BROKEN_PIPE = 141
 
 _DEBUG_HINT = "run with --debug for the traceback"
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 #: Parameters naming what a command writes (the others name what it reads).
 _OUTPUT_PARAMS = ("output", "outdir", "report_path", "json_path", "per_user_path", "plot_path", "table_file")
@@ -35,7 +35,7 @@ _OUTPUT_PARAMS = ("output", "outdir", "report_path", "json_path", "per_user_path
 
 def debug_enabled() -> bool:
     """Whether ``--debug`` or ``MREC_WARP_DEBUG=1`` asks for tracebacks."""
-    if os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
+    if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
         return True
     ctx = click.get_current_context(silent=True)
     return bool(ctx is not None and ctx.find_root().meta.get("mrec_warp.debug"))
@@ -84,11 +84,13 @@ def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
     where = output or (str(exc.filename) if exc.filename is not None else _named(outputs, "standard output"))
     reason = exc.strerror or os.strerror(exc.errno)
     if exc.errno in _NO_SPACE:
-        return f"cannot write {where}: {reason}; nothing was written (free some space, or write elsewhere with -o)"
+        return f"cannot write {where}: {reason} (free some space, or write elsewhere with -o)"
     if exc.errno in _NOT_WRITABLE and (output or exc.filename is None):
-        return (f"cannot write {where}: {reason}; nothing was written "
+        return (f"cannot write {where}: {reason} "
                 "(choose a folder you can write to with -o, or change its permissions)")
-    return f"{where}: {reason}"
+    if exc.filename is not None:
+        return f"{where}: {reason}"
+    return f"{type(exc).__name__}: {reason} ({_DEBUG_HINT})"  # e.g. a connection: no file to name
 
 
 def _owning_output(exc: OSError, outputs: List[str]) -> Optional[str]:
