@@ -216,8 +216,9 @@ class Recommender:
         raise NotImplementedError
 
     def _get_attrs(self) -> Dict[str, Any]:
-        """Small fitted scalars worth saving (JSON-serialisable)."""
-        return {}
+        """Small fitted scalars worth saving (JSON-serialisable). Subclasses extend this dict;
+        on load only its keys, with values of the same types, are accepted."""
+        return {"ids_generated_": bool(getattr(self, "ids_generated_", False))}
 
     def _set_attrs(self, attrs: Dict[str, Any]) -> None:
         for k, v in attrs.items():
@@ -418,7 +419,7 @@ class Recommender:
         self._check_fitted()
         persistence.save_model(
             target, type(self).__name__, self.get_params(),
-            {**self._get_attrs(), "ids_generated_": bool(getattr(self, "ids_generated_", False))},
+            self._get_attrs(),
             self.user_ids, self.item_ids, self.train_, self._get_arrays(),
         )
 

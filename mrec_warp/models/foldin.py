@@ -121,7 +121,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     accum = np.ones_like(rows)
-    from .warp import _TrainingData
+    from .warp import _TrainingData, check_divergence
 
     data = _TrainingData(pos)
     seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
@@ -135,9 +135,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
             model._step_settings(epoch),
         )
-    if not np.isfinite(rows).all():
-        raise InputError("fold-in diverged: user vectors are no longer finite",
-                         hint="lower the model's learning rate or the fold-in epochs")
+    check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
     model._fold_in_store(idx, rows)
     model.fold_in_summary_ = dict(added["summary"], epochs=epochs)
     _log_fold_in(progress, model.fold_in_summary_, f", {epochs} epochs")
