@@ -128,8 +128,9 @@ Examples:
               help="File with one user id per line (default: every user of the model).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "parquet"]),
               help="Output format [from the file suffix; tsv otherwise].")
-@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
-              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers).")
+@click.option("--n-jobs", type=N_JOBS, default=-1, show_default=True,
+              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers). "
+                   "Each scores on one BLAS thread, so the output is the same for any count.")
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
 @parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
