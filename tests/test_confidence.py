@@ -152,11 +152,17 @@ def test_warp_refuses_bad_confidence_parameters():
         WARP(epochs=1, confidence="log").fit(X)
 
 
-def test_partial_fit_keeps_using_confidence():
+@pytest.mark.parametrize("use", ["sample", "weight"])
+@pytest.mark.parametrize("as_interactions", [False, True])
+def test_partial_fit_keeps_using_confidence(use, as_interactions):
+    """The first call fits a little; only the continued calls can open the gap."""
     X = _handmade()
-    model = WARP(factors=8, random_state=3, confidence="log").partial_fit(X, epochs=5)
-    model.partial_fit(X, epochs=5)
-    assert _score_gap(model) > 0.3
+    more = Interactions(X, np.arange(200), np.arange(40)) if as_interactions else X
+    model = WARP(factors=8, random_state=3, confidence="log", confidence_use=use).partial_fit(X, epochs=1)
+    binary = WARP(factors=8, random_state=3).partial_fit(X, epochs=1)
+    model.partial_fit(more, epochs=9)
+    binary.partial_fit(more, epochs=9)
+    assert _score_gap(model) > 0.3 + abs(_score_gap(binary))
 
 
 # -- CLI: prepare keeps the values, train uses them and says so --------------------------------

@@ -125,13 +125,23 @@ def alias_table(const double[::1] weights):
     return prob_arr, alias_arr
 
 
-def draw_positives(order_t[::1] order, const double[::1] prob, const int64_t[::1] alias, uint64_t[::1] state):
-    """Fill ``order`` with positives drawn with replacement from an :func:`alias_table` (no GIL)."""
+def draw_positives(order_t[::1] order, const double[::1] prob, const int64_t[::1] alias, uint64_t[::1] state,
+                   const int64_t[::1] targets=None):
+    """Fill ``order`` with draws with replacement from an :func:`alias_table` (no GIL).
+
+    A draw ``k`` is written as ``k``, or as ``targets[k]`` when ``targets`` is given (the
+    table then covers a subset of the positives, e.g. the new pairs of ``partial_fit``).
+    """
     cdef Py_ssize_t n = order.shape[0], m = prob.shape[0], t
     cdef int64_t k
     cdef uint64_t* s = &state[0]
+    cdef const int64_t* to = NULL
     if m == 0:
         return
+    if targets is not None:
+        if targets.shape[0] != m:
+            raise ValueError("targets must have one entry per weight")
+        to = &targets[0]
     with nogil:
         for t in range(n):
             if m < MAX_ITEMS:
@@ -140,7 +150,7 @@ def draw_positives(order_t[::1] order, const double[::1] prob, const int64_t[::1
                 k = <int64_t>(rng_next(s) % <uint64_t>m)
             if _unit(s) >= prob[k]:
                 k = alias[k]
-            order[t] = <order_t>k
+            order[t] = <order_t>(k if to == NULL else to[k])
 
 
 def fit_shard(
