@@ -217,6 +217,14 @@ def test_train_refuses_confidence_where_it_is_not_used(tmp_path, extra, fragment
     assert not (tmp_path / "m.npz").exists()
 
 
+def test_train_refuses_confidence_settings_without_a_confidence(tmp_path):
+    src = tmp_path / "t.tsv"
+    src.write_text("".join(f"u{u}\ti{i}\t{u + i}\n" for u in range(10) for i in range(6)), encoding="utf-8")
+    result = run("train", src, "-o", tmp_path / "m.npz", "--alpha", "3")
+    assert result.exit_code == 2 and "only matter with a confidence" in result.output
+    assert not (tmp_path / "m.npz").exists()
+
+
 def test_train_confidence_needs_a_value_column(tmp_path):
     src = tmp_path / "t.tsv"
     src.write_text("".join(f"u{u}\ti{i}\n" for u in range(10) for i in range(6)), encoding="utf-8")

@@ -138,6 +138,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
           sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
+    The value column is ignored unless --confidence weighs rows by it (WARP only).
+
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
     items, evaluates precision@10 after every epoch, stops when it no longer improves and
     retrains on all of TRAIN for the best number of epochs.
@@ -150,6 +152,9 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     if kind != "none" and "confidence" not in model._param_names():
         raise InputError(f"--confidence is used by --model warp, not --model {model_name}",
                          hint="drop --confidence, or train --model warp")
+    if kind == "none" and any(options.get(k) is not None for k in ("alpha", "eps", "confidence_use")):
+        raise InputError("--alpha, --eps and --confidence-use only matter with a confidence",
+                         hint="add --confidence log (or linear), or drop them")
     data = load_interactions(train, fmt, values=kind != "none")
     progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     feature_opts = pop_feature_options(options)
