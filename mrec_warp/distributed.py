@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import scipy.sparse as sp
 
-from .data.io import PathLike, atomic_path, atomic_write
+from .data.io import PathLike, atomic_path, atomic_write, check_tsv_ids, output_encoding
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
@@ -244,7 +244,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
     ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
     Returns the number of rows written (0 if the part existed already).
     """
-    from .recommend import block_to_frame, default_block_size, top_k_block
+    from .recommend import block_to_frame, default_block_size, text_format, top_k_block
 
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
@@ -283,10 +283,12 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
                 if writer is not None:
                     writer.close()
         return n_rows
-    with atomic_write(path) as fh:
+    if fmt == "tsv":
+        check_tsv_ids(model.user_ids, model.item_ids, path=path)
+    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
-            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=False, index=False,
-                         float_format="%.6g", lineterminator="\n")
+            frame.to_csv(fh, header=False, index=False, float_format="%.6g", lineterminator="\n",
+                         **text_format(fmt))
             n_rows += len(frame)
     return n_rows
 

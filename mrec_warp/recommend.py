@@ -10,6 +10,7 @@ resumable part files (:mod:`mrec_warp.distributed`).
 """
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
@@ -18,7 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ._topk import topk_masked
-from .data.io import atomic_path, atomic_write
+from .data.io import atomic_path, atomic_write, check_tsv_ids, output_encoding
 from .errors import InputError
 from .progress import SILENT, Progress
 
@@ -201,12 +202,22 @@ def write_recommendations(
     if fmt == "parquet":
         return _write_parquet(frames, path)
     n_rows = 0
-    with atomic_write(path) as fh:
+    if fmt == "tsv":
+        check_tsv_ids(model.user_ids, model.item_ids, path=path)
+    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
-            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=(fmt == "csv" and n_rows == 0),
-                         index=False, float_format="%.6g", lineterminator="\n")
+            frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
+                         lineterminator="\n", **text_format(fmt))
             n_rows += len(frame)
     return n_rows
+
+
+def text_format(fmt: str) -> dict:
+    """``to_csv`` options of a text recommendations file: TSV holds ids exactly as they are
+    (never quoted); CSV quotes a field that needs it (comma, quote, line break) per RFC 4180."""
+    if fmt == "tsv":
+        return {"sep": "\t", "quoting": csv.QUOTE_NONE}
+    return {"sep": ",", "quoting": csv.QUOTE_MINIMAL, "doublequote": True}
 
 
 def _format_from_suffix(path) -> str:

@@ -205,7 +205,7 @@ def test_too_few_columns_in_a_file_without_ratings(tmp_path):
 
 
 def test_empty_id_names_the_line(tmp_path):
-    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 is empty"):
+    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 \(item\) is empty \(only spaces\)"):
         read_ratings(write(tmp_path, "e.tsv", "u1\ti1\t5\nu2\ti2\t3\nu3\t \t4\n"))
 
 

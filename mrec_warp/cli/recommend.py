@@ -16,18 +16,11 @@ from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import parallel_options
 
 
-def read_id_list(path: str, what: str = "user") -> List[str]:
-    """One id per line (first whitespace/tab/comma-separated field); blank lines skipped."""
-    check_readable(path, f"{what} list")
-    ids = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            field = line.strip().replace(",", "\t").split("\t")[0].split()
-            if field:
-                ids.append(field[0])
-    if not ids:
-        raise InputError(f"no {what} ids found", path=path, hint=f"one {what} id per line")
-    return ids
+def read_id_list(path: str, what: str = "user", unique: bool = False, progress=None) -> List[str]:
+    """One id per line, the whole line; see :func:`mrec_warp.data.io.read_id_list`."""
+    from ..data.io import read_id_list as read_ids
+
+    return read_ids(path, what, unique=unique, progress=progress)
 
 
 def _check_known(model, ids: List[str], path: str) -> None:
@@ -89,7 +82,7 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     check_readable(model_file, "model file")
     model = load(model_file)
     feature_opts = pop_feature_options(cold)
-    requested = read_id_list(users_file) if users_file else None
+    requested = read_id_list(users_file, unique=True, progress=progress) if users_file else None
     model, focus, changed = cold_start(model, model_file, feature_opts, cold["include_new_items"],
                                        cold["new_items_only"], cold["history"], cold["fold_in_epochs"],
                                        requested, progress)

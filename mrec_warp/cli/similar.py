@@ -1,13 +1,15 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
+import csv
+import io
 import sys
 
 import click
 import numpy as np
 import pandas as pd
 
-from ..data.io import atomic_write, check_readable
+from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
 from ..models import load
 from ._common import friendly_errors
@@ -51,8 +53,20 @@ def similar(model_file, items, items_file, k, output):
         "similarity": sims[valid],
         "rank": np.tile(np.arange(1, k + 1), len(idx)).reshape(nbrs.shape)[valid],
     })
+    check_tsv_ids(frame["item"], frame["similar_item"], path=output)
+    # ids as they are (no quoting), in the encoding the training data came in
+    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
     if output:
-        with atomic_write(output) as fh:
-            frame.to_csv(fh, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        with atomic_write(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **tsv)
     else:
-        frame.to_csv(sys.stdout, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:  # a text-only stream (tests): it has its own encoding
+            frame.to_csv(sys.stdout, **tsv)
+            return
+        sys.stdout.flush()
+        out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+        frame.to_csv(out, **tsv)
+        out.flush()
+        out.detach()

@@ -214,8 +214,11 @@ class Recommender:
     def save(self, target) -> None:
         """Save to a ``.npz`` path (written atomically) or a binary file object."""
         self._check_fitted()
+        attrs = self._get_attrs()
+        if getattr(self, "id_encoding_", None):  # ids read from a Latin-1 file: outputs in Latin-1 too
+            attrs = {**attrs, "id_encoding_": self.id_encoding_}
         persistence.save_model(
-            target, type(self).__name__, self.get_params(), self._get_attrs(),
+            target, type(self).__name__, self.get_params(), attrs,
             self.user_ids, self.item_ids, self.train_, self._get_arrays(),
         )
 
