@@ -16,11 +16,12 @@ from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import parallel_options
 
 
-def read_id_list(path: str, what: str = "user", unique: bool = False, progress=None) -> List[str]:
+def read_id_list(path: str, what: str = "user", unique: bool = False, progress=None,
+                 first_column: bool = False) -> List[str]:
     """One id per line, the whole line; see :func:`mrec_warp.data.io.read_id_list`."""
     from ..data.io import read_id_list as read_ids
 
-    return read_ids(path, what, unique=unique, progress=progress)
+    return read_ids(path, what, unique=unique, progress=progress, first_column=first_column)
 
 
 def _check_known(model, ids: List[str], path: str) -> None:

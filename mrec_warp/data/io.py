@@ -668,7 +668,7 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
 # -- id lists --------------------------------------------------------------------------------
 
 def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
-                 progress=None) -> List[str]:
+                 progress=None, first_column: bool = False) -> List[str]:
     """Ids from a file with one id per line (``--users FILE``, ``--items-file FILE``).
 
     The whole line is the id: nothing is split off at spaces, tabs or commas
@@ -677,7 +677,9 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     as Latin-1 (like ratings files). Blank lines (empty or only spaces) are skipped.
 
     With ``unique`` repeated ids are kept once, in order of first appearance, and
-    ``progress.log`` (when given) says how many repeats were dropped.
+    ``progress.log`` (when given) says how many repeats were dropped. With ``first_column``
+    (a feature file given as a list of items) the id is the line's text before its first
+    tab, or before its first comma when it has no tab.
     """
     p = check_readable(path, f"{what} list", empty_hint=f"expected one {what} id per line")
     ids: List[str] = []
@@ -685,6 +687,8 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
         for line in fh:
             # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
             body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+            if first_column:
+                body = body.split("\t" if "\t" in body else ",", 1)[0]
             if body.strip():
                 ids.append(body)
     if not ids:
