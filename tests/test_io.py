@@ -360,9 +360,10 @@ def test_utf8_output_is_byte_identical(tmp_path):
 
 
 def test_csv_quoting_follows_rfc4180(tmp_path):
-    text = 'u1,"The ""Quoted"" Game",5\nu2,"Papers, Please",4\nu3,plain "inner" quotes,3\n'
+    text = 'u1,"The ""Quoted"" Game",5\nu2,"Papers, Please",4\nu3,plain "inner" quotes,3\nu4, "x",2\n'
     df = read_ratings(write(tmp_path, "q.csv", text))
-    assert df["item"].tolist() == ['The "Quoted" Game', "Papers, Please", 'plain "inner" quotes']
+    # a field is quoted only when it starts with a quote: ' "x"' is an id with a space and quotes
+    assert df["item"].tolist() == ['The "Quoted" Game', "Papers, Please", 'plain "inner" quotes', ' "x"']
 
 
 def test_a_quoted_line_break_in_an_id_is_refused_with_its_line(tmp_path):
@@ -425,3 +426,22 @@ def test_id_list_repeats_are_kept_once_and_reported(tmp_path):
     path = write_bytes(tmp_path, "users.txt", b"u1\nu2\nu1\nu1\n")
     assert read_id_list(path, unique=True, progress=Log()) == ["u1", "u2"]
     assert len(logged) == 1 and "2 repeated user id(s) ignored" in logged[0] and "'u1'" in logged[0]
+
+
+# -- recommendation files given to evaluate ------------------------------------------------
+
+def test_recs_file_with_a_byte_order_mark_reads(tmp_path):
+    from mrec_warp.evaluation.metrics import read_recs
+
+    path = write_bytes(tmp_path, "recs.tsv", "\ufeffu1\tPokémon\t0.9\t1\nu1\ti2\t0.5\t2\n".encode("utf-8"))
+    recs = read_recs(path)
+    assert recs["user"].tolist() == ["u1", "u1"] and recs["item"].tolist() == ["Pokémon", "i2"]
+
+
+@pytest.mark.parametrize("rank", ["0", "-1", "1.5"])
+def test_recs_rank_below_one_is_refused_with_its_line(tmp_path, rank):
+    from mrec_warp.evaluation.metrics import read_recs
+
+    path = write(tmp_path, "recs.tsv", f"u1\ti1\t0.9\t1\nu1\ti2\t0.5\t{rank}\n")
+    with pytest.raises(InputError, match=r"recs\.tsv:2: rank .* is not a whole number >= 1"):
+        read_recs(path)
