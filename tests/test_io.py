@@ -445,3 +445,9 @@ def test_recs_rank_below_one_is_refused_with_its_line(tmp_path, rank):
     path = write(tmp_path, "recs.tsv", f"u1\ti1\t0.9\t1\nu1\ti2\t0.5\t{rank}\n")
     with pytest.raises(InputError, match=r"recs\.tsv:2: rank .* is not a whole number >= 1"):
         read_recs(path)
+
+
+def test_a_quoted_header_field_with_a_comma_names_one_column(tmp_path):
+    text = 'user,"title, full",hours\nu1,"Papers, Please",3\n'
+    df = read_ratings(write(tmp_path, "h.csv", text), columns="user,1,hours")  # names and positions mix
+    assert as_rows(df) == [("u1", "Papers, Please", 3.0)]

@@ -29,9 +29,10 @@ LATIN1_ITEMS = ["Pokémon Gold", "Ça va", "naïve café", "Universe Sandbox ", 
 LATIN1_USERS = ["Zoë", "José ", "007", "Müller"]
 
 
-def run(*args) -> None:
+def run(*args) -> str:
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    return result.output
 
 
 def corpus(users: List[str], items: List[str], n_users: int = 40, n_items: int = 30, per_user: int = 10):
@@ -84,7 +85,8 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     all_ids = user_bytes | item_bytes
     split = tmp_path / "split"
 
-    run("prepare", source, "-o", split, "--test-fraction", "0.2", "-q")
+    said = run("prepare", source, "-o", split, "--test-fraction", "0.2")
+    assert ("read as Latin-1" in said) == (encoding == "latin-1")
     train, test = split / "train.tsv", split / "test.tsv"
     # nothing merged, stripped or re-encoded: train + test hold exactly the input's ids
     assert tsv_ids(train) | tsv_ids(test) == all_ids

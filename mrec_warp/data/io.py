@@ -567,6 +567,9 @@ def read_ratings(
         sep = "\t"
     if sep == "":
         raise InputError("--sep is empty", path=str(p), hint=r"give a delimiter, e.g. --sep ',' or --sep '\t'")
+    if sep == ",":  # a quoted field may hold a line break: take whole CSV records
+        lines = list(_data_lines(p, sep, limit=2, encoding=encoding))
+        first_lineno, first = lines[0]
     chosen = _normalise_columns(columns)
     if format == "movielens":
         header = False
