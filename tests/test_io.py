@@ -407,7 +407,7 @@ def test_write_interactions_refuses_nothing_quotes_nothing(tmp_path):
 # -- id lists ------------------------------------------------------------------------------
 
 def test_id_list_takes_whole_lines(tmp_path):
-    from mrec_warp.data.io import read_id_list
+    from mrec_warp.data.idlist import read_id_list
 
     data = "\ufeffjohn smith\r\nPapers, Please\n\n   \nu\t1\nspace \n".encode("utf-8")
     ids = read_id_list(write_bytes(tmp_path, "ids.txt", data), "item")
@@ -415,16 +415,11 @@ def test_id_list_takes_whole_lines(tmp_path):
 
 
 def test_id_list_repeats_are_kept_once_and_reported(tmp_path):
-    from mrec_warp.data.io import read_id_list
+    from mrec_warp.data.idlist import read_id_list
 
     logged = []
-
-    class Log:
-        def log(self, msg):
-            logged.append(msg)
-
     path = write_bytes(tmp_path, "users.txt", b"u1\nu2\nu1\nu1\n")
-    assert read_id_list(path, unique=True, progress=Log()) == ["u1", "u2"]
+    assert read_id_list(path, unique=True, note=logged.append) == ["u1", "u2"]
     assert len(logged) == 1 and "2 repeated user id(s) ignored" in logged[0] and "'u1'" in logged[0]
 
 

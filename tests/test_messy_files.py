@@ -116,7 +116,8 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     chosen = [users[0], users[-1], users[0], "u1 " if encoding == "utf-8" else "José "]
     users_file.write_bytes(b"\xef\xbb\xbf" * bom + "\r\n".join(chosen).encode(encoding) + b"\r\n")
     some = tmp_path / "some.tsv"
-    run("recommend", model, "-o", some, "-k", 3, "--users", users_file, "-q")
+    said = run("recommend", model, "-o", some, "-k", 3, "--users", users_file)
+    assert "1 repeated user id(s) ignored" in said
     assert tsv_ids(some, (0,)) == {u.encode(encoding) for u in chosen}
     assert len(some.read_bytes().splitlines()) == 3 * 3  # three distinct users, not four lists
 

@@ -16,12 +16,12 @@ from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import parallel_options
 
 
-def read_id_list(path: str, what: str = "user", unique: bool = False, progress=None,
+def read_id_list(path: str, what: str = "user", unique: bool = False, note=None,
                  first_column: bool = False) -> List[str]:
     """One id per line, the whole line; see :func:`mrec_warp.data.io.read_id_list`."""
-    from ..data.io import read_id_list as read_ids
+    from ..data.idlist import read_id_list as read_ids
 
-    return read_ids(path, what, unique=unique, progress=progress, first_column=first_column)
+    return read_ids(path, what, unique=unique, note=note, first_column=first_column)
 
 
 def _check_known(model, ids: List[str], path: str) -> None:
@@ -83,7 +83,9 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     check_readable(model_file, "model file")
     model = load(model_file)
     feature_opts = pop_feature_options(cold)
-    requested = read_id_list(users_file, unique=True, progress=progress) if users_file else None
+    # repeated users get one list, and the user hears about it (unless -q)
+    note = None if quiet else (lambda line: click.echo(f"note: {line}", err=True))
+    requested = read_id_list(users_file, unique=True, note=note) if users_file else None
     model, focus, changed = cold_start(model, model_file, feature_opts, cold["include_new_items"],
                                        cold["new_items_only"], cold["history"], cold["fold_in_epochs"],
                                        requested, progress)

@@ -107,8 +107,6 @@ MAX_ABS_VALUE = 1e15
 #: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
 MAX_ABS_TIMESTAMP = 2 ** 53
 
-#: Encodings the reader reports: UTF-8, UTF-8 with a byte-order mark, or the Latin-1 fallback.
-ENCODINGS = ("utf-8", "utf-8-sig", "latin-1")
 
 _BAD_ID_CHARS = re.compile(r"[\t\r\n]")
 
@@ -658,45 +656,7 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
                      quoting=csv.QUOTE_NONE, escapechar=None)
 
 
-# -- id lists --------------------------------------------------------------------------------
-
-def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
-                 progress=None, first_column: bool = False) -> List[str]:
-    """Ids from a file with one id per line (``--users FILE``, ``--items-file FILE``).
-
-    The whole line is the id: nothing is split off at spaces, tabs or commas
-    (``john smith`` and ``Papers, Please`` are one id each) and nothing is stripped but the
-    line ending. A UTF-8 byte-order mark is dropped; a file that is not valid UTF-8 is read
-    as Latin-1 (like ratings files). Blank lines (empty or only spaces) are skipped.
-
-    With ``unique`` repeated ids are kept once, in order of first appearance, and
-    ``progress.log`` (when given) says how many repeats were dropped. With ``first_column``
-    (a feature file given as a list of items) the id is the line's text before its first
-    tab, or before its first comma when it has no tab.
-    """
-    p = check_readable(path, f"{what} list", empty_hint=f"expected one {what} id per line")
-    ids: List[str] = []
-    with _open_text(p) as fh:
-        for line in fh:
-            # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
-            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
-            if first_column:
-                body = body.split("\t" if "\t" in body else ",", 1)[0]
-            if body.strip():
-                ids.append(body)
-    if not ids:
-        raise InputError(f"no {what} ids found", path=str(p), hint=f"one {what} id per line")
-    if unique:
-        kept = list(dict.fromkeys(ids))
-        repeats = len(ids) - len(kept)
-        if repeats and progress is not None:
-            seen: set = set()
-            first = next(x for x in ids if x in seen or seen.add(x))
-            progress.log(f"{p}: {repeats:,} repeated {what} id(s) ignored, each is recommended for once "
-                         f"(first repeat: {first!r})")
-        ids = kept
-    return ids
-
+# -- ids a TSV cannot hold --------------------------------------------------------------
 
 def has_tsv_unsafe(ids) -> Optional[str]:
     """The first id holding a tab or a line break (which no TSV output can hold), or ``None``."""
