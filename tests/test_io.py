@@ -446,3 +446,21 @@ def test_a_quoted_header_field_with_a_comma_names_one_column(tmp_path):
     text = 'user,"title, full",hours\nu1,"Papers, Please",3\n'
     df = read_ratings(write(tmp_path, "h.csv", text), columns="user,1,hours")  # names and positions mix
     assert as_rows(df) == [("u1", "Papers, Please", 3.0)]
+
+
+def test_tsv_writers_refuse_an_id_with_a_tab_and_csv_quotes_it(tmp_path):
+    from mrec_warp import Interactions
+    from mrec_warp.models import Popularity
+    from mrec_warp.recommend import write_recommendations
+
+    df = pd.DataFrame({"user": ["u1", "u2", "u2"], "item": ["a\tb", "c, d", 'e "f"']})
+    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab or line break"):
+        write_interactions(df, tmp_path / "x.tsv")
+    assert not (tmp_path / "x.tsv").exists()
+    model = Popularity().fit(Interactions.from_dataframe(df))
+    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab"):
+        write_recommendations(model, tmp_path / "r.tsv", k=3, exclude=None)
+    write_recommendations(model, tmp_path / "r.csv", k=3, exclude=None)
+    text = (tmp_path / "r.csv").read_text(encoding="utf-8")
+    # RFC 4180: quote a field holding a comma or a quote, double its quotes; a tab needs nothing
+    assert "\nu1,a\tb,1,1\n" in text and '\nu1,"c, d",1,2\n' in text and '\nu1,"e ""f""",1,3\n' in text

@@ -645,6 +645,7 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
     input gives Latin-1 output with the same bytes; otherwise UTF-8.
     """
     cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
+    check_tsv_ids(df["user"], df["item"], path=path)
     frame = df[cols].copy()
     if "value" in frame:
         # integral ratings print as "4", not "4.0", so files stay byte-identical to the input's style
@@ -660,12 +661,9 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
 
 def has_tsv_unsafe(ids) -> Optional[str]:
     """The first id holding a tab or a line break (which no TSV output can hold), or ``None``."""
-    arr = np.asarray(ids).astype(str)
-    for ch in ("\t", "\n", "\r"):
-        hit = np.char.find(arr, ch) >= 0
-        if hit.any():
-            return str(arr[int(np.flatnonzero(hit)[0])])
-    return None
+    text = pd.Series(np.asarray(ids)).astype(str)
+    hit = text.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy(dtype=bool)
+    return str(text.iloc[int(np.flatnonzero(hit)[0])]) if hit.any() else None
 
 
 def check_tsv_ids(*id_arrays, path: Optional[PathLike] = None) -> None:
