@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import scipy.sparse as sp
 
-from .data.io import PathLike, atomic_path, atomic_write, check_tsv_ids, output_encoding
+from .data.io import PathLike, atomic_path, atomic_write, output_encoding
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
@@ -283,8 +283,6 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
                 if writer is not None:
                     writer.close()
         return n_rows
-    if fmt == "tsv":
-        check_tsv_ids(model.user_ids, model.item_ids, path=path)
     with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
             frame.to_csv(fh, header=False, index=False, float_format="%.6g", lineterminator="\n",

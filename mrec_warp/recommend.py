@@ -187,6 +187,8 @@ def write_recommendations(
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
     if fmt == "parquet":
         _require_pyarrow()
+    if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
+        check_tsv_ids(model.user_ids, model.item_ids, path=path)
     if workdir is not None or not (isinstance(backend, str) and backend == "threads"):
         from .distributed import recommend_in_parts
 
@@ -202,8 +204,6 @@ def write_recommendations(
     if fmt == "parquet":
         return _write_parquet(frames, path)
     n_rows = 0
-    if fmt == "tsv":
-        check_tsv_ids(model.user_ids, model.item_ids, path=path)
     with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
             frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",

@@ -645,23 +645,34 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
     input gives Latin-1 output with the same bytes; otherwise UTF-8.
     """
     cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
-    check_tsv_ids(df["user"], df["item"], path=path)
     frame = df[cols].copy()
     if "value" in frame:
         # integral ratings print as "4", not "4.0", so files stay byte-identical to the input's style
         v = frame["value"].to_numpy()
         if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame["value"] = v.astype(np.int64)
-    with atomic_write(path, encoding=output_encoding(encoding or df.attrs.get("encoding"))) as fh:
-        frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
-                     quoting=csv.QUOTE_NONE, escapechar=None)
+    try:
+        with atomic_write(path, encoding=output_encoding(encoding or df.attrs.get("encoding"))) as fh:
+            frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
+                         quoting=csv.QUOTE_NONE, escapechar=None)
+    except csv.Error:
+        # an id with a tab or a line break (the reader refuses those; a table built in Python
+        # may hold one): checked only now, as a check of every row up front costs seconds
+        check_tsv_ids(df["user"], df["item"], path=path)
+        raise
 
 
 # -- ids a TSV cannot hold --------------------------------------------------------------
 
 def has_tsv_unsafe(ids) -> Optional[str]:
     """The first id holding a tab or a line break (which no TSV output can hold), or ``None``."""
-    text = pd.Series(np.asarray(ids)).astype(str)
+    if isinstance(ids, np.ndarray) and ids.dtype.kind == "U":  # a model's ids: numpy is fastest
+        for ch in ("\t", "\n", "\r"):
+            hit = np.char.find(ids, ch) >= 0
+            if hit.any():
+                return str(ids[int(np.flatnonzero(hit)[0])])
+        return None
+    text = pd.Series(ids).astype(str)
     hit = text.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy(dtype=bool)
     return str(text.iloc[int(np.flatnonzero(hit)[0])]) if hit.any() else None
 
