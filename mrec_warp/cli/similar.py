@@ -6,8 +6,6 @@ import io
 import sys
 
 import click
-import numpy as np
-import pandas as pd
 
 from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
@@ -33,7 +31,7 @@ def similar(model_file, items, items_file, k, output):
     """
     check_readable(model_file, "model file")
     model = load(model_file)
-    if not hasattr(model, "similar_items"):
+    if getattr(model, "item_factors", None) is None:
         raise InputError(f"a {type(model).__name__} model has no item factors", path=model_file,
                          hint="train a warp model")
     if bool(items) == bool(items_file):
@@ -44,15 +42,7 @@ def similar(model_file, items, items_file, k, output):
         bad = ids[int((idx < 0).argmax())]
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None,
                          hint="use item ids present in the training data")
-    nbrs, sims = model.similar_items(idx, k=k)
-    valid = nbrs >= 0
-    rows = np.repeat(np.arange(len(idx)), k).reshape(nbrs.shape)[valid]
-    frame = pd.DataFrame({
-        "item": np.asarray(ids)[rows],
-        "similar_item": model.item_ids[nbrs[valid]],
-        "similarity": sims[valid],
-        "rank": np.tile(np.arange(1, k + 1), len(idx)).reshape(nbrs.shape)[valid],
-    })
+    frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
     check_tsv_ids(frame["item"], frame["similar_item"], path=output)
     # ids as they are (no quoting), in the encoding the training data came in
     tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)

@@ -16,7 +16,7 @@ import re
 import tempfile
 import zlib
 from pathlib import Path
-from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -111,8 +111,25 @@ MAX_ABS_TIMESTAMP = 2 ** 53
 _BAD_ID_CHARS = re.compile(r"[\t\r\n]")
 
 
+class _GzipInput(gzip.GzipFile):
+    """A ``.gz`` input whose damage is an :class:`InputError` naming it, not a bare ``EOFError``."""
+
+    def _checked(self, read: Callable[[int], bytes], size: int) -> bytes:
+        try:
+            return read(size)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(f"truncated or corrupt gzip file ({exc})", path=str(self.name),
+                             hint="check it with `gzip -t`, then re-create or download it again") from exc
+
+    def read(self, size: int = -1) -> bytes:
+        return self._checked(super().read, size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._checked(super().read1, size)
+
+
 def _open_binary(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    return _GzipInput(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def detect_encoding(path: PathLike) -> str:
