@@ -21,7 +21,7 @@ from ._parallel import N_JOBS, parallel_options
 
 def read_id_list(path: str, what: str = "user", unique: bool = False, note=None,
                  first_column: bool = False) -> List[str]:
-    """One id per line, the whole line; see :func:`mrec_warp.data.io.read_id_list`."""
+    """One id per line, the whole line; see :func:`mrec_warp.data.idlist.read_id_list`."""
     from ..data.idlist import read_id_list as read_ids
 
     return read_ids(path, what, unique=unique, note=note, first_column=first_column)
