@@ -9,7 +9,7 @@ import click
 
 from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
-from ..data.io import read_ratings
+from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
@@ -44,7 +44,9 @@ def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Int
     if values and "value" not in df:
         raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
                          hint="drop --confidence, or give a file with a third column (count, hours, rating)")
-    return Interactions.from_dataframe(df, value_col="value" if values else None)
+    data = Interactions.from_dataframe(df, value_col="value" if values else None)
+    data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
+    return data
 
 
 def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
@@ -54,6 +56,12 @@ def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> 
     zeros = int(data.nnz - (data.matrix.data != 0).sum())
     return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
             + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
+
+
+def _keep_encoding(model, data: Interactions) -> None:
+    """Record in the model that its ids came from a Latin-1 file: its outputs are then Latin-1 too."""
+    if output_encoding(getattr(data, "id_encoding", None)) != "utf-8":
+        model.id_encoding_ = output_encoding(data.id_encoding)
 
 
 def load_params(path: Optional[str]) -> Dict[str, Any]:
@@ -184,6 +192,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         model = fit_submodels(data, model.get_params(), n_models=sub_models, random_state=seed, backend=backend,
                               n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts",
                               progress=progress)
+        _keep_encoding(model, data)
         model.save(output)
         if not quiet:
             click.echo(f"wrote {output}: warp model of {data.n_users} users x {data.n_items} items, "
@@ -207,6 +216,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
                              hint="add --model hybrid")
         fit_kwargs.update(user_features=user_table, item_features=item_table)
     model.fit(data, **fit_kwargs)
+    _keep_encoding(model, data)
     model.save(output)
     extra = f", {model.best_epoch_} epochs" if hasattr(model, "best_epoch_") else ""
     if not quiet:
