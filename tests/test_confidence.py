@@ -194,6 +194,17 @@ def test_values_round_trip_through_prepare_and_train_names_the_column(tmp_path):
     assert a.confidence == "log" and not np.array_equal(a.item_factors_, b.item_factors_)
 
 
+def test_prepare_names_the_value_column_from_the_header(tmp_path):
+    src = tmp_path / "games.csv"
+    src.write_text("user-id,game-title,value,\n" + "".join(f"u{u},g{i},{u * i},\n" for u in range(1, 5) for i in range(4)),
+                   encoding="utf-8")
+    result = run("prepare", src, "-o", tmp_path / "split")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "split" / "summary.json").read_text())["value_column"]["column"] == "value"
+    result = run("prepare", src, "-o", tmp_path / "split2", "--columns", "0,1,2")
+    assert json.loads((tmp_path / "split2" / "summary.json").read_text())["value_column"]["column"] == "value"
+
+
 def test_prepare_says_what_binarising_dropped(tmp_path):
     src = tmp_path / "plays.tsv"
     src.write_text(PLAYS, encoding="utf-8")

@@ -623,6 +623,8 @@ def read_ratings(
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
         out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
+        # which column the value came from, for prepare's summary: its header name or "#N" (1-based)
+        out.attrs["value_column"] = header_names[used[2]] if header_names else f"#{used[2] + 1}"
     if len(used) > 3:
         out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding

@@ -514,17 +514,18 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
                           header: Optional[bool]) -> Dict[str, Any]:
     """Which input column is the value and what prepare made of it, for ``summary.json``.
 
-    ``column`` is the header name given in ``columns``, or ``"#3"`` for the third field
-    (1-based). ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
+    ``column`` is the value's header name, or ``"#3"`` for the third field (1-based). ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
     below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
     the third column of train.tsv / test.tsv for ``train --confidence``).
     """
     if "value" not in df:
         return {"column": None, "use": "none", "min_rating": None}
-    given = None if columns is None else _as_list(columns)
-    name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
-    if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
-        name = f"#{int(name) + 1}"
+    name = df.attrs.get("value_column")  # set by read_ratings: header name or "#N"
+    if name is None:  # a table built by hand: --columns' third entry, else the third field
+        given = None if columns is None else _as_list(columns)
+        name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
+        if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
+            name = f"#{int(name) + 1}"
     return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
 
 
