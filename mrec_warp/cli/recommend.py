@@ -11,7 +11,7 @@ from ..errors import InputError
 from ..models import load
 from ..recommend import write_recommendations
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import parallel_options
 
@@ -86,6 +86,8 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     OUTPUT only when complete.
     """
     progress = make_progress(quiet, verbose)
+    check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
+                                         cold.get("item_features"), cold.get("user_features")])
     check_readable(model_file, "model file")
     model = load(model_file)
     feature_opts = pop_feature_options(cold)
@@ -104,6 +106,7 @@ def recommend(model_file, output, k, train_file, users_file, fmt, n_jobs, block_
     elif focus is not None:  # --user-features / --history: recommend for those users
         user_ids = focus
     check_backend(backend, scheduler)
+    k = cap_k(k, model.n_items, progress)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
                               scheduler=scheduler, workdir=workdir, part_size=part_size,
