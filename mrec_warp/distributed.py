@@ -51,8 +51,9 @@ JOB_VERSION = 1
 DEFAULT_PART_USERS = 20_000
 
 #: Test hook, read on the workers: "kill:<part>" kills the worker process the first time
-#: it starts that part, "raise:<part>" makes that part fail (a marker file in the work
-#: folder makes each fire once). Only the test-suite sets it.
+#: it starts that part, "raise:<part>" makes that part fail, "wait:<part>" holds that part
+#: until a file ``.fault-go`` appears in the work folder (at most a minute) (a marker file
+#: in the work folder makes each fire once). Only the test-suite sets it.
 FAULT_ENV = "MREC_WARP_TEST_FAULT"
 
 
@@ -351,6 +352,12 @@ def maybe_inject_fault(workdir: PathLike, part: int) -> None:
     except FileExistsError:
         return  # fired already: this is the retry
     os.close(fd)
+    if action == "wait":
+        go = Path(workdir) / ".fault-go"
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(60)  # pragma: no cover - the signal ends the process
