@@ -108,6 +108,11 @@ def test_second_run_on_a_busy_work_folder_is_refused_and_the_first_finishes(mode
 
 def test_lock_of_a_killed_run_is_taken_over_and_the_job_resumes(model_file, tmp_path):
     wd, out = tmp_path / "work", tmp_path / "recs.tsv"
+    failed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20,
+                 env={FAULT_ENV: "raise:2"})
+    _, err = failed.communicate(timeout=120)
+    assert failed.returncode != 0 and "injected failure" in err
+    assert not (wd / LOCK_FILE).exists() and (wd / "job.json").exists()  # a failed run lets go
     killed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20,
                  env={FAULT_ENV: "kill:4"})
     killed.communicate(timeout=120)
@@ -119,7 +124,7 @@ def test_lock_of_a_killed_run_is_taken_over_and_the_job_resumes(model_file, tmp_
     _, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     assert f"taking over the lock of {wd} from process {killed.pid}" in err
-    assert "4 already done" in err
+    assert "4 already done" in err  # parts 0-1 of the failed run, 2-3 of the killed one
     assert set(list_lengths(out).values()) == {4} and len(list_lengths(out)) == N_USERS
     assert not wd.exists()
 
@@ -137,15 +142,6 @@ def test_lock_of_a_live_run_elsewhere_is_never_broken(tmp_path):
         assert json.loads((wd / LOCK_FILE).read_text())["pid"] == os.getpid()
         assert taken.done("job.json")
     assert not (wd / LOCK_FILE).exists()
-
-
-def test_lock_is_released_when_the_run_fails(model_file, tmp_path):
-    wd = tmp_path / "work"
-    r = cli("recommend", model_file, "-o", tmp_path / "r.tsv", "--workdir", wd, "--part-size", 20,
-            env={FAULT_ENV: "raise:2"})
-    _, err = r.communicate(timeout=120)
-    assert r.returncode != 0 and "injected failure" in err
-    assert not (wd / LOCK_FILE).exists() and (wd / "job.json").exists()  # parts kept to resume
 
 
 # -- leftovers of killed runs -----------------------------------------------------------------------
@@ -234,7 +230,10 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(same, args):
     assert sorted(p.name for p in (same / "sub").iterdir()) == []
 
 
-def test_prepare_into_the_input_folder_under_other_names_is_fine(same):
+def test_prepare_into_the_input_folder_is_refused_only_when_it_would_replace_the_input(same):
+    r = run("prepare", same / "train.tsv", "-o", same)
+    assert r.exit_code == 2
+    one_line_error(r.output, "would overwrite an input file", "train.tsv")
     ratings = same / "ratings.tsv"
     ratings.write_bytes((same / "train.tsv").read_bytes())
     (same / "train.tsv").unlink()
