@@ -717,7 +717,8 @@ def fit_submodels(
         job = {"kind": "fit", "version": JOB_VERSION, "data": fingerprint(data.matrix, data.user_ids, data.item_ids),
                "params": params, "sub_models": sizes, "random_state": random_state}
         if workdir is None:
-            tmp_dir = tempfile.mkdtemp(prefix="mrec-warp-fit-")
+            remove_stale_temps(tempfile.gettempdir(), prefix="mrec-warp-fit-")  # of killed fits
+            tmp_dir = tempfile.mkdtemp(prefix=f"mrec-warp-fit-{owner_tag()}")
             workdir = tmp_dir
         wd = WorkDir(workdir, job, progress)
         names = [f"submodel-{i:03d}.npz" for i in range(K)]

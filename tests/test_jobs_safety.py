@@ -380,3 +380,22 @@ def test_fetch_removes_what_a_killed_fetch_left(endless, tmp_path):
     with pytest.raises(datasets.DownloadError):
         datasets.fetch("movielens-100k", dest=cache, base_url="http://127.0.0.1:9/")
     assert list(cache.iterdir()) == []
+
+
+def test_sub_model_fit_removes_the_temporary_folders_of_killed_fits(tmp_path, monkeypatch):
+    import tempfile
+
+    from mrec_warp.data.interactions import Interactions
+    from mrec_warp.distributed import fit_submodels
+    from tests.conftest import planted_low_rank
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale = tmp_path / f"mrec-warp-fit-~{dead_pid()}@{host_name()}~abcd1234"
+    stale.mkdir()
+    (stale / "submodel-000.npz").write_bytes(b"half")
+    other = tmp_path / "mrec-warp-fit-untagged"  # not named by a run that can be checked: kept
+    other.mkdir()
+    train, _ = planted_low_rank(n_users=40, n_items=30, per_user=6, seed=1)
+    data = Interactions(train, [f"u{i}" for i in range(40)], [f"i{j}" for j in range(30)])
+    fit_submodels(data, {"factors": 4, "epochs": 1}, n_models=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mrec-warp-fit-untagged"]
