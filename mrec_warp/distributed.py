@@ -157,6 +157,18 @@ def _describe_holder(holder: Dict[str, Any]) -> str:
     return f"process {holder.get('pid')} on {holder.get('host')} (started {started})"
 
 
+def _link_or_create(draft: Path, lock: Path, token: str) -> None:
+    """Put the lock in place if nobody holds it, else raise ``FileExistsError``."""
+    try:
+        os.link(draft, lock)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: an exclusive create does the same
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token)
+
+
 class WorkDir:
     """A job's folder of part files, locked for the duration of one run.
 
@@ -175,15 +187,15 @@ class WorkDir:
     -----
     **Locking.** Only one run at a time may use a work folder: two runs of one job would
     write each part twice and race on the final file, and two different jobs would pass the
-    job check together and mix their parts. The run creates ``WORKDIR/lock`` with
-    ``O_CREAT | O_EXCL`` (atomic on local filesystems and on NFS v3 and later, unlike
-    ``flock``, which NFS may ignore) holding its process id, host name and start time; a
-    second run is refused in one line naming the holder. The lock is removed when the
-    run ends, also on an error. A lock left by a killed run is taken over, with a note,
-    when its process is gone on this machine; a lock of another machine is never taken
-    over (that run cannot be checked from here): remove the file by hand once sure that
-    run is gone. One process holds a folder's lock for one job at a time: a later call in
-    the same process (a retry after an error) takes it over.
+    job check together and mix their parts. A run writes its process id, host name and start
+    time to a temporary file and hard-links it to ``WORKDIR/lock``: the link fails if the
+    lock exists (like ``O_EXCL``, and unlike ``flock`` it also holds on NFS), and the lock is
+    never seen half written. A second run is refused in one line naming the holder. The
+    lock is removed when the run ends, also on an error. A lock left by a killed run is
+    taken over, with a note, when its process is gone on this machine; a lock of another
+    machine is never taken over (that run cannot be checked from here): remove the file by
+    hand once sure that run is gone. One process holds a folder's lock for one job at a
+    time: a later call in the same process (a retry after an error) takes it over.
 
     A work folder that holds no work when its run ends (for example the Dask cluster
     could not be reached) is removed again.
@@ -208,11 +220,22 @@ class WorkDir:
     # -- lock --------------------------------------------------------------------------------
     def _lock(self, progress: Progress) -> str:
         lock = self.path / LOCK_FILE
+        remove_stale_temps(self.path, prefix=f".{LOCK_FILE}.")  # drafts of killed runs
         me = {"pid": os.getpid(), "host": host_name(), "started": time.time()}
         token = json.dumps(me, sort_keys=True)
+        # The lock is written whole under a temporary name and linked into place: link, like
+        # O_EXCL, fails if the name exists, and a reader never sees a half-written lock.
+        draft = self.path / f".{LOCK_FILE}.{owner_tag()}draft"
+        draft.write_text(token)
+        try:
+            return self._take(lock, draft, token, progress)
+        finally:
+            draft.unlink()
+
+    def _take(self, lock: Path, draft: Path, token: str, progress: Progress) -> str:
         for _ in range(10):
             try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                _link_or_create(draft, lock, token)
             except FileExistsError:
                 holder = _lock_holder(lock)
                 if holder is None:
@@ -231,8 +254,6 @@ class WorkDir:
                                  f"{_describe_holder(holder)}, which is no longer running")
                 self._break(lock, holder)
                 continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(token)
             return token
         raise InputError("cannot take the work folder's lock (it keeps changing hands)", path=str(lock),
                          hint="another run is starting on this folder; use another --workdir")
@@ -256,14 +277,22 @@ class WorkDir:
     @staticmethod
     def _release(path: Path, token: str, created: bool) -> None:
         lock = path / LOCK_FILE
-        with contextlib.suppress(OSError):
-            if lock.read_text() == token:
-                lock.unlink()
+        try:
+            if lock.read_text() != token:
+                return  # not ours (taken over meanwhile): nothing to release
+        except OSError:
+            return
+        empty = False
         if created:  # a folder this run made and left without any work in it goes again
             with contextlib.suppress(OSError):
-                if {p.name for p in path.iterdir()} <= {JOB_FILE}:
-                    (path / JOB_FILE).unlink(missing_ok=True)
-                    path.rmdir()
+                if {p.name for p in path.iterdir()} <= {JOB_FILE, LOCK_FILE}:
+                    (path / JOB_FILE).unlink(missing_ok=True)  # still under the lock
+                    empty = True
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        if empty:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
     def release(self) -> None:
         """Give up the lock (also done when the object is garbage collected or the process exits)."""

@@ -129,6 +129,22 @@ def test_lock_of_a_killed_run_is_taken_over_and_the_job_resumes(model_file, tmp_
     assert not wd.exists()
 
 
+def test_lock_works_on_a_filesystem_without_hard_links(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    wd = tmp_path / "w"
+    (wd / LOCK_FILE).parent.mkdir()
+    (wd / LOCK_FILE).write_text(json.dumps({"pid": os.getpid() + 1, "host": "elsewhere", "started": 0}))
+    with pytest.raises(InputError, match="in use by another run"):
+        WorkDir(wd, {"kind": "x"})
+    (wd / LOCK_FILE).unlink()
+    with WorkDir(wd, {"kind": "x"}):
+        assert json.loads((wd / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert sorted(p.name for p in wd.iterdir()) == ["job.json"]  # the folder was there before
+
+
 def test_lock_of_a_live_run_elsewhere_is_never_broken(tmp_path):
     wd = tmp_path / "w"
     wd.mkdir()
