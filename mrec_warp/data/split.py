@@ -530,11 +530,14 @@ def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary:
         try:
             _write_split_files(tmp, train, test, summary)
             os.chmod(tmp, _DIR_MODE)  # mkdtemp makes it private
-            os.rename(tmp, folder)  # replaces an empty folder; fails if one appeared meanwhile
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return
+            os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
+            return
+        except OSError:
+            if not (folder.is_dir() and any(folder.iterdir())):
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already after the rename
+        # another run filled the folder meanwhile: write into it like into any existing one
     with contextlib.ExitStack() as stack:
         # entered in reverse: the stack renames the last entered first
         summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
