@@ -8,7 +8,7 @@ import click
 
 from ..data import split as splitting
 from ..data.io import FORMATS
-from ._common import check_outputs, friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -30,7 +30,7 @@ test rows whose item never appears in train are dropped. summary.json counts eac
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
-@click.option("--sep", help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
+@click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
 @click.option("--header/--no-header", default=None,
               help="Whether the first line names the columns [guessed from the first line].")
 @click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",

@@ -4,8 +4,6 @@ from __future__ import annotations
 import sys
 
 import click
-import numpy as np
-import pandas as pd
 
 from ..data.io import atomic_write, check_readable
 from ..errors import InputError
@@ -33,7 +31,7 @@ def similar(model_file, items, items_file, k, output):
     check_outputs({"--output": output}, [model_file, items_file])
     check_readable(model_file, "model file")
     model = load(model_file)
-    if not hasattr(model, "similar_items"):
+    if getattr(model, "item_factors", None) is None:
         raise InputError(f"a {type(model).__name__} model has no item factors", path=model_file,
                          hint="train a warp model")
     if bool(items) == bool(items_file):
@@ -45,15 +43,7 @@ def similar(model_file, items, items_file, k, output):
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None,
                          hint="use item ids present in the training data")
     k = cap_k(k, model.n_items - 1, Progress(verbose=None), "other items")
-    nbrs, sims = model.similar_items(idx, k=k)
-    valid = nbrs >= 0
-    rows = np.repeat(np.arange(len(idx)), k).reshape(nbrs.shape)[valid]
-    frame = pd.DataFrame({
-        "item": np.asarray(ids)[rows],
-        "similar_item": model.item_ids[nbrs[valid]],
-        "similarity": sims[valid],
-        "rank": np.tile(np.arange(1, k + 1), len(idx)).reshape(nbrs.shape)[valid],
-    })
+    frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
     if output:
         with atomic_write(output) as fh:
             frame.to_csv(fh, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..parallel import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
-from ._parallel import parallel_options
+from ._parallel import N_JOBS, parallel_options
 
 # Options that map one-to-one onto WARP parameters: (option name, parameter name).
 _WARP_OPTIONS = {
@@ -102,8 +102,8 @@ Examples:
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
-@click.option("--n-jobs", type=int, default=1, show_default=True,
-              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
+@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
+              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
 @parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
 @click.option("--sub-models", "sub_models", type=click.IntRange(min=1),
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "

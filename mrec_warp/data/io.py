@@ -13,8 +13,9 @@ import io
 import os
 import re
 import tempfile
+import zlib
 from pathlib import Path
-from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -177,11 +178,28 @@ _HEADER_WORDS = frozenset(
 _WHITESPACE = r"\s+"
 
 
+class _GzipInput(gzip.GzipFile):
+    """A ``.gz`` input whose damage is an :class:`InputError` naming it, not a bare ``EOFError``."""
+
+    def _checked(self, read: Callable[[int], bytes], size: int) -> bytes:
+        try:
+            return read(size)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(f"truncated or corrupt gzip file ({exc})", path=str(self.name),
+                             hint="check it with `gzip -t`, then re-create or download it again") from exc
+
+    def read(self, size: int = -1) -> bytes:
+        return self._checked(super().read, size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._checked(super().read1, size)
+
+
 def _open_text(path: Path) -> IO[str]:
     # latin-1 never fails to decode, so odd bytes in MovieLens files cannot crash a reader;
     # ids made of ASCII (the usual case) are unaffected.
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="latin-1", newline="")
+        return io.TextIOWrapper(_GzipInput(path, "rb"), encoding="latin-1", newline="")
     return open(path, "r", encoding="latin-1", newline="")
 
 
