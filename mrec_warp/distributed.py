@@ -169,7 +169,10 @@ def _lock_holder(path: Path) -> Optional[Dict[str, Any]]:
 def _describe_holder(holder: Dict[str, Any]) -> str:
     if not holder:
         return "an unknown run"
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started", 0))))
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started"))))
+    except (TypeError, ValueError, OverflowError, OSError):  # a damaged lock still names its holder
+        started = "at an unknown time"
     return f"process {holder.get('pid')} on {holder.get('host')} (started {started})"
 
 

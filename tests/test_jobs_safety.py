@@ -148,7 +148,7 @@ def test_lock_works_on_a_filesystem_without_hard_links(tmp_path, monkeypatch):
 def test_lock_of_a_live_run_elsewhere_is_never_broken(tmp_path):
     wd = tmp_path / "w"
     wd.mkdir()
-    other = {"pid": os.getpid() + 1, "host": "another-machine", "started": time.time()}
+    other = {"pid": os.getpid() + 1, "host": "another-machine", "started": "garbled"}
     (wd / LOCK_FILE).write_text(json.dumps(other))
     with pytest.raises(InputError, match="in use by another run: process .* on another-machine"):
         WorkDir(wd, {"kind": "x"})
