@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import scipy.sparse as sp
 
-from .data.io import PathLike, atomic_path, atomic_write, host_name, owner_tag, process_alive, remove_stale_temps
+from .data.io import (PathLike, atomic_path, atomic_write, host_name, output_encoding, owner_tag, process_alive,
+                      remove_stale_temps)
 from .data.npz import NpzArchive, check_csr, check_ids, read_arrays
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
@@ -433,7 +434,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
     the job (:func:`~mrec_warp.recommend.grid_scores`), so parts give the same bits as one
     stream. Returns the number of rows written (0 if the part existed already).
     """
-    from .recommend import block_to_frame, default_block_size, top_k_block
+    from .recommend import block_to_frame, default_block_size, text_format, top_k_block
 
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
@@ -474,10 +475,10 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
                 if writer is not None:
                     writer.close()
         return n_rows
-    with atomic_write(path) as fh:
+    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
-            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=False, index=False,
-                         float_format="%.6g", lineterminator="\n")
+            frame.to_csv(fh, header=False, index=False, float_format="%.6g", lineterminator="\n",
+                         **text_format(fmt))
             n_rows += len(frame)
     return n_rows
 

@@ -18,6 +18,7 @@ job's list of users: one global grid that blocks and parts only select from
 """
 from __future__ import annotations
 
+import csv
 import inspect
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
@@ -27,7 +28,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ._topk import topk_masked
-from .data.io import atomic_path, atomic_write
+from .data.io import atomic_path, atomic_write, check_tsv_ids, output_encoding
 from .errors import InputError
 from .parallel import backend_for, one_blas_thread
 from .progress import SILENT, Progress
@@ -257,6 +258,8 @@ def write_recommendations(
     mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
     if fmt == "parquet":
         _require_pyarrow()
+    if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
+        check_tsv_ids(model.user_ids, model.item_ids, path=path)
     if workdir is not None or not (isinstance(backend, str) and backend == "threads"):
         from .distributed import recommend_in_parts
 
@@ -274,12 +277,20 @@ def write_recommendations(
     if fmt == "parquet":
         return _write_parquet(frames, path)
     n_rows = 0
-    with atomic_write(path) as fh:
+    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
-            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=(fmt == "csv" and n_rows == 0),
-                         index=False, float_format="%.6g", lineterminator="\n")
+            frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
+                         lineterminator="\n", **text_format(fmt))
             n_rows += len(frame)
     return n_rows
+
+
+def text_format(fmt: str) -> dict:
+    """``to_csv`` options of a text recommendations file: TSV holds ids exactly as they are
+    (never quoted); CSV quotes a field that needs it (comma, quote, line break) per RFC 4180."""
+    if fmt == "tsv":
+        return {"sep": "\t", "quoting": csv.QUOTE_NONE}
+    return {"sep": ",", "quoting": csv.QUOTE_MINIMAL, "doublequote": True}
 
 
 def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:

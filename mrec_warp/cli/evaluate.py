@@ -124,7 +124,7 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     if items_file:
         from .recommend import read_id_list
 
-        catalog = read_id_list(items_file, "item")
+        catalog = read_id_list(items_file, "item", first_column=True)
     study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend, catalog=catalog,
                               n_jobs=n_jobs, scheduler=scheduler, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)

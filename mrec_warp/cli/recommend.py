@@ -19,18 +19,12 @@ from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import N_JOBS, parallel_options
 
 
-def read_id_list(path: str, what: str = "user") -> List[str]:
-    """One id per line (first whitespace/tab/comma-separated field); blank lines skipped."""
-    check_readable(path, f"{what} list")
-    ids = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            field = line.strip().replace(",", "\t").split("\t")[0].split()
-            if field:
-                ids.append(field[0])
-    if not ids:
-        raise InputError(f"no {what} ids found", path=path, hint=f"one {what} id per line")
-    return ids
+def read_id_list(path: str, what: str = "user", unique: bool = False, note=None,
+                 first_column: bool = False) -> List[str]:
+    """One id per line, the whole line; see :func:`mrec_warp.data.idlist.read_id_list`."""
+    from ..data.idlist import read_id_list as read_ids
+
+    return read_ids(path, what, unique=unique, note=note, first_column=first_column)
 
 
 #: Most of a --train file's rows that may name users or items the model does not know. A
@@ -128,8 +122,9 @@ Examples:
               help="File with one user id per line (default: every user of the model).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "parquet"]),
               help="Output format [from the file suffix; tsv otherwise].")
-@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
-              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers).")
+@click.option("--n-jobs", type=N_JOBS, default=-1, show_default=True,
+              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers). "
+                   "Each scores on one BLAS thread, so the output is the same for any count.")
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
 @parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
@@ -160,7 +155,9 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     check_readable(model_file, "model file")
     model = load(model_file)
     feature_opts = pop_feature_options(cold)
-    requested = read_id_list(users_file) if users_file else None
+    # repeated users get one list, and the user hears about it (unless -q)
+    note = None if quiet else (lambda line: click.echo(f"note: {line}", err=True))
+    requested = read_id_list(users_file, unique=True, note=note) if users_file else None
     model, focus, changed = cold_start(model, model_file, feature_opts, cold["include_new_items"],
                                        cold["new_items_only"], cold["history"], cold["fold_in_epochs"],
                                        requested, progress)

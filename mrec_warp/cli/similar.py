@@ -1,11 +1,13 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
+import csv
+import io
 import sys
 
 import click
 
-from ..data.io import atomic_write, check_readable
+from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
 from ..models import load
 from ..progress import Progress
@@ -44,8 +46,20 @@ def similar(model_file, items, items_file, k, output):
                          hint="use item ids present in the training data")
     k = cap_k(k, model.n_items - 1, Progress(verbose=None), "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
+    check_tsv_ids(frame["item"], frame["similar_item"], path=output)
+    # ids as they are (no quoting), in the encoding the training data came in
+    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
     if output:
-        with atomic_write(output) as fh:
-            frame.to_csv(fh, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        with atomic_write(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **tsv)
     else:
-        frame.to_csv(sys.stdout, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:  # a text-only stream (tests): it has its own encoding
+            frame.to_csv(sys.stdout, **tsv)
+            return
+        sys.stdout.flush()
+        out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+        frame.to_csv(out, **tsv)
+        out.flush()
+        out.detach()

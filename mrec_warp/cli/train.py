@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 import click
 
 from ..data.interactions import Interactions
-from ..data.io import read_ratings
+from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
@@ -37,7 +37,15 @@ def model_classes() -> Dict[str, Any]:
 
 def load_interactions(path: str, fmt: str = "auto") -> Interactions:
     df = read_ratings(path, format=fmt)
-    return Interactions.from_dataframe(df)
+    data = Interactions.from_dataframe(df)
+    data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
+    return data
+
+
+def _keep_encoding(model, data: Interactions) -> None:
+    """Record in the model that its ids came from a Latin-1 file: its outputs are then Latin-1 too."""
+    if output_encoding(getattr(data, "id_encoding", None)) != "utf-8":
+        model.id_encoding_ = output_encoding(data.id_encoding)
 
 
 def load_params(path: Optional[str]) -> Dict[str, Any]:
@@ -147,6 +155,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         model = fit_submodels(data, model.get_params(), n_models=sub_models, random_state=seed, backend=backend,
                               n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts",
                               progress=progress)
+        _keep_encoding(model, data)
         model.save(output)
         if not quiet:
             click.echo(f"wrote {output}: warp model of {data.n_users} users x {data.n_items} items, "
@@ -170,6 +179,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
                              hint="add --model hybrid")
         fit_kwargs.update(user_features=user_table, item_features=item_table)
     model.fit(data, **fit_kwargs)
+    _keep_encoding(model, data)
     model.save(output)
     extra = f", {model.best_epoch_} epochs" if hasattr(model, "best_epoch_") else ""
     if not quiet:

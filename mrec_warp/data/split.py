@@ -475,7 +475,8 @@ def prepare(
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
                              path=str(input), hint="drop --features, or keep MovieLens' u.item/u.user beside u.data")
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
-    progress.log(f"read {len(df):,} rows from {input}")
+    encoding = df.attrs.get("encoding", "utf-8")
+    progress.log(f"read {len(df):,} rows from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     outdir = Path(outdir)
     reading = {"format": format, "sep": sep, "header": header,
                "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
@@ -486,11 +487,11 @@ def prepare(
     )
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
-        summary = {"input": str(input), **summary}
+        summary = {"input": str(input), "encoding": encoding, **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
         if side:
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
-        _write_split(folder, train, test, summary)
+        _write_split(folder, train, test, summary, encoding)
         progress.log(
             f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
             f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
@@ -512,8 +513,15 @@ def _as_list(columns: Union[str, Sequence]) -> List:
 #: folder is complete.
 SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
 
+#: How the log names the encoding a ratings file was read in.
+_ENCODING_NOTE = {
+    "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a byte-order mark",
+    "latin-1": "not valid UTF-8: read as Latin-1, outputs written in Latin-1 too",
+}
 
-def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any]) -> None:
+
+def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                 encoding: str = "utf-8") -> None:
     """Write train.tsv, test.tsv and summary.json so that a reader never sees a mixed split.
 
     A new (or empty) folder is written whole as a hidden temporary folder beside it and
@@ -521,14 +529,15 @@ def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary:
     files (the input, the user's notes), so it is not replaced: each file goes to a
     temporary name, summary.json -- the "complete" marker -- is removed first, and the files
     are renamed train, test, then summary last. A run killed in between leaves no
-    summary.json, so the folder never claims to hold a split it does not.
+    summary.json, so the folder never claims to hold a split it does not. Train and test
+    are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
     """
     folder.parent.mkdir(parents=True, exist_ok=True)
     if not folder.exists() or not any(folder.iterdir()):
         remove_stale_temps(folder.parent, prefix=f".{folder.name}.")
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
         try:
-            _write_split_files(tmp, train, test, summary)
+            _write_split_files(tmp, train, test, summary, encoding)
             os.chmod(tmp, _DIR_MODE)  # mkdtemp makes it private
             os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
             return
@@ -543,18 +552,19 @@ def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary:
         summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
         test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
         train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
-        _write_split_files(None, train, test, summary, (train_tmp, test_tmp, summary_tmp))
+        _write_split_files(None, train, test, summary, encoding, (train_tmp, test_tmp, summary_tmp))
         # the old marker goes before any file changes, so no moment pairs it with new files
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / "summary.json")
 
 
 def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
-                       paths: Optional[Sequence[str]] = None) -> None:
+                       encoding: str, paths: Optional[Sequence[str]] = None) -> None:
     """The three files, into ``folder`` or to the given ``paths`` (train, test, summary)."""
     paths = paths or [str(folder / name) for name in SPLIT_FILES]
-    write_interactions(train, paths[0])  # each synced to disk, with the umask's mode
-    write_interactions(test, paths[1])
+    for table, path in ((train, paths[0]), (test, paths[1])):
+        table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
+        write_interactions(table, path)  # synced to disk, with the umask's mode
     if folder is None:
         with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
             fh.write(json.dumps(summary, indent=2) + "\n")

@@ -218,7 +218,10 @@ class Recommender:
     def _get_attrs(self) -> Dict[str, Any]:
         """Small fitted scalars worth saving (JSON-serialisable). Subclasses extend this dict;
         on load only its keys, with values of the same types, are accepted."""
-        return {"ids_generated_": bool(getattr(self, "ids_generated_", False))}
+        # id_encoding_: "latin-1" when the ids came from a Latin-1 file, so that outputs
+        # (recommend, similar) write them back as the same bytes
+        return {"ids_generated_": bool(getattr(self, "ids_generated_", False)),
+                "id_encoding_": str(getattr(self, "id_encoding_", "utf-8"))}
 
     def _set_attrs(self, attrs: Dict[str, Any]) -> None:
         for k, v in attrs.items():
