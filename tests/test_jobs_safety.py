@@ -415,3 +415,15 @@ def test_sub_model_fit_removes_the_temporary_folders_of_killed_fits(tmp_path, mo
     data = Interactions(train, [f"u{i}" for i in range(40)], [f"i{j}" for j in range(30)])
     fit_submodels(data, {"factors": 4, "epochs": 1}, n_models=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mrec-warp-fit-untagged"]
+
+
+def test_python_write_recommendations_caps_k_at_the_catalogue(tmp_path):
+    import numpy as np
+    import scipy.sparse as sp
+
+    from mrec_warp.models import Popularity
+    from mrec_warp.recommend import write_recommendations
+
+    model = Popularity().fit(sp.csr_matrix(np.eye(4, 6, dtype=np.float32)))
+    n = write_recommendations(model, tmp_path / "r.tsv", k=10**9)  # would allocate users x 1e9 before
+    assert n == 4 * 5  # each user has 5 unseen items: every one listed once
