@@ -283,3 +283,13 @@ def test_hybrid_copies_with_new_ids_keep_the_id_encoding(tmp_path):
     run("recommend", tmp_path / "hybrid.npz", "-o", recs, "-k", 40, "--include-new-items", "--user-features", users)
     assert "Nöel ".encode("latin-1") in tsv_ids(recs, (0,))
     assert "Nouveauté ".encode("latin-1") in tsv_ids(recs, (1,))
+
+
+def test_evaluate_items_reads_the_first_field_of_a_csv_feature_file(tmp_path):
+    """A quoted comma in the first column of a CSV feature file is part of the id."""
+    from mrec_warp.data.idlist import read_id_list
+
+    path = tmp_path / "items.csv"
+    path.write_bytes(b'"Warhammer 40,000",genre:Strategy\r\n"The ""Quoted"" Game",x\r\nPlain ,y\r\nalone\r\n')
+    assert read_id_list(path, "item", first_column=True) == [
+        "Warhammer 40,000", 'The "Quoted" Game', "Plain ", "alone"]
