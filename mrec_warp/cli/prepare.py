@@ -8,7 +8,7 @@ import click
 
 from ..data import split as splitting
 from ..data.io import FORMATS
-from ._common import check_sep, friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -65,6 +65,11 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     written atomically; the same input and --seed always give the same files.
     """
     progress = make_progress(quiet, verbose)
+    folders = [Path(outdir)] if num_splits == 1 else [Path(outdir) / f"split-{i}" for i in range(max(0, num_splits))]
+    written = [f / name for f in folders for name in splitting.SPLIT_FILES]
+    if features:
+        written += [Path(outdir) / "item_features.tsv", Path(outdir) / "user_features.tsv"]
+    check_outputs({"--output": written}, [input_file])
     result = splitting.prepare(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
         min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,

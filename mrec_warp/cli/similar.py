@@ -11,7 +11,8 @@ import click
 from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
 from ..models import load
-from ._common import friendly_errors
+from ..progress import Progress
+from ._common import cap_k, check_outputs, friendly_errors
 from .recommend import read_id_list
 
 
@@ -41,6 +42,7 @@ def similar(model_file, items, items_file, k, output):
     """For each item, the k items whose factors are most similar (cosine), as TSV rows
     ``item<TAB>similar_item<TAB>similarity<TAB>rank``.
     """
+    check_outputs({"--output": output}, [model_file, items_file])
     check_readable(model_file, "model file")
     model = load(model_file)
     if getattr(model, "item_factors", None) is None:
@@ -57,6 +59,7 @@ def similar(model_file, items, items_file, k, output):
             hint = (f"--items takes ids exactly as given between commas, spaces included: "
                     f"did you mean {bad.strip()!r}? (write --items 'a,b', not 'a, b')")
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None, hint=hint)
+    k = cap_k(k, model.n_items - 1, Progress(verbose=None), "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
     check_tsv_ids(frame["item"], frame["similar_item"], path=output)
     # ids as they are (no quoting), in the encoding the training data came in

@@ -11,7 +11,7 @@ from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
 from ._parallel import N_JOBS, parallel_options
 
@@ -127,6 +127,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
+    check_outputs({"--output": output}, [train, validation_file, params_file, options.get("item_features"),
+                                         options.get("user_features")])
     data = load_interactions(train, fmt)
     progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     cls = model_classes()[model_name]

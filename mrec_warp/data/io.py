@@ -43,6 +43,76 @@ CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
 FORMATS = ("auto", "tsv", "csv", "movielens")
 
 
+# -- temporary names that say who owns them --------------------------------------------------
+# A temporary file is named ``.<stem>.~<pid>@<host>~<random><suffix>`` beside its target, so
+# that a later run writing the same target can tell a leftover of a killed run (its process
+# is gone) from the file of a run still going, and remove only the former.
+_TEMP_OWNER = re.compile(r"~(\d+)@([A-Za-z0-9_-]*)~")
+
+
+def host_name() -> str:
+    """This machine's short host name, reduced to characters safe in a file name."""
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_-]", "", socket.gethostname().split(".")[0]) or "host"
+
+
+def owner_tag() -> str:
+    """``~<pid>@<host>~``: marks a temporary name as this process's."""
+    return f"~{os.getpid()}@{host_name()}~"
+
+
+def process_alive(pid: int, host: str) -> bool:
+    """Whether process ``pid`` of machine ``host`` may still run.
+
+    Only a process of this machine can be checked; one of another machine (a shared
+    filesystem) is assumed alive, so its files are never touched.
+    """
+    if host != host_name():
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
+    """Remove the temporary files and folders in ``folder`` whose names start with ``prefix``
+    and whose owner process (see :func:`owner_tag`) is dead on this machine.
+
+    Returns the names removed. Names without an owner tag -- the user's own files -- and
+    temporaries of live processes or of other machines are left alone.
+    """
+    import shutil
+
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        m = _TEMP_OWNER.search(name[len(prefix):])
+        if m is None or process_alive(int(m.group(1)), m.group(2)):
+            continue
+        full = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+            removed.append(name)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """A temporary file name beside ``path``, renamed over ``path`` only on success.
@@ -50,11 +120,14 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
     the final suffix so libraries that pick a format from it work. The data is synced to disk
     before the rename, so a crash never leaves a renamed but incomplete file. On any exception
-    the temporary file is removed and ``path`` is left as it was.
+    the temporary file is removed and ``path`` is left as it was. The temporary name carries
+    this process's id (:func:`owner_tag`): temporaries of ``path`` left by a killed run are
+    removed here, those of a live run are not.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=str(path.parent))
+    remove_stale_temps(path.parent, prefix=f".{path.stem}.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
     os.close(fd)
     try:
         yield tmp

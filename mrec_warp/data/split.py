@@ -32,6 +32,8 @@ import json
 import math
 import numbers
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -41,7 +43,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from .io import atomic_path, read_ratings, write_interactions
+from .io import atomic_path, atomic_write, owner_tag, read_ratings, remove_stale_temps, write_interactions
 
 PathLike = Union[str, os.PathLike]
 
@@ -507,6 +509,10 @@ def _as_list(columns: Union[str, Sequence]) -> List:
     return columns.split(",") if isinstance(columns, str) else list(columns)
 
 
+#: What :func:`prepare` writes into each split's folder; summary.json, written last, says the
+#: folder is complete.
+SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
+
 #: How the log names the encoding a ratings file was read in.
 _ENCODING_NOTE = {
     "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a byte-order mark",
@@ -516,18 +522,61 @@ _ENCODING_NOTE = {
 
 def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
                  encoding: str = "utf-8") -> None:
-    """Write the three files to temporary names; rename them into place only if all succeed.
+    """Write train.tsv, test.tsv and summary.json so that a reader never sees a mixed split.
 
-    Renamed train, test, then summary: a summary.json says its folder is complete. Train
-    and test are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
+    A new (or empty) folder is written whole as a hidden temporary folder beside it and
+    renamed into place: it appears complete or not at all. An existing folder may hold other
+    files (the input, the user's notes), so it is not replaced: each file goes to a
+    temporary name, summary.json -- the "complete" marker -- is removed first, and the files
+    are renamed train, test, then summary last. A run killed in between leaves no
+    summary.json, so the folder never claims to hold a split it does not. Train and test
+    are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
     """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if not folder.exists() or not any(folder.iterdir()):
+        remove_stale_temps(folder.parent, prefix=f".{folder.name}.")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
+        try:
+            _write_split_files(tmp, train, test, summary, encoding)
+            os.chmod(tmp, _DIR_MODE)  # mkdtemp makes it private
+            os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
+            return
+        except OSError:
+            if not (folder.is_dir() and any(folder.iterdir())):
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already after the rename
+        # another run filled the folder meanwhile: write into it like into any existing one
     with contextlib.ExitStack() as stack:
         # entered in reverse: the stack renames the last entered first
         summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
         test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
         train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
-        for table, tmp in ((train, train_tmp), (test, test_tmp)):
-            table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
-            write_interactions(table, tmp)
-        with open(summary_tmp, "w", encoding="utf-8", newline="\n") as fh:
+        _write_split_files(None, train, test, summary, encoding, (train_tmp, test_tmp, summary_tmp))
+        # the old marker goes before any file changes, so no moment pairs it with new files
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / "summary.json")
+
+
+def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                       encoding: str, paths: Optional[Sequence[str]] = None) -> None:
+    """The three files, into ``folder`` or to the given ``paths`` (train, test, summary)."""
+    paths = paths or [str(folder / name) for name in SPLIT_FILES]
+    for table, path in ((train, paths[0]), (test, paths[1])):
+        table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
+        write_interactions(table, path)  # synced to disk, with the umask's mode
+    if folder is None:
+        with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
             fh.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        with atomic_write(paths[2]) as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_DIR_MODE = 0o777 & ~_read_umask()  # read once, at import: changing the umask is not thread-safe
