@@ -210,7 +210,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         fit_kwargs["progress"] = progress
         if validation_file:
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
-    user_table, item_table = read_feature_files(feature_opts)
+    user_table, item_table = read_feature_files(feature_opts, getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":
             raise InputError(f"feature files need --model hybrid, not --model {model_name}",

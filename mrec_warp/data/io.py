@@ -512,14 +512,17 @@ def _columns_hint(sep: str) -> str:
 
 
 def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
-                  encoding: str) -> None:
+                  encoding: str, roles: Sequence[str] = _ROLES, id_roles: Sequence[str] = ("user", "item"),
+                  hint: Optional[str] = None) -> None:
     """Reject an empty user / item / value / timestamp (or a line too short to have one).
 
     Only the columns in use are checked: an unused column may be empty or missing. Ids are
     left exactly as they are, spaces included; an id holding a tab or a line break (possible
-    only inside a quoted CSV field) is refused, since no TSV output could hold it.
+    only inside a quoted CSV field) is refused, since no TSV output could hold it. ``roles``
+    names the used columns in messages and ``id_roles`` the ones holding ids (feature files
+    pass ``("id", "feature", "weight")``); ``hint`` replaces the column-count hint.
     """
-    for role, pos in zip(_ROLES, used):
+    for role, pos in zip(roles, used):
         if raw[pos].dtype == np.float64:  # numbers, checked finite by _read_fast
             continue
         col = raw[pos]
@@ -530,16 +533,17 @@ def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path,
             found = len(_split_fields(text, sep))
             if found <= pos:
                 raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
-                                 line=lineno, hint=_columns_hint(sep))
+                                 line=lineno, hint=hint or _columns_hint(sep))
             raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
                              path=str(path), line=lineno,
                              hint=f"fill in the {role} or remove the line")
-        if role in ("user", "item") and sep == ",":
+        if role in id_roles and sep == ",":
             bad = col.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy()
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 raise InputError(
-                    f"{role} id {col.iloc[row]!r} holds a tab or line break, which TSV outputs cannot hold",
+                    f"{role if role == 'feature' else role + ' id'} {col.iloc[row]!r} holds a tab or line break, "
+                    "which TSV outputs cannot hold",
                     path=str(path), line=_data_line(path, row, sep, skip, encoding)[0],
                     hint="remove tabs and line breaks from ids",
                 )
@@ -744,14 +748,26 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
         if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame["value"] = v.astype(np.int64)
     try:
-        with atomic_write(path, encoding=output_encoding(encoding or df.attrs.get("encoding"))) as fh:
-            frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
-                         quoting=csv.QUOTE_NONE, escapechar=None)
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", encoding=output_encoding(encoding or df.attrs.get("encoding")), newline="") as fh:
+                frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
+                             quoting=csv.QUOTE_NONE, escapechar=None)
+            if file_holds(tmp, b"\r"):  # the csv module lets a lone "\r" through unescaped
+                check_tsv_ids(df["user"], df["item"], path=path)
     except csv.Error:
         # an id with a tab or a line break (the reader refuses those; a table built in Python
         # may hold one): checked only now, as a check of every row up front costs seconds
         check_tsv_ids(df["user"], df["item"], path=path)
         raise
+
+
+def file_holds(path: PathLike, needle: bytes) -> bool:
+    """Whether the file's bytes contain ``needle`` (one byte; read in chunks, GB/s)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            if needle in chunk:
+                return True
+    return False
 
 
 # -- ids a TSV cannot hold --------------------------------------------------------------
