@@ -108,12 +108,13 @@ def test_second_run_on_a_busy_work_folder_is_refused_and_the_first_finishes(mode
 
 def test_lock_of_a_killed_run_is_taken_over_and_the_job_resumes(model_file, tmp_path):
     wd, out = tmp_path / "work", tmp_path / "recs.tsv"
-    failed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20,
+    # one worker, so parts run in order and the counts below are exact
+    failed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20, "--n-jobs", 1,
                  env={FAULT_ENV: "raise:2"})
     _, err = failed.communicate(timeout=120)
     assert failed.returncode != 0 and "injected failure" in err
     assert not (wd / LOCK_FILE).exists() and (wd / "job.json").exists()  # a failed run lets go
-    killed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20,
+    killed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20, "--n-jobs", 1,
                  env={FAULT_ENV: "kill:4"})
     killed.communicate(timeout=120)
     assert killed.returncode == -signal.SIGKILL
