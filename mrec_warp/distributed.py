@@ -749,6 +749,11 @@ def fit_submodels(
     params.pop("n_jobs", None)
     params.pop("random_state", None)
     params.pop("verbose", None)
+    if params.get("confidence") not in (None, "none"):
+        # the work folder keeps only which pairs are positive, so sub-models would silently
+        # train on binary data: refuse rather than hand back a model that ignored the values
+        raise InputError("sub-models do not use confidence weights yet",
+                         hint="fit one model (no sub-models) to use confidence, or drop confidence")
     total = int(params.get("factors", WARP().factors))
     tmp_dir = None
     with backend_for(backend, n_jobs, scheduler) as be:

@@ -249,3 +249,14 @@ def test_synth_cli_writes_counts(tmp_path):
     assert result.exit_code == 0, result.output
     df = pd.read_csv(tmp_path / "ratings.tsv", sep="\t", header=None)
     assert df[2].min() >= 1 and df[2].max() > 5
+
+
+def test_sub_models_refuse_confidence_instead_of_dropping_it():
+    from mrec_warp.data.interactions import Interactions
+    from mrec_warp.distributed import fit_submodels
+    from mrec_warp.errors import InputError
+
+    counts = sp.random(40, 30, density=0.2, format="csr", random_state=0, dtype=np.float32) * 10
+    data = Interactions(counts, [f"u{i}" for i in range(40)], [f"i{j}" for j in range(30)])
+    with pytest.raises(InputError, match="sub-models do not use confidence"):
+        fit_submodels(data, {"factors": 4, "epochs": 1, "confidence": "log"}, n_models=2)
