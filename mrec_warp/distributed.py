@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from .data.io import (PathLike, atomic_path, atomic_write, host_name, output_encoding, owner_tag, process_alive,
                       remove_stale_temps)
-from .data.npz import NpzArchive, check_csr, check_ids, read_arrays
+from .data.npz import NpzArchive, check_csr, check_ids, read_arrays, write_npz
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
@@ -615,14 +615,14 @@ def recommend_in_parts(
                     users_file = str(wd.file("users.npz").resolve())
                     if not wd.done("users.npz"):
                         with atomic_path(users_file) as tmp:
-                            np.savez(tmp, users=users)
+                            write_npz(tmp, dict(users=users))
                 if exclude_csr is not None:
                     csr = exclude_csr
                     exclude_src = str(wd.file("exclude.npz").resolve())
                     if not wd.done("exclude.npz"):
                         with atomic_path(exclude_src) as tmp:
-                            np.savez(tmp, indptr=csr.indptr.astype(np.int64), indices=csr.indices.astype(np.int32),
-                                     shape=np.array(csr.shape, np.int64))
+                            write_npz(tmp, dict(indptr=csr.indptr.astype(np.int64),
+                                                indices=csr.indices.astype(np.int32), shape=np.array(csr.shape, np.int64)))
                 check_workdir_visible(be, wd.path, model_src)
             progress.log(f"running {len(todo)} parts on {be.describe()}")
             users_src: Any = users_file if users_file is not None else (None if all_users else users)
@@ -654,8 +654,8 @@ def split_factors(factors: int, n_models: int) -> List[int]:
 def _save_interactions(data, path: Path) -> None:
     csr = data.matrix
     with atomic_path(path) as tmp:
-        np.savez(tmp, indptr=csr.indptr.astype(np.int64), indices=csr.indices.astype(np.int32),
-                 shape=np.array(csr.shape, np.int64), user_ids=data.user_ids, item_ids=data.item_ids)
+        write_npz(tmp, dict(indptr=csr.indptr.astype(np.int64), indices=csr.indices.astype(np.int32),
+                            shape=np.array(csr.shape, np.int64), user_ids=data.user_ids, item_ids=data.item_ids))
 
 
 def load_interactions_npz(path: PathLike):
@@ -698,8 +698,8 @@ def _fit_submodel(data_src, workdir: str, index: int, params: Dict[str, Any]) ->
     t0 = time.perf_counter()
     model = WARP(**params).fit(data)
     with atomic_path(path) as tmp:
-        np.savez(tmp, user_factors=model.user_factors_, item_factors=model.item_factors_,
-                 item_bias=model.item_bias_, best_epoch=np.int64(model.best_epoch_))
+        write_npz(tmp, dict(user_factors=model.user_factors_, item_factors=model.item_factors_,
+                            item_bias=model.item_bias_, best_epoch=np.int64(model.best_epoch_)))
     return {"index": index, "skipped": False, "seconds": time.perf_counter() - t0, "epochs": int(model.best_epoch_)}
 
 

@@ -460,3 +460,16 @@ def test_tampered_recommend_inputs_are_one_line_errors(model_files, tmp_path, wh
     bad = users_file if which.startswith("users") else exclude_file
     assert str(info.value).startswith(str(bad)) and "\n" not in str(info.value)
     assert not list(tmp_path.glob("part-*"))
+
+
+def test_saving_the_same_model_twice_gives_the_same_bytes(tmp_path):
+    # members carry a fixed date (np.savez stamps the time), so equal models are equal files
+    import time
+
+    train, _ = planted_low_rank(n_users=40, n_items=60, per_user=8)
+    model = WARP(factors=4, epochs=1, random_state=0).fit(train)
+    model.save(tmp_path / "a.npz")
+    time.sleep(2.1)  # zip dates have a 2-second resolution
+    model.save(tmp_path / "b.npz")
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    np.testing.assert_array_equal(load(tmp_path / "b.npz").user_factors_, model.user_factors_)

@@ -1,4 +1,5 @@
-"""Reading ``.npz`` archives that may be damaged or hostile: model files and work-folder parts.
+"""Reading ``.npz`` archives that may be damaged or hostile (model files and work-folder
+parts), and writing them (:func:`write_npz`).
 
 ``np.load`` decompresses whatever member is asked for, however large, and falls back to
 pickle for files that are not archives. Here instead:
@@ -261,3 +262,25 @@ def check_finite(arr: np.ndarray, what: str, limit: float = MAX_FACTOR) -> None:
 def check_shape(arr: np.ndarray, shape: Sequence[int], what: str) -> None:
     if arr.shape != tuple(shape):
         raise ValueError(f"{what} has shape {arr.shape}, expected {tuple(shape)}")
+
+
+#: The date stamped on every member of an archive we write: a fixed one, so that the same
+#: arrays always give the same bytes (np.savez stamps the current time).
+_MEMBER_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` as an uncompressed ``.npz`` (what ``np.load`` reads) to a path or a
+    binary file object.
+
+    Unlike ``np.savez`` under numpy 1.x, the archive is closed even when a write fails, so
+    a full disk is one error, not also a traceback printed later by the archive's finaliser;
+    and members carry a fixed date, so equal arrays give equal files. Object arrays are
+    refused (they would need pickle).
+    """
+    with zipfile.ZipFile(target, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_MEMBER_DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            with archive.open(info, mode="w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)

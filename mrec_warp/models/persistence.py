@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.io import atomic_path
-from ..data.npz import NpzArchive, check_csr, check_ids
+from ..data.npz import NpzArchive, check_csr, check_ids, write_npz
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
@@ -63,11 +63,11 @@ def save_model(
     for name, arr in arrays.items():
         payload[f"arr_{name}"] = np.ascontiguousarray(arr)
     if hasattr(target, "write"):
-        np.savez(target, **payload)
+        write_npz(target, payload)
         return
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **payload)
+            write_npz(fh, payload)
 
 
 def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, Dict[str, Any], Dict[str, Any], np.ndarray, np.ndarray, sp.csr_matrix, Dict[str, np.ndarray]]:
