@@ -8,7 +8,7 @@ import click
 from .. import __version__
 
 # (module, command) pairs; each module defines a click command named after it.
-_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "tune")
+_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -24,6 +24,7 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
+    "alpha": "alpha", "confidence": "confidence", "regularization": "regularization",  # wrmf only
 }
 
 
@@ -31,13 +32,18 @@ def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
     from ..models import Popularity, WARP
     from ..models.hybrid import HybridWARP
+    from ..models.wrmf import WRMF
 
-    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP}
+    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP, "wrmf": WRMF}
 
 
-def load_interactions(path: str, fmt: str = "auto") -> Interactions:
+def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Interactions:
+    """The interactions of a ratings file; with ``values``, the value column (if any) is kept
+    as the matrix entries (``has_values`` says whether there was one)."""
     df = read_ratings(path, format=fmt)
-    return Interactions.from_dataframe(df)
+    data = Interactions.from_dataframe(df, value_col="value" if values else None)
+    data.has_values = values and "value" in df
+    return data
 
 
 def load_params(path: Optional[str]) -> Dict[str, Any]:
@@ -59,6 +65,7 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+  mrec-warp train plays.tsv -o wrmf.npz --model wrmf --confidence log --alpha 2
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
@@ -67,8 +74,9 @@ Examples:
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default="warp", show_default=True,
-              type=click.Choice(["warp", "hybrid", "popularity"]),
-              help="Which model to train (hybrid: WARP with --item-features / --user-features).")
+              type=click.Choice(["warp", "hybrid", "wrmf", "popularity"]),
+              help="Which model to train (hybrid: WARP with --item-features / --user-features; "
+                   "wrmf: implicit ALS with confidence weights).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -101,6 +109,12 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
+@click.option("--alpha", type=click.FloatRange(min=0),
+              help="WRMF: confidence of an observed pair is 1 + alpha * f(value) [1].")
+@click.option("--confidence", type=click.Choice(["linear", "log"]),
+              help="WRMF: f(value) = value, or log(1 + value) for heavy-tailed counts [linear]; "
+                   "without a value column every pair weighs 1 + alpha.")
+@click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
@@ -119,7 +133,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
-    data = load_interactions(train, fmt)
+    data = load_interactions(train, fmt, values=model_name == "wrmf")
     progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     cls = model_classes()[model_name]
     model = cls()
@@ -136,6 +150,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     except ValueError as exc:
         raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
     check_backend(backend, scheduler)
+    if sub_models and model_name != "warp":
+        raise InputError(f"--sub-models needs --model warp, not --model {model_name}", hint="drop --sub-models")
     if model_name == "warp" and (sub_models or backend == "dask"):
         if validation_file:
             raise InputError("--validation does not combine with sub-models", path=validation_file,
@@ -160,6 +176,10 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         fit_kwargs["progress"] = progress
         if validation_file:
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
+    if model_name == "wrmf":
+        fit_kwargs["use_values"] = data.has_values
+        progress.log("wrmf: confidence 1 + alpha * " + ("f(value) from the value column" if data.has_values
+                                                        else "1 (the file has no value column)"))
     user_table, item_table = read_feature_files(feature_opts)
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":

@@ -32,8 +32,9 @@ from . import _hybrid, _warp
 FOLD_IN_EPOCHS = 30
 
 
-def read_history(history, source: Optional[str] = None) -> pd.DataFrame:
-    """A history as a table with ``user`` and ``item`` columns (str).
+def read_history(history, source: Optional[str] = None, values: bool = False) -> pd.DataFrame:
+    """A history as a table with ``user`` and ``item`` columns (str), plus ``value``
+    (float64) when ``values`` is asked for and the history has one.
 
     Accepts a ratings file path (read with :func:`~mrec_warp.data.io.read_ratings`), a
     DataFrame with ``user`` and ``item`` columns, or an
@@ -52,7 +53,10 @@ def read_history(history, source: Optional[str] = None) -> pd.DataFrame:
         df = history
     else:
         raise TypeError(f"history must be a path, a DataFrame or Interactions, got {type(history).__name__}")
-    return pd.DataFrame({"user": df["user"].astype(str).to_numpy(), "item": df["item"].astype(str).to_numpy()})
+    out = pd.DataFrame({"user": df["user"].astype(str).to_numpy(), "item": df["item"].astype(str).to_numpy()})
+    if values and "value" in df:
+        out["value"] = df["value"].to_numpy(dtype=np.float64)
+    return out
 
 
 def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
