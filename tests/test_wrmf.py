@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import numpy as np
@@ -333,3 +334,36 @@ def test_cli_file_without_values_weighs_every_pair_alike(tmp_path):
     res = _run("train", "pairs.tsv", "-o", "m.npz", "--model", "wrmf", "--epochs", "2", "--alpha", "3", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     np.testing.assert_array_equal(load(tmp_path / "m.npz").confidence_, 4.0)
+
+
+def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
+    from mrec_warp.tune import grid_points, tune
+
+    m = _values_matrix(planted_low_rank(n_users=150, n_items=80, per_user=12))
+    base = {"max_epochs": 4, "patience": 2}
+    points = grid_points({"alpha": [0.1, 3.0], "confidence": ["linear", "log"]})
+    result = tune(m, points, base=base, model="wrmf", use_values=True)
+    assert len(result.table) == 4 and result.table["precision@10"].notna().all()
+    assert set(result.best_params) == {"alpha", "confidence", "epochs"}
+    # the values reach the trials: with them, linear and log confidence fit different models
+    scores = result.table.set_index(["alpha", "confidence"])["precision@10"]
+    binary = tune(m, points, base=base, model="wrmf", use_values=False).table.set_index(["alpha", "confidence"])
+    assert scores[(3.0, "linear")] != scores[(3.0, "log")]
+    assert binary["precision@10"][(3.0, "linear")] == binary["precision@10"][(3.0, "log")]
+    with pytest.raises(InputError, match="'alpha' is not a parameter of the warp model"):
+        tune(m, points, base=base)
+    res = _run("tune", "plays.tsv", "--model", "warp", "--grid", "g.json", cwd=_write_grid(tmp_path))
+    assert res.returncode == 2 and "alpha" in res.stderr
+    res = _run("tune", "plays.tsv", "--model", "wrmf", "--random", "2", "--max-epochs", "3", "-o", "best.json",
+               cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert _run("train", "plays.tsv", "--model", "wrmf", "--params", "best.json", "-o", "m.npz",
+                cwd=tmp_path).returncode == 0
+    best = json.loads((tmp_path / "best.json").read_text())["params"]
+    assert load(tmp_path / "m.npz").get_params()["alpha"] == best["alpha"]
+
+
+def _write_grid(folder):
+    (folder / "g.json").write_text('{"alpha": [1, 2]}')
+    (folder / "plays.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 13}\t{j + 1}\n" for u in range(30) for j in range(4)))
+    return folder
