@@ -116,8 +116,9 @@ def test_fold_in_is_the_exact_solve(planted):
     m = _values_matrix(planted)
     model = WRMF(factors=8, alpha=0.5, regularization=5.0, epochs=4, random_state=0).fit(m)
     before = model.user_factors_.copy()
-    history = pd.DataFrame({"user": ["new", "new", "new", "new", "0"], "item": ["3", "17", "42", "no-such", "5"],
-                            "value": [4.0, 1.0, 9.0, 2.0, 30.0]})
+    history = pd.DataFrame({"user": ["new", "new", "new", "new", "0", "new"],
+                            "item": ["3", "17", "42", "no-such", "5", "3"],
+                            "value": [4.0, 1.0, 9.0, 2.0, 30.0, 2.0]})  # "new" played item 3 twice: 4 + 2
     model.fold_in(history)
     assert model.user_ids[-1] == "new" and model.n_users == m.shape[0] + 1
     assert model.fold_in_summary_["rows_with_unknown_items"] == 1
@@ -128,7 +129,7 @@ def test_fold_in_is_the_exact_solve(planted):
         c = 1 + 0.5 * np.asarray(values, float)
         return np.linalg.solve(G + (Y[items].T * (c - 1)) @ Y[items], Y[items].T @ c)
 
-    np.testing.assert_allclose(model.user_factors_[-1], exact([3, 17, 42], [4, 1, 9]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(model.user_factors_[-1], exact([3, 17, 42], [6, 1, 9]), rtol=1e-4, atol=1e-5)
     # a known user is re-solved from training plus history; item 5 joins their training row
     lo, hi = m.indptr[0], m.indptr[1]
     items = np.concatenate([m.indices[lo:hi], [5]]) if 5 not in m.indices[lo:hi] else m.indices[lo:hi]
@@ -138,6 +139,11 @@ def test_fold_in_is_the_exact_solve(planted):
     np.testing.assert_allclose(model.user_factors_[0], exact(items, [values[i] for i in items]), rtol=1e-4, atol=1e-5)
     assert 5 in model.train_.indices[model.train_.indptr[0]:model.train_.indptr[1]]
     np.testing.assert_array_equal(model.user_factors_[1:m.shape[0]], before[1:])  # nobody else moved
+    # bad values change nothing
+    n_before = model.n_users
+    with pytest.raises(InputError, match="non-negative"):
+        model.fold_in(pd.DataFrame({"user": ["other"], "item": ["3"], "value": [-1.0]}))
+    assert model.n_users == n_before
     # the folded user's explanation adds up to exactly the score it gets
     _, _, total = model.explain(model.n_users - 1, [0, 1, 2])
     np.testing.assert_allclose(total, model.score_users([model.n_users - 1])[0, :3], rtol=1e-4, atol=1e-5)

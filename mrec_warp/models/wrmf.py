@@ -323,6 +323,8 @@ class WRMF(Recommender):
         """
         self._check_fitted()
         progress = progress or SILENT
+        if epochs is not None:
+            progress.log("note: fold-in epochs do not apply to WRMF, whose fold-in is one exact solve")
         source = str(history) if isinstance(history, (str, os.PathLike)) else None
         table = read_history(history, source, values=True)
         items = self.item_indices(table["item"].to_numpy(), strict=False)
@@ -332,15 +334,21 @@ class WRMF(Recommender):
                              hint="the history's second column must hold item ids of the training data")
         users_col = table["user"].to_numpy()[known]
         values = table["value"].to_numpy()[known] if "value" in table else None
-        conf = self.confidences(values, int(known.sum()))
+        if values is not None:
+            self.confidences(values)  # refuses bad values before the model changes
         ids = np.asarray(pd.unique(users_col), dtype=str)
         new = ids[self.user_indices(ids, strict=False) < 0]
         if len(new):
             self._append_users(new)
         idx = self.user_indices(ids)
         codes = pd.Index(ids).get_indexer(users_col)
-        hist = sp.csr_matrix((conf, (codes, items[known])), shape=(len(ids), self.n_items))
+        # repeated rows of a pair add their values, as in training; then values become confidences
+        hist = sp.csr_matrix((np.ones(len(codes)) if values is None else values, (codes, items[known])),
+                             shape=(len(ids), self.n_items), dtype=np.float64)
         hist.sum_duplicates()
+        if values is not None:
+            hist.eliminate_zeros()  # a zero is no interaction, as in training
+        hist.data = self.confidences(None if values is None else hist.data, hist.nnz)
         hist = hist.maximum(self._confidence_csr()[idx]).tocsr()  # a repeated item keeps its larger confidence
         hist.sort_indices()
         self._replace_rows(idx, hist)
