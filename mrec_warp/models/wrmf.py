@@ -11,7 +11,6 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.models._als`.
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -25,9 +24,9 @@ from ..data.interactions import Interactions, as_csr
 from ..errors import InputError, TrainingDivergedError
 from ..parallel import effective_n_jobs
 from ..progress import SILENT, Progress
-from . import _als
+from . import _als, wrmf_users
 from .base import Recommender
-from .foldin import append_empty_rows, read_history
+from .foldin import append_empty_rows
 from .validation import holdout_split, run_epochs
 from .warp import WARP, _as_aligned_csr
 
@@ -312,59 +311,9 @@ class WRMF(Recommender):
 
     # -- fold-in and explanations ------------------------------------------------------------
     def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WRMF":
-        """Add users from a history without refitting (in place; returns ``self``).
-
-        Each user of ``history`` (a ratings path, a ``user, item[, value]`` DataFrame or
-        Interactions) gets the exact least-squares solution against the fixed item factors:
-        one Cholesky solve, nothing iterated, so ``epochs`` is ignored. New users are
-        appended; known users are re-solved from their training items plus the history (an
-        item in both keeps the larger confidence). Items the model does not know are
-        skipped and counted in ``fold_in_summary_``.
-        """
-        self._check_fitted()
-        progress = progress or SILENT
-        if epochs is not None:
-            progress.log("note: fold-in epochs do not apply to WRMF, whose fold-in is one exact solve")
-        source = str(history) if isinstance(history, (str, os.PathLike)) else None
-        table = read_history(history, source, values=True)
-        items = self.item_indices(table["item"].to_numpy(), strict=False)
-        known = items >= 0
-        if not known.any():
-            raise InputError(f"none of the {len(table)} history rows names an item the model knows", path=source,
-                             hint="the history's second column must hold item ids of the training data")
-        users_col = table["user"].to_numpy()[known]
-        values = table["value"].to_numpy()[known] if "value" in table else None
-        if values is not None:
-            self.confidences(values)  # refuses bad values before the model changes
-        ids = np.asarray(pd.unique(users_col), dtype=str)
-        new = ids[self.user_indices(ids, strict=False) < 0]
-        if len(new):
-            self._append_users(new)
-        idx = self.user_indices(ids)
-        codes = pd.Index(ids).get_indexer(users_col)
-        # repeated rows of a pair add their values, as in training; then values become confidences
-        hist = sp.csr_matrix((np.ones(len(codes)) if values is None else values, (codes, items[known])),
-                             shape=(len(ids), self.n_items), dtype=np.float64)
-        hist.sum_duplicates()
-        if values is not None:
-            hist.eliminate_zeros()  # a zero is no interaction, as in training
-        hist.data = self.confidences(None if values is None else hist.data, hist.nnz)
-        hist = hist.maximum(self._confidence_csr()[idx]).tocsr()  # a repeated item keeps its larger confidence
-        hist.sort_indices()
-        self._replace_rows(idx, hist)
-        rows = self.user_factors_[idx].copy()
-        failed = _als.solve_exact(rows, self.item_factors_, self._gram(self.item_factors_),
-                                  hist.indptr.astype(np.int64), hist.indices, hist.data.astype(np.float32),
-                                  0, len(idx))
-        if failed:
-            raise InputError(f"{failed} fold-in systems were not positive definite", hint="refit with regularization > 0")
-        self.user_factors_[idx] = rows
-        n_unknown = int((~known).sum())
-        self.fold_in_summary_: Dict[str, Any] = {"users": len(ids), "new_users": len(new), "rows": int(known.sum()),
-                                                 "rows_with_unknown_items": n_unknown, "epochs": 0}
-        progress.log(f"folded in {len(ids)} users ({len(new)} new) from {int(known.sum())} rows, exact solve"
-                     + (f"; {n_unknown} rows with items the model does not know were skipped" if n_unknown else ""))
-        return self
+        """Add users from a history by one exact solve each, without refitting (in place;
+        returns ``self``). See :func:`mrec_warp.models.wrmf_users.fold_in`."""
+        return wrmf_users.fold_in(self, history, epochs=epochs, progress=progress)
 
     def _append_users(self, ids: np.ndarray, user_features=None) -> None:
         if user_features is not None:
@@ -375,92 +324,16 @@ class WRMF(Recommender):
         self.train_ = append_empty_rows(self.train_, len(ids))
         self._interactions_cache = None
 
-    def _replace_rows(self, rows: np.ndarray, values: sp.csr_matrix) -> None:
-        """Rows ``rows`` of the training matrix and its confidences become ``values``'s rows."""
-        keep = np.ones(self.n_users, dtype=bool)
-        keep[rows] = False
-        old = self._confidence_csr().tocoo()
-        mask = keep[old.row]
-        new = values.tocoo()
-        merged = sp.csr_matrix((np.concatenate([old.data[mask], new.data]),
-                                (np.concatenate([old.row[mask], np.asarray(rows)[new.row]]),
-                                 np.concatenate([old.col[mask], new.col]))), shape=self.train_.shape)
-        merged.sort_indices()
-        self.confidence_ = merged.data.astype(np.float32)
-        self.train_ = sp.csr_matrix((np.ones(merged.nnz, np.float32), merged.indices, merged.indptr),
-                                    shape=merged.shape)
-        self._interactions_cache = None
 
     def explain(self, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Which of ``user``'s training items drove the scores of ``items`` (Hu et al. 2008, sec. 5).
-
-        With ``W = (Y^T C_u Y + reg * I)^-1`` the exact solve gives
-        ``score(u, i) = sum_j s_ij c_uj`` over the user's items ``j``, ``s_ij = y_i^T W y_j``:
-        each term is what history item ``j`` contributes to item ``i``.
-
-        Parameters
-        ----------
-        user : int
-            Row index of the user (see :meth:`user_indices`).
-        items : sequence of int
-            Item indices to explain.
-        k : int
-            Contributions returned per item, largest first.
-
-        Returns
-        -------
-        history_items : int64 array (len(items), k)
-            Item indices of the user's history, ``-1`` where the history is shorter than ``k``.
-        contributions : float32 array (len(items), k)
-        scores : float64 array (len(items),)
-            The sum of all contributions: the score of the exact solve (the fitted user
-            vector, after a few CG steps, scores within a small margin of it).
-        """
-        self._check_fitted()
-        user = int(user)
-        if not 0 <= user < self.n_users:
-            raise InputError(f"user index {user} is out of range (the model has {self.n_users} users)")
-        items = np.atleast_1d(np.asarray(items, dtype=np.int64))
-        if len(items) and (items.min() < 0 or items.max() >= self.n_items):
-            raise InputError(f"item indices must be in [0, {self.n_items})")
-        lo, hi = self.train_.indptr[user], self.train_.indptr[user + 1]
-        hist = self.train_.indices[lo:hi]
-        c = self.confidence_[lo:hi].astype(np.float64)
-        Y = self.item_factors_.astype(np.float64)
-        A = Y.T @ Y + float(self.regularization) * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
-        S = Y[items] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
-        contrib = S * c
-        n = min(int(k), len(hist))
-        out_items = np.full((len(items), int(k)), -1, dtype=np.int64)
-        out_contrib = np.zeros((len(items), int(k)), dtype=np.float32)
-        if n:
-            order = np.argsort(-contrib, axis=1, kind="stable")[:, :n]
-            out_items[:, :n] = hist[order]
-            out_contrib[:, :n] = np.take_along_axis(contrib, order, axis=1)
-        return out_items, out_contrib, contrib.sum(axis=1)
+        """Which of ``user``'s training items drove the scores of ``items``: (history items,
+        contributions, scores), see :func:`mrec_warp.models.wrmf_users.explain`."""
+        return wrmf_users.explain(self, user, items, k=k)
 
     def explain_frame(self, user_id, item_ids: Optional[Sequence] = None, k: int = 5, n: int = 10) -> pd.DataFrame:
-        """:meth:`explain` for ids: columns user, item, score, history_item, contribution, rank.
-
-        Without ``item_ids`` the user's top-``n`` recommendations are explained.
-        """
-        user = int(self.user_indices([user_id])[0])
-        if item_ids is None:
-            items, _ = self.recommend(np.array([user]), k=int(n))
-            items = items[0][items[0] >= 0]
-        else:
-            items = self.item_indices(list(item_ids))
-        hist, contrib, scores = self.explain(user, items, k=k)
-        valid = hist >= 0
-        rows = np.repeat(np.arange(len(items)), hist.shape[1]).reshape(hist.shape)[valid]
-        return pd.DataFrame({
-            "user": np.full(int(valid.sum()), str(self.user_ids[user]), dtype=object),
-            "item": self.item_ids[items[rows]],
-            "score": scores[rows].astype(np.float32),
-            "history_item": self.item_ids[hist[valid]],
-            "contribution": contrib[valid],
-            "rank": np.tile(np.arange(1, hist.shape[1] + 1), len(items)).reshape(hist.shape)[valid],
-        })
+        """:meth:`explain` for ids, as a table (user, item, score, history_item, contribution,
+        rank); without ``item_ids`` the user's top-``n`` recommendations are explained."""
+        return wrmf_users.explain_frame(self, user_id, item_ids, k=k, n=n)
 
     # -- persistence -------------------------------------------------------------------------
     def _get_arrays(self) -> Dict[str, np.ndarray]:
