@@ -45,9 +45,14 @@ def _confidence(values: Optional[np.ndarray], alpha: float, kind: str = "linear"
     """
     if values is None:
         return np.full(int(n), 1.0 + alpha, dtype=np.float32)
-    values = np.asarray(values, dtype=np.float64)
-    f = values if kind == "linear" else np.log1p(values / eps)
-    return (1.0 + alpha * f).astype(np.float32)
+    # float32 and in place: one array of nnz floats at a time, however large the data
+    out = np.array(values, dtype=np.float32)
+    if kind == "log":
+        out /= np.float32(eps)
+        np.log1p(out, out=out)
+    out *= np.float32(alpha)
+    out += np.float32(1.0)
+    return out
 
 
 class WRMF(Recommender):
@@ -213,7 +218,9 @@ class WRMF(Recommender):
         self._half_iteration(data, "users", pool)
         self._half_iteration(data, "items", pool)
         self.epochs_done_ += 1
-        if not (np.isfinite(self.user_factors_).all() and np.isfinite(self.item_factors_).all()):
+        # a float64 sum is finite exactly when every entry is (and needs no n x d temporary)
+        if not (np.isfinite(self.user_factors_.sum(dtype=np.float64))
+                and np.isfinite(self.item_factors_.sum(dtype=np.float64))):
             raise TrainingDivergedError(f"training diverged at iteration {self.epochs_done_}: factors are not finite",
                                         hint="raise regularization or lower alpha")
 
@@ -363,7 +370,7 @@ class _Rows:
     """One side of the problem: CSR structure and confidences of the rows being solved."""
 
     def __init__(self, csr: sp.csr_matrix) -> None:
-        self.indptr = csr.indptr.astype(np.int64)
+        self.indptr = csr.indptr.astype(np.int64, copy=False)
         self.indices = csr.indices
         self.conf = np.ascontiguousarray(csr.data, dtype=np.float32)
 
