@@ -231,10 +231,12 @@ def test_save_load_round_trip_and_validation(planted, tmp_path):
 
     bad_uf = model.user_factors_.copy()
     bad_uf[3, 2] = np.nan
-    for changes in ({"arr_user_factors": bad_uf}, {"arr_item_factors": model.item_factors_[:-1]},
-                    {"arr_confidence": model.confidence_[:-1]}, {"arr_confidence": np.zeros_like(model.confidence_)}):
-        with pytest.raises(InputError, match="inconsistent"):
+    for changes, what in (({"arr_user_factors": bad_uf}, "NaN"), ({"arr_item_factors": model.item_factors_[:-1]}, "item_factors"),
+                          ({"arr_confidence": model.confidence_[:-1]}, "confidences"),
+                          ({"arr_confidence": np.zeros_like(model.confidence_)}, "below 1")):
+        with pytest.raises(InputError, match=what) as err:
             load(tampered(**changes))
+        assert "re-create it" in str(err.value)
 
 
 def test_explain_contributions_add_up_to_the_exact_score(planted):
@@ -373,3 +375,10 @@ def _write_grid(folder):
     (folder / "g.json").write_text('{"alpha": [1, 2]}')
     (folder / "plays.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 13}\t{j + 1}\n" for u in range(30) for j in range(4)))
     return folder
+
+
+def test_fit_with_ids_keeps_them():
+    X = sp.csr_matrix(np.array([[3.0, 0, 1.0], [0, 2.0, 5.0]]))
+    model = WRMF(factors=2, epochs=1).fit(X, user_ids=["a", "b"], item_ids=["x", "y", "z"])
+    assert model.user_ids.tolist() == ["a", "b"] and model.item_indices(["z"]).tolist() == [2]
+    np.testing.assert_allclose(model.confidence_, [4.0, 2.0, 3.0, 6.0])

@@ -25,10 +25,10 @@ from ..errors import InputError, TrainingDivergedError
 from ..parallel import effective_n_jobs
 from ..progress import SILENT, Progress
 from . import _als, wrmf_users
-from .base import Recommender
+from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
 from .validation import holdout_split, run_epochs
-from .warp import WARP, _as_aligned_csr
+from .warp import _as_aligned_csr
 
 CONFIDENCES = ("linear", "log")
 SOLVERS = ("cg", "cholesky")
@@ -236,7 +236,8 @@ class WRMF(Recommender):
 
     # -- public training API -----------------------------------------------------------------
     def fit(self, X, validation=None, callbacks: Sequence[Callback] = (), progress: Optional[Progress] = None,
-            use_values: bool = True) -> "WRMF":
+            use_values: bool = True, user_ids: Optional[Sequence] = None,
+            item_ids: Optional[Sequence] = None) -> "WRMF":
         """Fit on a users x items matrix (CSR or :class:`Interactions`) of values.
 
         Parameters
@@ -252,9 +253,12 @@ class WRMF(Recommender):
         progress : Progress, optional
         use_values : bool
             ``False``: ignore the values, every observed pair weighs ``1 + alpha``.
+        user_ids, item_ids : sequences, optional
+            With a plain matrix: the id of each row and column, as for WARP.
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         csr = self._set_training_data(X)
         if raw.nnz != csr.nnz:  # binary_csr dropped explicit zeros: drop their values too
@@ -301,12 +305,9 @@ class WRMF(Recommender):
                               n_jobs=effective_n_jobs(self.n_jobs))
 
     # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self._check_fitted()
-        return self.user_factors_[np.asarray(users)] @ self.item_factors_.T
-
-    # cosine of item factors, exactly as for WARP (moves to the model contract with issue 11)
-    similar_items = WARP.similar_items
+        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_, None, out)
 
     @property
     def user_factors(self) -> np.ndarray:
@@ -317,10 +318,13 @@ class WRMF(Recommender):
         return self.item_factors_
 
     # -- fold-in and explanations ------------------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WRMF":
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "WRMF":
         """Add users from a history by one exact solve each, without refitting (in place;
-        returns ``self``). See :func:`mrec_warp.models.wrmf_users.fold_in`."""
-        return wrmf_users.fold_in(self, history, epochs=epochs, progress=progress)
+        returns ``self``). ``history`` is anything :meth:`WARP.fold_in` takes (a sparse
+        matrix's values are confidences' values, its rows the users ``user_ids``). See
+        :func:`mrec_warp.models.wrmf_users.fold_in`."""
+        return wrmf_users.fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
 
     def _append_users(self, ids: np.ndarray, user_features=None) -> None:
         if user_features is not None:
@@ -347,22 +351,30 @@ class WRMF(Recommender):
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "confidence": self.confidence_}
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        d = params.get("factors")
+        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
+                "confidence": ("f", (None,))}
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf = arrays["user_factors"]
-        itf = arrays["item_factors"]
-        conf = arrays["confidence"]
-        if uf.ndim != 2 or itf.ndim != 2 or uf.shape[0] != self.n_users or itf.shape[0] != self.n_items \
-                or uf.shape[1] != itf.shape[1] or conf.shape != (self.train_.nnz,):
-            raise ValueError("factor or confidence shapes do not match the ids and training matrix")
-        uf, itf, conf = (np.ascontiguousarray(a, dtype=np.float32) for a in (uf, itf, conf))
-        if not (np.isfinite(uf).all() and np.isfinite(itf).all() and np.isfinite(conf).all()):
-            raise ValueError("factors or confidences are not finite")
+        from ..data.npz import check_finite, check_shape
+
+        uf, itf, conf = (np.ascontiguousarray(arrays[k], dtype=np.float32)
+                         for k in ("user_factors", "item_factors", "confidence"))
+        d = uf.shape[1] if uf.ndim == 2 else -1
+        check_shape(uf, (self.n_users, d), "user factors")
+        check_shape(itf, (self.n_items, d), "item factors")
+        check_shape(conf, (self.train_.nnz,), "confidences (one per training pair)")
+        for arr, what in ((uf, "user factors"), (itf, "item factors"), (conf, "confidences")):
+            check_finite(arr, what)
         if len(conf) and conf.min() < 1:
             raise ValueError("confidences below 1")
         self.user_factors_, self.item_factors_, self.confidence_ = uf, itf, conf
 
     def _get_attrs(self) -> Dict[str, Any]:
-        return {"epochs_done_": int(getattr(self, "epochs_done_", 0)),
+        return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
 
 

@@ -19,7 +19,8 @@ from . import _als
 from .foldin import read_history
 
 
-def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Progress] = None):
+def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+            user_ids: Optional[Sequence] = None):
     """Add users from a history without refitting (in place; returns ``model``).
 
     Each user of ``history`` (a ratings path, a ``user, item[, value]`` DataFrame or
@@ -34,7 +35,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     if epochs is not None:
         progress.log("note: fold-in epochs do not apply to WRMF, whose fold-in is one exact solve")
     source = str(history) if isinstance(history, (str, os.PathLike)) else None
-    table = read_history(history, source, values=True)
+    table = read_history(history, source, model=model, user_ids=user_ids, values=True)
     items = model.item_indices(table["item"].to_numpy(), strict=False)
     known = items >= 0
     if not known.any():
