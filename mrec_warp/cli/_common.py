@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import functools
 import gzip
+import io
 import os
 import sys
 import traceback
@@ -14,6 +16,7 @@ from typing import Callable, List, Optional, Tuple
 
 import click
 
+from ..data.io import atomic_write, output_encoding
 from ..errors import InputError
 from ..progress import Progress
 
@@ -170,3 +173,23 @@ def parse_int_list(text: str, name: str) -> List[int]:
     if not values or any(v <= 0 for v in values):
         raise click.BadParameter(f"{text!r}: every value must be a positive integer, e.g. 5,10,20", param_hint=name)
     return values
+
+
+def write_tsv(frame, output, model) -> None:
+    """A headerless TSV of ``frame`` to ``output`` (atomically) or standard output: ids as they
+    are (no quoting), in the encoding the model's training data came in, floats to 4 places."""
+    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
+    if output:
+        with atomic_write(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **tsv)
+        return
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (tests): it has its own encoding
+        frame.to_csv(sys.stdout, **tsv)
+        return
+    sys.stdout.flush()
+    out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+    frame.to_csv(out, **tsv)
+    out.flush()
+    out.detach()

@@ -1,14 +1,12 @@
 """``mrec-warp explain``: which of a user's items drove their recommendations (WRMF)."""
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ..data.io import atomic_write, check_readable
+from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
-from ._common import friendly_errors
+from ._common import friendly_errors, write_tsv
 
 
 @click.command(epilog="""\b
@@ -48,9 +46,5 @@ def explain(model_file, user_id, items, n, k, output):
             bad = item_ids[int((idx < 0).argmax())] if item_ids else items
             raise InputError(f"item {bad!r} is not in the model", hint="use item ids of the training data")
     frame = model.explain_frame(user_id, item_ids, k=k, n=n)
-    fmt = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
-    if output:
-        with atomic_write(output) as fh:
-            frame.to_csv(fh, **fmt)
-    else:
-        frame.to_csv(sys.stdout, **fmt)
+    check_tsv_ids(frame["user"], frame["item"], frame["history_item"], path=output)
+    write_tsv(frame, output, model)
