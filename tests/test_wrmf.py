@@ -17,7 +17,7 @@ from mrec_warp.errors import InputError
 from mrec_warp.models import WRMF, Popularity, load
 from mrec_warp.models import _als
 from mrec_warp.models.validation import precision_at_k
-from mrec_warp.models.wrmf import _TrainingData, _confidence
+from mrec_warp.models.wrmf import _TrainingData
 
 from .conftest import planted_low_rank
 
@@ -141,7 +141,7 @@ def test_fold_in_is_the_exact_solve(planted):
     np.testing.assert_array_equal(model.user_factors_[1:m.shape[0]], before[1:])  # nobody else moved
     # bad values change nothing
     n_before = model.n_users
-    with pytest.raises(InputError, match="non-negative"):
+    with pytest.raises(InputError, match="cannot be a confidence"):
         model.fold_in(pd.DataFrame({"user": ["other"], "item": ["3"], "value": [-1.0]}))
     assert model.n_users == n_before
     # the folded user's explanation adds up to exactly the score it gets
@@ -174,15 +174,17 @@ def test_confidence_moves_the_ranking_the_expected_way():
 
 def test_confidence_formulas():
     v = np.array([0.0, 1.0, 9.0])
-    np.testing.assert_allclose(_confidence(v, 2.0, "linear"), [1, 3, 19])
-    np.testing.assert_allclose(_confidence(v, 2.0, "log", eps=0.5), 1 + 2 * np.log1p(v / 0.5), rtol=1e-6)
-    np.testing.assert_allclose(_confidence(None, 2.0, "log", n=2), [3, 3])
+    np.testing.assert_allclose(WRMF(alpha=2.0).confidences(v), [1, 3, 19])
+    np.testing.assert_allclose(WRMF(alpha=2.0, confidence="log", eps=0.5).confidences(v),
+                               1 + 2 * np.log1p(v / 0.5), rtol=1e-6)
+    np.testing.assert_allclose(WRMF(alpha=2.0, confidence="log").confidences(None, 2), [3, 3])
+    np.testing.assert_allclose(WRMF(alpha=2.0, confidence="none").confidences(v), [3, 3, 3])
     X = sp.csr_matrix(np.array([[3.0, 0, 1.0], [0, 2.0, 5.0]]))
     model = WRMF(alpha=1.5, epochs=0).fit(X)
     np.testing.assert_allclose(model.confidence_, [5.5, 2.5, 4.0, 8.5])
     model = WRMF(alpha=1.5, epochs=0).fit(X, use_values=False)
     np.testing.assert_allclose(model.confidence_, [2.5] * 4)
-    with pytest.raises(InputError, match="non-negative"):
+    with pytest.raises(InputError, match="cannot be a confidence"):
         WRMF(epochs=0).fit(sp.csr_matrix(np.array([[1.0, -2.0]])))
 
 
@@ -322,12 +324,13 @@ def test_cli_errors_are_one_line(cli_files, tmp_path):
     tmp = cli_files
     (tmp_path / "neg.tsv").write_text("a\tx\t1\na\ty\t-3\nb\tx\t2\n")
     res = _run("train", "neg.tsv", "-o", "n.npz", "--model", "wrmf", "--epochs", "1", cwd=tmp_path)
-    assert res.returncode == 2 and "non-negative" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "cannot be a confidence" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "n.npz").exists()
     res = _run("train", str(tmp / "plays.tsv"), "-o", "x.npz", "--model", "wrmf", "--user-reg", "1", cwd=tmp_path)
     assert res.returncode == 2 and "user_reg" in res.stderr
-    res = _run("train", str(tmp / "plays.tsv"), "-o", "x.npz", "--model", "warp", "--alpha", "1", cwd=tmp_path)
-    assert res.returncode == 2 and "alpha" in res.stderr
+    res = _run("train", str(tmp / "plays.tsv"), "-o", "x.npz", "--model", "warp", "--regularization", "1",
+               cwd=tmp_path)
+    assert res.returncode == 2 and "regularization" in res.stderr
     assert _run("train", str(tmp / "plays.tsv"), "-o", "pop.npz", "--model", "popularity", cwd=tmp_path).returncode == 0
     res = _run("explain", "pop.npz", "--user", "user 1", cwd=tmp_path)
     assert res.returncode == 2 and "cannot explain" in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -358,10 +361,10 @@ def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
     binary = tune(m, points, base=base, model="wrmf", use_values=False).table.set_index(["alpha", "confidence"])
     assert scores[(3.0, "linear")] != scores[(3.0, "log")]
     assert binary["precision@10"][(3.0, "linear")] == binary["precision@10"][(3.0, "log")]
-    with pytest.raises(InputError, match="'alpha' is not a parameter of the warp model"):
-        tune(m, points, base=base)
+    with pytest.raises(InputError, match="'regularization' is not a parameter of the warp model"):
+        tune(m, grid_points({"regularization": [1.0, 10.0]}), base=base)
     res = _run("tune", "plays.tsv", "--model", "warp", "--grid", "g.json", cwd=_write_grid(tmp_path))
-    assert res.returncode == 2 and "alpha" in res.stderr
+    assert res.returncode == 2 and "regularization" in res.stderr
     res = _run("tune", "plays.tsv", "--model", "wrmf", "--random", "2", "--max-epochs", "3", "-o", "best.json",
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -372,7 +375,7 @@ def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
 
 
 def _write_grid(folder):
-    (folder / "g.json").write_text('{"alpha": [1, 2]}')
+    (folder / "g.json").write_text('{"regularization": [1, 2]}')
     (folder / "plays.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 13}\t{j + 1}\n" for u in range(30) for j in range(4)))
     return folder
 
@@ -382,3 +385,10 @@ def test_fit_with_ids_keeps_them():
     model = WRMF(factors=2, epochs=1).fit(X, user_ids=["a", "b"], item_ids=["x", "y", "z"])
     assert model.user_ids.tolist() == ["a", "b"] and model.item_indices(["z"]).tolist() == [2]
     np.testing.assert_allclose(model.confidence_, [4.0, 2.0, 3.0, 6.0])
+
+
+def test_cli_confidence_none_ignores_the_values(cli_files, tmp_path):
+    res = _run("train", str(cli_files / "plays.tsv"), "-o", "n.npz", "--model", "wrmf", "--epochs", "1",
+               "--confidence", "none", "--alpha", "2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    np.testing.assert_array_equal(load(tmp_path / "n.npz").confidence_, 3.0)

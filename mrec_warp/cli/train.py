@@ -7,11 +7,12 @@ from typing import Any, Dict, Optional
 
 import click
 
+from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
 from ._parallel import N_JOBS, parallel_options
 
@@ -24,7 +25,8 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
-    "alpha": "alpha", "confidence": "confidence", "regularization": "regularization",  # wrmf only
+    "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp, wrmf
+    "regularization": "regularization",  # wrmf only
 }
 
 
@@ -37,14 +39,27 @@ def model_classes() -> Dict[str, Any]:
     return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP, "wrmf": WRMF}
 
 
-def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Interactions:
-    """The interactions of a ratings file; with ``values``, the value column (if any) is kept
-    as the matrix entries (``has_values`` says whether there was one)."""
+def load_interactions(path: str, fmt: str = "auto", values: bool = False, required: bool = True) -> Interactions:
+    """Read a ratings file; with ``values`` the matrix holds the value column (summed over
+    duplicate rows), else every row is 1. A file without a value column is refused when
+    ``required``, else read as ones (``has_values`` says which it was)."""
     df = read_ratings(path, format=fmt)
-    data = Interactions.from_dataframe(df, value_col="value" if values else None)
+    if values and required and "value" not in df:
+        raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
+                         hint="drop --confidence, or give a file with a third column (count, hours, rating)")
+    data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)
     data.has_values = values and "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data
+
+
+def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
+    """One log line: what the value column (TRAIN's third) became."""
+    if kind == "none":
+        return "value column (3rd) ignored: every row is a positive of weight 1 (--confidence log to weight by it)"
+    zeros = int(data.nnz - (data.matrix.data != 0).sum())
+    return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
+            + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
 
 
 def _keep_encoding(model, data: Interactions) -> None:
@@ -72,6 +87,7 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+  mrec-warp train plays/train.tsv -o model.npz --confidence log # weigh rows by their play count
   mrec-warp train plays.tsv -o wrmf.npz --model wrmf --confidence log --alpha 2
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
@@ -116,11 +132,14 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
-@click.option("--alpha", type=click.FloatRange(min=0),
-              help="WRMF: confidence of an observed pair is 1 + alpha * f(value) [1].")
-@click.option("--confidence", type=click.Choice(["linear", "log"]),
-              help="WRMF: f(value) = value, or log(1 + value) for heavy-tailed counts [linear]; "
-                   "without a value column every pair weighs 1 + alpha.")
+@click.option("--confidence", type=click.Choice(CONFIDENCES),
+              help="Weigh each row by its value (3rd column: count, hours, rating): linear "
+                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
+                   "[warp: none; wrmf: linear, and none = every row 1 + alpha].")
+@click.option("--alpha", type=float, help="Confidence scale alpha [1].")
+@click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
+@click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
+              help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
 @click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
@@ -135,16 +154,30 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
           sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
+    The value column is ignored unless --confidence weighs rows by it (WARP only).
+
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
     items, evaluates precision@10 after every epoch, stops when it no longer improves and
     retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
-    data = load_interactions(train, fmt, values=model_name == "wrmf")
-    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    check_outputs({"--output": output}, [train, validation_file, params_file, options.get("item_features"),
+                                         options.get("user_features")])
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
+    kind = options.get("confidence") or params.get("confidence") or getattr(model, "confidence", "none")
+    if kind != "none" and "confidence" not in model._param_names():
+        raise InputError(f"--confidence is used by --model warp or wrmf, not --model {model_name}",
+                         hint="drop --confidence, or train --model warp")
+    # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
+    if kind == "none" and model_name != "wrmf" and any(options.get(k) is not None
+                                                       for k in ("alpha", "eps", "confidence_use")):
+        raise InputError("--alpha, --eps and --confidence-use only matter with a confidence",
+                         hint="add --confidence log (or linear), or drop them")
+    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
+    data = load_interactions(train, fmt, values=kind != "none", required=model_name != "wrmf")
+    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
     for name in ("user_max_norm", "item_max_norm"):
@@ -159,7 +192,16 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     check_backend(backend, scheduler)
     if sub_models and model_name != "warp":
         raise InputError(f"--sub-models needs --model warp, not --model {model_name}", hint="drop --sub-models")
+    if model_name == "wrmf":
+        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if data.has_values
+                                                        else "1 (values ignored or no value column)"))
+    elif "confidence" in model._param_names():
+        progress.log(describe_values(data, kind, model.alpha, model.eps)
+                     + (f", used to {model.confidence_use} positives" if kind != "none" else ""))
     if model_name == "warp" and (sub_models or backend == "dask"):
+        if kind != "none":
+            raise InputError("--confidence does not combine with sub-models yet",
+                             hint="drop --sub-models / --backend dask, or drop --confidence")
         if validation_file:
             raise InputError("--validation does not combine with sub-models", path=validation_file,
                              hint="each sub-model early-stops on its own hold-out; drop --validation")
@@ -186,9 +228,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
     if model_name == "wrmf":
         fit_kwargs["use_values"] = data.has_values
-        progress.log("wrmf: confidence 1 + alpha * " + ("f(value) from the value column" if data.has_values
-                                                        else "1 (the file has no value column)"))
-    user_table, item_table = read_feature_files(feature_opts)
+    user_table, item_table = read_feature_files(feature_opts, getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":
             raise InputError(f"feature files need --model hybrid, not --model {model_name}",

@@ -51,7 +51,11 @@ class Interactions:
     Attributes
     ----------
     matrix : scipy.sparse.csr_matrix
-        users x items, float32 values, sorted indices, no explicit duplicates.
+        users x items, float32 values, sorted indices, no explicit duplicates. The values
+        are the raw ones (counts, hours, ratings: ``from_dataframe(value_col="value")``) or
+        1; models that learn from presence only take :func:`binary_csr` of it, models that
+        use a confidence compute it from these values with
+        :func:`mrec_warp.data.confidence.confidence`.
     user_ids, item_ids : numpy.ndarray of str
         The original id of each row and column.
     """

@@ -20,6 +20,7 @@ import pandas as pd
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from ..data.confidence import check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..errors import InputError, TrainingDivergedError
 from ..parallel import effective_n_jobs
@@ -30,29 +31,9 @@ from .foldin import append_empty_rows
 from .validation import holdout_split, run_epochs
 from .warp import _as_aligned_csr
 
-CONFIDENCES = ("linear", "log")
 SOLVERS = ("cg", "cholesky")
 
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
-
-
-def _confidence(values: Optional[np.ndarray], alpha: float, kind: str = "linear", eps: float = 1.0,
-                n: Optional[int] = None) -> np.ndarray:
-    """Confidence ``1 + alpha * f(value)``, ``f`` = identity (``linear``) or ``log1p(value / eps)``.
-
-    ``values=None`` (a file without a value column) gives ``1 + alpha`` for each of ``n``
-    pairs. Private stand-in for the shared confidence function of ``mrec_warp.data``.
-    """
-    if values is None:
-        return np.full(int(n), 1.0 + alpha, dtype=np.float32)
-    # float32 and in place: one array of nnz floats at a time, however large the data
-    out = np.array(values, dtype=np.float32)
-    if kind == "log":
-        out /= np.float32(eps)
-        np.log1p(out, out=out)
-    out *= np.float32(alpha)
-    out += np.float32(1.0)
-    return out
 
 
 class WRMF(Recommender):
@@ -66,10 +47,11 @@ class WRMF(Recommender):
         Latent dimensions.
     alpha : float
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
-    confidence : {"linear", "log"}
-        ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts. Without
-        values (``fit(..., use_values=False)``, a file without a value column) every
-        observed pair weighs ``1 + alpha``.
+    confidence : {"linear", "log", "none"}
+        ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
+        shared rule of :mod:`mrec_warp.data.confidence`). With ``"none"``, or without values
+        (``fit(..., use_values=False)``, a file without a value column), every observed pair
+        weighs ``1 + alpha``: WRMF's observed pairs always outweigh the unobserved ones.
     eps : float
         Scale of the ``log`` confidence.
     regularization : float
@@ -149,9 +131,7 @@ class WRMF(Recommender):
                 raise InputError(f"invalid parameter: {what}")
 
         need(int(self.factors) >= 1, "factors must be >= 1")
-        need(np.isfinite(self.alpha) and self.alpha >= 0, "alpha must be >= 0")
-        need(self.confidence in CONFIDENCES, f"confidence must be one of {CONFIDENCES}")
-        need(np.isfinite(self.eps) and self.eps > 0, "eps must be > 0")
+        check_confidence(self.confidence, self.alpha, self.eps)
         need(np.isfinite(self.regularization) and self.regularization >= 0, "regularization must be >= 0")
         need(self.solver in SOLVERS, f"solver must be one of {SOLVERS}")
         need(int(self.cg_steps) >= 1, "cg_steps must be >= 1")
@@ -161,13 +141,12 @@ class WRMF(Recommender):
         need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
-        """The confidence of observed pairs with these values (``None``: no values, ``n`` pairs)."""
-        if values is not None:
-            values = np.asarray(values)
-            if len(values) and not (np.isfinite(values).all() and values.min() >= 0):
-                raise InputError("WRMF needs finite, non-negative values (play counts, hours, ratings ...)",
-                                 hint="fix the value column, or train without it")
-        return _confidence(values, float(self.alpha), self.confidence, float(self.eps), n)
+        """The confidence of observed pairs with these values: the shared rule
+        (:func:`mrec_warp.data.confidence.confidence`), or ``1 + alpha`` for each of ``n`` pairs
+        when there are no values (``None``) or ``confidence`` is ``"none"``."""
+        if values is None or self.confidence == "none":
+            return np.full(len(values) if values is not None else int(n), 1.0 + float(self.alpha), dtype=np.float32)
+        return confidence(values, self.confidence, float(self.alpha), float(self.eps))
 
     # -- state -------------------------------------------------------------------------------
     def _init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
