@@ -154,7 +154,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
           sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
-    The value column is ignored unless --confidence weighs rows by it (WARP only).
+    The value column is ignored unless --confidence weighs rows by it (WARP), or, for
+    --model wrmf, by default (every row weighs 1 + alpha when there is no value column).
 
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
     items, evaluates precision@10 after every epoch, stops when it no longer improves and
