@@ -1,4 +1,4 @@
-"""Hyper-parameter search for WARP: grid or random trials, run in parallel.
+"""Hyper-parameter search for WARP (or WRMF): grid or random trials, run in parallel.
 
 Every trial fits WARP on the same fit/validation split with early stopping (so the number
 of epochs is chosen per trial, not searched) and scores precision@k on the validation
@@ -35,6 +35,7 @@ TUNABLE = {
     "factors": int, "learning_rate": float, "user_reg": float, "item_reg": float, "max_sampled": int,
     "loss": str, "learning_schedule": str, "item_bias": bool,
     "user_max_norm": float, "item_max_norm": float, "kos_k": int, "kos_n": int,
+    "alpha": float, "regularization": float, "confidence": str, "cg_steps": int,  # WRMF
 }
 #: Parameters whose value may also be ``null`` (None): no limit.
 NULLABLE = {"user_max_norm", "item_max_norm"}
@@ -47,6 +48,13 @@ DEFAULT_SPACE: Dict[str, Any] = {
     "item_reg": ("log0", 1e-7, 1e-3),
     "max_sampled": [10, 20, 50, 100],
     "user_max_norm": [None, 1.0, 1.25, 1.5, 2.0],
+}
+#: ``--random N`` for WRMF: around its defaults (64 factors, alpha 1, regularization 40).
+WRMF_SPACE: Dict[str, Any] = {
+    "factors": [32, 64, 128],
+    "alpha": ("log", 0.1, 20.0),
+    "regularization": ("log", 1.0, 200.0),
+    "confidence": ["linear", "log"],
 }
 
 
@@ -134,15 +142,15 @@ def _load_split(path: str):
     def load(p):
         with np.load(p, allow_pickle=False) as z:
             shape = tuple(z["shape"])
-            mats = [sp.csr_matrix((np.ones(len(z[f"{w}_indices"]), np.float32), z[f"{w}_indices"], z[f"{w}_indptr"]),
-                                  shape=shape) for w in ("fit", "val")]
+            mats = [sp.csr_matrix((z[f"{w}_data"] if f"{w}_data" in z.files else np.ones(len(z[f"{w}_indices"]), np.float32),
+                                   z[f"{w}_indices"], z[f"{w}_indptr"]), shape=shape) for w in ("fit", "val")]
         return mats[0], mats[1]
 
     return _cached("split", path, load)
 
 
 def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any], k: int,
-              workdir: Optional[str] = None) -> Dict[str, Any]:
+              workdir: Optional[str] = None, model_name: str = "warp", use_values: bool = False) -> Dict[str, Any]:
     """Fit one candidate with early stopping and return its row of the results table.
 
     ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them.
@@ -150,7 +158,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     returned without fitting again.
     """
     from .distributed import maybe_inject_fault
-    from .models import WARP
+    from .models import WARP, WRMF
 
     part = Path(workdir) / f"trial-{trial:04d}.json" if workdir else None
     if part is not None and part.exists():
@@ -158,11 +166,11 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     if workdir:
         maybe_inject_fault(workdir, trial)
     fit, val = _load_split(split_src) if isinstance(split_src, (str, os.PathLike)) else split_src
-    model = WARP(**{**base, **params, "epochs": None, "n_jobs": 1, "eval_k": k})
+    model = {"warp": WARP, "wrmf": WRMF}[model_name](**{**base, **params, "epochs": None, "n_jobs": 1, "eval_k": k})
     t0 = time.perf_counter()
     row: Dict[str, Any] = {"trial": trial, **params}
     try:
-        model.fit(fit, validation=val)
+        model.fit(fit, validation=val, **({"use_values": use_values} if model_name == "wrmf" else {}))
         row.update({f"precision@{k}": float(model.best_score_), "epochs": int(model.best_epoch_)})
     except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
         row.update({f"precision@{k}": float("nan"), "epochs": 0, "error": str(exc)})
@@ -240,6 +248,8 @@ def tune(
     workdir: Optional[PathLike] = None,
     keep_parts: bool = False,
     progress: Progress = SILENT,
+    model: str = "warp",
+    use_values: bool = False,
 ) -> TuneResult:
     """Fit one WARP per point (in parallel) and rank them by validation precision@k.
 
@@ -262,6 +272,10 @@ def tune(
         Where trials run (:class:`~mrec_warp.parallel.Backend`); each trial is single-threaded.
     workdir : path-like, optional
         Folder for one result file per finished trial; a rerun skips those trials.
+    model : {"warp", "wrmf"}
+        Which model every trial fits.
+    use_values : bool
+        WRMF: the training values set the confidence (otherwise every pair weighs ``1 + alpha``).
 
     Returns
     -------
@@ -273,15 +287,27 @@ def tune(
 
     if not points:
         raise InputError("no candidates to try", hint="give --grid FILE or --random N")
+    from .models import WARP, WRMF
+
+    valid = {"warp": WARP, "wrmf": WRMF}[model]._param_names()
+    foreign = sorted({name for p in points for name in p} - set(valid))
+    if foreign:
+        raise InputError(f"{foreign[0]!r} is not a parameter of the {model} model",
+                         hint="tune it with the model it belongs to (--model)")
     if isinstance(train, Interactions):
         fit_all = train.matrix
         if isinstance(validation, Interactions):
             validation = validation.reindex(train.user_ids, train.item_ids).matrix
     else:
         fit_all = as_csr(train)
-    fit_all = binary_csr(fit_all)
+    if model == "wrmf" and use_values:  # WRMF's confidence needs the values: keep them in the fit part
+        fit_all = fit_all.copy()
+        fit_all.eliminate_zeros()
+    else:
+        fit_all = binary_csr(fit_all)
     if validation is None:
         fit, val = holdout_split(fit_all, float(validation_fraction), np.random.default_rng(seed))
+        val.data[:] = 1.0
     else:
         fit, val = fit_all, as_csr(validation)
         if val.shape != fit.shape:
@@ -292,6 +318,8 @@ def tune(
     if workdir is None:
         tmp_dir = tempfile.mkdtemp(prefix="mrec-warp-tune-")
     job = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base, "k": k}
+    if model != "warp":
+        job.update(model=model, use_values=bool(use_values), values=fingerprint(fit.data))
     wd = WorkDir(workdir or tmp_dir, job)
     names = [f"trial-{i:04d}.json" for i in range(len(points))]
     todo = [i for i, n in enumerate(names) if not wd.done(n)]
@@ -308,11 +336,12 @@ def tune(
                 with atomic_path(split_src) as tmp:
                     np.savez(tmp, shape=np.array(fit.shape, np.int64),
                              fit_indptr=fit.indptr.astype(np.int64), fit_indices=fit.indices.astype(np.int32),
-                             val_indptr=val.indptr.astype(np.int64), val_indices=val.indices.astype(np.int32))
+                             val_indptr=val.indptr.astype(np.int64), val_indices=val.indices.astype(np.int32),
+                             **({"fit_data": fit.data.astype(np.float32)} if model == "wrmf" else {}))
             check_workdir_visible(be, wd.path, split_src)
         progress.log(f"tune: {len(points)} trials ({done} already done) on {be.describe()}; "
                      f"{fit.nnz:,} fit / {val.nnz:,} validation interactions")
-        tasks = [(split_src, i, dict(points[i]), base, k, str(wd.path)) for i in todo]
+        tasks = [(split_src, i, dict(points[i]), base, k, str(wd.path), model, use_values) for i in todo]
         for row in be.map(run_trial, tasks, ordered=False):
             rows.append(row)
             shown = ", ".join(f"{n}={row[n]}" for n in sorted(points[row["trial"]]))

@@ -9,7 +9,7 @@ from .. import __version__
 from ._common import DEBUG_ENV, report_error
 
 # (module, command) pairs; each module defines a click command named after it.
-_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "tune")
+_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune")
 
 
 class _Group(click.Group):

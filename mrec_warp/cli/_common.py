@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import functools
 import gzip
+import io
 import os
 import sys
 import traceback
@@ -14,6 +16,7 @@ from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple,
 
 import click
 
+from ..data.io import atomic_write, output_encoding
 from ..errors import InputError
 from ..progress import Progress
 
@@ -225,3 +228,23 @@ def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
                 raise InputError(f"{option} and {other} both write this file", path=path,
                                  hint="give each output its own path")
             written.append((path, option))
+
+
+def write_tsv(frame, output, model) -> None:
+    """A headerless TSV of ``frame`` to ``output`` (atomically) or standard output: ids as they
+    are (no quoting), in the encoding the model's training data came in, floats to 4 places."""
+    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
+    if output:
+        with atomic_write(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **tsv)
+        return
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (tests): it has its own encoding
+        frame.to_csv(sys.stdout, **tsv)
+        return
+    sys.stdout.flush()
+    out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+    frame.to_csv(out, **tsv)
+    out.flush()
+    out.detach()

@@ -1,18 +1,15 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
-import csv
-import io
-import sys
 from typing import List
 
 import click
 
-from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
+from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
 from ..progress import Progress
-from ._common import cap_k, check_outputs, friendly_errors
+from ._common import cap_k, check_outputs, friendly_errors, write_tsv
 from .recommend import read_id_list
 
 
@@ -62,19 +59,4 @@ def similar(model_file, items, items_file, k, output):
     k = cap_k(k, model.n_items - 1, Progress(verbose=None), "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
     check_tsv_ids(frame["item"], frame["similar_item"], path=output)
-    # ids as they are (no quoting), in the encoding the training data came in
-    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
-    encoding = output_encoding(getattr(model, "id_encoding_", None))
-    if output:
-        with atomic_write(output, encoding=encoding) as fh:
-            frame.to_csv(fh, **tsv)
-    else:
-        buffer = getattr(sys.stdout, "buffer", None)
-        if buffer is None:  # a text-only stream (tests): it has its own encoding
-            frame.to_csv(sys.stdout, **tsv)
-            return
-        sys.stdout.flush()
-        out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
-        frame.to_csv(out, **tsv)
-        out.flush()
-        out.detach()
+    write_tsv(frame, output, model)

@@ -25,7 +25,8 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
-    "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp only
+    "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp, wrmf
+    "regularization": "regularization",  # wrmf only
 }
 
 
@@ -33,18 +34,21 @@ def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
     from ..models import Popularity, WARP
     from ..models.hybrid import HybridWARP
+    from ..models.wrmf import WRMF
 
-    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP}
+    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP, "wrmf": WRMF}
 
 
-def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Interactions:
+def load_interactions(path: str, fmt: str = "auto", values: bool = False, required: bool = True) -> Interactions:
     """Read a ratings file; with ``values`` the matrix holds the value column (summed over
-    duplicate rows), else every row is 1."""
+    duplicate rows), else every row is 1. A file without a value column is refused when
+    ``required``, else read as ones (``has_values`` says which it was)."""
     df = read_ratings(path, format=fmt)
-    if values and "value" not in df:
+    if values and required and "value" not in df:
         raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
                          hint="drop --confidence, or give a file with a third column (count, hours, rating)")
-    data = Interactions.from_dataframe(df, value_col="value" if values else None)
+    data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)
+    data.has_values = values and "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data
 
@@ -84,6 +88,7 @@ Examples:
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
   mrec-warp train plays/train.tsv -o model.npz --confidence log # weigh rows by their play count
+  mrec-warp train plays.tsv -o wrmf.npz --model wrmf --confidence log --alpha 2
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
@@ -92,8 +97,9 @@ Examples:
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default="warp", show_default=True,
-              type=click.Choice(["warp", "hybrid", "popularity"]),
-              help="Which model to train (hybrid: WARP with --item-features / --user-features).")
+              type=click.Choice(["warp", "hybrid", "wrmf", "popularity"]),
+              help="Which model to train (hybrid: WARP with --item-features / --user-features; "
+                   "wrmf: implicit ALS with confidence weights).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -127,12 +133,14 @@ Examples:
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
 @click.option("--confidence", type=click.Choice(CONFIDENCES),
-              help="WARP: weigh each row by its value (3rd column: count, hours, rating): linear "
-                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 [none].")
+              help="Weigh each row by its value (3rd column: count, hours, rating): linear "
+                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
+                   "[warp: none; wrmf: linear, and none = every row 1 + alpha].")
 @click.option("--alpha", type=float, help="Confidence scale alpha [1].")
 @click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
               help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
+@click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
@@ -146,7 +154,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
           sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
-    The value column is ignored unless --confidence weighs rows by it (WARP only).
+    The value column is ignored unless --confidence weighs rows by it (WARP), or, for
+    --model wrmf, by default (every row weighs 1 + alpha when there is no value column).
 
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
     items, evaluates precision@10 after every epoch, stops when it no longer improves and
@@ -158,14 +167,17 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
-    kind = options.get("confidence") or params.get("confidence") or "none"
+    kind = options.get("confidence") or params.get("confidence") or getattr(model, "confidence", "none")
     if kind != "none" and "confidence" not in model._param_names():
-        raise InputError(f"--confidence is used by --model warp, not --model {model_name}",
+        raise InputError(f"--confidence is used by --model warp or wrmf, not --model {model_name}",
                          hint="drop --confidence, or train --model warp")
-    if kind == "none" and any(options.get(k) is not None for k in ("alpha", "eps", "confidence_use")):
+    # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
+    if kind == "none" and model_name != "wrmf" and any(options.get(k) is not None
+                                                       for k in ("alpha", "eps", "confidence_use")):
         raise InputError("--alpha, --eps and --confidence-use only matter with a confidence",
                          hint="add --confidence log (or linear), or drop them")
-    data = load_interactions(train, fmt, values=kind != "none")
+    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
+    data = load_interactions(train, fmt, values=kind != "none", required=model_name != "wrmf")
     progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
@@ -179,7 +191,12 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     except ValueError as exc:
         raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
     check_backend(backend, scheduler)
-    if "confidence" in model._param_names():
+    if sub_models and model_name != "warp":
+        raise InputError(f"--sub-models needs --model warp, not --model {model_name}", hint="drop --sub-models")
+    if model_name == "wrmf":
+        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if data.has_values
+                                                        else "1 (values ignored or no value column)"))
+    elif "confidence" in model._param_names():
         progress.log(describe_values(data, kind, model.alpha, model.eps)
                      + (f", used to {model.confidence_use} positives" if kind != "none" else ""))
     if model_name == "warp" and (sub_models or backend == "dask"):
@@ -210,6 +227,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         fit_kwargs["progress"] = progress
         if validation_file:
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
+    if model_name == "wrmf":
+        fit_kwargs["use_values"] = data.has_values
     user_table, item_table = read_feature_files(feature_opts, getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":

@@ -17,16 +17,20 @@ Examples:
   mrec-warp tune split/train.tsv --random 16 --n-jobs 2 -o best.json
   mrec-warp tune split/train.tsv --grid grid.json -o best.json --backend dask
   mrec-warp train split/train.tsv --params best.json -o model.npz
+  mrec-warp tune plays.tsv --model wrmf --random 16 -o best.json   # alpha, regularization, ...
 
 \b
 A grid file is a JSON object of parameter -> list of values, e.g.
   {"factors": [32, 64], "learning_rate": [0.02, 0.05], "max_sampled": [20, 50]}
 Tunable: factors, learning_rate, user_reg, item_reg, max_sampled, user_max_norm and
 item_max_norm (null: no limit); also loss, kos_k, kos_n, learning_schedule, item_bias.
+WRMF (--model wrmf): factors, alpha, regularization, confidence (linear/log), cg_steps.
 With --random N and --grid, N points are drawn from the grid's values; with --random
 alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
+@click.option("--model", "model_name", type=click.Choice(["warp", "wrmf"]), default="warp", show_default=True,
+              help="Which model the trials fit.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -51,7 +55,7 @@ alone, from a default space.
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option
 @friendly_errors
-def tune(train, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
+def tune(train, model_name, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
          patience, fmt, seed, n_jobs, backend, scheduler, workdir, quiet, verbose):
     """Fit WARP once per candidate on TRAIN and rank the candidates by validation precision@k.
 
@@ -71,15 +75,17 @@ def tune(train, grid_file, n_random, output, table_file, validation_file, valida
     progress = make_progress(quiet, verbose)
     grid = tuning.read_grid(grid_file) if grid_file else None
     if n_random:
-        space = {name: values for name, values in grid.items()} if grid else None
+        space = {name: values for name, values in grid.items()} if grid else (
+            tuning.WRMF_SPACE if model_name == "wrmf" else None)
         points = tuning.random_points(n_random, space, seed=seed)
     else:
         points = tuning.grid_points(grid)
-    data = load_interactions(train, fmt)
+    data = load_interactions(train, fmt, values=model_name == "wrmf")
     validation = load_interactions(validation_file, fmt) if validation_file else None
     result = tuning.tune(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
                          base={"max_epochs": max_epochs, "patience": patience}, seed=seed, backend=backend,
-                         n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, progress=progress)
+                         n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, progress=progress,
+                         model=model_name, use_values=data.has_values)
     if result.table[result.metric].isna().all():
         raise InputError("every trial failed (diverged)", path=train, hint="lower the learning rates tried")
     if output:

@@ -3,5 +3,6 @@ from .base import Recommender, load
 from .popularity import Popularity
 from .warp import WARP
 from .hybrid import HybridWARP
+from .wrmf import WRMF
 
-__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "load"]
+__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "WRMF", "load"]

@@ -33,8 +33,9 @@ FOLD_IN_EPOCHS = 30
 
 
 def read_history(history, source: Optional[str] = None, model=None,
-                 user_ids: Optional[Sequence] = None) -> pd.DataFrame:
-    """A history as a table with ``user`` and ``item`` columns (str).
+                 user_ids: Optional[Sequence] = None, values: bool = False) -> pd.DataFrame:
+    """A history as a table with ``user`` and ``item`` columns (str), plus ``value``
+    (float64) when ``values`` is asked for and the history has one.
 
     Accepts a ratings file path (read with :func:`~mrec_warp.data.io.read_ratings`), a
     DataFrame with ``user`` and ``item`` columns, an
@@ -66,7 +67,10 @@ def read_history(history, source: Optional[str] = None, model=None,
                         f"matrix, got {type(history).__name__}")
     if user_ids is not None and not sp.issparse(history):
         raise InputError("user_ids names the rows of a sparse-matrix history; this history names its users")
-    return pd.DataFrame({"user": df["user"].astype(str).to_numpy(), "item": df["item"].astype(str).to_numpy()})
+    out = pd.DataFrame({"user": df["user"].astype(str).to_numpy(), "item": df["item"].astype(str).to_numpy()})
+    if values and "value" in df:
+        out["value"] = df["value"].to_numpy(dtype=np.float64)
+    return out
 
 
 def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> pd.DataFrame:
@@ -80,7 +84,8 @@ def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> 
     coo = csr.tocoo()
     keep = coo.data != 0
     users = np.asarray(user_ids).astype(str)
-    return pd.DataFrame({"user": users[coo.row[keep]], "item": model.item_ids[coo.col[keep]]})
+    return pd.DataFrame({"user": users[coo.row[keep]], "item": model.item_ids[coo.col[keep]],
+                         "value": coo.data[keep].astype(np.float64)})
 
 
 def fold_in(model, history, epochs: Optional[int] = None, user_features=None,

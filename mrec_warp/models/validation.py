@@ -1,7 +1,8 @@
-"""Hold-out validation used for early stopping: split, and a fast precision@k."""
+"""Hold-out validation used for early stopping: split, a fast precision@k, and the epoch loop."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,3 +59,61 @@ def precision_at_k(
         valid = flat >= 0
         hits += int(np.asarray(sub[row_ids[valid], flat[valid]]).sum())
     return hits / (k * len(users))
+
+
+def run_epochs(
+    model,
+    step: Callable[[], Tuple[Dict[str, Any], str]],
+    epochs: int,
+    progress,
+    callbacks: Sequence[Callable],
+    validation: Optional[Tuple[sp.csr_matrix, sp.csr_matrix, np.random.Generator]] = None,
+    phase: str = "fit",
+    unit: str = "epoch",
+    n_jobs: int = 1,
+) -> int:
+    """Run up to ``epochs`` passes of ``step``; with ``validation``, early-stop and keep the best.
+
+    ``step()`` runs one pass and returns ``(stats, text)``: numbers for the pass's log entry
+    and what its progress line shows. ``validation`` is ``(fit, val, rng)``: every
+    ``model.eval_every`` passes, precision@``model.eval_k`` on up to ``model.validation_users``
+    users of ``val`` (drawn with ``rng``), excluding ``fit``; after ``model.patience``
+    evaluations without improvement training stops and the best snapshot
+    (``model._snapshot`` / ``model._restore``) is put back. Log entries go to
+    ``model.history_``; ``callbacks(model, logs)`` returning ``True`` stop training.
+
+    Returns the best pass (with validation) or ``epochs``.
+    """
+    best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
+    eval_users = None
+    if validation is not None:
+        fit_part, val, rng = validation
+        eval_users = np.flatnonzero(np.diff(val.indptr) > 0)
+        if len(eval_users) > model.validation_users:
+            eval_users = np.sort(rng.choice(eval_users, int(model.validation_users), replace=False))
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        stats, text = step()
+        logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}
+        line = f"{phase} {unit} {epoch:3d}  {logs['seconds']:6.2f}s" + (f"  {text}" if text else "")
+        if validation is not None and epoch % int(model.eval_every) == 0:
+            score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
+                                   users=eval_users, n_jobs=n_jobs)
+            logs[f"val_precision@{model.eval_k}"] = score
+            improved = score > best_score
+            line += f"  val P@{model.eval_k} {score:.4f}" + ("  *" if improved else "")
+            if improved:
+                best_score, best_epoch, best_snap, stale = score, epoch, model._snapshot(), 0
+            else:
+                stale += 1
+        progress.log(line)
+        model.history_.append(logs)
+        stop = any(bool(cb(model, logs)) for cb in callbacks)
+        if stop or (validation is not None and stale >= int(model.patience)):
+            break
+    if validation is not None and best_snap is not None:
+        model._restore(best_snap)
+        model.best_score_ = best_score
+        progress.log(f"best {unit} {best_epoch}: val P@{model.eval_k} {best_score:.4f}")
+        return best_epoch
+    return epochs

@@ -4,7 +4,6 @@ The per-interaction work is in the Cython kernel :mod:`mrec_warp.models._warp`.
 """
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -17,7 +16,7 @@ from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
 from .base import Recommender, factor_scores
-from .validation import holdout_split, precision_at_k
+from .validation import holdout_split, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
@@ -424,40 +423,13 @@ class WARP(Recommender):
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`_TrainingData`); with
         ``validation``, early-stop and keep the best."""
         data = csr if isinstance(csr, _TrainingData) else self._training_data(csr)
-        best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
-        eval_users = None
-        if validation is not None:
-            fit_part, val, rng = validation
-            eval_users = np.flatnonzero(np.diff(val.indptr) > 0)
-            if len(eval_users) > self.validation_users:
-                eval_users = np.sort(rng.choice(eval_users, int(self.validation_users), replace=False))
-        for epoch in range(1, epochs + 1):
-            t0 = time.perf_counter()
+
+        def step():
             stats = self._epoch(data, progress)
-            logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}
-            line = (f"{phase} epoch {epoch:3d}  {logs['seconds']:6.2f}s  updates {stats['updates']:.1%}  "
-                    f"mean L(rank) {stats['mean_weight']:.3f}  loss {stats['loss']:.4f}")
-            if validation is not None and epoch % int(self.eval_every) == 0:
-                score = precision_at_k(self.score_users, self.n_items, fit_part, val, int(self.eval_k),
-                                       users=eval_users, n_jobs=_n_threads(self.n_jobs))
-                logs[f"val_precision@{self.eval_k}"] = score
-                improved = score > best_score
-                line += f"  val P@{self.eval_k} {score:.4f}" + ("  *" if improved else "")
-                if improved:
-                    best_score, best_epoch, best_snap, stale = score, epoch, self._snapshot(), 0
-                else:
-                    stale += 1
-            progress.log(line)
-            self.history_.append(logs)
-            stop = any(bool(cb(self, logs)) for cb in callbacks)
-            if stop or (validation is not None and stale >= int(self.patience)):
-                break
-        if validation is not None and best_snap is not None:
-            self._restore(best_snap)
-            self.best_score_ = best_score
-            progress.log(f"best epoch {best_epoch}: val P@{self.eval_k} {best_score:.4f}")
-            return best_epoch
-        return epochs
+            return stats, (f"updates {stats['updates']:.1%}  mean L(rank) {stats['mean_weight']:.3f}  "
+                           f"loss {stats['loss']:.4f}")
+
+        return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=_n_threads(self.n_jobs))
 
     # -- confidence ----------------------------------------------------------------------------
     def _training_data(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
