@@ -184,7 +184,7 @@ def test_confidence_formulas():
     np.testing.assert_allclose(model.confidence_, [5.5, 2.5, 4.0, 8.5])
     model = WRMF(alpha=1.5, epochs=0).fit(X, use_values=False)
     np.testing.assert_allclose(model.confidence_, [2.5] * 4)
-    with pytest.raises(InputError, match="cannot be a confidence"):
+    with pytest.raises(InputError, match="negative"):
         WRMF(epochs=0).fit(sp.csr_matrix(np.array([[1.0, -2.0]])))
 
 
