@@ -47,6 +47,13 @@ def load_interactions(path: str, fmt: str = "auto", values: bool = False, requir
     if values and required and "value" not in df:
         raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
                          hint="drop --confidence, or give a file with a third column (count, hours, rating)")
+    if values and "value" in df:
+        bad = ~(df["value"].to_numpy() >= 0)  # negative or NaN: the models would refuse it without the file
+        if bad.any():
+            row = df[bad].iloc[0]
+            raise InputError(f"{int(bad.sum()):,} value(s) cannot be a confidence (negative or not finite), e.g. "
+                             f"{row['value']!r} for user {row['user']!r}, item {row['item']!r}", path=path,
+                             hint="values are counts, hours or ratings >= 0; drop those rows or use --confidence none")
     data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)
     data.has_values = values and "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
