@@ -35,6 +35,7 @@ setup(
             extension("mrec_warp._topk"),
             extension("mrec_warp.models._warp"),
             extension("mrec_warp.models._hybrid"),
+            extension("mrec_warp.models._slim"),
         ],
         compiler_directives={
             "language_level": 3,

@@ -24,15 +24,19 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
+    # item-similarity models (itemknn, slim, ease)
+    "neighbours": "neighbours", "similarity": "similarity", "shrink": "shrink", "l1": "l1", "l2": "l2",
+    "topk": "topk", "ease_dtype": "dtype", "max_items": "max_items", "memory_limit_mb": "memory_limit_mb",
 }
 
 
 def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
-    from ..models import Popularity, WARP
+    from ..models import EASE, SLIM, ItemKNN, Popularity, WARP
     from ..models.hybrid import HybridWARP
 
-    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP}
+    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP,
+            "itemknn": ItemKNN, "slim": SLIM, "ease": EASE}
 
 
 def load_interactions(path: str, fmt: str = "auto") -> Interactions:
@@ -67,8 +71,9 @@ Examples:
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default="warp", show_default=True,
-              type=click.Choice(["warp", "hybrid", "popularity"]),
-              help="Which model to train (hybrid: WARP with --item-features / --user-features).")
+              type=click.Choice(["warp", "hybrid", "popularity", "itemknn", "slim", "ease"]),
+              help="Which model to train (hybrid: WARP with --item-features / --user-features; "
+                   "itemknn, slim, ease: item-item models, see 'Which model for my data').")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -101,6 +106,16 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
+@click.option("--neighbours", type=click.IntRange(min=1), help="itemknn: similar items kept per item [100].")
+@click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [cosine].")
+@click.option("--shrink", type=click.FloatRange(min=0), help="itemknn: cosine shrinkage [0].")
+@click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [5].")
+@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [100]; ease: lambda [200].")
+@click.option("--topk", type=click.IntRange(min=1), help="slim: largest weights kept per item [200].")
+@click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float64].")
+@click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
+@click.option("--memory-limit-mb", type=click.FloatRange(min=1),
+              help="ease: most memory the fit may take [3/4 of the available memory].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=int, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
@@ -131,6 +146,10 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
             params[name] = None
     if "random_state" in model._param_names():
         params.update(random_state=seed, n_jobs=n_jobs)
+    elif "n_jobs" in model._param_names():  # item-item models: deterministic, no seed
+        params.update(n_jobs=n_jobs)
+        if "backend" in model._param_names():
+            params.update(backend=backend, scheduler=scheduler)
     try:
         model.set_params(**params)
     except ValueError as exc:

@@ -3,5 +3,8 @@ from .base import Recommender, load
 from .popularity import Popularity
 from .warp import WARP
 from .hybrid import HybridWARP
+from .itemknn import ItemKNN
+from .slim import SLIM
+from .ease import EASE
 
-__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "load"]
+__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "ItemKNN", "SLIM", "EASE", "load"]
