@@ -61,6 +61,8 @@ class ItemSimilarity(Recommender):
         """
         self._check_fitted()
         users = np.asarray(users, dtype=np.int64)
+        if len(users) and (users.min() < 0 or users.max() >= self.train_.shape[0]):
+            raise IndexError(f"user indices must be in [0, {self.train_.shape[0]})")
         hist = self.train_[users]
         scores = self._history_scores(hist)
         cold = np.diff(hist.indptr) == 0
@@ -120,6 +122,14 @@ class ItemSimilarity(Recommender):
         out_scores = np.vstack([f[2] for f in found])
         out_scores[out_items < 0] = 0.0
         return out_items, out_scores
+
+    def _neighbours(self, kind: str, rows, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Neighbours for the shared ``similar`` API: items by their learned weights; an
+        item-item model has no user vectors to compare."""
+        if kind != "item":
+            raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
+                             hint="similar users need a warp or hybrid model")
+        return self.similar_items(rows, k)
 
     # -- fold-in: a new user's history times the same weights -------------------------------
     def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "ItemSimilarity":

@@ -189,6 +189,9 @@ class Recommender:
 
         self._check_fitted()
         users = np.arange(self.n_users) if users is None else np.asarray(users, dtype=np.int64)
+        if len(users) and (users.min() < 0 or users.max() >= self.n_users):  # -1 would wrap round
+            raise InputError(f"user indices must be in [0, {self.n_users}), got {int(users.min())}..{int(users.max())}",
+                             hint="map ids with user_indices(ids)")
         items = np.empty((len(users), k), dtype=np.int64)
         scores = np.empty((len(users), k), dtype=np.float32)
         pos = 0
