@@ -32,11 +32,9 @@ _WARP_OPTIONS = {
 
 def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
-    from ..models import EASE, SLIM, ItemKNN, Popularity, WARP
-    from ..models.hybrid import HybridWARP
+    from ..models.families import model_classes as registry
 
-    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP,
-            "itemknn": ItemKNN, "slim": SLIM, "ease": EASE}
+    return registry()
 
 
 def load_interactions(path: str, fmt: str = "auto") -> Interactions:
@@ -47,6 +45,19 @@ def load_interactions(path: str, fmt: str = "auto") -> Interactions:
 def load_params(path: Optional[str]) -> Dict[str, Any]:
     if not path:
         return {}
+    params = _read_params_file(path)
+    return params.get("params", params)  # accept tune's output, which nests them
+
+
+def params_model(path: Optional[str]) -> Optional[str]:
+    """The model family a parameters file names (tune's output does), if any."""
+    model = _read_params_file(path).get("model") if path else None
+    if model is not None and model not in model_classes():
+        raise InputError(f"unknown model {model!r}", path=path, hint=f"one of {', '.join(model_classes())}")
+    return model
+
+
+def _read_params_file(path: str) -> Dict[str, Any]:
     try:
         params = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
@@ -54,7 +65,7 @@ def load_params(path: Optional[str]) -> Dict[str, Any]:
                          hint="expected an object such as {\"factors\": 64}") from None
     if not isinstance(params, dict):
         raise InputError("expected a JSON object of parameters", path=path, hint="e.g. {\"factors\": 64}")
-    return params.get("params", params)  # accept tune's output, which nests them
+    return params  # tune's output nests them under "params", beside "model"
 
 
 @click.command(epilog="""\b
@@ -70,10 +81,10 @@ Examples:
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
-@click.option("--model", "model_name", default="warp", show_default=True,
+@click.option("--model", "model_name", default=None,
               type=click.Choice(["warp", "hybrid", "popularity", "itemknn", "slim", "ease"]),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
-                   "itemknn, slim, ease: item-item models, see 'Which model for my data').")
+                   "itemknn, slim, ease: item-item models) [the one --params names, else warp].")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -136,6 +147,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     progress = make_progress(quiet, verbose)
     data = load_interactions(train, fmt)
     progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    model_name = model_name or params_model(params_file) or "warp"
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))

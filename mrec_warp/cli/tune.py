@@ -12,11 +12,19 @@ from ._common import friendly_errors, make_progress, quiet_option
 from ._parallel import parallel_options
 
 
-@click.command(short_help="Search WARP's hyper-parameters (trials in parallel).", epilog="""\b
+@click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
 Examples:
   mrec-warp tune split/train.tsv --random 16 --n-jobs 2 -o best.json
   mrec-warp tune split/train.tsv --grid grid.json -o best.json --backend dask
+  mrec-warp tune split/train.tsv --models warp,itemknn,slim,ease -o best.json
   mrec-warp train split/train.tsv --params best.json -o model.npz
+
+\b
+Each family's defaults are always a trial, so the best is never worse than them on
+validation; the vs_defaults column says by how much each trial differs from its
+family's defaults. With --models and no --grid/--random each family tries a small
+built-in grid; with --random N, N candidates per family are drawn around its defaults.
+A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}.
 
 \b
 A grid file is a JSON object of parameter -> list of values, e.g.
@@ -27,6 +35,8 @@ With --random N and --grid, N points are drawn from the grid's values; with --ra
 alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
+@click.option("--models", "models", default="warp", show_default=True, metavar="NAME[,NAME...]",
+              help="Model families to search: warp, itemknn, slim, ease.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -51,29 +61,32 @@ alone, from a default space.
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option
 @friendly_errors
-def tune(train, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
+def tune(train, models, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
          patience, fmt, seed, n_jobs, backend, scheduler, workdir, quiet, verbose):
-    """Fit WARP once per candidate on TRAIN and rank the candidates by validation precision@k.
+    """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
 
-    Every trial uses the same split and seed and early-stops on its own, so the table
-    compares parameters only; each trial is single-threaded and --n-jobs trials run at
-    once. The table (best first) goes to standard output.
+    Every trial uses the same split and seed (WARP trials early-stop on their own), so the
+    table compares families and parameters only; each trial is single-threaded and
+    --n-jobs trials run at once. The table (best first) and a line saying how far the best
+    is above the defaults go to standard output, also with --quiet.
     """
     from .. import tune as tuning
     from .train import load_interactions
 
-    if not grid_file and not n_random:
-        raise click.UsageError("give --grid FILE, --random N, or both")
+    families = [m.strip() for m in models.split(",") if m.strip()]
+    unknown = [m for m in families if m not in tuning.TUNABLE_FAMILIES]
+    if not families or unknown:
+        raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
+                                 f"{', '.join(tuning.TUNABLE_FAMILIES)}", param_hint="--models")
+    families = list(dict.fromkeys(families))
+    if not grid_file and not n_random and families == ["warp"]:
+        raise click.UsageError("give --grid FILE, --random N, or both (or --models to use built-in grids)")
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
     check_backend(backend, scheduler)
     progress = make_progress(quiet, verbose)
-    grid = tuning.read_grid(grid_file) if grid_file else None
-    if n_random:
-        space = {name: values for name, values in grid.items()} if grid else None
-        points = tuning.random_points(n_random, space, seed=seed)
-    else:
-        points = tuning.grid_points(grid)
+    grids = tuning.read_grid(grid_file, families) if grid_file else None
+    points = tuning.candidates(families, grids, n_random, seed=seed)
     data = load_interactions(train, fmt)
     validation = load_interactions(validation_file, fmt) if validation_file else None
     result = tuning.tune(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
@@ -88,7 +101,8 @@ def tune(train, grid_file, n_random, output, table_file, validation_file, valida
     if table_file:
         with atomic_write(table_file) as fh:
             result.table.to_csv(fh, sep="\t", index=False, lineterminator="\n")
+    click.echo(result.format_table(), nl=False)  # the command's result: shown even with --quiet
+    click.echo(result.summary())
     if not quiet:
-        click.echo(result.format_table(), nl=False)
         if output:
             click.echo(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)

@@ -45,7 +45,7 @@ class SLIM(ItemSimilarity):
         Dask scheduler address (with ``backend="dask"``).
     """
 
-    def __init__(self, l1: float = 1.0, l2: float = 30.0, topk: int = 200, max_iter: int = 100,
+    def __init__(self, l1: float = 5.0, l2: float = 100.0, topk: int = 200, max_iter: int = 100,
                  tol: float = 1e-4, n_jobs: int = 1, backend: str = "threads",
                  scheduler: Optional[str] = None) -> None:
         self.l1 = l1
