@@ -29,9 +29,23 @@ sweep moves no weight by more than ``tol`` times the largest.
 co-occurrence counts are integers, exact in float32 up to 2**24. The residual ``c`` and the
 weights are accumulated in float64 per item, so the answer does not drift with long sweeps.
 """
-from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport malloc, free
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free, qsort
+from libc.string cimport memcpy
 from libc.math cimport fabs
+
+
+cdef int _descending(const void* a, const void* b) noexcept nogil:
+    cdef uint64_t x = (<const uint64_t*> a)[0], y = (<const uint64_t*> b)[0]
+    return (x < y) - (x > y)
+
+
+cdef inline uint64_t _sort_key(float value, int32_t item) noexcept nogil:
+    """A key that sorts by a non-negative float32 value, then by item: the bits of a
+    non-negative float order as the float does."""
+    cdef uint32_t bits
+    memcpy(&bits, &value, 4)
+    return (<uint64_t> bits << 32) | <uint32_t> item
 
 
 cdef void _insert_topk(int32_t* top_idx, float* top_val, int64_t* n_top, int64_t topk,
@@ -200,6 +214,7 @@ def slim_block(
     cdef double* ga
     cdef double* ca
     cdef double* w0
+    cdef uint64_t* keys
     if topk < 1 or stop - start != out_idx.shape[0] or out_val.shape[0] != out_idx.shape[0] \
             or out_val.shape[1] != topk:
         raise ValueError("output arrays must be (stop - start, topk) with topk >= 1")
@@ -217,9 +232,10 @@ def slim_block(
         ca = <double*> malloc(n_items * sizeof(double))
         w0 = <double*> malloc(n_items * sizeof(double))
         ga = <double*> malloc(MAX_DENSE * MAX_DENSE * sizeof(double))
-        if pos == NULL or cand == NULL or act == NULL or apos == NULL or c == NULL or w == NULL \
+        keys = <uint64_t*> malloc(n_items * sizeof(uint64_t))
+        if keys == NULL or pos == NULL or cand == NULL or act == NULL or apos == NULL or c == NULL or w == NULL \
                 or ca == NULL or w0 == NULL or ga == NULL:
-            free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga)
+            free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
             with gil:
                 raise MemoryError()
         for k in range(n_items):
@@ -227,16 +243,25 @@ def slim_block(
             apos[k] = -1
         for j in range(start, stop):
             r = j - start
-            # candidates: items co-occurring with j more than l1 times (see the docstring)
+            # candidates: items co-occurring with j more than l1 times (see the docstring),
+            # strongest first: the first sweep's early coordinates then explain most of the
+            # column, and far fewer weak ones ever become (and pay for being) non-zero
             n_cand = 0
             for p in range(g_indptr[j], g_indptr[j + 1]):
                 k = g_indices[p]
                 if k != j and g_data[p] > l1:
-                    pos[k] = <int32_t> n_cand
-                    cand[n_cand] = <int32_t> k
-                    c[n_cand] = g_data[p]  # c = G[:, j] - G w with w = 0
-                    w[n_cand] = 0.0
+                    keys[n_cand] = _sort_key(g_data[p], <int32_t> k)
                     n_cand += 1
+            qsort(keys, n_cand, sizeof(uint64_t), _descending)
+            for q in range(n_cand):
+                k = <int32_t> (<uint32_t> keys[q])
+                pos[k] = <int32_t> q
+                cand[q] = <int32_t> k
+                w[q] = 0.0
+            for p in range(g_indptr[j], g_indptr[j + 1]):  # c = G[:, j] - G w with w = 0
+                q = pos[g_indices[p]]
+                if q >= 0:
+                    c[q] = g_data[p]
             for it in range(max_iter):
                 max_d = _full_sweep(g_indptr, g_indices, g_data, g_diag, cand, pos, c, w, n_cand, l1, l2, &max_w)
                 if max_d <= tol * max_w:
@@ -252,4 +277,4 @@ def slim_block(
                 out_val[r, q] = 0.0
             for q in range(n_cand):
                 pos[cand[q]] = -1
-        free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga)
+        free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
