@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,7 @@ def main():
     ap.add_argument("--big-worker", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    warnings.filterwarnings("ignore", message="Method expects CSR input")  # implicit, about its own conversion
     if args.big_worker:
         big_worker(args.big_worker, args.data, args.threads)
         return
