@@ -16,7 +16,7 @@ from .data.features import read_features  # noqa: E402
 from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
-from .models import WARP, HybridWARP, Popularity, Recommender, load  # noqa: E402
+from .models import EASE, SLIM, WARP, HybridWARP, ItemKNN, Popularity, Recommender, load  # noqa: E402
 from .recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
@@ -36,6 +36,9 @@ __all__ = [
     "WARP",
     "HybridWARP",
     "Popularity",
+    "ItemKNN",
+    "SLIM",
+    "EASE",
     "load",
     "write_recommendations",
     "evaluate_recommendations",
