@@ -226,3 +226,18 @@ def test_cli_trains_recommends_folds_in_and_lists_similar(tmp_path):
         assert res.stdout.startswith("it-1\tit-")
     res = runner.invoke(main, ["train", str(tsv), "-o", str(tmp_path / "y.npz"), "--model", "ease", "--neighbours", "3"])
     assert res.exit_code != 0 and "does not take that option" in res.output
+
+
+def test_recommend_on_processes_writes_the_same_file_as_on_threads(tmp_path):
+    from mrec_warp.data.interactions import Interactions
+    from mrec_warp.recommend import write_recommendations
+
+    train, _ = planted_low_rank(n_users=120, n_items=60, per_user=12, seed=4)
+    data = Interactions(train, [f"u{i}" for i in range(120)], [f"i{j}" for j in range(60)])
+    for model in (SLIM(l1=0.5, l2=10.0).fit(data), EASE(l2=20.0, max_items=50).fit(data)):
+        path = tmp_path / "model.npz"
+        model.save(path)
+        write_recommendations(model, tmp_path / "threads.tsv", k=5)
+        write_recommendations(model, tmp_path / "procs.tsv", k=5, backend="processes", n_jobs=2, part_size=50,
+                              model_file=path, workdir=tmp_path / "parts")
+        assert (tmp_path / "procs.tsv").read_bytes() == (tmp_path / "threads.tsv").read_bytes()

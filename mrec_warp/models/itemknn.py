@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..parallel import Backend
+from ..parallel import Backend, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, top_k_per_row
 
@@ -100,6 +100,9 @@ class ItemKNN(ItemSimilarity):
         VT = sp.csr_matrix(V.T)  # rows = items: a block's rows are a cheap slice
         # one block of float64 similarities (and its argpartition) within the budget
         block = int(max(1, min(n_items, self.memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
+        workers = effective_n_jobs(self.n_jobs)
+        if workers > 1:  # a few blocks per worker, so every worker has work to the end
+            block = max(1, min(block, -(-n_items // (4 * workers))))
         starts = list(range(0, n_items, block))
         shrink = float(self.shrink) if cosine else 0.0
 
