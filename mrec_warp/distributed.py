@@ -36,7 +36,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import scipy.sparse as sp
 
-from .data.io import PathLike, atomic_path, atomic_write
+from .data.io import PathLike, atomic_path, atomic_write, output_encoding
+from .data.npz import NpzArchive, check_csr, check_ids, read_arrays
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
@@ -85,17 +86,32 @@ def cached_model(path: PathLike):
     return _cached("model", path, load)
 
 
-def cached_npz(path: PathLike) -> Dict[str, np.ndarray]:
-    """All arrays of an ``.npz``, loaded once per process."""
-    return _cached("npz", path, _read_npz)
-
-
-def cached_exclusion(path: PathLike) -> _KernelExclusion:
-    """An exclusion matrix saved by :func:`recommend_in_parts`, in the top-k kernel's index
-    types, built once per process (not once per part)."""
+def cached_users(path: PathLike, n_users: int) -> np.ndarray:
+    """The user rows of a job saved by :func:`recommend_in_parts`, checked, loaded once per process."""
     def load(p):
-        z = _read_npz(p)
-        return _KernelExclusion(z["indptr"], z["indices"], int(z["shape"][0]))
+        users = _read_npz(p, {"users": ("iu", (None,))})["users"]
+        if len(users) and (users.min() < 0 or users.max() >= n_users):
+            raise _damaged(p, f"user row {users.max() if users.max() >= n_users else users.min()}"
+                              f" is outside 0..{n_users - 1}")
+        return users.astype(np.int64, copy=False)
+
+    return _cached("users", path, load)
+
+
+def cached_exclusion(path: PathLike, n_items: int) -> _KernelExclusion:
+    """An exclusion matrix saved by :func:`recommend_in_parts`, in the top-k kernel's index
+    types, checked against the model's ``n_items`` and built once per process (not once per part)."""
+    def load(p):
+        z = _read_npz(p, {"shape": ("iu", (2,)), "indptr": ("iu", (None,)), "indices": ("iu", (None,))})
+        n_rows, n_cols = (int(v) for v in z["shape"])
+        indptr = z["indptr"].astype(np.int64, copy=False)
+        try:
+            if n_cols != n_items:
+                raise ValueError(f"{n_cols} columns for a model of {n_items} items")
+            check_csr(indptr, z["indices"], (n_rows, n_cols), "exclusion matrix")
+        except ValueError as exc:
+            raise _damaged(p, str(exc)) from None
+        return _KernelExclusion(indptr, z["indices"].astype(np.int32, copy=False), n_rows)
 
     return _cached("exclusion", path, load)
 
@@ -236,36 +252,41 @@ def _part_name(i: int, fmt: str) -> str:
     return f"part-{i:05d}{_PART_SUFFIX[fmt]}"
 
 
-def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, users_file: Optional[str],
+def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, users_src,
                     exclude_src, k: int, fmt: str, block_size: Optional[int]) -> int:
-    """One unit: top-k for users ``[start, stop)`` of the job, written to its part file.
+    """One unit: top-k for the users at positions ``[start, stop)`` of the job, written to its part file.
 
     ``model_src`` is a fitted model (threads) or a model file path (other backends);
-    ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an ``.npz`` path of one.
-    Returns the number of rows written (0 if the part existed already).
+    ``users_src`` is ``None`` (all users, in order), the job's user array (threads) or an
+    ``.npz`` path of it; ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or an
+    ``.npz`` path of one, with rows by user index. Users are scored at their positions in
+    the job (:func:`~mrec_warp.recommend.grid_scores`), so parts give the same bits as one
+    stream. Returns the number of rows written (0 if the part existed already).
     """
-    from .recommend import block_to_frame, default_block_size, top_k_block
+    from .recommend import block_to_frame, default_block_size, text_format, top_k_block
 
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
         return 0
     maybe_inject_fault(workdir, part)
     model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
-    if users_file is None:
+    if users_src is None:
         users = np.arange(start, stop, dtype=np.int64)
+    elif isinstance(users_src, np.ndarray):
+        users = users_src[start:stop]
     else:
-        users = np.asarray(cached_npz(users_file)["users"][start:stop], dtype=np.int64)
+        users = cached_users(users_src, model.n_users)[start:stop]
     if isinstance(exclude_src, str) and exclude_src == "train":
         exclude = model.train_
     elif isinstance(exclude_src, (str, os.PathLike)):
-        exclude = cached_exclusion(exclude_src)
+        exclude = cached_exclusion(exclude_src, model.n_items)
     else:
         exclude = exclude_src
     if exclude is not None:
         exclude = _KernelExclusion.of(exclude)  # once per part, not once per block (no-op if cached)
     bs = block_size or default_block_size(model.n_items)
     n_rows = 0
-    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude))
+    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
               for s, e in chunk_ranges(len(users), bs))
     if fmt == "parquet":
         import pyarrow as pa
@@ -283,10 +304,10 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, u
                 if writer is not None:
                     writer.close()
         return n_rows
-    with atomic_write(path) as fh:
+    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
         for frame in frames:
-            frame.to_csv(fh, sep="\t" if fmt == "tsv" else ",", header=False, index=False,
-                         float_format="%.6g", lineterminator="\n")
+            frame.to_csv(fh, header=False, index=False, float_format="%.6g", lineterminator="\n",
+                         **text_format(fmt))
             n_rows += len(frame)
     return n_rows
 
@@ -433,18 +454,9 @@ def recommend_in_parts(
                                      shape=np.array(csr.shape, np.int64))
                 check_workdir_visible(be, wd.path, model_src)
             progress.log(f"running {len(todo)} parts on {be.describe()}")
-            tasks = []
-            for i in todo:
-                start, stop = ranges[i]
-                if be.is_local_memory and not all_users:
-                    # threads share memory: a part gets a view whose rows 0..m-1 are its users
-                    part_users = users[start:stop]
-                    part_excl = exclude_src if exclude_csr is None else exclude_csr[part_users]
-                    tasks.append((_SubsetModel(model, part_users), str(wd.path), i, 0, stop - start, None,
-                                  part_excl, k, fmt, block_size))
-                else:
-                    tasks.append((model_src, str(wd.path), i, start, stop, users_file, exclude_src, k, fmt,
-                                  block_size))
+            users_src: Any = users_file if users_file is not None else (None if all_users else users)
+            tasks = [(model_src, str(wd.path), i, *ranges[i], users_src, exclude_src, k, fmt, block_size)
+                     for i in todo]
             for _ in progress.iterate(be.map(_recommend_part, tasks, ordered=False), total=len(todo),
                                       desc="parts", unit="part"):
                 pass
@@ -455,25 +467,6 @@ def recommend_in_parts(
     if not keep_parts:
         wd.cleanup(names + extra)
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": len(ranges) - len(todo), "parts_run": len(todo)}
-
-
-class _SubsetModel:
-    """Threads only: a view of a model whose row indices ``0..m-1`` are the given users.
-
-    Lets a thread unit take an arbitrary user subset without the index file the process
-    and Dask units read.
-    """
-
-    def __init__(self, model, users: np.ndarray) -> None:
-        self._model = model
-        self._users = users
-        self.n_items = model.n_items
-        self.user_ids = model.user_ids[users]
-        self.item_ids = model.item_ids
-        self.train_ = model.train_[users]
-
-    def score_users(self, rows: np.ndarray) -> np.ndarray:
-        return self._model.score_users(self._users[rows])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,14 +488,29 @@ def _save_interactions(data, path: Path) -> None:
 
 
 def load_interactions_npz(path: PathLike):
-    """Interactions saved by the work-folder helpers, cached per process."""
+    """Interactions saved by the work-folder helpers (checked), cached per process."""
     from .data.interactions import Interactions
 
     def load(p):
-        with np.load(p, allow_pickle=False) as z:
-            csr = sp.csr_matrix((np.ones(len(z["indices"]), np.float32), z["indices"], z["indptr"]),
-                                shape=tuple(z["shape"]))
-            return Interactions(csr, z["user_ids"], z["item_ids"])
+        with NpzArchive(p, "a work-folder file", WORK_HINT) as z:
+            spec = {"shape": ("iu", (2,)), "user_ids": ("U", (None,)), "item_ids": ("U", (None,)),
+                    "indptr": ("iu", (None,)), "indices": ("iu", (None,))}
+            for key, (kinds, shape) in spec.items():
+                z.header(key, kinds, shape)
+            a = {key: z.read(key, kinds, shape) for key, (kinds, shape) in spec.items()}
+        shape = (len(a["user_ids"]), len(a["item_ids"]))
+        indptr = a["indptr"].astype(np.int64, copy=False)
+        try:
+            if tuple(int(v) for v in a["shape"]) != shape:
+                raise ValueError(f"shape {tuple(a['shape'])} does not match {shape[0]} users and {shape[1]} items")
+            check_ids(a["user_ids"], "user ids")
+            check_ids(a["item_ids"], "item ids")
+            check_csr(indptr, a["indices"], shape, "interactions")
+        except ValueError as exc:
+            raise _damaged(p, str(exc)) from None
+        csr = sp.csr_matrix((np.ones(len(a["indices"]), np.float32), a["indices"].astype(np.int32, copy=False),
+                             indptr), shape=shape)
+        return Interactions(csr, a["user_ids"], a["item_ids"])
 
     return _cached("interactions", path, load)
 
@@ -599,7 +607,8 @@ def fit_submodels(
         for info in be.map(_fit_submodel, tasks, ordered=False):
             if not info.get("skipped"):
                 progress.log(f"sub-model {info['index']}: {info['epochs']} epochs, {info['seconds']:.1f}s")
-    parts = [_read_npz(wd.file(n)) for n in names]
+    n_users, n_items = data.matrix.shape
+    parts = [_read_submodel(wd.file(n), n_users, n_items, d) for n, d in zip(names, sizes)]
     model = WARP(**{**params, "factors": total, "random_state": random_state})
     model._set_training_data(data)
     model._set_arrays({
@@ -618,9 +627,34 @@ def fit_submodels(
     return model
 
 
-def _read_npz(path: Path) -> Dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+#: How to repair a damaged work-folder file, appended to its error.
+WORK_HINT = "the work folder is damaged; delete it (or this file) and run the command again"
+
+
+def _damaged(path: PathLike, what: str) -> InputError:
+    return InputError(what, path=str(path), hint=WORK_HINT)
+
+
+def _read_npz(path: PathLike, spec: Dict[str, Tuple[str, Tuple]]) -> Dict[str, np.ndarray]:
+    """The arrays ``spec`` names (key -> (dtype kinds, shape)) of a work-folder ``.npz``,
+    sizes and types checked before decompression (:mod:`mrec_warp.data.npz`)."""
+    return read_arrays(path, spec, "a work-folder file", WORK_HINT)
+
+
+def _read_submodel(path: Path, n_users: int, n_items: int, factors: int) -> Dict[str, np.ndarray]:
+    """A sub-model part file, every array checked against the job (shapes, finite values)."""
+    from .data.npz import check_finite
+
+    z = _read_npz(path, {"user_factors": ("f", (n_users, factors)), "item_factors": ("f", (n_items, factors)),
+                         "item_bias": ("f", (n_items,)), "best_epoch": ("iu", ())})
+    try:
+        for key in ("user_factors", "item_factors", "item_bias"):
+            check_finite(z[key], key.replace("_", " "))
+        if int(z["best_epoch"]) < 0:
+            raise ValueError(f"best_epoch is {int(z['best_epoch'])}")
+    except ValueError as exc:
+        raise _damaged(path, str(exc)) from None
+    return z
 
 
 # ---------------------------------------------------------------------------------------------

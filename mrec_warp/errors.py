@@ -46,4 +46,5 @@ class InputError(ValueError):
 
 
 class TrainingDivergedError(InputError):
-    """Factors became NaN or infinite: the learning rate is too high for this data."""
+    """Factors became NaN or infinite, or grew by orders of magnitude: the learning rate is too
+    high for this data."""

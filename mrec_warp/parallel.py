@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 from .errors import InputError
@@ -82,6 +83,38 @@ def limit_blas(n_workers: int):
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return contextlib.nullcontext()
     return threadpool_limits(limits=blas_threads_per_worker(n_workers), user_api="blas")
+
+
+_ONE_THREAD_LOCK = threading.Lock()
+_ONE_THREAD_USERS = 0
+_ONE_THREAD_LIMITER: Any = None
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Context manager: BLAS runs on one thread in this process while any caller is inside.
+
+    OpenBLAS's result for a product depends on how many threads compute it, so scoring that
+    must give the same bits on every backend runs on one BLAS thread everywhere (parallelism
+    then comes from the workers). The limit is process-wide, so it is reference-counted:
+    concurrent callers (joblib threads, a Dask worker's threads) share it, and the first to
+    enter sets it and the last to leave restores what was there before.
+    """
+    global _ONE_THREAD_USERS, _ONE_THREAD_LIMITER
+    with _ONE_THREAD_LOCK:
+        if _ONE_THREAD_USERS == 0:
+            from threadpoolctl import threadpool_limits
+
+            _ONE_THREAD_LIMITER = threadpool_limits(limits=1, user_api="blas")
+        _ONE_THREAD_USERS += 1
+    try:
+        yield
+    finally:
+        with _ONE_THREAD_LOCK:
+            _ONE_THREAD_USERS -= 1
+            if _ONE_THREAD_USERS == 0:
+                _ONE_THREAD_LIMITER.restore_original_limits()
+                _ONE_THREAD_LIMITER = None
 
 
 def check_backend(backend: str, scheduler: Optional[str] = None) -> str:

@@ -43,6 +43,9 @@ def fitted(tmp_path_factory):
 
 
 def _set_worker_env(client, value):
+    # a worker killed by an earlier test may still be restarting: it must get the setting too
+    client.wait_for_workers(2, timeout=60)
+
     def setenv(name, v):
         if v is None:
             os.environ.pop(name, None)

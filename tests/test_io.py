@@ -205,7 +205,7 @@ def test_too_few_columns_in_a_file_without_ratings(tmp_path):
 
 
 def test_empty_id_names_the_line(tmp_path):
-    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 is empty"):
+    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 \(item\) is empty \(only spaces\)"):
         read_ratings(write(tmp_path, "e.tsv", "u1\ti1\t5\nu2\ti2\t3\nu3\t \t4\n"))
 
 
@@ -274,3 +274,193 @@ def test_atomic_outputs_get_the_usual_permissions(tmp_path):
     for name in ("a.tsv", "b.npz"):
         assert (tmp_path / name).stat().st_mode & 0o777 == mio._FILE_MODE
     assert mio._FILE_MODE & 0o044, "group/others can read outputs under a usual umask"
+
+
+# -- real-world files (issue 9): encodings, quoting, columns, whitespace, overflow ------------
+
+def write_bytes(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+GAME_LOG = (
+    "user-id,game-title,value,\n"
+    "151603712,The Elder Scrolls V Skyrim,273,1\n"
+    "151603712,Fallout 4,87,\n"
+    '151603712,"Warhammer 40,000 Dawn of War II",0.5,\n'
+)
+GAME_ROWS = [("151603712", "The Elder Scrolls V Skyrim", 273.0), ("151603712", "Fallout 4", 87.0),
+             ("151603712", "Warhammer 40,000 Dawn of War II", 0.5)]
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"sep": ","}, {"header": True}, {"format": "csv"},
+    {"columns": "user-id,game-title,value"}, {"columns": "0,1,2"},
+])
+def test_game_log_with_trailing_empty_column_reads(tmp_path, options):
+    df = read_ratings(write(tmp_path, "games.csv", GAME_LOG), **options)
+    assert as_rows(df) == GAME_ROWS
+
+
+def test_a_first_data_line_longer_than_the_header_is_named_not_shifted(tmp_path):
+    # the issue's file with the trailing commas removed: line 2 has 4 fields, the header 3
+    text = GAME_LOG.replace(",\n", "\n")
+    with pytest.raises(InputError) as info:
+        read_ratings(write(tmp_path, "games.csv", text))
+    assert "games.csv:2: expected 3 columns like the first line, found 4" in str(info.value)
+    assert "empty" not in str(info.value)
+
+
+def test_headerless_trailing_separator_is_not_a_column(tmp_path):
+    df = read_ratings(write(tmp_path, "t.csv", "1,10,4,\n2,20,5,\n"))
+    assert as_rows(df) == [("1", "10", 4.0), ("2", "20", 5.0)]
+
+
+def test_unused_columns_may_be_empty_or_missing(tmp_path):
+    text = "u\ti\tnote\tscore\nu1\ti1\t\t5\nu2\ti2\tgood\t3\n"
+    df = read_ratings(write(tmp_path, "n.tsv", text), columns="u,i,score")
+    assert as_rows(df) == [("u1", "i1", 5.0), ("u2", "i2", 3.0)]
+    short = read_ratings(write(tmp_path, "s.csv", "u1,i1,x\nu2,i2\n"), columns="0,1", header=False)
+    assert as_rows(short) == [("u1", "i1"), ("u2", "i2")]
+
+
+def test_utf8_ids_are_decoded_as_utf8(tmp_path):
+    data = "u1\tPokémon Gold\t5\nu2\t🎮 Zelda\t4\n".encode("utf-8")
+    df = read_ratings(write_bytes(tmp_path, "u.tsv", data))
+    assert df["item"].tolist() == ["Pokémon Gold", "🎮 Zelda"]
+    assert df.attrs["encoding"] == "utf-8"
+
+
+def test_a_byte_order_mark_is_dropped_and_the_header_still_found(tmp_path):
+    data = b"\xef\xbb\xbfuser,item,rating\r\nu1,i1,5\r\nu2,i2,4\r\n"
+    df = read_ratings(write_bytes(tmp_path, "bom.csv", data), columns="user,item,rating")
+    assert as_rows(df) == [("u1", "i1", 5.0), ("u2", "i2", 4.0)]
+    assert df.attrs["encoding"] == "utf-8-sig"
+    headerless = read_ratings(write_bytes(tmp_path, "bom2.tsv", b"\xef\xbb\xbfu1\ti1\nu2\ti2\n"))
+    assert headerless["user"].tolist() == ["u1", "u2"]
+
+
+def test_latin1_file_round_trips_byte_for_byte(tmp_path):
+    data = b"u1\tcaf\xe9\t5\nu\xfc2\tna\xefve\t4\n"
+    df = read_ratings(write_bytes(tmp_path, "l.tsv", data))
+    assert df.attrs["encoding"] == "latin-1"
+    assert df["item"].tolist() == ["café", "naïve"]
+    out = tmp_path / "out.tsv"
+    write_interactions(df, out)
+    assert out.read_bytes() == data
+
+
+def test_utf8_output_is_byte_identical(tmp_path):
+    data = 'u1\tPokémon Gold\t5\n007\tThe "Quoted" Game\t4\nu3\tUniverse Sandbox \t3\n'.encode("utf-8")
+    df = read_ratings(write_bytes(tmp_path, "u.tsv", data))
+    out = tmp_path / "out.tsv"
+    write_interactions(df, out)
+    assert out.read_bytes() == data  # no re-encoding, no added quotes, no stripped spaces
+
+
+def test_csv_quoting_follows_rfc4180(tmp_path):
+    text = 'u1,"The ""Quoted"" Game",5\nu2,"Papers, Please",4\nu3,plain "inner" quotes,3\nu4, "x",2\n'
+    df = read_ratings(write(tmp_path, "q.csv", text))
+    # a field is quoted only when it starts with a quote: ' "x"' is an id with a space and quotes
+    assert df["item"].tolist() == ['The "Quoted" Game', "Papers, Please", 'plain "inner" quotes', ' "x"']
+
+
+def test_a_quoted_line_break_in_an_id_is_refused_with_its_line(tmp_path):
+    text = 'u1,i1,5\nu2,"two\nlines",4\n'
+    with pytest.raises(InputError, match=r"q\.csv:2: item id 'two\\nlines' holds a tab or line break"):
+        read_ratings(write(tmp_path, "q.csv", text))
+
+
+def test_ids_are_never_stripped_or_merged(tmp_path):
+    text = "u1\tUniverse Sandbox\t1\nu1\tUniverse Sandbox \t2\n u1\t007\t3\n"
+    df = read_ratings(write(tmp_path, "w.tsv", text))
+    assert df["item"].tolist() == ["Universe Sandbox", "Universe Sandbox ", "007"]
+    assert df["user"].tolist() == ["u1", "u1", " u1"]
+
+
+@pytest.mark.parametrize("row, fragment", [
+    ("u3\ti3\t1e308\t300", "o.tsv:3: rating '1e+308' is too large"),
+    ("u3\ti3\t4\t1e30", "o.tsv:3: timestamp '1e+30' is too large"),
+])
+def test_values_that_cannot_be_represented_are_refused(tmp_path, row, fragment):
+    text = f"u1\ti1\t5\t100\nu2\ti2\t3\t200\n{row}\n"
+    with pytest.raises(InputError) as info:
+        read_ratings(write(tmp_path, "o.tsv", text))
+    assert fragment in str(info.value)
+
+
+def test_empty_id_error_does_not_blame_the_separator(tmp_path):
+    with pytest.raises(InputError) as info:
+        read_ratings(write(tmp_path, "e.csv", "u1,i1,5\n,i2,3\n"))
+    assert "e.csv:2: column 0 (user) is empty" in str(info.value)
+    assert "--sep" not in str(info.value)
+
+
+def test_write_interactions_refuses_nothing_quotes_nothing(tmp_path):
+    df = pd.DataFrame({"user": ["a b"], "item": ['x "y", z']})
+    out = tmp_path / "o.tsv"
+    write_interactions(df, out)
+    assert out.read_text(encoding="utf-8") == 'a b\tx "y", z\n'
+
+
+# -- id lists ------------------------------------------------------------------------------
+
+def test_id_list_takes_whole_lines(tmp_path):
+    from mrec_warp.data.idlist import read_id_list
+
+    data = "\ufeffjohn smith\r\nPapers, Please\n\n   \nu\t1\nspace \n".encode("utf-8")
+    ids = read_id_list(write_bytes(tmp_path, "ids.txt", data), "item")
+    assert ids == ["john smith", "Papers, Please", "u\t1", "space "]
+
+
+def test_id_list_repeats_are_kept_once_and_reported(tmp_path):
+    from mrec_warp.data.idlist import read_id_list
+
+    logged = []
+    path = write_bytes(tmp_path, "users.txt", b"u1\nu2\nu1\nu1\n")
+    assert read_id_list(path, unique=True, note=logged.append) == ["u1", "u2"]
+    assert len(logged) == 1 and "2 repeated user id(s) ignored" in logged[0] and "'u1'" in logged[0]
+
+
+# -- recommendation files given to evaluate ------------------------------------------------
+
+def test_recs_file_with_a_byte_order_mark_reads(tmp_path):
+    from mrec_warp.evaluation.metrics import read_recs
+
+    path = write_bytes(tmp_path, "recs.tsv", "\ufeffu1\tPokémon\t0.9\t1\nu1\ti2\t0.5\t2\n".encode("utf-8"))
+    recs = read_recs(path)
+    assert recs["user"].tolist() == ["u1", "u1"] and recs["item"].tolist() == ["Pokémon", "i2"]
+
+
+@pytest.mark.parametrize("rank", ["0", "-1", "1.5"])
+def test_recs_rank_below_one_is_refused_with_its_line(tmp_path, rank):
+    from mrec_warp.evaluation.metrics import read_recs
+
+    path = write(tmp_path, "recs.tsv", f"u1\ti1\t0.9\t1\nu1\ti2\t0.5\t{rank}\n")
+    with pytest.raises(InputError, match=r"recs\.tsv:2: rank .* is not a whole number >= 1"):
+        read_recs(path)
+
+
+def test_a_quoted_header_field_with_a_comma_names_one_column(tmp_path):
+    text = 'user,"title, full",hours\nu1,"Papers, Please",3\n'
+    df = read_ratings(write(tmp_path, "h.csv", text), columns="user,1,hours")  # names and positions mix
+    assert as_rows(df) == [("u1", "Papers, Please", 3.0)]
+
+
+def test_tsv_writers_refuse_an_id_with_a_tab_and_csv_quotes_it(tmp_path):
+    from mrec_warp import Interactions
+    from mrec_warp.models import Popularity
+    from mrec_warp.recommend import write_recommendations
+
+    df = pd.DataFrame({"user": ["u1", "u2", "u2"], "item": ["a\tb", "c, d", 'e "f"']})
+    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab or line break"):
+        write_interactions(df, tmp_path / "x.tsv")
+    assert not (tmp_path / "x.tsv").exists()
+    model = Popularity().fit(Interactions.from_dataframe(df))
+    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab"):
+        write_recommendations(model, tmp_path / "r.tsv", k=3, exclude=None)
+    write_recommendations(model, tmp_path / "r.csv", k=3, exclude=None)
+    text = (tmp_path / "r.csv").read_text(encoding="utf-8")
+    # RFC 4180: quote a field holding a comma or a quote, double its quotes; a tab needs nothing
+    assert "\nu1,a\tb,1,1\n" in text and '\nu1,"c, d",1,2\n' in text and '\nu1,"e ""f""",1,3\n' in text

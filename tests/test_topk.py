@@ -79,3 +79,63 @@ def test_long_rows_with_nans_match_reference(seed):
     ref = reference_topk(clean, exclude, rows, 4)
     for r in range(6):  # NaN entries map to -inf in the reference; never chosen while others remain
         assert items[r].tolist() == ref[r].tolist()
+
+
+def _blas_scorer(n_users=700, n_items=1500, factors=64, seed=3):
+    """A score function as the models have one: a float32 BLAS product of factor matrices."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n_users, factors)).astype(np.float32)
+    V = rng.standard_normal((n_items, factors)).astype(np.float32)
+    return (lambda rows: U[rows] @ V.T), n_users, n_items
+
+
+@pytest.mark.parametrize("block_size,n_jobs,backend", [
+    (1, 1, "threads"), (7, 2, "threads"), (50, 1, "threads"), (300, 2, "threads"), (97, 2, "processes"),
+])
+def test_a_users_scores_do_not_depend_on_how_users_are_cut(block_size, n_jobs, backend):
+    # OpenBLAS rounds a row differently with the call's shape, the row's place in it and the
+    # thread count (seen: 0.0667909 vs 0.0667908 between a part and a stream); every user must
+    # come out with the same bits however blocks, workers and backends cut the list.
+    fn, n_users, n_items = _blas_scorer()
+    if backend == "processes":
+        fn = _PicklableScorer()  # a lambda does not pickle to worker processes
+    users = np.random.default_rng(0).permutation(n_users)
+    ref = [b for b in iter_top_k(fn, n_items, users, 10)]
+    got = [b for b in iter_top_k(fn, n_items, users, 10, block_size=block_size, n_jobs=n_jobs, backend=backend)]
+    for name, i in (("users", 0), ("items", 1), ("scores", 2)):
+        np.testing.assert_array_equal(np.concatenate([b[i] for b in got]), np.concatenate([b[i] for b in ref]),
+                                      err_msg=name)
+
+
+class _PicklableScorer:
+    def __call__(self, rows):
+        return _blas_scorer()[0](rows)
+
+
+def test_grid_scores_match_for_any_cut_and_position():
+    from mrec_warp.recommend import SCORE_ROWS, grid_scores
+
+    fn, n_users, _ = _blas_scorer()
+    users = np.arange(n_users)
+    whole = grid_scores(fn, users, 0)
+    rng = np.random.default_rng(5)
+    cuts = np.unique(np.concatenate([[0, n_users], rng.integers(0, n_users, 12)]))
+    pieces = np.vstack([grid_scores(fn, users[a:b], a) for a, b in zip(cuts[:-1], cuts[1:])])
+    np.testing.assert_array_equal(pieces, whole)
+    assert whole.dtype == np.float32 and whole.shape == (n_users, 1500)
+    # the same user at another place in its call may round differently: the grid pins it
+    np.testing.assert_allclose(grid_scores(fn, users[SCORE_ROWS + 1:SCORE_ROWS + 2], 0)[0], whole[SCORE_ROWS + 1],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_scores_written_in_place_equal_the_copied_ones(planted):
+    from mrec_warp.models import WARP
+    from mrec_warp.recommend import SCORE_ROWS, grid_scores
+
+    train, _ = planted
+    model = WARP(factors=16, epochs=1, random_state=0).fit(train)
+    users = np.tile(np.arange(model.n_users), 2)  # > 3 calls, so several are written in place
+    direct = grid_scores(model.score_users, users, 3)  # takes out=
+    copied = grid_scores(lambda rows: model.score_users(rows), users, 3)
+    assert len(users) > 3 * SCORE_ROWS
+    np.testing.assert_array_equal(direct, copied)

@@ -130,12 +130,20 @@ def test_fitted_vectors_respect_the_norm_limits(planted):
     assert np.linalg.norm(free.user_factors, axis=1).max() > 0.5  # so the limit did something
 
 
-@pytest.mark.parametrize("value", [0, -1.0, float("nan")])
-def test_norm_limit_must_be_positive(planted, value):
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_norm_limit_must_not_be_negative(planted, value):
     from mrec_warp import InputError
 
     with pytest.raises(InputError, match="max_norm"):
         WARP(user_max_norm=value).fit(planted[0])
+
+
+def test_norm_limit_zero_means_no_limit_as_on_the_command_line(planted):
+    # the CLI documents --user-max-norm 0 as "no limit"; Python refused 0 until now
+    train = planted[0]
+    zero = WARP(factors=8, epochs=3, user_max_norm=0, random_state=0).fit(train)
+    none = WARP(factors=8, epochs=3, user_max_norm=None, random_state=0).fit(train)
+    np.testing.assert_array_equal(zero.user_factors, none.user_factors)
 
 
 @pytest.mark.parametrize("kos_k, moved", [(1, 0), (64, 2)])

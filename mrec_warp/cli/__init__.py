@@ -6,14 +6,30 @@ import importlib
 import click
 
 from .. import __version__
+from ._common import DEBUG_ENV, report_error
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "tune")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The command group; a last line of defence so that no command ends in a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
+            report_error(exc, ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="mrec-warp")
-def main() -> None:
+@click.option("--debug", is_flag=True,
+              help=f"Show the Python traceback behind an error (or set {DEBUG_ENV}=1).")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """Recommendations from implicit feedback with WARP matrix factorisation.
 
     A typical run goes ratings file -> prepare -> train -> recommend -> evaluate:
@@ -24,8 +40,11 @@ def main() -> None:
       mrec-warp recommend model.npz -o recs.tsv -k 20
       mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs recs.tsv
 
-    Run any command with --help for its options and an example.
+    Run any command with --help for its options and an example. Errors are one line on
+    standard error; exit status 2 means bad input or a fault you can fix (disk full,
+    read-only folder), 3 an unexpected error (add --debug before the command to see where).
     """
+    ctx.meta["mrec_warp.debug"] = debug
 
 
 for _name in _COMMANDS:

@@ -1,34 +1,151 @@
 """What every subcommand shares: error reporting, progress switches, parsing helpers."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import gzip
+import os
 import sys
-from typing import Callable, List
+import traceback
+import zlib
+from pathlib import Path
+from typing import Callable, List, Optional, Tuple
 
 import click
 
 from ..errors import InputError
 from ..progress import Progress
 
+#: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
+DEBUG_ENV = "MREC_WARP_DEBUG"
+#: Exit status of bad input or a fault of the environment (disk full, read-only folder...).
+EXIT_INPUT = 2
+#: Exit status of an unexpected exception: a bug, reported in one line like the others.
+EXIT_INTERNAL = 3
+#: Exit status when the reader of standard output went away, as a shell reports SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+_DEBUG_HINT = "run with --debug for the traceback"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+#: Parameters naming what a command writes (the others name what it reads).
+_OUTPUT_PARAMS = ("output", "outdir", "report_path", "json_path", "per_user_path", "plot_path", "table_file")
+
+
+def debug_enabled() -> bool:
+    """Whether ``--debug`` or ``MREC_WARP_DEBUG=1`` asks for tracebacks."""
+    if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return True
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get("mrec_warp.debug"))
+
+
+def _param_paths(ctx: Optional[click.Context], output: bool) -> List[str]:
+    """The command's output paths (``output``), or the existing files among its arguments."""
+    if ctx is None:
+        return []
+    found = []
+    for name, value in ctx.params.items():
+        if not isinstance(value, (str, os.PathLike)) or not str(value) or (name in _OUTPUT_PARAMS) != output:
+            continue
+        if output or Path(value).is_file():
+            found.append(str(value))
+    return found
+
+
+def _named(paths: List[str], fallback: str) -> str:
+    return ", ".join(paths) if paths else fallback
+
+
+def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Tuple[str, int]:
+    """The one line (without ``Error:``) and the exit status the CLI gives for ``exc``."""
+    if isinstance(exc, InputError):
+        return str(exc), EXIT_INPUT
+    if isinstance(exc, MemoryError):
+        return "out of memory (try a smaller --block-size or fewer --n-jobs)", 1
+    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+        gz = [p for p in _param_paths(ctx, output=False) if p.endswith(".gz")] or _param_paths(ctx, output=False)
+        return (f"{_named(gz, 'an input file')}: truncated or corrupt gzip file ({exc or type(exc).__name__}) "
+                "(check it with `gzip -t`, then re-create or download it again)"), EXIT_INPUT
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"{_named(_param_paths(ctx, output=False), 'an input file')}: bytes that are not valid "
+                f"{exc.encoding} text at byte {exc.start} (save the file as {exc.encoding})"), EXIT_INPUT
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return _describe_os_error(exc, ctx), EXIT_INPUT
+    what = " ".join(str(exc).split()) or "no message"
+    return f"unexpected {type(exc).__name__}: {what} ({_DEBUG_HINT})", EXIT_INTERNAL
+
+
+def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
+    outputs = _param_paths(ctx, output=True)
+    output = _owning_output(exc, outputs)
+    # a temporary name beside an output means nothing to the user: name the output itself
+    where = output or (str(exc.filename) if exc.filename is not None else _named(outputs, "standard output"))
+    reason = exc.strerror or os.strerror(exc.errno)
+    if exc.errno in _NO_SPACE:
+        return f"cannot write {where}: {reason} (free some space, or write elsewhere with -o)"
+    if exc.errno in _NOT_WRITABLE and (output or exc.filename is None):
+        return (f"cannot write {where}: {reason} "
+                "(choose a folder you can write to with -o, or change its permissions)")
+    if exc.filename is not None:
+        return f"{where}: {reason}"
+    return f"{type(exc).__name__}: {reason} ({_DEBUG_HINT})"  # e.g. a connection: no file to name
+
+
+def _owning_output(exc: OSError, outputs: List[str]) -> Optional[str]:
+    """The output ``exc`` happened on: the file itself, its folder, or its temporary twin."""
+    if exc.filename is None:
+        return _named(outputs, "") or None
+    name = Path(str(exc.filename)).absolute()
+    for out in outputs:
+        out_path = Path(out).absolute()
+        twin = name.parent == out_path.parent and name.name.startswith(f".{out_path.stem}.")
+        if name == out_path or out_path in name.parents or name in out_path.parents or twin:
+            return out
+    return None
+
+
+def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> None:
+    """Print ``exc`` as one line (after its traceback under ``--debug``) and exit."""
+    if isinstance(exc, BrokenPipeError) and exc.filename is None:
+        # the reader of our standard output stopped (``| head``): not an error worth a line;
+        # standard output goes to /dev/null so that the flush at exit cannot fail again
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)
+    message, status = describe_error(exc, ctx)
+    if debug_enabled():
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    click.echo(f"Error: {' '.join(message.split())}", err=True)
+    sys.exit(status)
+
 
 def friendly_errors(func: Callable) -> Callable:
-    """Turn :class:`InputError` (and a few obvious OS errors) into one line and exit 2."""
+    """Turn any exception of a command into one line on standard error and a non-zero exit.
+
+    :class:`InputError` and faults of the environment (a full disk, a read-only folder, a
+    truncated ``.gz`` input) exit with 2; anything else is unexpected and exits with 3,
+    pointing to ``--debug`` for the traceback. click's own errors pass through.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except InputError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(2)
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            click.echo(f"Error: {exc.filename}: {exc.strerror}", err=True)
-            sys.exit(2)
-        except MemoryError:
-            click.echo("Error: out of memory (try a smaller --block-size or fewer --n-jobs)", err=True)
-            sys.exit(1)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every error ends as one line
+            report_error(exc, click.get_current_context(silent=True))
 
     return wrapper
+
+
+def check_sep(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    """``--sep`` must name a delimiter: an empty one would split nothing."""
+    if value is not None and value == "":
+        raise click.BadParameter("an empty delimiter splits nothing; give e.g. ';', '\\t' or '\\s+'")
+    return value
 
 
 def quiet_option(func: Callable) -> Callable:

@@ -1,11 +1,42 @@
-"""The options every parallel command shares: --backend, --scheduler, --workdir."""
+"""The options every parallel command shares: --backend, --scheduler, --workdir, and the
+type of every command's --n-jobs."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 import click
 
-from ..parallel import BACKENDS
+from ..parallel import BACKENDS, cpu_count
+
+
+class NJobs(click.ParamType):
+    """``--n-jobs``: a positive number of workers, or joblib's negative counting from the
+    cores (``-1`` every core, ``-2`` all but one, down to ``-cores``), resolved here to the
+    real number so that logs and workers see it. 0 and values below ``-cores`` are errors.
+    """
+
+    name = "N"
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        else:
+            try:
+                n = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a whole number (a positive count, or -1 for every core)", param, ctx)
+        cores = cpu_count()
+        if n >= 1:
+            return n
+        if n == 0:
+            self.fail("0 workers would do nothing: give a positive count, or -1 for every core", param, ctx)
+        if n < -cores:
+            self.fail(f"{n} asks for all but {-n - 1} of the {cores} cores: give a positive count, "
+                      f"or -1..-{cores} (-1: every core)", param, ctx)
+        return cores + 1 + n
+
+
+N_JOBS = NJobs()
 
 
 def parallel_options(func: Optional[Callable] = None, *, workdir_help: Optional[str] = None):

@@ -12,6 +12,7 @@ from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available
 from ..evaluation.report import default_names, format_table, resolve_split, write_reports
 from ..distributed import evaluate_parallel
 from ..parallel import BACKENDS, check_backend
+from ._parallel import N_JOBS
 from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
 
 
@@ -101,7 +102,7 @@ Examples:
 @click.option("--items", "items_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Item ids (first column, e.g. an item feature file) that recommendations may name though "
                    "they are in neither --train nor --test: the new items of a cold-items split.")
-@click.option("--n-jobs", type=int, default=1, show_default=True,
+@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Score (split, recs file) pairs at once (-1: every core).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
               help="Where --n-jobs workers run: threads, processes, or a Dask cluster.")
@@ -139,7 +140,7 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     if items_file:
         from .recommend import read_id_list
 
-        catalog = read_id_list(items_file, "item")
+        catalog = read_id_list(items_file, "item", first_column=True)
     study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend, catalog=catalog,
                               n_jobs=n_jobs, scheduler=scheduler, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)

@@ -8,7 +8,7 @@ import click
 
 from ..data import split as splitting
 from ..data.io import FORMATS
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import check_sep, friendly_errors, make_progress, quiet_option
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -30,7 +30,7 @@ test rows whose item never appears in train are dropped. summary.json counts eac
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
-@click.option("--sep", help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
+@click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
 @click.option("--header/--no-header", default=None,
               help="Whether the first line names the columns [guessed from the first line].")
 @click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
@@ -100,4 +100,6 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
+           if s.get("encoding") == "latin-1" else "")
     )

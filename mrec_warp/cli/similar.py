@@ -1,13 +1,13 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
+import csv
+import io
 import sys
 
 import click
-import numpy as np
-import pandas as pd
 
-from ..data.io import atomic_write, check_readable
+from ..data.io import atomic_write, check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
 from ..models import load
 from ._common import friendly_errors
@@ -31,7 +31,7 @@ def similar(model_file, items, items_file, k, output):
     """
     check_readable(model_file, "model file")
     model = load(model_file)
-    if not hasattr(model, "similar_items"):
+    if getattr(model, "item_factors", None) is None:
         raise InputError(f"a {type(model).__name__} model has no item factors", path=model_file,
                          hint="train a warp model")
     if bool(items) == bool(items_file):
@@ -42,17 +42,21 @@ def similar(model_file, items, items_file, k, output):
         bad = ids[int((idx < 0).argmax())]
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None,
                          hint="use item ids present in the training data")
-    nbrs, sims = model.similar_items(idx, k=k)
-    valid = nbrs >= 0
-    rows = np.repeat(np.arange(len(idx)), k).reshape(nbrs.shape)[valid]
-    frame = pd.DataFrame({
-        "item": np.asarray(ids)[rows],
-        "similar_item": model.item_ids[nbrs[valid]],
-        "similarity": sims[valid],
-        "rank": np.tile(np.arange(1, k + 1), len(idx)).reshape(nbrs.shape)[valid],
-    })
+    frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
+    check_tsv_ids(frame["item"], frame["similar_item"], path=output)
+    # ids as they are (no quoting), in the encoding the training data came in
+    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
     if output:
-        with atomic_write(output) as fh:
-            frame.to_csv(fh, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        with atomic_write(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **tsv)
     else:
-        frame.to_csv(sys.stdout, sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n")
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:  # a text-only stream (tests): it has its own encoding
+            frame.to_csv(sys.stdout, **tsv)
+            return
+        sys.stdout.flush()
+        out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+        frame.to_csv(out, **tsv)
+        out.flush()
+        out.detach()

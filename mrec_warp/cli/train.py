@@ -8,12 +8,12 @@ from typing import Any, Dict, Optional
 import click
 
 from ..data.interactions import Interactions
-from ..data.io import read_ratings
+from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
-from ._parallel import parallel_options
+from ._parallel import N_JOBS, parallel_options
 
 # Options that map one-to-one onto WARP parameters: (option name, parameter name).
 _WARP_OPTIONS = {
@@ -39,7 +39,15 @@ def model_classes() -> Dict[str, Any]:
 
 def load_interactions(path: str, fmt: str = "auto") -> Interactions:
     df = read_ratings(path, format=fmt)
-    return Interactions.from_dataframe(df)
+    data = Interactions.from_dataframe(df)
+    data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
+    return data
+
+
+def _keep_encoding(model, data: Interactions) -> None:
+    """Record in the model that its ids came from a Latin-1 file: its outputs are then Latin-1 too."""
+    if output_encoding(getattr(data, "id_encoding", None)) != "utf-8":
+        model.id_encoding_ = output_encoding(data.id_encoding)
 
 
 def load_params(path: Optional[str]) -> Dict[str, Any]:
@@ -128,8 +136,8 @@ Examples:
 @click.option("--memory-limit-mb", type=click.FloatRange(min=1),
               help="ease: most memory the fit may take [3/4 of the available memory].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
-@click.option("--n-jobs", type=int, default=1, show_default=True,
-              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible).")
+@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
+              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
 @parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
 @click.option("--sub-models", "sub_models", type=click.IntRange(min=1),
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
@@ -176,6 +184,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         model = fit_submodels(data, model.get_params(), n_models=sub_models, random_state=seed, backend=backend,
                               n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts",
                               progress=progress)
+        _keep_encoding(model, data)
         model.save(output)
         if not quiet:
             click.echo(f"wrote {output}: warp model of {data.n_users} users x {data.n_items} items, "
@@ -199,6 +208,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
                              hint="add --model hybrid")
         fit_kwargs.update(user_features=user_table, item_features=item_table)
     model.fit(data, **fit_kwargs)
+    _keep_encoding(model, data)
     model.save(output)
     extra = f", {model.best_epoch_} epochs" if hasattr(model, "best_epoch_") else ""
     if not quiet:

@@ -9,7 +9,7 @@ from ..data.io import atomic_write
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import friendly_errors, make_progress, quiet_option
-from ._parallel import parallel_options
+from ._parallel import N_JOBS, parallel_options
 
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
@@ -56,7 +56,7 @@ alone, from a default space.
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the split, sampling and models.")
-@click.option("--n-jobs", type=int, default=1, show_default=True,
+@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Trials at once (-1: every core; with dask and no --scheduler: local workers).")
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option

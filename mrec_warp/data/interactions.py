@@ -1,6 +1,7 @@
 """Interactions: a users x items CSR matrix plus the maps to the user's own ids."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence
 
@@ -98,7 +99,11 @@ class Interactions:
         return self._item_index
 
     def user_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
-        """Map user ids to row indices; unknown ids raise (``strict``) or map to -1."""
+        """Map user ids to row indices; unknown ids raise (``strict``) or map to -1.
+
+        ``ids`` is one id (a str is always a single id) or a sequence; numbers are looked
+        up as their text.
+        """
         return _lookup(self.user_index, ids, "user", strict, source)
 
     def item_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
@@ -174,8 +179,16 @@ class Interactions:
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
 
 
+def _id_list(ids) -> list:
+    """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
+    characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6)."""
+    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
+        ids = [ids.item() if isinstance(ids, np.ndarray) else ids]
+    return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in ids]
+
+
 def _lookup(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
-    ids = [str(x) for x in ids]
+    ids = _id_list(ids)
     out = np.fromiter((index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
     if strict and (out < 0).any():
         bad = ids[int(np.flatnonzero(out < 0)[0])]

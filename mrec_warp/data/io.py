@@ -6,6 +6,7 @@ half-written file behind.
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import gzip
@@ -13,8 +14,9 @@ import io
 import os
 import re
 import tempfile
+import zlib
 from pathlib import Path
-from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -92,9 +94,6 @@ def check_readable(path: PathLike, what: str = "input file",
 
 
 # -- reading ---------------------------------------------------------------------------------
-# A UTF-8 byte-order mark as it looks once decoded as Latin-1 (files saved by Excel start with it).
-_BOM = "\u00ef\u00bb\u00bf"
-
 #: Header names that give a header away even when every column holds text ids.
 _HEADER_WORDS = frozenset(
     "user user_id userid uid item item_id itemid iid movie movie_id movieid product product_id "
@@ -103,13 +102,76 @@ _HEADER_WORDS = frozenset(
 
 _WHITESPACE = r"\s+"
 
+#: Largest magnitude of a rating / value: beyond it sums and float32 casts lose the number.
+MAX_ABS_VALUE = 1e15
+#: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
+MAX_ABS_TIMESTAMP = 2 ** 53
 
-def _open_text(path: Path) -> IO[str]:
-    # latin-1 never fails to decode, so odd bytes in MovieLens files cannot crash a reader;
-    # ids made of ASCII (the usual case) are unaffected.
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="latin-1", newline="")
-    return open(path, "r", encoding="latin-1", newline="")
+
+_BAD_ID_CHARS = re.compile(r"[\t\r\n]")
+
+
+class _GzipInput(gzip.GzipFile):
+    """A ``.gz`` input whose damage is an :class:`InputError` naming it, not a bare ``EOFError``."""
+
+    def _checked(self, read: Callable[[int], bytes], size: int) -> bytes:
+        try:
+            return read(size)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(f"truncated or corrupt gzip file ({exc})", path=str(self.name),
+                             hint="check it with `gzip -t`, then re-create or download it again") from exc
+
+    def read(self, size: int = -1) -> bytes:
+        return self._checked(super().read, size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._checked(super().read1, size)
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return _GzipInput(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def detect_encoding(path: PathLike) -> str:
+    """``"utf-8"``, ``"utf-8-sig"`` (UTF-8 starting with a byte-order mark) or ``"latin-1"``.
+
+    The whole file is checked (a stray byte may sit on the last line); only a file that is
+    not valid UTF-8 is read as Latin-1, where every byte is one character, so every byte
+    sequence reads and writing the text back as Latin-1 gives the same bytes.
+    """
+    p = Path(path)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with _open_binary(p) as fh:
+            head = fh.read(1 << 22)
+            bom = head.startswith(codecs.BOM_UTF8)
+            chunk = head
+            while chunk:
+                # ASCII is UTF-8: skip the decoder (10x slower) unless it holds a cut sequence
+                if not (chunk.isascii() and not decoder.getstate()[0]):
+                    decoder.decode(chunk)
+                chunk = fh.read(1 << 22)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "latin-1"
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"cannot read the file ({exc})", path=str(p),
+                         hint="the file is truncated or corrupt; re-create or re-download it") from None
+    return "utf-8-sig" if bom else "utf-8"
+
+
+def output_encoding(encoding: Optional[str]) -> str:
+    """The encoding outputs of an input read as ``encoding`` are written in.
+
+    UTF-8 input gives UTF-8 output (without a byte-order mark); a Latin-1 input gives
+    Latin-1 output, so every id comes back as the same bytes it went in as.
+    """
+    return "latin-1" if encoding == "latin-1" else "utf-8"
+
+
+def _open_text(path: Path, encoding: Optional[str] = None) -> IO[str]:
+    encoding = encoding or detect_encoding(path)
+    return io.TextIOWrapper(_open_binary(path), encoding=encoding, newline="")
 
 
 def _is_blank(line: str, sep: str) -> bool:
@@ -124,11 +186,52 @@ def _is_blank(line: str, sep: str) -> bool:
     return body.strip(" \t".replace(sep, "")) == ""
 
 
-def _data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None) -> Iterator[Tuple[int, str]]:
-    """Yield ``(1-based line number, text)`` of the non-blank lines after the first ``skip`` lines."""
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if lineno <= skip or _is_blank(line, sep):
+class _LineTap:
+    """Iterates over a text file's lines and remembers the ones taken since the last ``take()``."""
+
+    def __init__(self, fh: IO[str]) -> None:
+        self._fh, self._taken = fh, []
+
+    def __iter__(self) -> "_LineTap":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._fh)
+        self._taken.append(line)
+        return line
+
+    def take(self) -> List[str]:
+        taken, self._taken = self._taken, []
+        return taken
+
+
+def _data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
+                encoding: Optional[str] = None) -> Iterator[Tuple[int, str]]:
+    """Yield ``(1-based line number, text)`` of the records after the first ``skip`` lines.
+
+    Blank lines are left out. In a comma-separated file a record is a whole CSV row (a
+    quoted field may span lines) and its number is that of its first line.
+    """
+    with _open_text(path, encoding) as fh:
+        for _ in range(skip):
+            if not fh.readline():
+                return
+        if sep == ",":
+            tap, lineno = _LineTap(fh), skip + 1
+            for _row in csv.reader(tap, strict=False):
+                taken = tap.take()
+                start, lineno = lineno, lineno + len(taken)
+                text = "".join(taken)
+                if _is_blank(text, sep):
+                    continue
+                yield start, text.rstrip("\r\n")
+                if limit is not None:
+                    limit -= 1
+                    if limit <= 0:
+                        return
+            return
+        for lineno, line in enumerate(fh, start=skip + 1):
+            if _is_blank(line, sep):
                 continue
             yield lineno, line.rstrip("\r\n")
             if limit is not None:
@@ -137,19 +240,17 @@ def _data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None
                     return
 
 
-def _first_lines(path: Path, n: int = 2) -> List[Tuple[int, str]]:
-    """The first ``n`` non-blank lines (BOM removed), or an error for a file with none."""
-    lines = list(_data_lines(path, _WHITESPACE, limit=n))
+def _first_lines(path: Path, n: int = 2, encoding: Optional[str] = None) -> List[Tuple[int, str]]:
+    """The first ``n`` non-blank records, or an error for a file with none."""
+    lines = list(_data_lines(path, _WHITESPACE, limit=n, encoding=encoding))
     if not lines:
         raise InputError("file has no data lines", path=str(path), hint="expected one interaction per line")
-    lineno, text = lines[0]
-    lines[0] = (lineno, text[len(_BOM):] if text.startswith(_BOM) else text)
     return lines
 
 
-def _data_line(path: Path, row: int, sep: str, skip: int) -> Tuple[int, str]:
+def _data_line(path: Path, row: int, sep: str, skip: int, encoding: Optional[str] = None) -> Tuple[int, str]:
     """Line number and text of the ``row``-th (0-based) data row the parser saw."""
-    for i, (lineno, text) in enumerate(_data_lines(path, sep, skip)):
+    for i, (lineno, text) in enumerate(_data_lines(path, sep, skip, encoding=encoding)):
         if i == row:
             return lineno, text
     return -1, ""  # pragma: no cover - rows always come from the file
@@ -167,8 +268,16 @@ def detect_separator(line: str) -> str:
 
 
 def _split_fields(line: str, sep: str) -> List[str]:
-    fields = line.split() if sep == _WHITESPACE else line.split(sep)
-    return [f.strip().strip('"') for f in fields]
+    """The fields of one record exactly as the table parser sees them (ids are not stripped).
+
+    Commas follow RFC 4180 (a quoted field may hold commas, line breaks and doubled quotes);
+    every other separator takes quotes as ordinary characters.
+    """
+    if sep == _WHITESPACE:
+        return line.split()
+    if sep == ",":
+        return next(csv.reader([line], doublequote=True, strict=False), [""])
+    return line.split(sep)
 
 
 def _looks_numeric(token: str) -> bool:
@@ -186,13 +295,14 @@ def _guess_header(first: List[str], second: Optional[List[str]]) -> bool:
     (third field) gives a header away. With two columns of text ids the first line is a
     header only if it is text where the second line is numeric.
     """
+    first = [t.strip() for t in first]
     if any(t.lower() in _HEADER_WORDS for t in first):
         return True
     if len(first) > 2:
         return not _looks_numeric(first[2])
     if second is None:
         return False
-    return any(not _looks_numeric(a) and _looks_numeric(b) for a, b in zip(first, second))
+    return any(not _looks_numeric(a) and _looks_numeric(b.strip()) for a, b in zip(first, second))
 
 
 def _normalise_columns(columns: Optional[Union[str, Sequence]]) -> Optional[List[str]]:
@@ -204,12 +314,16 @@ def _normalise_columns(columns: Optional[Union[str, Sequence]]) -> Optional[List
     return [c for c in out if c] or None
 
 
+_ROLES = ("user", "item", "value", "timestamp")
+
+
 def _resolve_columns(
     columns: Optional[List[str]], header_names: Optional[List[str]], n_fields: int, path: Path
 ) -> List[int]:
     """Map the user's column choice (names or 0-based positions) onto field positions.
 
-    Without a choice the first 2-4 fields are user, item[, value[, timestamp]].
+    Without a choice the first 2-4 fields are user, item[, value[, timestamp]]; with a
+    header, a column without a name ends that list (a trailing separator is not a column).
     """
     if n_fields < 2:
         raise InputError(
@@ -217,23 +331,31 @@ def _resolve_columns(
             hint="check --sep / --format, e.g. --sep ';'",
         )
     if columns is None:
-        return list(range(min(4, n_fields)))
+        used = list(range(min(4, n_fields)))
+        if header_names is not None:
+            named = [i for i in used if header_names[i].strip()]
+            used = used[:next((k for k, i in enumerate(used) if i not in named), len(used))]
+            if len(used) < 2:
+                raise InputError("the header has no name for the user or item column", path=str(path), line=1,
+                                 hint="name the columns in the header or choose them with --columns 0,1")
+        return used
     if not 2 <= len(columns) <= 4:
         raise InputError(
             f"--columns takes 2 to 4 columns (user,item[,rating[,timestamp]]), got {len(columns)}",
             path=str(path), hint="e.g. --columns userId,movieId,rating,timestamp",
         )
+    stripped = [h.strip() for h in header_names] if header_names is not None else None
     chosen = []
     for c in columns:
-        if c.isdigit():
+        if stripped is not None and c in stripped:  # a header name wins over a position
+            pos = stripped.index(c)
+        elif c.isdigit():
             pos = int(c)
             if pos >= n_fields:
                 raise InputError(
                     f"column {pos} is out of range: lines have {n_fields} columns (positions 0-{n_fields - 1})",
                     path=str(path), hint="positions are 0-based",
                 )
-        elif header_names is not None and c in header_names:
-            pos = header_names.index(c)
         else:
             known = ", ".join(header_names) if header_names else "none (file has no header)"
             raise InputError(
@@ -265,85 +387,130 @@ class _ReplacingReader:
         return self
 
 
-def _parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = ()) -> pd.DataFrame:
-    """Every field of every data row; a line with extra fields is an error.
+def _parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = (),
+                 encoding: Optional[str] = None) -> pd.DataFrame:
+    """The fields of every data row, one column per field position.
 
     Fields at the ``numeric`` positions are parsed as float64 (a ``ValueError`` when one is
     not a number, which the caller answers by re-reading as strings to find the line); all
-    others are strings.
+    others are strings, exactly as in the file. A line with more fields than ``n_fields`` is
+    an error, except the first one read, which pandas silently cuts short: the caller checks
+    that one itself. A shorter line has its missing fields empty.
     """
+    encoding = encoding or detect_encoding(path)
     text_sep, fh = sep, None
     source: Union[Path, _ReplacingReader] = path
     if sep == "::":
-        fh = _open_text(path)
+        fh = _open_text(path, encoding)
         source, text_sep = _ReplacingReader(fh, "::", "\t"), "\t"
+    # No usecols: with it pandas silently drops extra fields, and a line with an unquoted
+    # separator in an id must be reported, not read with its columns shifted.
+    names = list(range(n_fields))
     try:
-        # No usecols: with it pandas silently drops extra fields, and a wrong column count
-        # must be reported. Strings first, so bad values can be reported with their line.
         return pd.read_csv(
-            source, sep=text_sep, header=None, skiprows=skip,
-            dtype={i: (np.float64 if i in numeric else str) for i in range(n_fields)},
-            names=list(range(n_fields)), encoding="latin-1", engine="c",
+            source, sep=text_sep, header=None, skiprows=skip, names=names,
+            dtype={i: (np.float64 if i in numeric else str) for i in names},
+            encoding=encoding, engine="c", index_col=False,
             skip_blank_lines=True, keep_default_na=False, na_values=[],
-            quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL,
+            # RFC 4180 quoting for commas only: in a TSV a quote is part of the id
+            quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL, doublequote=True,
         )
     except pd.errors.ParserError as exc:
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if not m:
-            raise InputError(f"cannot parse: {exc}", path=str(path), hint="check --sep / --format") from None
+            raise InputError(f"cannot parse: {exc}", path=str(path),
+                             hint="check --sep / --format" + (" and that quotes are balanced" if sep == "," else "")) from None
         raise InputError(
-            f"expected {n_fields} columns like the first line, found {m.group(2)}", path=str(path),
-            line=int(m.group(1)), hint="every line needs the same columns; check --sep",
+            f"expected {n_fields} columns like the first line, found {m.group(2)}",
+            path=str(path), line=int(m.group(1)), hint=_columns_hint(sep),
         ) from None
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"cannot read the file ({exc})", path=str(path),
+                         hint="the file is truncated or corrupt; re-create or re-download it") from None
     finally:
         if fh is not None:
             fh.close()
 
 
-def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int) -> None:
-    """Reject rows with a missing field (a short line) or an empty user / item / rating.
+def _columns_hint(sep: str) -> str:
+    if sep == ",":
+        return 'every line needs the same columns; quote a field that holds a comma ("a, b")'
+    return "every line needs the same columns; check --sep"
 
-    Text columns it checks are left stripped of surrounding spaces, in place.
+
+def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
+                  encoding: str) -> None:
+    """Reject an empty user / item / value / timestamp (or a line too short to have one).
+
+    Only the columns in use are checked: an unused column may be empty or missing. Ids are
+    left exactly as they are, spaces included; an id holding a tab or a line break (possible
+    only inside a quoted CSV field) is refused, since no TSV output could hold it.
     """
-    # pandas fills the fields of a short line with "", so the last field catches those.
-    for pos in sorted(set(used) | {n_fields - 1}):
+    for role, pos in zip(_ROLES, used):
         if raw[pos].dtype == np.float64:  # numbers, checked finite by _read_fast
             continue
-        raw[pos] = raw[pos].str.strip()
-        empty = (raw[pos] == "").to_numpy()
-        if not empty.any():
-            continue
-        lineno, text = _data_line(path, int(np.flatnonzero(empty)[0]), sep, skip)
-        found = len(_split_fields(text, sep))
-        if found < n_fields:
-            msg = f"expected {n_fields} columns like the first line, found {found}"
-        else:
-            msg = f"column {pos} is empty"
-        raise InputError(msg, path=str(path), line=lineno, hint="every line needs the same columns; check --sep")
+        col = raw[pos]
+        empty = (col.str.strip() == "").to_numpy()  # checked stripped, kept as they are
+        if empty.any():
+            row = int(np.flatnonzero(empty)[0])
+            lineno, text = _data_line(path, row, sep, skip, encoding)
+            found = len(_split_fields(text, sep))
+            if found <= pos:
+                raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
+                                 line=lineno, hint=_columns_hint(sep))
+            raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
+                             path=str(path), line=lineno,
+                             hint=f"fill in the {role} or remove the line")
+        if role in ("user", "item") and sep == ",":
+            bad = col.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy()
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise InputError(
+                    f"{role} id {col.iloc[row]!r} holds a tab or line break, which TSV outputs cannot hold",
+                    path=str(path), line=_data_line(path, row, sep, skip, encoding)[0],
+                    hint="remove tabs and line breaks from ids",
+                )
 
 
-def _parse_values(values: pd.Series, path: Path, sep: str, skip: int) -> np.ndarray:
-    if values.dtype == np.float64:  # already parsed and checked by _read_fast
-        return values.to_numpy()
-    parsed = pd.to_numeric(values.str.strip(), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~np.isfinite(parsed)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"rating {values.iloc[row]!r} is not a finite number", path=str(path),
-            line=_data_line(path, row, sep, skip)[0],
-            hint="the rating column must be numeric; use --columns to choose columns",
-        )
+def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
+                encoding: str, hint: str) -> None:
+    raise InputError(f"{kind} {text!r} {why}", path=str(path),
+                     line=_data_line(path, row, sep, skip, encoding)[0], hint=hint)
+
+
+def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+    hint = "the rating column must be numeric; use --columns to choose columns"
+    if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        parsed, text = values.to_numpy(), values
+    else:
+        text = values.str.strip()
+        parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(parsed)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
+    big = np.abs(parsed) > MAX_ABS_VALUE
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
+                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
     return parsed
 
 
-def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int) -> np.ndarray:
+def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
     """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
-    if stamps.dtype == np.float64:  # already parsed and checked by _read_fast
-        return stamps.to_numpy().astype(np.int64)
-    text = stamps.str.strip()
-    numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    is_number = np.isfinite(numeric)
+    if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        numeric = stamps.to_numpy()
+        is_number = np.ones(len(numeric), dtype=bool)
+    else:
+        text = stamps.str.strip()
+        numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        is_number = np.isfinite(numeric)
+    big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
+                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
     if is_number.all():
         return numeric.astype(np.int64)
     try:
@@ -353,11 +520,8 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int) -> np.
     bad = parsed.isna().to_numpy() & ~is_number
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"timestamp {stamps.iloc[row]!r} is neither a number nor a date", path=str(path),
-            line=_data_line(path, row, sep, skip)[0],
-            hint="use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column",
-        )
+        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
+                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
     seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
     return np.where(is_number, numeric, seconds).astype(np.int64)
 
@@ -371,19 +535,22 @@ def read_ratings(
 ) -> pd.DataFrame:
     """Read a delimited ratings file into the canonical table.
 
-    Blank lines are skipped; every other line must have as many fields as the first one.
-    Any problem (a short or long line, an empty id, a rating that is not a finite number,
-    a bad timestamp) raises :class:`~mrec_warp.errors.InputError` naming the file and line.
+    Blank lines are skipped. Any problem (a line with more fields than the first, a missing
+    or empty id, a rating that is not a finite number or is too large, a bad timestamp)
+    raises :class:`~mrec_warp.errors.InputError` naming the file and line.
 
     Parameters
     ----------
     path : path-like
-        Text file, optionally gzip-compressed (``.gz``). Decoded as Latin-1, so any byte
-        sequence reads (ASCII and UTF-8 ids come through unchanged as byte strings).
+        Text file, optionally gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
+        dropped) or, when it is not valid UTF-8, Latin-1. The encoding used is in
+        ``result.attrs["encoding"]``.
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
         1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
-        ``::``, then tab, then comma, then runs of whitespace.
+        ``::``, then tab, then comma, then runs of whitespace. Comma-separated files follow
+        RFC 4180 (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); with any other
+        delimiter quotes are ordinary characters of the id.
     sep : str, optional
         Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
     header : bool, optional
@@ -393,23 +560,31 @@ def read_ratings(
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
         position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. By default the
-        first four fields, in that order.
+        first four fields, in that order (with a header, up to the first unnamed column).
+        Only these columns must be present and non-empty; others may be empty or missing.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``user`` and ``item`` (str, surrounding spaces stripped) and, when present,
-        ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per data line.
+        Columns ``user`` and ``item`` (str, exactly as in the file: spaces are kept) and,
+        when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
+        data line.
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
     p = check_readable(path)
-    lines = _first_lines(p)
+    encoding = detect_encoding(p)
+    lines = _first_lines(p, encoding=encoding)
     first_lineno, first = lines[0]
     if sep is None:
         sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first)
     if sep in ("\\t", "tab"):  # what people type on a command line
         sep = "\t"
+    if sep == "":
+        raise InputError("--sep is empty", path=str(p), hint=r"give a delimiter, e.g. --sep ',' or --sep '\t'")
+    if sep == ",":  # a quoted field may hold a line break: take whole CSV records
+        lines = list(_data_lines(p, sep, limit=2, encoding=encoding))
+        first_lineno, first = lines[0]
     chosen = _normalise_columns(columns)
     if format == "movielens":
         header = False
@@ -429,34 +604,44 @@ def read_ratings(
 
     # Data starts after the header line (and any blank lines before it).
     skip = first_lineno if header else 0
-    raw = _read_fast(p, sep, skip, n_fields, used)
+    if header and len(lines) > 1 and len(_split_fields(lines[1][1], sep)) > n_fields:
+        # pandas would cut the first data line down to the header's width without a word
+        raise InputError(f"expected {n_fields} columns like the first line, found "
+                         f"{len(_split_fields(lines[1][1], sep))}", path=str(p), line=lines[1][0],
+                         hint=_columns_hint(sep))
+    raw = _read_fast(p, sep, skip, n_fields, used, encoding)
     if raw is None:  # some field is bad: read everything as text to say which line
-        raw = _parse_table(p, sep, skip, n_fields)
+        raw = _parse_table(p, sep, skip, n_fields, encoding=encoding)
     if len(raw) == 0:
         raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
-    if not header and str(raw.iat[0, 0]).startswith(_BOM):
-        raw.iat[0, 0] = str(raw.iat[0, 0])[len(_BOM):]
-    _check_fields(raw, used, n_fields, p, sep, skip)
+    if columns is None and not header:
+        # a trailing separator on every line (or an unused empty tail) is not a column
+        while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
+            used = used[:-1]
+    _check_fields(raw, used, n_fields, p, sep, skip, encoding)
 
-    out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})  # stripped above
+    out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
-        out["value"] = _parse_values(raw[used[2]], p, sep, skip)
+        out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
     if len(used) > 3:
-        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip)
+        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
+    out.attrs["encoding"] = encoding
     return out
 
 
-def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int]) -> Optional[pd.DataFrame]:
+def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],
+               encoding: str) -> Optional[pd.DataFrame]:
     """Parse ratings and timestamps as numbers straight away (4x faster than text + convert).
 
-    Returns ``None`` when any of them is not a finite number (or a timestamp is a date), so
-    the caller falls back to the text path, which finds the line or converts the dates.
+    Returns ``None`` when any of them is not a finite number (or a timestamp is a date, or a
+    field is missing), so the caller falls back to the text path, which finds the line or
+    converts the dates.
     """
     numeric = used[2:]
     if not numeric:
-        return _parse_table(path, sep, skip, n_fields)
+        return _parse_table(path, sep, skip, n_fields, encoding=encoding)
     try:
-        raw = _parse_table(path, sep, skip, n_fields, numeric)
+        raw = _parse_table(path, sep, skip, n_fields, numeric, encoding=encoding)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise
@@ -469,14 +654,51 @@ def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int]) 
 
 # -- writing ---------------------------------------------------------------------------------
 
-def write_interactions(df: pd.DataFrame, path: PathLike) -> None:
-    """Write the canonical table as headerless TSV (what every reader's default expects)."""
+def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
+    """Write the canonical table as headerless TSV (what every reader's default expects).
+
+    Ids are written exactly as they are (no quoting). ``encoding`` defaults to the one the
+    table was read in (``df.attrs["encoding"]``, see :func:`output_encoding`), so a Latin-1
+    input gives Latin-1 output with the same bytes; otherwise UTF-8.
+    """
     cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
     frame = df[cols].copy()
     if "value" in frame:
         # integral ratings print as "4", not "4.0", so files stay byte-identical to the input's style
         v = frame["value"].to_numpy()
-        if np.all(np.isfinite(v)) and np.all(v == np.round(v)):
+        if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame["value"] = v.astype(np.int64)
-    with atomic_write(path) as fh:
-        frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n")
+    try:
+        with atomic_write(path, encoding=output_encoding(encoding or df.attrs.get("encoding"))) as fh:
+            frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
+                         quoting=csv.QUOTE_NONE, escapechar=None)
+    except csv.Error:
+        # an id with a tab or a line break (the reader refuses those; a table built in Python
+        # may hold one): checked only now, as a check of every row up front costs seconds
+        check_tsv_ids(df["user"], df["item"], path=path)
+        raise
+
+
+# -- ids a TSV cannot hold --------------------------------------------------------------
+
+def has_tsv_unsafe(ids) -> Optional[str]:
+    """The first id holding a tab or a line break (which no TSV output can hold), or ``None``."""
+    if isinstance(ids, np.ndarray) and ids.dtype.kind == "U":  # a model's ids: numpy is fastest
+        for ch in ("\t", "\n", "\r"):
+            hit = np.char.find(ids, ch) >= 0
+            if hit.any():
+                return str(ids[int(np.flatnonzero(hit)[0])])
+        return None
+    text = pd.Series(ids).astype(str)
+    hit = text.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy(dtype=bool)
+    return str(text.iloc[int(np.flatnonzero(hit)[0])]) if hit.any() else None
+
+
+def check_tsv_ids(*id_arrays, path: Optional[PathLike] = None) -> None:
+    """Refuse to write TSV when an id holds a tab or line break (it would not read back)."""
+    for ids in id_arrays:
+        bad = has_tsv_unsafe(ids)
+        if bad is not None:
+            raise InputError(f"id {bad!r} holds a tab or line break, which a TSV file cannot hold",
+                             path=None if path is None else str(path),
+                             hint="write CSV or Parquet instead (-o out.csv), or remove tabs and line breaks from ids")

@@ -473,7 +473,8 @@ def prepare(
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
                              path=str(input), hint="drop --features, or keep MovieLens' u.item/u.user beside u.data")
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
-    progress.log(f"read {len(df):,} rows from {input}")
+    encoding = df.attrs.get("encoding", "utf-8")
+    progress.log(f"read {len(df):,} rows from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     outdir = Path(outdir)
     reading = {"format": format, "sep": sep, "header": header,
                "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
@@ -484,11 +485,11 @@ def prepare(
     )
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
-        summary = {"input": str(input), **summary}
+        summary = {"input": str(input), "encoding": encoding, **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
         if side:
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
-        _write_split(folder, train, test, summary)
+        _write_split(folder, train, test, summary, encoding)
         progress.log(
             f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
             f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
@@ -506,17 +507,27 @@ def _as_list(columns: Union[str, Sequence]) -> List:
     return columns.split(",") if isinstance(columns, str) else list(columns)
 
 
-def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any]) -> None:
+#: How the log names the encoding a ratings file was read in.
+_ENCODING_NOTE = {
+    "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a byte-order mark",
+    "latin-1": "not valid UTF-8: read as Latin-1, outputs written in Latin-1 too",
+}
+
+
+def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                 encoding: str = "utf-8") -> None:
     """Write the three files to temporary names; rename them into place only if all succeed.
 
-    Renamed train, test, then summary: a summary.json says its folder is complete.
+    Renamed train, test, then summary: a summary.json says its folder is complete. Train
+    and test are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
     """
     with contextlib.ExitStack() as stack:
         # entered in reverse: the stack renames the last entered first
         summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
         test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
         train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
-        write_interactions(train, train_tmp)
-        write_interactions(test, test_tmp)
+        for table, tmp in ((train, train_tmp), (test, test_tmp)):
+            table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
+            write_interactions(table, tmp)
         with open(summary_tmp, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(json.dumps(summary, indent=2) + "\n")

@@ -79,12 +79,12 @@ def read_recs(path: PathLike) -> pd.DataFrame:
     return _clean_recs(raw, lines, str(p))
 
 
-def _recs_layout(p: Path, sep: str) -> Tuple[List[str], int]:
+def _recs_layout(p: Path, sep: str, encoding: str) -> Tuple[List[str], int]:
     """Column names and the number of lines before the data (a header, blank lines)."""
-    from ..data.io import _BOM, _data_lines, _split_fields
+    from ..data.io import _data_lines, _split_fields
 
-    for lineno, line in _data_lines(p, sep, limit=1):
-        fields = [f.lower() for f in _split_fields(line[len(_BOM):] if line.startswith(_BOM) else line, sep)]
+    for lineno, line in _data_lines(p, sep, limit=1, encoding=encoding):  # a byte-order mark is dropped
+        fields = [f.lower() for f in _split_fields(line, sep)]
         if fields[:2] == ["user", "item"]:
             return [f or f"col{i}" for i, f in enumerate(fields)], lineno
         if len(fields) > len(RECS_COLUMNS):
@@ -97,11 +97,14 @@ def _recs_layout(p: Path, sep: str) -> Tuple[List[str], int]:
 
 
 def _read_recs_text(p: Path, sep: str) -> Tuple[pd.DataFrame, np.ndarray]:
-    names, skip = _recs_layout(p, sep)
+    from ..data.io import detect_encoding
+
+    encoding = detect_encoding(p)  # UTF-8 (with or without a byte-order mark), else Latin-1
+    names, skip = _recs_layout(p, sep, encoding)
     numeric = [c for c in ("score", "rank") if c in names]
     options = dict(
         sep=sep, header=None, names=names, skiprows=skip, keep_default_na=False,
-        na_values={c: [""] for c in numeric}, index_col=False, engine="c", encoding="latin-1",
+        na_values={c: [""] for c in numeric}, index_col=False, engine="c", encoding=encoding,
         # blank lines are kept (as empty rows) so that row i is file line skip + i + 1
         skip_blank_lines=False, quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
     )
@@ -156,10 +159,11 @@ def _clean_recs(raw: pd.DataFrame, lines: np.ndarray, source: str) -> pd.DataFra
     if len(raw) == 0:
         raise InputError("recommendations file has no data lines", path=source)
     # ids stay a pandas string column: converting millions of them to numpy objects is slow
-    out = pd.DataFrame({name: _as_str(raw[name].fillna("")).str.strip() for name in ("user", "item")})
+    # ids exactly as written: 'a ' and 'a' are two ids, as in the ratings reader
+    out = pd.DataFrame({name: _as_str(raw[name].fillna("")) for name in ("user", "item")})
     out.index = pd.RangeIndex(len(out))
     for name in ("user", "item"):
-        empty = (out[name] == "").to_numpy()
+        empty = (out[name].str.strip() == "").to_numpy()
         if empty.any():
             raise InputError(f"missing {name} id", path=source, line=int(lines[np.flatnonzero(empty)[0]]),
                              hint="every line needs user<TAB>item<TAB>score<TAB>rank")
@@ -188,6 +192,13 @@ def _numeric_column(column: pd.Series, name: str, lines: np.ndarray, source: str
         row = int(np.flatnonzero(bad)[0])
         what = f"missing {name}" if missing[row] else f"{name} {text.iloc[row]!r} is not a number"
         raise InputError(what, path=source, line=int(lines[row]), hint="expected user<TAB>item<TAB>score<TAB>rank")
+    if name == "rank":
+        with np.errstate(invalid="ignore"):
+            wrong = ~np.isnan(values) & ((values < 1) | (values != np.floor(values)))
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            raise InputError(f"rank {values[row]:g} is not a whole number >= 1", path=source, line=int(lines[row]),
+                             hint="ranks count from 1 (the best item) in each user's list")
     return values
 
 

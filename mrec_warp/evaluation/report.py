@@ -31,6 +31,7 @@ from ..data.interactions import Interactions
 from ..data.io import PathLike, atomic_write, read_ratings
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from .sanity import check_evaluation, check_recs_table, check_test_table
 from .metrics import (
     AT_K_METRICS,
     Evaluation,
@@ -178,8 +179,12 @@ def evaluate(
             path = resolve_split(source, label)
             progress.log(f"scoring {name}{where}")
             table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
-            row.append(score_against(space, table, ks=ks,
-                                     source=str(path) if isinstance(path, (str, os.PathLike)) else name))
+            where_from = str(path) if isinstance(path, (str, os.PathLike)) else name
+            check_recs_table(table, space.n_items, where_from)
+            result = score_against(space, table, ks=ks, source=where_from)
+            check_evaluation(result.info, result.per_user, where_from, len(space.train_keys),
+                             len(space.test_keys) + space.n_test_in_train)
+            row.append(result)
         evaluations.append(row)
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
@@ -216,7 +221,12 @@ def _check_placeholders(paths: Dict[str, Any]) -> None:
 def _load_interactions(data: Any, what: str, progress: Progress):
     if isinstance(data, (str, os.PathLike)):
         progress.log(f"reading {what} {data}")
-        return read_ratings(data)[["user", "item"]]
+        table = read_ratings(data)
+        if what == "test":
+            check_test_table(table, str(data))
+        return table[["user", "item"]]
+    if what == "test" and isinstance(data, pd.DataFrame) and "rank" in data.columns:
+        check_test_table(data[["user"]].assign(timestamp=data["rank"]), None)
     return data
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import inspect
+import numbers
+import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
@@ -9,12 +11,60 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.interactions import Interactions, as_csr, binary_csr
+from ..data.npz import source_name
 from ..errors import InputError
 from . import persistence
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
 
 ExcludeArg = Union[str, None, sp.spmatrix]
+#: One id or a sequence of ids (a str is always one id).
+IdsArg = Union[str, int, Sequence]
+#: One index or a sequence of indices.
+IndexArg = Union[int, Sequence[int], np.ndarray]
+
+
+class GeneratedIdsWarning(UserWarning):
+    """Ids were looked up in a model whose ids are its row/column numbers."""
+
+
+def _numeric_ids(ids) -> bool:
+    """Whether ``ids`` holds numbers (not text): one number or a numeric sequence."""
+    if isinstance(ids, str):
+        return False
+    if np.ndim(ids) == 0:
+        return isinstance(ids, numbers.Number)
+    arr = np.asarray(ids)
+    return arr.dtype.kind in "iuf" or (arr.dtype.kind == "O" and any(isinstance(x, numbers.Number) for x in arr.flat))
+
+
+def as_indices(values: IndexArg, n: int, kind: str) -> Tuple[np.ndarray, bool]:
+    """Row/column indices as an int64 array, and whether a single index was given.
+
+    Indices must be integers in ``[0, n)``: a negative index would silently count from the
+    end (``-1`` = the last user) and one past the end is a raw ``IndexError``, so both are
+    an :class:`InputError` naming the first bad value.
+    """
+    scalar = np.ndim(values) == 0
+    arr = np.asarray(values).reshape(-1) if scalar else np.asarray(values)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64), scalar
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"{kind} indices must be integers, got {arr.reshape(-1)[0]!r}",
+                             hint=f"map ids to indices with {kind}_indices(ids)")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.ndim != 1:
+        raise InputError(f"{kind} indices must be one index or a 1-D sequence, got shape {arr.shape}")
+    bad = (arr < 0) | (arr >= n)
+    if bad.any():
+        first = int(arr[int(np.argmax(bad))])
+        raise InputError(f"{kind} index {first} is out of range: the model has {n} {kind}s (0..{n - 1}); "
+                         f"{int(bad.sum())} bad index(es)",
+                         hint=f"indices are row numbers, not ids: map ids with {kind}_indices(ids)")
+    return arr, scalar
 
 
 class Recommender:
@@ -62,19 +112,40 @@ class Recommender:
 
     # -- data --------------------------------------------------------------------------------
     def _set_training_data(self, X) -> sp.csr_matrix:
-        """Remember ids and the training matrix; return the binary CSR to learn from."""
+        """Remember ids and the training matrix; return the binary CSR to learn from.
+
+        A plain matrix without ids gets the row and column numbers as ids ("0".."n-1");
+        ``ids_generated_`` remembers it, so id look-ups can say so.
+        """
         if isinstance(X, Interactions):
             self.user_ids, self.item_ids = X.user_ids, X.item_ids
             csr = X.matrix
+            self.ids_generated_ = False
         else:
             csr = as_csr(X)
             self.user_ids = np.arange(csr.shape[0]).astype(str)
             self.item_ids = np.arange(csr.shape[1]).astype(str)
+            self.ids_generated_ = True
         csr = binary_csr(csr)
         self.train_ = csr
         self._user_index = None
         self._item_index = None
         return csr
+
+    @staticmethod
+    def _with_ids(X, user_ids: Optional[Sequence], item_ids: Optional[Sequence]):
+        """``X`` with the ids ``fit(X, user_ids=..., item_ids=...)`` was given, as Interactions."""
+        if user_ids is None and item_ids is None:
+            return X
+        if isinstance(X, Interactions):
+            raise InputError("X is an Interactions, which has its own ids: do not pass user_ids/item_ids too")
+        csr = as_csr(X)
+        if user_ids is None or item_ids is None:
+            raise InputError("give both user_ids and item_ids (one id per row and per column of X)")
+        try:
+            return Interactions(csr, user_ids, item_ids)
+        except ValueError as exc:
+            raise InputError(str(exc), hint="one user id per row and one item id per column of X") from None
 
     @property
     def n_users(self) -> int:
@@ -88,13 +159,35 @@ class Recommender:
         if getattr(self, "train_", None) is None:
             raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit() first")
 
-    def user_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
-        """Row indices of user ids (``-1`` for unknown ones when not ``strict``)."""
+    def user_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
+        """Row indices of user ids (``-1`` for unknown ones when not ``strict``).
+
+        ``ids`` is one id (a str or a number: ``"196"`` is the single id 196, never the
+        ids 1, 9, 6) or a sequence of ids; numbers are looked up as their text. Returns an
+        int64 array, of one element for a single id.
+        """
+        self._warn_generated_ids(ids, "user")
         return self._interactions().user_indices(ids, strict=strict, source=source)
 
-    def item_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
-        """Column indices of item ids (``-1`` for unknown ones when not ``strict``)."""
+    def item_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
+        """Column indices of item ids (``-1`` for unknown ones when not ``strict``); as
+        :meth:`user_indices`."""
+        self._warn_generated_ids(ids, "item")
         return self._interactions().item_indices(ids, strict=strict, source=source)
+
+    def _warn_generated_ids(self, ids, kind: str) -> None:
+        """Say once that a model fitted on a plain matrix knows its rows only by number."""
+        if not getattr(self, "ids_generated_", False) or getattr(self, "_warned_generated", False):
+            return
+        if not _numeric_ids(ids):  # text ids: the caller knows they are the numbers as text
+            return
+        self._warned_generated = True
+        warnings.warn(
+            f"this model was fitted on a matrix without ids, so its {kind} ids are the row/column "
+            f"numbers '0'..'n-1': id 196 means row 196. Pass user_ids= and item_ids= to fit() "
+            f"(or fit an Interactions) to look users and items up by your own ids.",
+            GeneratedIdsWarning, stacklevel=3,
+        )
 
     def _interactions(self) -> Interactions:
         self._check_fitted()
@@ -108,8 +201,12 @@ class Recommender:
     def fit(self, X, **kwargs) -> "Recommender":  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        """Scores of users (row indices) against every item: float32 (len(users), n_items)."""
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:  # pragma: no cover
+        """Scores of users (row indices) against every item: float32 (len(users), n_items).
+
+        ``out``, when given, is a C-contiguous float32 array of that shape to write into
+        (batch scoring passes one to save a copy of every block).
+        """
         raise NotImplementedError
 
     def _get_arrays(self) -> Dict[str, np.ndarray]:  # pragma: no cover - abstract
@@ -119,29 +216,50 @@ class Recommender:
         raise NotImplementedError
 
     def _get_attrs(self) -> Dict[str, Any]:
-        """Small fitted scalars worth saving (JSON-serialisable)."""
-        return {}
+        """Small fitted scalars worth saving (JSON-serialisable). Subclasses extend this dict;
+        on load only its keys, with values of the same types, are accepted."""
+        # id_encoding_: "latin-1" when the ids came from a Latin-1 file, so that outputs
+        # (recommend, similar) write them back as the same bytes
+        return {"ids_generated_": bool(getattr(self, "ids_generated_", False)),
+                "id_encoding_": str(getattr(self, "id_encoding_", "utf-8"))}
 
     def _set_attrs(self, attrs: Dict[str, Any]) -> None:
         for k, v in attrs.items():
             setattr(self, k, v)
 
     # -- scoring and recommending ----------------------------------------------------------
-    def score(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        """Score of each (user, item) pair given as index arrays of equal length."""
+    def score(self, users: IndexArg, items: IndexArg) -> Union[np.ndarray, np.float32]:
+        """Scores of (user, item) index pairs; the same as :meth:`predict`."""
+        return self.predict(users, items)
+
+    def predict(self, users: IndexArg, items: IndexArg) -> Union[np.ndarray, np.float32]:
+        """Scores of (user, item) pairs given by row and column indices.
+
+        ``users`` and ``items`` are single indices or 1-D sequences broadcast against each
+        other as numpy does (as LightFM's ``predict``): ``predict(0, [1, 2])`` scores items 1
+        and 2 for user 0, ``predict([0, 1], [5, 9])`` the pairs (0, 5) and (1, 9). Map ids
+        with :meth:`user_indices` / :meth:`item_indices`.
+
+        Returns
+        -------
+        float32 array of the broadcast length, or a float32 scalar for two single indices.
+        """
         self._check_fitted()
-        users = np.asarray(users, dtype=np.int64)
-        items = np.asarray(items, dtype=np.int64)
-        if users.shape != items.shape:
-            raise ValueError("users and items must have the same length")
-        out = np.empty(len(users), dtype=np.float32)
-        uniq, inverse = np.unique(users, return_inverse=True)
+        u, u_scalar = as_indices(users, self.n_users, "user")
+        i, i_scalar = as_indices(items, self.n_items, "item")
+        try:
+            u, i = np.broadcast_arrays(u, i)
+        except ValueError:
+            raise InputError(f"{len(u)} users and {len(i)} items do not pair up",
+                             hint="give equal lengths, or one user (or one item) to pair with all") from None
+        out = np.empty(len(u), dtype=np.float32)
+        uniq, inverse = np.unique(u, return_inverse=True)
         for start in range(0, len(uniq), 1024):
             block = uniq[start:start + 1024]
             scores = self.score_users(block)
             sel = (inverse >= start) & (inverse < start + len(block))
-            out[sel] = scores[inverse[sel] - start, items[sel]]
-        return out
+            out[sel] = scores[inverse[sel] - start, i[sel]]
+        return out[0] if u_scalar and i_scalar else out
 
     def _exclusion_matrix(self, exclude: ExcludeArg) -> Optional[sp.csr_matrix]:
         if isinstance(exclude, str):
@@ -155,11 +273,23 @@ class Recommender:
             raise ValueError(f"exclude has {csr.shape[1]} columns, the model has {self.n_items} items")
         return csr
 
+    def _item_mask(self, filter_items: Optional[IndexArg]) -> Optional[np.ndarray]:
+        """A uint8 mask of the items never to show (``None`` when there are none)."""
+        if filter_items is None:
+            return None
+        idx, _ = as_indices(filter_items, self.n_items, "item")
+        if len(idx) == 0:
+            return None
+        mask = np.zeros(self.n_items, dtype=np.uint8)
+        mask[idx] = 1
+        return mask
+
     def recommend(
         self,
-        users: Optional[np.ndarray] = None,
+        users: Optional[IndexArg] = None,
         k: int = 10,
         exclude: ExcludeArg = "train",
+        filter_items: Optional[IndexArg] = None,
         n_jobs: int = 1,
         block_size: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray]:
@@ -167,13 +297,17 @@ class Recommender:
 
         Parameters
         ----------
-        users : int array, optional
-            Row indices (see :meth:`user_indices` to map ids); default all users.
+        users : int or int array, optional
+            Row indices, each in ``[0, n_users)`` (see :meth:`user_indices` to map ids);
+            default all users. A single index gives 1-D results.
         k : int
             List length.
         exclude : "train", None or sparse matrix
             Items never to recommend to a user: the training items (default), nothing, or a
             users x items matrix whose rows follow the model's user indices.
+        filter_items : int or int array, optional
+            Item indices never to recommend to anyone (e.g. discontinued items), on top of
+            ``exclude``.
         n_jobs : int
             Threads scoring blocks of users at once.
         block_size : int, optional
@@ -181,44 +315,114 @@ class Recommender:
 
         Returns
         -------
-        items : int64 array (n_users, k)
+        items : int64 array (n_users, k), or (k,) for a single user
             Item indices, ``-1`` where fewer than ``k`` items were left.
-        scores : float32 array (n_users, k)
+        scores : float32 array of the same shape
         """
         from ..recommend import iter_top_k
 
         self._check_fitted()
-        users = np.arange(self.n_users) if users is None else np.asarray(users, dtype=np.int64)
-        if len(users) and (users.min() < 0 or users.max() >= self.n_users):  # -1 would wrap round
-            raise InputError(f"user indices must be in [0, {self.n_users}), got {int(users.min())}..{int(users.max())}",
-                             hint="map ids with user_indices(ids)")
+        k = _check_k(k)
+        if users is None:
+            users, scalar = np.arange(self.n_users), False
+        else:
+            users, scalar = as_indices(users, self.n_users, "user")
+        mask = self._item_mask(filter_items)
         items = np.empty((len(users), k), dtype=np.int64)
         scores = np.empty((len(users), k), dtype=np.float32)
         pos = 0
         for _, block_items, block_scores in iter_top_k(
-            self.score_users, self.n_items, users, k, exclude=self._exclusion_matrix(exclude), n_jobs=n_jobs, block_size=block_size
+            self.score_users, self.n_items, users, k, exclude=self._exclusion_matrix(exclude), n_jobs=n_jobs,
+            block_size=block_size, item_mask=mask,
         ):
             n = len(block_items)
             items[pos:pos + n] = block_items
             scores[pos:pos + n] = block_scores
             pos += n
-        return items, scores
+        return (items[0], scores[0]) if scalar else (items, scores)
 
-    def recommend_frame(self, user_ids: Optional[Sequence] = None, k: int = 10, **kwargs) -> pd.DataFrame:
-        """Top-k as a table of the original ids: columns user, item, score, rank."""
+    def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
+                        filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:
+        """Top-k as a table of the original ids: columns user, item, score, rank.
+
+        ``user_ids`` is one id or a sequence of ids (default every user); ``filter_items``
+        item ids never to show. Other arguments as for :meth:`recommend`.
+        """
         users = None if user_ids is None else self.user_indices(user_ids)
-        items, scores = self.recommend(users, k=k, **kwargs)
+        filtered = None if filter_items is None else self.item_indices(filter_items)
+        items, scores = self.recommend(users, k=k, filter_items=filtered, **kwargs)
         from ..recommend import block_to_frame
 
         users = np.arange(self.n_users) if users is None else users
         return block_to_frame(self, users, items, scores)
+
+    # -- neighbours in the factor space ------------------------------------------------------
+    def _vectors(self, kind: str) -> np.ndarray:
+        """The user or item factors neighbours are found in (models without any refuse)."""
+        self._check_fitted()
+        vectors = getattr(self, f"{kind}_factors", None)
+        if vectors is None:
+            raise InputError(f"a {type(self).__name__} model has no {kind} factors to compare",
+                             hint="use a warp or hybrid model")
+        return vectors
+
+    def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        from ..recommend import iter_top_k
+
+        vectors = self._vectors(kind)
+        n = vectors.shape[0]
+        k = _check_k(k)
+        rows, scalar = as_indices(rows, n, kind)
+        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        itself = sp.identity(n, dtype=np.float32, format="csr")
+        out_items = np.empty((len(rows), k), dtype=np.int64)
+        out_scores = np.empty((len(rows), k), dtype=np.float32)
+        pos = 0
+        for _, block_items, block_scores in iter_top_k(lambda r: unit[r] @ unit.T, n, rows, k, exclude=itself):
+            out_items[pos:pos + len(block_items)] = block_items
+            out_scores[pos:pos + len(block_items)] = block_scores
+            pos += len(block_items)
+        return (out_items[0], out_scores[0]) if scalar else (out_items, out_scores)
+
+    def similar_items(self, items: IndexArg, k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``k`` items whose factors are closest (cosine) to each of ``items``.
+
+        ``items`` is one column index or a sequence of them. Returns item indices and cosine
+        similarities, (len(items), k) -- (k,) for one index -- the item itself excluded,
+        ``-1`` padding when there are fewer than ``k`` other items.
+        """
+        return self._neighbours("item", items, k)
+
+    def similar_users(self, users: IndexArg, k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``k`` users whose factors are closest (cosine) to each of ``users``; as
+        :meth:`similar_items`."""
+        return self._neighbours("user", users, k)
+
+    def similar(self, ids: IdsArg, k: int = 10, kind: str = "item") -> pd.DataFrame:
+        """Neighbours by id as a table: columns ``item, similar_item, score, rank`` (or
+        ``user, similar_user, score, rank`` with ``kind="user"``), best first."""
+        if kind not in ("item", "user"):
+            raise ValueError("kind must be 'item' or 'user'")
+        lookup = self.item_indices if kind == "item" else self.user_indices
+        rows = lookup(ids)
+        nbrs, sims = self._neighbours(kind, rows, k)
+        all_ids = self.item_ids if kind == "item" else self.user_ids
+        valid = nbrs >= 0
+        which = np.repeat(np.arange(len(rows)), nbrs.shape[1]).reshape(nbrs.shape)[valid]
+        return pd.DataFrame({
+            kind: all_ids[rows[which]],
+            f"similar_{kind}": all_ids[nbrs[valid]],
+            "score": sims[valid],
+            "rank": np.tile(np.arange(1, nbrs.shape[1] + 1), len(rows)).reshape(nbrs.shape)[valid],
+        })
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, target) -> None:
         """Save to a ``.npz`` path (written atomically) or a binary file object."""
         self._check_fitted()
         persistence.save_model(
-            target, type(self).__name__, self.get_params(), self._get_attrs(),
+            target, type(self).__name__, self.get_params(),
+            self._get_attrs(),
             self.user_ids, self.item_ids, self.train_, self._get_arrays(),
         )
 
@@ -228,22 +432,37 @@ class Recommender:
         return load(source, expected=cls)
 
 
+def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
+                  out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``user_factors @ item_factors.T (+ item_bias)`` as float32, one sgemm, into ``out`` if given."""
+    scores = np.matmul(user_factors, item_factors.T, out=out)
+    if item_bias is not None:
+        scores += item_bias
+    return scores
+
+
+def _check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
 def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
-    """Load any mrec-warp model file; the class comes from the file's metadata."""
-    meta, user_ids, item_ids, train, arrays = persistence.load_model(source)
-    name = getattr(source, "name", None) or str(source)
-    cls = _REGISTRY.get(meta.get("class"))
-    if cls is None:
-        raise InputError(f"unknown model class {meta.get('class')!r}", path=name, hint="upgrade mrec-warp")
-    if not issubclass(cls, expected):
-        raise InputError(f"file holds a {cls.__name__}, expected a {expected.__name__}", path=name)
-    params = {k: v for k, v in meta.get("params", {}).items() if k in cls._param_names()}
+    """Load any mrec-warp model file; the class comes from the file's metadata.
+
+    Every array is validated before use (see :mod:`~mrec_warp.models.persistence`); a
+    damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`.
+    """
+    cls, params, attrs, user_ids, item_ids, train, arrays = persistence.load_model(source, _REGISTRY, expected)
+    name = source_name(source)
     model = cls(**params)
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
     try:
+        if hasattr(model, "_check_params"):
+            model._check_params()
         model._set_arrays(arrays)
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"model arrays are missing or inconsistent ({exc})", path=name,
-                         hint="re-create it with 'mrec-warp train'") from None
-    model._set_attrs(meta.get("attrs", {}))
+    except (KeyError, ValueError, TypeError) as exc:
+        message = exc.message if isinstance(exc, InputError) else str(exc)
+        raise InputError(f"model file is invalid: {message}", path=name, hint=persistence.HINT) from None
+    model._set_attrs(attrs)
     return model

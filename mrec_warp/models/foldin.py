@@ -16,7 +16,7 @@ with ``p_u = offset[u] + scale[u] * rows[u]`` (empty offset / scale mean 0 / 1),
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -32,14 +32,17 @@ from . import _hybrid, _warp
 FOLD_IN_EPOCHS = 30
 
 
-def read_history(history, source: Optional[str] = None) -> pd.DataFrame:
+def read_history(history, source: Optional[str] = None, model=None,
+                 user_ids: Optional[Sequence] = None) -> pd.DataFrame:
     """A history as a table with ``user`` and ``item`` columns (str).
 
     Accepts a ratings file path (read with :func:`~mrec_warp.data.io.read_ratings`), a
-    DataFrame with ``user`` and ``item`` columns, or an
-    :class:`~mrec_warp.data.interactions.Interactions`.
+    DataFrame with ``user`` and ``item`` columns, an
+    :class:`~mrec_warp.data.interactions.Interactions`, a sequence of ``(user, item)`` id
+    pairs (or an (n, 2) array of them), or a users x items sparse matrix whose columns are
+    ``model``'s items and whose rows are the users ``user_ids``.
     """
-    from ..data.interactions import Interactions
+    from ..data.interactions import Interactions, as_csr
     from ..data.io import read_ratings
 
     if isinstance(history, (str, os.PathLike)):
@@ -50,28 +53,55 @@ def read_history(history, source: Optional[str] = None) -> pd.DataFrame:
         if not {"user", "item"} <= set(history.columns):
             raise InputError("history table needs columns 'user' and 'item'", path=source)
         df = history
+    elif sp.issparse(history):
+        df = _matrix_history(as_csr(history), model, user_ids)
+    elif isinstance(history, (list, tuple, np.ndarray)):
+        pairs = np.asarray(history, dtype=object)
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise InputError(f"a history of pairs needs (user, item) pairs, got shape {pairs.shape}",
+                             hint="e.g. [('u1', 'i5'), ('u1', 'i9')]")
+        df = pd.DataFrame({"user": pairs[:, 0], "item": pairs[:, 1]})
     else:
-        raise TypeError(f"history must be a path, a DataFrame or Interactions, got {type(history).__name__}")
+        raise TypeError("history must be a path, a DataFrame, Interactions, (user, item) pairs or a sparse "
+                        f"matrix, got {type(history).__name__}")
+    if user_ids is not None and not sp.issparse(history):
+        raise InputError("user_ids names the rows of a sparse-matrix history; this history names its users")
     return pd.DataFrame({"user": df["user"].astype(str).to_numpy(), "item": df["item"].astype(str).to_numpy()})
 
 
+def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> pd.DataFrame:
+    """(user, item) rows of a sparse history whose columns are the model's items."""
+    if model is None or csr.shape[1] != model.n_items:
+        n = "?" if model is None else model.n_items
+        raise InputError(f"a sparse history needs one column per item of the model ({n}), got {csr.shape[1]}")
+    if user_ids is None or len(user_ids) != csr.shape[0]:
+        raise InputError(f"a sparse history needs user_ids: one id per row ({csr.shape[0]})",
+                         hint="fold_in(X, user_ids=[...]); known ids are refined, new ones added")
+    coo = csr.tocoo()
+    keep = coo.data != 0
+    users = np.asarray(user_ids).astype(str)
+    return pd.DataFrame({"user": users[coo.row[keep]], "item": model.item_ids[coo.col[keep]]})
+
+
 def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
-            progress: Optional[Progress] = None):
+            progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None):
     """Fit the users of ``history`` against ``model``'s fixed items (in place; returns ``model``).
 
     Parameters
     ----------
     model : WARP or HybridWARP
         A fitted model; it gains the new users of ``history`` (appended to ``user_ids``).
-    history : path, DataFrame or Interactions
-        ``user, item`` rows. New users are added; known users are refined from their
-        training items plus these. Items the model does not know are skipped (counted in
-        ``model.fold_in_summary_``).
+    history : path, DataFrame, Interactions, (user, item) pairs or sparse matrix
+        ``user, item`` rows (see :func:`read_history`). New users are added; known users
+        are refined from their training items plus these. Items the model does not know
+        are skipped (counted in ``model.fold_in_summary_``).
     epochs : int, optional
         Passes over the history (default :data:`FOLD_IN_EPOCHS`).
     user_features : path or DataFrame, optional
         For a hybrid model: features of new users.
     progress : Progress, optional
+    user_ids : sequence, optional
+        With a sparse-matrix history: the id of each of its rows.
 
     Notes
     -----
@@ -85,8 +115,43 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     epochs = FOLD_IN_EPOCHS if epochs is None else int(epochs)
     if epochs < 1:
         raise InputError(f"fold-in epochs must be >= 1, got {epochs}")
+    added = add_history(model, history, user_features, user_ids)
+    idx, pos = added["rows"], added["positives"]
+
+    rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    accum = np.ones_like(rows)
+    from .warp import _TrainingData, check_divergence
+
+    data = _TrainingData(pos)
+    seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
+    state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
+    bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
+    offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
+    for epoch in range(epochs):
+        _warp.shuffle(data.order, state)
+        _hybrid.fold_in_shard(
+            rows, accum, offset, scale, item_factors, bias,
+            data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
+            model._step_settings(epoch),
+        )
+    check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
+    model._fold_in_store(idx, rows)
+    model.fold_in_summary_ = dict(added["summary"], epochs=epochs)
+    _log_fold_in(progress, model.fold_in_summary_, f", {epochs} epochs")
+    return model
+
+
+def add_history(model, history, user_features=None, user_ids: Optional[Sequence] = None) -> Dict[str, Any]:
+    """The bookkeeping every model's fold-in shares: read ``history``, append its new users
+    (``model._append_users``), and add every history item to its user's training row so it
+    is excluded from their recommendations.
+
+    Returns a dict: ``rows`` (the users' row indices), ``positives`` (their CSR rows:
+    training items plus history) and ``summary`` (counts for ``fold_in_summary_``).
+    """
     source = str(history) if isinstance(history, (str, os.PathLike)) else None
-    table = read_history(history, source)
+    table = read_history(history, source, model=model, user_ids=user_ids)
     items = model.item_indices(table["item"].to_numpy(), strict=False)
     known_item = items >= 0
     n_unknown = int((~known_item).sum())
@@ -113,35 +178,15 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     pos.sort_indices()
     model.train_ = replace_rows(model.train_, idx, pos)
     model._interactions_cache = None
+    summary = {"users": len(ids), "new_users": len(new), "rows": int(known_item.sum()),
+               "rows_with_unknown_items": n_unknown}
+    return {"rows": idx, "positives": pos, "summary": summary}
 
-    rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
-    rows = np.ascontiguousarray(rows, dtype=np.float32)
-    accum = np.ones_like(rows)
-    from .warp import _TrainingData
 
-    data = _TrainingData(pos)
-    seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
-    state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
-    bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
-    offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
-    for epoch in range(epochs):
-        _warp.shuffle(data.order, state)
-        _hybrid.fold_in_shard(
-            rows, accum, offset, scale, item_factors, bias,
-            data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
-            model._step_settings(epoch),
-        )
-    if not np.isfinite(rows).all():
-        raise InputError("fold-in diverged: user vectors are no longer finite",
-                         hint="lower the model's learning rate or the fold-in epochs")
-    model._fold_in_store(idx, rows)
-    model.fold_in_summary_: Dict[str, Any] = {
-        "users": len(ids), "new_users": len(new), "rows": int(known_item.sum()),
-        "rows_with_unknown_items": n_unknown, "epochs": epochs,
-    }
-    progress.log(f"folded in {len(ids)} users ({len(new)} new) from {int(known_item.sum())} rows, {epochs} epochs"
+def _log_fold_in(progress: Progress, summary: Dict[str, Any], extra: str = "") -> None:
+    n_unknown = summary["rows_with_unknown_items"]
+    progress.log(f"folded in {summary['users']} users ({summary['new_users']} new) from {summary['rows']} rows{extra}"
                  + (f"; {n_unknown} rows with items the model does not know were skipped" if n_unknown else ""))
-    return model
 
 
 # -- matrix helpers shared by the models' hooks --------------------------------------------------
@@ -171,6 +216,11 @@ def warp_append_users(model, ids: np.ndarray) -> None:
     model.user_factors_ = np.vstack([model.user_factors_, np.zeros((len(ids), d), np.float32)])
     if getattr(model, "_user_accum", None) is not None:
         model._user_accum = np.vstack([model._user_accum, np.ones((len(ids), d), np.float32)])
+    append_user_ids(model, ids)
+
+
+def append_user_ids(model, ids: np.ndarray) -> None:
+    """New users' ids and empty training rows (what every model's ``_append_users`` does)."""
     model.user_ids = np.concatenate([model.user_ids, np.asarray(ids, dtype=str)])
     model.train_ = append_empty_rows(model.train_, len(ids))
     model._interactions_cache = None

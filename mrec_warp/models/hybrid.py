@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from . import _hybrid, _warp
 from .foldin import append_empty_rows as _append_empty_rows
+from .base import factor_scores
 from .warp import WARP, Callback
 
 
@@ -213,6 +214,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         validation=None,
         callbacks: Sequence[Callback] = (),
         progress: Optional[Progress] = None,
+        user_ids: Optional[Sequence] = None,
+        item_ids: Optional[Sequence] = None,
     ) -> "HybridWARP":
         """Fit on a users x items matrix with optional user and item features.
 
@@ -224,7 +227,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             Feature files (``id<TAB>feature[<TAB>weight]``) or tables with columns ``id``,
             ``feature`` and optionally ``weight``. Ids absent from ``X`` are kept for cold
             start; ids of ``X`` without a row have their identity feature only.
-        validation, callbacks, progress
+        validation, callbacks, progress, user_ids, item_ids
             As for :meth:`WARP.fit`.
         """
         self._pending_tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
@@ -232,7 +235,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
                                       for f in (user_features, item_features))
         self._progress_for_features = progress or (Progress(verbose=True) if self.verbose else SILENT)
         try:
-            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress)
+            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress,
+                               user_ids=user_ids, item_ids=item_ids)
         finally:
             for name in ("_pending_tables", "_pending_sources", "_progress_for_features"):
                 self.__dict__.pop(name, None)
@@ -353,12 +357,9 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             raise AttributeError("item_bias_")
         return self._representations()[2]
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         users_f, items_f, bias = self._representations()
-        scores = users_f[np.asarray(users)] @ items_f.T
-        if self.item_bias:
-            scores += bias
-        return scores
+        return factor_scores(users_f[np.asarray(users)], items_f, bias if self.item_bias else None, out)
 
     @property
     def user_feature_names(self) -> np.ndarray:
@@ -466,7 +467,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
 
     # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
     def fold_in(self, history, user_features: FeaturesLike = None, epochs: Optional[int] = None,
-                progress: Optional[Progress] = None) -> "HybridWARP":
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "HybridWARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
         Each user of ``history`` gets an identity embedding (a new one, starting at zero,
@@ -479,7 +480,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         """
         from .foldin import fold_in
 
-        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress)
+        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
+                       user_ids=user_ids)
 
     def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
         """Append users (empty training rows) with their features; attributes are replaced,
@@ -541,21 +543,44 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
                 out[f"{prefix}_data"] = m.data.astype(np.float32)
         return out
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        d = params.get("factors")
+        spec = {"user_embeddings": ("f", (None, d)), "item_embeddings": ("f", (None, d)),
+                "item_feature_bias": ("f", (None,))}
+        for kind, n in (("user", n_users), ("item", n_items)):
+            spec[f"{kind}_feature_names"] = ("U", (None,))
+            spec[f"{kind}_identity"] = ("iu", (n,))
+            spec[f"new_{kind}_ids"] = ("U", (None,))
+            for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
+                spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
+                spec[f"{prefix}_indices"] = ("iu", (None,))
+                spec[f"{prefix}_data"] = ("f", (None,))
+        return spec
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        from ..data.npz import check_finite, check_ids, check_shape
+
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
-        if ue.ndim != 2 or ie.ndim != 2 or ue.shape[1] != ie.shape[1] or ib.shape != (ie.shape[0],):
+        if ue.ndim != 2 or ie.ndim != 2 or ue.shape[1] != ie.shape[1]:
             raise ValueError("embedding shapes are inconsistent")
+        check_shape(ib, (ie.shape[0],), "item feature biases")
+        for arr, what in ((ue, "user embeddings"), (ie, "item embeddings"), (ib, "item feature biases")):
+            check_finite(arr, what)
         sides = []
         for kind, n, emb in (("user", self.n_users, ue), ("item", self.n_items, ie)):
-            names = arrays[f"{kind}_feature_names"].astype(str)
-            identity = arrays[f"{kind}_identity"].astype(np.int64)
-            new_ids = arrays[f"new_{kind}_ids"].astype(str)
+            names = np.asarray(arrays[f"{kind}_feature_names"])
+            new_ids = np.asarray(arrays[f"new_{kind}_ids"])
+            check_ids(names, f"{kind} feature names")
+            check_ids(new_ids, f"new {kind} ids")
+            identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
             raw = _csr_from(arrays, f"{kind}_raw", (n, len(names)))
             new_raw = _csr_from(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
-            if identity.shape != (n,) or (identity >= emb.shape[0]).any() \
-                    or ((identity >= 0) & (identity < len(names))).any() or emb.shape[0] < len(names):
+            if identity.shape != (n,) or emb.shape[0] < len(names) or (identity < -1).any() \
+                    or (identity >= emb.shape[0]).any() or ((identity >= 0) & (identity < len(names))).any():
                 raise ValueError(f"{kind} identity columns do not match the embeddings")
             sides.append(_Side(names, raw, identity, emb.shape[0], new_ids, new_raw))
         self._users, self._items = sides
@@ -569,12 +594,16 @@ def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
-    indptr, indices = arrays[f"{prefix}_indptr"], arrays[f"{prefix}_indices"]
-    data = arrays[f"{prefix}_data"].astype(np.float32)
-    if len(indptr) != shape[0] + 1 or indptr[-1] != len(indices) or len(data) != len(indices) \
-            or (len(indices) and (indices.min() < 0 or indices.max() >= shape[1])) \
-            or not (np.isfinite(data).all() and (data >= 0).all()):
-        raise ValueError(f"{prefix} is not a valid feature matrix")
-    return sp.csr_matrix((data, indices, indptr), shape=shape)
+    """A saved feature matrix, its structure and weights checked (finite, not negative)."""
+    from ..data.npz import check_csr, check_finite
 
-
+    indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
+    indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)
+    data = np.ascontiguousarray(arrays[f"{prefix}_data"], dtype=np.float32)
+    check_csr(indptr, indices, shape, prefix)
+    if data.shape != indices.shape:
+        raise ValueError(f"{prefix}: {len(data)} weights for {len(indices)} entries")
+    check_finite(data, f"{prefix} weights")
+    if len(data) and data.min() < 0:
+        raise ValueError(f"{prefix} holds negative weights")
+    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)

@@ -17,14 +17,15 @@ Layout of the archive:
 from __future__ import annotations
 
 import json
+import math
 import os
-import zipfile
 from typing import IO, Any, Dict, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..data.io import atomic_path
+from ..data.npz import NpzArchive, check_csr, check_ids
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
@@ -49,6 +50,9 @@ def save_model(
         "params": params,
         "attrs": attrs,
     }
+    if not train.has_canonical_format:  # the loader insists on sorted, unique indices per row
+        train = train.copy()
+        train.sum_duplicates()
     payload = {
         "__meta__": np.array(json.dumps(meta, sort_keys=True)),
         "user_ids": np.asarray(user_ids).astype(str),
@@ -66,46 +70,135 @@ def save_model(
             np.savez(fh, **payload)
 
 
-def load_model(source) -> Tuple[Dict[str, Any], np.ndarray, np.ndarray, sp.csr_matrix, Dict[str, np.ndarray]]:
+def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, Dict[str, Any], Dict[str, Any], np.ndarray, np.ndarray, sp.csr_matrix, Dict[str, np.ndarray]]:
     """Read and validate a model archive; every defect is a one-line :class:`InputError`.
+
+    The JSON header is checked first (format, version, class, parameter and attribute
+    types); then the ``.npy`` header of every array the class needs is checked against
+    the ids and parameters (shape, type, size) before any array data is decompressed;
+    then the values of the ids and of the training matrix. Members the format does not
+    name are never read. The model's own arrays are checked by its ``_set_arrays``.
+
+    Parameters
+    ----------
+    source : path or binary file object
+    classes : dict
+        Model class of each class name.
+    expected : type
+        The file must hold this class or a subclass.
 
     Returns
     -------
-    meta, user_ids, item_ids, train, arrays
+    cls, params, attrs, user_ids, item_ids, train, arrays
     """
-    name = getattr(source, "name", None) or str(source)
-    hint = "re-create it with 'mrec-warp train'"
-    try:
-        with np.load(source, allow_pickle=False) as archive:
-            files = {k: archive[k] for k in archive.files}
-    except FileNotFoundError:
-        raise InputError("model file does not exist", path=name, hint="check the path") from None
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise InputError(f"not a readable mrec-warp model file ({type(exc).__name__}: {exc})",
-                         path=name, hint="the file is truncated or of another format; " + hint) from None
-    if "__meta__" not in files:
-        raise InputError("not an mrec-warp model file (no metadata)", path=name, hint=hint)
-    try:
-        meta = json.loads(str(files.pop("__meta__")))
-    except json.JSONDecodeError:
-        raise InputError("model metadata is corrupt", path=name, hint=hint) from None
-    if meta.get("format") != FORMAT:
-        raise InputError(f"not an mrec-warp model file (format {meta.get('format')!r})", path=name, hint=hint)
-    if int(meta.get("format_version", -1)) > FORMAT_VERSION:
-        raise InputError(
-            f"model format version {meta['format_version']} is newer than this mrec-warp understands",
-            path=name, hint="upgrade mrec-warp",
-        )
-    for key in ("user_ids", "item_ids", "train_indptr", "train_indices"):
-        if key not in files:
-            raise InputError(f"model file lacks {key!r}", path=name, hint=hint)
-    user_ids, item_ids = files.pop("user_ids"), files.pop("item_ids")
-    indptr, indices = files.pop("train_indptr"), files.pop("train_indices")
-    n_users, n_items = len(user_ids), len(item_ids)
-    if len(indptr) != n_users + 1 or indptr[-1] != len(indices) or (len(indices) and indices.max() >= n_items):
-        raise InputError("model file's training matrix does not match its ids", path=name, hint=hint)
+    with NpzArchive(source, "an mrec-warp model file", HINT) as archive:
+        if "__meta__" not in archive:
+            raise archive.error("not an mrec-warp model file (no metadata)")
+        meta = _read_meta(archive)
+        cls = _model_class(archive, meta, classes, expected)
+        template = cls()  # its defaults give the type of each parameter and attribute
+        params = _typed(archive, "params", meta.get("params", {}), template.get_params())
+        attrs = _typed(archive, "attrs", meta.get("attrs", {}), template._get_attrs())
+        shapes = {
+            "user_ids": ("U", (None,)), "item_ids": ("U", (None,)),
+            "train_indptr": ("iu", (None,)), "train_indices": ("iu", (None,)),
+        }
+        for key, (kinds, shape) in shapes.items():
+            archive.header(key, kinds, shape)
+        n_users = archive.header("user_ids", "U", (None,))[0][0]
+        n_items = archive.header("item_ids", "U", (None,))[0][0]
+        archive.header("train_indptr", "iu", (n_users + 1,))
+        wanted = {f"arr_{k}": v for k, v in cls._array_spec(params, n_users, n_items).items()}
+        for key, (kinds, shape) in wanted.items():
+            archive.header(key, kinds, shape)
+        user_ids = archive.read("user_ids", "U", (n_users,))
+        item_ids = archive.read("item_ids", "U", (n_items,))
+        indptr = archive.read("train_indptr", "iu", (n_users + 1,)).astype(np.int64, copy=False)
+        indices = archive.read("train_indices", "iu", (None,))
+        try:
+            check_ids(user_ids, "user ids")
+            check_ids(item_ids, "item ids")
+            check_csr(indptr, indices, (n_users, n_items), "training matrix")
+        except ValueError as exc:
+            raise archive.error(str(exc)) from None
+        arrays = {key[4:]: archive.read(key, kinds, shape) for key, (kinds, shape) in wanted.items()}
     train = sp.csr_matrix(
-        (np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(n_users, n_items)
+        (np.ones(len(indices), dtype=np.float32), indices.astype(np.int32, copy=False), indptr),
+        shape=(n_users, n_items),
     )
-    arrays = {k[4:]: v for k, v in files.items() if k.startswith("arr_")}
-    return meta, user_ids, item_ids, train, arrays
+    return cls, params, attrs, user_ids, item_ids, train, arrays
+
+
+HINT = "re-create it with 'mrec-warp train'"
+#: Largest JSON header read, in characters.
+MAX_META_CHARS = 1 << 20
+
+
+def _read_meta(archive: NpzArchive) -> Dict[str, Any]:
+    text = archive.read("__meta__", "U", (), max_chars=MAX_META_CHARS)
+    try:
+        meta = json.loads(str(text))
+    except (json.JSONDecodeError, RecursionError):
+        raise archive.error("model metadata is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise archive.error(f"model metadata is a JSON {type(meta).__name__}, expected an object")
+    if meta.get("format") != FORMAT:
+        raise archive.error(f"not an mrec-warp model file (format {str(meta.get('format'))[:80]!r})")
+    version = meta.get("format_version")
+    if "format_version" not in meta:
+        raise archive.error("model metadata lacks format_version")
+    if not _is_int(version) or version < 1:
+        raise archive.error(f"model format_version {str(version)[:40]!r} is not a version number (1, 2, ...)")
+    if version > FORMAT_VERSION:
+        raise InputError(f"model format version {version} is newer than this mrec-warp understands",
+                         path=archive.name, hint="upgrade mrec-warp")
+    for key in ("params", "attrs"):
+        if not isinstance(meta.get(key, {}), dict):
+            raise archive.error(f"model metadata's {key!r} is not an object")
+    return meta
+
+
+def _model_class(archive: NpzArchive, meta: Dict[str, Any], classes: Dict[str, type], expected: type) -> type:
+    name = meta.get("class")
+    cls = classes.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise InputError(f"unknown model class {str(name)[:80]!r}", path=archive.name,
+                         hint=f"known: {', '.join(sorted(classes))}; upgrade mrec-warp if it is newer")
+    if not issubclass(cls, expected):
+        raise InputError(f"file holds a {cls.__name__}, expected a {expected.__name__}", path=archive.name)
+    if not hasattr(cls, "_array_spec"):
+        raise archive.error(f"model class {name!r} cannot be loaded from a file")
+    return cls
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
+    """The entries of ``values`` the class knows, each of the type of its default.
+
+    Unknown names are dropped (a file from a newer version may have more), so a header can
+    never set an attribute the class does not save; numbers must be finite, attributes
+    (epoch counts) not negative.
+    """
+    out = {}
+    for key, value in values.items():
+        if key not in defaults:
+            continue
+        default = defaults[key]
+        if isinstance(default, bool) or isinstance(default, str):
+            ok = type(value) is type(default)
+        elif _is_int(default):
+            ok = _is_int(value)
+        elif isinstance(default, float) or default is None:
+            ok = value is None or _is_int(value) or isinstance(value, float)
+        else:
+            ok = False
+        if ok and (_is_int(value) or isinstance(value, float)):
+            # ranges are the class's own check (_check_params); attributes are counts
+            ok = math.isfinite(value) and (section == "params" or value >= 0)
+        if not ok:
+            raise archive.error(f"model {section[:-1]} {key!r} has the invalid value {str(value)[:40]!r}")
+        out[key] = value
+    return out

@@ -1,35 +1,74 @@
 """The popularity baseline: every user gets the most-interacted items they have not seen."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..progress import SILENT, Progress
 from .base import Recommender
 
 
 class Popularity(Recommender):
     """Rank items by how many training users interacted with them.
 
-    The baseline every personalised model must beat. Ties are broken by item index.
+    The baseline every personalised model must beat. Ties are broken by item index. New
+    users are served too: :meth:`fold_in` adds them with their history, whose items are
+    then excluded from their lists like training items.
     """
 
     def __init__(self) -> None:
         pass
 
-    def fit(self, X, **kwargs) -> "Popularity":
-        csr = self._set_training_data(X)
+    def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
+            **kwargs) -> "Popularity":
+        """Count each item's users in ``X`` (Interactions or a sparse matrix; with a plain
+        matrix, ``user_ids`` / ``item_ids`` name its rows and columns)."""
+        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         return self
 
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        if out is not None:
+            out[:] = self.item_counts_
+            return out
         return np.broadcast_to(self.item_counts_, (len(users), self.n_items))
+
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "Popularity":
+        """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) in place.
+
+        The counts do not change -- the baseline stays the one fitted -- but every history
+        item joins its user's row of ``train_``, so new users get the most popular items
+        they have not seen. ``epochs`` is accepted for a common signature and ignored.
+        """
+        from .foldin import _log_fold_in, add_history
+
+        self._check_fitted()
+        added = add_history(self, history, user_ids=user_ids)
+        self.fold_in_summary_ = added["summary"]
+        _log_fold_in(progress or SILENT, self.fold_in_summary_)
+        return self
+
+    def _append_users(self, ids, user_features=None) -> None:
+        from .foldin import append_user_ids
+
+        append_user_ids(self, ids)
 
     def _get_arrays(self) -> Dict[str, np.ndarray]:
         return {"item_counts": self.item_counts_}
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array, checked before loading."""
+        return {"item_counts": ("fiu", (n_items,))}
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        counts = arrays["item_counts"].astype(np.float32)
-        if counts.shape != (self.n_items,):
-            raise ValueError("item_counts has the wrong length")
+        from ..data.npz import check_finite, check_shape
+
+        counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
+        check_shape(counts, (self.n_items,), "item counts")
+        check_finite(counts, "item counts", limit=float(2**63))
+        if len(counts) and counts.min() < 0:
+            raise ValueError("item counts hold negative values")
         self.item_counts_ = counts

@@ -5,15 +5,17 @@ The per-interaction work is in the Cython kernel :mod:`mrec_warp.models._warp`.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
-from .base import Recommender
+from .base import Recommender, factor_scores
 from .validation import holdout_split, precision_at_k
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
@@ -26,6 +28,13 @@ SCHEDULES = ("adagrad", "sgd")
 CHUNK = 262144
 
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
+
+#: Training stops as diverged when a learned array's typical vector length (root mean square
+#: of its row norms) passes this many times the initial one (``init_scale``, counted as at
+#: least 0.1). With the hinge's margin of 1, sound models stay within about 30 times: 1.6 on
+#: MovieLens 100k and planted data with the defaults, ~130 even at learning rate 10, while a
+#: learning rate of 1e6 reaches 1e8 times in one epoch.
+DIVERGENCE_GROWTH = 1e4
 
 
 class WARP(Recommender):
@@ -58,7 +67,8 @@ class WARP(Recommender):
         Longest a user (item) vector may grow: after every step a longer one is scaled
         back to this length, the norm constraint WSABIE (Weston et al., 2010) regularises
         with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
-        can spread. Users default to 1.25, items to no limit (``None``): that was best on
+        can spread. ``0`` or ``None`` mean no limit, as ``--user-max-norm 0`` does on the
+        command line. Users default to 1.25, items to no limit (``None``): that was best on
         every dataset of the defaults study (see the README).
     kos_k, kos_n : int
         WARP-kOS only: which order statistic (1 = the best-scored) of how many sampled
@@ -157,9 +167,11 @@ class WARP(Recommender):
         need(self.user_reg >= 0 and self.item_reg >= 0, "regularisation must be >= 0")
         need(int(self.max_sampled) >= 1, "max_sampled must be >= 1")
         need(1 <= int(self.kos_k) <= int(self.kos_n) <= KOS_MAX_N, f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
-        need(all(v is None or (np.isfinite(v) and v > 0) for v in (self.user_max_norm, self.item_max_norm)),
-             "user_max_norm and item_max_norm must be > 0 (or None for no limit)")
-        need(self.epochs is None or int(self.epochs) >= 0, "epochs must be >= 0")
+        need(all(v is None or (np.isfinite(v) and v >= 0) for v in (self.user_max_norm, self.item_max_norm)),
+             "user_max_norm and item_max_norm must be >= 0 (0 or None: no limit)")
+        need(self.epochs is None or int(self.epochs) >= 1,
+             "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
+             "choose the count by early stopping)")
         need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
              "max_epochs, patience and eval_every must be >= 1")
         need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
@@ -223,11 +235,8 @@ class WARP(Recommender):
                 totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
-        if not all(np.isfinite(a).all() for a in self._learned_arrays()):
-            raise TrainingDivergedError(
-                f"training diverged at epoch {self.epochs_done_}: factors are no longer finite",
-                hint=f"lower the learning rate (now {self.learning_rate}) or add regularisation",
-            )
+        check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
+                         f"training diverged at epoch {self.epochs_done_}")
         return {
             "updates": n_updates / max(nnz, 1),
             "mean_weight": total_weight / max(n_updates, 1),
@@ -274,6 +283,8 @@ class WARP(Recommender):
         validation=None,
         callbacks: Sequence[Callback] = (),
         progress: Optional[Progress] = None,
+        user_ids: Optional[Sequence] = None,
+        item_ids: Optional[Sequence] = None,
     ) -> "WARP":
         """Fit on a users x items matrix (CSR or :class:`Interactions`).
 
@@ -281,6 +292,10 @@ class WARP(Recommender):
         ----------
         X : Interactions or sparse matrix
             Every stored entry is a positive.
+        user_ids, item_ids : sequences, optional
+            With a plain matrix: the id of each row and column (kept as text), so that
+            ``recommend_frame`` and the saved model use your ids. Without them the ids are
+            the row and column numbers "0".."n-1".
         validation : Interactions or sparse matrix, optional
             Held-out positives (same shape as ``X``) for early stopping. Without it, and
             with ``epochs=None``, a ``validation_fraction`` of each user's items is held out
@@ -294,7 +309,7 @@ class WARP(Recommender):
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        csr = self._set_training_data(X)
+        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
 
@@ -320,29 +335,60 @@ class WARP(Recommender):
         return self
 
     def partial_fit(self, X, epochs: int = 1, progress: Optional[Progress] = None) -> "WARP":
-        """Continue training for ``epochs`` epochs on ``X`` (same shape), without validation.
+        """Continue training for ``epochs`` epochs on the pairs of ``X``, without validation.
 
-        The first call on an unfitted model initialises it.
+        The first call on an unfitted model initialises it from ``X`` as :meth:`fit` would.
+        On a fitted (or loaded) model the pairs of ``X`` are *added* to what the model has
+        seen: ``train_`` becomes the union of the training pairs (folded-in histories
+        included) and ``X``, so recommendations keep excluding both, and every seen pair is
+        ruled out as a negative; the epochs visit the pairs of ``X`` only.
+
+        Parameters
+        ----------
+        X : Interactions or sparse matrix
+            New (or repeated) positives. Interactions are matched to the model by id: pairs
+            whose user or item the model does not know are skipped, with a ``UserWarning``
+            and their count in ``partial_fit_summary_`` (add new users with
+            :meth:`fold_in`; new items need a refit). A matrix must have the model's shape.
+        epochs : int
+            Passes over ``X`` (at least 1).
+        progress : Progress, optional
         """
         self._check_params()
+        if int(epochs) < 1:
+            raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        fitted = getattr(self, "train_", None) is not None and hasattr(self, "_rng_state")
-        loaded = getattr(self, "train_", None) is not None and not fitted
-        csr = _as_aligned_csr(X, self, "X") if fitted or loaded else self._set_training_data(X)
-        if fitted or loaded:
-            self.train_ = csr
-            if loaded:  # a saved model keeps its factors but not the optimiser's state
-                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
-        else:
+        if getattr(self, "train_", None) is None:
+            csr = self._set_training_data(X)
             self._init_state(*csr.shape, np.random.default_rng(self.random_state))
+            data = _TrainingData(csr)
+            summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
+                       "unknown_users": 0, "unknown_items": 0}
+        else:
+            if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
+                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
+            new, summary = _known_pairs(X, self)
+            seen = merge_seen(self.train_, new)
+            summary["new_pairs"] = int(seen.nnz - self.train_.nnz)
+            data = _TrainingData(seen, visit=new)
+            self.train_ = seen
+            self._interactions_cache = None
+        self.partial_fit_summary_: Dict[str, int] = summary
+        if summary["skipped_pairs"]:
+            message = (f"partial_fit skipped {summary['skipped_pairs']} of {summary['pairs']} pairs naming "
+                       f"{summary['unknown_users']} users and {summary['unknown_items']} items the model does not "
+                       "know (add new users with fold_in; new items need a refit)")
+            warnings.warn(message, UserWarning, stacklevel=2)
+            progress.log(f"warning: {message}")
         if not hasattr(self, "history_"):
             self.history_ = []
-        self._train(csr, int(epochs), progress, ())
+        self._train(data, int(epochs), progress, ())
         return self
 
     def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` epochs; with ``validation``, early-stop and keep the best."""
-        data = _TrainingData(csr)
+        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`_TrainingData`); with
+        ``validation``, early-stop and keep the best."""
+        data = csr if isinstance(csr, _TrainingData) else _TrainingData(csr)
         best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
         eval_users = None
         if validation is not None:
@@ -379,18 +425,21 @@ class WARP(Recommender):
         return epochs
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "WARP":
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "WARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
-        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame or
-        Interactions) gets a factor row fitted by ``epochs`` WARP passes over their items
-        against the fixed item factors; new users are appended to ``user_ids``, known ones
-        are refined from their training items plus the history. Nothing else changes. See
+        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
+        Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
+        per model item whose rows are the users ``user_ids``) gets a factor row fitted by
+        ``epochs`` WARP passes over their items against the fixed item factors; new users
+        are appended to ``user_ids``, known ones are refined from their training items plus
+        the history. Nothing else changes. See
         :func:`mrec_warp.models.foldin.fold_in`.
         """
         from .foldin import fold_in
 
-        return fold_in(self, history, epochs=epochs, progress=progress)
+        return fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
 
     def _append_users(self, ids, user_features=None) -> None:
         from .foldin import warp_append_users
@@ -408,33 +457,10 @@ class WARP(Recommender):
         self.user_factors_[users] = rows
 
     # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self._check_fitted()
-        scores = self.user_factors_[np.asarray(users)] @ self.item_factors_.T  # sgemm
-        if self.item_bias:
-            scores += self.item_bias_
-        return scores
-
-    def similar_items(self, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` items with the most similar factors (cosine) to each of ``items``.
-
-        Returns item indices and cosine similarities, (len(items), k), the item itself excluded.
-        """
-        from ..recommend import iter_top_k
-
-        self._check_fitted()
-        norms = np.linalg.norm(self.item_factors_, axis=1, keepdims=True)
-        unit = self.item_factors_ / np.maximum(norms, 1e-12)
-        items = np.asarray(items, dtype=np.int64)
-        itself = sp.identity(self.n_items, dtype=np.float32, format="csr")
-        out_items, out_scores = [], []
-        for _, block_items, block_scores in iter_top_k(lambda rows: unit[rows] @ unit.T, self.n_items,
-                                                       items, k, exclude=itself):
-            out_items.append(block_items)
-            out_scores.append(block_scores)
-        if not out_items:
-            return np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32)
-        return np.vstack(out_items), np.vstack(out_scores)
+        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
+                             self.item_bias_ if self.item_bias else None, out)
 
     @property
     def user_factors(self) -> np.ndarray:
@@ -449,31 +475,128 @@ class WARP(Recommender):
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "item_bias": self.item_bias_}
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        d = params.get("factors")
+        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
+                "item_bias": ("f", (n_items,))}
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf = arrays["user_factors"].astype(np.float32)
-        itf = arrays["item_factors"].astype(np.float32)
-        ib = arrays["item_bias"].astype(np.float32)
-        if uf.shape[0] != self.n_users or itf.shape[0] != self.n_items or uf.shape[1] != itf.shape[1] \
-                or ib.shape != (self.n_items,):
-            raise ValueError("factor shapes do not match the ids")
+        from ..data.npz import check_finite, check_shape
+
+        uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
+        itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
+        ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)
+        d = uf.shape[1] if uf.ndim == 2 else -1
+        check_shape(uf, (self.n_users, d), "user factors")
+        check_shape(itf, (self.n_items, d), "item factors")
+        check_shape(ib, (self.n_items,), "item biases")
+        for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
+            check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
 
     def _get_attrs(self) -> Dict[str, Any]:
-        return {"epochs_done_": int(getattr(self, "epochs_done_", 0)),
+        return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
 
 
 class _TrainingData:
-    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order."""
+    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order.
 
-    def __init__(self, csr: sp.csr_matrix) -> None:
+    Every stored pair of ``csr`` is a positive (never sampled as a negative); an epoch visits
+    them all, or only the pairs of ``visit`` (a subset of ``csr``) when it is given.
+    """
+
+    def __init__(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None) -> None:
         self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
         self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
         counts = np.diff(self.indptr)
         self.pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), counts)
         # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
-        self.order = np.arange(csr.nnz, dtype=np.int32 if csr.nnz < 2**31 - 1 else np.int64)
+        dtype = np.int32 if csr.nnz < 2**31 - 1 else np.int64
+        if visit is None:
+            self.order = np.arange(csr.nnz, dtype=dtype)
+        else:
+            self.order = _positions(csr, visit).astype(dtype)
         self.rank_weights = _warp.harmonic_table(csr.shape[1])
+
+
+def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:
+    """One int64 per stored pair, ``row * n_cols + col``: increasing for sorted indices."""
+    rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+    return rows * csr.shape[1] + csr.indices
+
+
+def _positions(csr: sp.csr_matrix, subset: sp.csr_matrix) -> np.ndarray:
+    """Where each stored pair of ``subset`` sits among the stored pairs of ``csr``."""
+    csr.sort_indices()
+    subset.sort_indices()
+    return np.searchsorted(_pair_keys(csr), _pair_keys(subset))
+
+
+def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
+    """The union of two binary users x items matrices: sorted, ones, float32."""
+    merged = sp.csr_matrix(seen + new, dtype=np.float32)
+    merged.sum_duplicates()
+    merged.sort_indices()
+    merged.data[:] = 1.0
+    return merged
+
+
+def _known_pairs(X, model: Recommender) -> Tuple[sp.csr_matrix, Dict[str, int]]:
+    """``X`` as a binary matrix in the model's index space, and what was skipped.
+
+    Interactions are matched by id; a pair whose user or item the model does not know is
+    skipped and counted. A matrix must already have the model's shape.
+    """
+    from ..data.interactions import Interactions
+
+    if not isinstance(X, Interactions):
+        csr = _as_aligned_csr(X, model, "X")
+        csr.eliminate_zeros()
+        summary = {"pairs": int(csr.nnz), "skipped_pairs": 0, "unknown_users": 0, "unknown_items": 0}
+    else:
+        coo = X.matrix.tocoo()
+        nonzero = coo.data != 0
+        src_rows, src_cols = coo.row[nonzero], coo.col[nonzero]
+        rows = pd.Index(model.user_ids).get_indexer(X.user_ids)[src_rows]
+        cols = pd.Index(model.item_ids).get_indexer(X.item_ids)[src_cols]
+        keep = (rows >= 0) & (cols >= 0)
+        csr = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], cols[keep])),
+                            shape=(model.n_users, model.n_items))
+        csr.sum_duplicates()
+        csr.data[:] = 1.0
+        summary = {"pairs": int(len(rows)), "skipped_pairs": int((~keep).sum()),
+                   "unknown_users": int(len(np.unique(src_rows[rows < 0]))),
+                   "unknown_items": int(len(np.unique(src_cols[cols < 0])))}
+    if csr.nnz == 0:
+        raise InputError(
+            f"X has no pairs to train on: {summary['skipped_pairs']} of {summary['pairs']} name users or items "
+            "the model does not know", hint="add new users with fold_in; new items need a refit")
+    return csr, summary
+
+
+def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str) -> None:
+    """Raise :class:`TrainingDivergedError` when an array is not finite or has blown up.
+
+    Blown up: its typical vector length (root mean square of the row norms; of the values
+    for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
+    """
+    hint = (f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
+            "or add regularisation")
+    limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
+    for a in arrays:
+        if a.size == 0:
+            continue
+        flat = a.reshape(-1)
+        typical = float(np.sqrt(np.dot(flat, flat) / a.shape[0]))  # float32 dot: inf when huge
+        if not np.isfinite(typical) and not np.isfinite(flat).all():
+            raise TrainingDivergedError(f"{what}: factors are no longer finite", hint=hint)
+        if not typical <= limit:
+            raise TrainingDivergedError(
+                f"{what}: factor lengths grew to {typical:.3g}, more than {DIVERGENCE_GROWTH:.0e} times "
+                f"their initial {max(float(init_scale), 0.1):g}", hint=hint)
 
 
 def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
@@ -490,7 +613,7 @@ def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
 
 
 def _limit(max_norm: Optional[float]) -> float:
-    """A norm limit as the kernels take it: 0 for none."""
+    """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
     return 0.0 if max_norm is None else float(max_norm)
 
 

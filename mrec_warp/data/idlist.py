@@ -1,0 +1,45 @@
+"""Id-list files: ``recommend --users FILE``, ``similar --items-file FILE``, ``evaluate --items``."""
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+from ..errors import InputError
+from .io import PathLike, _open_text, check_readable
+
+
+def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
+                 note: Optional[Callable[[str], None]] = None, first_column: bool = False) -> List[str]:
+    """Ids from a file with one id per line (``--users FILE``, ``--items-file FILE``).
+
+    The whole line is the id: nothing is split off at spaces, tabs or commas
+    (``john smith`` and ``Papers, Please`` are one id each) and nothing is stripped but the
+    line ending. A UTF-8 byte-order mark is dropped; a file that is not valid UTF-8 is read
+    as Latin-1 (like ratings files). Blank lines (empty or only spaces) are skipped.
+
+    With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
+    (when given) is called with one line saying how many repeats were dropped. With
+    ``first_column`` (a feature file given as a list of items) the id is the line's text
+    before its first tab, or before its first comma when it has no tab.
+    """
+    p = check_readable(path, f"{what} list", empty_hint=f"expected one {what} id per line")
+    ids: List[str] = []
+    with _open_text(p) as fh:
+        for line in fh:
+            # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
+            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+            if first_column:
+                body = body.split("\t" if "\t" in body else ",", 1)[0]
+            if body.strip():
+                ids.append(body)
+    if not ids:
+        raise InputError(f"no {what} ids found", path=str(p), hint=f"one {what} id per line")
+    if unique:
+        kept = list(dict.fromkeys(ids))
+        repeats = len(ids) - len(kept)
+        if repeats and note is not None:
+            seen: set = set()
+            first = next(x for x in ids if x in seen or seen.add(x))
+            note(f"{p}: {repeats:,} repeated {what} id(s) ignored, each is recommended for once "
+                         f"(first repeat: {first!r})")
+        ids = kept
+    return ids

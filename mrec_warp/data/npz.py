@@ -1,0 +1,263 @@
+"""Reading ``.npz`` archives that may be damaged or hostile: model files and work-folder parts.
+
+``np.load`` decompresses whatever member is asked for, however large, and falls back to
+pickle for files that are not archives. Here instead:
+
+* only the members a caller names are ever read; unknown members are never decompressed;
+* each member's sizes are checked before any of its data is decompressed: the zip
+  directory's uncompressed size must equal the ``.npy`` header's shape x item size (plus the
+  header), must not exceed :data:`MAX_RATIO` times its compressed size (a decompression
+  bomb), and the caller checks the shape against what it expects;
+* object (pickled) arrays are refused: pickle is never loaded;
+* every defect is a one-line :class:`~mrec_warp.errors.InputError` naming the file.
+
+The checks of array *values* (CSR structure, ids, finite factors) are here too, as
+functions raising :class:`ValueError` with a short description the caller completes.
+"""
+from __future__ import annotations
+
+import math
+import os
+import zipfile
+import zlib
+from typing import IO, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+#: A member may decompress to at most this many times its compressed size (plus
+#: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1); a file
+#: recompressed with a zip tool stays far below this (ids compress about 10x).
+MAX_RATIO = 64
+RATIO_SLACK = 1 << 20
+#: Longest id accepted in an ids array, in characters.
+MAX_ID_CHARS = 65_536
+#: Largest ``.npy`` header read (numpy's own default limit).
+MAX_HEADER_BYTES = 10_000
+
+Shape = Tuple[Optional[int], ...]
+Source = Union[str, os.PathLike, IO[bytes]]
+
+_READ_ERRORS = (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error)
+
+
+class NpzArchive:
+    """An ``.npz`` opened for reading named members, with sizes checked before decompression.
+
+    Parameters
+    ----------
+    source : path or binary file object
+    what : str
+        What the file should be, for messages ("an mrec-warp model file").
+    hint : str
+        How to fix a damaged file, appended to every error.
+    """
+
+    def __init__(self, source: Source, what: str, hint: str) -> None:
+        self.name = source_name(source)
+        self.what = what
+        self.hint = hint
+        try:
+            self._zip = zipfile.ZipFile(source)
+        except FileNotFoundError:
+            raise InputError("file does not exist", path=self.name, hint="check the path") from None
+        except IsADirectoryError:
+            raise InputError(f"is a folder, not {what}", path=self.name, hint="check the path") from None
+        except _READ_ERRORS as exc:
+            raise InputError(f"not {what}, or truncated (no readable zip archive: {_short(exc)})", path=self.name,
+                             hint=hint) from None
+        self._members: Dict[str, zipfile.ZipInfo] = {}
+        for info in self._zip.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            key = info.filename[:-4]
+            if key in self._members:
+                self.close()
+                raise self.error(f"member {key!r} appears twice")
+            self._members[key] = info
+        self._headers: Dict[str, Tuple[Tuple[int, ...], np.dtype]] = {}
+
+    def __enter__(self) -> "NpzArchive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._zip.close()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._members
+
+    def error(self, message: str) -> InputError:
+        """A one-line error about this file."""
+        return InputError(message, path=self.name, hint=self.hint)
+
+    def header(self, key: str, kinds: str, shape: Shape, max_chars: int = MAX_ID_CHARS) -> Tuple[Tuple[int, ...], np.dtype]:
+        """Shape and dtype of member ``key``, checked without decompressing its data.
+
+        ``kinds`` lists the accepted dtype kinds (``"iu"``, ``"f"``, ``"U"``); ``shape`` the
+        expected shape, ``None`` for a dimension that may be anything; ``max_chars`` the
+        longest string of a text array.
+        """
+        dims, dtype = self._header(key)
+        if dtype.kind == "U" and dtype.itemsize > 4 * max_chars:
+            raise self.error(f"array {key!r} holds strings of up to {dtype.itemsize // 4:,} characters"
+                             f" (the limit is {max_chars:,})")
+        if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None:
+            raise self.error(f"array {key!r} has type {dtype.str}, expected {_kind_names(kinds)}")
+        if len(dims) != len(shape) or any(want is not None and got != want for got, want in zip(dims, shape)):
+            expected = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+            raise self.error(f"array {key!r} has shape {tuple(dims)}, expected {expected}")
+        return dims, dtype
+
+    def _header(self, key: str) -> Tuple[Tuple[int, ...], np.dtype]:
+        """The ``.npy`` header of a member, its sizes checked; read once."""
+        if key in self._headers:
+            return self._headers[key]
+        info = self._members.get(key)
+        if info is None:
+            raise self.error(f"lacks the array {key!r}")
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise self.error(f"array {key!r} declares {info.file_size:,} bytes but stores {info.compress_size:,}")
+        if info.file_size > MAX_RATIO * info.compress_size + RATIO_SLACK:
+            raise self.error(f"array {key!r} would decompress from {info.compress_size:,} to {info.file_size:,} bytes;"
+                             " refusing a possible decompression bomb")
+        try:
+            with self._zip.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    dims, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=MAX_HEADER_BYTES)
+                elif version == (2, 0):
+                    dims, fortran, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=MAX_HEADER_BYTES)
+                else:
+                    raise ValueError(f"unsupported .npy version {version}")
+                offset = fh.tell()
+        except _READ_ERRORS as exc:
+            raise self.error(f"array {key!r} is unreadable ({_short(exc)})") from None
+        if dtype.hasobject:
+            raise self.error(f"array {key!r} holds Python objects (pickled data), which mrec-warp never loads")
+        nbytes = math.prod(dims) * dtype.itemsize
+        if info.file_size != offset + nbytes:
+            raise self.error(f"array {key!r} declares shape {tuple(dims)} ({nbytes:,} bytes)"
+                             f" but its member holds {info.file_size - offset:,}")
+        self._headers[key] = (tuple(dims), dtype)
+        return self._headers[key]
+
+    def read(self, key: str, kinds: str, shape: Shape, max_chars: int = MAX_ID_CHARS) -> np.ndarray:
+        """Member ``key`` as a C-contiguous array, after :meth:`header` accepted it."""
+        self.header(key, kinds, shape, max_chars)
+        try:
+            with self._zip.open(self._members[key]) as fh:
+                arr = np.lib.format.read_array(fh, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)
+        except _READ_ERRORS as exc:
+            raise self.error(f"array {key!r} is corrupt ({_short(exc)})") from None
+        return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def source_name(source: Source) -> str:
+    """The path of a file given as a path or an open file (for messages)."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return str(getattr(source, "name", None) or "<file object>")
+
+
+def read_arrays(source: Source, spec: Dict[str, Tuple[str, Shape]], what: str, hint: str) -> Dict[str, np.ndarray]:
+    """The members ``spec`` names (key -> (kinds, shape)), every header checked before any data is read."""
+    with NpzArchive(source, what, hint) as archive:
+        for key, (kinds, shape) in spec.items():
+            archive.header(key, kinds, shape)
+        return {key: archive.read(key, kinds, shape) for key, (kinds, shape) in spec.items()}
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).split("\n")[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _kind_names(kinds: str) -> str:
+    names = {"i": "integers", "u": "integers", "f": "floats", "U": "text", "b": "booleans"}
+    return " or ".join(dict.fromkeys(names[k] for k in kinds))
+
+
+# ---------------------------------------------------------------------------------------------
+# value checks: each raises ValueError("<what> ...") and costs O(size), vectorised
+# ---------------------------------------------------------------------------------------------
+def check_csr(indptr: np.ndarray, indices: np.ndarray, shape: Tuple[int, int], what: str) -> None:
+    """A CSR structure the kernels can trust: index pointers from 0 to ``len(indices)``, never
+    decreasing; column indices in range, strictly increasing within each row."""
+    n_rows, n_cols = shape
+    if indptr.shape != (n_rows + 1,) or indices.ndim != 1:
+        raise ValueError(f"{what}: index pointer has shape {indptr.shape}, expected ({n_rows + 1},)")
+    if indptr[0] != 0 or indptr[-1] != len(indices):
+        raise ValueError(f"{what}: index pointer runs from {indptr[0]} to {indptr[-1]},"
+                         f" expected 0 to {len(indices)}")
+    steps = np.diff(indptr)
+    if len(steps) and steps.min() < 0:
+        raise ValueError(f"{what}: index pointer decreases at row {int(np.argmax(steps < 0))}")
+    if len(indices) == 0:
+        return
+    lo, hi = indices.min(), indices.max()
+    if lo < 0 or hi >= n_cols:
+        raise ValueError(f"{what}: column index {lo if lo < 0 else hi} is outside 0..{n_cols - 1}")
+    ok = np.diff(indices) > 0
+    # a step that crosses into the next row may go down; mark those steps as fine
+    starts = indptr[1:-1]
+    ok[starts[(starts > 0) & (starts < len(indices))] - 1] = True
+    if not ok.all():
+        pos = int(np.argmin(ok)) + 1
+        row = int(np.searchsorted(indptr, pos, side="right")) - 1
+        raise ValueError(f"{what}: column indices of row {row} are not sorted and unique")
+
+
+def check_ids(ids: np.ndarray, what: str) -> None:
+    """Ids are 1-D text and each one appears once."""
+    if ids.ndim != 1 or ids.dtype.kind != "U":
+        raise ValueError(f"{what}: expected a 1-D array of text")
+    dup = _first_duplicate(ids)
+    if dup is not None:
+        raise ValueError(f"{what}: id {dup[:80]!r} appears more than once")
+
+
+def _first_duplicate(ids: np.ndarray) -> Optional[str]:
+    """A repeated id, or None. Hashes each id's code points in a few vectorised passes
+    (one per character position) and compares exactly only the ids whose hashes collide:
+    several times faster than building a pandas index or sorting the strings."""
+    if len(ids) < 2:
+        return None
+    if ids.dtype.itemsize == 0:
+        return ""
+    codes = np.ascontiguousarray(ids).view(np.uint32).reshape(len(ids), -1)
+    h = np.zeros(len(ids), np.uint64)
+    for j in range(codes.shape[1]):
+        h *= np.uint64(0x9E3779B97F4A7C15)  # odd: wraps modulo 2**64, a polynomial hash
+        h += codes[:, j]
+    ordered = np.sort(h)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return None
+    candidates = pd.Index(ids[np.isin(h, ordered[1:][same])])
+    repeated = candidates[candidates.duplicated()]
+    return str(repeated[0]) if len(repeated) else None
+
+
+#: Largest magnitude accepted in factor arrays: beyond it, dot products overflow float32.
+MAX_FACTOR = 1e15
+
+
+def check_finite(arr: np.ndarray, what: str, limit: float = MAX_FACTOR) -> None:
+    """Every value finite and at most ``limit`` in magnitude (NaN propagates through max/min,
+    so two passes without a temporary copy cover NaN, infinity and overflow)."""
+    if arr.size == 0:
+        return
+    hi, lo = arr.max(), arr.min()
+    if not (hi <= limit and lo >= -limit):
+        bad = "NaN" if np.isnan(hi) or np.isnan(lo) else "infinite" if np.isinf(hi) or np.isinf(lo) else "huge"
+        raise ValueError(f"{what} holds {bad} values")
+
+
+def check_shape(arr: np.ndarray, shape: Sequence[int], what: str) -> None:
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{what} has shape {arr.shape}, expected {tuple(shape)}")
