@@ -8,29 +8,33 @@ saving ``W`` as sparse CSR arrays or one dense array.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
+from ..data.npz import check_csr, check_finite, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from .base import Recommender
-from .foldin import append_empty_rows, read_history, replace_rows
+from .base import IndexArg, Recommender, _check_k, as_indices
+from .foldin import _log_fold_in, add_history, append_user_ids
 
 
 class ItemSimilarity(Recommender):
     """Base of the item-item models: ``score(u, i) = sum_{j in history(u)} W[j, i]``.
 
     Subclasses implement ``_learn_weights(csr, progress)`` returning ``W`` (n_items x
-    n_items) as a float32 CSR matrix or a dense float32 array; the diagonal must be zero
-    (an item never recommends itself). Users with an empty history (no training items)
-    are ranked by popularity instead, the same ranking :class:`Popularity` gives.
+    n_items) as a float32 CSR matrix or a dense float32 array (then they set
+    ``_dense_weights = True``); the diagonal must be zero (an item never recommends itself).
+    Users with an empty history (no training items) are ranked by popularity instead, the
+    same ranking :class:`Popularity` gives.
 
-    Fitted attributes: ``weights_`` (``W``) and ``item_counts_`` (training users per item).
+    Fitted attributes: ``weights_`` (``W``), ``item_counts_`` (training users per item) and
+    ``kept_items_`` (the items ``W`` covers when not all of them, else ``None``).
     """
+
+    #: Whether ``W`` is one dense array (EASE) rather than sparse CSR arrays.
+    _dense_weights = False
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -38,13 +42,15 @@ class ItemSimilarity(Recommender):
     def _check_params(self) -> None:
         """Raise ``ValueError`` for impossible parameters (subclasses extend)."""
 
-    def fit(self, X, progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
-        """Learn the item-item weights from ``X`` (Interactions or users x items sparse)."""
+    def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
+            progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
+        """Learn the item-item weights from ``X`` (Interactions or users x items sparse; with a
+        plain matrix, ``user_ids`` / ``item_ids`` name its rows and columns)."""
         if kwargs.get("validation") is not None:
             raise InputError(f"{type(self).__name__} has no early stopping to validate",
                              hint="drop --validation (it is for warp)")
         self._check_params()
-        csr = self._set_training_data(X)
+        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items
         weights = self._learn_weights(csr, progress or SILENT)
@@ -53,11 +59,11 @@ class ItemSimilarity(Recommender):
         return self
 
     # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray) -> np.ndarray:
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         """History rows times ``W``: a dense float32 block (len(users), n_items).
 
-        A CSR block of histories times a CSR ``W`` is a sparse product whose result is
-        densified once; a dense ``W`` (EASE) takes the sparse-times-dense product directly.
+        A CSR block of histories times a CSR ``W`` is a sparse product densified once; a
+        dense ``W`` (EASE) takes the sparse-times-dense product directly.
         """
         self._check_fitted()
         users = np.asarray(users, dtype=np.int64)
@@ -68,6 +74,9 @@ class ItemSimilarity(Recommender):
         cold = np.diff(hist.indptr) == 0
         if cold.any():
             scores[cold] = self.item_counts_
+        if out is not None:
+            out[...] = scores
+            return out
         return scores
 
     def _history_scores(self, hist: sp.csr_matrix) -> np.ndarray:
@@ -76,7 +85,7 @@ class ItemSimilarity(Recommender):
         When ``W`` covers only ``kept_items_`` (EASE on the most popular items), the other
         items score NaN, which the top-k selection never ranks.
         """
-        kept = getattr(self, "kept_items_", None)
+        kept = self.kept_items_
         if kept is not None:
             hist = hist[:, kept]
         prod = hist @ self.weights_
@@ -86,7 +95,7 @@ class ItemSimilarity(Recommender):
 
     def _weight_rows(self, items: np.ndarray) -> np.ndarray:
         """Rows ``W[items, :]`` as a dense float32 array over every item (NaN off ``kept_items_``)."""
-        kept = getattr(self, "kept_items_", None)
+        kept = self.kept_items_
         if kept is None:
             out = self.weights_[items]
             return out.toarray() if sp.issparse(out) else np.array(out, dtype=np.float32)
@@ -97,117 +106,102 @@ class ItemSimilarity(Recommender):
         rows[inside] = self.weights_[pos[items[inside]]]
         return _spread(rows, kept, self.n_items)
 
-    def similar_items(self, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` items with the largest learned weights ``W[item, :]`` for each item.
-
-        These are the items a user who has ``item`` is pushed towards. Returns item indices
-        (``-1`` where fewer than ``k`` have a positive weight) and weights, (len(items), k).
-        """
+    def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """What ``similar_items`` / ``similar`` list: each item's largest learned weights
+        ``W[item, :]``, the items a user who has it is pushed towards (``-1`` / 0 where fewer
+        than ``k`` have a positive weight). An item-item model has no user vectors."""
         from ..recommend import iter_top_k
 
+        if kind != "item":
+            raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
+                             hint="similar users need a warp or hybrid model")
         self._check_fitted()
-        items = np.asarray(items, dtype=np.int64)
-        if len(items) and (items.min() < 0 or items.max() >= self.n_items):
-            raise IndexError(f"item indices must be in [0, {self.n_items})")
-        def rows(block):
+        k = _check_k(k)
+        items, scalar = as_indices(rows, self.n_items, "item")
+
+        def weights(block):
             out = self._weight_rows(block)
             out[out <= 0] = np.nan  # only positive weights point to similar items
             return out
 
         itself = sp.identity(self.n_items, dtype=np.float32, format="csr")
-        found = list(iter_top_k(rows, self.n_items, items, k, exclude=itself))
-        if not found:
-            return np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float32)
-        out_items = np.vstack([f[1] for f in found])
-        out_scores = np.vstack([f[2] for f in found])
-        out_scores[out_items < 0] = 0.0
-        return out_items, out_scores
-
-    def _neighbours(self, kind: str, rows, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """Neighbours for the shared ``similar`` API: items by their learned weights; an
-        item-item model has no user vectors to compare."""
-        if kind != "item":
-            raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
-                             hint="similar users need a warp or hybrid model")
-        return self.similar_items(rows, k)
+        out_items = np.full((len(items), k), -1, dtype=np.int64)
+        out_scores = np.zeros((len(items), k), dtype=np.float32)
+        pos = 0
+        for _, block_items, block_scores in iter_top_k(weights, self.n_items, items, k, exclude=itself):
+            out_items[pos:pos + len(block_items)] = block_items
+            out_scores[pos:pos + len(block_items)] = np.where(block_items >= 0, block_scores, 0.0)
+            pos += len(block_items)
+        return (out_items[0], out_scores[0]) if scalar else (out_items, out_scores)
 
     # -- fold-in: a new user's history times the same weights -------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None) -> "ItemSimilarity":
-        """Add the users of ``history`` without refitting (in place; returns ``self``).
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "ItemSimilarity":
+        """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) without refitting
+        (in place; returns ``self``).
 
         An item-item model scores a user from their history alone, so folding in is exact:
-        new users are appended with their history as training row; known users get the
-        history added to their training items. ``W`` does not change. ``epochs`` is
-        accepted for the common interface and ignored (nothing is iterated).
+        new users are appended with their history as training row, known users get the
+        history added to their training items, and they are scored as if they had been in
+        the training data. ``W`` does not change. ``epochs`` is accepted for the common
+        signature and ignored (nothing is iterated).
         """
         self._check_fitted()
-        progress = progress or SILENT
-        source = str(history) if isinstance(history, (str, os.PathLike)) else None
-        table = read_history(history, source)
-        items = self.item_indices(table["item"].to_numpy(), strict=False)
-        known = items >= 0
-        if not known.any():
-            raise InputError(f"none of the {len(table)} history rows names an item the model knows",
-                             path=source, hint="the history's second column must hold item ids of the training data")
-        users_col = table["user"].to_numpy()[known]
-        ids = np.asarray(pd.unique(users_col), dtype=str)
-        new = ids[self.user_indices(ids, strict=False) < 0]
-        if len(new):
-            self.user_ids = np.concatenate([self.user_ids, new])
-            self.train_ = append_empty_rows(self.train_, len(new))
-            self._interactions_cache = None
-        idx = self.user_indices(ids)
-        codes = pd.Index(ids).get_indexer(users_col)
-        hist = sp.csr_matrix((np.ones(len(codes), np.float32), (codes, items[known])), shape=(len(ids), self.n_items))
-        rows = hist + self.train_[idx]
-        rows.data[:] = 1.0
-        self.train_ = replace_rows(self.train_, idx, rows)
-        self._interactions_cache = None
-        n_unknown = int((~known).sum())
-        self.fold_in_summary_: Dict[str, Any] = {"users": len(ids), "new_users": len(new), "rows": int(known.sum()),
-                                                 "rows_with_unknown_items": n_unknown}
-        progress.log(f"folded in {len(ids)} users ({len(new)} new) from {int(known.sum())} rows"
-                     + (f"; {n_unknown} rows with items the model does not know were skipped" if n_unknown else ""))
+        added = add_history(self, history, user_ids=user_ids)
+        self.fold_in_summary_: Dict[str, Any] = added["summary"]
+        _log_fold_in(progress or SILENT, self.fold_in_summary_)
         return self
+
+    def _append_users(self, ids, user_features=None) -> None:
+        if user_features is not None:
+            raise InputError("user features need a hybrid model", hint="train with --model hybrid")
+        append_user_ids(self, ids)
 
     # -- persistence -------------------------------------------------------------------------
     def _get_arrays(self) -> Dict[str, np.ndarray]:
         out = {"item_counts": self.item_counts_}
-        if getattr(self, "kept_items_", None) is not None:
-            out["kept_items"] = self.kept_items_
-        if sp.issparse(self.weights_):
+        if self._dense_weights:
+            kept = self.kept_items_
+            out["kept_items"] = np.arange(self.n_items, dtype=np.int64) if kept is None else kept
+            out["weights"] = self.weights_
+        else:
             out.update(weights_indptr=self.weights_.indptr.astype(np.int64), weights_indices=self.weights_.indices,
                        weights_data=self.weights_.data)
-        else:
-            out["weights"] = self.weights_
         return out
 
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        spec = {"item_counts": ("fiu", (n_items,))}
+        if cls._dense_weights:
+            spec.update(kept_items=("iu", (None,)), weights=("f", (None, None)))
+        else:
+            spec.update(weights_indptr=("iu", (n_items + 1,)), weights_indices=("iu", (None,)),
+                        weights_data=("f", (None,)))
+        return spec
+
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        counts = np.asarray(arrays["item_counts"], dtype=np.float32)
-        if counts.shape != (self.n_items,):
-            raise ValueError("item_counts has the wrong length")
-        kept = arrays.get("kept_items")
-        if kept is not None:
-            kept = np.asarray(kept, dtype=np.int64)
+        counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
+        check_shape(counts, (self.n_items,), "item counts")
+        check_finite(counts, "item counts", limit=float(2**63))
+        if self._dense_weights:
+            kept = np.asarray(arrays["kept_items"], dtype=np.int64)
             if kept.ndim != 1 or (len(kept) and (kept.min() < 0 or kept.max() >= self.n_items
                                                   or np.any(np.diff(kept) <= 0))):
-                raise ValueError("kept_items are not increasing item indices")
-        self.kept_items_ = kept
-        n = self.n_items if kept is None else len(kept)
-        if "weights" in arrays:
+                raise ValueError("kept items are not increasing item indices")
             weights = arrays["weights"]
-            if weights.shape != (n, n):
-                raise ValueError(f"weights are {weights.shape}, expected ({n}, {n})")
+            check_shape(weights, (len(kept), len(kept)), "weights")
+            self.kept_items_ = None if len(kept) == self.n_items else kept
         else:
-            indptr, indices, data = arrays["weights_indptr"], arrays["weights_indices"], arrays["weights_data"]
-            if indptr.shape != (n + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) \
-                    or indptr[-1] != len(indices) or len(indices) != len(data) \
-                    or (len(indices) and (indices.min() < 0 or indices.max() >= n)):
-                raise ValueError("the sparse weights do not match the item ids")
-            weights = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-        self.weights_ = _as_weights(weights, n)
-        if not np.isfinite(self.weights_.data if sp.issparse(self.weights_) else self.weights_).all():
-            raise ValueError("weights hold NaN or infinity")
+            indptr, indices = arrays["weights_indptr"].astype(np.int64), arrays["weights_indices"]
+            data = arrays["weights_data"]
+            check_csr(indptr, indices, (self.n_items, self.n_items), "weights")
+            check_shape(data, indices.shape, "weight values")
+            weights = sp.csr_matrix((data, indices, indptr), shape=(self.n_items, self.n_items))
+            self.kept_items_ = None
+        weights = _as_weights(weights, weights.shape[0])
+        check_finite(weights.data if sp.issparse(weights) else weights, "weights")
+        self.weights_ = weights
         self.item_counts_ = counts
 
 

@@ -57,6 +57,8 @@ class EASE(ItemSimilarity):
         Most memory the fit may use; default: 3/4 of the memory available at fit time.
     """
 
+    _dense_weights = True
+
     def __init__(self, l2: float = 200.0, dtype: str = "float64", max_items: Optional[int] = None,
                  memory_limit_mb: Optional[float] = None) -> None:
         self.l2 = l2
