@@ -169,7 +169,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     elif "n_jobs" in model._param_names():  # item-item models: deterministic, no seed
         params.update(n_jobs=n_jobs)
         if "backend" in model._param_names():
-            params.update(backend=backend, scheduler=scheduler)
+            params.update(backend=backend, scheduler=scheduler or "")
     try:
         model.set_params(**params)
     except ValueError as exc:

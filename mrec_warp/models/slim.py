@@ -10,8 +10,6 @@ the Gram matrix shipped once per block). Each item keeps its ``topk`` largest we
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -41,13 +39,12 @@ class SLIM(ItemSimilarity):
         Workers solving blocks of items at once (-1: every core).
     backend : {"threads", "processes", "dask"}
         Where the blocks run; every backend gives the same weights.
-    scheduler : str, optional
-        Dask scheduler address (with ``backend="dask"``).
+    scheduler : str
+        Dask scheduler address (with ``backend="dask"``); empty: a local cluster.
     """
 
     def __init__(self, l1: float = 5.0, l2: float = 100.0, topk: int = 200, max_iter: int = 100,
-                 tol: float = 1e-4, n_jobs: int = 1, backend: str = "threads",
-                 scheduler: Optional[str] = None) -> None:
+                 tol: float = 1e-4, n_jobs: int = 1, backend: str = "threads", scheduler: str = "") -> None:
         self.l1 = l1
         self.l2 = l2
         self.topk = topk
@@ -79,7 +76,7 @@ class SLIM(ItemSimilarity):
         args = [(*g, a, b, float(self.l1), float(self.l2), int(self.max_iter), float(self.tol), topk)
                 for a, b in blocks]
         rows, cols, vals = [], [], []
-        with backend_for(self.backend, self.n_jobs, self.scheduler) as be:
+        with backend_for(self.backend, self.n_jobs, self.scheduler or None) as be:
             progress.log(f"slim: {n:,} items in {len(blocks)} blocks on {be.describe()}, "
                          f"Gram matrix {gram.nnz:,} entries")
             for a, idx, val in progress.iterate(be.map(solve_block, args), total=len(blocks),
