@@ -41,7 +41,7 @@ def test_cosine_matches_a_dense_computation(shrink):
     norms = np.linalg.norm(X, axis=0)
     sim = (X.T @ X) / (np.outer(norms, norms) + shrink + (shrink == 0) * 1e-30)
     np.fill_diagonal(sim, 0)
-    model = ItemKNN(neighbours=4, shrink=shrink, memory_mb=0.001).fit(csr)  # tiny budget: many blocks
+    model = ItemKNN(neighbours=4, similarity="cosine", shrink=shrink, memory_mb=0.001).fit(csr)  # tiny budget: many blocks
     np.testing.assert_allclose(model.weights_.toarray(), keep_top(sim, 4), rtol=1e-5, atol=1e-7)
 
 
@@ -135,7 +135,7 @@ def test_ease_matches_numpy_inverse(dtype):
 
 def test_ease_refuses_before_allocating_when_it_would_not_fit():
     csr, _ = small_matrix(seed=7, n_items=12)
-    need = EASE.memory_needed(12, "float64")
+    need = EASE.memory_needed(12, EASE().dtype)
     with pytest.raises(InputError, match=r"EASE on 12 items needs .* GiB .*--max-items"):
         EASE(memory_limit_mb=need / 2**20 / 2).fit(csr)
     EASE(memory_limit_mb=need / 2**20 * 1.01).fit(csr)  # just enough

@@ -125,13 +125,13 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
-@click.option("--neighbours", type=click.IntRange(min=1), help="itemknn: similar items kept per item [100].")
-@click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [cosine].")
+@click.option("--neighbours", type=click.IntRange(min=1), help="itemknn: similar items kept per item [200].")
+@click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [tfidf].")
 @click.option("--shrink", type=click.FloatRange(min=0), help="itemknn: cosine shrinkage [0].")
-@click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [5].")
-@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [100]; ease: lambda [200].")
+@click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [2].")
+@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [200]; ease: lambda [200].")
 @click.option("--topk", type=click.IntRange(min=1), help="slim: largest weights kept per item [200].")
-@click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float64].")
+@click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float32].")
 @click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
 @click.option("--memory-limit-mb", type=click.FloatRange(min=1),
               help="ease: most memory the fit may take [3/4 of the available memory].")

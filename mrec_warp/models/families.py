@@ -55,15 +55,15 @@ FAMILIES: Dict[str, Family] = {
     "itemknn": Family(
         ItemKNN,
         tunable={"neighbours": int, "similarity": str, "shrink": float, "bm25_k1": float, "bm25_b": float},
-        space={"neighbours": ("logint", 25, 400), "similarity": ["cosine", "tfidf", "bm25"],
+        space={"neighbours": ("logint", 50, 800), "similarity": ["cosine", "tfidf", "bm25"],
                "shrink": ("log0", 1.0, 100.0)},
-        grid={"neighbours": [50, 100, 200], "similarity": ["cosine", "tfidf", "bm25"]},
+        grid={"neighbours": [100, 200, 400], "similarity": ["cosine", "tfidf", "bm25"]},
     ),
     "slim": Family(
         SLIM,
         tunable={"l1": float, "l2": float, "topk": int},
-        space={"l1": ("log", 1.0, 25.0), "l2": ("log", 20.0, 500.0)},
-        grid={"l1": [2.0, 5.0, 10.0], "l2": [50.0, 100.0, 200.0]},
+        space={"l1": ("log", 0.5, 10.0), "l2": ("log", 50.0, 800.0)},
+        grid={"l1": [1.0, 2.0, 5.0], "l2": [100.0, 200.0, 500.0]},
     ),
     "ease": Family(
         EASE,

@@ -52,7 +52,7 @@ class ItemKNN(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
-    def __init__(self, neighbours: int = 100, similarity: str = "cosine", shrink: float = 0.0,
+    def __init__(self, neighbours: int = 200, similarity: str = "tfidf", shrink: float = 0.0,
                  bm25_k1: float = 1.2, bm25_b: float = 0.75, memory_mb: float = 256.0, n_jobs: int = 1) -> None:
         self.neighbours = neighbours
         self.similarity = similarity

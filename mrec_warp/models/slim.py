@@ -43,7 +43,7 @@ class SLIM(ItemSimilarity):
         Dask scheduler address (with ``backend="dask"``); empty: a local cluster.
     """
 
-    def __init__(self, l1: float = 5.0, l2: float = 100.0, topk: int = 200, max_iter: int = 100,
+    def __init__(self, l1: float = 2.0, l2: float = 200.0, topk: int = 200, max_iter: int = 100,
                  tol: float = 1e-4, n_jobs: int = 1, backend: str = "threads", scheduler: str = "") -> None:
         self.l1 = l1
         self.l2 = l2
