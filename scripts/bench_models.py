@@ -144,7 +144,8 @@ def contestants(peers: bool):
     out = {
         "popularity": ours(lambda t: Popularity()),
         "mrec-warp WARP": ours(lambda t: WARP(random_state=0, n_jobs=t)),
-        f"mrec-warp itemknn cosine K={K}": ours(lambda t: ItemKNN(neighbours=K, n_jobs=t)),
+        "mrec-warp itemknn (defaults)": ours(lambda t: ItemKNN(n_jobs=t)),
+        f"mrec-warp itemknn cosine K={K}": ours(lambda t: ItemKNN(neighbours=K, similarity="cosine", n_jobs=t)),
         f"mrec-warp itemknn bm25 K={K}": ours(lambda t: ItemKNN(neighbours=K, similarity="bm25", n_jobs=t)),
         "mrec-warp slim": ours(lambda t: SLIM(n_jobs=t)),
         "mrec-warp ease": ours(lambda t: EASE()),
@@ -182,7 +183,7 @@ def run_one(fit, X, threads):
 
 
 # -- part 1 --------------------------------------------------------------------------------------
-def accuracy(sets, cache, peers):
+def accuracy(sets, cache, peers, only=None):
     rows = []
     for name in sets:
         train, test = load_set(name, cache)
@@ -190,6 +191,8 @@ def accuracy(sets, cache, peers):
         print(f"{name}: {X.shape[0]} users x {X.shape[1]} items, {X.nnz} train / {test.matrix.nnz} test",
               flush=True)
         for model, fit in contestants(peers).items():
+            if only and not any(word in model for word in only):
+                continue
             try:
                 items, fit_s, rec_s = run_one(fit, X, 1)
             except Exception as exc:  # a peer failing is reported, not fatal
@@ -277,6 +280,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "bench-out"))
     ap.add_argument("--sets", default="ml100k,dense,longtail")
+    ap.add_argument("--models", help="comma-separated words: only the contestants whose name holds one")
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-knn-speed", action="store_true")
     ap.add_argument("--big", action="store_true", help="also time EASE and SLIM on 20k items / 1M interactions")
@@ -305,7 +309,7 @@ def main():
     sets = [s for s in args.sets.split(",") if s]
     if not args.skip_accuracy:
         print("Accuracy, every model with its defaults, top 10, one thread:")
-        rows = accuracy(sets, cache, peers)
+        rows = accuracy(sets, cache, peers, args.models.split(",") if args.models else None)
         report["accuracy"] = rows
         table = pd.DataFrame(rows).set_index(["set", "model"])
         print()
