@@ -248,7 +248,7 @@ def big_worker(which: str, path: str, threads: int):
            "fit_cpu_s": time.process_time() - cpu,  # on a shared machine, the wall time is not ours alone
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_before_fit_mb": before}
     if which.startswith("ease"):
-        out["announced_mb"] = EASE.memory_needed(X.shape[1], model.dtype) / 2**20
+        out["announced_mb"] = EASE.memory_needed(X.shape[1], model.dtype, X.nnz) / 2**20
     print(json.dumps(out))
 
 

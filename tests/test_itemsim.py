@@ -135,7 +135,7 @@ def test_ease_matches_numpy_inverse(dtype):
 
 def test_ease_refuses_before_allocating_when_it_would_not_fit():
     csr, _ = small_matrix(seed=7, n_items=12)
-    need = EASE.memory_needed(12, EASE().dtype)
+    need = EASE.memory_needed(12, EASE().dtype, csr.nnz)
     with pytest.raises(InputError, match=r"EASE on 12 items needs .* GiB .*--max-items"):
         EASE(memory_limit_mb=need / 2**20 / 2).fit(csr)
     EASE(memory_limit_mb=need / 2**20 * 1.01).fit(csr)  # just enough

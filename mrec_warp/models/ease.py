@@ -67,7 +67,7 @@ class EASE(ItemSimilarity):
 
     _dense_weights = True
 
-    def __init__(self, l2: float = 200.0, dtype: str = "float32", max_items: Optional[int] = None,
+    def __init__(self, l2: float = 400.0, dtype: str = "float32", max_items: Optional[int] = None,
                  memory_limit_mb: Optional[float] = None, n_jobs: int = 1) -> None:
         self.l2 = l2
         self.dtype = dtype
@@ -84,11 +84,14 @@ class EASE(ItemSimilarity):
             raise ValueError(f"max_items must be >= 1, got {self.max_items}")
 
     @staticmethod
-    def memory_needed(n_items: int, dtype: str = "float64") -> int:
-        """Peak bytes of a fit over ``n_items`` items: the ``n^2`` factorisation buffer,
-        plus the float32 copy of the weights when factorising in float64."""
+    def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:
+        """Peak bytes a fit over ``n_items`` items and ``nnz`` interactions adds: the ``n^2``
+        factorisation buffer, the float32 copy of the weights when factorising in float64,
+        and the working set of the Gram matrix's construction (two copies of the
+        interactions in float64 and a band of sparse products, 32 MB dense)."""
         itemsize = np.dtype(dtype).itemsize
-        return n_items * n_items * (itemsize + (4 if itemsize != 4 else 0))
+        square = n_items * n_items * (itemsize + (4 if itemsize != 4 else 0))
+        return square + 3 * 12 * nnz + 96 * 2**20
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> np.ndarray:
         n_all = csr.shape[1]
@@ -98,12 +101,12 @@ class EASE(ItemSimilarity):
             self.kept_items_ = np.sort(order[: int(self.max_items)]).astype(np.int64)
             csr = sp.csr_matrix(csr[:, self.kept_items_])
         n = csr.shape[1]
-        need = self.memory_needed(n, self.dtype)
+        need = self.memory_needed(n, self.dtype, csr.nnz)
         limit = (self.memory_limit_mb * 2**20 if self.memory_limit_mb is not None
                  else 0.75 * available_memory())
         if need > limit:
             raise InputError(
-                f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype} n_items^2), "
+                f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working space), "
                 f"more than the {limit / 2**30:.1f} GiB limit",
                 hint="restrict it to the most popular items with --max-items"
                      + (", use --ease-dtype float32" if self.dtype != "float32" else "")

@@ -68,8 +68,8 @@ FAMILIES: Dict[str, Family] = {
     "ease": Family(
         EASE,
         tunable={"l2": float},
-        space={"l2": ("log", 50.0, 800.0)},
-        grid={"l2": [50.0, 100.0, 200.0, 400.0, 800.0]},
+        space={"l2": ("log", 100.0, 1600.0)},
+        grid={"l2": [100.0, 200.0, 400.0, 800.0, 1600.0]},
     ),
     "popularity": Family(Popularity),
     "hybrid": Family(HybridWARP),
