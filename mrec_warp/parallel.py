@@ -128,6 +128,12 @@ def check_backend(backend: str, scheduler: Optional[str] = None) -> str:
     return backend
 
 
+class ClusterError(InputError):
+    """The Dask cluster failed the job: unreachable, lost mid-job, or its workers cannot run
+    mrec-warp. Printed as one line by the CLI; finished part files stay, so rerunning the
+    same command resumes."""
+
+
 def require_dask() -> None:
     """Fail in one line when the optional ``dask[distributed]`` extra is missing."""
     try:
@@ -151,14 +157,20 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     if scheduler:
         try:
             client = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError) as exc:
-            raise InputError(f"cannot reach the Dask scheduler at {scheduler} ({exc})",
-                             hint="start one with 'dask scheduler' and 'dask worker ADDRESS', or omit "
-                                  "--scheduler for a local cluster") from None
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address at all
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({exc})",
+                               hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
+                                    "'dask worker ADDRESS', or omit --scheduler for a local cluster") from None
+        # A lost scheduler is reported once, as a ClusterError; the client's own reconnect
+        # attempts would log it again as tracebacks.
+        client_logger = logging.getLogger("distributed.client")
+        level = client_logger.level
+        client_logger.setLevel(logging.CRITICAL)
         try:
             yield client
         finally:
-            client.close()
+            _close_quietly(client)
+            client_logger.setLevel(level)
         return
     n = effective_n_jobs(n_workers) if n_workers else cpu_count()
     # Workers are processes with one thread each: the kernels already use a core fully, and
@@ -169,8 +181,62 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     try:
         yield client
     finally:
-        client.close()
+        _close_quietly(client)
         cluster.close()
+
+
+def _close_quietly(client) -> None:
+    """Close a client; a scheduler that is already gone is no news (the error said so)."""
+    dask_logger = logging.getLogger("distributed")
+    level = dask_logger.level
+    dask_logger.setLevel(logging.CRITICAL)  # else a lost scheduler logs its tracebacks at exit
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001 - closing a dead connection may fail in many ways
+        pass
+    finally:
+        dask_logger.setLevel(level)
+
+
+#: Seconds to wait for a scheduler's first worker before giving up.
+WORKER_WAIT = 60
+
+
+def _mrec_warp_version_probe():
+    """A function that reports a worker's mrec-warp version, or ``None`` when it has none.
+
+    Built inside a function so that it is shipped to the workers by value: a worker
+    without mrec-warp cannot unpickle a function that lives in mrec-warp's modules.
+    """
+    def probe():
+        try:
+            import mrec_warp
+        except Exception:  # noqa: BLE001 - not installed, or broken: either way unusable
+            return None
+        return str(getattr(mrec_warp, "__version__", "unknown"))
+
+    return probe
+
+
+def check_workers(client, scheduler: Optional[str] = None) -> None:
+    """The pre-flight check of a Dask cluster: it has a worker, and every worker runs this
+    mrec-warp version (a worker without it, or with another one, would fail each call with a
+    long traceback, or compute something else)."""
+    from . import __version__
+
+    where = f" at {scheduler}" if scheduler else ""
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT)
+        found = client.run(_mrec_warp_version_probe())
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"the Dask scheduler{where} has no worker that answers ({exc or 'timed out'})",
+                           hint="start workers with 'dask worker ADDRESS'") from None
+    for worker, version in sorted(found.items()):
+        if version != __version__:
+            has = "no mrec-warp" if version is None else f"mrec-warp {version}"
+            raise ClusterError(f"Dask worker {worker} has {has}, this process has mrec-warp {__version__}",
+                               hint=f"install the same mrec-warp version on every worker "
+                                    f"(pip install mrec-warp=={__version__}) and restart the workers")
 
 
 class Backend:
@@ -202,8 +268,14 @@ class Backend:
     # -- lifetime -------------------------------------------------------------------------
     def __enter__(self) -> "Backend":
         self._stack = contextlib.ExitStack()
-        if self.name == "dask" and self.client is None:
-            self.client = self._stack.enter_context(dask_client(self.scheduler, self.n_jobs))
+        if self.name == "dask":
+            try:
+                if self.client is None:
+                    self.client = self._stack.enter_context(dask_client(self.scheduler, self.n_jobs))
+                check_workers(self.client, self.scheduler)
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -240,6 +312,9 @@ class Backend:
         args = list(args)
         if not args:
             return
+        if self.name == "dask":
+            yield from self._map_dask(func, args, ordered)
+            return
         n = effective_n_jobs(self.n_jobs, len(args))
         if n == 1 and self.name != "dask":
             # one worker: run here, no pool to start (and exact same code path as n_jobs=1)
@@ -248,18 +323,50 @@ class Backend:
             return
         return_as = "generator" if ordered else "generator_unordered"
         config: dict = {"backend": _JOBLIB_NAMES[self.name]}
-        if self.name == "dask":
-            if self.client is None:
-                raise RuntimeError("use the dask Backend inside a 'with' block")
-            config["client"] = self.client
-            config["wait_for_workers_timeout"] = 60
-            n = -1  # the cluster decides: every worker takes calls
         with parallel_config(**config), (limit_blas(n) if self.name == "threads" else contextlib.nullcontext()):
             # batch_size=1: our calls are coarse (a block, a part, a trial), and a batch is the
             # unit Dask retries after a worker dies, so small batches lose little work.
-            parallel = Parallel(n_jobs=n, return_as=return_as, batch_size=1,
-                                pre_dispatch="2*n_jobs" if self.name != "dask" else "all")
+            parallel = Parallel(n_jobs=n, return_as=return_as, batch_size=1, pre_dispatch="2*n_jobs")
             yield from parallel(delayed(func)(*a) for a in args)
+
+    def _map_dask(self, func: Callable, args: Sequence[Tuple], ordered: bool) -> Iterator[Any]:
+        """:meth:`map` on the cluster: one Dask task per call, all submitted at once.
+
+        Straight to the client rather than through joblib, whose Dask backend runs every call
+        in this process when the cluster has a single worker thread. Dask re-runs the calls of
+        a worker that died on another worker. A call's own exception is re-raised as it is;
+        losing the scheduler (or the connection to it) becomes one :class:`ClusterError`.
+        """
+        from distributed import as_completed
+
+        if self.client is None:
+            raise RuntimeError("use the dask Backend inside a 'with' block")
+        futures = []
+        try:
+            futures = [self.client.submit(func, *a, pure=False) for a in args]
+            for future in (futures if ordered else as_completed(futures)):
+                try:
+                    yield future.result()
+                except Exception:
+                    if future.status == "error":  # the call itself raised: its own error
+                        raise
+                    raise self._lost() from None
+        except (OSError, TimeoutError) as exc:  # submitting while the connection is gone
+            if any(f.status == "error" for f in futures):
+                raise
+            raise self._lost() from exc
+        finally:
+            pending = [f for f in futures if not f.done()]
+            if pending and self.client.status == "running":
+                with contextlib.suppress(Exception):
+                    self.client.cancel(pending)
+
+    def _lost(self) -> ClusterError:
+        where = f" at {self.scheduler}" if self.scheduler else ""
+        return ClusterError(
+            f"lost the Dask scheduler{where} in the middle of the job (its workers stop with it)",
+            hint="restart the scheduler and the workers, then rerun the same command: the parts already "
+                 "written to --workdir are kept and the job resumes from them")
 
     def describe(self) -> str:
         """One line for logs: backend and workers."""

@@ -251,6 +251,7 @@ def write_recommendations(
     """
     if k <= 0:
         raise InputError(f"-k must be a positive integer, got {k}", hint="e.g. -k 10")
+    k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = format or _format_from_suffix(path)
     if fmt not in RECS_FORMATS:
         raise InputError(f"unknown recommendations format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")

@@ -174,3 +174,28 @@ def test_popularity_serves_new_users_from_their_history(named):
     assert table["item"].tolist() == expected
     assert pop.fold_in_summary_["new_users"] == 1
     np.testing.assert_array_equal(pop.item_counts_, Popularity().fit(named).item_counts_)  # baseline unchanged
+
+
+# -- what a new user tripped on ------------------------------------------------------------------
+def test_repeated_ids_are_refused_at_fit_not_at_load(data):
+    users = ["a"] * data.shape[0]  # every row named "a": look-ups would pick one row silently
+    with pytest.raises(InputError, match="user id 'a' names more than one row"):
+        WARP(factors=4, epochs=1).fit(data, user_ids=users, item_ids=[f"i{j}" for j in range(data.shape[1])])
+    with pytest.raises(ValueError, match="item id 'x' names more than one column"):
+        Interactions(data, [f"u{i}" for i in range(data.shape[0])], ["x"] * data.shape[1])
+
+
+@pytest.mark.parametrize("bad", [-3.0, np.nan])
+def test_negative_or_nan_values_are_not_positives(data, bad):
+    X = data.copy().astype(np.float32)
+    X.data[5] = bad
+    with pytest.raises(InputError, match="1 stored values are negative or not a number"):
+        Popularity().fit(X)
+
+
+def test_k_beyond_the_catalogue_is_capped_not_padded(model):
+    items, scores = model.recommend(0, k=10 * model.n_items)
+    assert items.shape == (model.n_items,)  # capped at the catalogue
+    seen = model.train_[0].nnz
+    assert (items[:model.n_items - seen] >= 0).all() and (items[model.n_items - seen:] == -1).all()
+    assert np.isneginf(scores[items == -1]).all()

@@ -55,6 +55,22 @@ def _set_worker_env(client, value):
     client.run(setenv, FAULT_ENV, value)
 
 
+def _settled_parts(folder, quiet=1.5, timeout=60):
+    """Part files once none has appeared for ``quiet`` seconds: a part already running on a
+    worker when the job failed still finishes (Dask cannot stop a running call)."""
+    import time
+
+    seen, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = len(list(folder.glob("part-*.tsv")))
+        if n != seen:
+            seen, since = n, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+        time.sleep(0.05)
+    return seen
+
+
 def _rows_per_user(path):
     users = [line.split("\t", 1)[0] for line in path.read_text().splitlines()]
     return {u: users.count(u) for u in set(users)}
@@ -102,7 +118,7 @@ def test_interrupted_dask_job_resumes(client, fitted, tmp_path):
     finally:
         _set_worker_env(client, None)
     assert not out.exists()
-    finished = len(list(wd.glob("part-*.tsv")))
+    finished = _settled_parts(wd)
     assert 1 <= finished < 10
     with Backend("dask", client=client) as be:
         info = recommend_in_parts(model, out, k=3, backend=be, part_size=40, workdir=wd, model_file=path)
@@ -150,3 +166,132 @@ def test_slim_on_a_dask_cluster_learns_the_weights_threads_learn(client, tmp_pat
     path = tmp_path / "slim.npz"  # the backend and scheduler are saved parameters like any other
     remote.save(path)
     assert load(path).get_params() == remote.get_params()
+
+
+# -- pre-flight: every worker runs this mrec-warp ------------------------------------------------
+def _cli(*args, env=None):
+    import subprocess
+    import sys
+
+    full_env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    full_env.update(env or {})
+    return subprocess.Popen([sys.executable, "-m", "mrec_warp", *map(str, args)], env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _one_line_error(stderr, *needles):
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def _break_worker_install():
+    """A function for ``client.run``: on a worker, pretend mrec-warp is another version
+    ("version") or is not installed ("missing"); ``None`` puts it back. Built inside a
+    function so that it is shipped by value (a worker "without" mrec-warp can still run it)."""
+    def apply(how):
+        import sys
+
+        if how is None:
+            real = sys.modules.get("_mrec_warp_saved")
+            if real is not None:
+                sys.modules["mrec_warp"] = real
+                real.__version__ = real._real_version
+                del sys.modules["_mrec_warp_saved"]
+            return
+        import mrec_warp
+
+        mrec_warp._real_version = mrec_warp.__version__
+        sys.modules["_mrec_warp_saved"] = mrec_warp
+        if how == "version":
+            mrec_warp.__version__ = "0.0.0-other"
+        else:
+            sys.modules["mrec_warp"] = None  # "import mrec_warp" now fails, as if not installed
+
+    return apply
+
+
+@pytest.mark.parametrize("how, needle", [("version", "has mrec-warp 0.0.0-other"), ("missing", "has no mrec-warp")])
+def test_workers_without_this_mrec_warp_fail_the_preflight_in_one_line(client, fitted, tmp_path, how, needle):
+    _, path, _ = fitted
+    worker = sorted(client.scheduler_info()["workers"])[0]
+    client.run(_break_worker_install(), how, workers=[worker])
+    try:
+        proc = _cli("recommend", path, "-o", tmp_path / "r.tsv", "--backend", "dask",
+                    "--scheduler", client.scheduler.address)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        client.run(_break_worker_install(), None, workers=[worker])
+    assert proc.returncode == 2
+    _one_line_error(err, f"Dask worker {worker} {needle}", "install the same mrec-warp version on every worker")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# -- losing the scheduler mid-job -----------------------------------------------------------------
+def _start_cluster(folder, worker_env):
+    """A scheduler and one worker as separate processes on 127.0.0.1 (as on a real cluster)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    sf = folder / f"scheduler-{time.monotonic_ns()}.json"
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file", str(sf)], **quiet)
+    deadline = time.monotonic() + 60
+    while not sf.exists() or not sf.read_text().strip():
+        assert time.monotonic() < deadline and scheduler.poll() is None, "scheduler did not start"
+        time.sleep(0.1)
+    time.sleep(0.2)  # the file is written whole
+    address = json.loads(sf.read_text())["address"]
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env.update(worker_env)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
+                               "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=env, **quiet)
+    return scheduler, worker, address
+
+
+def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
+    import time
+
+    model, path, _ = fitted
+    wd, out, ref = tmp_path / "work", tmp_path / "recs.tsv", tmp_path / "ref.tsv"
+    procs = []
+    try:
+        scheduler, worker, address = _start_cluster(tmp_path, {FAULT_ENV: "wait:3"})
+        procs += [scheduler, worker]
+        job = ["recommend", path, "-o", out, "-k", 3, "--backend", "dask", "--scheduler", address,
+               "--workdir", wd, "--part-size", 40]
+        first = _cli(*job)
+        procs.append(first)
+        deadline = time.monotonic() + 120
+        while not (wd / ".fault-wait-3").exists():  # the worker is inside part 3
+            assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        scheduler.kill()
+        _, err = first.communicate(timeout=120)
+        (wd / ".fault-go").touch()
+        assert first.returncode == 2
+        _one_line_error(err, f"lost the Dask scheduler at {address}", "workers stop with it",
+                        "rerun the same command", "resumes")
+        assert not out.exists() and not (wd / "lock").exists()
+        done = len(list(wd.glob("part-*.tsv")))
+        assert 3 <= done < 10
+        worker.wait(timeout=120)  # the worker went with its scheduler
+        scheduler2, worker2, address2 = _start_cluster(tmp_path, {})
+        procs += [scheduler2, worker2]
+        job[job.index(address)] = address2  # the same job on the restarted cluster
+        second = _cli(*job, "-v")
+        procs.append(second)
+        _, err = second.communicate(timeout=180)
+        assert second.returncode == 0, err
+        assert "already done" in err
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    write_recommendations(model, ref, k=3)
+    assert _rows_per_user(out) == _rows_per_user(ref) and not wd.exists()

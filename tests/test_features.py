@@ -52,7 +52,7 @@ def test_weights_header_and_other_delimiters(tmp_path):
     ("i1\ta\t1\ni2\tb\tinf\n", 2, "not a finite number"),
     ("i1\ta\t1\ni2\tb\n", 2, "expected 3 columns like the first line, found 2"),
     ("i1\ta\n\ni2\tb\textra\n", 3, "expected 2 columns"),
-    ("i1\ta\n\tb\n", 2, "empty id"),
+    ("i1\ta\n\tb\n", 2, "column 0 (id) is empty"),
 ])
 def test_bad_rows_are_one_line_errors_naming_file_and_line(tmp_path, text, line, fragment):
     path = write(tmp_path, text)
@@ -164,3 +164,75 @@ def test_synthetic_tags_become_item_features(tmp_path):
     assert list(found) == ["item_features.tsv"]
     tags = found["item_features.tsv"]
     assert tags["feature"].str.startswith("tag:tag").all() and tags["id"].nunique() == 40
+
+
+# -- ids and feature names are the user's bytes (issue 9) -------------------------------------
+def test_ids_and_features_are_never_stripped_and_utf8_is_utf8(tmp_path):
+    path = tmp_path / "f.tsv"
+    path.write_bytes("Universe Sandbox \ttag:space \nUniverse Sandbox\ttag:space\nPokémon\t🎮 retro\n".encode())
+    table = read_features(path)
+    assert set(zip(table["id"], table["feature"])) == {
+        ("Universe Sandbox ", "tag:space "), ("Universe Sandbox", "tag:space"), ("Pokémon", "🎮 retro")}
+    assert table.attrs["encoding"] == "utf-8"
+
+
+def test_csv_feature_file_follows_rfc4180_with_bom_crlf_and_trailing_column(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_bytes(b'\xef\xbb\xbf"Warhammer 40,000",studio:Relic,\r\n'
+                     b'"The ""Quoted"" Game","series:""X"", remastered",\r\n'
+                     b'007,tag:old ,\r\n')
+    table = read_features(path)
+    assert table[["id", "feature"]].values.tolist() == [
+        ["Warhammer 40,000", "studio:Relic"], ['The "Quoted" Game', 'series:"X", remastered'], ["007", "tag:old "]]
+    assert table["weight"].tolist() == [1.0, 1.0, 1.0]  # the empty trailing column is not a weight
+
+
+def test_latin1_feature_file_is_latin1_and_written_back_as_the_same_bytes(tmp_path):
+    data = "Señor \tgenre:Rôle \t1\nZoë\tcafé\t0.5\n".encode("latin-1")
+    path = tmp_path / "f.tsv"
+    path.write_bytes(data)
+    table = read_features(path)
+    assert table.attrs["encoding"] == "latin-1"
+    assert table["id"].tolist() == ["Señor ", "Zoë"]
+    out = tmp_path / "out.tsv"
+    write_features(table, out)
+    assert out.read_bytes() == data
+
+
+def test_feature_file_errors_name_file_and_line_in_utf8(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_bytes('Pokémon,genre:a\n"Warhammer, 40k",\n'.encode())
+    with pytest.raises(InputError) as exc:
+        read_features(path)
+    assert f"{path}:2: column 1 (feature) is empty" in one_line(exc)
+    path.write_bytes(b'a,genre:a\nb,"two\nlines"\n')
+    with pytest.raises(InputError) as exc:
+        read_features(path)
+    assert f"{path}:2: feature 'two\\nlines' holds a tab or line break" in one_line(exc)
+
+
+@pytest.mark.parametrize("bad", ["a\rb", "a\tb", "a\nb"])
+@pytest.mark.parametrize("column", ["id", "feature"])
+def test_write_features_refuses_what_a_tsv_cannot_hold(tmp_path, bad, column):
+    table = pd.DataFrame({"id": ["x", "y"], "feature": ["f", "g"], "weight": [1.0, 1.0]})
+    table.loc[1, column] = bad
+    out = tmp_path / "out.tsv"
+    with pytest.raises(InputError, match="holds a tab or line break"):
+        write_features(table, out)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_prepare_features_from_item_tags_keep_their_bytes(tmp_path):
+    """``prepare --features`` beside a synth-style folder: item_features.tsv in the input's encoding."""
+    from mrec_warp.data.split import prepare
+
+    for encoding in ("utf-8", "latin-1"):
+        folder = tmp_path / encoding
+        folder.mkdir()
+        ratings = "".join(f"u{u}\tCafé {i} \t1\n" for u in range(6) for i in range(5))
+        (folder / "ratings.tsv").write_bytes(ratings.encode(encoding))
+        tags = "".join(f"Café {i} \tRôle {i % 2} \n" for i in range(5))
+        (folder / "item_tags.tsv").write_bytes(tags.encode(encoding))
+        prepare(folder / "ratings.tsv", folder / "out", test_fraction=0.2, features=True)
+        written = (folder / "out" / "item_features.tsv").read_bytes()
+        assert written == "".join(f"Café {i} \ttag:Rôle {i % 2} \n" for i in range(5)).encode(encoding)

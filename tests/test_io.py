@@ -464,3 +464,13 @@ def test_tsv_writers_refuse_an_id_with_a_tab_and_csv_quotes_it(tmp_path):
     text = (tmp_path / "r.csv").read_text(encoding="utf-8")
     # RFC 4180: quote a field holding a comma or a quote, double its quotes; a tab needs nothing
     assert "\nu1,a\tb,1,1\n" in text and '\nu1,"c, d",1,2\n' in text and '\nu1,"e ""f""",1,3\n' in text
+
+
+@pytest.mark.parametrize("bad", ["a\rb", "a\nb", "a\tb"])
+def test_write_interactions_refuses_ids_a_tsv_cannot_hold(tmp_path, bad):
+    """A lone carriage return too: the csv module writes it unescaped, and it would not read back."""
+    df = pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", bad], "value": [1.0, 2.0]})
+    out = tmp_path / "out.tsv"
+    with pytest.raises(InputError, match="holds a tab or line break"):
+        write_interactions(df, out)
+    assert list(tmp_path.iterdir()) == []  # no file, no temporary left behind

@@ -135,8 +135,8 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     per_user = tmp_path / "per_user.csv"
     for recs in (recs_tsv, recs_csv) + ((recs_pq,) if encoding == "utf-8" else ()):
         run("evaluate", "--train", train, "--test", test, "--recs", recs, "-k", 5, "--per-user", per_user, "-q")
-        if encoding == "utf-8":
-            assert csv_ids(per_user, "utf-8", ("user",)) == tsv_ids(test, (0,))
+        # in the test file's encoding: a Latin-1 user id keeps its bytes too
+        assert csv_ids(per_user, encoding, ("user",)) == tsv_ids(test, (0,))
 
 
 def test_emoji_id_round_trips_exactly(tmp_path):
@@ -154,3 +154,142 @@ def test_emoji_id_round_trips_exactly(tmp_path):
     assert '"Warhammer 40,000 Dawn of War II"' in text
     assert "\nu1 ," in text and "\nu1," in text  # two users, never merged
     assert "\n007," in text
+
+
+# -- the hybrid model with messy feature files ------------------------------------------------
+SPECIAL_FEATURES = ["genre:Rôle-playing", "tag:🎮 retro", 'series:"Total War", remastered', "tag:open world ",
+                    "tag:open world", "studio:Éditions, Ltd."]
+LATIN1_FEATURES = ["genre:Rôle", "tag:café ", "tag:café", 'series:"Señor", deluxe', "year:1995"]
+NEW_ITEMS = {"utf-8": ["Café ✨ (new)", "New, Quoted \"Game\" "], "latin-1": ["Nouveauté ", "Niño, el"]}
+
+
+def write_feature_csv(path: Path, rows, encoding: str, bom: bool) -> None:
+    """id,feature[,weight] rows as a spreadsheet exports them: CRLF, quotes, a trailing empty column."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    for row in rows:
+        writer.writerow(list(row) + [""])
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + buf.getvalue().encode(encoding))
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-8", True), ("latin-1", False)])
+def test_hybrid_with_messy_feature_files_keeps_every_id_and_feature(tmp_path, encoding, bom):
+    users, items = (SPECIAL_USERS, SPECIAL_ITEMS) if encoding == "utf-8" else (LATIN1_USERS, LATIN1_ITEMS)
+    features = SPECIAL_FEATURES if encoding == "utf-8" else LATIN1_FEATURES
+    rows = corpus(users, items)
+    source = tmp_path / "games.csv"
+    write_csv(source, rows, encoding, bom)
+    item_bytes = {i.encode(encoding) for _, i, _ in rows}
+    all_items = sorted({i for _, i, _ in rows})
+    new_items = NEW_ITEMS[encoding]
+    # every trained item gets one or two messy features; the new items are known by features only
+    item_rows = [(item, features[k % len(features)]) for k, item in enumerate(all_items)]
+    item_rows += [(item, features[(k + 1) % len(features)]) for k, item in enumerate(all_items[::3])]
+    item_rows += [(item, features[k]) for k, item in enumerate(new_items)]
+    item_file = tmp_path / "item_features.csv"
+    write_feature_csv(item_file, item_rows, encoding, bom)
+    user_rows = [(u, f"country:{'Ünited' if k % 2 else 'Ça, va'} ") for k, u in enumerate(users)]
+    user_file = tmp_path / "user_features.csv"
+    write_feature_csv(user_file, user_rows, encoding, bom)
+
+    split = tmp_path / "split"
+    run("prepare", source, "-o", split, "--test-fraction", "0.2", "-q")
+    train, test = split / "train.tsv", split / "test.tsv"
+    model = tmp_path / "hybrid.npz"
+    run("train", train, "-o", model, "--model", "hybrid", "--epochs", 2, "--factors", 8, "-q",
+        "--item-features", item_file, "--user-features", user_file)
+
+    # the model file keeps every feature name and new id as it was written
+    from mrec_warp.models import load
+
+    fitted = load(model)
+    assert fitted.id_encoding_ == ("latin-1" if encoding == "latin-1" else "utf-8")
+    trained = set(fitted.item_ids)
+    assert {f.encode(encoding) for f in fitted.item_feature_names} == {
+        f.encode(encoding) for i, f in item_rows if i in trained}  # the vocabulary: features of trained items
+    assert "tag:open world " in fitted.item_feature_names or encoding == "latin-1"  # not merged with its twin
+    assert {f.encode(encoding) for f in fitted.user_feature_names} == {f.encode(encoding) for _, f in user_rows}
+    assert {i.encode(encoding) for i in fitted.new_item_ids} == {i.encode(encoding) for i in new_items}
+
+    # recommend with the new items: trained and new ids come back as their bytes
+    recs = tmp_path / "recs.tsv"
+    run("recommend", model, "-o", recs, "-k", len(all_items) + 2, "--include-new-items", "-q")
+    new_bytes = {i.encode(encoding) for i in new_items}
+    assert tsv_ids(recs, (1,)) == item_bytes | new_bytes
+    recs_csv = tmp_path / "recs.csv"
+    run("recommend", model, "-o", recs_csv, "-k", len(all_items) + 2, "--item-features", item_file, "-q")
+    assert csv_ids(recs_csv, encoding, ("item",)) == item_bytes | new_bytes
+
+    # similar: a trailing-space id given on the command line is that id, not its stripped twin
+    spaced = next(i for i in items if i.endswith(" "))
+    similar = tmp_path / "similar.tsv"
+    run("similar", model, "--items", f"{spaced},007", "-k", 3, "-o", similar)
+    assert tsv_ids(similar, (0,)) == {spaced.encode(encoding), b"007"}
+    assert tsv_ids(similar, (1,)) <= item_bytes
+
+
+def _small_model(tmp_path, encoding: str, model: str = "hybrid", *extra) -> Path:
+    rows = corpus(LATIN1_USERS, LATIN1_ITEMS) if encoding == "latin-1" else corpus(SPECIAL_USERS, SPECIAL_ITEMS)
+    source = tmp_path / "games.csv"
+    write_csv(source, rows, encoding, bom=False)
+    out = tmp_path / f"{model}.npz"
+    run("train", source, "-o", out, "--model", model, "--epochs", 1, "--factors", 4, "-q", *extra)
+    return out
+
+
+def test_similar_items_list_takes_ids_as_given(tmp_path):
+    """--items splits at commas only: ' 007' is not '007', and the error says why."""
+    model = _small_model(tmp_path, "utf-8", "warp")
+    result = CliRunner().invoke(main, ["similar", str(model), "--items", "Pokémon Gold, 007", "-k", "2"])
+    assert result.exit_code != 0
+    assert "item ' 007' is not in the model" in result.output
+    assert "did you mean '007'?" in result.output and "Traceback" not in result.output
+    out = tmp_path / "similar.tsv"
+    run("similar", model, "--items", "Universe Sandbox ,Pokémon Gold,", "-k", 2, "-o", out)
+    assert tsv_ids(out, (0,)) == {b"Universe Sandbox ", "Pokémon Gold".encode()}
+
+
+@pytest.mark.parametrize("ratings, features", [("latin-1", "utf-8"), ("utf-8", "latin-1")])
+def test_feature_file_in_another_encoding_than_the_ratings_is_refused(tmp_path, ratings, features):
+    items = LATIN1_ITEMS if ratings == "latin-1" else SPECIAL_ITEMS
+    feature_file = tmp_path / "f.tsv"
+    feature_file.write_bytes("".join(f"{i}\tgenre:Rôle\n" for i in items if i.isascii() or
+                                     i.encode(features, "ignore").decode(features) == i).encode(features))
+    rows = corpus(LATIN1_USERS, LATIN1_ITEMS) if ratings == "latin-1" else corpus(SPECIAL_USERS, SPECIAL_ITEMS)
+    source = tmp_path / "games.csv"
+    write_csv(source, rows, ratings, bom=False)
+    result = CliRunner().invoke(main, ["train", str(source), "-o", str(tmp_path / "m.npz"), "--model", "hybrid",
+                                       "--epochs", "1", "--item-features", str(feature_file)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"{feature_file}: the item feature file is" in result.output and "iconv" in result.output
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_hybrid_copies_with_new_ids_keep_the_id_encoding(tmp_path):
+    """with_new_users / with_new_items copies (and what they save) still write Latin-1 ids."""
+    from mrec_warp.models import load
+
+    features = tmp_path / "f.tsv"
+    features.write_bytes("Nouveauté \tgenre:Rôle\nSeñor\tgenre:Rôle\nnouveau Zoë\tgenre:Rôle\n".encode("latin-1"))
+    users = tmp_path / "u.tsv"
+    users.write_bytes("Zoë\tâge:20\nNöel \tâge:20\n".encode("latin-1"))
+    model = load(_small_model(tmp_path, "latin-1", "hybrid", "--item-features", features, "--user-features", users))
+    assert model.id_encoding_ == "latin-1"
+    for copy in (model.with_new_items(), model.with_new_users(), model.with_new_items(only=True)):
+        assert copy.id_encoding_ == "latin-1"
+        copy.save(tmp_path / "copy.npz")
+        assert load(tmp_path / "copy.npz").id_encoding_ == "latin-1"
+    recs = tmp_path / "recs.tsv"
+    run("recommend", tmp_path / "hybrid.npz", "-o", recs, "-k", 40, "--include-new-items", "--user-features", users)
+    assert "Nöel ".encode("latin-1") in tsv_ids(recs, (0,))
+    assert "Nouveauté ".encode("latin-1") in tsv_ids(recs, (1,))
+
+
+def test_evaluate_items_reads_the_first_field_of_a_csv_feature_file(tmp_path):
+    """A quoted comma in the first column of a CSV feature file is part of the id."""
+    from mrec_warp.data.idlist import read_id_list
+
+    path = tmp_path / "items.csv"
+    path.write_bytes(b'"Warhammer 40,000",genre:Strategy\r\n"The ""Quoted"" Game",x\r\nPlain ,y\r\nalone\r\n')
+    assert read_id_list(path, "item", first_column=True) == [
+        "Warhammer 40,000", 'The "Quoted" Game', "Plain ", "alone"]

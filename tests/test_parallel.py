@@ -131,7 +131,7 @@ def test_interrupted_job_resumes_and_skips_finished_parts(fitted, tmp_path, monk
 
 def test_workdir_of_another_job_is_refused(fitted, tmp_path):
     model, _ = fitted
-    WorkDir(tmp_path / "w", {"kind": "recommend", "k": 5})
+    first = WorkDir(tmp_path / "w", {"kind": "recommend", "k": 5})  # noqa: F841 - kept: a dropped, empty one goes
     with pytest.raises(InputError, match="different job"):
         recommend_in_parts(model, tmp_path / "o.tsv", k=7, workdir=tmp_path / "w")
 

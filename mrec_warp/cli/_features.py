@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.features import read_features
+from ..data.io import output_encoding
 from ..errors import InputError
 from ..progress import Progress
 
@@ -33,12 +34,43 @@ def pop_feature_options(options: dict) -> dict:
                                               "feature_header", "feature_columns")}
 
 
-def read_feature_files(opts: dict) -> Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]]:
-    """(user table, item table) from the options, ``None`` where no file was given."""
+def read_feature_files(opts: dict, id_encoding: Optional[str] = None
+                       ) -> Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+    """(user table, item table) from the options, ``None`` where no file was given.
+
+    ``id_encoding`` is the encoding of the training data's ids; a feature file in another
+    one is refused when it holds a character outside ASCII (see :func:`check_same_encoding`).
+    """
     read = dict(sep=opts.get("feature_sep"), header=opts.get("feature_header"), columns=opts.get("feature_columns"))
-    users = read_features(opts["user_features"], kind="user", **read) if opts.get("user_features") else None
-    items = read_features(opts["item_features"], kind="item", **read) if opts.get("item_features") else None
-    return users, items
+    tables = []
+    for kind in ("user", "item"):
+        path = opts.get(f"{kind}_features")
+        table = read_features(path, kind=kind, **read) if path else None
+        if table is not None:
+            check_same_encoding(table, id_encoding, kind, path)
+        tables.append(table)
+    return tables[0], tables[1]
+
+
+def check_same_encoding(table: pd.DataFrame, id_encoding: Optional[str], kind: str, path: str) -> None:
+    """Refuse a feature file whose non-ASCII text is in another encoding than the training data.
+
+    Outputs are written in the training data's encoding, so an id ``Señor`` read from a
+    UTF-8 feature file would come out as other bytes than it went in as (and an id matched
+    across the two files would be two different byte strings). ASCII reads the same in both.
+    """
+    mine, theirs = output_encoding(table.attrs.get("encoding")), output_encoding(id_encoding)
+    if mine == theirs:
+        return
+    text = pd.concat([table["id"], table["feature"]]).astype(str)
+    if text.map(str.isascii).all():
+        return
+    names = {"utf-8": "UTF-8", "latin-1": "Latin-1 (it is not valid UTF-8)"}
+    raise InputError(
+        f"the {kind} feature file is {names[mine]} but the training data is {names[theirs].split(' (')[0]}: "
+        "its ids and features would not come back as the same bytes", path=path,
+        hint=f"convert one file, e.g. iconv -f {mine} -t {theirs} {path} > converted.tsv",
+    )
 
 
 def is_hybrid(model) -> bool:
@@ -67,7 +99,7 @@ def cold_start(
         not given (``None``: every trained user), and whether the model now differs from
         ``model_file``.
     """
-    user_table, item_table = read_feature_files(opts)
+    user_table, item_table = read_feature_files(opts, getattr(model, "id_encoding_", None))
     hybrid = is_hybrid(model)
     kind = type(model).__name__
     if not hybrid:

@@ -1,9 +1,8 @@
 """``mrec-warp evaluate``: score recommendation files against held-out interactions."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import click
 
@@ -13,7 +12,7 @@ from ..evaluation.report import default_names, format_table, resolve_split, writ
 from ..distributed import evaluate_parallel
 from ..parallel import BACKENDS, check_backend
 from ._parallel import N_JOBS
-from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
+from ._common import check_outputs, friendly_errors, make_progress, parse_int_list, quiet_option
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -52,21 +51,6 @@ def _check_names(recs: Sequence[str], names: Sequence[str]) -> List[str]:
     if len(set(names)) != len(names):
         raise click.UsageError(f"--name values must be distinct, got {', '.join(names)}")
     return names
-
-
-def _check_outputs(outputs: Dict[str, Optional[str]], inputs: Sequence[str]) -> None:
-    """An output must not overwrite an input or another output."""
-    seen: Dict[str, str] = {}
-    resolved_inputs = {os.path.realpath(p) for p in inputs}
-    for option, path in outputs.items():
-        if not path:
-            continue
-        real = os.path.realpath(path)
-        if real in resolved_inputs:
-            raise click.UsageError(f"{option} {path} would overwrite an input file")
-        if real in seen:
-            raise click.UsageError(f"{option} and {seen[real]} both write {path}")
-        seen[real] = option
 
 
 @click.command(epilog="""\b
@@ -130,8 +114,8 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     names = _check_names(recs, names)
     labels = splits or [None]
     inputs = _existing_inputs(train, test, recs, labels)
-    _check_outputs({"--report": report_path, "--json": json_path, "--per-user": per_user_path,
-                    "--plot": plot_path}, inputs)
+    check_outputs({"--report": report_path, "--json": json_path, "--per-user": per_user_path,
+                    "--plot": plot_path}, inputs + [items_file])
     if plot_path:
         check_plot_available(plot_path)  # fail before the work, not after
 

@@ -8,7 +8,7 @@ import click
 
 from ..data import split as splitting
 from ..data.io import FORMATS
-from ._common import check_sep, friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -24,6 +24,8 @@ Rules, in order: duplicate (user, item) rows are merged (highest rating, earlies
 rows rated below --min-rating are dropped; users with fewer than --min-user-items rows
 left are dropped; then each user's rows are split (users with one row stay in train), and
 test rows whose item never appears in train are dropped. summary.json counts each step.
+The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
+with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
 """)
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
@@ -37,7 +39,8 @@ test rows whose item never appears in train are dropped. summary.json counts eac
               help="Which columns to use, by header name or 0-based position, e.g. "
                    "userId,movieId,rating,timestamp or 0,1,2 [the first four].")
 @click.option("--min-rating", type=float, metavar="R",
-              help="Keep interactions rated at least R; lower ones are dropped [keep all].")
+              help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
+                   "kept for 'train --confidence'].")
 @click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",
               help="Drop users with fewer than N interactions left.")
 @click.option("--test-fraction", type=float, metavar="F",
@@ -65,6 +68,11 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     written atomically; the same input and --seed always give the same files.
     """
     progress = make_progress(quiet, verbose)
+    folders = [Path(outdir)] if num_splits == 1 else [Path(outdir) / f"split-{i}" for i in range(max(0, num_splits))]
+    written = [f / name for f in folders for name in splitting.SPLIT_FILES]
+    if features:
+        written += [Path(outdir) / "item_features.tsv", Path(outdir) / "user_features.tsv"]
+    check_outputs({"--output": written}, [input_file])
     result = splitting.prepare(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
         min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
@@ -100,6 +108,7 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")
     )

@@ -14,7 +14,7 @@ from ..models import load
 from ..models.popularity import Popularity
 from ..recommend import write_recommendations
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import N_JOBS, parallel_options
 
@@ -150,6 +150,8 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     OUTPUT only when complete.
     """
     progress = make_progress(quiet, verbose)
+    check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
+                                         cold.get("item_features"), cold.get("user_features")])
     check_readable(model_file, "model file")
     model = load(model_file)
     feature_opts = pop_feature_options(cold)
@@ -168,6 +170,7 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     exclude = train_exclusion(model, train_file, progress) if train_file else "train"
     filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
     check_backend(backend, scheduler)
+    k = cap_k(k, model.n_items, progress)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
                               filter_items=filtered,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,

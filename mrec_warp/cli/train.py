@@ -7,11 +7,12 @@ from typing import Any, Dict, Optional
 
 import click
 
+from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
 from ._parallel import N_JOBS, parallel_options
 
@@ -27,6 +28,7 @@ _WARP_OPTIONS = {
     # item-similarity models (itemknn, slim, ease)
     "neighbours": "neighbours", "similarity": "similarity", "shrink": "shrink", "l1": "l1", "l2": "l2",
     "topk": "topk", "ease_dtype": "dtype", "max_items": "max_items", "memory_limit_mb": "memory_limit_mb",
+    "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp only
 }
 
 
@@ -37,11 +39,25 @@ def model_classes() -> Dict[str, Any]:
     return registry()
 
 
-def load_interactions(path: str, fmt: str = "auto") -> Interactions:
+def load_interactions(path: str, fmt: str = "auto", values: bool = False) -> Interactions:
+    """Read a ratings file; with ``values`` the matrix holds the value column (summed over
+    duplicate rows), else every row is 1."""
     df = read_ratings(path, format=fmt)
-    data = Interactions.from_dataframe(df)
+    if values and "value" not in df:
+        raise InputError("--confidence needs a value column, and the file has only user and item", path=path,
+                         hint="drop --confidence, or give a file with a third column (count, hours, rating)")
+    data = Interactions.from_dataframe(df, value_col="value" if values else None)
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data
+
+
+def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
+    """One log line: what the value column (TRAIN's third) became."""
+    if kind == "none":
+        return "value column (3rd) ignored: every row is a positive of weight 1 (--confidence log to weight by it)"
+    zeros = int(data.nnz - (data.matrix.data != 0).sum())
+    return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
+            + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
 
 
 def _keep_encoding(model, data: Interactions) -> None:
@@ -82,6 +98,7 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --factors 128 --n-jobs 2
   mrec-warp train split/train.tsv -o pop.npz --model popularity
   mrec-warp train split/train.tsv -o model.npz --epochs 20      # no early stopping
+  mrec-warp train plays/train.tsv -o model.npz --confidence log # weigh rows by their play count
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
@@ -135,6 +152,13 @@ Examples:
 @click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
 @click.option("--memory-limit-mb", type=click.FloatRange(min=1),
               help="ease: most memory the fit may take [3/4 of the available memory].")
+@click.option("--confidence", type=click.Choice(CONFIDENCES),
+              help="WARP: weigh each row by its value (3rd column: count, hours, rating): linear "
+                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 [none].")
+@click.option("--alpha", type=float, help="Confidence scale alpha [1].")
+@click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
+@click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
+              help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
@@ -148,17 +172,28 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
           sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
 
+    The value column is ignored unless --confidence weighs rows by it (WARP only).
+
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
     items, evaluates precision@10 after every epoch, stops when it no longer improves and
     retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
-    data = load_interactions(train, fmt)
-    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    check_outputs({"--output": output}, [train, validation_file, params_file, options.get("item_features"),
+                                         options.get("user_features")])
     model_name = model_name or params_model(params_file) or "warp"
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
+    kind = options.get("confidence") or params.get("confidence") or "none"
+    if kind != "none" and "confidence" not in model._param_names():
+        raise InputError(f"--confidence is used by --model warp, not --model {model_name}",
+                         hint="drop --confidence, or train --model warp")
+    if kind == "none" and any(options.get(k) is not None for k in ("alpha", "eps", "confidence_use")):
+        raise InputError("--alpha, --eps and --confidence-use only matter with a confidence",
+                         hint="add --confidence log (or linear), or drop them")
+    data = load_interactions(train, fmt, values=kind != "none")
+    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
     feature_opts = pop_feature_options(options)
     params.update({_WARP_OPTIONS[k]: v for k, v in options.items() if v is not None})
     for name in ("user_max_norm", "item_max_norm"):
@@ -175,7 +210,13 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     except ValueError as exc:
         raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
     check_backend(backend, scheduler)
+    if "confidence" in model._param_names():
+        progress.log(describe_values(data, kind, model.alpha, model.eps)
+                     + (f", used to {model.confidence_use} positives" if kind != "none" else ""))
     if model_name == "warp" and (sub_models or backend == "dask"):
+        if kind != "none":
+            raise InputError("--confidence does not combine with sub-models yet",
+                             hint="drop --sub-models / --backend dask, or drop --confidence")
         if validation_file:
             raise InputError("--validation does not combine with sub-models", path=validation_file,
                              hint="each sub-model early-stops on its own hold-out; drop --validation")
@@ -200,7 +241,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         fit_kwargs["progress"] = progress
         if validation_file:
             fit_kwargs["validation"] = load_interactions(validation_file, fmt)
-    user_table, item_table = read_feature_files(feature_opts)
+    user_table, item_table = read_feature_files(feature_opts, getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":
             raise InputError(f"feature files need --model hybrid, not --model {model_name}",

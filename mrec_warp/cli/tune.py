@@ -8,7 +8,7 @@ import click
 from ..data.io import atomic_write
 from ..errors import InputError
 from ..parallel import check_backend
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._parallel import N_JOBS, parallel_options
 
 
@@ -84,6 +84,7 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
     check_backend(backend, scheduler)
+    check_outputs({"--output": output, "--table": table_file}, [train, grid_file, validation_file])
     progress = make_progress(quiet, verbose)
     grids = tuning.read_grid(grid_file, families) if grid_file else None
     points = tuning.candidates(families, grids, n_random, seed=seed)

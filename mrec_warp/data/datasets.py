@@ -11,9 +11,12 @@ so an interrupted fetch never leaves a half dataset that a later fetch would tru
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 import zipfile
@@ -23,6 +26,7 @@ from typing import Dict, Iterator, Optional, Union
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from .io import owner_tag, remove_stale_temps
 
 PathLike = Union[str, os.PathLike]
 
@@ -30,6 +34,9 @@ BASE_URL = "https://files.grouplens.org/datasets/movielens/"
 ENV_VAR = "MREC_WARP_DATA"
 _CHUNK = 1 << 20
 _TIMEOUT = 60  # seconds without data before giving up
+#: A download may be at most this many times the archive's known size: a mirror or proxy that
+#: streams without end (or a far larger file) is cut off instead of filling the disk.
+SIZE_SLACK = 4
 
 
 class DownloadError(InputError):
@@ -50,6 +57,8 @@ class Dataset:
         Top-level folder inside the archive (and in the cache).
     ratings : str
         The ratings file inside ``folder``.
+    size : int
+        Bytes of the archive; a download is cut off at :data:`SIZE_SLACK` times this.
     format : str
         How :func:`~mrec_warp.data.io.read_ratings` should read it.
     """
@@ -58,13 +67,19 @@ class Dataset:
     md5: str
     folder: str
     ratings: str
+    size: int
     format: str = "movielens"
+
+    @property
+    def max_bytes(self) -> int:
+        """The most a download of this archive may send before it is refused."""
+        return SIZE_SLACK * self.size
 
 
 #: Name -> dataset. Checksums from https://files.grouplens.org/datasets/movielens/*.zip.md5
 DATASETS: Dict[str, Dataset] = {
-    "movielens-100k": Dataset("ml-100k.zip", "0e33842e24a9c977be4e0107933c0723", "ml-100k", "u.data"),
-    "movielens-1m": Dataset("ml-1m.zip", "c4d9eecfca2ab87c1945afe126590906", "ml-1m", "ratings.dat"),
+    "movielens-100k": Dataset("ml-100k.zip", "0e33842e24a9c977be4e0107933c0723", "ml-100k", "u.data", 4_924_029),
+    "movielens-1m": Dataset("ml-1m.zip", "c4d9eecfca2ab87c1945afe126590906", "ml-1m", "ratings.dat", 5_917_549),
 }
 
 
@@ -124,10 +139,11 @@ def fetch(
                          hint=f"choose another with --dest or ${ENV_VAR}") from None
 
     url = (base_url or BASE_URL).rstrip("/") + "/" + ds.archive
-    with tempfile.TemporaryDirectory(prefix=f".{ds.folder}.", dir=str(home)) as tmp:
+    remove_stale_temps(home, prefix=f".{ds.folder}.")  # what a killed fetch left
+    with _terminate_raises(), tempfile.TemporaryDirectory(prefix=f".{ds.folder}.{owner_tag()}", dir=str(home)) as tmp:
         archive = Path(tmp) / ds.archive
         progress.log(f"downloading {url}")
-        md5 = _download(url, archive, progress)
+        md5 = _download(url, archive, progress, ds.max_bytes)
         if md5 != ds.md5:
             archive.unlink()
             raise DownloadError(
@@ -143,14 +159,21 @@ def fetch(
     return target / ds.ratings
 
 
-def _download(url: str, path: Path, progress: Progress) -> str:
-    """Stream ``url`` into ``path``; return the MD5 of what was received."""
+def _download(url: str, path: Path, progress: Progress, max_bytes: int) -> str:
+    """Stream ``url`` into ``path``, at most ``max_bytes``; return the MD5 of what was received."""
     digest = hashlib.md5()
+    too_big = DownloadError(f"the server sends more than {max_bytes:,} bytes, far more than this archive's size; "
+                            "the download was stopped and deleted", path=url,
+                            hint="check --base-url: it should serve the GroupLens archive itself")
     try:
         with urllib.request.urlopen(url, timeout=_TIMEOUT) as response, open(path, "wb") as out:
             size = int(response.headers.get("Content-Length") or 0)
+            if size > max_bytes:
+                raise too_big
             total = -(-size // _CHUNK) if size else None
             for chunk in progress.iterate(_chunks(response), total=total, desc=path.name, unit="MiB"):
+                if out.tell() + len(chunk) > max_bytes:
+                    raise too_big
                 digest.update(chunk)
                 out.write(chunk)
             if size and out.tell() != size:
@@ -163,6 +186,24 @@ def _download(url: str, path: Path, progress: Progress) -> str:
         raise DownloadError(f"cannot download: {reason}", path=url,
                             hint=f"check the network, or unzip the archive by hand into {path.parent.parent}") from None
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``SystemExit`` (as Ctrl-C raises KeyboardInterrupt),
+    so that the partial download is deleted on the way out instead of left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; a SIGTERM then ends the process as usual
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _chunks(response) -> Iterator[bytes]:

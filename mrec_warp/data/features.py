@@ -10,8 +10,10 @@ A feature file has one row per (id, feature) pair, ``id<TAB>feature[<TAB>weight]
 * ``id`` is a user or item id as it appears in the ratings file; ``feature`` is any text;
   ``weight`` is a finite number >= 0 (default 1). Rows repeating an (id, feature) pair are
   merged by adding their weights.
-* The reader options of ratings files apply (delimiter guessed from the first line or
-  given, optional header, columns chosen by name or position).
+* The reader rules of ratings files apply (:func:`~mrec_warp.data.io.read_ratings`): UTF-8
+  with or without a byte-order mark, Latin-1 when the file is not valid UTF-8; RFC 4180
+  quoting in comma-separated files; ids and feature names never stripped; delimiter guessed
+  from the first line or given, optional header, columns chosen by name or position.
 
 How a model uses them (:func:`weighted_rows`): each id's row holds its content features and,
 unless ``identity=False``, an identity feature of its own with weight 2 (``identity_weight``).
@@ -32,6 +34,7 @@ demographic features has only a quarter of each step go to their own embedding).
 """
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -42,8 +45,8 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .io import (
-    _data_line, _first_lines, _looks_numeric, _normalise_columns, _parse_table, _split_fields, atomic_write,
-    check_readable, detect_separator,
+    _check_fields, _data_line, _data_lines, _first_lines, _looks_numeric, _normalise_columns, _parse_table,
+    _split_fields, atomic_write, check_readable, check_tsv_ids, detect_encoding, detect_separator, output_encoding,
 )
 
 PathLike = Union[str, os.PathLike]
@@ -71,7 +74,10 @@ def read_features(
     Parameters
     ----------
     path : path-like
-        Text file (``.gz`` works), Latin-1 decoded like ratings files.
+        Text file (``.gz`` works), read like ratings files: UTF-8 (a byte-order mark is
+        dropped), or Latin-1 when it is not valid UTF-8 (``result.attrs["encoding"]``).
+        Comma-separated files follow RFC 4180 (``"Strategy, turn-based"`` is one feature);
+        ids and feature names are kept exactly as written, spaces included.
     kind : {"item", "user"}
         Only used in messages ("item feature file ...").
     format : {"auto", "tsv", "csv"}
@@ -99,8 +105,9 @@ def read_features(
     """
     what = f"{kind} feature file"
     p = check_readable(path, what, empty_hint=_HINT)
+    encoding = detect_encoding(p)  # UTF-8 (BOM or not), else Latin-1: as ratings files
     try:
-        lines = _first_lines(p)
+        lines = _first_lines(p, encoding=encoding)
     except InputError:
         raise InputError(f"{what} has no data lines", path=str(p), hint=_HINT) from None
     first_lineno, first = lines[0]
@@ -110,50 +117,47 @@ def read_features(
             sep = "\t" if "\t" in first else r"\s+"
     if sep in ("\\t", "tab"):
         sep = "\t"
+    if sep == ",":  # a quoted field may hold a line break: take the first whole CSV record
+        first_lineno, first = next(_data_lines(p, sep, limit=1, encoding=encoding))
     tokens = _split_fields(first, sep)
     chosen = _normalise_columns(columns)
     if header is None:
-        header = any(t.lower() in _HEADER_WORDS for t in tokens) or (
-            len(tokens) >= 3 and chosen is None and not _looks_numeric(tokens[2]))
-    used = _resolve_feature_columns(chosen, tokens if header else None, len(tokens), p, what)
+        header = any(t.strip().lower() in _HEADER_WORDS for t in tokens) or (
+            len(tokens) >= 3 and chosen is None and tokens[2].strip() != "" and not _looks_numeric(tokens[2]))
+    n_fields = len(tokens)
+    used = _resolve_feature_columns(chosen, tokens if header else None, n_fields, p, what)
     skip = first_lineno if header else 0
-    raw = _parse_table(p, sep, skip, len(tokens))
+    raw = _parse_table(p, sep, skip, n_fields, encoding=encoding)
     if len(raw) == 0:
         raise InputError(f"{what} has a header but no data lines", path=str(p), hint=_HINT)
-    n_fields = len(tokens)
-    names_at = dict(zip(used, FEATURE_COLUMNS))
-    for pos in sorted(set(used) | {n_fields - 1}):  # a short line leaves its last field empty
-        col = raw[pos].str.strip()  # _parse_table reads text columns as str
-        empty = (col == "").to_numpy()
-        if empty.any():
-            lineno, text = _data_line(p, int(np.flatnonzero(empty)[0]), sep, skip)
-            found = len(_split_fields(text, sep))
-            msg = (f"expected {n_fields} columns like the first line, found {found}" if found < n_fields
-                   else f"empty {names_at.get(pos, 'field')} in column {pos}")
-            raise InputError(msg, path=str(p), line=lineno, hint=_HINT)
-        raw[pos] = col
+    if chosen is None and len(used) == 3 and (raw[used[2]] == "").all():
+        used = used[:2]  # a trailing separator on every line is not a weight column
+    # ids and feature names are kept exactly as in the file (spaces included), as ratings ids are
+    _check_fields(raw, used, n_fields, p, sep, skip, encoding, roles=FEATURE_COLUMNS,
+                  id_roles=FEATURE_COLUMNS[:2], hint=_HINT)
     ids = raw[used[0]].to_numpy(dtype=str)
     feats = raw[used[1]].to_numpy(dtype=str)
     if len(used) > 2:
-        text = raw[used[2]]  # stripped by the loop above
+        text = raw[used[2]].str.strip()
         weights = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~np.isfinite(weights)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InputError(f"weight {text.iloc[row]!r} is not a finite number", path=str(p),
-                             line=_data_line(p, row, sep, skip)[0],
+                             line=_data_line(p, row, sep, skip, encoding)[0],
                              hint="weights must be numbers >= 0; leave the column out for weight 1")
         neg = weights < 0
         if neg.any():
             row = int(np.flatnonzero(neg)[0])
             raise InputError(f"weight {text.iloc[row]} is negative", path=str(p),
-                             line=_data_line(p, row, sep, skip)[0], hint="weights must be >= 0")
+                             line=_data_line(p, row, sep, skip, encoding)[0], hint="weights must be >= 0")
     else:
         weights = np.ones(len(ids))
     table = pd.DataFrame({"id": ids, "feature": feats, "weight": weights})
     if table.duplicated(["id", "feature"]).any():
         table = table.groupby(["id", "feature"], sort=False, as_index=False)["weight"].sum()
     table["weight"] = table["weight"].astype(np.float32)
+    table.attrs["encoding"] = encoding
     return table
 
 
@@ -404,8 +408,16 @@ def side_features(ratings_path: PathLike) -> Dict[str, pd.DataFrame]:
     return out
 
 
-def write_features(table: pd.DataFrame, path: PathLike) -> None:
-    """Write headerless ``id<TAB>feature`` rows (plus weight when any is not 1), atomically."""
+def write_features(table: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
+    """Write headerless ``id<TAB>feature`` rows (plus weight when any is not 1), atomically.
+
+    Ids and feature names are written as they are (never quoted), in ``encoding``, by
+    default the one the table was read in (``table.attrs["encoding"]``, see
+    :func:`~mrec_warp.data.io.output_encoding`): the same bytes as the input. One holding a
+    tab or a line break is refused, as no TSV can hold it.
+    """
     cols = ["id", "feature"] + (["weight"] if "weight" in table and not np.all(table["weight"] == 1) else [])
-    with atomic_write(path) as fh:
-        table[cols].to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g")
+    check_tsv_ids(table["id"], table["feature"], path=path)
+    with atomic_write(path, encoding=output_encoding(encoding or table.attrs.get("encoding"))) as fh:
+        table[cols].to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
+                           quoting=csv.QUOTE_NONE)

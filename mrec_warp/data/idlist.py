@@ -1,6 +1,7 @@
 """Id-list files: ``recommend --users FILE``, ``similar --items-file FILE``, ``evaluate --items``."""
 from __future__ import annotations
 
+import csv
 from typing import Callable, List, Optional
 
 from ..errors import InputError
@@ -19,7 +20,8 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
     (when given) is called with one line saying how many repeats were dropped. With
     ``first_column`` (a feature file given as a list of items) the id is the line's text
-    before its first tab, or before its first comma when it has no tab.
+    before its first tab, or its first comma-separated field (RFC 4180: ``"Warhammer 40,000",x``
+    gives ``Warhammer 40,000``) when it has no tab.
     """
     p = check_readable(path, f"{what} list", empty_hint=f"expected one {what} id per line")
     ids: List[str] = []
@@ -28,7 +30,7 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
             # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
             body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
             if first_column:
-                body = body.split("\t" if "\t" in body else ",", 1)[0]
+                body = _first_field(body)
             if body.strip():
                 ids.append(body)
     if not ids:
@@ -43,3 +45,12 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
                          f"(first repeat: {first!r})")
         ids = kept
     return ids
+
+
+def _first_field(line: str) -> str:
+    """The first field of a feature-file line: before the first tab, else the first CSV field."""
+    if "\t" in line:
+        return line.split("\t", 1)[0]
+    if "," not in line:
+        return line
+    return next(csv.reader([line], strict=False), [""])[0]

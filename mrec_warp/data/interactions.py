@@ -31,6 +31,12 @@ def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
     (the caller's matrix may change later); the caller's values are never duplicated, which
     keeps the peak memory of large fits down.
     """
+    bad = ~(csr.data >= 0)  # negative or NaN: no reading of "implicit feedback" makes these a positive
+    if bad.any():
+        row = int(np.searchsorted(csr.indptr, int(np.argmax(bad)), side="right") - 1)
+        raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number (the first in row {row}); "
+                         "implicit feedback is the presence of a pair, so a value must be > 0 (or 0: no pair)",
+                         hint="keep only the likes (e.g. prepare --min-rating 4), or drop those entries")
     if csr.nnz and not csr.data.all():
         csr = csr.copy()
         csr.eliminate_zeros()
@@ -51,7 +57,11 @@ class Interactions:
     Attributes
     ----------
     matrix : scipy.sparse.csr_matrix
-        users x items, float32 values, sorted indices, no explicit duplicates.
+        users x items, float32 values, sorted indices, no explicit duplicates. The values
+        are the raw ones (counts, hours, ratings: ``from_dataframe(value_col="value")``) or
+        1; models that learn from presence only take :func:`binary_csr` of it, models that
+        use a confidence compute it from these values with
+        :func:`mrec_warp.data.confidence.confidence`.
     user_ids, item_ids : numpy.ndarray of str
         The original id of each row and column.
     """
@@ -71,6 +81,11 @@ class Interactions:
                 f"matrix shape {self.matrix.shape} does not match "
                 f"{len(self.user_ids)} user ids x {len(self.item_ids)} item ids"
             )
+        for kind, ids in (("user", self.user_ids), ("item", self.item_ids)):
+            index = pd.Index(ids)
+            if not index.is_unique:  # two rows under one id: look-ups would silently pick one
+                raise ValueError(f"{kind} id {index[index.duplicated()][0]!r} names more than one "
+                                 f"{'row' if kind == 'user' else 'column'}; ids must be unique")
 
     # -- sizes ---------------------------------------------------------------------------
     @property

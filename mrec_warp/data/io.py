@@ -43,6 +43,76 @@ CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
 FORMATS = ("auto", "tsv", "csv", "movielens")
 
 
+# -- temporary names that say who owns them --------------------------------------------------
+# A temporary file is named ``.<stem>.~<pid>@<host>~<random><suffix>`` beside its target, so
+# that a later run writing the same target can tell a leftover of a killed run (its process
+# is gone) from the file of a run still going, and remove only the former.
+_TEMP_OWNER = re.compile(r"~(\d+)@([A-Za-z0-9_-]*)~")
+
+
+def host_name() -> str:
+    """This machine's short host name, reduced to characters safe in a file name."""
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_-]", "", socket.gethostname().split(".")[0]) or "host"
+
+
+def owner_tag() -> str:
+    """``~<pid>@<host>~``: marks a temporary name as this process's."""
+    return f"~{os.getpid()}@{host_name()}~"
+
+
+def process_alive(pid: int, host: str) -> bool:
+    """Whether process ``pid`` of machine ``host`` may still run.
+
+    Only a process of this machine can be checked; one of another machine (a shared
+    filesystem) is assumed alive, so its files are never touched.
+    """
+    if host != host_name():
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
+    """Remove the temporary files and folders in ``folder`` whose names start with ``prefix``
+    and whose owner process (see :func:`owner_tag`) is dead on this machine.
+
+    Returns the names removed. Names without an owner tag -- the user's own files -- and
+    temporaries of live processes or of other machines are left alone.
+    """
+    import shutil
+
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        m = _TEMP_OWNER.search(name[len(prefix):])
+        if m is None or process_alive(int(m.group(1)), m.group(2)):
+            continue
+        full = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+            removed.append(name)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """A temporary file name beside ``path``, renamed over ``path`` only on success.
@@ -50,11 +120,14 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
     the final suffix so libraries that pick a format from it work. The data is synced to disk
     before the rename, so a crash never leaves a renamed but incomplete file. On any exception
-    the temporary file is removed and ``path`` is left as it was.
+    the temporary file is removed and ``path`` is left as it was. The temporary name carries
+    this process's id (:func:`owner_tag`): temporaries of ``path`` left by a killed run are
+    removed here, those of a live run are not.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=str(path.parent))
+    remove_stale_temps(path.parent, prefix=f".{path.stem}.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
     os.close(fd)
     try:
         yield tmp
@@ -439,14 +512,17 @@ def _columns_hint(sep: str) -> str:
 
 
 def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
-                  encoding: str) -> None:
+                  encoding: str, roles: Sequence[str] = _ROLES, id_roles: Sequence[str] = ("user", "item"),
+                  hint: Optional[str] = None) -> None:
     """Reject an empty user / item / value / timestamp (or a line too short to have one).
 
     Only the columns in use are checked: an unused column may be empty or missing. Ids are
     left exactly as they are, spaces included; an id holding a tab or a line break (possible
-    only inside a quoted CSV field) is refused, since no TSV output could hold it.
+    only inside a quoted CSV field) is refused, since no TSV output could hold it. ``roles``
+    names the used columns in messages and ``id_roles`` the ones holding ids (feature files
+    pass ``("id", "feature", "weight")``); ``hint`` replaces the column-count hint.
     """
-    for role, pos in zip(_ROLES, used):
+    for role, pos in zip(roles, used):
         if raw[pos].dtype == np.float64:  # numbers, checked finite by _read_fast
             continue
         col = raw[pos]
@@ -457,16 +533,17 @@ def _check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path,
             found = len(_split_fields(text, sep))
             if found <= pos:
                 raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
-                                 line=lineno, hint=_columns_hint(sep))
+                                 line=lineno, hint=hint or _columns_hint(sep))
             raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
                              path=str(path), line=lineno,
                              hint=f"fill in the {role} or remove the line")
-        if role in ("user", "item") and sep == ",":
+        if role in id_roles and sep == ",":
             bad = col.str.contains(_BAD_ID_CHARS.pattern, regex=True).to_numpy()
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 raise InputError(
-                    f"{role} id {col.iloc[row]!r} holds a tab or line break, which TSV outputs cannot hold",
+                    f"{role if role == 'feature' else role + ' id'} {col.iloc[row]!r} holds a tab or line break, "
+                    "which TSV outputs cannot hold",
                     path=str(path), line=_data_line(path, row, sep, skip, encoding)[0],
                     hint="remove tabs and line breaks from ids",
                 )
@@ -623,6 +700,8 @@ def read_ratings(
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
         out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
+        # which column the value came from, for prepare's summary: its header name or "#N" (1-based)
+        out.attrs["value_column"] = header_names[used[2]] if header_names else f"#{used[2] + 1}"
     if len(used) > 3:
         out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding
@@ -669,14 +748,26 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
         if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame["value"] = v.astype(np.int64)
     try:
-        with atomic_write(path, encoding=output_encoding(encoding or df.attrs.get("encoding"))) as fh:
-            frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
-                         quoting=csv.QUOTE_NONE, escapechar=None)
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", encoding=output_encoding(encoding or df.attrs.get("encoding")), newline="") as fh:
+                frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
+                             quoting=csv.QUOTE_NONE, escapechar=None)
+            if file_holds(tmp, b"\r"):  # the csv module lets a lone "\r" through unescaped
+                check_tsv_ids(df["user"], df["item"], path=path)
     except csv.Error:
         # an id with a tab or a line break (the reader refuses those; a table built in Python
         # may hold one): checked only now, as a check of every row up front costs seconds
         check_tsv_ids(df["user"], df["item"], path=path)
         raise
+
+
+def file_holds(path: PathLike, needle: bytes) -> bool:
+    """Whether the file's bytes contain ``needle`` (one byte; read in chunks, GB/s)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            if needle in chunk:
+                return True
+    return False
 
 
 # -- ids a TSV cannot hold --------------------------------------------------------------

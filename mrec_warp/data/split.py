@@ -6,7 +6,9 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
    largest of their values and its timestamp the earliest of their timestamps (when the
    user first met the item). Files without a rating column get value 1 for every row.
 2. **Binarise.** With ``min_rating``, merged rows whose value is below it are dropped; every
-   row left is a positive. The rating is kept in the output files for reference.
+   row left is a positive. The value (rating, count, hours) is kept in the output files
+   either way, so ``train --confidence`` can weigh rows by it; ``summary.json``'s
+   ``value_column`` says which column it was and what became of it.
 3. **Filter users.** Users with fewer than ``min_user_items`` rows left are dropped (one
    pass; items are never filtered here, so no second pass is needed).
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
@@ -32,6 +34,8 @@ import json
 import math
 import numbers
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -41,7 +45,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from .io import atomic_path, read_ratings, write_interactions
+from .io import atomic_path, atomic_write, owner_tag, read_ratings, remove_stale_temps, write_interactions
 
 PathLike = Union[str, os.PathLike]
 
@@ -483,10 +487,15 @@ def prepare(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
     )
+    value_column = describe_value_column(df, columns, min_rating, header)
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), "encoding": encoding, **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
+        summary["value_column"] = {**value_column, "rows_below_min_rating": summary["rows_below_min_rating"]}
+        summary["value_column"]["description"] = _value_words(summary["value_column"])
+        if summary["split"] == 0:
+            progress.log(summary["value_column"]["description"])
         if side:
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
         _write_split(folder, train, test, summary, encoding)
@@ -503,9 +512,44 @@ def prepare(
     return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
 
 
+def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rating: Optional[float],
+                          header: Optional[bool]) -> Dict[str, Any]:
+    """Which input column is the value and what prepare made of it, for ``summary.json``.
+
+    ``column`` is the value's header name, or ``"#3"`` for the third field (1-based). ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
+    below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
+    the third column of train.tsv / test.tsv for ``train --confidence``).
+    """
+    if "value" not in df:
+        return {"column": None, "use": "none", "min_rating": None}
+    name = df.attrs.get("value_column")  # set by read_ratings: header name or "#N"
+    if name is None:  # a table built by hand: --columns' third entry, else the third field
+        given = None if columns is None else _as_list(columns)
+        name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
+        if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
+            name = f"#{int(name) + 1}"
+    return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
+
+
+def _value_words(v: Dict[str, Any]) -> str:
+    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
+    if v["use"] == "none":
+        return "no value column: every row is a positive"
+    column = f"value column {v['column']}" if v["column"].startswith("#") else f"value column {v['column']!r}"
+    if v["use"] == "binarised":
+        return (f"{column}: binarised at >= {v['min_rating']:g}: {v['rows_below_min_rating']:,} rows dropped "
+                "(the values left stay in column 3 of train.tsv / test.tsv)")
+    return (f"{column}: kept in column 3 of train.tsv / test.tsv (largest value of merged duplicates); "
+            "every row is a positive; 'mrec-warp train --confidence log' weighs rows by it")
+
+
 def _as_list(columns: Union[str, Sequence]) -> List:
     return columns.split(",") if isinstance(columns, str) else list(columns)
 
+
+#: What :func:`prepare` writes into each split's folder; summary.json, written last, says the
+#: folder is complete.
+SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
 
 #: How the log names the encoding a ratings file was read in.
 _ENCODING_NOTE = {
@@ -516,18 +560,61 @@ _ENCODING_NOTE = {
 
 def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
                  encoding: str = "utf-8") -> None:
-    """Write the three files to temporary names; rename them into place only if all succeed.
+    """Write train.tsv, test.tsv and summary.json so that a reader never sees a mixed split.
 
-    Renamed train, test, then summary: a summary.json says its folder is complete. Train
-    and test are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
+    A new (or empty) folder is written whole as a hidden temporary folder beside it and
+    renamed into place: it appears complete or not at all. An existing folder may hold other
+    files (the input, the user's notes), so it is not replaced: each file goes to a
+    temporary name, summary.json -- the "complete" marker -- is removed first, and the files
+    are renamed train, test, then summary last. A run killed in between leaves no
+    summary.json, so the folder never claims to hold a split it does not. Train and test
+    are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
     """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if not folder.exists() or not any(folder.iterdir()):
+        remove_stale_temps(folder.parent, prefix=f".{folder.name}.")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
+        try:
+            _write_split_files(tmp, train, test, summary, encoding)
+            os.chmod(tmp, _DIR_MODE)  # mkdtemp makes it private
+            os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
+            return
+        except OSError:
+            if not (folder.is_dir() and any(folder.iterdir())):
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already after the rename
+        # another run filled the folder meanwhile: write into it like into any existing one
     with contextlib.ExitStack() as stack:
         # entered in reverse: the stack renames the last entered first
         summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
         test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
         train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
-        for table, tmp in ((train, train_tmp), (test, test_tmp)):
-            table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
-            write_interactions(table, tmp)
-        with open(summary_tmp, "w", encoding="utf-8", newline="\n") as fh:
+        _write_split_files(None, train, test, summary, encoding, (train_tmp, test_tmp, summary_tmp))
+        # the old marker goes before any file changes, so no moment pairs it with new files
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / "summary.json")
+
+
+def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                       encoding: str, paths: Optional[Sequence[str]] = None) -> None:
+    """The three files, into ``folder`` or to the given ``paths`` (train, test, summary)."""
+    paths = paths or [str(folder / name) for name in SPLIT_FILES]
+    for table, path in ((train, paths[0]), (test, paths[1])):
+        table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
+        write_interactions(table, path)  # synced to disk, with the umask's mode
+    if folder is None:
+        with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
             fh.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        with atomic_write(paths[2]) as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_DIR_MODE = 0o777 & ~_read_umask()  # read once, at import: changing the umask is not thread-safe

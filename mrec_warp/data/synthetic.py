@@ -17,6 +17,11 @@ popularity baseline does not find it all:
   heavy user whose topics run out of items is topped up from global popularity.
 * Ratings 1-5 grow with affinity (the user's weight on the item's topic), plus an item
   quality, a user bias and noise; timestamps increase along each user's rows.
+* With ``values="counts"`` the value is a play count instead of a rating:
+  ``1 + Poisson(count_scale * affinity * LogNormal(0, 0.7))``. Items of the user's own
+  topics get large counts, the stray draws of ``noise`` (mostly outside them) counts near
+  1, so a count says how likely the user is to come back to the item's topic: the held-out
+  items of a split are mostly topical, and a model that trusts big counts more finds them.
 * Items get 1-4 tags, each from its topic's vocabulary (``tag{topic}_{j}``) with
   probability ``1 - tag_noise``, otherwise any tag.
 
@@ -48,6 +53,8 @@ TIME_SPAN = 5 * 365 * 86_400
 CHUNK_ROWS = 1_000_000
 #: Draw rounds per chunk; each round re-draws what duplicates took away.
 MAX_ROUNDS = 8
+#: What the third column holds: 1-5 ratings, or play counts whose size carries signal.
+VALUES = ("ratings", "counts")
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class SyntheticConfig:
     noise: float = 0.1
     tags_per_topic: int = 5
     tag_noise: float = 0.15
+    values: str = "ratings"
+    count_scale: float = 20.0
     seed: int = 42
 
     def check(self) -> None:
@@ -79,7 +88,9 @@ class SyntheticConfig:
         for name in ("noise", "tag_noise"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InputError(f"{name} must be between 0 and 1, got {getattr(self, name)!r}")
-        for name in ("concentration", "zipf_exponent", "activity_sigma"):
+        if self.values not in VALUES:
+            raise InputError(f"values must be one of {', '.join(VALUES)}, got {self.values!r}")
+        for name in ("concentration", "zipf_exponent", "activity_sigma", "count_scale"):
             if not getattr(self, name) > 0:
                 raise InputError(f"{name} must be positive, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
@@ -195,7 +206,8 @@ def _chunk_interactions(
         short = want - np.bincount(user, minlength=n_users)
         if not short.any():
             break
-    return user + lo, item, _ratings(cfg, world, theta, user, item, rng), _timestamps(user, n_users, rng)
+    value_of = _counts if cfg.values == "counts" else _ratings
+    return user + lo, item, value_of(cfg, world, theta, user, item, rng), _timestamps(user, n_users, rng)
 
 
 def _ratings(cfg: SyntheticConfig, world: _World, theta: np.ndarray, user: np.ndarray, item: np.ndarray,
@@ -205,6 +217,14 @@ def _ratings(cfg: SyntheticConfig, world: _World, theta: np.ndarray, user: np.nd
     user_bias = rng.normal(0.0, 0.4, len(theta))[user]
     mean = 2.2 + 2.6 * np.sqrt(affinity) + world.item_quality[item] + user_bias
     return np.clip(np.floor(mean + rng.normal(0.0, 0.7, len(user)) + 0.5), 1, 5).astype(np.int64)
+
+
+def _counts(cfg: SyntheticConfig, world: _World, theta: np.ndarray, user: np.ndarray, item: np.ndarray,
+            rng: np.random.Generator) -> np.ndarray:
+    """Play counts >= 1 whose mean grows with the user's weight on the item's topic."""
+    affinity = theta[user, world.item_topic[item]]
+    mean = cfg.count_scale * affinity * rng.lognormal(0.0, 0.7, len(user))
+    return 1 + rng.poisson(mean).astype(np.int64)
 
 
 def _timestamps(user: np.ndarray, n_users: int, rng: np.random.Generator) -> np.ndarray:
@@ -295,12 +315,13 @@ def generate(
         Same seed, same data, whatever the platform.
     **options
         Other fields of :class:`SyntheticConfig` (``concentration``, ``zipf_exponent``,
-        ``activity_sigma``, ``noise``, ``tags_per_topic``, ``tag_noise``).
+        ``activity_sigma``, ``noise``, ``tags_per_topic``, ``tag_noise``, ``values``:
+        ``"ratings"`` (default) or ``"counts"``, ``count_scale``).
 
     Returns
     -------
     ratings : pandas.DataFrame
-        ``user``, ``item`` (str), ``value`` (float64, 1-5), ``timestamp`` (int64).
+        ``user``, ``item`` (str), ``value`` (float64: 1-5, or counts >= 1), ``timestamp`` (int64).
     item_tags : pandas.DataFrame
         ``item``, ``tag`` (str), one row per (item, tag).
     """
@@ -330,7 +351,8 @@ def write_synthetic(
 ) -> Dict[str, Any]:
     """Write ``ratings.tsv`` and ``item_tags.tsv`` into ``outdir``, streaming in chunks.
 
-    ``ratings.tsv`` is headerless ``user<TAB>item<TAB>rating<TAB>timestamp``, grouped by
+    ``ratings.tsv`` is headerless ``user<TAB>item<TAB>rating<TAB>timestamp`` (the third
+    column a play count with ``values="counts"``), grouped by
     user with increasing timestamps; ``item_tags.tsv`` is headerless ``item<TAB>tag``. Both
     are written atomically. Parameters are those of :func:`generate`.
 

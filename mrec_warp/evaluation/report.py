@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import __version__
 from ..data.interactions import Interactions
-from ..data.io import PathLike, atomic_write, read_ratings
+from ..data.io import PathLike, atomic_write, output_encoding, read_ratings
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from .sanity import check_evaluation, check_recs_table, check_test_table
@@ -88,6 +88,9 @@ class Study:
     ks : tuple of int
     train, test : str
         Descriptions (file names or patterns) of the training and test data.
+    id_encoding : str
+        Encoding the test data's ids were read in (``"latin-1"`` for a file that is not
+        valid UTF-8): the per-user CSV is written in it, so user ids keep their bytes.
     """
 
     names: List[str]
@@ -97,6 +100,7 @@ class Study:
     ks: tuple
     train: str = ""
     test: str = ""
+    id_encoding: str = "utf-8"
     _dict: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
 
     @property
@@ -164,10 +168,12 @@ def evaluate(
         _check_placeholders({"train": train, "test": test, **{f"recs {n}": r for n, r in zip(names, recs)}})
 
     evaluations = []
+    id_encoding = "utf-8"
     for label in labels:
         where = "" if label is None else f" (split {label})"
         train_data = _load_interactions(resolve_split(train, label), "train", progress)
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
+        id_encoding = _encoding_of(test_data, id_encoding)
         space = _build_space(train_data, test_data, catalog)  # once per split, shared by every file
         if not (space.n_test > 0).any():
             # nothing to average: almost always the wrong file, not a result worth printing
@@ -189,7 +195,17 @@ def evaluate(
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
         evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
+        id_encoding=id_encoding,
     )
+
+
+def _encoding_of(data: Any, default: str) -> str:
+    """Output encoding of the ids of a table read from a file (``attrs``) or an Interactions."""
+    if isinstance(data, pd.DataFrame):
+        found = data.attrs.get("encoding")
+    else:
+        found = getattr(data, "id_encoding", None)
+    return output_encoding(found) if found else default
 
 
 def default_names(recs: Sequence[Any]) -> List[str]:
@@ -530,7 +546,8 @@ def write_reports(
     if per_user:
         buf = io.StringIO()
         per_user_table(study).to_csv(buf, index=False, lineterminator="\n")
-        contents.append((per_user, buf.getvalue()))
+        # in the test file's encoding, so a Latin-1 user id comes back as the same bytes
+        contents.append((per_user, _encoded(buf.getvalue(), study.id_encoding, per_user)))
     if plot:
         contents.append((plot, render_plot(data)))
     for path, content in contents:
@@ -538,3 +555,14 @@ def write_reports(
         with atomic_write(path, mode="wb" if binary else "w") as fh:
             fh.write(content)
     return [str(p) for p, _ in contents]
+
+
+def _encoded(text: str, encoding: str, path: PathLike) -> bytes:
+    """``text`` as bytes in ``encoding``, or one line saying which character does not fit."""
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end]
+        raise InputError(f"{bad!r} cannot be written in {encoding}, the encoding of the test data's ids",
+                         path=str(path), hint="give the recommendations files --name values in plain "
+                                              "text, or convert the data to UTF-8") from None

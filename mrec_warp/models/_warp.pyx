@@ -74,6 +74,85 @@ def shuffle(order_t[::1] order, uint64_t[::1] state):
             i -= 1
 
 
+cdef inline double _unit(uint64_t* s) noexcept nogil:
+    """A uniform double in [0, 1) from the top 53 bits of one draw."""
+    return <double>(rng_next(s) >> 11) * (1.0 / 9007199254740992.0)
+
+
+def alias_table(const double[::1] weights):
+    """Walker's alias table (Vose's construction) for drawing ``p`` with probability ``weights[p] / sum``.
+
+    Returns ``(prob, alias)``: draw a slot ``k`` uniformly, keep it with probability
+    ``prob[k]``, else take ``alias[k]``. Built once per fit in O(n); every draw is O(1).
+    Weights must be finite, >= 0 and not all 0.
+    """
+    cdef Py_ssize_t n = weights.shape[0], k, n_small = 0, n_large = 0, small_k, large_k
+    cdef double total = 0.0
+    for k in range(n):
+        total += weights[k]
+    if n == 0 or not total > 0:
+        raise ValueError("alias_table needs weights with a positive sum")
+    prob_arr = np.empty(n, dtype=np.float64)
+    alias_arr = np.arange(n, dtype=np.int64)
+    work_arr = np.empty(n, dtype=np.int64)
+    cdef double[::1] prob = prob_arr
+    cdef int64_t[::1] alias = alias_arr
+    cdef int64_t[::1] work = work_arr  # small slots from the front, large ones from the back
+    with nogil:
+        for k in range(n):
+            prob[k] = weights[k] * n / total
+            if prob[k] < 1.0:
+                work[n_small] = k
+                n_small += 1
+            else:
+                work[n - 1 - n_large] = k
+                n_large += 1
+        while n_small > 0 and n_large > 0:
+            n_small -= 1
+            small_k = work[n_small]
+            large_k = work[n - n_large]
+            alias[small_k] = large_k
+            prob[large_k] = (prob[large_k] + prob[small_k]) - 1.0
+            if prob[large_k] < 1.0:  # the large slot became small: move it to the small stack
+                n_large -= 1
+                work[n_small] = large_k
+                n_small += 1
+        # what is left is 1 up to rounding
+        for k in range(n_small):
+            prob[work[k]] = 1.0
+        for k in range(n_large):
+            prob[work[n - 1 - k]] = 1.0
+    return prob_arr, alias_arr
+
+
+def draw_positives(order_t[::1] order, const double[::1] prob, const int64_t[::1] alias, uint64_t[::1] state,
+                   const int64_t[::1] targets=None):
+    """Fill ``order`` with draws with replacement from an :func:`alias_table` (no GIL).
+
+    A draw ``k`` is written as ``k``, or as ``targets[k]`` when ``targets`` is given (the
+    table then covers a subset of the positives, e.g. the new pairs of ``partial_fit``).
+    """
+    cdef Py_ssize_t n = order.shape[0], m = prob.shape[0], t
+    cdef int64_t k
+    cdef uint64_t* s = &state[0]
+    cdef const int64_t* to = NULL
+    if m == 0:
+        return
+    if targets is not None:
+        if targets.shape[0] != m:
+            raise ValueError("targets must have one entry per weight")
+        to = &targets[0]
+    with nogil:
+        for t in range(n):
+            if m < MAX_ITEMS:
+                k = rng_below(s, <uint64_t>m)
+            else:
+                k = <int64_t>(rng_next(s) % <uint64_t>m)
+            if _unit(s) >= prob[k]:
+                k = alias[k]
+            order[t] = <order_t>(k if to == NULL else to[k])
+
+
 def fit_shard(
     float[:, ::1] user_factors,
     float[:, ::1] item_factors,
@@ -90,6 +169,7 @@ def fit_shard(
     const float[::1] rank_weights,
     uint64_t[::1] state,
     StepSettings cfg,
+    const float[::1] step_weights=None,
 ):
     """Visit the positives ``order[start:stop]`` (indices into the CSR arrays) once each.
 
@@ -100,7 +180,8 @@ def fit_shard(
     user, on the ``kos_k``-th best of ``kos_n`` of their positives drawn at random (so users
     still weigh by their number of positives, as in WARP). After each step, a user row
     longer than ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that
-    length; 0 means no limit.
+    length; 0 means no limit. ``step_weights``, when given, has one factor per positive
+    (CSR order) that multiplies its step: confidence weighting.
 
     Returns
     -------
@@ -122,6 +203,12 @@ def fit_shard(
     cdef int64_t n_updates = 0, n_compared = 0
     cdef double total_weight = 0.0, total_loss = 0.0
     cdef DenseItems ctx
+    cdef const float* step_w = NULL
+    if step_weights is not None:
+        if step_weights.shape[0] != indices.shape[0]:
+            raise ValueError("step_weights must have one entry per positive")
+        if step_weights.shape[0] > 0:
+            step_w = &step_weights[0]
     if d != item_factors.shape[1]:
         raise ValueError("user and item factors must have the same width")
     if n_items >= MAX_ITEMS:
@@ -174,6 +261,8 @@ def fit_shard(
             if j < 0:
                 continue
             qi = &item_factors[i, 0]  # i is final now (WARP-kOS may have picked another)
+            if step_w != NULL:
+                weight *= step_w[p]
 
             total_weight += weight
             n_updates += 1

@@ -316,13 +316,15 @@ class Recommender:
         Returns
         -------
         items : int64 array (n_users, k), or (k,) for a single user
-            Item indices, ``-1`` where fewer than ``k`` items were left.
+            Item indices, best first. ``k`` is capped at the number of items; where fewer
+            than ``k`` items are left after the exclusions, the row ends in ``-1`` (score
+            ``-inf``): drop those before mapping indices to ids (``recommend_frame`` does).
         scores : float32 array of the same shape
         """
         from ..recommend import iter_top_k
 
         self._check_fitted()
-        k = _check_k(k)
+        k = min(_check_k(k), max(1, self.n_items))  # a longer list would be only -1 padding
         if users is None:
             users, scalar = np.arange(self.n_users), False
         else:

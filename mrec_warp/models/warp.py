@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
@@ -22,6 +23,8 @@ LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
 SCHEDULES = ("adagrad", "sgd")
+#: How WARP uses a confidence: draw positives in proportion to it, or scale each step by it.
+CONFIDENCE_USES = ("sample", "weight")
 
 #: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
 #: enough that the Python overhead between calls is negligible.
@@ -98,6 +101,21 @@ class WARP(Recommender):
         Seed for initialisation, shuffling and sampling.
     verbose : bool
         Log one line per epoch to standard error.
+    confidence : {"none", "linear", "log"}
+        How the values of ``X`` (play counts, hours, ratings) weigh each positive, with
+        :func:`mrec_warp.data.confidence.confidence`: ``"none"`` (default) treats every
+        stored entry as a positive of weight 1; ``"linear"`` gives ``c = 1 + alpha * value``
+        and ``"log"`` ``c = 1 + alpha * log1p(value / eps)``. Entries of value 0 are never
+        positives (as without confidence).
+    alpha, eps : float
+        Parameters of ``confidence``.
+    confidence_use : {"weight", "sample"}
+        ``"weight"`` (default): every positive is visited once and its step is scaled by
+        its confidence divided by the mean confidence (mean weight 1); ``"sample"``: every
+        epoch draws as many positives as there are, with replacement, each with
+        probability proportional to its confidence (an alias table, O(1) per draw). Both
+        beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (README,
+        "The value column"); neither is clearly ahead of the other.
     """
 
     def __init__(
@@ -127,6 +145,10 @@ class WARP(Recommender):
         n_jobs: int = 1,
         random_state: Optional[int] = None,
         verbose: bool = False,
+        confidence: str = "none",
+        alpha: float = 1.0,
+        eps: float = 1.0,
+        confidence_use: str = "weight",
     ) -> None:
         self.factors = factors
         self.loss = loss
@@ -153,6 +175,10 @@ class WARP(Recommender):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.confidence = confidence
+        self.alpha = alpha
+        self.eps = eps
+        self.confidence_use = confidence_use
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -175,6 +201,9 @@ class WARP(Recommender):
         need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
              "max_epochs, patience and eval_every must be >= 1")
         need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+        if self._confidence_kind() != "none":
+            check_confidence(self.confidence, self.alpha, self.eps)
+            need(self.confidence_use in CONFIDENCE_USES, f"confidence_use must be one of {CONFIDENCE_USES}")
 
     # -- state -------------------------------------------------------------------------------
     def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -205,8 +234,11 @@ class WARP(Recommender):
 
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
-        """Shuffle the positives, then visit each once (in shards on several threads)."""
-        _warp.shuffle(data.order, self._rng_state)
+        """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
+        if data.alias is not None:
+            _warp.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
+        else:
+            _warp.shuffle(data.order, self._rng_state)
         cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
         n_jobs = _n_threads(self.n_jobs)
@@ -269,7 +301,7 @@ class WARP(Recommender):
             self.user_factors_, self.item_factors_, self.item_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
             data.indptr, data.indices, data.pos_users, data.order,
-            start, stop, data.rank_weights, state, cfg,
+            start, stop, data.rank_weights, state, cfg, data.step_weights,
         )
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
@@ -309,7 +341,8 @@ class WARP(Recommender):
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
+        X = self._with_ids(X, user_ids, item_ids)
+        csr = self._with_confidence(X, self._set_training_data(X))
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
 
@@ -359,18 +392,20 @@ class WARP(Recommender):
             raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         if getattr(self, "train_", None) is None:
-            csr = self._set_training_data(X)
+            csr = self._with_confidence(X, self._set_training_data(X))
             self._init_state(*csr.shape, np.random.default_rng(self.random_state))
-            data = _TrainingData(csr)
+            data = self._training_data(csr)
             summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
                        "unknown_users": 0, "unknown_items": 0}
         else:
             if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
                 self._fresh_optimizer_state(np.random.default_rng(self.random_state))
-            new, summary = _known_pairs(X, self)
+            new, summary = _known_pairs(X, self, keep_values=self._confidence_kind() != "none")
+            values = self._with_confidence(new, new).data if self._confidence_kind() != "none" else None
+            new.data[:] = 1.0
             seen = merge_seen(self.train_, new)
             summary["new_pairs"] = int(seen.nnz - self.train_.nnz)
-            data = _TrainingData(seen, visit=new)
+            data = self._training_data(seen, visit=new, values=values)
             self.train_ = seen
             self._interactions_cache = None
         self.partial_fit_summary_: Dict[str, int] = summary
@@ -388,7 +423,7 @@ class WARP(Recommender):
     def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`_TrainingData`); with
         ``validation``, early-stop and keep the best."""
-        data = csr if isinstance(csr, _TrainingData) else _TrainingData(csr)
+        data = csr if isinstance(csr, _TrainingData) else self._training_data(csr)
         best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
         eval_users = None
         if validation is not None:
@@ -423,6 +458,40 @@ class WARP(Recommender):
             progress.log(f"best epoch {best_epoch}: val P@{self.eval_k} {best_score:.4f}")
             return best_epoch
         return epochs
+
+    # -- confidence ----------------------------------------------------------------------------
+    def _training_data(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
+                       values: Optional[np.ndarray] = None) -> "_TrainingData":
+        """The kernel's arrays for ``csr``; with a confidence, ``values`` (default
+        ``csr.data``) are the confidences of the visited pairs."""
+        if self._confidence_kind() == "none":
+            return _TrainingData(csr, visit)
+        return _TrainingData(csr, visit, confidence=csr.data if values is None else values,
+                             use=self.confidence_use)
+
+    def _confidence_kind(self) -> str:
+        # subclasses whose constructor does not take ``confidence`` (the hybrid) train without it
+        return getattr(self, "confidence", "none") if "confidence" in self._param_names() else "none"
+
+    def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
+        """``binary`` (the positives) with each positive's confidence as its value.
+
+        Without a confidence, ``binary`` itself. The values come from ``X`` (same entries as
+        ``binary``, which dropped its explicit zeros); the visit order and hold-out splits
+        only look at the structure, so they do not change with the confidence.
+        """
+        if self._confidence_kind() == "none":
+            return binary
+        from ..data.interactions import Interactions, as_csr
+
+        raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
+        if raw.nnz and not raw.data.all():
+            raw = raw.copy()
+            raw.eliminate_zeros()
+        if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's _set_training_data
+            raise ValueError("confidence values do not line up with the positives")
+        conf = confidence_of(raw.data, self.confidence, self.alpha, self.eps)
+        return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
     def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
@@ -506,9 +575,13 @@ class _TrainingData:
 
     Every stored pair of ``csr`` is a positive (never sampled as a negative); an epoch visits
     them all, or only the pairs of ``visit`` (a subset of ``csr``) when it is given.
+    ``confidence``, one value per visited pair (in CSR order), weighs them: ``use="weight"``
+    builds step weights (confidence over its mean; 1 for pairs not visited),
+    ``use="sample"`` the alias table the epochs draw the visited pairs from.
     """
 
-    def __init__(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None) -> None:
+    def __init__(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
+                 confidence: Optional[np.ndarray] = None, use: str = "weight") -> None:
         self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
         self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
         counts = np.diff(self.indptr)
@@ -520,6 +593,18 @@ class _TrainingData:
         else:
             self.order = _positions(csr, visit).astype(dtype)
         self.rank_weights = _warp.harmonic_table(csr.shape[1])
+        self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
+        self.step_weights: Optional[np.ndarray] = None
+        if confidence is not None and len(self.order):
+            values = np.asarray(confidence, dtype=np.float64)
+            if use == "sample":
+                self.alias = _warp.alias_table(values)
+                if visit is not None:
+                    self.targets = self.order.astype(np.int64)
+            else:
+                self.step_weights = np.ones(csr.nnz, dtype=np.float32)
+                self.step_weights[self.order] = values / values.mean()
 
 
 def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:
@@ -544,8 +629,10 @@ def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
     return merged
 
 
-def _known_pairs(X, model: Recommender) -> Tuple[sp.csr_matrix, Dict[str, int]]:
+def _known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.csr_matrix, Dict[str, int]]:
     """``X`` as a binary matrix in the model's index space, and what was skipped.
+
+    With ``keep_values`` the matrix holds ``X``'s values (summed over duplicates) instead of ones.
 
     Interactions are matched by id; a pair whose user or item the model does not know is
     skipped and counted. A matrix must already have the model's shape.
@@ -553,7 +640,7 @@ def _known_pairs(X, model: Recommender) -> Tuple[sp.csr_matrix, Dict[str, int]]:
     from ..data.interactions import Interactions
 
     if not isinstance(X, Interactions):
-        csr = _as_aligned_csr(X, model, "X")
+        csr = _as_aligned_csr(X, model, "X", keep_values=keep_values)
         csr.eliminate_zeros()
         summary = {"pairs": int(csr.nnz), "skipped_pairs": 0, "unknown_users": 0, "unknown_items": 0}
     else:
@@ -563,10 +650,12 @@ def _known_pairs(X, model: Recommender) -> Tuple[sp.csr_matrix, Dict[str, int]]:
         rows = pd.Index(model.user_ids).get_indexer(X.user_ids)[src_rows]
         cols = pd.Index(model.item_ids).get_indexer(X.item_ids)[src_cols]
         keep = (rows >= 0) & (cols >= 0)
-        csr = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], cols[keep])),
+        values = coo.data[nonzero][keep] if keep_values else np.ones(int(keep.sum()), np.float32)
+        csr = sp.csr_matrix((values.astype(np.float32), (rows[keep], cols[keep])),
                             shape=(model.n_users, model.n_items))
         csr.sum_duplicates()
-        csr.data[:] = 1.0
+        if not keep_values:
+            csr.data[:] = 1.0
         summary = {"pairs": int(len(rows)), "skipped_pairs": int((~keep).sum()),
                    "unknown_users": int(len(np.unique(src_rows[rows < 0]))),
                    "unknown_items": int(len(np.unique(src_cols[cols < 0])))}
@@ -599,7 +688,7 @@ def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_r
                 f"their initial {max(float(init_scale), 0.1):g}", hint=hint)
 
 
-def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
+def _as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) -> sp.csr_matrix:
     from ..data.interactions import Interactions, as_csr
 
     if isinstance(X, Interactions):
@@ -608,7 +697,8 @@ def _as_aligned_csr(X, model: Recommender, what: str) -> sp.csr_matrix:
     if csr.shape != (model.n_users, model.n_items):
         raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
     csr = csr.copy()
-    csr.data[:] = 1.0
+    if not keep_values:
+        csr.data[:] = 1.0
     return csr
 
 
