@@ -36,6 +36,7 @@ setup(
             extension("mrec_warp.models._warp"),
             extension("mrec_warp.models._hybrid"),
             extension("mrec_warp.models._als"),
+            extension("mrec_warp.models._slim"),
         ],
         compiler_directives={
             "language_level": 3,

@@ -16,7 +16,7 @@ from .data.features import read_features  # noqa: E402
 from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
-from .models import WARP, WRMF, HybridWARP, Popularity, Recommender, load  # noqa: E402
+from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, load  # noqa: E402
 from .recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
@@ -37,6 +37,9 @@ __all__ = [
     "HybridWARP",
     "WRMF",
     "Popularity",
+    "ItemKNN",
+    "SLIM",
+    "EASE",
     "load",
     "write_recommendations",
     "evaluate_recommendations",

@@ -155,6 +155,19 @@ def test_every_worker_is_asked_whether_it_sees_the_files(client, tmp_path):
     assert "missing.npz" in str(err.value)
 
 
+def test_slim_on_a_dask_cluster_learns_the_weights_threads_learn(client, tmp_path):
+    from tests.conftest import planted_low_rank
+    from mrec_warp.models import SLIM
+
+    train, _ = planted_low_rank(n_users=200, n_items=80, per_user=15, seed=4)
+    remote = SLIM(l1=0.5, l2=10.0, backend="dask", scheduler=client.scheduler.address).fit(train)
+    local = SLIM(l1=0.5, l2=10.0, n_jobs=2).fit(train).weights_
+    assert remote.weights_.nnz > 0 and (remote.weights_ != local).nnz == 0
+    path = tmp_path / "slim.npz"  # the backend and scheduler are saved parameters like any other
+    remote.save(path)
+    assert load(path).get_params() == remote.get_params()
+
+
 # -- pre-flight: every worker runs this mrec-warp ------------------------------------------------
 def _cli(*args, env=None):
     import subprocess

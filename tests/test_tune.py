@@ -67,7 +67,7 @@ def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     points = grid_points({"factors": [4, 8, 16]})
     monkeypatch.setenv(FAULT_ENV, "raise:2")
     with pytest.raises(RuntimeError, match="injected"):
-        tune(train, points, base=BASE, workdir=tmp_path / "w")
+        tune(train, points, base=BASE, workdir=tmp_path / "w", with_defaults=False)
     done = sorted(p.name for p in (tmp_path / "w").glob("trial-*.json"))
     assert done == ["trial-0000.json", "trial-0001.json"]
     # a finished trial's file is what the rerun reports: it is not fitted again
@@ -79,7 +79,7 @@ def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     ran = []
     real_run_trial = tune_module.run_trial
     monkeypatch.setattr(tune_module, "run_trial", lambda *a: ran.append(a[1]) or real_run_trial(*a))
-    result = tune(train, points, base=BASE, workdir=tmp_path / "w")
+    result = tune(train, points, base=BASE, workdir=tmp_path / "w", with_defaults=False)
     assert ran == [2], "only the unfinished trial goes to a worker"
     assert result.table.set_index("trial").loc[0, "seconds"] == 12345.0
     assert len(result.table) == 3 and not (tmp_path / "w").exists()
@@ -99,11 +99,74 @@ def test_cli_tune_writes_params_that_train_accepts(tmp_path):
                                "--table", str(tmp_path / "trials.tsv"), "--max-epochs", "4", "--n-jobs", "2"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:4] == ["trial", "factors", "max_sampled", "precision@10"] and len(lines) == 5
+    assert lines[0].split()[:6] == ["trial", "model", "factors", "max_sampled", "precision@10", "vs_defaults"]
+    assert len(lines) == 7 and lines[-1].startswith("best: warp, precision@10 ")  # 4 + the defaults
     best = json.loads((tmp_path / "best.json").read_text())
-    assert set(best["params"]) == {"factors", "max_sampled", "epochs"} and best["trials"] == 4
+    assert set(best["params"]) == {"factors", "max_sampled", "epochs"} and best["trials"] == 5
+    assert best["model"] == "warp" and best["score"] >= best["defaults_score"]
     res = runner.invoke(main, ["train", str(tsv), "--params", str(tmp_path / "best.json"), "-o", str(tmp_path / "m.npz")])
     assert res.exit_code == 0, res.output
     assert f"{best['params']['epochs']} epochs" in res.stdout
     res = runner.invoke(main, ["tune", str(tsv)])
     assert res.exit_code == 2 and "--grid FILE, --random N" in res.output
+
+
+def test_defaults_are_always_a_trial_and_win_over_worse_candidates(planted):
+    train, _ = planted
+    # one neighbour per item is far worse than the defaults (200)
+    result = tune(train, [{"model": "itemknn", "neighbours": 1}], seed=1)
+    assert len(result.table) == 2
+    row = result.table.iloc[0]
+    assert bool(row["defaults"]) and row["neighbours"] == 200 and row["vs_defaults"] == 0
+    assert result.best_json()["params"] == {"neighbours": 200} and result.best_model == "itemknn"
+    assert result.table.iloc[1]["vs_defaults"] < 0
+    assert "+0.0% vs itemknn defaults" in result.summary()
+
+
+def test_random_candidates_are_drawn_around_each_familys_defaults():
+    from mrec_warp.models.families import FAMILIES, TUNABLE_FAMILIES
+
+    for fam in TUNABLE_FAMILIES:
+        family = FAMILIES[fam]
+        defaults = family.defaults(family.space)
+        for name, spec in family.space.items():
+            if isinstance(spec, tuple):
+                assert spec[1] <= defaults[name] <= spec[2] or (spec[0] == "log0" and defaults[name] == 0), (fam, name)
+            else:
+                assert defaults[name] in spec, (fam, name)
+        for point in random_points(30, seed=1, family=fam):
+            assert set(point) == set(family.space)
+
+
+def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
+    from tests.conftest import planted_low_rank
+
+    train, _ = planted_low_rank(n_users=200, n_items=90, per_user=15, seed=2)
+    coo = train.tocoo()
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"itemknn": {"neighbours": [5, 20]}, "ease": {"l2": [10, 1000]}}))
+    runner = CliRunner()
+    res = runner.invoke(main, ["tune", str(tsv), "--models", "itemknn,ease", "--grid", str(grid), "--quiet",
+                               "-o", str(tmp_path / "best.json")])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["trial", "model", "l2"] and len(lines) == 8  # 2 defaults + 4 + summary
+    assert "vs itemknn defaults" in lines[-1] and "vs ease defaults" in lines[-1]
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert best["model"] in ("itemknn", "ease") and best["score"] >= best["defaults_score"]
+    res = runner.invoke(main, ["train", str(tsv), "--params", str(tmp_path / "best.json"), "-o", str(tmp_path / "m.npz")])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith(f"wrote {tmp_path / 'm.npz'}: {best['model']} model")
+    from mrec_warp.models import load
+
+    model = load(tmp_path / "m.npz")
+    assert type(model).__name__.lower() == best["model"]
+    assert all(model.get_params()[k] == v for k, v in best["params"].items())
+    res = runner.invoke(main, ["tune", str(tsv), "--models", "warp,knn"])
+    assert res.exit_code == 2 and "unknown model family 'knn'" in res.output
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"l2": [10]}))
+    res = runner.invoke(main, ["tune", str(tsv), "--models", "itemknn,ease", "--grid", str(flat)])
+    assert res.exit_code != 0 and "names its family" in res.output

@@ -352,23 +352,23 @@ def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
 
     m = _values_matrix(planted_low_rank(n_users=150, n_items=80, per_user=12))
     base = {"max_epochs": 4, "patience": 2}
-    points = grid_points({"alpha": [0.1, 3.0], "confidence": ["linear", "log"]})
-    result = tune(m, points, base=base, model="wrmf", use_values=True)
+    points = [{**p, "model": "wrmf"} for p in grid_points({"alpha": [0.1, 3.0], "confidence": ["linear", "log"]})]
+    result = tune(m, points, base=base, use_values=True, with_defaults=False)
     assert len(result.table) == 4 and result.table["precision@10"].notna().all()
     assert set(result.best_params) == {"alpha", "confidence", "epochs"}
     # the values reach the trials: with them, linear and log confidence fit different models
     scores = result.table.set_index(["alpha", "confidence"])["precision@10"]
-    binary = tune(m, points, base=base, model="wrmf", use_values=False).table.set_index(["alpha", "confidence"])
+    binary = tune(m, points, base=base, use_values=False, with_defaults=False).table.set_index(["alpha", "confidence"])
     assert scores[(3.0, "linear")] != scores[(3.0, "log")]
     assert binary["precision@10"][(3.0, "linear")] == binary["precision@10"][(3.0, "log")]
     with pytest.raises(InputError, match="'regularization' is not a parameter of the warp model"):
         tune(m, grid_points({"regularization": [1.0, 10.0]}), base=base)
-    res = _run("tune", "plays.tsv", "--model", "warp", "--grid", "g.json", cwd=_write_grid(tmp_path))
+    res = _run("tune", "plays.tsv", "--models", "warp", "--grid", "g.json", cwd=_write_grid(tmp_path))
     assert res.returncode == 2 and "regularization" in res.stderr
-    res = _run("tune", "plays.tsv", "--model", "wrmf", "--random", "2", "--max-epochs", "3", "-o", "best.json",
+    res = _run("tune", "plays.tsv", "--models", "wrmf", "--random", "2", "--max-epochs", "3", "-o", "best.json",
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert _run("train", "plays.tsv", "--model", "wrmf", "--params", "best.json", "-o", "m.npz",
+    assert _run("train", "plays.tsv", "--params", "best.json", "-o", "m.npz",  # best.json names the model
                 cwd=tmp_path).returncode == 0
     best = json.loads((tmp_path / "best.json").read_text())["params"]
     assert load(tmp_path / "m.npz").get_params()["alpha"] == best["alpha"]

@@ -36,15 +36,16 @@ Examples:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write TSV here instead of stdout.")
 @friendly_errors
 def similar(model_file, items, items_file, k, output):
-    """For each item, the k items whose factors are most similar (cosine), as TSV rows
+    """For each item, the k items whose factors are most similar (cosine), or with an
+    item-item model (itemknn, slim, ease) the k largest learned weights, as TSV rows
     ``item<TAB>similar_item<TAB>similarity<TAB>rank``.
     """
     check_outputs({"--output": output}, [model_file, items_file])
     check_readable(model_file, "model file")
     model = load(model_file)
-    if getattr(model, "item_factors", None) is None:
-        raise InputError(f"a {type(model).__name__} model has no item factors", path=model_file,
-                         hint="train a warp model")
+    if getattr(model, "item_factors", None) is None and getattr(model, "weights_", None) is None:
+        raise InputError(f"a {type(model).__name__} model has no item factors or item-item weights",
+                         path=model_file, hint="train a warp, itemknn, slim or ease model")
     if bool(items) == bool(items_file):
         raise click.UsageError("give exactly one of --items or --items-file")
     ids = split_id_list(items) if items else read_id_list(items_file, "item")

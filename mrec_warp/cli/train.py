@@ -25,6 +25,9 @@ _WARP_OPTIONS = {
     "max_epochs": "max_epochs", "patience": "patience", "eval_every": "eval_every",
     "validation_fraction": "validation_fraction", "refit": "refit",
     "identity": "identity", "identity_weight": "identity_weight", "normalize": "normalize",  # hybrid only
+    # item-similarity models (itemknn, slim, ease)
+    "neighbours": "neighbours", "similarity": "similarity", "shrink": "shrink", "l1": "l1", "l2": "l2",
+    "topk": "topk", "ease_dtype": "dtype", "max_items": "max_items", "memory_limit_mb": "memory_limit_mb",
     "confidence": "confidence", "alpha": "alpha", "eps": "eps", "confidence_use": "confidence_use",  # warp, wrmf
     "regularization": "regularization",  # wrmf only
 }
@@ -32,11 +35,9 @@ _WARP_OPTIONS = {
 
 def model_classes() -> Dict[str, Any]:
     """Models the CLI can train, by name."""
-    from ..models import Popularity, WARP
-    from ..models.hybrid import HybridWARP
-    from ..models.wrmf import WRMF
+    from ..models.families import model_classes as registry
 
-    return {"popularity": Popularity, "warp": WARP, "hybrid": HybridWARP, "wrmf": WRMF}
+    return registry()
 
 
 def load_interactions(path: str, fmt: str = "auto", values: bool = False, required: bool = True) -> Interactions:
@@ -78,6 +79,19 @@ def _keep_encoding(model, data: Interactions) -> None:
 def load_params(path: Optional[str]) -> Dict[str, Any]:
     if not path:
         return {}
+    params = _read_params_file(path)
+    return params.get("params", params)  # accept tune's output, which nests them
+
+
+def params_model(path: Optional[str]) -> Optional[str]:
+    """The model family a parameters file names (tune's output does), if any."""
+    model = _read_params_file(path).get("model") if path else None
+    if model is not None and model not in model_classes():
+        raise InputError(f"unknown model {model!r}", path=path, hint=f"one of {', '.join(model_classes())}")
+    return model
+
+
+def _read_params_file(path: str) -> Dict[str, Any]:
     try:
         params = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
@@ -85,7 +99,7 @@ def load_params(path: Optional[str]) -> Dict[str, Any]:
                          hint="expected an object such as {\"factors\": 64}") from None
     if not isinstance(params, dict):
         raise InputError("expected a JSON object of parameters", path=path, hint="e.g. {\"factors\": 64}")
-    return params.get("params", params)  # accept tune's output, which nests them
+    return params  # tune's output nests them under "params", beside "model"
 
 
 @click.command(epilog="""\b
@@ -103,10 +117,11 @@ Examples:
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
-@click.option("--model", "model_name", default="warp", show_default=True,
-              type=click.Choice(["warp", "hybrid", "wrmf", "popularity"]),
+@click.option("--model", "model_name", default=None,
+              type=click.Choice(["warp", "hybrid", "popularity", "itemknn", "slim", "ease", "wrmf"]),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
-                   "wrmf: implicit ALS with confidence weights).")
+                   "itemknn, slim, ease: item-item models; wrmf: implicit ALS with confidence weights) "
+                   "[the one --params names, else warp].")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--factors", type=int, help="Latent dimensions [64].")
@@ -139,6 +154,16 @@ Examples:
               help="Hybrid: weight of each id's identity feature before normalisation [2].")
 @click.option("--normalize/--no-normalize", default=None,
               help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
+@click.option("--neighbours", type=click.IntRange(min=1), help="itemknn: similar items kept per item [200].")
+@click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [tfidf].")
+@click.option("--shrink", type=click.FloatRange(min=0), help="itemknn: cosine shrinkage [0].")
+@click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [2].")
+@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [200]; ease: lambda [400].")
+@click.option("--topk", type=click.IntRange(min=1), help="slim: largest weights kept per item [200].")
+@click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float32].")
+@click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
+@click.option("--memory-limit-mb", type=click.FloatRange(min=1),
+              help="ease: most memory the fit may take [3/4 of the available memory].")
 @click.option("--confidence", type=click.Choice(CONFIDENCES),
               help="Weigh each row by its value (3rd column: count, hours, rating): linear "
                    "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
@@ -171,6 +196,7 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     progress = make_progress(quiet, verbose)
     check_outputs({"--output": output}, [train, validation_file, params_file, options.get("item_features"),
                                          options.get("user_features")])
+    model_name = model_name or params_model(params_file) or "warp"
     cls = model_classes()[model_name]
     model = cls()
     params = dict(load_params(params_file))
@@ -193,6 +219,10 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
             params[name] = None
     if "random_state" in model._param_names():
         params.update(random_state=seed, n_jobs=n_jobs)
+    elif "n_jobs" in model._param_names():  # item-item models: deterministic, no seed
+        params.update(n_jobs=n_jobs)
+        if "backend" in model._param_names():
+            params.update(backend=backend, scheduler=scheduler or "")
     try:
         model.set_params(**params)
     except ValueError as exc:

@@ -1,4 +1,4 @@
-"""``mrec-warp tune``: search WARP's hyper-parameters with parallel trials."""
+"""``mrec-warp tune``: search model families and their hyper-parameters with parallel trials."""
 from __future__ import annotations
 
 import json
@@ -12,25 +12,34 @@ from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._parallel import N_JOBS, parallel_options
 
 
-@click.command(short_help="Search WARP's hyper-parameters (trials in parallel).", epilog="""\b
+@click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
 Examples:
   mrec-warp tune split/train.tsv --random 16 --n-jobs 2 -o best.json
   mrec-warp tune split/train.tsv --grid grid.json -o best.json --backend dask
+  mrec-warp tune split/train.tsv --models warp,itemknn,slim,ease,wrmf -o best.json
+  mrec-warp tune plays.tsv --models wrmf --random 16 -o best.json   # alpha, regularization, ...
   mrec-warp train split/train.tsv --params best.json -o model.npz
-  mrec-warp tune plays.tsv --model wrmf --random 16 -o best.json   # alpha, regularization, ...
+
+\b
+Each family's defaults are always a trial, so the best is never worse than them on
+validation; the vs_defaults column says by how much each trial differs from its
+family's defaults. With --models and no --grid/--random each family tries a small
+built-in grid; with --random N, N candidates per family are drawn around its defaults.
+A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}.
 
 \b
 A grid file is a JSON object of parameter -> list of values, e.g.
   {"factors": [32, 64], "learning_rate": [0.02, 0.05], "max_sampled": [20, 50]}
 Tunable: factors, learning_rate, user_reg, item_reg, max_sampled, user_max_norm and
 item_max_norm (null: no limit); also loss, kos_k, kos_n, learning_schedule, item_bias.
-WRMF (--model wrmf): factors, alpha, regularization, confidence (linear/log), cg_steps.
+WRMF: factors, alpha, regularization, confidence (linear/log), cg_steps; its trials weigh
+TRAIN's value column (3rd) as confidence when there is one.
 With --random N and --grid, N points are drawn from the grid's values; with --random
 alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
-@click.option("--model", "model_name", type=click.Choice(["warp", "wrmf"]), default="warp", show_default=True,
-              help="Which model the trials fit.")
+@click.option("--models", "models", default="warp", show_default=True, metavar="NAME[,NAME...]",
+              help="Model families to search: warp, itemknn, slim, ease, wrmf.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -43,7 +52,7 @@ alone, from a default space.
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Cut-off of the validation precision (trials are sorted by it).")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Most epochs a trial may train (early stopping picks the count).")
+              help="Most epochs a WARP trial may train (early stopping picks the count; WRMF keeps its own).")
 @click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
               help="Evaluations without improvement before a trial stops (as in train: a "
                    "shorter one favours settings that peak early, such as no norm limit).")
@@ -55,37 +64,39 @@ alone, from a default space.
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option
 @friendly_errors
-def tune(train, model_name, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
+def tune(train, models, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
          patience, fmt, seed, n_jobs, backend, scheduler, workdir, quiet, verbose):
-    """Fit WARP once per candidate on TRAIN and rank the candidates by validation precision@k.
+    """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
 
-    Every trial uses the same split and seed and early-stops on its own, so the table
-    compares parameters only; each trial is single-threaded and --n-jobs trials run at
-    once. The table (best first) goes to standard output.
+    Every trial uses the same split and seed (WARP trials early-stop on their own), so the
+    table compares families and parameters only; each trial is single-threaded and
+    --n-jobs trials run at once. The table (best first) and a line saying how far the best
+    is above the defaults go to standard output, also with --quiet.
     """
     from .. import tune as tuning
     from .train import load_interactions
 
-    if not grid_file and not n_random:
-        raise click.UsageError("give --grid FILE, --random N, or both")
+    families = [m.strip() for m in models.split(",") if m.strip()]
+    unknown = [m for m in families if m not in tuning.TUNABLE_FAMILIES]
+    if not families or unknown:
+        raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
+                                 f"{', '.join(tuning.TUNABLE_FAMILIES)}", param_hint="--models")
+    families = list(dict.fromkeys(families))
+    if not grid_file and not n_random and families == ["warp"]:
+        raise click.UsageError("give --grid FILE, --random N, or both (or --models to use built-in grids)")
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
     check_backend(backend, scheduler)
     check_outputs({"--output": output, "--table": table_file}, [train, grid_file, validation_file])
     progress = make_progress(quiet, verbose)
-    grid = tuning.read_grid(grid_file) if grid_file else None
-    if n_random:
-        space = {name: values for name, values in grid.items()} if grid else (
-            tuning.WRMF_SPACE if model_name == "wrmf" else None)
-        points = tuning.random_points(n_random, space, seed=seed)
-    else:
-        points = tuning.grid_points(grid)
-    data = load_interactions(train, fmt, values=model_name == "wrmf")
+    grids = tuning.read_grid(grid_file, families) if grid_file else None
+    points = tuning.candidates(families, grids, n_random, seed=seed)
+    data = load_interactions(train, fmt, values="wrmf" in families, required=False)
     validation = load_interactions(validation_file, fmt) if validation_file else None
     result = tuning.tune(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
                          base={"max_epochs": max_epochs, "patience": patience}, seed=seed, backend=backend,
                          n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, progress=progress,
-                         model=model_name, use_values=data.has_values)
+                         use_values=bool(getattr(data, "has_values", False)))
     if result.table[result.metric].isna().all():
         raise InputError("every trial failed (diverged)", path=train, hint="lower the learning rates tried")
     if output:
@@ -95,7 +106,8 @@ def tune(train, model_name, grid_file, n_random, output, table_file, validation_
     if table_file:
         with atomic_write(table_file) as fh:
             result.table.to_csv(fh, sep="\t", index=False, lineterminator="\n")
+    click.echo(result.format_table(), nl=False)  # the command's result: shown even with --quiet
+    click.echo(result.summary())
     if not quiet:
-        click.echo(result.format_table(), nl=False)
         if output:
             click.echo(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)

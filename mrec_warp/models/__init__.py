@@ -4,5 +4,8 @@ from .popularity import Popularity
 from .warp import WARP
 from .hybrid import HybridWARP
 from .wrmf import WRMF
+from .itemknn import ItemKNN
+from .slim import SLIM
+from .ease import EASE
 
-__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "WRMF", "load"]
+__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "WRMF", "ItemKNN", "SLIM", "EASE", "load"]

@@ -1,0 +1,246 @@
+"""What every item-item model shares: scores are a user's history times an item-item matrix.
+
+Item-kNN, SLIM and EASE differ only in how they learn the items x items weights ``W``;
+:class:`ItemSimilarity` does the rest once: scoring (``history @ W``), the popularity
+fallback for users with no history, ``similar_items`` (a row of ``W``), fold-in of new
+users (their history simply joins the stored training rows, nothing is refitted), and
+saving ``W`` as sparse CSR arrays or one dense array.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.npz import check_csr, check_finite, check_shape
+from ..errors import InputError
+from ..progress import SILENT, Progress
+from .base import IndexArg, Recommender, _check_k, as_indices
+from .foldin import _log_fold_in, add_history, append_user_ids
+
+
+class ItemSimilarity(Recommender):
+    """Base of the item-item models: ``score(u, i) = sum_{j in history(u)} W[j, i]``.
+
+    Subclasses implement ``_learn_weights(csr, progress)`` returning ``W`` (n_items x
+    n_items) as a float32 CSR matrix or a dense float32 array (then they set
+    ``_dense_weights = True``); the diagonal must be zero (an item never recommends itself).
+    Users with an empty history (no training items) are ranked by popularity instead, the
+    same ranking :class:`Popularity` gives.
+
+    Fitted attributes: ``weights_`` (``W``), ``item_counts_`` (training users per item) and
+    ``kept_items_`` (the items ``W`` covers when not all of them, else ``None``).
+    """
+
+    #: Whether ``W`` is one dense array (EASE) rather than sparse CSR arrays.
+    _dense_weights = False
+
+    def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` for impossible parameters (subclasses extend)."""
+
+    def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
+            progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
+        """Learn the item-item weights from ``X`` (Interactions or users x items sparse; with a
+        plain matrix, ``user_ids`` / ``item_ids`` name its rows and columns)."""
+        if kwargs.get("validation") is not None:
+            raise InputError(f"{type(self).__name__} has no early stopping to validate",
+                             hint="drop --validation (it is for warp)")
+        self._check_params()
+        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
+        self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
+        self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items
+        weights = self._learn_weights(csr, progress or SILENT)
+        n = csr.shape[1] if self.kept_items_ is None else len(self.kept_items_)
+        self.weights_ = _as_weights(weights, n)
+        return self
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """History rows times ``W``: a dense float32 block (len(users), n_items).
+
+        A CSR block of histories times a CSR ``W`` is a sparse product densified once; a
+        dense ``W`` (EASE) takes the sparse-times-dense product directly.
+        """
+        self._check_fitted()
+        users = np.asarray(users, dtype=np.int64)
+        if len(users) and (users.min() < 0 or users.max() >= self.train_.shape[0]):
+            raise IndexError(f"user indices must be in [0, {self.train_.shape[0]})")
+        hist = self.train_[users]
+        scores = self._history_scores(hist)
+        cold = np.diff(hist.indptr) == 0
+        if cold.any():
+            scores[cold] = self.item_counts_
+        if out is not None:
+            out[...] = scores
+            return out
+        return scores
+
+    def _history_scores(self, hist: sp.csr_matrix) -> np.ndarray:
+        """``hist @ W`` as a C-contiguous float32 array (hist: CSR rows of histories).
+
+        When ``W`` covers only ``kept_items_`` (EASE on the most popular items), the other
+        items score NaN, which the top-k selection never ranks.
+        """
+        kept = self.kept_items_
+        if kept is not None:
+            hist = hist[:, kept]
+        prod = hist @ self.weights_
+        scores = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+        scores = np.ascontiguousarray(scores, dtype=np.float32)
+        return scores if kept is None else _spread(scores, kept, self.n_items)
+
+    def _weight_rows(self, items: np.ndarray) -> np.ndarray:
+        """Rows ``W[items, :]`` as a dense float32 array over every item (NaN off ``kept_items_``)."""
+        kept = self.kept_items_
+        if kept is None:
+            out = self.weights_[items]
+            return out.toarray() if sp.issparse(out) else np.array(out, dtype=np.float32)
+        pos = np.full(self.n_items, -1, dtype=np.int64)
+        pos[kept] = np.arange(len(kept))
+        rows = np.zeros((len(items), len(kept)), dtype=np.float32)
+        inside = pos[items] >= 0
+        rows[inside] = self.weights_[pos[items[inside]]]
+        return _spread(rows, kept, self.n_items)
+
+    def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """What ``similar_items`` / ``similar`` list: each item's largest learned weights
+        ``W[item, :]``, the items a user who has it is pushed towards (``-1`` / 0 where fewer
+        than ``k`` have a positive weight). An item-item model has no user vectors."""
+        from ..recommend import iter_top_k
+
+        if kind != "item":
+            raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
+                             hint="similar users need a warp or hybrid model")
+        self._check_fitted()
+        k = _check_k(k)
+        items, scalar = as_indices(rows, self.n_items, "item")
+
+        def weights(block):
+            out = self._weight_rows(block)
+            out[out <= 0] = np.nan  # only positive weights point to similar items
+            return out
+
+        itself = sp.identity(self.n_items, dtype=np.float32, format="csr")
+        out_items = np.full((len(items), k), -1, dtype=np.int64)
+        out_scores = np.zeros((len(items), k), dtype=np.float32)
+        pos = 0
+        for _, block_items, block_scores in iter_top_k(weights, self.n_items, items, k, exclude=itself):
+            out_items[pos:pos + len(block_items)] = block_items
+            out_scores[pos:pos + len(block_items)] = np.where(block_items >= 0, block_scores, 0.0)
+            pos += len(block_items)
+        return (out_items[0], out_scores[0]) if scalar else (out_items, out_scores)
+
+    # -- fold-in: a new user's history times the same weights -------------------------------
+    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
+                user_ids: Optional[Sequence] = None) -> "ItemSimilarity":
+        """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) without refitting
+        (in place; returns ``self``).
+
+        An item-item model scores a user from their history alone, so folding in is exact:
+        new users are appended with their history as training row, known users get the
+        history added to their training items, and they are scored as if they had been in
+        the training data. ``W`` does not change. ``epochs`` is accepted for the common
+        signature and ignored (nothing is iterated).
+        """
+        self._check_fitted()
+        added = add_history(self, history, user_ids=user_ids)
+        self.fold_in_summary_: Dict[str, Any] = added["summary"]
+        _log_fold_in(progress or SILENT, self.fold_in_summary_)
+        return self
+
+    def _append_users(self, ids, user_features=None) -> None:
+        if user_features is not None:
+            raise InputError("user features need a hybrid model", hint="train with --model hybrid")
+        append_user_ids(self, ids)
+
+    # -- persistence -------------------------------------------------------------------------
+    def _get_arrays(self) -> Dict[str, np.ndarray]:
+        out = {"item_counts": self.item_counts_}
+        if self._dense_weights:
+            kept = self.kept_items_
+            out["kept_items"] = np.arange(self.n_items, dtype=np.int64) if kept is None else kept
+            out["weights"] = self.weights_
+        else:
+            out.update(weights_indptr=self.weights_.indptr.astype(np.int64), weights_indices=self.weights_.indices,
+                       weights_data=self.weights_.data)
+        return out
+
+    @classmethod
+    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+        spec = {"item_counts": ("fiu", (n_items,))}
+        if cls._dense_weights:
+            spec.update(kept_items=("iu", (None,)), weights=("f", (None, None)))
+        else:
+            spec.update(weights_indptr=("iu", (n_items + 1,)), weights_indices=("iu", (None,)),
+                        weights_data=("f", (None,)))
+        return spec
+
+    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
+        check_shape(counts, (self.n_items,), "item counts")
+        check_finite(counts, "item counts", limit=float(2**63))
+        if self._dense_weights:
+            kept = np.asarray(arrays["kept_items"], dtype=np.int64)
+            if kept.ndim != 1 or (len(kept) and (kept.min() < 0 or kept.max() >= self.n_items
+                                                  or np.any(np.diff(kept) <= 0))):
+                raise ValueError("kept items are not increasing item indices")
+            weights = arrays["weights"]
+            check_shape(weights, (len(kept), len(kept)), "weights")
+            self.kept_items_ = None if len(kept) == self.n_items else kept
+        else:
+            indptr, indices = arrays["weights_indptr"].astype(np.int64), arrays["weights_indices"]
+            data = arrays["weights_data"]
+            check_csr(indptr, indices, (self.n_items, self.n_items), "weights")
+            check_shape(data, indices.shape, "weight values")
+            weights = sp.csr_matrix((data, indices, indptr), shape=(self.n_items, self.n_items))
+            self.kept_items_ = None
+        weights = _as_weights(weights, weights.shape[0])
+        check_finite(weights.data if sp.issparse(weights) else weights, "weights")
+        self.weights_ = weights
+        self.item_counts_ = counts
+
+
+def _spread(block: np.ndarray, kept: np.ndarray, n_items: int) -> np.ndarray:
+    """Columns of ``block`` placed at ``kept`` in an (n, n_items) array of NaN."""
+    out = np.full((block.shape[0], n_items), np.nan, dtype=np.float32)
+    out[:, kept] = block
+    return out
+
+
+def _as_weights(weights, n_items: int):
+    """``W`` in the form scoring wants: float32 CSR with sorted indices, or C-contiguous float32."""
+    if sp.issparse(weights):
+        weights = sp.csr_matrix(weights, dtype=np.float32)
+        weights.sort_indices()
+    else:
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+    if weights.shape != (n_items, n_items):
+        raise ValueError(f"weights are {weights.shape}, expected ({n_items}, {n_items})")
+    return weights
+
+
+def top_k_per_row(block: np.ndarray, k: int) -> sp.csr_matrix:
+    """The ``k`` largest positive entries of each row of a dense block, as CSR.
+
+    Zeros and negatives are never kept, so a row with fewer than ``k`` positive entries
+    keeps fewer. Ties at the k-th value are broken arbitrarily (``argpartition``).
+    """
+    n_rows, n_cols = block.shape
+    k = min(int(k), n_cols)
+    if k <= 0 or n_rows == 0:
+        return sp.csr_matrix((n_rows, n_cols), dtype=np.float32)
+    if k < n_cols:
+        cols = np.argpartition(-block, k - 1, axis=1)[:, :k]
+    else:
+        cols = np.broadcast_to(np.arange(n_cols), (n_rows, n_cols))
+    vals = np.take_along_axis(block, cols, axis=1)
+    keep = vals > 0
+    rows = np.broadcast_to(np.arange(n_rows)[:, None], cols.shape)
+    out = sp.csr_matrix((vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=(n_rows, n_cols))
+    out.sort_indices()
+    return out
