@@ -69,11 +69,13 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["min_rating"] == 2 and summary["parameters"]["seed"] == 3
-    first, second, third = result.stdout.splitlines()
+    first, second, header, columns, third = result.stdout.splitlines()
     assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
     assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
     assert third == f"  {summary['value_column']['description']}"
+    assert header == "  no header line (column #3 holds '1', a number)"
+    assert columns == "  columns: user #1, item #2, value #3, timestamp #4 (--columns 0,1,2,3)"
     assert f"value column #3: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
     assert result.stderr == ""  # no progress chatter when not on a terminal
 

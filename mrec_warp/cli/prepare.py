@@ -108,6 +108,7 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n") if "reading" in s)
         + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")
