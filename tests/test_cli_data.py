@@ -275,3 +275,44 @@ def test_fetch_unknown_name(tmp_path):
     result = run("fetch", "netflix", "--dest", tmp_path)
     assert result.exit_code == 2
     assert "movielens-100k" in result.stderr
+
+
+# -- prepare says which column became what (issue 9) ------------------------------------------
+def test_prepare_keeps_a_headerless_first_line_and_says_which_column_is_what(tmp_path):
+    path = tmp_path / "s200.csv"
+    path.write_text('151603712,"The Elder Scrolls V Skyrim",purchase,1.0,0\n'
+                    '151603712,"Fallout 4",play,273.0,0\n59945701,"Spore",purchase,1.0,0\n')
+    out = tmp_path / "s200"
+    result = run("prepare", path, "-o", out, "--columns", "0,1,3")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rows_read"] == 3 and summary["users"]["kept"] == 2
+    assert summary["reading"]["header"] is False
+    assert summary["reading"]["columns"]["value"] == {"position": 3, "name": None}
+    lines = result.stdout.splitlines()
+    assert "  no header line (column #1 holds '151603712', a number)" in lines
+    assert "  columns: user #1, item #2, value #4 (--columns 0,1,3)" in lines
+
+
+def test_prepare_says_when_it_takes_line_1_as_a_header(tmp_path):
+    path = tmp_path / "games.csv"
+    path.write_text("user-id,game-title,value,\n151603712,Skyrim,273,1\n151603712,Fallout 4,87,\n")
+    out = tmp_path / "g"
+    result = run("prepare", path, "-o", out)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert ("  line 1 taken as a header: 'user-id,game-title,value,' ('user-id' is a column name and no field "
+            "is a number; use --no-header if it is data)") in lines
+    assert ("  columns: user #1 'user-id', item #2 'game-title', value #3 'value' (--columns 0,1,2); "
+            "#4 ignored (no name in the header)") in lines
+    reading = json.loads((out / "summary.json").read_text())["reading"]
+    assert reading["header_guessed"] is True and reading["columns"]["item"] == {"position": 1, "name": "game-title"}
+
+
+def test_prepare_with_a_separator_the_file_lacks_names_the_line_and_a_better_one(tmp_path):
+    path = tmp_path / "steam.csv"
+    path.write_text("\n151603712,Skyrim,273\n")
+    result = run("prepare", path, "-o", tmp_path / "out", "--sep", ";")
+    assert_one_line_error(result, "steam.csv:2: expected at least 2 columns (user, item), found 1",
+                          "try --sep ',')")
+    assert "--sep ';'" not in result.stderr
