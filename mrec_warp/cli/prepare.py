@@ -34,10 +34,12 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
 @click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
 @click.option("--header/--no-header", default=None,
-              help="Whether the first line names the columns [guessed from the first line].")
+              help="Whether the first line names the columns [guessed: never when a field is a number; "
+                   "the output says what was chosen].")
 @click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
               help="Which columns to use, by header name or 0-based position, e.g. "
-                   "userId,movieId,rating,timestamp or 0,1,2 [the first four].")
+                   "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
+                   "always a position, never a header name.")
 @click.option("--min-rating", type=float, metavar="R",
               help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
                    "kept for 'train --confidence'].")

@@ -667,13 +667,18 @@ def read_ratings(
     sep : str, optional
         Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
     header : bool, optional
-        Whether the first line names the columns; ``None`` guesses: a known column name
-        (user, item, rating, timestamp, ...) or a non-numeric third field means a header.
-        Naming columns in ``columns`` needs a header (guessed or ``True``).
+        Whether the first line names the columns; ``None`` guesses: a line with any field
+        that is a number or a date is data; otherwise it is a header when a field is a known
+        column name (user, item, rating, timestamp, ``user-id``, ``userId``, ...), a column
+        holds a word there and a number on the next line, or it holds every name given in
+        ``columns``. A text-only line with none of these is data. The choice and its reason
+        are in ``result.attrs["reading"]``. Naming columns in ``columns`` needs a header.
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
-        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. By default the
-        first four fields, in that order (with a header, up to the first unnamed column).
+        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
+        is always a position, never a header name (a column named ``3`` is chosen by its
+        position). By default the first four fields, in that order (with a header, up to the
+        first unnamed column; without one, a last column empty on every line is dropped).
         Only these columns must be present and non-empty; others may be empty or missing.
 
     Returns
@@ -681,7 +686,9 @@ def read_ratings(
     pandas.DataFrame
         Columns ``user`` and ``item`` (str, exactly as in the file: spaces are kept) and,
         when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
-        data line.
+        data line. ``attrs["reading"]`` says what was found: the delimiter, whether line 1
+        is a header (guessed or given, and why), each role's 0-based ``position`` and header
+        ``name``, and the ``ignored_columns`` (an unnamed or all-empty trailing column).
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
