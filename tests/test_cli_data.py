@@ -316,3 +316,10 @@ def test_prepare_with_a_separator_the_file_lacks_names_the_line_and_a_better_one
     assert_one_line_error(result, "steam.csv:2: expected at least 2 columns (user, item), found 1",
                           "try --sep ',')")
     assert "--sep ';'" not in result.stderr
+
+
+def test_prepare_says_how_it_read_the_input_once_for_many_splits(ratings, tmp_path):
+    result = run("prepare", ratings, "-o", tmp_path / "cv", "--num-splits", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("columns: user #1, item #2") == 1
+    assert result.stdout.count("no header line") == 1

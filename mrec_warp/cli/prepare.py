@@ -93,7 +93,8 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
-    """Two lines: what was written, and what was dropped on the way."""
+    """What was written, what was dropped on the way, how the input was read (first split
+    only) and what became of the value column."""
     dropped = []
     if s["duplicates_merged"]:
         dropped.append(f"{s['duplicates_merged']:,} duplicates merged")
@@ -110,7 +111,9 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
-        + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n") if "reading" in s)
+        # how the input was read is the same for every split: said once
+        + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
+                  if "reading" in s and not s.get("split"))
         + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")

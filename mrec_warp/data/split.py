@@ -482,7 +482,8 @@ def prepare(
     found = df.attrs.get("reading")
     if found is not None:  # what became of line 1 and which column is what, as read
         found = {**found, "description": describe_reading(found)}
-        progress.log(found["description"])
+        for line in found["description"].split("\n"):
+            progress.log(line)
     outdir = Path(outdir)
     reading = {"format": format, "sep": sep, "header": header,
                "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
