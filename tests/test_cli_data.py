@@ -69,11 +69,13 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["min_rating"] == 2 and summary["parameters"]["seed"] == 3
-    first, second, third = result.stdout.splitlines()
+    first, second, header, columns, third = result.stdout.splitlines()
     assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
     assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
     assert third == f"  {summary['value_column']['description']}"
+    assert header == "  no header line (column #3 holds '1', a number)"
+    assert columns == "  columns: user #1, item #2, value #3, timestamp #4 (--columns 0,1,2,3)"
     assert f"value column #3: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
     assert result.stderr == ""  # no progress chatter when not on a terminal
 
@@ -273,3 +275,51 @@ def test_fetch_unknown_name(tmp_path):
     result = run("fetch", "netflix", "--dest", tmp_path)
     assert result.exit_code == 2
     assert "movielens-100k" in result.stderr
+
+
+# -- prepare says which column became what (issue 9) ------------------------------------------
+def test_prepare_keeps_a_headerless_first_line_and_says_which_column_is_what(tmp_path):
+    path = tmp_path / "s200.csv"
+    path.write_text('151603712,"The Elder Scrolls V Skyrim",purchase,1.0,0\n'
+                    '151603712,"Fallout 4",play,273.0,0\n59945701,"Spore",purchase,1.0,0\n')
+    out = tmp_path / "s200"
+    result = run("prepare", path, "-o", out, "--columns", "0,1,3")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rows_read"] == 3 and summary["users"]["kept"] == 2
+    assert summary["reading"]["header"] is False
+    assert summary["reading"]["columns"]["value"] == {"position": 3, "name": None}
+    lines = result.stdout.splitlines()
+    assert "  no header line (column #1 holds '151603712', a number)" in lines
+    assert "  columns: user #1, item #2, value #4 (--columns 0,1,3)" in lines
+
+
+def test_prepare_says_when_it_takes_line_1_as_a_header(tmp_path):
+    path = tmp_path / "games.csv"
+    path.write_text("user-id,game-title,value,\n151603712,Skyrim,273,1\n151603712,Fallout 4,87,\n")
+    out = tmp_path / "g"
+    result = run("prepare", path, "-o", out)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert ("  line 1 taken as a header: 'user-id,game-title,value,' ('user-id' is a column name and no field "
+            "is a number; use --no-header if it is data)") in lines
+    assert ("  columns: user #1 'user-id', item #2 'game-title', value #3 'value' (--columns 0,1,2); "
+            "#4 ignored (no name in the header)") in lines
+    reading = json.loads((out / "summary.json").read_text())["reading"]
+    assert reading["header_guessed"] is True and reading["columns"]["item"] == {"position": 1, "name": "game-title"}
+
+
+def test_prepare_with_a_separator_the_file_lacks_names_the_line_and_a_better_one(tmp_path):
+    path = tmp_path / "steam.csv"
+    path.write_text("\n151603712,Skyrim,273\n")
+    result = run("prepare", path, "-o", tmp_path / "out", "--sep", ";")
+    assert_one_line_error(result, "steam.csv:2: expected at least 2 columns (user, item), found 1",
+                          "try --sep ',')")
+    assert "--sep ';'" not in result.stderr
+
+
+def test_prepare_says_how_it_read_the_input_once_for_many_splits(ratings, tmp_path):
+    result = run("prepare", ratings, "-o", tmp_path / "cv", "--num-splits", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("columns: user #1, item #2") == 1
+    assert result.stdout.count("no header line") == 1

@@ -474,3 +474,92 @@ def test_write_interactions_refuses_ids_a_tsv_cannot_hold(tmp_path, bad):
     with pytest.raises(InputError, match="holds a tab or line break"):
         write_interactions(df, out)
     assert list(tmp_path.iterdir()) == []  # no file, no temporary left behind
+
+
+# -- header guess, --columns positions, and what the reader reports (issue 9, a new user's trial) --
+STEAM = ('151603712,"The Elder Scrolls V Skyrim",purchase,1.0,0\n'
+         '151603712,"The Elder Scrolls V Skyrim",play,273.0,0\n'
+         '151603712,"Fallout 4",purchase,1.0,0\n'
+         '59945701,"Spore",purchase,1.0,0\n'
+         '59945701,"Spore",play,14.0,0\n'
+         '53875128,"Grand Theft Auto V",purchase,1.0,0\n')
+
+
+def test_a_headerless_first_line_with_numbers_is_data_and_column_0_is_position_0(tmp_path):
+    # line 1 was taken as a header (its third field is text), and "0" matched its last field
+    df = read_ratings(write(tmp_path, "s200.csv", STEAM), columns="0,1,3")
+    assert len(df) == 6
+    assert df["user"].tolist() == ["151603712"] * 3 + ["59945701"] * 2 + ["53875128"]
+    assert as_rows(df)[0] == ("151603712", "The Elder Scrolls V Skyrim", 1.0)
+    reading = df.attrs["reading"]
+    assert reading["header"] is False and reading["header_guessed"] is True
+    assert reading["header_reason"] == "column #1 holds '151603712', a number"
+    assert reading["columns"] == {"user": {"position": 0, "name": None}, "item": {"position": 1, "name": None},
+                                  "value": {"position": 3, "name": None}}
+
+
+@pytest.mark.parametrize("first, second, header", [
+    ("user-id,game-title,value,", "151603712,Skyrim,273,", True),  # a column name; the empty field is no number
+    ("userId,movieId,rating,timestamp", "1,31,2.5,1260759144", True),
+    ("player,game,hours", "151603712,Skyrim,273", True),  # no known name, but words above numbers
+    ("player,game,hours", "p1,Skyrim,273", True),
+    ("user,item,5", "u2,i2,4", False),  # a number: data, even beside column-like words
+    ("u1,Skyrim,2024-01-31", "u2,Spore,2024-02-01", False),  # a date is data too
+    ("alice,Skyrim,purchase", "bob,Spore,play", False),  # text only, nothing known: data, said so
+])
+def test_the_header_guess(tmp_path, first, second, header):
+    df = read_ratings(write(tmp_path, "h.csv", f"{first}\n{second}\n"), columns="0,1")
+    assert len(df) == (1 if header else 2)
+    assert df.attrs["reading"]["header"] is header and df.attrs["reading"]["header_guessed"] is True
+
+
+def test_a_text_only_first_line_read_as_data_says_why(tmp_path):
+    df = read_ratings(write(tmp_path, "t.csv", "alice,Skyrim\nbob,Spore\n"))
+    assert as_rows(df) == [("alice", "Skyrim"), ("bob", "Spore")]
+    assert df.attrs["reading"]["header_reason"] == "no field is a number, but no column name was recognised either"
+
+
+def test_column_names_on_a_text_only_first_line_make_it_the_header(tmp_path):
+    path = write(tmp_path, "n.csv", "member,title\nalice,Skyrim\nbob,Spore\n")
+    df = read_ratings(path, columns="member,title")
+    assert as_rows(df) == [("alice", "Skyrim"), ("bob", "Spore")]
+    assert df.attrs["reading"]["header_reason"] == "the --columns names are on it"
+
+
+def test_a_whole_number_in_columns_is_a_position_even_where_a_header_says_otherwise(tmp_path):
+    path = write(tmp_path, "d.csv", "user,item,0,1\nu1,i1,5,x\nu2,i2,4,y\n")
+    df = read_ratings(path, header=True, columns="0,1,2")
+    assert as_rows(df) == [("u1", "i1", 5.0), ("u2", "i2", 4.0)]
+    assert df.attrs["reading"]["columns"]["user"] == {"position": 0, "name": "user"}
+
+
+def test_the_reading_record_names_each_column_and_the_ignored_ones(tmp_path):
+    text = "user-id,game-title,value,\n151603712,Skyrim,273,1\n151603712,Fallout 4,87,\n"
+    reading = read_ratings(write(tmp_path, "g.csv", text)).attrs["reading"]
+    assert reading["header_line"] == {"line": 1, "text": "user-id,game-title,value,"}
+    assert reading["columns"] == {"user": {"position": 0, "name": "user-id"},
+                                  "item": {"position": 1, "name": "game-title"},
+                                  "value": {"position": 2, "name": "value"}}
+    assert reading["ignored_columns"] == [{"position": 3, "why": "no name in the header"}]
+    headerless = read_ratings(write(tmp_path, "t.csv", "u1,i1,5,\nu2,i2,4,\n")).attrs["reading"]
+    assert headerless["ignored_columns"] == [{"position": 3, "why": "empty on every line"}]
+
+
+@pytest.mark.parametrize("text, sep, suggested", [
+    (STEAM, ";", "','"),  # the user's --sep is never the one suggested
+    ("u1;i1;5\nu2;i2;4\n", None, "';'"),  # guessed as whitespace: names the one that splits
+    ("u1|i1|5\nu2|i2|4\n", "\t", "'|'"),
+])
+def test_a_separator_that_does_not_split_line_1_names_the_line_and_one_that_does(tmp_path, text, sep, suggested):
+    path = write(tmp_path, "one.txt", text)
+    with pytest.raises(InputError) as info:
+        read_ratings(path, sep=sep)
+    message = str(info.value)
+    assert message.startswith(f"{path}:1: expected at least 2 columns (user, item), found 1")
+    assert message.count("--sep") == 1 and f"try --sep {suggested})" in message
+
+
+def test_no_delimiter_at_all_suggests_none(tmp_path):
+    with pytest.raises(InputError, match=r"w\.txt:2: expected at least 2 columns.*give it with --sep") as info:
+        read_ratings(write(tmp_path, "w.txt", "\nalice\nbob\n"))
+    assert "try --sep" not in str(info.value)

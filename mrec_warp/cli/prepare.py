@@ -34,10 +34,12 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
 @click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
 @click.option("--header/--no-header", default=None,
-              help="Whether the first line names the columns [guessed from the first line].")
+              help="Whether the first line names the columns [guessed: never when a field is a number; "
+                   "the output says what was chosen].")
 @click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
               help="Which columns to use, by header name or 0-based position, e.g. "
-                   "userId,movieId,rating,timestamp or 0,1,2 [the first four].")
+                   "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
+                   "always a position, never a header name.")
 @click.option("--min-rating", type=float, metavar="R",
               help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
                    "kept for 'train --confidence'].")
@@ -91,7 +93,8 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
-    """Two lines: what was written, and what was dropped on the way."""
+    """What was written, what was dropped on the way, how the input was read (first split
+    only) and what became of the value column."""
     dropped = []
     if s["duplicates_merged"]:
         dropped.append(f"{s['duplicates_merged']:,} duplicates merged")
@@ -108,6 +111,9 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
         f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        # how the input was read is the same for every split: said once
+        + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
+                  if "reading" in s and not s.get("split"))
         + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")

@@ -167,11 +167,20 @@ def check_readable(path: PathLike, what: str = "input file",
 
 
 # -- reading ---------------------------------------------------------------------------------
-#: Header names that give a header away even when every column holds text ids.
+#: Header names that give a header away even when every column holds text ids; compared
+#: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
 _HEADER_WORDS = frozenset(
-    "user user_id userid uid item item_id itemid iid movie movie_id movieid product product_id "
-    "rating ratings value score weight count timestamp ts time date datetime".split()
+    "user userid uid customer customerid clientid playerid memberid accountid visitorid "
+    "item itemid iid movie movieid product productid gameid gametitle songid trackid artistid bookid "
+    "isbn articleid "
+    "rating ratings value score weight count counts hours playtime plays playcount quantity qty clicks "
+    "timestamp ts time date datetime".split()
 )
+_NOT_ALNUM = re.compile(r"[-_ .]")
+#: A number as a ratings file writes one (``nan`` / ``inf`` are words here, not numbers).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: The start of an ISO date, as a timestamp column may hold.
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _WHITESPACE = r"\s+"
 
@@ -340,6 +349,23 @@ def detect_separator(line: str) -> str:
     return _WHITESPACE
 
 
+#: Delimiters suggested when the one in use leaves a line in one piece, in order of preference.
+_SEPARATORS = ((",", "','"), ("\t", "'\\t'"), (";", "';'"), ("|", "'|'"), (_WHITESPACE, "'\\s+'"))
+
+
+def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError:
+    """The error for a line that ``sep`` does not split, suggesting a delimiter that does.
+
+    The one in use is never suggested; neither is one that leaves the line in one piece.
+    """
+    fits = [shown for cand, shown in _SEPARATORS if cand != sep and len(_split_fields(text, cand)) >= 2]
+    shown = dict(_SEPARATORS).get(sep, repr(sep))
+    hint = (f"the delimiter is {shown}, which this line does not hold; try --sep {fits[0]}" if fits else
+            "put a delimiter (tab, comma, ...) between user and item, and give it with --sep")
+    return InputError(f"expected at least 2 columns (user, item), found 1: {text[:60]!r}",
+                      path=str(path), line=lineno, hint=hint)
+
+
 def _split_fields(line: str, sep: str) -> List[str]:
     """The fields of one record exactly as the table parser sees them (ids are not stripped).
 
@@ -361,21 +387,33 @@ def _looks_numeric(token: str) -> bool:
         return False
 
 
-def _guess_header(first: List[str], second: Optional[List[str]]) -> bool:
-    """Whether the first line names the columns rather than holding an interaction.
+def _is_data_value(token: str) -> bool:
+    """Whether a field is a number or a date, which no column name is."""
+    t = token.strip()
+    return bool(_NUMBER.fullmatch(t) or _ISO_DATE.match(t))
 
-    A well-known column name (user, item, rating, timestamp, ...) or a non-numeric rating
-    (third field) gives a header away. With two columns of text ids the first line is a
-    header only if it is text where the second line is numeric.
+
+def _guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, str]:
+    """Whether the first line names the columns rather than holding an interaction, and why.
+
+    A line with any field that is a number or a date is data: column names are words, and
+    a data line taken as a header would be lost and shift ``--columns`` names onto its
+    values. Otherwise the line is a header when a field is a well-known column name (user,
+    item, rating, timestamp, ...; ``user-id`` and ``userId`` too) or when a column holds
+    text on the first line and a number on the second. A text-only line with neither is
+    read as data: losing a line silently is worse than a clear error on a header's text.
     """
     first = [t.strip() for t in first]
-    if any(t.lower() in _HEADER_WORDS for t in first):
-        return True
-    if len(first) > 2:
-        return not _looks_numeric(first[2])
-    if second is None:
-        return False
-    return any(not _looks_numeric(a) and _looks_numeric(b.strip()) for a, b in zip(first, second))
+    numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
+    if numbers:
+        return False, f"column #{numbers[0] + 1} holds {first[numbers[0]]!r}, a number"
+    words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
+    if words:
+        return True, f"{words[0]!r} is a column name and no field is a number"
+    for i, (a, b) in enumerate(zip(first, second or [])):
+        if a and _is_data_value(b):
+            return True, f"column #{i + 1} holds the word {a!r} above the number {b.strip()!r}"
+    return False, "no field is a number, but no column name was recognised either"
 
 
 def _normalise_columns(columns: Optional[Union[str, Sequence]]) -> Optional[List[str]]:
@@ -395,14 +433,12 @@ def _resolve_columns(
 ) -> List[int]:
     """Map the user's column choice (names or 0-based positions) onto field positions.
 
+    A whole number is always a position, never a header name (a header column named ``3``
+    is chosen by its position).
+
     Without a choice the first 2-4 fields are user, item[, value[, timestamp]]; with a
     header, a column without a name ends that list (a trailing separator is not a column).
     """
-    if n_fields < 2:
-        raise InputError(
-            "expected at least 2 columns (user, item), found 1", path=str(path), line=None,
-            hint="check --sep / --format, e.g. --sep ';'",
-        )
     if columns is None:
         used = list(range(min(4, n_fields)))
         if header_names is not None:
@@ -420,15 +456,15 @@ def _resolve_columns(
     stripped = [h.strip() for h in header_names] if header_names is not None else None
     chosen = []
     for c in columns:
-        if stripped is not None and c in stripped:  # a header name wins over a position
-            pos = stripped.index(c)
-        elif c.isdigit():
+        if c.isdigit():  # always a position: a header named "0" would otherwise shadow column 0
             pos = int(c)
             if pos >= n_fields:
                 raise InputError(
                     f"column {pos} is out of range: lines have {n_fields} columns (positions 0-{n_fields - 1})",
                     path=str(path), hint="positions are 0-based",
                 )
+        elif stripped is not None and c in stripped:
+            pos = stripped.index(c)
         else:
             known = ", ".join(header_names) if header_names else "none (file has no header)"
             raise InputError(
@@ -631,13 +667,18 @@ def read_ratings(
     sep : str, optional
         Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
     header : bool, optional
-        Whether the first line names the columns; ``None`` guesses: a known column name
-        (user, item, rating, timestamp, ...) or a non-numeric third field means a header.
-        Naming columns in ``columns`` needs a header (guessed or ``True``).
+        Whether the first line names the columns; ``None`` guesses: a line with any field
+        that is a number or a date is data; otherwise it is a header when a field is a known
+        column name (user, item, rating, timestamp, ``user-id``, ``userId``, ...), a column
+        holds a word there and a number on the next line, or it holds every name given in
+        ``columns``. A text-only line with none of these is data. The choice and its reason
+        are in ``result.attrs["reading"]``. Naming columns in ``columns`` needs a header.
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
-        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. By default the
-        first four fields, in that order (with a header, up to the first unnamed column).
+        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
+        is always a position, never a header name (a column named ``3`` is chosen by its
+        position). By default the first four fields, in that order (with a header, up to the
+        first unnamed column; without one, a last column empty on every line is dropped).
         Only these columns must be present and non-empty; others may be empty or missing.
 
     Returns
@@ -645,7 +686,9 @@ def read_ratings(
     pandas.DataFrame
         Columns ``user`` and ``item`` (str, exactly as in the file: spaces are kept) and,
         when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
-        data line.
+        data line. ``attrs["reading"]`` says what was found: the delimiter, whether line 1
+        is a header (guessed or given, and why), each role's 0-based ``position`` and header
+        ``name``, and the ``ignored_columns`` (an unnamed or all-empty trailing column).
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
@@ -666,13 +709,20 @@ def read_ratings(
     if format == "movielens":
         header = False
     tokens = _split_fields(first, sep)
-    named = chosen is not None and any(not c.isdigit() for c in chosen)
+    if len(tokens) < 2:
+        raise _too_few_columns(first, first_lineno, sep, p)
+    named = [c for c in chosen or () if not c.isdigit()]
+    guessed = header is None
+    why = ("MovieLens files have none" if format == "movielens" else
+           "set by --header" if header else "set by --no-header")
     if header is None:
         second = _split_fields(lines[1][1], sep) if len(lines) > 1 else None
-        header = _guess_header(tokens, second)
+        header, why = _guess_header(tokens, second)
+        if named and not header and set(named) <= {t.strip() for t in tokens}:
+            header, why = True, "the --columns names are on it"
         if named and not header:
             raise InputError(
-                f"--columns names columns, but the file has no header line (line {first_lineno}: {first[:60]!r})",
+                f"--columns names columns, but the file has no header line (line {first_lineno}: {first[:60]!r}; {why})",
                 path=str(p), hint="give 0-based positions, e.g. --columns 0,1,2, or add --header",
             )
     header_names = tokens if header else None
@@ -691,9 +741,14 @@ def read_ratings(
         raw = _parse_table(p, sep, skip, n_fields, encoding=encoding)
     if len(raw) == 0:
         raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
+    ignored = []
+    if columns is None and header:
+        ignored = [{"position": i, "why": "no name in the header" if i == len(used) else "after an unnamed column"}
+                   for i in range(len(used), min(4, n_fields))]
     if columns is None and not header:
         # a trailing separator on every line (or an unused empty tail) is not a column
         while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
+            ignored.insert(0, {"position": used[-1], "why": "empty on every line"})
             used = used[:-1]
     _check_fields(raw, used, n_fields, p, sep, skip, encoding)
 
@@ -705,7 +760,30 @@ def read_ratings(
     if len(used) > 3:
         out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding
+    out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
+                                           ignored, n_fields)
     return out
+
+
+def _reading_record(sep: str, header: bool, guessed: bool, why: str, lineno: int, first: str,
+                    header_names: Optional[List[str]], used: List[int], ignored: List[dict],
+                    n_fields: int) -> dict:
+    """What the reader found and used, for ``summary.json`` and the log (plain JSON types).
+
+    Positions are 0-based, as ``--columns`` takes them; ``name`` is the column's header
+    name, or ``None`` without a header.
+    """
+    return {
+        "sep": sep,
+        "header": bool(header),
+        "header_guessed": guessed,
+        "header_reason": why,
+        "header_line": {"line": lineno, "text": first} if header else None,
+        "fields": n_fields,
+        "columns": {role: {"position": pos, "name": header_names[pos] if header_names else None}
+                    for role, pos in zip(_ROLES, used)},
+        "ignored_columns": ignored,
+    }
 
 
 def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],

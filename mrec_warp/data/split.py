@@ -479,6 +479,11 @@ def prepare(
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
     encoding = df.attrs.get("encoding", "utf-8")
     progress.log(f"read {len(df):,} rows from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
+    found = df.attrs.get("reading")
+    if found is not None:  # what became of line 1 and which column is what, as read
+        found = {**found, "description": describe_reading(found)}
+        for line in found["description"].split("\n"):
+            progress.log(line)
     outdir = Path(outdir)
     reading = {"format": format, "sep": sep, "header": header,
                "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
@@ -490,7 +495,7 @@ def prepare(
     value_column = describe_value_column(df, columns, min_rating, header)
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
-        summary = {"input": str(input), "encoding": encoding, **summary}
+        summary = {"input": str(input), "encoding": encoding, **({"reading": found} if found else {}), **summary}
         summary["parameters"] = {**reading, **summary["parameters"]}
         summary["value_column"] = {**value_column, "rows_below_min_rating": summary["rows_below_min_rating"]}
         summary["value_column"]["description"] = _value_words(summary["value_column"])
@@ -529,6 +534,25 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
         if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
             name = f"#{int(name) + 1}"
     return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
+
+
+def describe_reading(r: Dict[str, Any]) -> str:
+    """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
+    column became user, item, value and timestamp: ``#N`` counts from 1, as people do (and
+    as the value column's entry does); the ``--columns`` that picks them counts from 0."""
+    if r["header"]:
+        line = r["header_line"]
+        first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
+                 f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
+                 f"line {line['line']} is a header ({r['header_reason']})")
+    else:
+        first = "no header line" + (f" ({r['header_reason']}" + (
+            "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
+    roles = ", ".join(f"{role} #{c['position'] + 1}" + (f" {c['name']!r}" if c["name"] is not None else "")
+                      for role, c in r["columns"].items())
+    ignored = "".join(f"; #{c['position'] + 1} ignored ({c['why']})" for c in r["ignored_columns"])
+    again = ",".join(str(c["position"]) for c in r["columns"].values())
+    return f"{first}\ncolumns: {roles} (--columns {again}){ignored}"
 
 
 def _value_words(v: Dict[str, Any]) -> str:
