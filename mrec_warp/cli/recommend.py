@@ -170,7 +170,7 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     exclude = train_exclusion(model, train_file, progress) if train_file else "train"
     filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
     check_backend(backend, scheduler)
-    k = cap_k(k, model.n_items, progress)
+    k = cap_k(k, model.n_items, quiet)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
                               filter_items=filtered,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
