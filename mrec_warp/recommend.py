@@ -275,16 +275,19 @@ def write_recommendations(
         return info["rows"]
     blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
                         n_jobs=n_jobs, block_size=block_size, progress=progress, item_mask=mask)
-    frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
-    if fmt == "parquet":
-        return write_parquet(frames, path)
-    n_rows = 0
-    with text_output(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
-        for frame in frames:
-            frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
-                         lineterminator="\n", **text_format(fmt))
-            n_rows += len(frame)
-    return n_rows
+    # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
+    # not by the garbage collector while the interpreter shuts down
+    with contextlib.closing(blocks):
+        frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
+        if fmt == "parquet":
+            return write_parquet(frames, path)
+        n_rows = 0
+        with text_output(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
+            for frame in frames:
+                frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
+                             lineterminator="\n", **text_format(fmt))
+                n_rows += len(frame)
+        return n_rows
 
 
 def is_gzip_name(path) -> bool:
