@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 
 import click
@@ -50,8 +49,10 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.meta["mrec_warp.debug"] = debug
     # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise
-    warnings.filterwarnings("ignore", message=r".*tasks which were still being processed by the workers "
-                            r"have been cancelled", category=UserWarning)
+    # (its wording: "N tasks have been successfully executed but not used. Additionally, M
+    # tasks which were still being processed by the workers have been cancelled. ...")
+    warnings.filterwarnings("ignore", message=r"\d+ tasks (have been successfully executed|which were still being "
+                            r"processed)", category=UserWarning)
 
 
 for _name in _COMMANDS:
