@@ -3,10 +3,11 @@ swapped ``--train`` / ``--test`` / ``--recs`` is worse than an error.
 
 Each check looks for a signature that the right files cannot produce:
 
-* a *test* file whose 4th column counts 1, 2, 3, ... within every user while its 3rd
-  never rises is a recommendations file (ranks read as timestamps, scores as values);
+* a *test* or *training* file whose 4th column counts 1, 2, 3, ... within every user while
+  its 3rd never rises is a recommendations file (ranks read as timestamps, scores as values);
 * a *recommendations* file with ranks beyond the number of items is a ratings file
-  (timestamps read as ranks);
+  (timestamps read as ranks), and so is one without ranks whose 3rd column goes up and
+  down within users (ratings, not the falling scores of ranked lists);
 * recommendations that reach fewer than half of the evaluated test users were made for
   other users (or are the test file);
 * recommendations that never hit a test item while many of them are the user's training
