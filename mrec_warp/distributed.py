@@ -43,7 +43,7 @@ from .data.npz import NpzArchive, check_csr, check_ids, read_arrays, write_npz
 from .errors import InputError
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
-from .recommend import _KernelExclusion
+from .recommend import _KernelExclusion, text_output
 
 JOB_FILE = "job.json"
 JOB_VERSION = 1
@@ -505,7 +505,8 @@ def _assemble(parts: Sequence[Path], output: PathLike, fmt: str) -> int:
                 if writer is not None:
                     writer.close()
         return n_rows
-    with atomic_write(output, mode="wb") as out:
+    # a .gz output gets one gzip stream of the whole text, compressed as it is assembled
+    with text_output(output, binary=True) as out:
         if fmt == "csv":
             out.write(b"user,item,score,rank\n")
         for p in parts:

@@ -18,10 +18,13 @@ job's list of users: one global grid that blocks and parts only select from
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import gzip
 import inspect
+import io
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -252,9 +255,7 @@ def write_recommendations(
     if k <= 0:
         raise InputError(f"-k must be a positive integer, got {k}", hint="e.g. -k 10")
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
-    fmt = format or _format_from_suffix(path)
-    if fmt not in RECS_FORMATS:
-        raise InputError(f"unknown recommendations format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")
+    fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
     mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
     if fmt == "parquet":
@@ -274,16 +275,55 @@ def write_recommendations(
         return info["rows"]
     blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
                         n_jobs=n_jobs, block_size=block_size, progress=progress, item_mask=mask)
-    frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
-    if fmt == "parquet":
-        return _write_parquet(frames, path)
-    n_rows = 0
-    with atomic_write(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
-        for frame in frames:
-            frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
-                         lineterminator="\n", **text_format(fmt))
-            n_rows += len(frame)
-    return n_rows
+    # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
+    # not by the garbage collector while the interpreter shuts down
+    with contextlib.closing(blocks):
+        frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
+        if fmt == "parquet":
+            return write_parquet(frames, path)
+        n_rows = 0
+        with text_output(path, encoding=output_encoding(getattr(model, "id_encoding_", None))) as fh:
+            for frame in frames:
+                frame.to_csv(fh, header=(fmt == "csv" and n_rows == 0), index=False, float_format="%.6g",
+                             lineterminator="\n", **text_format(fmt))
+                n_rows += len(frame)
+        return n_rows
+
+
+def is_gzip_name(path) -> bool:
+    """Whether an output's name asks for gzip compression (``recs.tsv.gz``)."""
+    return str(path).lower().endswith(".gz")
+
+
+def output_format(path, format: Optional[str] = None) -> str:
+    """The format of a table output: ``format`` if given, else from the suffix (a final
+    ``.gz`` aside); refuses, before any work, what cannot be written."""
+    fmt = format or _format_from_suffix(path)
+    if fmt not in RECS_FORMATS:
+        raise InputError(f"unknown output format {fmt!r}", hint=f"use one of {', '.join(RECS_FORMATS)}")
+    if fmt == "parquet" and is_gzip_name(path):
+        raise InputError("Parquet output cannot be gzip-compressed as a whole", path=str(path),
+                         hint="drop the .gz: Parquet compresses its columns itself")
+    return fmt
+
+
+@contextlib.contextmanager
+def text_output(path, encoding: Optional[str] = "utf-8", binary: bool = False) -> Iterator[IO]:
+    """An atomic output file (see :func:`~mrec_warp.data.io.atomic_write`), gzip-compressed
+    when its name ends in ``.gz`` so that readers which go by the name (``evaluate``,
+    ``zcat``) can read it. Text mode unless ``binary``."""
+    with atomic_write(path, mode="wb") as raw:
+        # mtime=0 and no name in the header: the same rows give the same bytes on every run
+        sink = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if is_gzip_name(path) else raw
+        if binary:
+            yield sink
+        else:
+            text = io.TextIOWrapper(sink, encoding=encoding, newline="")
+            yield text
+            text.flush()
+            text.detach()
+        if sink is not raw:
+            sink.close()  # writes the gzip trailer; the raw file stays open for atomic_write
 
 
 def text_format(fmt: str) -> dict:
@@ -311,7 +351,10 @@ def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int
 
 
 def _format_from_suffix(path) -> str:
-    suffix = Path(str(path)).suffix.lower()
+    suffixes = [x.lower() for x in Path(str(path)).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    suffix = suffixes[-1] if suffixes else ""
     return {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "tsv")
 
 
@@ -322,7 +365,8 @@ def _require_pyarrow() -> None:
         raise InputError("Parquet output needs pyarrow", hint="pip install 'mrec-warp[parquet]'") from None
 
 
-def _write_parquet(frames, path) -> int:
+def write_parquet(frames, path) -> int:
+    """Write the tables of ``frames`` as one Parquet file, atomically; return the rows."""
     _require_pyarrow()
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 
 import click
 
 from .. import __version__
-from ._common import DEBUG_ENV, report_error
+from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune")
@@ -20,6 +21,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 128 + SIGINT, not click's "Aborted!"
+            report_interrupt(ctx)
         except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
             report_error(exc, ctx)
 
@@ -45,6 +48,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     read-only folder), 3 an unexpected error (add --debug before the command to see where).
     """
     ctx.meta["mrec_warp.debug"] = debug
+    # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise
+    # (its wording: "N tasks have been successfully executed but not used. Additionally, M
+    # tasks which were still being processed by the workers have been cancelled. ...")
+    warnings.filterwarnings("ignore", message=r"\d+ tasks (have been successfully executed|which were still being "
+                            r"processed)", category=UserWarning)
 
 
 for _name in _COMMANDS:

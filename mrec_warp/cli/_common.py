@@ -124,6 +124,30 @@ def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Non
     sys.exit(status)
 
 
+#: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+
+
+def report_interrupt(ctx: Optional[click.Context] = None) -> None:
+    """Ctrl-C: one line saying so (and how to resume where part files were kept), exit 130.
+
+    ``ctx`` is the subcommand's context: its parameters tell whether part files were kept.
+
+    Outputs are written to temporary names that an interrupt removes, so nothing partial
+    is left; the part files of a ``--workdir`` (or ``OUTPUT.parts``) job are kept on
+    purpose, and a rerun of the same command skips the finished ones.
+    """
+    params = ctx.params if ctx is not None else {}
+    # part files are kept (and resumed) with a --workdir, another backend, or sub-models
+    resumable = bool(params.get("workdir") or params.get("sub_models")) or params.get("backend") in ("processes",
+                                                                                                     "dask")
+    if debug_enabled():
+        traceback.print_exc(file=sys.stderr)
+    tail = " (rerun the same command to resume from its work folder)" if resumable else ""
+    click.echo(f"Error: interrupted{tail}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def friendly_errors(func: Callable) -> Callable:
     """Turn any exception of a command into one line on standard error and a non-zero exit.
 
@@ -138,17 +162,25 @@ def friendly_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except KeyboardInterrupt:
+            report_interrupt(click.get_current_context(silent=True))
         except Exception as exc:  # noqa: BLE001 - every error ends as one line
             report_error(exc, click.get_current_context(silent=True))
 
     return wrapper
 
 
-def cap_k(k: int, n_items: int, progress: Progress, what: str = "items") -> int:
+def cap_k(k: int, n_items: int, quiet: bool = False, what: str = "items") -> int:
     """``k`` no larger than the catalogue: a longer list holds nothing more, but its buffers
-    (users x k per block) would grow with k, up to an out-of-memory error."""
+    (users x k per block) would grow with k, up to an out-of-memory error.
+
+    The user asked for more than they get, so the note goes to standard error by default
+    (like the note on repeated ``--users``); ``--quiet`` silences it.
+    """
     if k > n_items:
-        progress.log(f"note: -k {k:,} is more than the {n_items:,} {what} there are; using -k {max(1, n_items):,}")
+        if not quiet:
+            click.echo(f"note: -k {k:,} is more than the {n_items:,} {what} there are; "
+                       f"using -k {max(1, n_items):,}", err=True)
         return max(1, n_items)
     return k
 

@@ -111,7 +111,8 @@ Examples:
 """)
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Where to write user, item, score, rank rows (best first).")
+              help="Where to write user, item, score, rank rows (best first); a name ending in .gz "
+                   "is gzip-compressed.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Items per user.")
 @click.option("--train", "train_file", type=click.Path(dir_okay=False),
               help="Exclude these interactions instead of the ones stored in the model (its ids must be the "
@@ -146,8 +147,8 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
-    .csv, Parquet for .parquet), written block by block to a temporary file that replaces
-    OUTPUT only when complete.
+    .csv, Parquet for .parquet; gzip-compressed for a name ending in .gz), written block by
+    block to a temporary file that replaces OUTPUT only when complete.
     """
     progress = make_progress(quiet, verbose)
     check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
@@ -170,7 +171,7 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     exclude = train_exclusion(model, train_file, progress) if train_file else "train"
     filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
     check_backend(backend, scheduler)
-    k = cap_k(k, model.n_items, progress)
+    k = cap_k(k, model.n_items, quiet)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
                               filter_items=filtered,
                               n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,

@@ -1,15 +1,17 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
+import io
+import sys
 from typing import List
 
 import click
 
-from ..data.io import check_readable, check_tsv_ids
+from ..data.io import check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
 from ..models import load
-from ..progress import Progress
-from ._common import cap_k, check_outputs, friendly_errors, write_tsv
+from ..recommend import RECS_FORMATS, output_format, text_format, text_output, write_parquet
+from ._common import cap_k, check_outputs, friendly_errors, quiet_option
 from .recommend import read_id_list
 
 
@@ -23,24 +25,44 @@ def split_id_list(text: str) -> List[str]:
     return [s for s in text.split(",") if s != ""]
 
 
+def _unknown_item_hint(bad: str, items: str, model) -> str:
+    """How to fix an unknown id of --items: spaces kept as given, or an id cut at a comma."""
+    if bad.strip() != bad and (model.item_indices([bad.strip()], strict=False) >= 0).all():
+        return (f"--items takes ids exactly as given between commas, spaces included: "
+                f"did you mean {bad.strip()!r}? (write --items 'a,b', not 'a, b')")
+    if "," in items:
+        return ("--items splits at commas, so an id holding a comma is cut in pieces: "
+                "put ids with commas in a file, one id per line, and give it with --items-file")
+    return "use item ids present in the training data"
+
+
 @click.command(epilog="""\b
 Examples:
   mrec-warp similar model.npz --items 50,181 -k 5
   mrec-warp similar model.npz --items-file items.txt -k 20 -o similar.tsv
+  mrec-warp similar model.npz --items-file items.txt -o similar.csv.gz   # CSV, gzip-compressed
 """)
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("--items", help="Comma-separated item ids, each taken exactly as given (spaces included); "
                                "for ids holding a comma use --items-file.")
 @click.option("--items-file", type=click.Path(dir_okay=False), help="File with one item id per line.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours per item.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write TSV here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write here instead of stdout (.gz: gzip-compressed).")
+@click.option("--format", "fmt", type=click.Choice(list(RECS_FORMATS)),
+              help="Output format [from the file suffix; tsv otherwise].")
+@quiet_option
 @friendly_errors
-def similar(model_file, items, items_file, k, output):
+def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
     """For each item, the k items whose factors are most similar (cosine), or with an
-    item-item model (itemknn, slim, ease) the k largest learned weights, as TSV rows
-    ``item<TAB>similar_item<TAB>similarity<TAB>rank``.
+    item-item model (itemknn, slim, ease) the k largest learned weights, as rows
+    ``item, similar_item, score, rank``: headerless TSV by default (ids as they are), CSV
+    with a header for .csv (RFC 4180 quoting), Parquet for .parquet.
     """
     check_outputs({"--output": output}, [model_file, items_file])
+    fmt = output_format(output or "-", fmt)
+    if fmt == "parquet" and not output:
+        raise click.UsageError("Parquet output needs a file: give -o similar.parquet")
     check_readable(model_file, "model file")
     model = load(model_file)
     if getattr(model, "item_factors", None) is None and getattr(model, "weights_", None) is None:
@@ -52,12 +74,29 @@ def similar(model_file, items, items_file, k, output):
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
-        hint = "use item ids present in the training data"
-        if items and bad.strip() != bad and (model.item_indices([bad.strip()], strict=False) >= 0).all():
-            hint = (f"--items takes ids exactly as given between commas, spaces included: "
-                    f"did you mean {bad.strip()!r}? (write --items 'a,b', not 'a, b')")
+        hint = _unknown_item_hint(bad, items, model) if items else "use item ids present in the training data"
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None, hint=hint)
-    k = cap_k(k, model.n_items - 1, Progress(verbose=None), "other items")
+    k = cap_k(k, model.n_items - 1, quiet, "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
-    check_tsv_ids(frame["item"], frame["similar_item"], path=output)
-    write_tsv(frame, output, model)
+    if fmt == "tsv":
+        check_tsv_ids(frame["item"], frame["similar_item"], path=output)
+    encoding = output_encoding(getattr(model, "id_encoding_", None))  # that of the training data
+    if fmt == "parquet":
+        write_parquet([frame], output)
+        return
+    # TSV: ids as they are (never quoted); CSV: RFC 4180 quoting where a field needs it
+    options = dict(header=(fmt == "csv"), index=False, float_format="%.4f", lineterminator="\n",
+                   **text_format(fmt))
+    if output:
+        with text_output(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **options)
+        return
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (tests): it has its own encoding
+        frame.to_csv(sys.stdout, **options)
+        return
+    sys.stdout.flush()
+    out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
+    frame.to_csv(out, **options)
+    out.flush()
+    out.detach()

@@ -173,7 +173,10 @@ def _clean_recs(raw: pd.DataFrame, lines: np.ndarray, source: str) -> pd.DataFra
         else:
             out[name] = np.nan
     out["line"] = lines
-    return _fill_rank(out)
+    out = _fill_rank(out)
+    # whether the ranks were in the file: derived ones cannot tell a ranked list from a log
+    out.attrs["rank_column"] = "rank" in raw.columns
+    return out
 
 
 def _numeric_column(column: pd.Series, name: str, lines: np.ndarray, source: str) -> np.ndarray:

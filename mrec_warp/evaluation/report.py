@@ -238,8 +238,8 @@ def _load_interactions(data: Any, what: str, progress: Progress):
     if isinstance(data, (str, os.PathLike)):
         progress.log(f"reading {what} {data}")
         table = read_ratings(data)
-        if what == "test":
-            check_test_table(table, str(data))
+        if what in ("test", "train"):
+            check_test_table(table, str(data), role=what)
         return table[["user", "item"]]
     if what == "test" and isinstance(data, pd.DataFrame) and "rank" in data.columns:
         check_test_table(data[["user"]].assign(timestamp=data["rank"]), None)

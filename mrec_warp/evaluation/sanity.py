@@ -3,10 +3,11 @@ swapped ``--train`` / ``--test`` / ``--recs`` is worse than an error.
 
 Each check looks for a signature that the right files cannot produce:
 
-* a *test* file whose 4th column counts 1, 2, 3, ... within every user while its 3rd
-  never rises is a recommendations file (ranks read as timestamps, scores as values);
+* a *test* or *training* file whose 4th column counts 1, 2, 3, ... within every user while
+  its 3rd never rises is a recommendations file (ranks read as timestamps, scores as values);
 * a *recommendations* file with ranks beyond the number of items is a ratings file
-  (timestamps read as ranks);
+  (timestamps read as ranks), and so is one without ranks whose 3rd column goes up and
+  down within users (ratings, not the falling scores of ranked lists);
 * recommendations that reach fewer than half of the evaluated test users were made for
   other users (or are the test file);
 * recommendations that never hit a test item while many of them are the user's training
@@ -31,33 +32,49 @@ MIN_USERS_WITH_RECS = 0.5
 SWAP_MIN_TRAIN_HITS = 20
 
 
-def check_test_table(table: pd.DataFrame, source: Optional[str]) -> None:
-    """Refuse a test table that is a recommendations file (user, item, score, rank): its
-    4th column (read as a timestamp) is each row's position in its user's rows, and its
-    3rd (read as a value) never rises within a user, as scores of a ranked list do."""
+def check_test_table(table: pd.DataFrame, source: Optional[str], role: str = "test") -> None:
+    """Refuse a test (or, with ``role="train"``, training) table that is a recommendations
+    file (user, item, score, rank): its 4th column (read as a timestamp) is each row's
+    position in its user's rows, and its 3rd (read as a value) never rises within a user,
+    as scores of a ranked list do."""
     if "timestamp" not in table.columns or len(table) == 0:
         return
     position = table.groupby("user", sort=False).cumcount().to_numpy() + 1
     ranks = np.asarray(table["timestamp"], dtype=np.float64)
     if np.mean(ranks == position) < RANK_LIKE_SHARE:
         return
-    if "value" in table.columns:
-        rises = table.groupby("user", sort=False)["value"].diff().to_numpy() > 0
-        if np.mean(rises) > 1 - RANK_LIKE_SHARE:
-            return
-    raise InputError("the test file looks like a recommendations file: its 4th column counts 1, 2, 3, ... "
-                     "within each user, as ranks do", path=source, hint="were --test and --recs swapped?")
+    if "value" in table.columns and _rises(table, "value") > 1 - RANK_LIKE_SHARE:
+        return
+    option = "--train" if role == "train" else "--test"
+    raise InputError(f"the {'training' if role == 'train' else 'test'} file looks like a recommendations file: "
+                     "its 4th column counts 1, 2, 3, ... within each user, as ranks do", path=source,
+                     hint=f"were {option} and --recs swapped?")
+
+
+def _rises(table: pd.DataFrame, column: str) -> float:
+    """Share of rows whose ``column`` is above the previous row of the same user."""
+    return float(np.mean(table.groupby("user", sort=False)[column].diff().to_numpy() > 0))
 
 
 def check_recs_table(recs: pd.DataFrame, n_items: int, source: Optional[str]) -> None:
-    """Refuse recommendations whose ranks could not be ranks of these items."""
+    """Refuse recommendations whose ranks could not be ranks of these items, and a file with
+    no rank column whose 3rd column goes up and down within each user: a ratings file (user,
+    item, value), not ranked lists (the scores of a list only fall)."""
     if "rank" not in recs.columns or len(recs) == 0:
         return
     top = float(np.nanmax(recs["rank"].to_numpy(dtype=np.float64)))
     if top > n_items:
         raise InputError(f"ranks go up to {top:.0f} but there are only {n_items} items: this looks like a "
                          "ratings file (a timestamp column read as ranks)", path=source,
-                         hint="were --test and --recs swapped?")
+                         hint="--recs takes the output of mrec-warp recommend: were --recs and --test "
+                              "(or --train) swapped?")
+    if recs.attrs.get("rank_column", True) or "score" not in recs.columns or recs["score"].isna().any():
+        return
+    if _rises(recs, "score") > 1 - RANK_LIKE_SHARE:
+        raise InputError("no rank column, and the 3rd column goes up and down within users' rows as ratings do "
+                         "(the scores of ranked lists only fall): this looks like a ratings file", path=source,
+                         hint="--recs takes the output of mrec-warp recommend (user, item, score, rank): "
+                              "were --recs and --train (or --test) swapped?")
 
 
 def check_evaluation(info: dict, per_user: pd.DataFrame, source: Optional[str],
