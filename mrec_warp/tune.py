@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from .data.io import PathLike, atomic_write
 from .errors import InputError
-from .data.npz import write_npz
+from .data.npz import NpzArchive, check_csr, write_npz
 from .models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES  # noqa: F401 (TUNABLE_FAMILIES: the CLI's list)
 from .parallel import Backend, backend_for
 from .progress import SILENT, Progress
@@ -183,14 +183,33 @@ def _with_defaults(points: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 # one trial
 # ---------------------------------------------------------------------------------------------
 def _load_split(path: str):
-    from .distributed import _cached
+    """The fit and validation matrices a search saved in its work folder, checked as every
+    work-folder file is (:mod:`mrec_warp.data.npz`), cached per process."""
+    from .distributed import WORK_HINT, _cached, _damaged
 
     def load(p):
-        with np.load(p, allow_pickle=False) as z:
-            shape = tuple(z["shape"])
-            mats = [sp.csr_matrix((z["fit_data"] if w == "fit" and "fit_data" in z.files
-                                   else np.ones(len(z[f"{w}_indices"]), np.float32),
-                                   z[f"{w}_indices"], z[f"{w}_indptr"]), shape=shape) for w in ("fit", "val")]
+        with NpzArchive(p, "a work-folder file", WORK_HINT) as z:
+            spec = {"shape": ("iu", (2,)), "fit_indptr": ("iu", (None,)), "fit_indices": ("iu", (None,)),
+                    "val_indptr": ("iu", (None,)), "val_indices": ("iu", (None,))}
+            if "fit_data" in z:
+                spec["fit_data"] = ("f", (None,))
+            for key, (kinds, shape) in spec.items():
+                z.header(key, kinds, shape)
+            a = {key: z.read(key, kinds, shape) for key, (kinds, shape) in spec.items()}
+        shape = tuple(int(v) for v in a["shape"])
+        mats = []
+        try:
+            for w in ("fit", "val"):
+                indptr = a[f"{w}_indptr"].astype(np.int64, copy=False)
+                check_csr(indptr, a[f"{w}_indices"], shape, f"{w} interactions")
+                data = a.get("fit_data") if w == "fit" else None
+                if data is not None and (len(data) != len(a["fit_indices"]) or not (data >= 0).all()):
+                    raise ValueError("fit values do not match the fit interactions or are negative")
+                mats.append(sp.csr_matrix((np.ones(len(a[f"{w}_indices"]), np.float32) if data is None
+                                           else data.astype(np.float32, copy=False),
+                                           a[f"{w}_indices"].astype(np.int32, copy=False), indptr), shape=shape))
+        except ValueError as exc:
+            raise _damaged(p, str(exc)) from None
         return mats[0], mats[1]
 
     return _cached("split", path, load)

@@ -170,3 +170,19 @@ def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
     flat.write_text(json.dumps({"l2": [10]}))
     res = runner.invoke(main, ["tune", str(tsv), "--models", "itemknn,ease", "--grid", str(flat)])
     assert res.exit_code != 0 and "names its family" in res.output
+
+
+def test_a_damaged_split_file_in_the_work_folder_is_one_line(tmp_path):
+    from mrec_warp.data.npz import write_npz
+    from mrec_warp.errors import InputError
+    from mrec_warp.tune import _load_split
+
+    good = dict(shape=np.array([2, 3], np.int64), fit_indptr=np.array([0, 1, 2], np.int64),
+                fit_indices=np.array([0, 2], np.int32), val_indptr=np.array([0, 1, 1], np.int64),
+                val_indices=np.array([1], np.int32), fit_data=np.array([1.0, 4.0], np.float32))
+    write_npz(tmp_path / "ok.npz", good)
+    fit, val = _load_split(str(tmp_path / "ok.npz"))
+    assert fit.data.tolist() == [1.0, 4.0] and val.nnz == 1
+    write_npz(tmp_path / "bad.npz", {**good, "fit_indptr": np.array([0, -10**12, 2], np.int64)})
+    with pytest.raises(InputError, match="work folder is damaged"):
+        _load_split(str(tmp_path / "bad.npz"))
