@@ -226,6 +226,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     returned without fitting again.
     """
     from .distributed import maybe_inject_fault
+    from .data.interactions import binary_csr
     from .models import WARP, WRMF
     from .models.validation import precision_at_k
 
@@ -242,7 +243,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     try:
         if family == "warp":
             model = WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k})
-            model.fit(fit, validation=val)
+            model.fit(binary_csr(fit) if use_values else fit, validation=val)
             score = float(model.best_score_)
             if np.count_nonzero(np.diff(val.indptr)) > model.validation_users:
                 # early stopping scored a sample of users; families compare on all of them
@@ -255,7 +256,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
             row.update({f"precision@{k}": float(model.best_score_), "epochs": int(model.best_epoch_)})
         else:  # no epochs: fit once, score the validation users
             other = FAMILIES[family].cls(**values)
-            other.fit(fit)
+            other.fit(binary_csr(fit) if use_values else fit)  # values are WRMF's confidences only
             row[f"precision@{k}"] = float(precision_at_k(other.score_users, other.n_items, fit, val, k))
     except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
         row.update({f"precision@{k}": float("nan"), "error": str(exc)})
@@ -433,6 +434,9 @@ def tune(
         fit, val = fit_all, as_csr(validation)
         if val.shape != fit.shape:
             raise InputError(f"validation has shape {val.shape}, training {fit.shape}")
+    # validation is relevance, never a weight: with the values kept for WRMF, a held-out
+    # play count of 40 would otherwise count as 40 hits
+    val = binary_csr(val)
     base = {**(base or {}), "random_state": seed}
     metric = f"precision@{k}"
     tmp_dir = None

@@ -186,3 +186,22 @@ def test_a_damaged_split_file_in_the_work_folder_is_one_line(tmp_path):
     write_npz(tmp_path / "bad.npz", {**good, "fit_indptr": np.array([0, -10**12, 2], np.int64)})
     with pytest.raises(InputError, match="work folder is damaged"):
         _load_split(str(tmp_path / "bad.npz"))
+
+
+def test_values_kept_for_wrmf_never_weigh_the_other_families_or_the_validation():
+    from tests.conftest import planted_low_rank
+
+    # with WRMF in the search the fit split keeps play counts; EASE must score as without it,
+    # and no precision may pass 1 (held-out counts once counted as that many hits)
+    from mrec_warp.tune import tune
+
+    train, _ = planted_low_rank(n_users=120, n_items=60, per_user=10, seed=4)
+    counts = train.copy()
+    counts.data = np.random.default_rng(0).integers(1, 50, counts.nnz).astype(np.float32)
+    ease = [{"model": "ease", "l2": 100.0}]
+    both = tune(counts, ease + [{"model": "wrmf", "alpha": 1.0}], base={"max_epochs": 3}, use_values=True,
+                with_defaults=False).table.set_index("model")["precision@10"]
+    alone = tune(counts, ease, use_values=True, with_defaults=False).table.set_index("model")["precision@10"]
+    assert (both <= 1).all() and both["ease"] == alone["ease"]
+    binary = tune(train, ease, with_defaults=False).table.set_index("model")["precision@10"]
+    assert both["ease"] == binary["ease"]

@@ -180,12 +180,12 @@ def test_confidence_formulas():
     np.testing.assert_allclose(WRMF(alpha=2.0, confidence="log").confidences(None, 2), [3, 3])
     np.testing.assert_allclose(WRMF(alpha=2.0, confidence="none").confidences(v), [3, 3, 3])
     X = sp.csr_matrix(np.array([[3.0, 0, 1.0], [0, 2.0, 5.0]]))
-    model = WRMF(alpha=1.5, epochs=0).fit(X)
+    model = WRMF(alpha=1.5, epochs=1).fit(X)
     np.testing.assert_allclose(model.confidence_, [5.5, 2.5, 4.0, 8.5])
-    model = WRMF(alpha=1.5, epochs=0).fit(X, use_values=False)
+    model = WRMF(alpha=1.5, epochs=1).fit(X, use_values=False)
     np.testing.assert_allclose(model.confidence_, [2.5] * 4)
     with pytest.raises(InputError, match="negative"):
-        WRMF(epochs=0).fit(sp.csr_matrix(np.array([[1.0, -2.0]])))
+        WRMF(epochs=1).fit(sp.csr_matrix(np.array([[1.0, -2.0]])))
 
 
 def test_one_thread_with_a_seed_is_bit_reproducible(planted):
@@ -392,3 +392,8 @@ def test_cli_confidence_none_ignores_the_values(cli_files, tmp_path):
                "--confidence", "none", "--alpha", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     np.testing.assert_array_equal(load(tmp_path / "n.npz").confidence_, 3.0)
+
+
+def test_zero_iterations_are_refused_as_for_warp():
+    with pytest.raises(InputError, match="epochs must be >= 1"):
+        WRMF(epochs=0).fit(sp.csr_matrix(np.eye(3, dtype=np.float32)))

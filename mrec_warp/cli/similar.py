@@ -67,7 +67,7 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
     model = load(model_file)
     if getattr(model, "item_factors", None) is None and getattr(model, "weights_", None) is None:
         raise InputError(f"a {type(model).__name__} model has no item factors or item-item weights",
-                         path=model_file, hint="train a warp, itemknn, slim or ease model")
+                         path=model_file, hint="train a warp, hybrid, wrmf, itemknn, slim or ease model")
     if bool(items) == bool(items_file):
         raise click.UsageError("give exactly one of --items or --items-file")
     ids = split_id_list(items) if items else read_id_list(items_file, "item")

@@ -365,7 +365,8 @@ class Recommender:
         vectors = getattr(self, f"{kind}_factors", None)
         if vectors is None:
             raise InputError(f"a {type(self).__name__} model has no {kind} factors to compare",
-                             hint="use a warp or hybrid model")
+                             hint="use a model with factors (warp, hybrid, wrmf) or item-item weights "
+                                  "(itemknn, slim, ease)")
         return vectors
 
     def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:

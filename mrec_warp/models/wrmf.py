@@ -135,7 +135,9 @@ class WRMF(Recommender):
         need(np.isfinite(self.regularization) and self.regularization >= 0, "regularization must be >= 0")
         need(self.solver in SOLVERS, f"solver must be one of {SOLVERS}")
         need(int(self.cg_steps) >= 1, "cg_steps must be >= 1")
-        need(self.epochs is None or int(self.epochs) >= 0, "epochs must be >= 0")
+        need(self.epochs is None or int(self.epochs) >= 1,
+             "epochs must be >= 1 (0 iterations would leave the random initial factors; leave it unset to "
+             "choose the count by early stopping)")
         need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
              "max_epochs, patience and eval_every must be >= 1")
         need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
