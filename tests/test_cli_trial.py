@@ -168,8 +168,11 @@ main(args, prog_name="mrec-warp")
 
 def interrupt(tmp_path, ready: Path, target: str, *args, env=None):
     full_env = dict(os.environ, **(env or {}))
+    # SIGINT back to its default in the child: a child started while this process ignores
+    # it (some libraries do, for a while) would inherit the ignoring and run to the end
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(ready), target, *map(str, args)], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():

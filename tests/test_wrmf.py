@@ -307,7 +307,7 @@ def test_cli_train_recommend_similar_explain(cli_files):
     assert len(why) == 6 and (why[0] == "user 7").all() and why[5].tolist() == [1, 2] * 3
     top3 = recs[recs[0] == "user 7"][1].tolist()[:3]
     assert why[1].drop_duplicates().tolist() == top3
-    seen = set(pd.read_csv(tmp / "plays.tsv", sep="\t", header=None, dtype=str).query("`0` == 'user 7'")[1])
+    seen = set(pd.read_csv(tmp / "plays.tsv", sep="\t", header=None, dtype=str).pipe(lambda t: t[t[0] == 'user 7'])[1])
     assert set(why[3]) <= seen
 
 
