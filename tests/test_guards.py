@@ -163,3 +163,11 @@ def test_n_jobs_minus_one_is_logged_as_the_real_number_of_cores(split, tmp_path)
                  "--n-jobs", "-1", "--backend", "processes", "-v")
     assert result.exit_code == 0, result.output
     assert f"fitting on {cpu_count()} thread(s)" in result.output and "-1 thread" not in result.output
+
+
+def test_an_option_of_another_model_names_the_flag_and_this_models_options(split, tmp_path):
+    result = run("train", split["train"], "-o", tmp_path / "e.npz", "--model", "ease", "--factors", "32")
+    one_line_error(result, "--factors does not apply to --model ease", "--l2", "--max-items")
+    assert "dtype" not in result.output.replace("--ease-dtype", "")  # flags, not Python names
+    result = run("train", split["train"], "-o", tmp_path / "p.npz", "--model", "popularity", "--factors", "3")
+    one_line_error(result, "--model popularity takes no options")

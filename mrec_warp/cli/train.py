@@ -223,10 +223,16 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         params.update(n_jobs=n_jobs)
         if "backend" in model._param_names():
             params.update(backend=backend, scheduler=scheduler or "")
-    try:
-        model.set_params(**params)
-    except ValueError as exc:
-        raise InputError(str(exc), path=params_file, hint=f"--model {model_name} does not take that option") from None
+    foreign = [name for name in params if name not in model._param_names()]
+    if foreign:  # name the option the user typed, and the ones this model takes
+        flags = {param: "--" + option.replace("_", "-") for option, param in _WARP_OPTIONS.items()}
+        own = sorted(flags[p] for p in model._param_names() if p in flags)
+        given = [k for k, v in options.items() if v is not None and _WARP_OPTIONS.get(k) == foreign[0]]
+        what = f"--{given[0].replace('_', '-')}" if given else f"{foreign[0]!r} (from {params_file})"
+        raise InputError(f"{what} does not apply to --model {model_name}",
+                         hint=(f"its options: {', '.join(own)}" if own else f"--model {model_name} takes no options")
+                         + (f"; {params_file} may be for another model" if not given and params_file else ""))
+    model.set_params(**params)
     check_backend(backend, scheduler)
     if sub_models and model_name != "warp":
         raise InputError(f"--sub-models needs --model warp, not --model {model_name}", hint="drop --sub-models")
