@@ -241,3 +241,28 @@ def test_recommend_on_processes_writes_the_same_file_as_on_threads(tmp_path):
         write_recommendations(model, tmp_path / "procs.tsv", k=5, backend="processes", n_jobs=2, part_size=50,
                               model_file=path, workdir=tmp_path / "parts")
         assert (tmp_path / "procs.tsv").read_bytes() == (tmp_path / "threads.tsv").read_bytes()
+
+
+@pytest.mark.parametrize("make", [lambda: ItemKNN(neighbours=20), lambda: SLIM(l1=0.5, l2=10.0),
+                                  lambda: EASE(l2=50.0, max_items=40)], ids=["itemknn", "slim", "ease"])
+def test_users_whose_history_has_no_weights_get_popularity(make):
+    """A history made only of items with no learned weights scores all zero; such a user is
+    ranked by popularity (like a user with no history), not by file order."""
+    train, _ = planted_low_rank(n_users=150, n_items=60, per_user=12, seed=5)
+    dense = train.toarray()
+    dense[:, 58:] = 0
+    dense[148:, :] = 0
+    dense[148, 58] = dense[149, 59] = 1  # items 58 and 59: each alone in one user's history
+    model = make().fit(sp.csr_matrix(dense))
+    model.fold_in(pd.DataFrame({"user": "nouveau", "item": model.item_ids[[58, 59]]}))
+    new = model.user_indices(["nouveau"])[0]
+    counts = model.item_counts_
+    for user in (new, 148):
+        np.testing.assert_array_equal(model.score_users([user])[0], counts)
+        out = np.full((2, model.n_items), -7.0, dtype=np.float32)  # the grid_scores path writes in place
+        assert model.score_users([user, 0], out=out) is out
+        np.testing.assert_array_equal(out[0], counts)
+        np.testing.assert_array_equal(out[1], model.score_users([0])[0])
+    items = model.recommend(users=[new], k=5)[0][0]
+    pop = np.lexsort((np.arange(model.n_items), -counts))
+    assert items.tolist() == [i for i in pop if i not in (58, 59)][:5]
