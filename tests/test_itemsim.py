@@ -266,3 +266,29 @@ def test_users_whose_history_has_no_weights_get_popularity(make):
     items = model.recommend(users=[new], k=5)[0][0]
     pop = np.lexsort((np.arange(model.n_items), -counts))
     assert items.tolist() == [i for i in pop if i not in (58, 59)][:5]
+
+
+def test_similar_notes_items_without_neighbours(tmp_path):
+    """Items SLIM learned no weights for, or outside EASE's --max-items, are named in a note
+    on stderr (not silently dropped); --quiet silences it."""
+    train, _ = planted_low_rank(n_users=80, n_items=60, per_user=10, seed=6)
+    dense = train.toarray()
+    dense[:, 58:] = 0
+    dense[78, :] = dense[79, :] = 0
+    dense[78, 58] = dense[79, 59] = 1  # items 58 and 59 share no user with any other item
+    coo = sp.coo_matrix(dense)
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"u{u}\tit-{i}\n" for u, i in zip(coo.row, coo.col)))
+    top = f"it-{int(dense.sum(axis=0).argmax())}"  # inside EASE's --max-items
+    runner = CliRunner()
+    for name, extra, why in (("slim", ["--l1", "0.5", "--l2", "10"], "no positive learned weights"),
+                             ("ease", ["--l2", "50", "--max-items", "30"], "outside the 30 most popular")):
+        model_file = tmp_path / f"{name}.npz"
+        assert runner.invoke(main, ["train", str(tsv), "-o", str(model_file), "--model", name, *extra]).exit_code == 0
+        res = runner.invoke(main, ["similar", str(model_file), "--items", f"it-58,{top},it-59", "-k", "2"])
+        assert res.exit_code == 0, res.output
+        assert res.stdout.startswith(f"{top}\tit-") and "it-58\t" not in res.stdout, res.stderr
+        assert "2 of the 3 item(s) asked have no neighbours" in res.stderr and why in res.stderr
+        assert "'it-58'" in res.stderr
+        res = runner.invoke(main, ["similar", str(model_file), "--items", "it-58", "--quiet"])
+        assert res.exit_code == 0 and res.stderr == "" and res.stdout == ""
