@@ -245,3 +245,54 @@ def test_recommend_on_processes_writes_the_same_file_as_on_threads(tmp_path):
         write_recommendations(model, tmp_path / "procs.tsv", k=5, backend="processes", n_jobs=2, part_size=50,
                               model_file=path, workdir=tmp_path / "parts")
         assert (tmp_path / "procs.tsv").read_bytes() == (tmp_path / "threads.tsv").read_bytes()
+
+
+@pytest.mark.parametrize("make", [lambda: ItemKNN(neighbours=20), lambda: SLIM(l1=0.5, l2=10.0),
+                                  lambda: EASE(l2=50.0, max_items=40)], ids=["itemknn", "slim", "ease"])
+def test_users_whose_history_has_no_weights_get_popularity(make):
+    """A history made only of items with no learned weights scores all zero; such a user is
+    ranked by popularity (like a user with no history), not by file order."""
+    train, _ = planted_low_rank(n_users=150, n_items=60, per_user=12, seed=5)
+    dense = train.toarray()
+    dense[:, 58:] = 0
+    dense[148:, :] = 0
+    dense[148, 58] = dense[149, 59] = 1  # items 58 and 59: each alone in one user's history
+    model = make().fit(sp.csr_matrix(dense))
+    model.fold_in(pd.DataFrame({"user": "nouveau", "item": model.item_ids[[58, 59]]}))
+    new = model.user_indices(["nouveau"])[0]
+    counts = model.item_counts_
+    for user in (new, 148):
+        np.testing.assert_array_equal(model.score_users([user])[0], counts)
+        out = np.full((2, model.n_items), -7.0, dtype=np.float32)  # the grid_scores path writes in place
+        assert model.score_users([user, 0], out=out) is out
+        np.testing.assert_array_equal(out[0], counts)
+        np.testing.assert_array_equal(out[1], model.score_users([0])[0])
+    items = model.recommend(users=[new], k=5)[0][0]
+    pop = np.lexsort((np.arange(model.n_items), -counts))
+    assert items.tolist() == [i for i in pop if i not in (58, 59)][:5]
+
+
+def test_similar_notes_items_without_neighbours(tmp_path):
+    """Items SLIM learned no weights for, or outside EASE's --max-items, are named in a note
+    on stderr (not silently dropped); --quiet silences it."""
+    train, _ = planted_low_rank(n_users=80, n_items=60, per_user=10, seed=6)
+    dense = train.toarray()
+    dense[:, 58:] = 0
+    dense[78, :] = dense[79, :] = 0
+    dense[78, 58] = dense[79, 59] = 1  # items 58 and 59 share no user with any other item
+    coo = sp.coo_matrix(dense)
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"u{u}\tit-{i}\n" for u, i in zip(coo.row, coo.col)))
+    top = f"it-{int(dense.sum(axis=0).argmax())}"  # inside EASE's --max-items
+    runner = CliRunner()
+    for name, extra, why in (("slim", ["--l1", "0.5", "--l2", "10"], "no positive learned weights"),
+                             ("ease", ["--l2", "50", "--max-items", "30"], "outside the 30 most popular")):
+        model_file = tmp_path / f"{name}.npz"
+        assert runner.invoke(main, ["train", str(tsv), "-o", str(model_file), "--model", name, *extra]).exit_code == 0
+        res = runner.invoke(main, ["similar", str(model_file), "--items", f"it-58,{top},it-59", "-k", "2"])
+        assert res.exit_code == 0, res.output
+        assert res.stdout.startswith(f"{top}\tit-") and "it-58\t" not in res.stdout, res.stderr
+        assert "2 of the 3 item(s) asked have no neighbours" in res.stderr and why in res.stderr
+        assert "'it-58'" in res.stderr
+        res = runner.invoke(main, ["similar", str(model_file), "--items", "it-58", "--quiet"])
+        assert res.exit_code == 0 and res.stderr == "" and res.stdout == ""

@@ -6,6 +6,7 @@ import sys
 from typing import List
 
 import click
+import numpy as np
 
 from ..data.io import check_readable, check_tsv_ids, output_encoding
 from ..errors import InputError
@@ -34,6 +35,37 @@ def _unknown_item_hint(bad: str, items: str, model) -> str:
         return ("--items splits at commas, so an id holding a comma is cut in pieces: "
                 "put ids with commas in a file, one id per line, and give it with --items-file")
     return "use item ids present in the training data"
+
+
+def _without_neighbours(ids: List[str], frame, model) -> str:
+    """One line on the asked items that got no row at all, and why ("" when every one did).
+
+    An item-item model lists only positive learned weights: SLIM leaves the row of an item
+    empty when it explains nothing, and EASE learns nothing for items outside its
+    ``--max-items`` most popular. Without this note such items would silently vanish.
+    """
+    asked = list(dict.fromkeys(ids))
+    listed = set(frame["item"])
+    missing = [i for i in asked if i not in listed]
+    if not missing:
+        return ""
+    name = type(model).__name__
+    kept = getattr(model, "kept_items_", None)
+    reasons = []
+    rest = len(missing)
+    if kept is not None:
+        inside = np.zeros(model.n_items, dtype=bool)
+        inside[kept] = True
+        outside = int((~inside[model.item_indices(missing)]).sum())
+        if outside:
+            reasons.append(f"{outside:,} lie outside the {len(kept):,} most popular items {name} learned "
+                           f"weights for (--max-items {len(kept):,})")
+        rest -= outside
+    if rest:
+        what = "learned weights" if getattr(model, "weights_", None) is not None else "similarities"
+        reasons.append(f"{rest:,} have no positive {what} to any other item in the {name} model")
+    return (f"{len(missing):,} of the {len(asked):,} item(s) asked have no neighbours and are not listed "
+            f"(first: {missing[0]!r}): {'; '.join(reasons)}")
 
 
 @click.command(epilog="""\b
@@ -78,6 +110,10 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
         raise InputError(f"item {bad!r} is not in the model", path=items_file or None, hint=hint)
     k = cap_k(k, model.n_items - 1, quiet, "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
+    if not quiet:
+        lonely = _without_neighbours(ids, frame, model)
+        if lonely:
+            click.echo(f"note: {lonely}", err=True)
     if fmt == "tsv":
         check_tsv_ids(frame["item"], frame["similar_item"], path=output)
     encoding = output_encoding(getattr(model, "id_encoding_", None))  # that of the training data

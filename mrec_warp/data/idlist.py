@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import csv
+import io
 from typing import Callable, List, Optional
 
 from ..errors import InputError
-from .io import PathLike, _open_text, check_readable
+from .io import PathLike, check_readable, decode_input, read_all_bytes
 
 
 def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
@@ -15,7 +16,8 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     The whole line is the id: nothing is split off at spaces, tabs or commas
     (``john smith`` and ``Papers, Please`` are one id each) and nothing is stripped but the
     line ending. A UTF-8 byte-order mark is dropped; a file that is not valid UTF-8 is read
-    as Latin-1 (like ratings files). Blank lines (empty or only spaces) are skipped.
+    as Latin-1 (like ratings files). The file is read once, so a pipe or FIFO
+    (``--users <(...)``, ``/dev/stdin``) works. Blank lines (empty or only spaces) are skipped.
 
     With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
     (when given) is called with one line saying how many repeats were dropped. With
@@ -23,9 +25,16 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     before its first tab, or its first comma-separated field (RFC 4180: ``"Warhammer 40,000",x``
     gives ``Warhammer 40,000``) when it has no tab.
     """
-    p = check_readable(path, f"{what} list", empty_hint=f"expected one {what} id per line")
+    # read the bytes once: a pipe (<(...), /dev/stdin) cannot be read again after the
+    # encoding is known
+    empty_hint = f"expected one {what} id per line"
+    p = check_readable(path, f"{what} list", empty_hint=empty_hint, stream_ok=True)
+    data = read_all_bytes(p)
+    if not data:
+        raise InputError(f"{what} list is empty", path=str(p), hint=empty_hint)
+    text, _ = decode_input(data)
     ids: List[str] = []
-    with _open_text(p) as fh:
+    with io.StringIO(text, newline="") as fh:
         for line in fh:
             # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
             body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line

@@ -154,16 +154,83 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf
 
 
 def check_readable(path: PathLike, what: str = "input file",
-                   empty_hint: str = "expected one interaction per line") -> Path:
-    """Fail early, in one line, on a missing, unreadable or empty file."""
+                   empty_hint: str = "expected one interaction per line", stream_ok: bool = False) -> Path:
+    """Fail early, in one line, on a missing, unreadable or empty file.
+
+    A pipe, FIFO or device (``<(...)``, ``/dev/stdin``) has no size to check and can be
+    read only once: with ``stream_ok`` the caller reads it once and checks emptiness
+    itself; without, it is refused in one line rather than read twice (the second read
+    would find it empty).
+    """
     p = Path(path)
     if not p.exists():
         raise InputError(f"{what} does not exist", path=str(p), hint="check the path")
     if p.is_dir():
         raise InputError(f"{what} is a directory, expected a file", path=str(p))
+    if not p.is_file():
+        if stream_ok:
+            return p
+        raise InputError(f"{what} is a pipe or device, and this file is read more than once", path=str(p),
+                         hint="write it to a regular file first and give that path")
     if p.stat().st_size == 0:
         raise InputError(f"{what} is empty", path=str(p), hint=empty_hint)
     return p
+
+
+def read_all_bytes(path: Path) -> bytes:
+    """Every byte of ``path`` (uncompressed when it ends in ``.gz``), read once: works on a
+    pipe or FIFO as on a regular file."""
+    try:
+        with _open_binary(path) as fh:
+            return fh.read()
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"cannot read the file ({exc})", path=str(path),
+                         hint="the file is truncated or corrupt; re-create or re-download it") from None
+
+
+def decode_input(data: bytes) -> Tuple[str, str]:
+    """``(text, encoding)`` of an input's bytes by the rules of :func:`detect_encoding`:
+    UTF-8 (a leading byte-order mark dropped), else Latin-1."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
+    if text.startswith("\ufeff"):
+        return text[1:], "utf-8-sig"
+    return text, "utf-8"
+
+
+@contextlib.contextmanager
+def as_regular_file(path: Path) -> Iterator[Path]:
+    """``path`` itself when it is a regular file; else (a pipe, FIFO, device) a temporary
+    copy of its bytes, read once, so that readers which pass over a file several times
+    (encoding, header sniffing, parsing) see it whole every time. The copy keeps the
+    ``.gz`` suffix and is removed on exit; errors that name it are renamed to ``path``.
+    """
+    if path.is_file() or not path.exists() or path.is_dir():
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="mrec-warp-input-", suffix=path.suffix)
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+                while True:
+                    chunk = src.read(1 << 22)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc})", path=str(path)) from None
+        try:
+            yield Path(tmp)
+        except InputError as exc:
+            if str(tmp) not in str(exc):
+                raise
+            name = str(path)
+            raise InputError(exc.message.replace(tmp, name), path=name if exc.path == tmp else exc.path,
+                             line=exc.line, hint=exc.hint and exc.hint.replace(tmp, name)) from None
+    finally:
+        os.unlink(tmp)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -655,7 +722,8 @@ def read_ratings(
     Parameters
     ----------
     path : path-like
-        Text file, optionally gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
+        Text file (a pipe or FIFO is read once into a temporary file), optionally
+        gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
         dropped) or, when it is not valid UTF-8, Latin-1. The encoding used is in
         ``result.attrs["encoding"]``.
     format : {"auto", "tsv", "csv", "movielens"}
@@ -692,6 +760,10 @@ def read_ratings(
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
+    p = Path(path)
+    if p.exists() and not p.is_file() and not p.is_dir():  # a pipe (<(...), /dev/stdin): read it once
+        with as_regular_file(p) as copy:
+            return read_ratings(copy, format=format, sep=sep, header=header, columns=columns)
     p = check_readable(path)
     encoding = detect_encoding(p)
     lines = _first_lines(p, encoding=encoding)

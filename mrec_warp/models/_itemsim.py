@@ -2,7 +2,7 @@
 
 Item-kNN, SLIM and EASE differ only in how they learn the items x items weights ``W``;
 :class:`ItemSimilarity` does the rest once: scoring (``history @ W``), the popularity
-fallback for users with no history, ``similar_items`` (a row of ``W``), fold-in of new
+fallback for users with no weighted history, ``similar_items`` (a row of ``W``), fold-in of new
 users (their history simply joins the stored training rows, nothing is refitted), and
 saving ``W`` as sparse CSR arrays or one dense array.
 """
@@ -26,8 +26,8 @@ class ItemSimilarity(Recommender):
     Subclasses implement ``_learn_weights(csr, progress)`` returning ``W`` (n_items x
     n_items) as a float32 CSR matrix or a dense float32 array (then they set
     ``_dense_weights = True``); the diagonal must be zero (an item never recommends itself).
-    Users with an empty history (no training items) are ranked by popularity instead, the
-    same ranking :class:`Popularity` gives.
+    Users whose scores are all zero (no training items, or only items with no learned
+    weights) are ranked by popularity instead, the same ranking :class:`Popularity` gives.
 
     Fitted attributes: ``weights_`` (``W``), ``item_counts_`` (training users per item) and
     ``kept_items_`` (the items ``W`` covers when not all of them, else ``None``).
@@ -71,7 +71,10 @@ class ItemSimilarity(Recommender):
             raise IndexError(f"user indices must be in [0, {self.train_.shape[0]})")
         hist = self.train_[users]
         scores = self._history_scores(hist)
-        cold = np.diff(hist.indptr) == 0
+        # No history, or a history whose items carry no learned weight (SLIM rows left
+        # empty, EASE items outside --max-items): the scores are all zero (NaN off the kept
+        # items), which would rank items in file order. Such users get popularity instead.
+        cold = ~np.any(np.nan_to_num(scores, nan=0.0) != 0, axis=1)
         if cold.any():
             scores[cold] = self.item_counts_
         if out is not None:
