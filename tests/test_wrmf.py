@@ -397,3 +397,16 @@ def test_cli_confidence_none_ignores_the_values(cli_files, tmp_path):
 def test_zero_iterations_are_refused_as_for_warp():
     with pytest.raises(InputError, match="epochs must be >= 1"):
         WRMF(epochs=0).fit(sp.csr_matrix(np.eye(3, dtype=np.float32)))
+
+
+
+def test_explain_writes_csv_for_a_csv_name(tmp_path):
+    import csv
+
+    folder = _write_grid(tmp_path)  # writes plays.tsv
+    assert _run("train", "plays.tsv", "--model", "wrmf", "--epochs", "2", "-o", "m.npz", cwd=folder).returncode == 0
+    res = _run("explain", "m.npz", "--user", "u3", "-o", "why.csv", cwd=folder)
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.reader((folder / "why.csv").open(newline="")))
+    assert rows[0] == ["user", "item", "score", "history_item", "contribution", "rank"] and len(rows) > 1
+    assert {r[0] for r in rows[1:]} == {"u3"}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import functools
 import gzip
@@ -262,21 +261,29 @@ def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
             written.append((path, option))
 
 
-def write_tsv(frame, output, model) -> None:
-    """A headerless TSV of ``frame`` to ``output`` (atomically) or standard output: ids as they
-    are (no quoting), in the encoding the model's training data came in, floats to 4 places."""
-    tsv = dict(sep="\t", header=False, index=False, float_format="%.4f", lineterminator="\n", quoting=csv.QUOTE_NONE)
+def write_table(frame, output, fmt: str, model) -> None:
+    """Write ``frame`` to ``output`` (atomically; gzip for ``.gz``) or standard output:
+    headerless TSV with ids as they are (never quoted), CSV with a header and RFC 4180
+    quoting, or Parquet (a file only); text in the encoding the model's training data came
+    in, floats to 4 places."""
+    from ..recommend import text_format, text_output, write_parquet
+
+    if fmt == "parquet":
+        write_parquet([frame], output)
+        return
+    options = dict(header=(fmt == "csv"), index=False, float_format="%.4f", lineterminator="\n",
+                   **text_format(fmt))
     encoding = output_encoding(getattr(model, "id_encoding_", None))
     if output:
-        with atomic_write(output, encoding=encoding) as fh:
-            frame.to_csv(fh, **tsv)
+        with text_output(output, encoding=encoding) as fh:
+            frame.to_csv(fh, **options)
         return
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:  # a text-only stream (tests): it has its own encoding
-        frame.to_csv(sys.stdout, **tsv)
+        frame.to_csv(sys.stdout, **options)
         return
     sys.stdout.flush()
     out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
-    frame.to_csv(out, **tsv)
+    frame.to_csv(out, **options)
     out.flush()
     out.detach()

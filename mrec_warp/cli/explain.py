@@ -6,7 +6,8 @@ import click
 from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
-from ._common import friendly_errors, write_tsv
+from ..recommend import RECS_FORMATS, output_format
+from ._common import check_outputs, friendly_errors, write_table
 
 
 @click.command(epilog="""\b
@@ -21,9 +22,12 @@ Examples:
               help="Recommendations to explain when --items is not given.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True,
               help="History items shown per explained item (largest contribution first).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write TSV here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write here instead of stdout (.csv, .parquet, .gz as for recommend).")
+@click.option("--format", "fmt", type=click.Choice(list(RECS_FORMATS)),
+              help="Output format [from the file suffix; tsv otherwise].")
 @friendly_errors
-def explain(model_file, user_id, items, n, k, output):
+def explain(model_file, user_id, items, n, k, output, fmt):
     """Explain scores of a WRMF model as sums over the user's training items (Hu, Koren &
     Volinsky 2008): rows ``user<TAB>item<TAB>score<TAB>history_item<TAB>contribution<TAB>rank``.
 
@@ -31,6 +35,10 @@ def explain(model_file, user_id, items, n, k, output):
     vector (the trained vector comes from a few conjugate-gradient steps and scores within a
     small margin of it).
     """
+    check_outputs({"--output": output}, [model_file])
+    fmt = output_format(output or "-", fmt)
+    if fmt == "parquet" and not output:
+        raise click.UsageError("Parquet output needs a file: give -o why.parquet")
     check_readable(model_file, "model file")
     model = load(model_file)
     if not hasattr(model, "explain_frame"):
@@ -46,5 +54,6 @@ def explain(model_file, user_id, items, n, k, output):
             bad = item_ids[int((idx < 0).argmax())] if item_ids else items
             raise InputError(f"item {bad!r} is not in the model", hint="use item ids of the training data")
     frame = model.explain_frame(user_id, item_ids, k=k, n=n)
-    check_tsv_ids(frame["user"], frame["item"], frame["history_item"], path=output)
-    write_tsv(frame, output, model)
+    if fmt == "tsv":
+        check_tsv_ids(frame["user"], frame["item"], frame["history_item"], path=output)
+    write_table(frame, output, fmt, model)

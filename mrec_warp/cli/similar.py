@@ -1,18 +1,16 @@
 """``mrec-warp similar``: items with the closest factors to given items."""
 from __future__ import annotations
 
-import io
-import sys
 from typing import List
 
 import click
 import numpy as np
 
-from ..data.io import check_readable, check_tsv_ids, output_encoding
+from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
-from ..recommend import RECS_FORMATS, output_format, text_format, text_output, write_parquet
-from ._common import cap_k, check_outputs, friendly_errors, quiet_option
+from ..recommend import RECS_FORMATS, output_format
+from ._common import cap_k, check_outputs, friendly_errors, quiet_option, write_table
 from .recommend import read_id_list
 
 
@@ -116,23 +114,4 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
             click.echo(f"note: {lonely}", err=True)
     if fmt == "tsv":
         check_tsv_ids(frame["item"], frame["similar_item"], path=output)
-    encoding = output_encoding(getattr(model, "id_encoding_", None))  # that of the training data
-    if fmt == "parquet":
-        write_parquet([frame], output)
-        return
-    # TSV: ids as they are (never quoted); CSV: RFC 4180 quoting where a field needs it
-    options = dict(header=(fmt == "csv"), index=False, float_format="%.4f", lineterminator="\n",
-                   **text_format(fmt))
-    if output:
-        with text_output(output, encoding=encoding) as fh:
-            frame.to_csv(fh, **options)
-        return
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:  # a text-only stream (tests): it has its own encoding
-        frame.to_csv(sys.stdout, **options)
-        return
-    sys.stdout.flush()
-    out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
-    frame.to_csv(out, **options)
-    out.flush()
-    out.detach()
+    write_table(frame, output, fmt, model)
