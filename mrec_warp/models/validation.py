@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InputError
 from ..recommend import iter_top_k
 
 
@@ -117,3 +118,19 @@ def run_epochs(
         progress.log(f"best {unit} {best_epoch}: val P@{model.eval_k} {best_score:.4f}")
         return best_epoch
     return epochs
+
+
+def need(condition: bool, what: str) -> None:
+    """A model parameter check: ``InputError("invalid parameter: <what>")`` unless ``condition``."""
+    if not condition:
+        raise InputError(f"invalid parameter: {what}")
+
+
+def check_epoch_params(model) -> None:
+    """The checks every model trained in epochs with early stopping shares (WARP, WRMF)."""
+    need(model.epochs is None or int(model.epochs) >= 1,
+         "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
+         "choose the count by early stopping)")
+    need(int(model.max_epochs) >= 1 and int(model.patience) >= 1 and int(model.eval_every) >= 1,
+         "max_epochs, patience and eval_every must be >= 1")
+    need(0 < model.validation_fraction < 1, "validation_fraction must be in (0, 1)")

@@ -16,7 +16,7 @@ from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from . import _warp
 from .base import Recommender, factor_scores
-from .validation import holdout_split, run_epochs
+from .validation import check_epoch_params, holdout_split, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
@@ -181,10 +181,6 @@ class WARP(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
-        def need(cond: bool, what: str) -> None:
-            if not cond:
-                raise InputError(f"invalid parameter: {what}")
-
         need(int(self.factors) >= 1, "factors must be >= 1")
         need(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}")
         need(self.learning_schedule in SCHEDULES, f"learning_schedule must be one of {SCHEDULES}")
@@ -194,12 +190,7 @@ class WARP(Recommender):
         need(1 <= int(self.kos_k) <= int(self.kos_n) <= KOS_MAX_N, f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
         need(all(v is None or (np.isfinite(v) and v >= 0) for v in (self.user_max_norm, self.item_max_norm)),
              "user_max_norm and item_max_norm must be >= 0 (0 or None: no limit)")
-        need(self.epochs is None or int(self.epochs) >= 1,
-             "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
-             "choose the count by early stopping)")
-        need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
-             "max_epochs, patience and eval_every must be >= 1")
-        need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+        check_epoch_params(self)
         if self._confidence_kind() != "none":
             check_confidence(self.confidence, self.alpha, self.eps)
             need(self.confidence_use in CONFIDENCE_USES, f"confidence_use must be one of {CONFIDENCE_USES}")

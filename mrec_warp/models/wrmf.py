@@ -28,7 +28,7 @@ from ..progress import SILENT, Progress
 from . import _als, wrmf_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
-from .validation import holdout_split, run_epochs
+from .validation import check_epoch_params, holdout_split, need, run_epochs
 from .warp import _as_aligned_csr
 
 SOLVERS = ("cg", "cholesky")
@@ -126,21 +126,12 @@ class WRMF(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
-        def need(cond: bool, what: str) -> None:
-            if not cond:
-                raise InputError(f"invalid parameter: {what}")
-
         need(int(self.factors) >= 1, "factors must be >= 1")
         check_confidence(self.confidence, self.alpha, self.eps)
         need(np.isfinite(self.regularization) and self.regularization >= 0, "regularization must be >= 0")
         need(self.solver in SOLVERS, f"solver must be one of {SOLVERS}")
         need(int(self.cg_steps) >= 1, "cg_steps must be >= 1")
-        need(self.epochs is None or int(self.epochs) >= 1,
-             "epochs must be >= 1 (0 iterations would leave the random initial factors; leave it unset to "
-             "choose the count by early stopping)")
-        need(int(self.max_epochs) >= 1 and int(self.patience) >= 1 and int(self.eval_every) >= 1,
-             "max_epochs, patience and eval_every must be >= 1")
-        need(0 < self.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+        check_epoch_params(self)
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule
