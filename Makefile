@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 MW     := $(VENV)/bin/mrec-warp
 OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
-SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/*.pyx mrec_warp/*/*.pyx)
+SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
 .PHONY: install demo test bench clean
 

@@ -1,5 +1,6 @@
 """Build script for the Cython extensions; project metadata lives in pyproject.toml."""
 import sys
+from pathlib import Path
 
 import numpy as np
 from Cython.Build import cythonize
@@ -19,11 +20,17 @@ else:
     ]
 
 
+KERNELS = Path("mrec_warp") / "kernels"
+# Every kernel is rebuilt when a shared .pxd or C header changes.
+SHARED = sorted(str(p) for p in [*KERNELS.glob("*.pxd"), *KERNELS.glob("*.h")])
+
+
 def extension(name: str) -> Extension:
     return Extension(
-        name,
-        [name.replace(".", "/") + ".pyx"],
-        include_dirs=[np.get_include()],
+        f"mrec_warp.kernels.{name}",
+        [str(KERNELS / f"{name}.pyx")],
+        include_dirs=[np.get_include(), str(KERNELS)],
+        depends=SHARED,
         extra_compile_args=COMPILE_ARGS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
@@ -32,11 +39,12 @@ def extension(name: str) -> Extension:
 setup(
     ext_modules=cythonize(
         [
-            extension("mrec_warp._topk"),
-            extension("mrec_warp.models._warp"),
-            extension("mrec_warp.models._hybrid"),
-            extension("mrec_warp.models._als"),
-            extension("mrec_warp.models._slim"),
+            extension("rng"),
+            extension("warp"),
+            extension("hybrid"),
+            extension("als"),
+            extension("slim"),
+            extension("topk"),
         ],
         compiler_directives={
             "language_level": 3,

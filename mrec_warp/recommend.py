@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._topk import topk_masked
+from .kernels.topk import topk_masked
 from .data.io import atomic_path, atomic_write, check_tsv_ids, output_encoding
 from .errors import InputError
 from .parallel import backend_for, one_blas_thread

@@ -17,7 +17,7 @@ from mrec_warp.data.split import iter_splits
 from mrec_warp.data.synthetic import generate
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP
-from mrec_warp.models import _warp
+from mrec_warp.kernels import rng as _rng
 from mrec_warp.models.validation import precision_at_k
 
 
@@ -50,9 +50,9 @@ def test_confidence_refuses_what_it_cannot_use(values, kwargs, fragment):
 # -- the sampler ----------------------------------------------------------------------------
 def test_alias_table_draws_in_proportion_and_never_a_zero_weight():
     weights = np.array([1.0, 0.0, 3.0, 6.0, 0.0, 10.0])
-    prob, alias = _warp.alias_table(weights)
+    prob, alias = _rng.alias_table(weights)
     order = np.zeros(400_000, dtype=np.int32)
-    _warp.draw_positives(order, prob, alias, _warp.seed_state(7))
+    _rng.draw_positives(order, prob, alias, _rng.seed_state(7))
     share = np.bincount(order, minlength=len(weights)) / len(order)
     assert share[1] == 0 and share[4] == 0
     np.testing.assert_allclose(share, weights / weights.sum(), atol=0.004)

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from mrec_warp import InputError
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import WARP, HybridWARP, load
-from mrec_warp.models import _hybrid, _warp
+from mrec_warp.kernels import hybrid as _hybrid
+from mrec_warp.kernels import rng as _rng
 from mrec_warp.models.validation import precision_at_k
 
 from .conftest import step_settings
@@ -155,7 +156,7 @@ def hybrid_step(UF, IF, d=4, seed=0, **kw):
         IF.indptr.astype(np.int64), IF.indices.astype(np.int32), IF.data, np.zeros(0, np.float32),
         _hybrid.single_columns(IF.indptr, IF.indices, IF.data),
         X.indptr.astype(np.int64), X.indices.astype(np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 1,
-        _warp.harmonic_table(IF.shape[0]), _warp.seed_state(seed), step_settings(**kw))
+        _rng.harmonic_table(IF.shape[0]), _rng.seed_state(seed), step_settings(**kw))
     return before, (UE, IE, b), res
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mrec_warp._topk import topk_masked
+from mrec_warp.kernels.topk import topk_masked
 from mrec_warp.recommend import iter_top_k
 
 

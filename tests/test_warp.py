@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 from mrec_warp import InputError, TrainingDivergedError
 from mrec_warp.models import WARP, Popularity, load
-from mrec_warp.models import _warp
+from mrec_warp.kernels import rng as _rng
+from mrec_warp.kernels import warp as _warp
 from mrec_warp.models.validation import precision_at_k
 
 from .conftest import step_settings
@@ -27,11 +28,11 @@ def run_shard(P, Q, b, GP, GQ, Gb, csr, order, seed=0, **kw):
     pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
     return _warp.fit_shard(P, Q, b, GP, GQ, Gb, csr.indptr.astype(np.int64), csr.indices.astype(np.int32),
                            pos_users, np.asarray(order, dtype=np.int32), 0, len(order),
-                           _warp.harmonic_table(csr.shape[1]), _warp.seed_state(seed), step_settings(**kw))
+                           _rng.harmonic_table(csr.shape[1]), _rng.seed_state(seed), step_settings(**kw))
 
 
 def test_harmonic_table():
-    L = _warp.harmonic_table(4)
+    L = _rng.harmonic_table(4)
     np.testing.assert_allclose(L, [0, 1, 1.5, 1 + 1 / 2 + 1 / 3, 1 + 1 / 2 + 1 / 3 + 1 / 4], rtol=1e-6)
 
 
@@ -51,7 +52,7 @@ def test_badly_ranked_positive_gets_weight_of_worst_rank():
     csr = sp.csr_matrix(([1.0, 1.0], ([0, 0], [0, 5])), shape=(1, n_items))
     n_updates, weight, _, compared = run_shard(P, Q, b, GP, GQ, Gb, csr, [0], learning_rate=0.0)
     assert n_updates == 1 and compared == 1
-    assert weight == pytest.approx(_warp.harmonic_table(n_items)[n_items - 2])
+    assert weight == pytest.approx(_rng.harmonic_table(n_items)[n_items - 2])
 
 
 def test_well_ranked_positive_gets_no_update_and_spends_max_sampled():
@@ -73,7 +74,7 @@ def test_rank_estimate_uses_number_of_compared_negatives():
     b[:] = np.where(np.arange(n_items) % 2 == 0, 5.0, -5.0)  # even items violate
     b[0] = 0.0
     csr = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n_items))
-    table = _warp.harmonic_table(n_items)
+    table = _rng.harmonic_table(n_items)
     for seed in range(20):
         bb = b.copy()
         _, weight, _, compared = run_shard(P.copy(), Q.copy(), bb, GP.copy(), GQ.copy(), Gb.copy(), csr, [0],

@@ -15,7 +15,7 @@ from mrec_warp.cli import main
 
 from mrec_warp.errors import InputError
 from mrec_warp.models import WRMF, Popularity, load
-from mrec_warp.models import _als
+from mrec_warp.kernels import als as _als
 from mrec_warp.models.validation import precision_at_k
 from mrec_warp.models.wrmf import _TrainingData
 

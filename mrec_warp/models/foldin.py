@@ -6,7 +6,8 @@ WARP passes over their items update *only* that user's row -- the user factors o
 :class:`~mrec_warp.models.hybrid.HybridWARP` (whose other features stay as trained) --
 against item representations that do not move, so the rest of the model, and every other
 user's recommendations, stay exactly as they were. The kernel is
-``_hybrid.fold_in_shard``, which samples with the same ``warp_sample`` as training.
+:func:`mrec_warp.kernels.hybrid.fold_in_shard`, which samples with the same ``warp_sample``
+as training.
 
 A model provides three hooks: ``_append_users(ids, user_features)`` adds users with a zero
 row, ``_fold_in_problem(users)`` returns ``(rows, offset, scale, item_factors, item_bias)``
@@ -24,7 +25,8 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from . import _hybrid, _warp
+from ..kernels import hybrid as _hybrid
+from ..kernels import rng as _rng
 
 #: Default passes over a folded-in user's history. The item side is fixed, so each pass is
 #: cheap; starting from a zero vector, about this many passes bring a folded-in user's
@@ -130,11 +132,11 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
 
     data = _TrainingData(pos)
     seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
-    state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
+    state = _rng.seed_state(int(seed) ^ 0x5F0D1D)
     bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
     offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
     for epoch in range(epochs):
-        _warp.shuffle(data.order, state)
+        _rng.shuffle(data.order, state)
         _hybrid.fold_in_shard(
             rows, accum, offset, scale, item_factors, bias,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,

@@ -1,6 +1,6 @@
 """Hybrid WARP: users and items represented by the embeddings of their features.
 
-The Python side of the model; the per-interaction work is in :mod:`mrec_warp.models._hybrid`.
+The Python side of the model; the per-interaction work is in :mod:`mrec_warp.kernels.hybrid`.
 Training, early stopping, refit, callbacks and hogwild threads are WARP's own
 (:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
 the scoring and the handling of features and of ids that appear after training.
@@ -20,7 +20,8 @@ from ..data.features import (
 )
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from . import _hybrid, _warp
+from ..kernels import hybrid as _hybrid
+from ..kernels import rng as _rng
 from .foldin import append_empty_rows as _append_empty_rows
 from .base import factor_scores
 from .warp import WARP, Callback
@@ -292,7 +293,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         # seed), so that without feature files the model starts exactly where WARP does.
         user_id = seed_rng.standard_normal((n_uid, d), dtype=np.float32) * scale
         item_id = seed_rng.standard_normal((n_iid, d), dtype=np.float32) * scale
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
         user_content = seed_rng.standard_normal((us.n_content, d), dtype=np.float32) * scale
         item_content = seed_rng.standard_normal((its.n_content, d), dtype=np.float32) * scale
         self.user_embeddings_ = np.ascontiguousarray(np.vstack([user_content, user_id]))

@@ -3,7 +3,7 @@
 For every item ``j``, ``w_j = argmin 1/2 ||x_j - X w||^2 + l2/2 ||w||^2 + l1 ||w||_1`` with
 ``w >= 0`` and ``w_j = 0``; the columns ``w_j`` form ``W`` and a user's scores are their
 history times ``W``. The solver is coordinate descent on the Gram matrix ``X'X`` in Cython
-(:mod:`mrec_warp.models._slim`, no GIL), which touches only the items co-occurring with
+(:mod:`mrec_warp.kernels.slim`, no GIL), which touches only the items co-occurring with
 ``j`` more than ``l1`` times -- no other item can get a weight. Items are split into blocks
 that run on the execution backend (threads by default; processes or a Dask cluster get
 the Gram matrix shipped once per block). Each item keeps its ``topk`` largest weights.
@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from ..parallel import backend_for, effective_n_jobs
 from ..progress import Progress
-from . import _slim
+from ..kernels import slim as _slim
 from ._itemsim import ItemSimilarity
 
 

@@ -1,6 +1,6 @@
 """WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
 
-The per-interaction work is in the Cython kernel :mod:`mrec_warp.models._warp`.
+The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import scipy.sparse as sp
 from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
-from . import _warp
+from ..kernels import rng as _rng
+from ..kernels import warp as _warp
 from .base import Recommender, factor_scores
 from .validation import check_epoch_params, holdout_split, need, run_epochs
 
@@ -44,7 +45,7 @@ class WARP(Recommender):
 
     ``f(u, i) = p_u . q_i + b_i``. For each training positive (u, i), items are drawn until
     one outranks i within the margin; the fewer draws it takes, the worse i is ranked and
-    the bigger the step. See :mod:`mrec_warp.models._warp` for the exact sampling rule.
+    the bigger the step. See :mod:`mrec_warp.kernels.warp` for the exact sampling rule.
 
     Parameters
     ----------
@@ -206,7 +207,7 @@ class WARP(Recommender):
         self._user_accum = np.ones((n_users, d), dtype=np.float32)
         self._item_accum = np.ones((n_items, d), dtype=np.float32)
         self._bias_accum = np.ones(n_items, dtype=np.float32)
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
         self.epochs_done_ = 0
 
     def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
@@ -214,7 +215,7 @@ class WARP(Recommender):
         e.g. to continue training a model loaded from disk."""
         self._user_accum, self._item_accum, self._bias_accum = (
             np.ones_like(a) for a in self._learned_arrays())
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
 
     def _snapshot(self) -> Tuple[np.ndarray, ...]:
         return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
@@ -226,9 +227,9 @@ class WARP(Recommender):
     def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
         """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
         if data.alias is not None:
-            _warp.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
+            _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
         else:
-            _warp.shuffle(data.order, self._rng_state)
+            _rng.shuffle(data.order, self._rng_state)
         cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
         n_jobs = _n_threads(self.n_jobs)
@@ -247,8 +248,8 @@ class WARP(Recommender):
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
             # one independent sampler per thread, seeded from the model's state and the epoch
             seeds = np.random.default_rng([int(self._rng_state[0]), self.epochs_done_]).integers(0, 2**63 - 1, n_jobs)
-            states = [_warp.seed_state(int(x)) for x in seeds]
-            self._rng_state = _warp.seed_state(int(self._rng_state[1]))
+            states = [_rng.seed_state(int(x)) for x in seeds]
+            self._rng_state = _rng.seed_state(int(self._rng_state[1]))
             # Plain threads, not joblib.Parallel: its set-up costs ~15 ms per call, as much as
             # a whole epoch on MovieLens 100k; the kernels release the GIL either way.
             with ThreadPoolExecutor(max_workers=n_jobs) as pool:
@@ -268,7 +269,7 @@ class WARP(Recommender):
 
     def _step_settings(self, epoch: int) -> Dict[str, Any]:
         """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
-        struct (``_kernels.pxd``) wants it: a dict of every field."""
+        struct (``kernels/steps.pxd``) wants it: a dict of every field."""
         lr = self._base_learning_rate()
         if self.learning_schedule == "sgd":
             lr = lr / (1.0 + float(self.decay) * epoch)
@@ -555,14 +556,14 @@ class _TrainingData:
             self.order = np.arange(csr.nnz, dtype=dtype)
         else:
             self.order = _positions(csr, visit).astype(dtype)
-        self.rank_weights = _warp.harmonic_table(csr.shape[1])
+        self.rank_weights = _rng.harmonic_table(csr.shape[1])
         self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
         self.step_weights: Optional[np.ndarray] = None
         if confidence is not None and len(self.order):
             values = np.asarray(confidence, dtype=np.float64)
             if use == "sample":
-                self.alias = _warp.alias_table(values)
+                self.alias = _rng.alias_table(values)
                 if visit is not None:
                     self.targets = self.order.astype(np.int64)
             else:

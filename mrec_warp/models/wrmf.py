@@ -7,7 +7,7 @@ every other pair has ``p_ui = 0`` and confidence 1. The model minimises
     sum_{u,i} c_ui (p_ui - x_u . y_i)^2 + regularization * (sum ||x_u||^2 + sum ||y_i||^2)
 
 by solving for all users with the items fixed, then for all items with the users fixed.
-The per-row solves are in the Cython kernel :mod:`mrec_warp.models._als`.
+The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from ..data.interactions import Interactions, as_csr
 from ..errors import InputError, TrainingDivergedError
 from ..parallel import effective_n_jobs
 from ..progress import SILENT, Progress
-from . import _als, wrmf_users
+from ..kernels import als as _als
+from . import wrmf_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
 from .validation import check_epoch_params, holdout_split, need, run_epochs

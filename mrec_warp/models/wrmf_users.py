@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from . import _als
+from ..kernels import als as _als
 from .foldin import read_history
 
 

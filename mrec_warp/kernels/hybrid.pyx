@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """WARP / BPR kernels for the hybrid model (feature embeddings) and for fold-in.
 
-The sampling rule is ``warp_sample`` / ``bpr_sample`` from ``_kernels.pxd``, the same code as
+The sampling rule is ``warp_sample`` / ``bpr_sample`` from ``sampler.pxd``, the same code as
 the plain matrix-factorisation kernel; only the scoring callback and the update differ.
 
 Hybrid model. A user's representation is ``p_u = sum_f w_uf E_f`` over its feature row of
@@ -13,7 +13,7 @@ plus its L2 term), with adagrad per parameter.
 
 Rows made of one feature of weight 1 (identity only: the common case, and every row when
 there are no feature files) are detected up front (``single``): their representation *is* an
-embedding row, so scoring reads it in place and the update is the plain MF ``pair_step``.
+embedding row, so scoring reads it in place and the update is the plain MF ``mf_step``.
 With no feature files this kernel therefore does exactly what the MF kernel does.
 
 Everything runs without the GIL on raw pointers into contiguous float32 arrays, so joblib's
@@ -32,11 +32,12 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
-from mrec_warp.models._kernels cimport (
-    rng_below, dot, prefetch_row, pick_pair, Candidates, candidates_init, pair_step, adagrad_axpy,
-    clip_norm, StepSettings, MAX_ITEMS, DenseItems, dense_score, dense_prefetch,
-    bias_step,
+from mrec_warp.kernels.rng cimport MAX_ITEMS
+from mrec_warp.kernels.sampler cimport (
+    Candidates, DenseItems, candidates_init, dense_prefetch, dense_score, pick_pair,
 )
+from mrec_warp.kernels.steps cimport StepSettings, adagrad_axpy, bias_step, mf_step
+from mrec_warp.kernels.vectors cimport clip_norm, dot, prefetch_row
 
 cnp.import_array()
 
@@ -215,7 +216,7 @@ def fit_shard(
     StepSettings cfg,
     Py_ssize_t n_item_content=0,
 ):
-    """Visit the positives ``order[start:stop]`` once each (see ``_warp.fit_shard``).
+    """Visit the positives ``order[start:stop]`` once each (see :func:`mrec_warp.kernels.warp.fit_shard`).
 
     ``uf_*`` / ``if_*`` are the user / item feature matrices (CSR) and their
     :func:`single_columns`; ``user_emb`` / ``item_emb`` hold one embedding per feature
@@ -259,6 +260,7 @@ def fit_shard(
     cdef float* memo = NULL
     cdef int64_t* stamp = NULL
     cdef float* bias_ptr = &item_bias[0] if item_bias.shape[0] > 0 else NULL
+    cdef float* bias_acc = &bias_accum[0] if bias_accum.shape[0] > 0 else NULL
     if d != item_emb.shape[1] or d < 1:
         raise ValueError("user and item embeddings must have the same width")
     if n_items >= MAX_ITEMS:
@@ -336,16 +338,9 @@ def fit_shard(
                 jcol = items.single[j]
                 if ucol >= 0 and icol >= 0 and jcol >= 0:
                     # identity-only rows: exactly the matrix-factorisation step
-                    pair_step(users.emb + ucol * d, items.emb + icol * d, items.emb + jcol * d,
-                              users.accum + ucol * d, items.accum + icol * d, items.accum + jcol * d,
-                              d, weight, cfg.learning_rate, cfg.user_reg, cfg.item_reg, cfg.adagrad)
-                    clip_norm(users.emb + ucol * d, d, cfg.user_max_norm)
-                    if cfg.item_max_norm > 0:
-                        clip_norm(items.emb + icol * d, d, cfg.item_max_norm)
-                        clip_norm(items.emb + jcol * d, d, cfg.item_max_norm)
-                    if cfg.use_bias:
-                        bias_step(&bias_ptr[icol], &bias_accum[icol], -weight, cfg.learning_rate, cfg.adagrad)
-                        bias_step(&bias_ptr[jcol], &bias_accum[jcol], weight, cfg.learning_rate, cfg.adagrad)
+                    mf_step(&cfg, users.emb + ucol * d, items.emb + icol * d, items.emb + jcol * d,
+                            users.accum + ucol * d, items.accum + icol * d, items.accum + jcol * d,
+                            bias_ptr, bias_acc, icol, jcol, d, weight)
                     continue
                 # gradients with respect to the representations, all at the old values
                 qi = representation(&items, i, d, qi_buf)
@@ -358,8 +353,8 @@ def fit_shard(
                 distribute(&items, i, gi, cfg.item_reg, tmp, d, cfg.learning_rate, cfg.adagrad, cfg.item_max_norm)
                 distribute(&items, j, gj, cfg.item_reg, tmp, d, cfg.learning_rate, cfg.adagrad, cfg.item_max_norm)
                 if cfg.use_bias:
-                    bias_distribute(&items, i, bias_ptr, &bias_accum[0], -weight, cfg.learning_rate, cfg.adagrad)
-                    bias_distribute(&items, j, bias_ptr, &bias_accum[0], weight, cfg.learning_rate, cfg.adagrad)
+                    bias_distribute(&items, i, bias_ptr, bias_acc, -weight, cfg.learning_rate, cfg.adagrad)
+                    bias_distribute(&items, j, bias_ptr, bias_acc, weight, cfg.learning_rate, cfg.adagrad)
     finally:
         free(buf)
         free(memo)
