@@ -78,29 +78,46 @@ cdef inline double _coordinate(double c, double wk, double gkk, double l1, doubl
     return (ck - l1) / (gkk + l2) if ck > l1 else 0.0
 
 
+cdef inline double _move(double* w, int64_t q, double cq, double gkk, double l1, double l2,
+                         double* max_d, double* max_w) noexcept nogil:
+    """Move weight ``w[q]`` to its coordinate minimum (residual ``cq``, Gram diagonal ``gkk``);
+    return the change, and raise ``max_d`` / ``max_w`` to its size and the new weight."""
+    cdef double wk = w[q]
+    cdef double new = _coordinate(cq, wk, gkk, l1, l2)
+    cdef double d = new - wk
+    if d != 0.0:
+        w[q] = new
+        if fabs(d) > max_d[0]:
+            max_d[0] = fabs(d)
+    if new > max_w[0]:
+        max_w[0] = new
+    return d
+
+
+cdef inline void _covariance_update(const int64_t[::1] g_indptr, const int32_t[::1] g_indices,
+                                    const float[::1] g_data, const int32_t* pos, double* c, int64_t k,
+                                    double d) noexcept nogil:
+    """``c -= d * G[:, k]`` on the candidates (``pos[item]`` is an item's candidate slot, -1
+    for none): the residual after weight ``k`` moved by ``d``."""
+    cdef int64_t p, m
+    for p in range(g_indptr[k], g_indptr[k + 1]):
+        m = pos[g_indices[p]]
+        if m >= 0:
+            c[m] -= d * g_data[p]
+
+
 cdef double _full_sweep(const int64_t[::1] g_indptr, const int32_t[::1] g_indices, const float[::1] g_data,
                         const float[::1] g_diag, const int32_t* cand, const int32_t* pos, double* c, double* w,
                         int64_t n_cand, double l1, double l2, double* max_w) noexcept nogil:
     """One coordinate-descent sweep over every candidate; returns the largest change."""
-    cdef int64_t q, k, p, m
-    cdef double wk, new, d, max_d = 0.0
+    cdef int64_t q, k
+    cdef double d, max_d = 0.0
     max_w[0] = 0.0
     for q in range(n_cand):
         k = cand[q]
-        wk = w[q]
-        new = _coordinate(c[q], wk, g_diag[k], l1, l2)
-        d = new - wk
+        d = _move(w, q, c[q], g_diag[k], l1, l2, &max_d, max_w)
         if d != 0.0:
-            w[q] = new
-            # covariance update, restricted to the candidates
-            for p in range(g_indptr[k], g_indptr[k + 1]):
-                m = pos[g_indices[p]]
-                if m >= 0:
-                    c[m] -= d * g_data[p]
-            if fabs(d) > max_d:
-                max_d = fabs(d)
-        if new > max_w[0]:
-            max_w[0] = new
+            _covariance_update(g_indptr, g_indices, g_data, pos, c, k, d)
     return max_d
 
 
@@ -110,7 +127,7 @@ cdef void _active_sweeps(const int64_t[::1] g_indptr, const int32_t[::1] g_indic
                          int32_t* act, int32_t* apos, double* ga, double* ca, double* w0) noexcept nogil:
     """Sweeps over the active candidates only, on their dense block of G; then update c."""
     cdef int64_t n_act = 0, q, a, b, k, p, m
-    cdef double wk, new, d, max_d, max_w
+    cdef double d, max_d, max_w
     cdef int it
     for q in range(n_cand):
         if w[q] > 0.0:
@@ -139,18 +156,10 @@ cdef void _active_sweeps(const int64_t[::1] g_indptr, const int32_t[::1] g_indic
         max_w = 0.0
         for a in range(n_act):
             q = act[a]
-            k = cand[q]
-            wk = w[q]
-            new = _coordinate(ca[a], wk, g_diag[k], l1, l2)
-            d = new - wk
+            d = _move(w, q, ca[a], g_diag[cand[q]], l1, l2, &max_d, &max_w)
             if d != 0.0:
-                w[q] = new
                 for b in range(n_act):
                     ca[b] -= d * ga[a * n_act + b]
-                if fabs(d) > max_d:
-                    max_d = fabs(d)
-            if new > max_w:
-                max_w = new
         if max_d <= tol * max_w:
             break
     # bring every candidate's residual up to date with the net change of the active weights
@@ -159,11 +168,7 @@ cdef void _active_sweeps(const int64_t[::1] g_indptr, const int32_t[::1] g_indic
         d = w[q] - w0[a]
         apos[q] = -1
         if d != 0.0:
-            k = cand[q]
-            for p in range(g_indptr[k], g_indptr[k + 1]):
-                m = pos[g_indices[p]]
-                if m >= 0:
-                    c[m] -= d * g_data[p]
+            _covariance_update(g_indptr, g_indices, g_data, pos, c, cand[q], d)
 
 
 def slim_block(
