@@ -13,8 +13,6 @@ the positive among them is estimated as ``floor(n_neg / N)`` -- the paper's
 ``floor((Y - 1) / N)`` with ``Y - 1`` the number of negative labels -- and the hinge is
 weighted by ``L(rank) = sum_{k <= rank} 1 / k``.
 """
-import numpy as np
-cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from mrec_warp.kernels.rng cimport MAX_ITEMS
@@ -23,8 +21,6 @@ from mrec_warp.kernels.sampler cimport (
 )
 from mrec_warp.kernels.steps cimport StepSettings, mf_step
 from mrec_warp.kernels.vectors cimport MW_PREFETCH, prefetch_row
-
-cnp.import_array()
 
 ctypedef fused order_t:
     int32_t
