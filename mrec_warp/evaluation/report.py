@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..data.interactions import Interactions
 from ..data.io import PathLike, atomic_write, output_encoding, read_ratings
 from ..errors import InputError
