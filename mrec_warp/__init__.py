@@ -10,7 +10,8 @@ The public API; everything else is an implementation detail.
 from ._version import __version__
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402
-from .data.io import read_ratings, write_interactions  # noqa: E402
+from .data.ratings import read_ratings  # noqa: E402
+from .data.tsv import write_interactions  # noqa: E402
 from .data.features import read_features  # noqa: E402
 from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402

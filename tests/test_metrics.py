@@ -407,7 +407,7 @@ def popularity_recs(train, users, k=20):
 
 @pytest.mark.skipif(not os.path.exists(ML100K), reason="MovieLens 100k not available")
 def test_popularity_on_movielens_100k():
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
 
     ratings = read_ratings(ML100K, format="movielens")
     positives = ratings[ratings["value"] >= 4]

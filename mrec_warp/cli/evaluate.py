@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence
 
 import click
 
-from ..data.io import check_readable
+from ..data.inputs import check_readable
 from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available
 from ..evaluation.report import default_names, format_table, resolve_split, write_reports
 from ..distributed import evaluate_parallel

@@ -31,9 +31,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
+from ..data.inputs import check_readable
 from ..data.interactions import Interactions
-from ..data.io import PathLike, check_readable
 from ..errors import InputError
+from ..files import PathLike
 
 #: Metrics that are averaged over users, each computed at every k (in this order).
 AT_K_METRICS = ("precision", "recall", "ndcg", "map", "hit_rate")
@@ -81,7 +82,7 @@ def read_recs(path: PathLike) -> pd.DataFrame:
 
 def _recs_layout(p: Path, sep: str, encoding: str) -> Tuple[List[str], int]:
     """Column names and the number of lines before the data (a header, blank lines)."""
-    from ..data.io import _data_lines, _split_fields
+    from ..data.delimited import data_lines as _data_lines, split_fields as _split_fields
 
     for lineno, line in _data_lines(p, sep, limit=1, encoding=encoding):  # a byte-order mark is dropped
         fields = [f.lower() for f in _split_fields(line, sep)]
@@ -97,7 +98,7 @@ def _recs_layout(p: Path, sep: str, encoding: str) -> Tuple[List[str], int]:
 
 
 def _read_recs_text(p: Path, sep: str) -> Tuple[pd.DataFrame, np.ndarray]:
-    from ..data.io import detect_encoding
+    from ..data.inputs import detect_encoding
 
     encoding = detect_encoding(p)  # UTF-8 (with or without a byte-order mark), else Latin-1
     names, skip = _recs_layout(p, sep, encoding)

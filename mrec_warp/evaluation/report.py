@@ -27,9 +27,11 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
+from ..data.inputs import output_encoding
 from ..data.interactions import Interactions
-from ..data.io import PathLike, atomic_write, output_encoding, read_ratings
+from ..data.ratings import read_ratings
 from ..errors import InputError
+from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
 from .sanity import check_evaluation, check_recs_table, check_test_table
 from .metrics import (
