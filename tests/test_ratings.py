@@ -471,22 +471,3 @@ def test_no_delimiter_at_all_suggests_none(tmp_path):
     with pytest.raises(InputError, match=r"w\.txt:2: expected at least 2 columns.*give it with --sep") as info:
         read_ratings(write(tmp_path, "w.txt", "\nalice\nbob\n"))
     assert "try --sep" not in str(info.value)
-
-
-# -- recommendation files given to evaluate ------------------------------------------------
-
-def test_recs_file_with_a_byte_order_mark_reads(tmp_path):
-    from mrec_warp.evaluation.metrics import read_recs
-
-    path = write_bytes(tmp_path, "recs.tsv", "\ufeffu1\tPokémon\t0.9\t1\nu1\ti2\t0.5\t2\n".encode("utf-8"))
-    recs = read_recs(path)
-    assert recs["user"].tolist() == ["u1", "u1"] and recs["item"].tolist() == ["Pokémon", "i2"]
-
-
-@pytest.mark.parametrize("rank", ["0", "-1", "1.5"])
-def test_recs_rank_below_one_is_refused_with_its_line(tmp_path, rank):
-    from mrec_warp.evaluation.metrics import read_recs
-
-    path = write(tmp_path, "recs.tsv", f"u1\ti1\t0.9\t1\nu1\ti2\t0.5\t{rank}\n")
-    with pytest.raises(InputError, match=r"recs\.tsv:2: rank .* is not a whole number >= 1"):
-        read_recs(path)
