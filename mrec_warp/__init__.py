@@ -7,11 +7,11 @@ The public API; everything else is an implementation detail.
 >>> model = mw.WARP(random_state=0).fit(train)                              # doctest: +SKIP
 >>> model.recommend_frame(["42"], k=10)                                     # doctest: +SKIP
 """
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402
-from .data.io import read_ratings, write_interactions  # noqa: E402
+from .data.ratings import read_ratings  # noqa: E402
+from .data.tsv import write_interactions  # noqa: E402
 from .data.features import read_features  # noqa: E402
 from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402

@@ -37,10 +37,10 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import scipy.sparse as sp
 
-from .data.io import (PathLike, atomic_path, atomic_write, host_name, output_encoding, owner_tag, process_alive,
-                      remove_stale_temps)
+from .data.inputs import output_encoding
 from .data.npz import NpzArchive, check_csr, check_ids, read_arrays, write_npz
 from .errors import InputError
+from .files import PathLike, atomic_path, atomic_write, host_name, owner_tag, process_alive, remove_stale_temps
 from .parallel import Backend, backend_for, chunk_ranges
 from .progress import SILENT, Progress
 from .recommend import _KernelExclusion, text_output

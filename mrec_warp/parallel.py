@@ -30,6 +30,7 @@ import os
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
+from ._version import __version__
 from .errors import InputError
 
 BACKENDS = ("threads", "processes", "dask")
@@ -222,8 +223,6 @@ def check_workers(client, scheduler: Optional[str] = None) -> None:
     """The pre-flight check of a Dask cluster: it has a worker, and every worker runs this
     mrec-warp version (a worker without it, or with another one, would fail each call with a
     long traceback, or compute something else)."""
-    from . import __version__
-
     where = f" at {scheduler}" if scheduler else ""
     try:
         client.wait_for_workers(1, timeout=WORKER_WAIT)

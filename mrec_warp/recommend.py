@@ -31,8 +31,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .kernels.topk import topk_masked
-from .data.io import atomic_path, atomic_write, check_tsv_ids, output_encoding
+from .data.inputs import output_encoding
+from .data.tsv import check_tsv_ids
 from .errors import InputError
+from .files import atomic_path, atomic_write
 from .parallel import backend_for, one_blas_thread
 from .progress import SILENT, Progress
 
@@ -309,7 +311,7 @@ def output_format(path, format: Optional[str] = None) -> str:
 
 @contextlib.contextmanager
 def text_output(path, encoding: Optional[str] = "utf-8", binary: bool = False) -> Iterator[IO]:
-    """An atomic output file (see :func:`~mrec_warp.data.io.atomic_write`), gzip-compressed
+    """An atomic output file (see :func:`~mrec_warp.files.atomic_write`), gzip-compressed
     when its name ends in ``.gz`` so that readers which go by the name (``evaluate``,
     ``zcat``) can read it. Text mode unless ``binary``."""
     with atomic_write(path, mode="wb") as raw:

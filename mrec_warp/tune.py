@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .data.io import PathLike, atomic_write
+from .files import PathLike, atomic_write
 from .errors import InputError
 from .data.npz import NpzArchive, check_csr, write_npz
 from .models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES  # noqa: F401 (TUNABLE_FAMILIES: the CLI's list)
@@ -456,7 +456,7 @@ def tune(
         if not be.is_local_memory and todo:
             split_src = str(wd.file("split.npz").resolve())
             if not wd.done("split.npz"):
-                from .data.io import atomic_path
+                from .files import atomic_path
 
                 with atomic_path(split_src) as tmp:
                     write_npz(tmp, dict(shape=np.array(fit.shape, np.int64),

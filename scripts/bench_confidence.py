@@ -59,7 +59,7 @@ def synth_splits(n_splits: int):
 
 
 def ml100k_splits(n_splits: int):
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
 
     ratings = read_ratings(ML100K, format="movielens")
     for seed in range(n_splits):

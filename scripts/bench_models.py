@@ -56,7 +56,7 @@ K = 100  # neighbours of every item-kNN, ours and implicit's
 def load_set(name: str, cache: Path):
     """(train Interactions, test Interactions) of a named set."""
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
     from mrec_warp.data.split import prepare
 
     folder = cache / name

@@ -56,7 +56,7 @@ def top_k_from_factors(user_f, item_f, item_b, exclude, k=10):
 # -- part 1: accuracy on MovieLens 100k ---------------------------------------------------------
 def accuracy(seeds):
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
     from mrec_warp.data.split import prepare
     from mrec_warp.evaluation.metrics import evaluate_recommendations
     from mrec_warp.models import WARP, Popularity

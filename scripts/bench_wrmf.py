@@ -57,7 +57,7 @@ def _implicit_als(**kw):
 # -- part 1: MovieLens 100k ---------------------------------------------------------------------
 def accuracy(seeds):
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
     from mrec_warp.data.split import prepare
     from mrec_warp.evaluation.metrics import evaluate_recommendations
     from threadpoolctl import threadpool_limits

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.data.io import read_ratings
+from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.synthetic import generate
 from mrec_warp.models import WARP
 from mrec_warp.models.validation import holdout_split, precision_at_k

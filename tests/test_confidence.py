@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.data.confidence import confidence
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.data.io import read_ratings
+from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.split import iter_splits
 from mrec_warp.data.synthetic import generate
 from mrec_warp.errors import InputError

@@ -13,7 +13,7 @@ import pytest
 
 from mrec_warp.data import datasets
 from mrec_warp.data.datasets import DownloadError, data_home, fetch
-from mrec_warp.data.io import read_ratings
+from mrec_warp.data.ratings import read_ratings
 from mrec_warp.errors import InputError
 
 U_DATA = "1\t10\t5\t881250949\n1\t20\t3\t881250950\n2\t10\t4\t881250951\n"

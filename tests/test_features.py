@@ -1,4 +1,4 @@
-"""Feature files: reading, one-line errors, weighted rows (normalisation), dataset side files."""
+"""Feature files: reading, one-line errors, writing back the same bytes."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +6,7 @@ import pandas as pd
 import pytest
 
 from mrec_warp import InputError
-from mrec_warp.data.features import (
-    age_bucket, as_feature_table, check_ids_match, movielens_item_features, movielens_user_features,
-    raw_rows, read_features, side_features, weighted_rows, write_features, year_bucket,
-)
+from mrec_warp.data.features import as_feature_table, check_ids_match, read_features, write_features
 
 
 def write(tmp_path, text, name="features.tsv"):
@@ -109,63 +106,6 @@ def test_write_then_read_round_trip(tmp_path):
     assert (tmp_path / "plain.tsv").read_text().splitlines()[0] == "a\tx"
 
 
-# -- weighted rows ---------------------------------------------------------------------------
-def test_normalisation_rule():
-    names = np.array(["g1", "g2", "g3"])
-    table = pd.DataFrame({"id": ["a", "a", "b", "d"], "feature": ["g1", "g2", "g3", "g2"],
-                          "weight": np.float32([1, 3, 2, 1])})
-    raw, unknown = raw_rows(np.array(["a", "b", "c", "d"]), table, names)
-    assert unknown == 0
-    identity = np.array([3, 4, 5, -1])  # "d" is new: no identity of its own
-    w = weighted_rows(raw, identity, 6).toarray()
-    # the identity weighs 2, then every row has unit Euclidean length
-    r14, r8, r5 = np.sqrt(14), np.sqrt(8), np.sqrt(5)
-    np.testing.assert_allclose(w[0], [1 / r14, 3 / r14, 0, 2 / r14, 0, 0], rtol=1e-6)
-    np.testing.assert_allclose(w[1], [0, 0, 2 / r8, 0, 2 / r8, 0], rtol=1e-6)
-    np.testing.assert_allclose(w[2], [0, 0, 0, 0, 0, 1])  # identity only
-    np.testing.assert_allclose(w[3], [0, 1 / r5, 0, 0, 0, 0], rtol=1e-6)  # new id: as if its identity were there
-    np.testing.assert_allclose(weighted_rows(raw, identity, 6, identity_weight=1).toarray()[0],
-                               np.array([1, 3, 0, 1, 0, 0]) / np.sqrt(11), rtol=1e-6)
-    np.testing.assert_allclose(weighted_rows(raw, np.full(4, -1), 3, identity_slot=False).toarray()[0],
-                               [1 / np.sqrt(10), 3 / np.sqrt(10), 0], rtol=1e-6)  # no identities: content alone
-    np.testing.assert_allclose(weighted_rows(raw, identity, 6, normalize=False).toarray()[0], [1, 3, 0, 2, 0, 0])
-
-
-def test_unknown_features_are_dropped_and_counted():
-    table = pd.DataFrame({"id": ["a", "a", "z"], "feature": ["g1", "new", "g1"], "weight": np.float32([1, 1, 1])})
-    raw, unknown = raw_rows(np.array(["a"]), table, np.array(["g1"]))
-    assert unknown == 1 and raw.toarray().tolist() == [[1.0]]
-
-
-# -- side files ------------------------------------------------------------------------------
-def test_buckets():
-    assert [year_bucket(y) for y in (1922, 1955, 1989, 1991, 1995)] == ["<1950", "1950s", "1980s", "1990-92", "1995"]
-    assert [age_bucket(a) for a in (7, 18, 24, 25, 49, 56, 73)] == ["<18", "18-24", "18-24", "25-34", "45-49", "56+", "56+"]
-
-
-def test_movielens_100k_features(ml100k_dir):
-    items = movielens_item_features(ml100k_dir / "u.item")
-    assert items["id"].nunique() == 1682
-    toy = set(items.loc[items["id"] == "1", "feature"])
-    assert toy == {"genre:Animation", "genre:Children's", "genre:Comedy", "year:1995"}
-    assert items["feature"].str.startswith("genre:").sum() > 2800
-    users = movielens_user_features(ml100k_dir / "u.user")
-    assert set(users.loc[users["id"] == "1", "feature"]) == {"age:18-24", "gender:M", "occupation:technician"}
-    assert users["id"].nunique() == 943 and len(users) == 3 * 943
-    found = side_features(ml100k_dir / "u.data")
-    assert sorted(found) == ["item_features.tsv", "user_features.tsv"]
-
-
-def test_synthetic_tags_become_item_features(tmp_path):
-    from mrec_warp.data.synthetic import write_synthetic
-
-    write_synthetic(tmp_path, n_users=50, n_items=40, n_interactions=300, seed=1)
-    found = side_features(tmp_path / "ratings.tsv")
-    assert list(found) == ["item_features.tsv"]
-    tags = found["item_features.tsv"]
-    assert tags["feature"].str.startswith("tag:tag").all() and tags["id"].nunique() == 40
-
-
 # -- ids and feature names are the user's bytes (issue 9) -------------------------------------
 def test_ids_and_features_are_never_stripped_and_utf8_is_utf8(tmp_path):
     path = tmp_path / "f.tsv"
@@ -220,19 +160,3 @@ def test_write_features_refuses_what_a_tsv_cannot_hold(tmp_path, bad, column):
     with pytest.raises(InputError, match="holds a tab or line break"):
         write_features(table, out)
     assert not out.exists() and list(tmp_path.iterdir()) == []
-
-
-def test_prepare_features_from_item_tags_keep_their_bytes(tmp_path):
-    """``prepare --features`` beside a synth-style folder: item_features.tsv in the input's encoding."""
-    from mrec_warp.data.split import prepare
-
-    for encoding in ("utf-8", "latin-1"):
-        folder = tmp_path / encoding
-        folder.mkdir()
-        ratings = "".join(f"u{u}\tCafé {i} \t1\n" for u in range(6) for i in range(5))
-        (folder / "ratings.tsv").write_bytes(ratings.encode(encoding))
-        tags = "".join(f"Café {i} \tRôle {i % 2} \n" for i in range(5))
-        (folder / "item_tags.tsv").write_bytes(tags.encode(encoding))
-        prepare(folder / "ratings.tsv", folder / "out", test_fraction=0.2, features=True)
-        written = (folder / "out" / "item_features.tsv").read_bytes()
-        assert written == "".join(f"Café {i} \ttag:Rôle {i % 2} \n" for i in range(5)).encode(encoding)

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 from mrec_warp.data import datasets
-from mrec_warp.data.io import atomic_write, host_name
+from mrec_warp.files import atomic_write, host_name
 from mrec_warp.distributed import FAULT_ENV, LOCK_FILE, WorkDir
 from mrec_warp.errors import InputError
 
@@ -164,7 +164,7 @@ def test_lock_of_a_live_run_elsewhere_is_never_broken(tmp_path):
 # -- leftovers of killed runs -----------------------------------------------------------------------
 _KILL_WHILE_WRITING = """
 import os, signal, sys
-from mrec_warp.data.io import atomic_write
+from mrec_warp.files import atomic_write
 with atomic_write(sys.argv[1]) as fh:
     fh.write("half a file")
     fh.flush()

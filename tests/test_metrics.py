@@ -11,15 +11,8 @@ import pytest
 
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.errors import InputError
-from mrec_warp.evaluation.metrics import (
-    across_splits,
-    auc,
-    evaluate_recommendations,
-    metric_names,
-    paired_difference,
-    read_recs,
-    summarize,
-)
+from mrec_warp.evaluation.metrics import evaluate_recommendations
+from mrec_warp.evaluation.result import metric_names
 
 ML100K = "/work/shared/data/ml-100k/u.data"
 
@@ -189,175 +182,6 @@ def test_bad_ks():
 
 
 # ----------------------------------------------------------------------------------------
-# statistics
-# ----------------------------------------------------------------------------------------
-def test_ci_formula():
-    rng = np.random.default_rng(0)
-    v = rng.random(57)
-    s = summarize(v)
-    sd = math.sqrt(sum((x - v.mean()) ** 2 for x in v) / (len(v) - 1))
-    assert s["mean"] == pytest.approx(v.mean())
-    assert s["sd"] == pytest.approx(sd)
-    assert s["ci95"] == pytest.approx(1.96 * sd / math.sqrt(57))
-    assert (s["low"], s["high"]) == pytest.approx((v.mean() - s["ci95"], v.mean() + s["ci95"]))
-    assert math.isnan(summarize([0.3])["ci95"])
-
-
-def test_paired_difference_matches_reference():
-    train, test, recs, ks = random_case(11)
-    rng = np.random.default_rng(1)
-    recs2 = [(u, i, int(r)) for (u, i, _), r in zip(recs, rng.permutation(len(recs)) + 1)]
-    tr, te, rc = as_frames(train, test, recs)
-    a = evaluate_recommendations(tr, te, rc, ks=ks)
-    b = evaluate_recommendations(tr, te, as_frames(train, test, recs2)[2], ks=ks)
-    d = paired_difference(a, b)
-    for name in metric_names(ks):
-        diffs = [b.per_user.loc[u, name] - a.per_user.loc[u, name] for u in a.per_user.index]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        sd = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (n - 1))
-        assert d.loc[name, "mean"] == pytest.approx(mean, abs=1e-12)
-        assert d.loc[name, "ci95"] == pytest.approx(1.96 * sd / math.sqrt(n), abs=1e-12)
-    k = ks[0]
-    assert d.loc[f"coverage@{k}", "mean"] == pytest.approx(b.mean(f"coverage@{k}") - a.mean(f"coverage@{k}"))
-
-
-def test_across_splits_standard_error():
-    out = across_splits([0.1, 0.2, 0.3, 0.2])
-    assert out["mean"] == pytest.approx(0.2)
-    assert out["se"] == pytest.approx(np.std([0.1, 0.2, 0.3, 0.2], ddof=1) / 2)
-    assert out["n_splits"] == 4
-    assert math.isnan(across_splits([0.5])["se"])
-
-
-# ----------------------------------------------------------------------------------------
-# AUC
-# ----------------------------------------------------------------------------------------
-def reference_auc(scores, train, test):
-    out = {}
-    for u in range(scores.shape[0]):
-        pos = [i for i in test.get(u, ()) if i not in train.get(u, ())]
-        neg = [i for i in range(scores.shape[1]) if i not in train.get(u, ()) and i not in test.get(u, ())]
-        if not pos or not neg:
-            continue
-        wins = sum(1.0 if scores[u, p] > scores[u, n] else 0.5 if scores[u, p] == scores[u, n] else 0.0
-                   for p in pos for n in neg)
-        out[u] = wins / (len(pos) * len(neg))
-    return out
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_auc_matches_pairwise_reference(seed):
-    rng = np.random.default_rng(seed)
-    n_users, n_items = int(rng.integers(2, 30)), int(rng.integers(2, 25))
-    train_pairs = [(u, i) for u in range(n_users) for i in range(n_items) if rng.random() < 0.3]
-    train_pairs.append((n_users - 1, n_items - 1))  # fix the index space size
-    train_pairs.append((0, 0))
-    test_pairs = [(u, i) for u in range(n_users) for i in range(n_items) if rng.random() < 0.2]
-    tr = Interactions.from_dataframe(
-        pd.DataFrame(train_pairs, columns=["user", "item"]).astype(str),
-        user_ids=[str(u) for u in range(n_users)], item_ids=[str(i) for i in range(n_items)])
-    te = pd.DataFrame(test_pairs + [(0, "unknown_item")], columns=["user", "item"]).astype(str)
-    scores = rng.integers(0, 4, size=(n_users, n_items)).astype(float)  # many ties
-
-    calls = []
-
-    def score_fn(idx):
-        calls.append(len(idx))
-        return scores[idx]
-
-    got = auc(score_fn, tr, te, block_size=3)
-    train_d, test_d = defaultdict(set), defaultdict(set)
-    for u, i in train_pairs:
-        train_d[u].add(i)
-    for u, i in test_pairs:
-        test_d[u].add(i)
-    want = reference_auc(scores, train_d, test_d)
-    assert got.n_users == len(want)
-    assert got.n_test_pairs_skipped == 1
-    assert max(calls, default=0) <= 3
-    for u, value in want.items():
-        assert got.per_user.loc[str(u)] == pytest.approx(value)
-    if want:
-        assert got.mean == pytest.approx(np.mean(list(want.values())))
-
-
-def test_auc_perfect_and_reversed_scores():
-    tr = Interactions.from_dataframe(pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"]}),
-                                     item_ids=["x", "y", "z", "w"])
-    te = pd.DataFrame({"user": ["a", "b"], "item": ["z", "w"]})
-    good = np.array([[0, 0, 5, 1], [0, 0, 1, 5]], dtype=float)
-    assert auc(lambda idx: good[idx], tr, te).mean == 1.0
-    assert auc(lambda idx: -good[idx], tr, te).mean == 0.0
-    with pytest.raises(ValueError, match="shape"):
-        auc(lambda idx: good[idx, :2], tr, te)
-
-
-# ----------------------------------------------------------------------------------------
-# reading recommendation files
-# ----------------------------------------------------------------------------------------
-def test_read_recs_tsv_with_blank_lines_and_header(tmp_path):
-    p = tmp_path / "recs.tsv"
-    p.write_text("user\titem\tscore\trank\na\tx\t0.9\t1\n\na\ty\t0.5\t2\n")
-    recs = read_recs(p)
-    assert recs[["user", "item"]].values.tolist() == [["a", "x"], ["a", "y"]]
-    assert recs["line"].tolist() == [2, 4]
-    assert recs["rank"].tolist() == [1, 2]
-
-
-def test_read_recs_header_after_a_utf8_bom(tmp_path):
-    p = tmp_path / "recs.csv"
-    p.write_bytes("\ufeffuser,item,score\na,x,0.9\n".encode("utf-8"))  # as Excel saves CSV
-    recs = read_recs(p)
-    assert recs[["user", "item"]].values.tolist() == [["a", "x"]]
-
-
-def test_read_recs_rank_from_score_then_file_order(tmp_path):
-    p = tmp_path / "recs.csv"
-    p.write_text("a,x,0.1\na,y,0.9\nb,x,0.5\n")
-    recs = read_recs(p)
-    assert recs.set_index(["user", "item"])["rank"].to_dict() == {("a", "x"): 2, ("a", "y"): 1, ("b", "x"): 1}
-    q = tmp_path / "two.tsv"
-    q.write_text("a\tx\na\ty\n")
-    assert read_recs(q)["rank"].tolist() == [1, 2]
-
-
-def test_read_recs_parquet(tmp_path):
-    pytest.importorskip("pyarrow")
-    p = tmp_path / "recs.parquet"
-    pd.DataFrame({"user": [1, 1], "item": [5, 6], "score": [2.0, 1.0], "rank": [1, 2]}).to_parquet(p)
-    recs = read_recs(p)
-    assert recs["user"].tolist() == ["1", "1"] and recs["item"].tolist() == ["5", "6"]
-
-
-@pytest.mark.parametrize(
-    "text, pattern",
-    [
-        ("a\tx\t0.9\t1\na\ty\t0.5\tsecond\n", r"recs.tsv:2: rank 'second' is not a number"),
-        ("a\tx\t0.9\t1\na\ty\t0.5\t2\t7\n", r"recs.tsv:2: .*same number of columns"),
-        ("a\tx\t1\t1\t1\n", r"recs.tsv:1: expected at most 4 columns"),
-        ("a\tx\t0.9\t1\n\t\t0.2\t2\n", r"recs.tsv:2: missing user id"),
-        ("a\tx\t0.9\t1\na\ty\t0.5\n", r"recs.tsv:2: missing rank"),
-        ("user\titem\tscore\trank\n\na\tx\t0.9\t1\na\ty\t0.5\t2\t9\n", r"recs.tsv:4: .*same number of columns"),
-        ("\n\n", r"recs.tsv: recommendations file has no data lines"),
-    ],
-)
-def test_read_recs_errors(tmp_path, text, pattern):
-    p = tmp_path / "recs.tsv"
-    p.write_text(text)
-    with pytest.raises(InputError, match=pattern):
-        read_recs(p)
-
-
-def test_read_recs_missing_and_empty(tmp_path):
-    with pytest.raises(InputError, match="does not exist"):
-        read_recs(tmp_path / "nope.tsv")
-    (tmp_path / "empty.tsv").write_text("")
-    with pytest.raises(InputError, match="is empty"):
-        read_recs(tmp_path / "empty.tsv")
-
-
-# ----------------------------------------------------------------------------------------
 # scale and an independent check on real data
 # ----------------------------------------------------------------------------------------
 def test_scales_to_many_users_quickly():
@@ -407,7 +231,7 @@ def popularity_recs(train, users, k=20):
 
 @pytest.mark.skipif(not os.path.exists(ML100K), reason="MovieLens 100k not available")
 def test_popularity_on_movielens_100k():
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
 
     ratings = read_ratings(ML100K, format="movielens")
     positives = ratings[ratings["value"] >= 4]

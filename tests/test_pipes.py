@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 from mrec_warp.data.idlist import read_id_list
-from mrec_warp.data.io import read_ratings
+from mrec_warp.data.ratings import read_ratings
 from mrec_warp.errors import InputError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

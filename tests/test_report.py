@@ -11,17 +11,11 @@ import pytest
 
 from mrec_warp.errors import InputError
 from mrec_warp.evaluation import report as report_mod
-from mrec_warp.evaluation.metrics import evaluate_recommendations, paired_difference
-from mrec_warp.evaluation.report import (
-    check_plot_available,
-    default_names,
-    evaluate,
-    format_json,
-    format_markdown,
-    format_table,
-    per_user_table,
-    write_reports,
-)
+from mrec_warp.evaluation.formatting import format_json, format_markdown, format_table
+from mrec_warp.evaluation.metrics import evaluate_recommendations
+from mrec_warp.evaluation.plot import check_plot_available
+from mrec_warp.evaluation.report import default_names, evaluate, per_user_table, write_reports
+from mrec_warp.evaluation.statistics import paired_difference
 
 
 def synthetic_split(seed, n_users=60, n_items=40):

@@ -1,4 +1,4 @@
-"""prepare(): merge, binarise, filter, split per user, and the files it writes."""
+"""prepare(): split per user, and the files it writes (merging and filtering: test_positives.py)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrec_warp.data.io import read_ratings
-from mrec_warp.data.split import binarise, iter_splits, prepare
+from mrec_warp.data.ratings import read_ratings
+from mrec_warp.data.split import iter_splits, prepare
 from mrec_warp.errors import InputError
 
 ML100K = Path(__file__).resolve().parents[2] / "shared/data/ml-100k"
@@ -47,41 +47,6 @@ def frame_file(tmp_path: Path, df: pd.DataFrame, name="ratings.tsv") -> Path:
     path = tmp_path / name
     df.to_csv(path, sep="\t", header=False, index=False)
     return path
-
-
-# -- merging and filtering ------------------------------------------------------------------
-def test_duplicates_merge_to_max_value_and_earliest_time():
-    df = pd.DataFrame({
-        "user": ["a", "a", "a", "b"], "item": ["x", "x", "x", "x"],
-        "value": [2.0, 5.0, 3.0, 1.0], "timestamp": [30, 20, 10, 5],
-    })
-    pos = binarise(df)
-    assert len(pos) == 2 and pos.counts["duplicates_merged"] == 2
-    merged = pos.take(np.ones(len(pos), dtype=bool))
-    assert merged.to_dict("records")[0] == {"user": "a", "item": "x", "value": 5.0, "timestamp": 10}
-
-
-def test_merge_happens_before_the_rating_filter():
-    # the low duplicate does not hide the high one, and the high one is not counted as dropped
-    df = pd.DataFrame({"user": ["a", "a", "a"], "item": ["x", "x", "y"], "value": [2.0, 5.0, 1.0]})
-    pos = binarise(df, min_rating=4)
-    assert pos.take(np.ones(len(pos), dtype=bool))[["user", "item", "value"]].values.tolist() == [["a", "x", 5.0]]
-    assert pos.counts["duplicates_merged"] == 1
-    assert pos.counts["rows_below_min_rating"] == 1  # only (a, y): counted after merging
-
-
-def test_min_user_items_counts_rows_left_after_the_rating_filter():
-    df = pd.DataFrame({
-        "user": ["a"] * 3 + ["b"] * 3 + ["c"],
-        "item": ["x", "y", "z"] * 2 + ["x"],
-        "value": [5, 5, 1, 5, 5, 5, 1.0],
-    })
-    pos = binarise(df, min_rating=4, min_user_items=3)
-    kept = pos.take(np.ones(len(pos), dtype=bool))
-    assert sorted(set(kept["user"])) == ["b"]  # a has only 2 positives left, c has none
-    assert pos.counts["users_below_min_user_items"] == 1
-    assert pos.counts["users_without_positives"] == 1
-    assert pos.counts["rows_of_users_below_min_user_items"] == 2
 
 
 def test_file_without_ratings_makes_every_row_a_positive(tmp_path):
@@ -332,10 +297,10 @@ def test_movielens_100k(tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
-    from mrec_warp.data import split as split_module
+    from mrec_warp.data import split_folder
 
     path = frame_file(tmp_path, random_ratings(seed=1))
-    real = split_module.write_interactions
+    real = split_folder.write_interactions
     calls = []
 
     def failing(df, target):
@@ -344,7 +309,7 @@ def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real(df, target)
 
-    monkeypatch.setattr(split_module, "write_interactions", failing)
+    monkeypatch.setattr(split_folder, "write_interactions", failing)
     with pytest.raises(OSError):
         prepare(path, tmp_path / "out")
     # a new folder is written whole, then renamed: no folder, no temporary files beside it

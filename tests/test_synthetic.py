@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from mrec_warp.data import synthetic
-from mrec_warp.data.io import read_ratings
+from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.split import iter_splits
 from mrec_warp.data.synthetic import generate, write_synthetic
 from mrec_warp.errors import InputError

@@ -144,7 +144,7 @@ def _typical_lengths(model, logs):
 def test_default_training_stays_far_from_the_divergence_limit(planted, ml100k_dir):
     # a guard against false alarms: defaults on planted data and MovieLens 100k (early
     # stopping) must stay two orders of magnitude below the limit
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
     from mrec_warp.models.warp import DIVERGENCE_GROWTH
 
     df = read_ratings(ml100k_dir / "u.data", format="movielens")

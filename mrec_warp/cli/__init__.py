@@ -6,7 +6,7 @@ import warnings
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple,
 
 import click
 
-from ..data.io import atomic_write, output_encoding
+from ..data.inputs import output_encoding
 from ..errors import InputError
 from ..progress import Progress
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.features import read_features
-from ..data.io import output_encoding
+from ..data.inputs import output_encoding
 from ..errors import InputError
 from ..progress import Progress
 
@@ -134,7 +134,7 @@ def cold_start(
             model = model.with_new_users()  # the users whose features were given at training
             changed = True
     if history:
-        from ..data.io import read_ratings
+        from ..data.ratings import read_ratings
 
         rows = read_ratings(history)
         try:

@@ -6,9 +6,10 @@ from typing import List, Optional, Sequence
 
 import click
 
-from ..data.io import check_readable
-from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available
-from ..evaluation.report import default_names, format_table, resolve_split, write_reports
+from ..data.inputs import check_readable
+from ..evaluation.formatting import format_table
+from ..evaluation.plot import check_plot_available
+from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
 from ..distributed import evaluate_parallel
 from ..parallel import BACKENDS, check_backend
 from ._parallel import N_JOBS

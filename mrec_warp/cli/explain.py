@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ..data.io import check_readable, check_tsv_ids
+from ..data.inputs import check_readable
+from ..data.tsv import check_tsv_ids
 from ..errors import InputError
 from ..models import load
 from ..recommend import RECS_FORMATS, output_format

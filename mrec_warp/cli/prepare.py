@@ -7,7 +7,8 @@ from typing import Any, Dict
 import click
 
 from ..data import split as splitting
-from ..data.io import FORMATS
+from ..data.ratings import FORMATS
+from ..data.split_folder import SPLIT_FILES
 from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
 
@@ -71,7 +72,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     """
     progress = make_progress(quiet, verbose)
     folders = [Path(outdir)] if num_splits == 1 else [Path(outdir) / f"split-{i}" for i in range(max(0, num_splits))]
-    written = [f / name for f in folders for name in splitting.SPLIT_FILES]
+    written = [f / name for f in folders for name in SPLIT_FILES]
     if features:
         written += [Path(outdir) / "item_features.tsv", Path(outdir) / "user_features.tsv"]
     check_outputs({"--output": written}, [input_file])

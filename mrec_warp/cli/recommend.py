@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.io import check_readable, read_ratings
+from ..data.inputs import check_readable
+from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..models import load
 from ..models.popularity import Popularity

@@ -6,7 +6,8 @@ from typing import List
 import click
 import numpy as np
 
-from ..data.io import check_readable, check_tsv_ids
+from ..data.inputs import check_readable
+from ..data.tsv import check_tsv_ids
 from ..errors import InputError
 from ..models import load
 from ..recommend import RECS_FORMATS, output_format

@@ -9,7 +9,8 @@ import click
 
 from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
-from ..data.io import output_encoding, read_ratings
+from ..data.inputs import output_encoding
+from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option

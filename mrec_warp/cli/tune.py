@@ -5,7 +5,7 @@ import json
 
 import click
 
-from ..data.io import atomic_write
+from ..files import atomic_write
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option

@@ -22,13 +22,11 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Dict, Iterator, Optional, Union
+from typing import Dict, Iterator, Optional
 
 from ..errors import InputError
+from ..files import PathLike, owner_tag, remove_stale_temps
 from ..progress import SILENT, Progress
-from .io import owner_tag, remove_stale_temps
-
-PathLike = Union[str, os.PathLike]
 
 BASE_URL = "https://files.grouplens.org/datasets/movielens/"
 ENV_VAR = "MREC_WARP_DATA"
@@ -60,7 +58,7 @@ class Dataset:
     size : int
         Bytes of the archive; a download is cut off at :data:`SIZE_SLACK` times this.
     format : str
-        How :func:`~mrec_warp.data.io.read_ratings` should read it.
+        How :func:`~mrec_warp.data.ratings.read_ratings` should read it.
     """
 
     archive: str

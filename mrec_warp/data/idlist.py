@@ -6,7 +6,8 @@ import io
 from typing import Callable, List, Optional
 
 from ..errors import InputError
-from .io import PathLike, check_readable, decode_input, read_all_bytes
+from ..files import PathLike
+from .inputs import check_readable, decode_input, read_all_bytes
 
 
 def read_id_list(path: PathLike, what: str = "user", unique: bool = False,

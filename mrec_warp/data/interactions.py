@@ -11,6 +11,9 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 
+#: Column names of the canonical interactions table (what ratings files are read into).
+CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
+
 
 def as_csr(matrix) -> sp.csr_matrix:
     """Return ``matrix`` as users x items CSR with sorted indices, float32 data, no duplicates.

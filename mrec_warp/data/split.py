@@ -2,15 +2,9 @@
 
 The rules, in the order they are applied (each is counted in ``summary.json``):
 
-1. **Merge duplicates.** Rows with the same (user, item) become one: its value is the
-   largest of their values and its timestamp the earliest of their timestamps (when the
-   user first met the item). Files without a rating column get value 1 for every row.
-2. **Binarise.** With ``min_rating``, merged rows whose value is below it are dropped; every
-   row left is a positive. The value (rating, count, hours) is kept in the output files
-   either way, so ``train --confidence`` can weigh rows by it; ``summary.json``'s
-   ``value_column`` says which column it was and what became of it.
-3. **Filter users.** Users with fewer than ``min_user_items`` rows left are dropped (one
-   pass; items are never filtered here, so no second pass is needed).
+1. **Merge duplicates**, 2. **binarise** at ``min_rating``, 3. **filter users** below
+   ``min_user_items``: :func:`~mrec_warp.data.positives.binarise`, whose module docstring
+   states these three rules in full.
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
    user in test also has training data):
 
@@ -28,15 +22,9 @@ seed give byte-identical files.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import math
 import numbers
-import os
-import shutil
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -44,125 +32,19 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..files import PathLike
 from ..progress import SILENT, Progress
-from .io import atomic_path, atomic_write, owner_tag, read_ratings, remove_stale_temps, write_interactions
-
-PathLike = Union[str, os.PathLike]
+from .features import write_features
+from .positives import Positives, binarise
+from .ratings import describe_reading, read_ratings
+from .side_features import side_features
+from .split_folder import write_split
 
 #: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
 #: items (users): a ``test_fraction`` of them, every row of theirs in test.
 SPLITS = ("random", "leave-out", "temporal", "cold-items", "cold-users")
 COLD_SPLITS = ("cold-items", "cold-users")
 DEFAULT_TEST_FRACTION = 0.2
-
-
-# -- the interactions, as integer codes -------------------------------------------------------
-@dataclass
-class Positives:
-    """Merged, filtered interactions as integer codes, sorted by user then item.
-
-    Attributes
-    ----------
-    user, item : numpy.ndarray of int64
-        Codes into ``user_ids`` / ``item_ids``.
-    value : numpy.ndarray of float64
-    timestamp : numpy.ndarray of int64 or None
-    user_ids, item_ids : pandas.Index
-        Every id of the input, in order of first appearance (dropped ones included).
-    counts : dict
-        What merging and filtering did, for the summary.
-    """
-
-    user: np.ndarray
-    item: np.ndarray
-    value: np.ndarray
-    timestamp: Optional[np.ndarray]
-    user_ids: pd.Index
-    item_ids: pd.Index
-    counts: Dict[str, int]
-
-    def __len__(self) -> int:
-        return len(self.user)
-
-    @property
-    def n_users(self) -> int:
-        return len(self.user_ids)
-
-    @property
-    def n_items(self) -> int:
-        return len(self.item_ids)
-
-    def take(self, mask: np.ndarray) -> pd.DataFrame:
-        """The canonical table (user, item, value[, timestamp]) of the rows in ``mask``."""
-        # .array keeps Arrow-backed strings compact: no Python object per row at 20M rows
-        frame = {
-            "user": self.user_ids.take(self.user[mask]).array,
-            "item": self.item_ids.take(self.item[mask]).array,
-            "value": self.value[mask],
-        }
-        if self.timestamp is not None:
-            frame["timestamp"] = self.timestamp[mask]
-        return pd.DataFrame(frame)
-
-
-def _merge_duplicates(
-    user: np.ndarray, item: np.ndarray, value: np.ndarray, timestamp: Optional[np.ndarray], n_items: int
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
-    """One row per (user, item), sorted by user then item: max value, earliest timestamp."""
-    key = user * np.int64(n_items) + item
-    order = np.argsort(key, kind="stable")  # stable: same input, same output
-    key = key[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    value = np.maximum.reduceat(value[order], starts)
-    if timestamp is not None:
-        timestamp = np.minimum.reduceat(timestamp[order], starts)
-    key = key[starts]
-    return key // n_items, key % n_items, value, timestamp
-
-
-def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1) -> Positives:
-    """Merge duplicate rows, drop rows below ``min_rating``, drop users with too few rows.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        The canonical table from :func:`~mrec_warp.data.io.read_ratings`.
-    min_rating : float, optional
-        Merged rows with a value below this are dropped; ``None`` keeps every row.
-    min_user_items : int
-        Users with fewer rows than this (after the rating filter) are dropped.
-
-    Returns
-    -------
-    Positives
-        Sorted by user then item, ids in order of first appearance in ``df``.
-    """
-    user, user_ids = pd.factorize(df["user"], sort=False)
-    item, item_ids = pd.factorize(df["item"], sort=False)
-    if "value" in df:
-        value = df["value"].to_numpy(dtype=np.float64)
-    else:  # a file of (user, item) pairs: every row is a positive
-        value = np.ones(len(df), dtype=np.float64)
-    timestamp = df["timestamp"].to_numpy(dtype=np.int64) if "timestamp" in df else None
-    user, item, value, timestamp = _merge_duplicates(
-        user.astype(np.int64), item.astype(np.int64), value, timestamp, len(item_ids)
-    )
-    counts = {"rows_read": len(df), "duplicates_merged": len(df) - len(user)}
-
-    keep = np.ones(len(user), dtype=bool) if min_rating is None else value >= min_rating
-    counts["rows_below_min_rating"] = int(len(user) - keep.sum())
-    per_user = np.bincount(user[keep], minlength=len(user_ids))
-    user_ok = per_user >= min_user_items
-    small = ~user_ok[user] & keep
-    counts["rows_of_users_below_min_user_items"] = int(small.sum())
-    counts["users_without_positives"] = int((per_user == 0).sum())
-    counts["users_below_min_user_items"] = int(((per_user > 0) & ~user_ok).sum())
-    keep &= ~small
-    return Positives(
-        user=user[keep], item=item[keep], value=value[keep],
-        timestamp=None if timestamp is None else timestamp[keep],
-        user_ids=pd.Index(user_ids), item_ids=pd.Index(item_ids), counts=counts,
-    )
 
 
 # -- choosing test rows -----------------------------------------------------------------------
@@ -426,7 +308,7 @@ def prepare(
     Parameters
     ----------
     input : path-like
-        Ratings file; see :func:`~mrec_warp.data.io.read_ratings` for ``format``, ``sep``,
+        Ratings file; see :func:`~mrec_warp.data.ratings.read_ratings` for ``format``, ``sep``,
         ``header`` and ``columns``.
     outdir : path-like
         Output folder, created if needed.
@@ -452,7 +334,7 @@ def prepare(
         Also write ``item_features.tsv`` / ``user_features.tsv`` into ``outdir`` from the
         side files found beside ``input`` (MovieLens 100k ``u.item`` / ``u.user``, or a
         ``mrec-warp synth`` folder's ``item_tags.tsv``); see
-        :func:`~mrec_warp.data.features.side_features`. Features cover every id, also
+        :func:`~mrec_warp.data.side_features.side_features`. Features cover every id, also
         those only in test, so cold-start splits can use them.
 
     Returns
@@ -470,8 +352,6 @@ def prepare(
     _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed)
     side: Dict[str, pd.DataFrame] = {}
     if features:
-        from .features import side_features
-
         side = side_features(input)
         if not side:
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
@@ -503,15 +383,13 @@ def prepare(
             progress.log(summary["value_column"]["description"])
         if side:
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
-        _write_split(folder, train, test, summary, encoding)
+        write_split(folder, train, test, summary, encoding)
         progress.log(
             f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
             f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
         )
         summaries.append(summary)
     for name, table in side.items():
-        from .features import write_features
-
         write_features(table, outdir / name)
         progress.log(f"{outdir / name}: {len(table):,} rows, {table['feature'].nunique():,} features")
     return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
@@ -536,25 +414,6 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
     return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
 
 
-def describe_reading(r: Dict[str, Any]) -> str:
-    """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
-    column became user, item, value and timestamp: ``#N`` counts from 1, as people do (and
-    as the value column's entry does); the ``--columns`` that picks them counts from 0."""
-    if r["header"]:
-        line = r["header_line"]
-        first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
-                 f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
-                 f"line {line['line']} is a header ({r['header_reason']})")
-    else:
-        first = "no header line" + (f" ({r['header_reason']}" + (
-            "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
-    roles = ", ".join(f"{role} #{c['position'] + 1}" + (f" {c['name']!r}" if c["name"] is not None else "")
-                      for role, c in r["columns"].items())
-    ignored = "".join(f"; #{c['position'] + 1} ignored ({c['why']})" for c in r["ignored_columns"])
-    again = ",".join(str(c["position"]) for c in r["columns"].values())
-    return f"{first}\ncolumns: {roles} (--columns {again}){ignored}"
-
-
 def _value_words(v: Dict[str, Any]) -> str:
     """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
     if v["use"] == "none":
@@ -571,10 +430,6 @@ def _as_list(columns: Union[str, Sequence]) -> List:
     return columns.split(",") if isinstance(columns, str) else list(columns)
 
 
-#: What :func:`prepare` writes into each split's folder; summary.json, written last, says the
-#: folder is complete.
-SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
-
 #: How the log names the encoding a ratings file was read in.
 _ENCODING_NOTE = {
     "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a byte-order mark",
@@ -582,63 +437,3 @@ _ENCODING_NOTE = {
 }
 
 
-def _write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
-                 encoding: str = "utf-8") -> None:
-    """Write train.tsv, test.tsv and summary.json so that a reader never sees a mixed split.
-
-    A new (or empty) folder is written whole as a hidden temporary folder beside it and
-    renamed into place: it appears complete or not at all. An existing folder may hold other
-    files (the input, the user's notes), so it is not replaced: each file goes to a
-    temporary name, summary.json -- the "complete" marker -- is removed first, and the files
-    are renamed train, test, then summary last. A run killed in between leaves no
-    summary.json, so the folder never claims to hold a split it does not. Train and test
-    are written in the input's encoding (see :func:`~mrec_warp.data.io.output_encoding`).
-    """
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    if not folder.exists() or not any(folder.iterdir()):
-        remove_stale_temps(folder.parent, prefix=f".{folder.name}.")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
-        try:
-            _write_split_files(tmp, train, test, summary, encoding)
-            os.chmod(tmp, _DIR_MODE)  # mkdtemp makes it private
-            os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
-            return
-        except OSError:
-            if not (folder.is_dir() and any(folder.iterdir())):
-                raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # gone already after the rename
-        # another run filled the folder meanwhile: write into it like into any existing one
-    with contextlib.ExitStack() as stack:
-        # entered in reverse: the stack renames the last entered first
-        summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
-        test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
-        train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
-        _write_split_files(None, train, test, summary, encoding, (train_tmp, test_tmp, summary_tmp))
-        # the old marker goes before any file changes, so no moment pairs it with new files
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(folder / "summary.json")
-
-
-def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
-                       encoding: str, paths: Optional[Sequence[str]] = None) -> None:
-    """The three files, into ``folder`` or to the given ``paths`` (train, test, summary)."""
-    paths = paths or [str(folder / name) for name in SPLIT_FILES]
-    for table, path in ((train, paths[0]), (test, paths[1])):
-        table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
-        write_interactions(table, path)  # synced to disk, with the umask's mode
-    if folder is None:
-        with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
-    else:
-        with atomic_write(paths[2]) as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
-
-
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_DIR_MODE = 0o777 & ~_read_umask()  # read once, at import: changing the umask is not thread-safe

@@ -32,19 +32,16 @@ interactions take about a minute.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
-from .io import atomic_write
-
-PathLike = Union[str, os.PathLike]
 
 #: Timestamps start on 2015-01-01 and span about five years.
 START_TIME = 1_420_070_400

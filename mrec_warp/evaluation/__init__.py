@@ -4,18 +4,13 @@
 split; ``evaluate`` reads files and scores several recommendation files on one or more
 splits; ``write_reports`` / ``format_table`` turn the result into reports.
 """
-from .metrics import (
-    AUCResult,
-    Evaluation,
-    across_splits,
-    auc,
-    evaluate_recommendations,
-    metric_names,
-    paired_difference,
-    read_recs,
-    summarize,
-)
-from .report import Study, evaluate, format_json, format_markdown, format_table, per_user_table, write_reports
+from .formatting import format_json, format_markdown, format_table
+from .metrics import evaluate_recommendations
+from .recs_file import read_recs
+from .report import Study, evaluate, per_user_table, write_reports
+from .result import Evaluation, metric_names
+from .roc_auc import AUCResult, auc
+from .statistics import across_splits, paired_difference, summarize
 
 __all__ = [
     "AUCResult",

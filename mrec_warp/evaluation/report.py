@@ -2,8 +2,9 @@
 
 :func:`evaluate` reads the files and scores every recommendations file on every split;
 :meth:`Study.to_dict` turns the result into one plain, JSON-ready structure, and every
-report (text table, Markdown, JSON, plot) is rendered from that structure, so they can
-never disagree. The per-user CSV comes straight from the per-user tables.
+report (text table, Markdown, JSON: :mod:`~mrec_warp.evaluation.formatting`; plot:
+:mod:`~mrec_warp.evaluation.plot`) is rendered from that structure, so they can never
+disagree. The per-user CSV comes straight from the per-user tables.
 
 Uncertainty
 -----------
@@ -16,7 +17,6 @@ Uncertainty
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -26,22 +26,21 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
+from ..data.inputs import output_encoding
 from ..data.interactions import Interactions
-from ..data.io import PathLike, atomic_write, output_encoding, read_ratings
+from ..data.ratings import read_ratings
 from ..errors import InputError
+from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
+from .formatting import format_json, format_markdown
+from .metrics import score_against
+from .plot import render_plot
+from .recs_file import read_recs
+from .result import Evaluation, metric_names
 from .sanity import check_evaluation, check_recs_table, check_test_table
-from .metrics import (
-    AT_K_METRICS,
-    Evaluation,
-    _build_space,
-    across_splits,
-    metric_names,
-    paired_difference,
-    read_recs,
-    score_against,
-)
+from .space import build_space
+from .statistics import across_splits, paired_difference
 
 SPLIT_PLACEHOLDER = "{split}"
 
@@ -138,9 +137,9 @@ def evaluate(
     ----------
     train, test : path-like, Interactions or pandas.DataFrame
         Training and held-out positives (files are read with
-        :func:`~mrec_warp.data.io.read_ratings`; every row is a positive).
+        :func:`~mrec_warp.data.ratings.read_ratings`; every row is a positive).
     recs : sequence of path-like or pandas.DataFrame
-        Recommendation files (see :func:`~mrec_warp.evaluation.metrics.read_recs`) or tables.
+        Recommendation files (see :func:`~mrec_warp.evaluation.recs_file.read_recs`) or tables.
     names : sequence of str, optional
         Display names; default: derived from the file names.
     ks : sequence of int
@@ -174,7 +173,7 @@ def evaluate(
         train_data = _load_interactions(resolve_split(train, label), "train", progress)
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
         id_encoding = _encoding_of(test_data, id_encoding)
-        space = _build_space(train_data, test_data, catalog)  # once per split, shared by every file
+        space = build_space(train_data, test_data, catalog)  # once per split, shared by every file
         if not (space.n_test > 0).any():
             # nothing to average: almost always the wrong file, not a result worth printing
             raise InputError("no test interaction is left once those also in the training data are removed",
@@ -329,146 +328,7 @@ def _clean_json(obj: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------
-# text table and Markdown
-# ----------------------------------------------------------------------------------------
-def _fmt(mean: Optional[float], pm: Optional[float], signed: bool = False, star_at: Optional[float] = None) -> str:
-    """``0.213 ± 0.011``; differences are signed and starred when ``|mean| > star_at``."""
-    if mean is None:
-        return "n/a"
-    text = f"{mean:+.3f}" if signed else f"{mean:.3f}"
-    if pm is not None:
-        text += f" ± {pm:.3f}"
-        if star_at is not None and abs(mean) > star_at:
-            text += " *"
-    return text
-
-
-def _significance_threshold(stat: Dict[str, Any]) -> Optional[float]:
-    """Half-width of a 95% interval for a difference: the CI itself, or t * se over splits.
-
-    With a handful of splits the normal 1.96 would be too lenient, so the star uses the
-    Student t quantile with n_splits - 1 degrees of freedom.
-    """
-    if stat["plus_minus"] is None:
-        return None
-    if stat["kind"] == "ci95":
-        return stat["plus_minus"]
-    from scipy.stats import t
-
-    return float(t.ppf(0.975, stat["n_splits"] - 1)) * stat["plus_minus"]
-
-
-def _table_rows(data: Dict[str, Any]) -> List[List[str]]:
-    runs = data["runs"]
-    header = ["metric"] + [r["name"] for r in runs] + [f"Δ {r['name']}" for r in runs[1:]]
-    rows = [header]
-    for m in data["metrics"]:
-        row = [m]
-        row += [_fmt(r["summary"][m]["mean"], r["summary"][m]["plus_minus"]) for r in runs]
-        for r in runs[1:]:
-            d = r["difference_to_first"][m]
-            row.append(_fmt(d["mean"], d["plus_minus"], signed=True, star_at=_significance_threshold(d)))
-        rows.append(row)
-    return rows
-
-
-def _legend(data: Dict[str, Any]) -> List[str]:
-    runs = data["runs"]
-    if data["uncertainty"] == "se":
-        n = data["n_users"]
-        users = f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}"
-        lines = [f"{len(data['splits'])} splits ({users} evaluated users each); "
-                 "values: mean over splits ± standard error"]
-    else:
-        lines = [f"{data['n_users']} evaluated users (test users with a test item not in train); "
-                 "values: mean ± 95% CI (1.96·sd/√n)"]
-    if len(runs) > 1:
-        star = ("95% t-interval over splits excludes 0" if data["uncertainty"] == "se"
-                else "95% CI of the paired difference excludes 0")
-        lines.append(f"Δ: paired per-user difference to {runs[0]['name']}; * = {star}")
-    return lines
-
-
-def _notes(data: Dict[str, Any]) -> List[str]:
-    """Warnings worth reading before trusting the numbers."""
-    notes = []
-    for r in data["runs"]:
-        infos = [p["info"] for p in r["per_split"]]
-        total = {k: sum(i[k] for i in infos) for k in infos[0]}
-        if total["n_users_without_recs"]:
-            notes.append(f"{r['name']}: {total['n_users_without_recs']} evaluated users have no recommendations (scored 0)")
-        if total["n_rec_rows_in_train"]:
-            notes.append(f"{r['name']}: {total['n_rec_rows_in_train']} recommended items were training items and were removed")
-        if total["n_rec_rows_repeated"]:
-            notes.append(f"{r['name']}: {total['n_rec_rows_repeated']} repeated recommendations were removed")
-        if total["n_users_short_list"]:
-            notes.append(f"{r['name']}: {total['n_users_short_list']} evaluated users have fewer than "
-                         f"{max(data['ks'])} recommendations (precision still divides by k)")
-    info = data["runs"][0]["per_split"]
-    overlap = sum(p["info"]["n_test_pairs_in_train"] for p in info)
-    if overlap:
-        notes.append(f"{overlap} test interaction(s) were also in train and were ignored")
-    return notes
-
-
-def format_table(data: Dict[str, Any]) -> str:
-    """Plain-text table for a terminal: metrics as rows, recommendation files as columns."""
-    rows = _table_rows(data)
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    lines = _legend(data) + [""]
-    for row in rows:
-        lines.append("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
-    notes = _notes(data)
-    if notes:
-        lines += [""] + [f"note: {n}" for n in notes]
-    return "\n".join(lines) + "\n"
-
-
-def format_markdown(data: Dict[str, Any]) -> str:
-    """A self-contained Markdown report: protocol, headline table, per-split tables, notes."""
-    rows = _table_rows(data)
-    out = ["# Evaluation report", "", f"Produced by {data['tool']}.", ""]
-    out += [f"- training data: `{data['protocol']['train']}`", f"- test data: `{data['protocol']['test']}`"]
-    for r in data["runs"]:
-        out.append(f"- **{r['name']}**: `{r['recs']}`")
-    if data["splits"]:
-        out.append(f"- splits: {', '.join(data['splits'])}")
-    out += ["", *[f"{line}." for line in _legend(data)], "", *_markdown_table(rows), ""]
-
-    if len(data["splits"]) > 1:
-        out += ["## Per split", ""]
-        for s, label in enumerate(data["splits"]):
-            out += [f"### Split {label}", ""]
-            header = ["metric"] + [r["name"] for r in data["runs"]]
-            body = [[m] + [_fmt(r["per_split"][s]["metrics"][m]["mean"], r["per_split"][s]["metrics"][m]["ci95"])
-                           for r in data["runs"]] for m in data["metrics"]]
-            out += _markdown_table([header] + body) + [""]
-
-    notes = _notes(data)
-    if notes:
-        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    out += ["## Protocol", ""]
-    for key in ("users", "cleaning", "averaging"):
-        out.append(f"- **{key}**: {data['protocol'][key]}")
-    for m in ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k"):
-        out.append(f"- **{m}**: {data['protocol'][m]}")
-    for key in ("interval", "paired_difference", "splits"):
-        if key in data["protocol"]:
-            out.append(f"- **{key.replace('_', ' ')}**: {data['protocol'][key]}")
-    return "\n".join(out) + "\n"
-
-
-def _markdown_table(rows: List[List[str]]) -> List[str]:
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join([":---"] + ["---:"] * (len(rows[0]) - 1)) + "|"]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows[1:]]
-
-
-def format_json(data: Dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, allow_nan=False) + "\n"
-
-
-# ----------------------------------------------------------------------------------------
-# per-user table and plot
+# per-user table
 # ----------------------------------------------------------------------------------------
 def per_user_table(study: Study) -> pd.DataFrame:
     """Long table: one row per (split, recommendations, user) with every per-user metric."""
@@ -481,45 +341,6 @@ def per_user_table(study: Study) -> pd.DataFrame:
                 frame.insert(0, "split", study.splits[s])
             frames.append(frame)
     return pd.concat(frames, ignore_index=True)
-
-
-def check_plot_available(path: Optional[PathLike] = None) -> None:
-    """Fail early, in one line, when a plot is asked for and matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise InputError("plotting needs matplotlib, which is not installed", path=None if path is None else str(path),
-                         hint="pip install mrec-warp[plot]") from None
-
-
-def render_plot(data: Dict[str, Any]) -> bytes:
-    """PNG of every metric@k against k, one line per recommendations file, with error bars."""
-    check_plot_available()
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
-
-    families = list(AT_K_METRICS) + ["coverage"]
-    ks = data["ks"]
-    fig = Figure(figsize=(12, 7), dpi=100)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 3).ravel()
-    for ax, family in zip(axes, families):
-        for r in data["runs"]:
-            stats = [r["summary"][f"{family}@{k}"] for k in ks]
-            mean = [np.nan if s["mean"] is None else s["mean"] for s in stats]
-            err = [0.0 if s["plus_minus"] is None else s["plus_minus"] for s in stats]
-            ax.errorbar(ks, mean, yerr=err, marker="o", capsize=3, label=r["name"])
-        ax.set_title(f"{family}@k")
-        ax.set_xlabel("k")
-        ax.set_xticks(ks)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
-    bars = "standard error over splits" if data["uncertainty"] == "se" else "95% CI over users"
-    fig.suptitle(f"Ranking metrics at k (bars: {bars})")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------------------

@@ -39,14 +39,14 @@ def read_history(history, source: Optional[str] = None, model=None,
     """A history as a table with ``user`` and ``item`` columns (str), plus ``value``
     (float64) when ``values`` is asked for and the history has one.
 
-    Accepts a ratings file path (read with :func:`~mrec_warp.data.io.read_ratings`), a
+    Accepts a ratings file path (read with :func:`~mrec_warp.data.ratings.read_ratings`), a
     DataFrame with ``user`` and ``item`` columns, an
     :class:`~mrec_warp.data.interactions.Interactions`, a sequence of ``(user, item)`` id
     pairs (or an (n, 2) array of them), or a users x items sparse matrix whose columns are
     ``model``'s items and whose rows are the users ``user_ids``.
     """
     from ..data.interactions import Interactions, as_csr
-    from ..data.io import read_ratings
+    from ..data.ratings import read_ratings
 
     if isinstance(history, (str, os.PathLike)):
         df = read_ratings(history)

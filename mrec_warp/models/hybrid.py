@@ -15,15 +15,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.features import (
-    FeaturesLike, as_feature_table, check_ids_match, feature_names, raw_rows, weighted_rows,
-)
+from ..data.features import FeaturesLike, as_feature_table, check_ids_match
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from .foldin import append_empty_rows as _append_empty_rows
 from .base import factor_scores
+from .feature_weights import feature_names, raw_rows, weighted_rows
 from .warp import WARP, Callback
 
 
@@ -132,7 +131,7 @@ class HybridWARP(WARP):
         representation for up to four unit-weight features.
     normalize : bool
         Scale each id's feature weights, identity included, to unit Euclidean length
-        (default); see :mod:`mrec_warp.data.features` for the rule and why.
+        (default); see :mod:`mrec_warp.models.feature_weights` for the rule and why.
     factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
 user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
 validation_users, refit, init_scale, n_jobs, random_state, verbose

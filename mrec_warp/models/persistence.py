@@ -24,7 +24,7 @@ from typing import IO, Any, Dict, Tuple, Union
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.io import atomic_path
+from ..files import atomic_path
 from ..data.npz import NpzArchive, check_csr, check_ids, write_npz
 from ..errors import InputError
 

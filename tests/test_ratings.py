@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrec_warp.data.io import read_ratings, write_interactions
+from mrec_warp.data.ratings import read_ratings
+from mrec_warp.data.tsv import write_interactions
 from mrec_warp.errors import InputError
 
 ML100K = Path(__file__).resolve().parents[2] / "shared/data/ml-100k"
@@ -256,26 +257,6 @@ def test_column_names_need_a_header(tmp_path):
     assert as_rows(read_ratings(path, columns=["u1", "i1"], header=True)) == [("u2", "i2")]
 
 
-def test_atomic_outputs_get_the_usual_permissions(tmp_path):
-    import os
-
-    from mrec_warp.data.io import atomic_path, atomic_write
-
-    mask = os.umask(0o022)
-    try:
-        with atomic_write(tmp_path / "a.tsv") as fh:
-            fh.write("x\n")
-        with atomic_path(tmp_path / "b.npz") as tmp:
-            open(tmp, "wb").close()
-    finally:
-        os.umask(mask)
-    from mrec_warp.data import io as mio
-
-    for name in ("a.tsv", "b.npz"):
-        assert (tmp_path / name).stat().st_mode & 0o777 == mio._FILE_MODE
-    assert mio._FILE_MODE & 0o044, "group/others can read outputs under a usual umask"
-
-
 # -- real-world files (issue 9): encodings, quoting, columns, whitespace, overflow ------------
 
 def write_bytes(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -397,83 +378,10 @@ def test_empty_id_error_does_not_blame_the_separator(tmp_path):
     assert "--sep" not in str(info.value)
 
 
-def test_write_interactions_refuses_nothing_quotes_nothing(tmp_path):
-    df = pd.DataFrame({"user": ["a b"], "item": ['x "y", z']})
-    out = tmp_path / "o.tsv"
-    write_interactions(df, out)
-    assert out.read_text(encoding="utf-8") == 'a b\tx "y", z\n'
-
-
-# -- id lists ------------------------------------------------------------------------------
-
-def test_id_list_takes_whole_lines(tmp_path):
-    from mrec_warp.data.idlist import read_id_list
-
-    data = "\ufeffjohn smith\r\nPapers, Please\n\n   \nu\t1\nspace \n".encode("utf-8")
-    ids = read_id_list(write_bytes(tmp_path, "ids.txt", data), "item")
-    assert ids == ["john smith", "Papers, Please", "u\t1", "space "]
-
-
-def test_id_list_repeats_are_kept_once_and_reported(tmp_path):
-    from mrec_warp.data.idlist import read_id_list
-
-    logged = []
-    path = write_bytes(tmp_path, "users.txt", b"u1\nu2\nu1\nu1\n")
-    assert read_id_list(path, unique=True, note=logged.append) == ["u1", "u2"]
-    assert len(logged) == 1 and "2 repeated user id(s) ignored" in logged[0] and "'u1'" in logged[0]
-
-
-# -- recommendation files given to evaluate ------------------------------------------------
-
-def test_recs_file_with_a_byte_order_mark_reads(tmp_path):
-    from mrec_warp.evaluation.metrics import read_recs
-
-    path = write_bytes(tmp_path, "recs.tsv", "\ufeffu1\tPokémon\t0.9\t1\nu1\ti2\t0.5\t2\n".encode("utf-8"))
-    recs = read_recs(path)
-    assert recs["user"].tolist() == ["u1", "u1"] and recs["item"].tolist() == ["Pokémon", "i2"]
-
-
-@pytest.mark.parametrize("rank", ["0", "-1", "1.5"])
-def test_recs_rank_below_one_is_refused_with_its_line(tmp_path, rank):
-    from mrec_warp.evaluation.metrics import read_recs
-
-    path = write(tmp_path, "recs.tsv", f"u1\ti1\t0.9\t1\nu1\ti2\t0.5\t{rank}\n")
-    with pytest.raises(InputError, match=r"recs\.tsv:2: rank .* is not a whole number >= 1"):
-        read_recs(path)
-
-
 def test_a_quoted_header_field_with_a_comma_names_one_column(tmp_path):
     text = 'user,"title, full",hours\nu1,"Papers, Please",3\n'
     df = read_ratings(write(tmp_path, "h.csv", text), columns="user,1,hours")  # names and positions mix
     assert as_rows(df) == [("u1", "Papers, Please", 3.0)]
-
-
-def test_tsv_writers_refuse_an_id_with_a_tab_and_csv_quotes_it(tmp_path):
-    from mrec_warp import Interactions
-    from mrec_warp.models import Popularity
-    from mrec_warp.recommend import write_recommendations
-
-    df = pd.DataFrame({"user": ["u1", "u2", "u2"], "item": ["a\tb", "c, d", 'e "f"']})
-    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab or line break"):
-        write_interactions(df, tmp_path / "x.tsv")
-    assert not (tmp_path / "x.tsv").exists()
-    model = Popularity().fit(Interactions.from_dataframe(df))
-    with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab"):
-        write_recommendations(model, tmp_path / "r.tsv", k=3, exclude=None)
-    write_recommendations(model, tmp_path / "r.csv", k=3, exclude=None)
-    text = (tmp_path / "r.csv").read_text(encoding="utf-8")
-    # RFC 4180: quote a field holding a comma or a quote, double its quotes; a tab needs nothing
-    assert "\nu1,a\tb,1,1\n" in text and '\nu1,"c, d",1,2\n' in text and '\nu1,"e ""f""",1,3\n' in text
-
-
-@pytest.mark.parametrize("bad", ["a\rb", "a\nb", "a\tb"])
-def test_write_interactions_refuses_ids_a_tsv_cannot_hold(tmp_path, bad):
-    """A lone carriage return too: the csv module writes it unescaped, and it would not read back."""
-    df = pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", bad], "value": [1.0, 2.0]})
-    out = tmp_path / "out.tsv"
-    with pytest.raises(InputError, match="holds a tab or line break"):
-        write_interactions(df, out)
-    assert list(tmp_path.iterdir()) == []  # no file, no temporary left behind
 
 
 # -- header guess, --columns positions, and what the reader reports (issue 9, a new user's trial) --

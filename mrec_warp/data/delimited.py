@@ -1,0 +1,258 @@
+"""Records and fields of a delimited text file, as the table readers see them.
+
+Shared by the readers of ratings files (:mod:`~mrec_warp.data.ratings`), feature files
+(:mod:`~mrec_warp.data.features`) and recommendation files
+(:mod:`~mrec_warp.evaluation.recs_file`): which lines are records and what their line numbers
+are (a quoted CSV field may span lines), how a record splits into fields, the guess of the
+delimiter, the parse of the whole table with pandas' C parser, and the checks of the
+columns in use that name the line of the first bad field.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import zlib
+from pathlib import Path
+from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .inputs import detect_encoding, open_text
+from .tsv import TSV_UNSAFE
+
+#: The ``sep`` meaning any run of whitespace.
+WHITESPACE = r"\s+"
+
+
+def _is_blank(line: str, sep: str) -> bool:
+    """Whether pandas' C parser skips ``line`` as blank.
+
+    It skips lines made only of spaces and tabs, except that a line holding the delimiter
+    itself (a tab in a TSV) is a row of empty fields. Only used to map rows to line numbers.
+    """
+    body = line.rstrip("\r\n")
+    if sep == WHITESPACE:
+        return body.strip() == ""
+    return body.strip(" \t".replace(sep, "")) == ""
+
+
+class _LineTap:
+    """Iterates over a text file's lines and remembers the ones taken since the last ``take()``."""
+
+    def __init__(self, fh: IO[str]) -> None:
+        self._fh, self._taken = fh, []
+
+    def __iter__(self) -> "_LineTap":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._fh)
+        self._taken.append(line)
+        return line
+
+    def take(self) -> List[str]:
+        taken, self._taken = self._taken, []
+        return taken
+
+
+def data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
+                encoding: Optional[str] = None) -> Iterator[Tuple[int, str]]:
+    """Yield ``(1-based line number, text)`` of the records after the first ``skip`` lines.
+
+    Blank lines are left out. In a comma-separated file a record is a whole CSV row (a
+    quoted field may span lines) and its number is that of its first line.
+    """
+    with open_text(path, encoding) as fh:
+        for _ in range(skip):
+            if not fh.readline():
+                return
+        if sep == ",":
+            tap, lineno = _LineTap(fh), skip + 1
+            for _row in csv.reader(tap, strict=False):
+                taken = tap.take()
+                start, lineno = lineno, lineno + len(taken)
+                text = "".join(taken)
+                if _is_blank(text, sep):
+                    continue
+                yield start, text.rstrip("\r\n")
+                if limit is not None:
+                    limit -= 1
+                    if limit <= 0:
+                        return
+            return
+        for lineno, line in enumerate(fh, start=skip + 1):
+            if _is_blank(line, sep):
+                continue
+            yield lineno, line.rstrip("\r\n")
+            if limit is not None:
+                limit -= 1
+                if limit <= 0:
+                    return
+
+
+def first_lines(path: Path, n: int = 2, encoding: Optional[str] = None) -> List[Tuple[int, str]]:
+    """The first ``n`` non-blank records, or an error for a file with none."""
+    lines = list(data_lines(path, WHITESPACE, limit=n, encoding=encoding))
+    if not lines:
+        raise InputError("file has no data lines", path=str(path), hint="expected one interaction per line")
+    return lines
+
+
+def data_line(path: Path, row: int, sep: str, skip: int, encoding: Optional[str] = None) -> Tuple[int, str]:
+    """Line number and text of the ``row``-th (0-based) data row the parser saw."""
+    for i, (lineno, text) in enumerate(data_lines(path, sep, skip, encoding=encoding)):
+        if i == row:
+            return lineno, text
+    return -1, ""  # pragma: no cover - rows always come from the file
+
+
+def detect_separator(line: str) -> str:
+    """Guess the delimiter of a ratings line: ``::``, tab, comma, then whitespace."""
+    if "::" in line:
+        return "::"
+    if "\t" in line:
+        return "\t"
+    if "," in line:
+        return ","
+    return WHITESPACE
+
+
+def split_fields(line: str, sep: str) -> List[str]:
+    """The fields of one record exactly as the table parser sees them (ids are not stripped).
+
+    Commas follow RFC 4180 (a quoted field may hold commas, line breaks and doubled quotes);
+    every other separator takes quotes as ordinary characters.
+    """
+    if sep == WHITESPACE:
+        return line.split()
+    if sep == ",":
+        return next(csv.reader([line], doublequote=True, strict=False), [""])
+    return line.split(sep)
+
+
+def looks_numeric(token: str) -> bool:
+    try:
+        float(token)
+        return True
+    except ValueError:
+        return False
+
+
+def normalise_columns(columns: Optional[Union[str, Sequence]]) -> Optional[List[str]]:
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        columns = columns.split(",")
+    out = [str(c).strip() for c in columns]
+    return [c for c in out if c] or None
+
+
+class _ReplacingReader:
+    """A read-only text stream that replaces ``old`` by ``new`` on the fly.
+
+    Lets pandas' fast C parser read ``::``-separated MovieLens files (it only takes
+    one-character delimiters) without holding the whole file in memory.
+    """
+
+    def __init__(self, fh: IO[str], old: str, new: str) -> None:
+        self._fh, self._old, self._new = fh, old, new
+
+    def read(self, size: int = -1) -> str:
+        # Whole lines only, so a separator is never cut in two between reads.
+        lines = self._fh.readlines(size if size and size > 0 else -1)
+        return "".join(lines).replace(self._old, self._new)
+
+    def __iter__(self):  # pandas checks for a file-like object with read() and __iter__
+        return self
+
+
+def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = (),
+                 encoding: Optional[str] = None) -> pd.DataFrame:
+    """The fields of every data row, one column per field position.
+
+    Fields at the ``numeric`` positions are parsed as float64 (a ``ValueError`` when one is
+    not a number, which the caller answers by re-reading as strings to find the line); all
+    others are strings, exactly as in the file. A line with more fields than ``n_fields`` is
+    an error, except the first one read, which pandas silently cuts short: the caller checks
+    that one itself. A shorter line has its missing fields empty.
+    """
+    encoding = encoding or detect_encoding(path)
+    text_sep, fh = sep, None
+    source: Union[Path, _ReplacingReader] = path
+    if sep == "::":
+        fh = open_text(path, encoding)
+        source, text_sep = _ReplacingReader(fh, "::", "\t"), "\t"
+    # No usecols: with it pandas silently drops extra fields, and a line with an unquoted
+    # separator in an id must be reported, not read with its columns shifted.
+    names = list(range(n_fields))
+    try:
+        return pd.read_csv(
+            source, sep=text_sep, header=None, skiprows=skip, names=names,
+            dtype={i: (np.float64 if i in numeric else str) for i in names},
+            encoding=encoding, engine="c", index_col=False,
+            skip_blank_lines=True, keep_default_na=False, na_values=[],
+            # RFC 4180 quoting for commas only: in a TSV a quote is part of the id
+            quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL, doublequote=True,
+        )
+    except pd.errors.ParserError as exc:
+        m = re.search(r"line (\d+), saw (\d+)", str(exc))
+        if not m:
+            raise InputError(f"cannot parse: {exc}", path=str(path),
+                             hint="check --sep / --format" + (" and that quotes are balanced" if sep == "," else "")) from None
+        raise InputError(
+            f"expected {n_fields} columns like the first line, found {m.group(2)}",
+            path=str(path), line=int(m.group(1)), hint=columns_hint(sep),
+        ) from None
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"cannot read the file ({exc})", path=str(path),
+                         hint="the file is truncated or corrupt; re-create or re-download it") from None
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def columns_hint(sep: str) -> str:
+    if sep == ",":
+        return 'every line needs the same columns; quote a field that holds a comma ("a, b")'
+    return "every line needs the same columns; check --sep"
+
+
+def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
+                  encoding: str, roles: Sequence[str], id_roles: Sequence[str],
+                  hint: Optional[str] = None) -> None:
+    """Reject an empty user / item / value / timestamp (or a line too short to have one).
+
+    Only the columns in use are checked: an unused column may be empty or missing. Ids are
+    left exactly as they are, spaces included; an id holding a tab or a line break (possible
+    only inside a quoted CSV field) is refused, since no TSV output could hold it. ``roles``
+    names the used columns in messages (a ratings file's are ``user, item, value,
+    timestamp``, a feature file's ``id, feature, weight``) and ``id_roles`` the ones holding
+    ids; ``hint`` replaces the column-count hint.
+    """
+    for role, pos in zip(roles, used):
+        if raw[pos].dtype == np.float64:  # numbers, parsed and checked finite already
+            continue
+        col = raw[pos]
+        empty = (col.str.strip() == "").to_numpy()  # checked stripped, kept as they are
+        if empty.any():
+            row = int(np.flatnonzero(empty)[0])
+            lineno, text = data_line(path, row, sep, skip, encoding)
+            found = len(split_fields(text, sep))
+            if found <= pos:
+                raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
+                                 line=lineno, hint=hint or columns_hint(sep))
+            raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
+                             path=str(path), line=lineno,
+                             hint=f"fill in the {role} or remove the line")
+        if role in id_roles and sep == ",":
+            bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise InputError(
+                    f"{role if role == 'feature' else role + ' id'} {col.iloc[row]!r} holds a tab or line break, "
+                    "which TSV outputs cannot hold",
+                    path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
+                    hint="remove tabs and line breaks from ids",
+                )

@@ -1,0 +1,394 @@
+"""Reading a ratings file into the canonical interactions table.
+
+The parser of one file format and its guesses: the delimiter, whether line 1 is a header
+(and why), which columns are user, item, value and timestamp, and the parsing of values
+and timestamps. Every problem is an :class:`~mrec_warp.errors.InputError` naming the file
+and line; what the reader found is recorded in ``attrs["reading"]``
+(:func:`describe_reading` puts it in words).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..files import PathLike
+from .delimited import (
+    WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
+    parse_table, split_fields,
+)
+from .inputs import as_regular_file, check_readable, detect_encoding
+from .interactions import CANONICAL_COLUMNS
+
+FORMATS = ("auto", "tsv", "csv", "movielens")
+
+#: Header names that give a header away even when every column holds text ids; compared
+#: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
+_HEADER_WORDS = frozenset(
+    "user userid uid customer customerid clientid playerid memberid accountid visitorid "
+    "item itemid iid movie movieid product productid gameid gametitle songid trackid artistid bookid "
+    "isbn articleid "
+    "rating ratings value score weight count counts hours playtime plays playcount quantity qty clicks "
+    "timestamp ts time date datetime".split()
+)
+
+_NOT_ALNUM = re.compile(r"[-_ .]")
+
+#: A number as a ratings file writes one (``nan`` / ``inf`` are words here, not numbers).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+#: The start of an ISO date, as a timestamp column may hold.
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+#: Largest magnitude of a rating / value: beyond it sums and float32 casts lose the number.
+MAX_ABS_VALUE = 1e15
+
+#: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
+MAX_ABS_TIMESTAMP = 2 ** 53
+
+
+def read_ratings(
+    path: PathLike,
+    format: str = "auto",
+    sep: Optional[str] = None,
+    header: Optional[bool] = None,
+    columns: Optional[Sequence] = None,
+) -> pd.DataFrame:
+    """Read a delimited ratings file into the canonical table.
+
+    Blank lines are skipped. Any problem (a line with more fields than the first, a missing
+    or empty id, a rating that is not a finite number or is too large, a bad timestamp)
+    raises :class:`~mrec_warp.errors.InputError` naming the file and line.
+
+    Parameters
+    ----------
+    path : path-like
+        Text file (a pipe or FIFO is read once into a temporary file), optionally
+        gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
+        dropped) or, when it is not valid UTF-8, Latin-1. The encoding used is in
+        ``result.attrs["encoding"]``.
+    format : {"auto", "tsv", "csv", "movielens"}
+        ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
+        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
+        ``::``, then tab, then comma, then runs of whitespace. Comma-separated files follow
+        RFC 4180 (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); with any other
+        delimiter quotes are ordinary characters of the id.
+    sep : str, optional
+        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
+    header : bool, optional
+        Whether the first line names the columns; ``None`` guesses: a line with any field
+        that is a number or a date is data; otherwise it is a header when a field is a known
+        column name (user, item, rating, timestamp, ``user-id``, ``userId``, ...), a column
+        holds a word there and a number on the next line, or it holds every name given in
+        ``columns``. A text-only line with none of these is data. The choice and its reason
+        are in ``result.attrs["reading"]``. Naming columns in ``columns`` needs a header.
+    columns : sequence of str or int, or comma-separated str, optional
+        Which fields are user, item[, value[, timestamp]], by header name or 0-based
+        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
+        is always a position, never a header name (a column named ``3`` is chosen by its
+        position). By default the first four fields, in that order (with a header, up to the
+        first unnamed column; without one, a last column empty on every line is dropped).
+        Only these columns must be present and non-empty; others may be empty or missing.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``user`` and ``item`` (str, exactly as in the file: spaces are kept) and,
+        when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
+        data line. ``attrs["reading"]`` says what was found: the delimiter, whether line 1
+        is a header (guessed or given, and why), each role's 0-based ``position`` and header
+        ``name``, and the ``ignored_columns`` (an unnamed or all-empty trailing column).
+    """
+    if format not in FORMATS:
+        raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
+    p = Path(path)
+    if p.exists() and not p.is_file() and not p.is_dir():  # a pipe (<(...), /dev/stdin): read it once
+        with as_regular_file(p) as copy:
+            return read_ratings(copy, format=format, sep=sep, header=header, columns=columns)
+    p = check_readable(path)
+    encoding = detect_encoding(p)
+    lines = first_lines(p, encoding=encoding)
+    first_lineno, first = lines[0]
+    if sep is None:
+        sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first)
+    if sep in ("\\t", "tab"):  # what people type on a command line
+        sep = "\t"
+    if sep == "":
+        raise InputError("--sep is empty", path=str(p), hint=r"give a delimiter, e.g. --sep ',' or --sep '\t'")
+    if sep == ",":  # a quoted field may hold a line break: take whole CSV records
+        lines = list(data_lines(p, sep, limit=2, encoding=encoding))
+        first_lineno, first = lines[0]
+    chosen = normalise_columns(columns)
+    if format == "movielens":
+        header = False
+    tokens = split_fields(first, sep)
+    if len(tokens) < 2:
+        raise _too_few_columns(first, first_lineno, sep, p)
+    named = [c for c in chosen or () if not c.isdigit()]
+    guessed = header is None
+    why = ("MovieLens files have none" if format == "movielens" else
+           "set by --header" if header else "set by --no-header")
+    if header is None:
+        second = split_fields(lines[1][1], sep) if len(lines) > 1 else None
+        header, why = _guess_header(tokens, second)
+        if named and not header and set(named) <= {t.strip() for t in tokens}:
+            header, why = True, "the --columns names are on it"
+        if named and not header:
+            raise InputError(
+                f"--columns names columns, but the file has no header line (line {first_lineno}: {first[:60]!r}; {why})",
+                path=str(p), hint="give 0-based positions, e.g. --columns 0,1,2, or add --header",
+            )
+    header_names = tokens if header else None
+    n_fields = len(tokens)
+    used = _resolve_columns(chosen, header_names, n_fields, p)
+
+    # Data starts after the header line (and any blank lines before it).
+    skip = first_lineno if header else 0
+    if header and len(lines) > 1 and len(split_fields(lines[1][1], sep)) > n_fields:
+        # pandas would cut the first data line down to the header's width without a word
+        raise InputError(f"expected {n_fields} columns like the first line, found "
+                         f"{len(split_fields(lines[1][1], sep))}", path=str(p), line=lines[1][0],
+                         hint=columns_hint(sep))
+    raw = _read_fast(p, sep, skip, n_fields, used, encoding)
+    if raw is None:  # some field is bad: read everything as text to say which line
+        raw = parse_table(p, sep, skip, n_fields, encoding=encoding)
+    if len(raw) == 0:
+        raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
+    ignored = []
+    if columns is None and header:
+        ignored = [{"position": i, "why": "no name in the header" if i == len(used) else "after an unnamed column"}
+                   for i in range(len(used), min(4, n_fields))]
+    if columns is None and not header:
+        # a trailing separator on every line (or an unused empty tail) is not a column
+        while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
+            ignored.insert(0, {"position": used[-1], "why": "empty on every line"})
+            used = used[:-1]
+    check_fields(raw, used, n_fields, p, sep, skip, encoding, roles=CANONICAL_COLUMNS, id_roles=CANONICAL_COLUMNS[:2])
+
+    out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
+    if len(used) > 2:
+        out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
+        # which column the value came from, for prepare's summary: its header name or "#N" (1-based)
+        out.attrs["value_column"] = header_names[used[2]] if header_names else f"#{used[2] + 1}"
+    if len(used) > 3:
+        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
+    out.attrs["encoding"] = encoding
+    out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
+                                           ignored, n_fields)
+    return out
+
+
+def _reading_record(sep: str, header: bool, guessed: bool, why: str, lineno: int, first: str,
+                    header_names: Optional[List[str]], used: List[int], ignored: List[dict],
+                    n_fields: int) -> dict:
+    """What the reader found and used, for ``summary.json`` and the log (plain JSON types).
+
+    Positions are 0-based, as ``--columns`` takes them; ``name`` is the column's header
+    name, or ``None`` without a header.
+    """
+    return {
+        "sep": sep,
+        "header": bool(header),
+        "header_guessed": guessed,
+        "header_reason": why,
+        "header_line": {"line": lineno, "text": first} if header else None,
+        "fields": n_fields,
+        "columns": {role: {"position": pos, "name": header_names[pos] if header_names else None}
+                    for role, pos in zip(CANONICAL_COLUMNS, used)},
+        "ignored_columns": ignored,
+    }
+
+
+def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],
+               encoding: str) -> Optional[pd.DataFrame]:
+    """Parse ratings and timestamps as numbers straight away (4x faster than text + convert).
+
+    Returns ``None`` when any of them is not a finite number (or a timestamp is a date, or a
+    field is missing), so the caller falls back to the text path, which finds the line or
+    converts the dates.
+    """
+    numeric = used[2:]
+    if not numeric:
+        return parse_table(path, sep, skip, n_fields, encoding=encoding)
+    try:
+        raw = parse_table(path, sep, skip, n_fields, numeric, encoding=encoding)
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        return None
+    for pos in numeric:
+        if not np.isfinite(raw[pos].to_numpy()).all():
+            return None
+    return raw
+
+
+#: Delimiters suggested when the one in use leaves a line in one piece, in order of preference.
+_SEPARATORS = ((",", "','"), ("\t", "'\\t'"), (";", "';'"), ("|", "'|'"), (WHITESPACE, "'\\s+'"))
+
+
+def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError:
+    """The error for a line that ``sep`` does not split, suggesting a delimiter that does.
+
+    The one in use is never suggested; neither is one that leaves the line in one piece.
+    """
+    fits = [shown for cand, shown in _SEPARATORS if cand != sep and len(split_fields(text, cand)) >= 2]
+    shown = dict(_SEPARATORS).get(sep, repr(sep))
+    hint = (f"the delimiter is {shown}, which this line does not hold; try --sep {fits[0]}" if fits else
+            "put a delimiter (tab, comma, ...) between user and item, and give it with --sep")
+    return InputError(f"expected at least 2 columns (user, item), found 1: {text[:60]!r}",
+                      path=str(path), line=lineno, hint=hint)
+
+
+def _is_data_value(token: str) -> bool:
+    """Whether a field is a number or a date, which no column name is."""
+    t = token.strip()
+    return bool(_NUMBER.fullmatch(t) or _ISO_DATE.match(t))
+
+
+def _guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, str]:
+    """Whether the first line names the columns rather than holding an interaction, and why.
+
+    A line with any field that is a number or a date is data: column names are words, and
+    a data line taken as a header would be lost and shift ``--columns`` names onto its
+    values. Otherwise the line is a header when a field is a well-known column name (user,
+    item, rating, timestamp, ...; ``user-id`` and ``userId`` too) or when a column holds
+    text on the first line and a number on the second. A text-only line with neither is
+    read as data: losing a line silently is worse than a clear error on a header's text.
+    """
+    first = [t.strip() for t in first]
+    numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
+    if numbers:
+        return False, f"column #{numbers[0] + 1} holds {first[numbers[0]]!r}, a number"
+    words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
+    if words:
+        return True, f"{words[0]!r} is a column name and no field is a number"
+    for i, (a, b) in enumerate(zip(first, second or [])):
+        if a and _is_data_value(b):
+            return True, f"column #{i + 1} holds the word {a!r} above the number {b.strip()!r}"
+    return False, "no field is a number, but no column name was recognised either"
+
+
+def _resolve_columns(
+    columns: Optional[List[str]], header_names: Optional[List[str]], n_fields: int, path: Path
+) -> List[int]:
+    """Map the user's column choice (names or 0-based positions) onto field positions.
+
+    A whole number is always a position, never a header name (a header column named ``3``
+    is chosen by its position).
+
+    Without a choice the first 2-4 fields are user, item[, value[, timestamp]]; with a
+    header, a column without a name ends that list (a trailing separator is not a column).
+    """
+    if columns is None:
+        used = list(range(min(4, n_fields)))
+        if header_names is not None:
+            named = [i for i in used if header_names[i].strip()]
+            used = used[:next((k for k, i in enumerate(used) if i not in named), len(used))]
+            if len(used) < 2:
+                raise InputError("the header has no name for the user or item column", path=str(path), line=1,
+                                 hint="name the columns in the header or choose them with --columns 0,1")
+        return used
+    if not 2 <= len(columns) <= 4:
+        raise InputError(
+            f"--columns takes 2 to 4 columns (user,item[,rating[,timestamp]]), got {len(columns)}",
+            path=str(path), hint="e.g. --columns userId,movieId,rating,timestamp",
+        )
+    stripped = [h.strip() for h in header_names] if header_names is not None else None
+    chosen = []
+    for c in columns:
+        if c.isdigit():  # always a position: a header named "0" would otherwise shadow column 0
+            pos = int(c)
+            if pos >= n_fields:
+                raise InputError(
+                    f"column {pos} is out of range: lines have {n_fields} columns (positions 0-{n_fields - 1})",
+                    path=str(path), hint="positions are 0-based",
+                )
+        elif stripped is not None and c in stripped:
+            pos = stripped.index(c)
+        else:
+            known = ", ".join(header_names) if header_names else "none (file has no header)"
+            raise InputError(
+                f"column {c!r} not found; header columns: {known}", path=str(path),
+                hint="name header columns or give 0-based positions, e.g. --columns 0,1,2",
+            )
+        if pos in chosen:
+            raise InputError(f"column {c!r} is chosen twice", path=str(path), hint="give each column once")
+        chosen.append(pos)
+    return chosen
+
+
+def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
+                encoding: str, hint: str) -> None:
+    raise InputError(f"{kind} {text!r} {why}", path=str(path),
+                     line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
+
+
+def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+    hint = "the rating column must be numeric; use --columns to choose columns"
+    if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        parsed, text = values.to_numpy(), values
+    else:
+        text = values.str.strip()
+        parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(parsed)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
+    big = np.abs(parsed) > MAX_ABS_VALUE
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
+                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
+    return parsed
+
+
+def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+    """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
+    if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        numeric = stamps.to_numpy()
+        is_number = np.ones(len(numeric), dtype=bool)
+    else:
+        text = stamps.str.strip()
+        numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        is_number = np.isfinite(numeric)
+    big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
+                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
+    if is_number.all():
+        return numeric.astype(np.int64)
+    try:
+        parsed = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    except (TypeError, ValueError):  # pandas < 2 has no format="ISO8601"
+        parsed = pd.to_datetime(text, errors="coerce", utc=True)
+    bad = parsed.isna().to_numpy() & ~is_number
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
+                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+    seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
+    return np.where(is_number, numeric, seconds).astype(np.int64)
+
+
+def describe_reading(r: Dict[str, Any]) -> str:
+    """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
+    column became user, item, value and timestamp: ``#N`` counts from 1, as people do (and
+    as the value column's entry does); the ``--columns`` that picks them counts from 0."""
+    if r["header"]:
+        line = r["header_line"]
+        first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
+                 f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
+                 f"line {line['line']} is a header ({r['header_reason']})")
+    else:
+        first = "no header line" + (f" ({r['header_reason']}" + (
+            "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
+    roles = ", ".join(f"{role} #{c['position'] + 1}" + (f" {c['name']!r}" if c["name"] is not None else "")
+                      for role, c in r["columns"].items())
+    ignored = "".join(f"; #{c['position'] + 1} ignored ({c['why']})" for c in r["ignored_columns"])
+    again = ",".join(str(c["position"]) for c in r["columns"].values())
+    return f"{first}\ncolumns: {roles} (--columns {again}){ignored}"

@@ -1,0 +1,82 @@
+"""TSV outputs that read back: the ids a TSV cannot hold, and the interactions writer.
+
+A TSV file holds ids exactly as they are (no quoting), so an id with a tab or a line break
+cannot be written to one: every TSV writer of the package refuses it in one line
+(:func:`check_tsv_ids`) rather than write a file that reads back shifted.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..files import PathLike, atomic_path
+from .inputs import output_encoding
+from .interactions import CANONICAL_COLUMNS
+
+#: A character no TSV field can hold.
+TSV_UNSAFE = re.compile(r"[\t\r\n]")
+
+
+def has_tsv_unsafe(ids) -> Optional[str]:
+    """The first id holding a tab or a line break (which no TSV output can hold), or ``None``."""
+    if isinstance(ids, np.ndarray) and ids.dtype.kind == "U":  # a model's ids: numpy is fastest
+        for ch in ("\t", "\n", "\r"):
+            hit = np.char.find(ids, ch) >= 0
+            if hit.any():
+                return str(ids[int(np.flatnonzero(hit)[0])])
+        return None
+    text = pd.Series(ids).astype(str)
+    hit = text.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy(dtype=bool)
+    return str(text.iloc[int(np.flatnonzero(hit)[0])]) if hit.any() else None
+
+
+def check_tsv_ids(*id_arrays, path: Optional[PathLike] = None) -> None:
+    """Refuse to write TSV when an id holds a tab or line break (it would not read back)."""
+    for ids in id_arrays:
+        bad = has_tsv_unsafe(ids)
+        if bad is not None:
+            raise InputError(f"id {bad!r} holds a tab or line break, which a TSV file cannot hold",
+                             path=None if path is None else str(path),
+                             hint="write CSV or Parquet instead (-o out.csv), or remove tabs and line breaks from ids")
+
+
+def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
+    """Write the canonical table as headerless TSV (what every reader's default expects).
+
+    Ids are written exactly as they are (no quoting). ``encoding`` defaults to the one the
+    table was read in (``df.attrs["encoding"]``, see :func:`output_encoding`), so a Latin-1
+    input gives Latin-1 output with the same bytes; otherwise UTF-8.
+    """
+    cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
+    frame = df[cols].copy()
+    if "value" in frame:
+        # integral ratings print as "4", not "4.0", so files stay byte-identical to the input's style
+        v = frame["value"].to_numpy()
+        if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
+            frame["value"] = v.astype(np.int64)
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", encoding=output_encoding(encoding or df.attrs.get("encoding")), newline="") as fh:
+                frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
+                             quoting=csv.QUOTE_NONE, escapechar=None)
+            if file_holds(tmp, b"\r"):  # the csv module lets a lone "\r" through unescaped
+                check_tsv_ids(df["user"], df["item"], path=path)
+    except csv.Error:
+        # an id with a tab or a line break (the reader refuses those; a table built in Python
+        # may hold one): checked only now, as a check of every row up front costs seconds
+        check_tsv_ids(df["user"], df["item"], path=path)
+        raise
+
+
+def file_holds(path: PathLike, needle: bytes) -> bool:
+    """Whether the file's bytes contain ``needle`` (one byte; read in chunks, GB/s)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            if needle in chunk:
+                return True
+    return False

@@ -1,0 +1,137 @@
+"""Writing files atomically, and temporary names that say which process owns them.
+
+The ground floor: every writer of the package goes through :func:`atomic_write` or
+:func:`atomic_path`, so a crash or a bad input never leaves a half-written file behind.
+A temporary file is named ``.<stem>.~<pid>@<host>~<random><suffix>`` beside its target, so
+that a later run writing the same target can tell a leftover of a killed run (its process
+is gone) from the file of a run still going, and remove only the former.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator, List, Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# read once, at import: changing the umask to read it is not thread-safe
+_UMASK = _read_umask()
+#: The mode a plain ``open()`` gives a new file (0666 less the umask). ``mkstemp`` creates
+#: private (0600) files; outputs should be as readable as any other.
+FILE_MODE = 0o666 & ~_UMASK
+#: The mode a plain ``mkdir()`` gives a new folder (0777 less the umask); ``mkdtemp``'s are private.
+DIR_MODE = 0o777 & ~_UMASK
+
+_TEMP_OWNER = re.compile(r"~(\d+)@([A-Za-z0-9_-]*)~")
+
+
+def host_name() -> str:
+    """This machine's short host name, reduced to characters safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "", socket.gethostname().split(".")[0]) or "host"
+
+
+def owner_tag() -> str:
+    """``~<pid>@<host>~``: marks a temporary name as this process's."""
+    return f"~{os.getpid()}@{host_name()}~"
+
+
+def process_alive(pid: int, host: str) -> bool:
+    """Whether process ``pid`` of machine ``host`` may still run.
+
+    Only a process of this machine can be checked; one of another machine (a shared
+    filesystem) is assumed alive, so its files are never touched.
+    """
+    if host != host_name():
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
+    """Remove the temporary files and folders in ``folder`` whose names start with ``prefix``
+    and whose owner process (see :func:`owner_tag`) is dead on this machine.
+
+    Returns the names removed. Names without an owner tag -- the user's own files -- and
+    temporaries of live processes or of other machines are left alone.
+    """
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        m = _TEMP_OWNER.search(name[len(prefix):])
+        if m is None or process_alive(int(m.group(1)), m.group(2)):
+            continue
+        full = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+            removed.append(name)
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike) -> Iterator[str]:
+    """A temporary file name beside ``path``, renamed over ``path`` only on success.
+
+    For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
+    the final suffix so libraries that pick a format from it work. The data is synced to disk
+    before the rename, so a crash never leaves a renamed but incomplete file. On any exception
+    the temporary file is removed and ``path`` is left as it was. The temporary name carries
+    this process's id (:func:`owner_tag`): temporaries of ``path`` left by a killed run are
+    removed here, those of a live run are not.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent, prefix=f".{path.stem}.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
+    os.close(fd)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[IO]:
+    """:func:`atomic_path` for writers that want an open file."""
+    binary = "b" in mode
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if binary else encoding,
+                                        newline=None if binary else "") as fh:
+        yield fh
+
