@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional, Tuple
 
-#: A parameter reference in a message: `name` or `name=value` (value without backticks).
-PARAMETER = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
+#: A parameter reference in a message: `name` or `name=value` (value without backticks; a
+#: double backtick is never one).
+PARAMETER = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
 
 
 #: How a caller spells a parameter reference: (name, value or None) -> text, or None to keep it.

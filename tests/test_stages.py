@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import tokenize
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,9 +17,9 @@ from click.testing import CliRunner
 
 import mrec_warp as mw
 from mrec_warp import InputError
-from mrec_warp.errors import ParameterError
+from mrec_warp.errors import PARAMETER, ParameterError
 from mrec_warp.cli import main
-from mrec_warp.cli._flags import as_flags, error_line
+from mrec_warp.cli._flags import as_flags, error_line, flag
 from mrec_warp.models import WARP, WRMF, HybridWARP, load
 from mrec_warp.stages import UnknownParameterError, cold_start
 from mrec_warp.stages.prepare import prepare_outputs
@@ -245,3 +248,38 @@ def test_the_cli_s_log_lines_name_flags(files, tmp_path):
         in result.stderr
     assert "(use --sub-models K to fit independent sub-models on processes)" in result.stderr
     assert "`" not in result.stderr
+
+
+# -- the one mapping from parameters to flags ---------------------------------------------------------
+def _parameter_references():
+    """(name, file) of every parameter reference in the strings of the package outside cli/."""
+    root = Path(mw.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        if "cli" in path.relative_to(root).parts:
+            continue
+        with open(path, "rb") as fh:
+            strings = [t.string for t in tokenize.tokenize(fh.readline) if t.type == tokenize.STRING]
+        for text in strings:
+            text = re.sub(r"``[^`]*``|:[a-z]+:`[^`]*`", "", text)  # reStructuredText in docstrings
+            for m in PARAMETER.finditer(text):
+                yield m.group(1), path.name
+
+
+def test_every_parameter_a_library_message_names_has_a_flag():
+    refs = list(_parameter_references())
+    assert len(refs) > 60  # the scan sees the messages
+    assert [(name, where) for name, where in refs if flag(name) is None] == []
+
+
+@pytest.mark.parametrize("template, cli", [
+    ("`leave_out=1`", "--leave-out 1"),
+    ("use `dtype=float64`", "use --ease-dtype float64"),
+    ("`k=5` is more", "-k 5 is more"),
+    ("`scheduler` tcp://x:1 needs `backend=dask`", "--scheduler tcp://x:1 needs --backend dask"),
+    ("`decay` and `Factors` and ``factors``", "`decay` and `Factors` and ``factors``"),  # not parameters with flags
+])
+def test_the_cli_spells_references_as_flags(template, cli):
+    assert as_flags(template) == cli
+    exc = InputError(template, path="we`ird`.tsv", hint=template)
+    assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
+    assert str(exc) == f"we`ird`.tsv: {template} ({template})"

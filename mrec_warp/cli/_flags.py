@@ -36,17 +36,17 @@ MODEL_OPTIONS = frozenset({
 
 #: Other parameters that library messages name and that a command sets with ``--name-with-dashes``.
 PARAMETERS = MODEL_OPTIONS | frozenset({
-    # train: the model and its data
-    "model", "params", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
+    # train, and recommend's cold start: the model and its data
+    "model", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
     "sub_models", "include_new_items", "new_items_only", "history",
     # parallel work
-    "backend", "scheduler", "workdir", "n_jobs", "part_size",
+    "backend", "scheduler", "workdir", "part_size",
     # prepare: reading and splitting
-    "format", "sep", "header", "no_header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
+    "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",
-    # similar / explain
+    # similar
     "items", "items_file",
-    # evaluate / tune / fetch (named by library messages too)
+    # evaluate, tune, fetch
     "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url",
 })
 

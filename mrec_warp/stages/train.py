@@ -60,6 +60,9 @@ class UnknownParameterError(InputError):
             + (f"; {source} may be for another model" if source else "")
         super().__init__(f"{what} does not apply to `model={model}`", hint=hint)
 
+    def __reduce__(self):  # pickled (e.g. back from a worker) with its fields, not its text
+        return type(self), (self.parameter, self.model, self.accepted, self.source)
+
     def with_accepted(self, accepted: Sequence[str]) -> "UnknownParameterError":
         """The same error listing only ``accepted`` (a caller that cannot set every parameter)."""
         return UnknownParameterError(self.parameter, self.model, accepted, self.source)
