@@ -6,6 +6,11 @@ The public API; everything else is an implementation detail.
 >>> train = mw.Interactions.from_dataframe(mw.read_ratings("train.tsv"))   # doctest: +SKIP
 >>> model = mw.WARP(random_state=0).fit(train)                              # doctest: +SKIP
 >>> model.recommend_frame(["42"], k=10)                                     # doctest: +SKIP
+
+Or stage by stage, as the CLI runs them:
+
+>>> mw.prepare("ratings.tsv", "split/", min_rating=4)                       # doctest: +SKIP
+>>> mw.train("split/train.tsv", "model.npz", params={"factors": 32}).model  # doctest: +SKIP
 """
 from ._version import __version__
 from .errors import InputError, TrainingDivergedError  # noqa: E402
@@ -13,13 +18,13 @@ from .data.interactions import Interactions  # noqa: E402
 from .data.ratings import read_ratings  # noqa: E402
 from .data.tsv import write_interactions  # noqa: E402
 from .data.features import read_features  # noqa: E402
-from .data.split import prepare  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
 from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, load  # noqa: E402
 from .recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
+from .stages import explain, prepare, similar, train  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -29,7 +34,6 @@ __all__ = [
     "read_ratings",
     "write_interactions",
     "read_features",
-    "prepare",
     "generate_synthetic",
     "fetch",
     "Recommender",
@@ -44,4 +48,9 @@ __all__ = [
     "write_recommendations",
     "evaluate_recommendations",
     "Progress",
+    # the pipeline's stages, one per command
+    "prepare",
+    "train",
+    "similar",
+    "explain",
 ]

@@ -267,7 +267,7 @@ class WorkDir:
                     raise InputError(
                         f"work folder is in use by another run: {_describe_holder(holder)}",
                         path=str(self.path),
-                        hint=f"wait for it to finish, or use another --workdir; if that run is gone, "
+                        hint=f"wait for it to finish, or use another `workdir`; if that run is gone, "
                              f"remove {lock}") from None
                 if not mine:
                     progress.log(f"note: taking over the lock of {self.path} from "
@@ -276,7 +276,7 @@ class WorkDir:
                 continue
             return token
         raise InputError("cannot take the work folder's lock (it keeps changing hands)", path=str(lock),
-                         hint="another run is starting on this folder; use another --workdir")
+                         hint="another run is starting on this folder; use another `workdir`")
 
     @staticmethod
     def _break(lock: Path, holder: Dict[str, Any]) -> None:
@@ -338,7 +338,7 @@ class WorkDir:
                 raise InputError(
                     f"work folder holds parts of a different job (differs in: {', '.join(changed)})",
                     path=str(self.path),
-                    hint="rerun the original command to resume it, or remove the folder / use another --workdir",
+                    hint="rerun the original command to resume it, or remove the folder / use another `workdir`",
                 )
         else:
             with atomic_write(manifest) as fh:
@@ -384,7 +384,7 @@ def check_workdir_visible(backend: Backend, workdir: Path, *inputs: PathLike) ->
     for worker, missing in sorted(backend.client.run(_first_missing, probes).items()):
         if missing is not None:
             raise InputError(f"Dask worker {worker} cannot see this file", path=missing,
-                             hint="put --workdir and the input files on a filesystem every worker shares")
+                             hint="put `workdir` and the input files on a filesystem every worker shares")
 
 
 def maybe_inject_fault(workdir: PathLike, part: int) -> None:
@@ -579,7 +579,7 @@ def recommend_in_parts(
     bs = block_size or default_block_size(model.n_items)
     size = int(part_size) if part_size else max(bs, DEFAULT_PART_USERS)
     if size < 1:
-        raise InputError(f"--part-size must be a positive number of users, got {part_size}")
+        raise InputError(f"`part_size` must be a positive number of users, got {part_size}")
     ranges = chunk_ranges(n, size)
     all_users = users is None or (n == model.n_users and np.array_equal(users, np.arange(n)))
     if isinstance(exclude, str):
@@ -648,7 +648,7 @@ def split_factors(factors: int, n_models: int) -> List[int]:
     """``factors`` spread over ``n_models`` sub-models as evenly as possible."""
     if n_models < 1 or factors < n_models:
         raise InputError(f"cannot split {factors} factors into {n_models} sub-models",
-                         hint="use at most as many --sub-models as --factors")
+                         hint="use at most as many `sub_models` as `factors`")
     return [factors // n_models + (1 if i < factors % n_models else 0) for i in range(n_models)]
 
 

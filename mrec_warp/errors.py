@@ -1,24 +1,56 @@
-"""The one exception type users see for bad input, and how it is worded."""
+"""The one exception type users see for bad input, and how it is worded.
+
+Messages name the library's parameters, never a command's flags: a parameter is written in
+backticks, alone (`` `factors` ``) or with a value (`` `leave_out=1` ``). Python callers read
+them as written; the CLI renders each one as the flag the user typed (``--factors``,
+``--leave-out 1``) through :meth:`InputError.render` and its one table of flag names.
+"""
 from __future__ import annotations
 
-from typing import Optional
+import re
+from typing import Callable, Optional, Tuple
+
+#: A parameter reference in a message: `name` or `name=value` (value without backticks; a
+#: double backtick is never one).
+PARAMETER = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
+
+
+#: How a caller spells a parameter reference: (name, value or None) -> text, or None to keep it.
+Speller = Callable[[str, Optional[str]], Optional[str]]
+
+
+def parameters_in(text: Optional[str]) -> Tuple[str, ...]:
+    """The parameter names ``text`` refers to, in order, without repeats."""
+    return tuple(dict.fromkeys(m.group(1) for m in PARAMETER.finditer(text or "")))
+
+
+def spell_parameters(text: str, spell: Optional[Speller]) -> str:
+    """``text`` with each parameter reference replaced by ``spell(name, value)`` (where not None)."""
+    if spell is None:
+        return text
+    return PARAMETER.sub(lambda m: spell(m.group(1), m.group(2)) or m.group(0), text)
 
 
 class InputError(ValueError):
     """Bad input that the user can fix: names the file, the line, the problem and the fix.
 
-    The CLI prints ``str(error)`` as a single line and exits with status 2.
+    The CLI prints the error as a single line and exits with status 2.
 
     Parameters
     ----------
     message : str
-        What is wrong.
+        What is wrong. Parameters are named in backticks (see the module docstring).
     path : str, optional
         The offending file.
     line : int, optional
         1-based line number in ``path`` when one applies.
     hint : str, optional
         How to fix it.
+
+    Attributes
+    ----------
+    params : tuple of str
+        The parameters the message and hint name, for a caller that spells them otherwise.
     """
 
     def __init__(
@@ -34,15 +66,32 @@ class InputError(ValueError):
         self.hint = hint
         super().__init__(self._format())
 
-    def _format(self) -> str:
+    @property
+    def params(self) -> Tuple[str, ...]:
+        return parameters_in(f"{self.message} {self.hint or ''}")
+
+    def render(self, spell: Optional[Speller] = None) -> str:
+        """The one-line message with each parameter reference spelled by ``spell(name, value)``.
+
+        ``spell`` returns the text to show (e.g. ``"--leave-out 1"``), or ``None`` to leave
+        the reference as written. The file name is never rewritten, only message and hint.
+        """
+        return self._format(spell)
+
+    def _format(self, spell: Optional[Speller] = None) -> str:
         where = ""
         if self.path is not None:
             where = self.path if self.line is None else f"{self.path}:{self.line}"
             where += ": "
-        text = f"{where}{self.message}"
+        text = f"{where}{spell_parameters(self.message, spell)}"
         if self.hint:
-            text += f" ({self.hint})"
+            text += f" ({spell_parameters(self.hint, spell)})"
         return " ".join(text.split())  # always one line
+
+
+class ParameterError(InputError):
+    """The call itself is wrong: parameters that are missing or exclude each other (e.g. both
+    or neither of two alternatives). The CLI shows it as a usage error of the command."""
 
 
 class TrainingDivergedError(InputError):

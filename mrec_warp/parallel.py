@@ -123,7 +123,7 @@ def check_backend(backend: str, scheduler: Optional[str] = None) -> str:
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", hint=f"use one of {', '.join(BACKENDS)}")
     if scheduler and backend != "dask":
-        raise InputError(f"--scheduler {scheduler} needs --backend dask", hint="add --backend dask")
+        raise InputError(f"`scheduler` {scheduler} needs `backend=dask`", hint="add `backend=dask`")
     if backend == "dask":
         require_dask()
     return backend
@@ -140,7 +140,7 @@ def require_dask() -> None:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise InputError("--backend dask needs dask.distributed, which is not installed",
+        raise InputError("`backend=dask` needs dask.distributed, which is not installed",
                          hint="pip install 'mrec-warp[dask]'") from None
 
 
@@ -161,7 +161,7 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
         except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address at all
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({exc})",
                                hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
-                                    "'dask worker ADDRESS', or omit --scheduler for a local cluster") from None
+                                    "'dask worker ADDRESS', or omit `scheduler` for a local cluster") from None
         # A lost scheduler is reported once, as a ClusterError; the client's own reconnect
         # attempts would log it again as tracebacks.
         client_logger = logging.getLogger("distributed.client")
@@ -365,7 +365,7 @@ class Backend:
         return ClusterError(
             f"lost the Dask scheduler{where} in the middle of the job (its workers stop with it)",
             hint="restart the scheduler and the workers, then rerun the same command: the parts already "
-                 "written to --workdir are kept and the job resumes from them")
+                 "written to `workdir` are kept and the job resumes from them")
 
     def describe(self) -> str:
         """One line for logs: backend and workers."""

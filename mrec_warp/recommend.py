@@ -255,7 +255,7 @@ def write_recommendations(
         Number of rows written.
     """
     if k <= 0:
-        raise InputError(f"-k must be a positive integer, got {k}", hint="e.g. -k 10")
+        raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)

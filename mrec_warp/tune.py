@@ -71,10 +71,10 @@ def read_grid(path: PathLike, families: Sequence[str] = ("warp",)) -> Dict[str, 
         for fam in grid:
             if fam not in families:
                 raise InputError(f"the grid is for {fam!r}, which is not searched", path=str(path),
-                                 hint=f"add it to --models (searching: {', '.join(families)})")
+                                 hint=f"add it to `models` (searching: {', '.join(families)})")
         return {fam: check_grid(g, source=str(path), family=fam) for fam, g in grid.items()}
     if len(families) != 1:
-        raise InputError("with several --models, the grid names its family", path=str(path),
+        raise InputError("with several `models`, the grid names its family", path=str(path),
                          hint='e.g. {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}')
     return {families[0]: check_grid(grid, source=str(path), family=families[0])}
 
@@ -147,7 +147,7 @@ def candidates(families: Sequence[str], grids: Optional[Dict[str, Dict[str, List
     points: List[Dict[str, Any]] = []
     for fam in families:
         if fam not in TUNABLE_FAMILIES:
-            raise InputError(f"cannot tune --models {fam}", hint=f"choose among {', '.join(TUNABLE_FAMILIES)}")
+            raise InputError(f"cannot tune `models={fam}`", hint=f"choose among {', '.join(TUNABLE_FAMILIES)}")
         grid = (grids or {}).get(fam)
         if n_random:
             found = random_points(n_random, grid, seed=seed, family=fam)
@@ -405,7 +405,7 @@ def tune(
     from .models.validation import holdout_split
 
     if not points:
-        raise InputError("no candidates to try", hint="give --grid FILE or --random N")
+        raise InputError("no candidates to try", hint="give `grid=FILE` or `random=N`")
     for p in points:
         family = p.get(MODEL, "warp")
         if family not in FAMILIES:
@@ -413,7 +413,7 @@ def tune(
         foreign = sorted(set(p) - {MODEL} - set(FAMILIES[family].cls._param_names()))
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
-                             hint="tune it with the family it belongs to (--models)")
+                             hint="tune it with the family it belongs to (`models`)")
     points = _with_defaults(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
     if isinstance(train, Interactions):

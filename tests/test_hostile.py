@@ -193,9 +193,9 @@ def _explode(*args, **kwargs):
 
 @pytest.fixture
 def broken_reader(monkeypatch):
-    import mrec_warp.cli.train as train_cli
+    import mrec_warp.stages._inputs as train_inputs  # where train reads its ratings
 
-    monkeypatch.setattr(train_cli, "read_ratings", _explode)
+    monkeypatch.setattr(train_inputs, "read_ratings", _explode)
     monkeypatch.delenv("MREC_WARP_DEBUG", raising=False)
 
 
@@ -227,12 +227,12 @@ def test_debug_is_off_by_default_and_with_zero(inputs, monkeypatch):
 
 
 def test_undecodable_input_names_the_file(inputs, tmp_path, monkeypatch):
-    import mrec_warp.cli.train as train_cli
+    import mrec_warp.stages._inputs as train_inputs  # where train reads its ratings
 
     def undecodable(*args, **kwargs):
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
 
-    monkeypatch.setattr(train_cli, "read_ratings", undecodable)
+    monkeypatch.setattr(train_inputs, "read_ratings", undecodable)
     result = CliRunner().invoke(main, ["train", str(inputs / "ratings.tsv"), "-o", str(tmp_path / "m.npz")])
     assert_one_line_error(result.exit_code, result.stdout, result.stderr,
                           f"{inputs / 'ratings.tsv'}: bytes that are not valid utf-8 text at byte 0")
@@ -250,12 +250,12 @@ def test_a_closed_pipe_stops_quietly(inputs):
 
 
 def test_an_os_error_without_a_file_is_not_blamed_on_an_output(inputs, tmp_path, monkeypatch):
-    import mrec_warp.cli.train as train_cli
+    import mrec_warp.stages._inputs as train_inputs  # where train reads its ratings
 
     def refused(*args, **kwargs):
         raise ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
 
-    monkeypatch.setattr(train_cli, "read_ratings", refused)
+    monkeypatch.setattr(train_inputs, "read_ratings", refused)
     monkeypatch.delenv("MREC_WARP_DEBUG", raising=False)
     result = CliRunner().invoke(main, ["train", str(inputs / "ratings.tsv"), "-o", str(tmp_path / "m.npz")])
     assert_one_line_error(result.exit_code, result.stdout, result.stderr, "ConnectionRefusedError: Connection refused")

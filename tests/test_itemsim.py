@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
+from mrec_warp.cli._flags import error_line
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, ItemKNN, Popularity, load
 from mrec_warp.models.validation import precision_at_k
@@ -140,8 +142,9 @@ def test_ease_matches_numpy_inverse(dtype):
 def test_ease_refuses_before_allocating_when_it_would_not_fit():
     csr, _ = small_matrix(seed=7, n_items=12)
     need = EASE.memory_needed(12, EASE().dtype, csr.nnz)
-    with pytest.raises(InputError, match=r"EASE on 12 items needs .* GiB .*--max-items"):
+    with pytest.raises(InputError, match=r"EASE on 12 items needs .* GiB .*`max_items`") as info:
         EASE(memory_limit_mb=need / 2**20 / 2).fit(csr)
+    assert re.search(r"EASE on 12 items needs .* GiB .*--max-items", error_line(info.value))
     EASE(memory_limit_mb=need / 2**20 * 1.01).fit(csr)  # just enough
 
 

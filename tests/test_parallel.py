@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mrec_warp.cli._flags import error_line
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.distributed import FAULT_ENV, WorkDir, evaluate_parallel, fit_submodels, recommend_in_parts, split_factors
 from mrec_warp.errors import InputError
@@ -58,8 +59,10 @@ def test_blas_threads_never_oversubscribe(monkeypatch, cores):
 def test_bad_backend_options_are_one_line_errors():
     with pytest.raises(InputError, match="unknown backend"):
         check_backend("mpi")
-    with pytest.raises(InputError, match="needs --backend dask"):
+    with pytest.raises(InputError, match="needs `backend=dask`") as info:
         check_backend("threads", "tcp://127.0.0.1:8786")
+    assert error_line(info.value) == ("--scheduler tcp://127.0.0.1:8786 needs --backend dask "
+                                      "(add --backend dask)")
 
 
 @pytest.mark.parametrize("name", ["threads", "processes"])

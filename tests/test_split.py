@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from mrec_warp.cli._flags import error_line
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.split import iter_splits, prepare
 from mrec_warp.errors import InputError
@@ -59,15 +61,17 @@ def test_file_without_ratings_makes_every_row_a_positive(tmp_path):
 
 def test_min_rating_needs_a_rating_column(tmp_path):
     path = write_rows(tmp_path / "pairs.tsv", [("a", "x"), ("a", "y")])
-    with pytest.raises(InputError, match="--min-rating needs a rating column"):
+    with pytest.raises(InputError, match="`min_rating` needs a rating column") as info:
         prepare(path, tmp_path / "out", min_rating=4)
+    assert "--min-rating needs a rating column" in error_line(info.value)  # what the CLI says
     assert not (tmp_path / "out").exists()
 
 
 def test_nothing_left_is_an_error_and_writes_nothing(tmp_path):
     path = write_rows(tmp_path / "r.tsv", [("a", "x", 1), ("a", "y", 2), ("b", "x", 3)])
-    with pytest.raises(InputError, match="no interactions left.*lower --min-rating"):
+    with pytest.raises(InputError, match="no interactions left.*lower `min_rating`") as info:
         prepare(path, tmp_path / "out", min_rating=4)
+    assert re.search("no interactions left.*lower --min-rating", error_line(info.value))
     assert not (tmp_path / "out").exists()
 
 
@@ -252,8 +256,9 @@ def test_num_splits_writes_one_folder_each(tmp_path):
 @pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.2, float("nan")])
 def test_bad_test_fraction(tmp_path, fraction):
     path = frame_file(tmp_path, random_ratings(seed=1))
-    with pytest.raises(InputError, match=r"test fraction must be between 0 and 1.*--test-fraction 0.2"):
+    with pytest.raises(InputError, match=r"test fraction must be between 0 and 1.*`test_fraction=0.2`") as info:
         prepare(path, tmp_path / "out", test_fraction=fraction)
+    assert re.search(r"test fraction must be between 0 and 1.*--test-fraction 0.2", error_line(info.value))
     assert not (tmp_path / "out").exists()
 
 
@@ -272,8 +277,10 @@ def test_bad_test_fraction(tmp_path, fraction):
 )
 def test_bad_options(tmp_path, options, message):
     path = frame_file(tmp_path, random_ratings(seed=1))
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError) as info:
         prepare(path, tmp_path / "out", **options)
+    assert re.search(message, error_line(info.value))  # as the CLI says it: flags, not parameter names
+    assert "--" not in str(info.value)  # the library names parameters
     assert not (tmp_path / "out").exists()
 
 

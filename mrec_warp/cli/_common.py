@@ -16,8 +16,10 @@ from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple,
 import click
 
 from ..data.inputs import output_encoding
-from ..errors import InputError
+from ..errors import InputError, ParameterError
 from ..progress import Progress
+from ..stages._inputs import capped_k
+from ._flags import FlagProgress, as_flags, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -63,7 +65,7 @@ def _named(paths: List[str], fallback: str) -> str:
 def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Tuple[str, int]:
     """The one line (without ``Error:``) and the exit status the CLI gives for ``exc``."""
     if isinstance(exc, InputError):
-        return str(exc), EXIT_INPUT
+        return error_line(exc), EXIT_INPUT
     if isinstance(exc, MemoryError):
         return "out of memory (try a smaller --block-size or fewer --n-jobs)", 1
     if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
@@ -150,6 +152,9 @@ def report_interrupt(ctx: Optional[click.Context] = None) -> None:
 def friendly_errors(func: Callable) -> Callable:
     """Turn any exception of a command into one line on standard error and a non-zero exit.
 
+    A :class:`~mrec_warp.errors.ParameterError` (options that miss or exclude each other) is
+    a usage error, shown as click shows its own.
+
     :class:`InputError` and faults of the environment (a full disk, a read-only folder, a
     truncated ``.gz`` input) exit with 2; anything else is unexpected and exits with 3,
     pointing to ``--debug`` for the traceback. click's own errors pass through.
@@ -161,6 +166,8 @@ def friendly_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except ParameterError as exc:  # the library's word for a command line that cannot work
+            raise click.UsageError(error_line(exc)) from None
         except KeyboardInterrupt:
             report_interrupt(click.get_current_context(silent=True))
         except Exception as exc:  # noqa: BLE001 - every error ends as one line
@@ -170,17 +177,14 @@ def friendly_errors(func: Callable) -> Callable:
 
 
 def cap_k(k: int, n_items: int, quiet: bool = False, what: str = "items") -> int:
-    """``k`` no larger than the catalogue: a longer list holds nothing more, but its buffers
-    (users x k per block) would grow with k, up to an out-of-memory error.
+    """``k`` no larger than the catalogue (see :func:`~mrec_warp.stages._inputs.capped_k`).
 
     The user asked for more than they get, so the note goes to standard error by default
     (like the note on repeated ``--users``); ``--quiet`` silences it.
     """
-    if k > n_items:
-        if not quiet:
-            click.echo(f"note: -k {k:,} is more than the {n_items:,} {what} there are; "
-                       f"using -k {max(1, n_items):,}", err=True)
-        return max(1, n_items)
+    k, note = capped_k(k, n_items, what)
+    if note and not quiet:
+        click.echo(f"note: {as_flags(note)}", err=True)
     return k
 
 
@@ -200,8 +204,8 @@ def quiet_option(func: Callable) -> Callable:
 
 def make_progress(quiet: bool, verbose: bool) -> Progress:
     if quiet:
-        return Progress(verbose=False)
-    return Progress(verbose=True if verbose else None)
+        return FlagProgress(verbose=False)
+    return FlagProgress(verbose=True if verbose else None)
 
 
 def parse_int_list(text: str, name: str) -> List[int]:

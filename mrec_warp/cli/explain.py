@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import click
 
-from ..data.inputs import check_readable
 from ..data.tsv import check_tsv_ids
-from ..errors import InputError
-from ..models import load
 from ..recommend import RECS_FORMATS, output_format
+from ..stages.explain import explain as explain_scores
 from ._common import check_outputs, friendly_errors, write_table
 
 
@@ -40,21 +38,7 @@ def explain(model_file, user_id, items, n, k, output, fmt):
     fmt = output_format(output or "-", fmt)
     if fmt == "parquet" and not output:
         raise click.UsageError("Parquet output needs a file: give -o why.parquet")
-    check_readable(model_file, "model file")
-    model = load(model_file)
-    if not hasattr(model, "explain_frame"):
-        raise InputError(f"a {type(model).__name__} model cannot explain its scores", path=model_file,
-                         hint="train with 'mrec-warp train --model wrmf'")
-    if model.user_indices([user_id], strict=False)[0] < 0:
-        raise InputError(f"user {user_id!r} is not in the model", hint="use a user id of the training data")
-    item_ids = None
-    if items is not None:
-        item_ids = [s for s in items.split(",") if s]
-        idx = model.item_indices(item_ids, strict=False)
-        if not item_ids or (idx < 0).any():
-            bad = item_ids[int((idx < 0).argmax())] if item_ids else items
-            raise InputError(f"item {bad!r} is not in the model", hint="use item ids of the training data")
-    frame = model.explain_frame(user_id, item_ids, k=k, n=n)
+    result = explain_scores(model_file, user_id, items, top=n, k=k)
     if fmt == "tsv":
-        check_tsv_ids(frame["user"], frame["item"], frame["history_item"], path=output)
-    write_table(frame, output, fmt, model)
+        check_tsv_ids(result.frame["user"], result.frame["item"], result.frame["history_item"], path=output)
+    write_table(result.frame, output, fmt, result.model)

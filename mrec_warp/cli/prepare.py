@@ -6,9 +6,9 @@ from typing import Any, Dict
 
 import click
 
-from ..data import split as splitting
 from ..data.ratings import FORMATS
-from ..data.split_folder import SPLIT_FILES
+from ..data.split import SPLITS
+from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
 
@@ -50,7 +50,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="Share of each user's interactions put in test, rounded, at least 1 [0.2].")
 @click.option("--leave-out", type=int, metavar="K",
               help="Put K interactions of each user in test instead of a fraction.")
-@click.option("--split", "split_kind", type=click.Choice(splitting.SPLITS), default="random", show_default=True,
+@click.option("--split", "split_kind", type=click.Choice(SPLITS), default="random", show_default=True,
               help="Choose test rows at random, the latest by timestamp (temporal), or hold out "
                    "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
@@ -71,12 +71,8 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     written atomically; the same input and --seed always give the same files.
     """
     progress = make_progress(quiet, verbose)
-    folders = [Path(outdir)] if num_splits == 1 else [Path(outdir) / f"split-{i}" for i in range(max(0, num_splits))]
-    written = [f / name for f in folders for name in SPLIT_FILES]
-    if features:
-        written += [Path(outdir) / "item_features.tsv", Path(outdir) / "user_features.tsv"]
-    check_outputs({"--output": written}, [input_file])
-    result = splitting.prepare(
+    check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
+    result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
         min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
@@ -84,13 +80,11 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     )
     if quiet:
         return
-    for path in (result if num_splits == 1 else result["splits"][0]).get("feature_files", []):
+    summaries = [result] if num_splits == 1 else result["splits"]
+    for path in summaries[0].get("feature_files", []):
         click.echo(f"wrote {path}")
-    if num_splits == 1:
-        click.echo(_describe(Path(outdir), result))
-    else:
-        for summary in result["splits"]:
-            click.echo(_describe(Path(outdir) / f"split-{summary['split']}", summary))
+    for folder, summary in zip(split_folders(outdir, num_splits), summaries):
+        click.echo(_describe(folder, summary))
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:

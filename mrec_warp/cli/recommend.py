@@ -16,7 +16,8 @@ from ..models.popularity import Popularity
 from ..recommend import write_recommendations
 from ..parallel import check_backend
 from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
-from ._features import cold_start, feature_file_options, pop_feature_options
+from ..stages.cold_start import cold_start
+from ._features import feature_file_options, pop_feature_options
 from ._parallel import N_JOBS, parallel_options
 
 
@@ -160,9 +161,10 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     # repeated users get one list, and the user hears about it (unless -q)
     note = None if quiet else (lambda line: click.echo(f"note: {line}", err=True))
     requested = read_id_list(users_file, unique=True, note=note) if users_file else None
-    model, focus, changed = cold_start(model, model_file, feature_opts, cold["include_new_items"],
-                                       cold["new_items_only"], cold["history"], cold["fold_in_epochs"],
-                                       requested, progress)
+    extended = cold_start(model, model_file, **feature_opts, include_new_items=cold["include_new_items"],
+                          new_items_only=cold["new_items_only"], history=cold["history"],
+                          fold_in_epochs=cold["fold_in_epochs"], requested_users=requested, progress=progress)
+    model, focus, changed = extended.model, extended.users, extended.changed
     user_ids: Optional[List[str]] = None
     if users_file:
         user_ids = requested

@@ -9,6 +9,7 @@ from ..files import atomic_write
 from ..errors import InputError
 from ..parallel import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
+from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
 
 
@@ -97,6 +98,8 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
                          base={"max_epochs": max_epochs, "patience": patience}, seed=seed, backend=backend,
                          n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, progress=progress,
                          use_values=bool(getattr(data, "has_values", False)))
+    if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
+        result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():
         raise InputError("every trial failed (diverged)", path=train, hint="lower the learning rates tried")
     if output:

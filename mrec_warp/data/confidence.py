@@ -33,9 +33,9 @@ def check_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> None:
         raise InputError(f"unknown confidence {kind!r}", hint=f"use one of {', '.join(CONFIDENCES)}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
             or not np.isfinite(alpha) or alpha < 0:
-        raise InputError(f"confidence alpha must be a finite number >= 0, got {alpha!r}", hint="e.g. --alpha 1")
+        raise InputError(f"confidence alpha must be a finite number >= 0, got {alpha!r}", hint="e.g. `alpha=1`")
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or not np.isfinite(eps) or eps <= 0:
-        raise InputError(f"confidence eps must be a finite number > 0, got {eps!r}", hint="e.g. --eps 1")
+        raise InputError(f"confidence eps must be a finite number > 0, got {eps!r}", hint="e.g. `eps=1`")
 
 
 def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: float = 1.0,
@@ -83,7 +83,7 @@ def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: f
         first = values.ravel()[int(np.flatnonzero(bad.ravel())[0])]
         raise InputError(
             f"{int(bad.sum())} value(s) cannot be a confidence (negative or not finite), e.g. {first!r}",
-            path=source, hint="confidence needs counts, hours or ratings >= 0; use --confidence none to ignore values",
+            path=source, hint="confidence needs counts, hours or ratings >= 0; use `confidence=none` to ignore values",
         )
     scaled = values if kind == "linear" else np.log1p(values / float(eps))
     return (1.0 + float(alpha) * scaled).astype(np.float32)

@@ -134,7 +134,7 @@ def fetch(
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the data folder: {exc.strerror}", path=str(home),
-                         hint=f"choose another with --dest or ${ENV_VAR}") from None
+                         hint=f"choose another with `dest` or ${ENV_VAR}") from None
 
     url = (base_url or BASE_URL).rstrip("/") + "/" + ds.archive
     remove_stale_temps(home, prefix=f".{ds.folder}.")  # what a killed fetch left
@@ -162,7 +162,7 @@ def _download(url: str, path: Path, progress: Progress, max_bytes: int) -> str:
     digest = hashlib.md5()
     too_big = DownloadError(f"the server sends more than {max_bytes:,} bytes, far more than this archive's size; "
                             "the download was stopped and deleted", path=url,
-                            hint="check --base-url: it should serve the GroupLens archive itself")
+                            hint="check `base_url`: it should serve the GroupLens archive itself")
     try:
         with urllib.request.urlopen(url, timeout=_TIMEOUT) as response, open(path, "wb") as out:
             size = int(response.headers.get("Content-Length") or 0)
@@ -178,7 +178,7 @@ def _download(url: str, path: Path, progress: Progress, max_bytes: int) -> str:
                 raise DownloadError(f"download cut short: {out.tell():,} of {size:,} bytes", path=url, hint="try again")
     except urllib.error.HTTPError as exc:
         raise DownloadError(f"download failed: HTTP {exc.code} {exc.reason}", path=url,
-                            hint="check the dataset name and --base-url, or try later") from None
+                            hint="check the dataset name and `base_url`, or try later") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise DownloadError(f"cannot download: {reason}", path=url,

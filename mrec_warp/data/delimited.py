@@ -200,7 +200,7 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if not m:
             raise InputError(f"cannot parse: {exc}", path=str(path),
-                             hint="check --sep / --format" + (" and that quotes are balanced" if sep == "," else "")) from None
+                             hint="check `sep` / `format`" + (" and that quotes are balanced" if sep == "," else "")) from None
         raise InputError(
             f"expected {n_fields} columns like the first line, found {m.group(2)}",
             path=str(path), line=int(m.group(1)), hint=columns_hint(sep),
@@ -216,7 +216,7 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
 def columns_hint(sep: str) -> str:
     if sep == ",":
         return 'every line needs the same columns; quote a field that holds a comma ("a, b")'
-    return "every line needs the same columns; check --sep"
+    return "every line needs the same columns; check `sep`"
 
 
 def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,

@@ -153,12 +153,12 @@ def _resolve_feature_columns(chosen: Optional[List[str]], names: Optional[List[s
                              path: Path, what: str) -> List[int]:
     if n_fields < 2:
         raise InputError(f"{what} needs at least 2 columns (id, feature), found 1", path=str(path),
-                         hint="check the delimiter (--feature-sep); " + _HINT)
+                         hint="check the delimiter (`feature_sep`); " + _HINT)
     if chosen is None:
         return list(range(min(3, n_fields)))
     if not 2 <= len(chosen) <= 3:
         raise InputError(f"feature columns are id,feature[,weight], got {len(chosen)} names", path=str(path),
-                         hint="e.g. --feature-columns movieId,genre")
+                         hint="e.g. `feature_columns=movieId,genre`")
     out = []
     for c in chosen:
         if c.isdigit() and int(c) < n_fields:
@@ -216,7 +216,7 @@ def check_ids_match(table: pd.DataFrame, model_ids: np.ndarray, kind: str, sourc
         raise InputError(
             f"none of the {len(known)} ids of the {kind} feature file are {kind} ids of the training data "
             f"(file: {ex_file}; training: {ex_model})", path=source,
-            hint=f"the first column must hold the training file's {kind} ids; choose it with --feature-columns",
+            hint=f"the first column must hold the training file's {kind} ids; choose it with `feature_columns`",
         )
 
 

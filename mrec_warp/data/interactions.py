@@ -39,7 +39,7 @@ def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
         row = int(np.searchsorted(csr.indptr, int(np.argmax(bad)), side="right") - 1)
         raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number (the first in row {row}); "
                          "implicit feedback is the presence of a pair, so a value must be > 0 (or 0: no pair)",
-                         hint="keep only the likes (e.g. prepare --min-rating 4), or drop those entries")
+                         hint="keep only the likes (e.g. prepare `min_rating=4`), or drop those entries")
     if csr.nnz and not csr.data.all():
         csr = csr.copy()
         csr.eliminate_zeros()

@@ -118,7 +118,7 @@ def read_ratings(
     if sep in ("\\t", "tab"):  # what people type on a command line
         sep = "\t"
     if sep == "":
-        raise InputError("--sep is empty", path=str(p), hint=r"give a delimiter, e.g. --sep ',' or --sep '\t'")
+        raise InputError("`sep` is empty", path=str(p), hint=r"give a delimiter, e.g. `sep=','` or `sep='\t'`")
     if sep == ",":  # a quoted field may hold a line break: take whole CSV records
         lines = list(data_lines(p, sep, limit=2, encoding=encoding))
         first_lineno, first = lines[0]
@@ -139,8 +139,8 @@ def read_ratings(
             header, why = True, "the --columns names are on it"
         if named and not header:
             raise InputError(
-                f"--columns names columns, but the file has no header line (line {first_lineno}: {first[:60]!r}; {why})",
-                path=str(p), hint="give 0-based positions, e.g. --columns 0,1,2, or add --header",
+                f"`columns` names columns, but the file has no header line (line {first_lineno}: {first[:60]!r}; {why})",
+                path=str(p), hint="give 0-based positions, e.g. `columns=0,1,2`, or add `header`",
             )
     header_names = tokens if header else None
     n_fields = len(tokens)
@@ -237,8 +237,8 @@ def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError
     """
     fits = [shown for cand, shown in _SEPARATORS if cand != sep and len(split_fields(text, cand)) >= 2]
     shown = dict(_SEPARATORS).get(sep, repr(sep))
-    hint = (f"the delimiter is {shown}, which this line does not hold; try --sep {fits[0]}" if fits else
-            "put a delimiter (tab, comma, ...) between user and item, and give it with --sep")
+    hint = (f"the delimiter is {shown}, which this line does not hold; try `sep={fits[0]}`" if fits else
+            "put a delimiter (tab, comma, ...) between user and item, and give it with `sep`")
     return InputError(f"expected at least 2 columns (user, item), found 1: {text[:60]!r}",
                       path=str(path), line=lineno, hint=hint)
 
@@ -290,12 +290,12 @@ def _resolve_columns(
             used = used[:next((k for k, i in enumerate(used) if i not in named), len(used))]
             if len(used) < 2:
                 raise InputError("the header has no name for the user or item column", path=str(path), line=1,
-                                 hint="name the columns in the header or choose them with --columns 0,1")
+                                 hint="name the columns in the header or choose them with `columns=0,1`")
         return used
     if not 2 <= len(columns) <= 4:
         raise InputError(
-            f"--columns takes 2 to 4 columns (user,item[,rating[,timestamp]]), got {len(columns)}",
-            path=str(path), hint="e.g. --columns userId,movieId,rating,timestamp",
+            f"`columns` takes 2 to 4 columns (user,item[,rating[,timestamp]]), got {len(columns)}",
+            path=str(path), hint="e.g. `columns=userId,movieId,rating,timestamp`",
         )
     stripped = [h.strip() for h in header_names] if header_names is not None else None
     chosen = []
@@ -313,7 +313,7 @@ def _resolve_columns(
             known = ", ".join(header_names) if header_names else "none (file has no header)"
             raise InputError(
                 f"column {c!r} not found; header columns: {known}", path=str(path),
-                hint="name header columns or give 0-based positions, e.g. --columns 0,1,2",
+                hint="name header columns or give 0-based positions, e.g. `columns=0,1,2`",
             )
         if pos in chosen:
             raise InputError(f"column {c!r} is chosen twice", path=str(path), hint="give each column once")
@@ -328,7 +328,7 @@ def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, 
 
 
 def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
-    hint = "the rating column must be numeric; use --columns to choose columns"
+    hint = "the rating column must be numeric; use `columns` to choose columns"
     if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
         parsed, text = values.to_numpy(), values
     else:

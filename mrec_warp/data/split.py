@@ -119,41 +119,41 @@ def _check_options(
     if test_fraction is not None and leave_out is not None:
         raise InputError(
             "both a test fraction and a leave-out count were given",
-            hint="use either --test-fraction F or --leave-out K, not both",
+            hint="use either `test_fraction=F` or `leave_out=K`, not both",
         )
     if leave_out is not None:
         if isinstance(leave_out, bool) or not isinstance(leave_out, numbers.Integral) or leave_out < 1:
-            raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. --leave-out 1")
+            raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. `leave_out=1`")
         leave_out = int(leave_out)
         if split in COLD_SPLITS:
-            raise InputError(f"--split {split} holds out a fraction of whole {split[5:]}, not K per user",
-                             hint="use --test-fraction F instead of --leave-out")
+            raise InputError(f"`split={split}` holds out a fraction of whole {split[5:]}, not K per user",
+                             hint="use `test_fraction=F` instead of `leave_out`")
         if split == "random":
             split = "leave-out"  # --leave-out K alone means a random leave-K-out split
     elif split == "leave-out":
-        raise InputError("--split leave-out needs a count", hint="add --leave-out K, e.g. --leave-out 1")
+        raise InputError("`split=leave-out` needs a count", hint="add `leave_out=K`, e.g. `leave_out=1`")
     else:
         if test_fraction is None:
             test_fraction = DEFAULT_TEST_FRACTION
         if not isinstance(test_fraction, numbers.Real) or not 0.0 < float(test_fraction) < 1.0:
             raise InputError(
                 f"test fraction must be between 0 and 1 (exclusive), got {test_fraction!r}",
-                hint="e.g. --test-fraction 0.2 puts 20% of each user's items in test",
+                hint="e.g. `test_fraction=0.2` puts 20% of each user's items in test",
             )
         test_fraction = float(test_fraction)
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
-        raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. --num-splits 5")
+        raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. `num_splits=5`")
     if split == "temporal" and num_splits > 1:
         raise InputError(
             "a temporal split is the same every time, so several splits would be copies",
-            hint="use --num-splits 1 with --split temporal, or a random split",
+            hint="use `num_splits=1` with `split=temporal`, or a random split",
         )
     if isinstance(min_user_items, bool) or not isinstance(min_user_items, numbers.Integral) or min_user_items < 1:
-        raise InputError(f"minimum items per user must be a positive integer, got {min_user_items!r}", hint="e.g. --min-user-items 5")
+        raise InputError(f"minimum items per user must be a positive integer, got {min_user_items!r}", hint="e.g. `min_user_items=5`")
     if min_rating is not None and (not isinstance(min_rating, numbers.Real) or not math.isfinite(min_rating)):
-        raise InputError(f"minimum rating must be a number, got {min_rating!r}", hint="e.g. --min-rating 4")
+        raise InputError(f"minimum rating must be a number, got {min_rating!r}", hint="e.g. `min_rating=4`")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}", hint="e.g. --seed 42")
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}", hint="e.g. `seed=42`")
     return test_fraction, leave_out, split
 
 
@@ -161,25 +161,25 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
     if split == "temporal" and pos.timestamp is None:
         raise InputError(
             "a temporal split needs timestamps, and the file has no timestamp column", path=source,
-            hint="name it with --columns user,item,rating,timestamp, or use a random split",
+            hint="name it with `columns=user,item,rating,timestamp`, or use a random split",
         )
     if min_rating is not None and "value" not in df:
         raise InputError(
-            "--min-rating needs a rating column, and the file has only user and item", path=source,
-            hint="drop --min-rating, or name the rating column with --columns",
+            "`min_rating` needs a rating column, and the file has only user and item", path=source,
+            hint="drop `min_rating`, or name the rating column with `columns`",
         )
     if len(pos) == 0:
         c = pos.counts
         raise InputError(
             f"no interactions left: {c['rows_below_min_rating']} rows below the minimum rating, "
             f"{c['rows_of_users_below_min_user_items']} rows of users with too few items", path=source,
-            hint="lower --min-rating or --min-user-items",
+            hint="lower `min_rating` or `min_user_items`",
         )
     n = np.bincount(pos.user, minlength=pos.n_users)
     if not (n >= 2).any():
         raise InputError(
             "no user has 2 or more positives, so nothing can go to test", path=source,
-            hint="lower --min-rating, or check that the user and item columns are right",
+            hint="lower `min_rating`, or check that the user and item columns are right",
         )
 
 
@@ -355,7 +355,7 @@ def prepare(
         side = side_features(input)
         if not side:
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
-                             path=str(input), hint="drop --features, or keep MovieLens' u.item/u.user beside u.data")
+                             path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
     encoding = df.attrs.get("encoding", "utf-8")
     progress.log(f"read {len(df):,} rows from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")

@@ -385,5 +385,5 @@ def _encoded(text: str, encoding: str, path: PathLike) -> bytes:
     except UnicodeEncodeError as exc:
         bad = exc.object[exc.start:exc.end]
         raise InputError(f"{bad!r} cannot be written in {encoding}, the encoding of the test data's ids",
-                         path=str(path), hint="give the recommendations files --name values in plain "
+                         path=str(path), hint="give the recommendations files `name` values in plain "
                                               "text, or convert the data to UTF-8") from None

@@ -45,10 +45,10 @@ def check_test_table(table: pd.DataFrame, source: Optional[str], role: str = "te
         return
     if "value" in table.columns and _rises(table, "value") > 1 - RANK_LIKE_SHARE:
         return
-    option = "--train" if role == "train" else "--test"
+    option = "`train`" if role == "train" else "`test`"
     raise InputError(f"the {'training' if role == 'train' else 'test'} file looks like a recommendations file: "
                      "its 4th column counts 1, 2, 3, ... within each user, as ranks do", path=source,
-                     hint=f"were {option} and --recs swapped?")
+                     hint=f"were {option} and `recs` swapped?")
 
 
 def _rises(table: pd.DataFrame, column: str) -> float:
@@ -66,15 +66,15 @@ def check_recs_table(recs: pd.DataFrame, n_items: int, source: Optional[str]) ->
     if top > n_items:
         raise InputError(f"ranks go up to {top:.0f} but there are only {n_items} items: this looks like a "
                          "ratings file (a timestamp column read as ranks)", path=source,
-                         hint="--recs takes the output of mrec-warp recommend: were --recs and --test "
-                              "(or --train) swapped?")
+                         hint="`recs` takes the output of mrec-warp recommend: were `recs` and `test` "
+                              "(or `train`) swapped?")
     if recs.attrs.get("rank_column", True) or "score" not in recs.columns or recs["score"].isna().any():
         return
     if _rises(recs, "score") > 1 - RANK_LIKE_SHARE:
         raise InputError("no rank column, and the 3rd column goes up and down within users' rows as ratings do "
                          "(the scores of ranked lists only fall): this looks like a ratings file", path=source,
-                         hint="--recs takes the output of mrec-warp recommend (user, item, score, rank): "
-                              "were --recs and --train (or --test) swapped?")
+                         hint="`recs` takes the output of mrec-warp recommend (user, item, score, rank): "
+                              "were `recs` and `train` (or `test`) swapped?")
 
 
 def check_evaluation(info: dict, per_user: pd.DataFrame, source: Optional[str],
@@ -91,6 +91,6 @@ def check_evaluation(info: dict, per_user: pd.DataFrame, source: Optional[str],
     in_train = int(info["n_rec_rows_in_train"])
     if in_train >= SWAP_MIN_TRAIN_HITS and not (per_user["mrr"].to_numpy() > 0).any():
         raise InputError(f"not one recommendation is a test item, but {in_train} are training items of their "
-                         f"user: --train and --test look swapped (train has {n_train} interactions, test "
+                         f"user: `train` and `test` look swapped (train has {n_train} interactions, test "
                          f"{n_test})", path=source,
-                         hint="give the file the model was trained on as --train")
+                         hint="give the file the model was trained on as `train`")

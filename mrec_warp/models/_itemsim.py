@@ -48,7 +48,7 @@ class ItemSimilarity(Recommender):
         plain matrix, ``user_ids`` / ``item_ids`` name its rows and columns)."""
         if kwargs.get("validation") is not None:
             raise InputError(f"{type(self).__name__} has no early stopping to validate",
-                             hint="drop --validation (it is for warp)")
+                             hint="drop `validation` (it is for warp)")
         self._check_params()
         csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
@@ -157,7 +157,7 @@ class ItemSimilarity(Recommender):
 
     def _append_users(self, ids, user_features=None) -> None:
         if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train with --model hybrid")
+            raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
         append_user_ids(self, ids)
 
     # -- persistence -------------------------------------------------------------------------

@@ -108,9 +108,9 @@ class EASE(ItemSimilarity):
             raise InputError(
                 f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working space), "
                 f"more than the {limit / 2**30:.1f} GiB limit",
-                hint="restrict it to the most popular items with --max-items"
-                     + (", use --ease-dtype float32" if self.dtype != "float32" else "")
-                     + ", or pick --model itemknn or slim")
+                hint="restrict it to the most popular items with `max_items`"
+                     + (", use `dtype=float32`" if self.dtype != "float32" else "")
+                     + ", or pick `model=itemknn` or slim")
         dtype = np.dtype(self.dtype)
         progress.log(f"ease: {n:,} items, {need / 2**20:,.0f} MiB in {dtype.name}")
         with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
@@ -145,10 +145,10 @@ def ease_from_gram(gram: np.ndarray) -> np.ndarray:
     _, info = potrf(gram.T, lower=0, overwrite_a=1, clean=0)
     if info != 0:
         raise InputError("EASE's Gram matrix is not positive definite (numerically)",
-                         hint="raise --l2")
+                         hint="raise `l2`")
     _, info = potri(gram.T, lower=0, overwrite_c=1)
     if info != 0:
-        raise InputError("EASE's Gram matrix could not be inverted", hint="raise --l2")
+        raise InputError("EASE's Gram matrix could not be inverted", hint="raise `l2`")
     # P's lower triangle (C order) is valid: mirror it to the upper one, a band at a time
     step = max(1, (32 * 2**20) // (gram.itemsize * max(n, 1)))
     for a in range(0, n, step):
@@ -158,7 +158,7 @@ def ease_from_gram(gram: np.ndarray) -> np.ndarray:
         block[np.triu_indices(b - a, 1)] = block.T[np.triu_indices(b - a, 1)]
     diag = gram.diagonal().copy()
     if not (np.isfinite(diag).all() and (diag > 0).all()):
-        raise InputError("EASE's inverse is not finite", hint="raise --l2 or use --ease-dtype float64")
+        raise InputError("EASE's inverse is not finite", hint="raise `l2` or use `dtype=float64`")
     gram /= -diag[None, :]
     gram[np.diag_indices(n)] = 0.0
     return gram if gram.dtype == np.float32 else gram.astype(np.float32)

@@ -376,6 +376,15 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         """Users known by their features only, kept for :meth:`with_new_users` / :meth:`fold_in`."""
         return self._users.new_ids
 
+    def featureless_users(self) -> np.ndarray:
+        """Boolean mask over users: those with no feature the model knows (and no identity).
+
+        They have no representation of their own, so they get the model's non-personal
+        ranking (item biases); e.g. users added by :meth:`with_new_users` whose features
+        all came after training.
+        """
+        return self._uw.getnnz(axis=1) == 0
+
     @property
     def new_item_ids(self) -> np.ndarray:
         """Items known by their features only, kept for :meth:`with_new_items`."""

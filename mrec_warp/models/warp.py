@@ -478,7 +478,7 @@ class WARP(Recommender):
         from .foldin import warp_append_users
 
         if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train with --model hybrid")
+            raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
         warp_append_users(self, ids)
 
     def _fold_in_problem(self, users: np.ndarray):

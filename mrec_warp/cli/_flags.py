@@ -1,0 +1,92 @@
+"""The one place where the library's parameter names become the flags a user types.
+
+Library messages (errors and log lines) name parameters in backticks: `` `factors` ``,
+`` `leave_out=1` `` (see :mod:`mrec_warp.errors`). The CLI shows them as ``--factors`` and
+``--leave-out 1``: the flag is the name with dashes, except for the few parameters whose
+option is spelled differently (:data:`RENAMED`). Names no command has a flag for are left
+as written.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import InputError, spell_parameters
+from ..progress import Progress
+from ..stages.train import UnknownParameterError
+
+#: Parameters whose flag is not ``--`` + the name with dashes.
+RENAMED = {
+    "dtype": "--ease-dtype",  # train --model ease
+    "random_state": "--seed",
+    "outdir": "--output",
+    "k": "-k",
+}
+
+#: Model parameters ``train`` has an option for (the others are set from --params files only).
+MODEL_OPTIONS = frozenset({
+    "factors", "loss", "learning_rate", "learning_schedule", "user_reg", "item_reg", "max_sampled", "item_bias",
+    "epochs", "user_max_norm", "item_max_norm", "kos_k", "kos_n", "max_epochs", "patience", "eval_every",
+    "validation_fraction", "refit",
+    "identity", "identity_weight", "normalize",  # hybrid only
+    # item-similarity models (itemknn, slim, ease)
+    "neighbours", "similarity", "shrink", "l1", "l2", "topk", "dtype", "max_items", "memory_limit_mb",
+    "confidence", "alpha", "eps", "confidence_use",  # warp, wrmf
+    "regularization",  # wrmf only
+})
+
+#: Other parameters that library messages name and that a command sets with ``--name-with-dashes``.
+PARAMETERS = MODEL_OPTIONS | frozenset({
+    # train, and recommend's cold start: the model and its data
+    "model", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
+    "sub_models", "include_new_items", "new_items_only", "history",
+    # parallel work
+    "backend", "scheduler", "workdir", "part_size",
+    # prepare: reading and splitting
+    "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
+    "split", "num_splits", "features", "seed",
+    # similar
+    "items", "items_file",
+    # evaluate, tune, fetch
+    "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url",
+})
+
+
+def flag(name: str) -> Optional[str]:
+    """The flag that sets parameter ``name``, or ``None`` when no command has one."""
+    if name in RENAMED:
+        return RENAMED[name]
+    if name in PARAMETERS:
+        return "--" + name.replace("_", "-")
+    return None
+
+
+def spell(name: str, value: Optional[str] = None) -> Optional[str]:
+    """How the CLI writes a parameter reference: ``--flag`` or ``--flag value``."""
+    option = flag(name)
+    if option is None:
+        return None
+    return option if value is None else f"{option} {value}"
+
+
+def as_flags(text: str) -> str:
+    """``text`` with its parameter references written as flags."""
+    return spell_parameters(text, spell)
+
+
+def option_name(param: str) -> str:
+    """The click name of the option that sets model parameter ``param`` (``dtype`` -> ``ease_dtype``)."""
+    return flag(param)[2:].replace("-", "_")
+
+
+def error_line(exc: InputError) -> str:
+    """The one line the CLI prints for ``exc`` (without ``Error:``)."""
+    if isinstance(exc, UnknownParameterError):  # list the options train has, as flags in order
+        exc = exc.with_accepted(sorted((p for p in exc.accepted if p in MODEL_OPTIONS), key=flag))
+    return exc.render(spell)
+
+
+class FlagProgress(Progress):
+    """Progress whose log lines name flags where the library names parameters."""
+
+    def log(self, message: str) -> None:
+        super().log(as_flags(message))

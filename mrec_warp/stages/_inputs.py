@@ -1,0 +1,162 @@
+"""What the stages read besides ratings: the interactions with their value column, a
+parameters file (e.g. from ``tune``), the user / item feature files of a hybrid model, and
+a model given as a file or an object.
+
+Shared by the stages, so that each reads its inputs the same way and refuses the same
+mistakes with the same words.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+import pandas as pd
+
+from ..data.interactions import Interactions
+from ..data.io import check_readable, output_encoding, read_ratings
+from ..data.features import read_features
+from ..errors import InputError
+from ..models import Recommender, load
+from ..models.families import model_classes
+
+PathLike = Union[str, os.PathLike]
+
+
+def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True) -> Interactions:
+    """Read a ratings file; with ``values`` the matrix holds the value column (summed over
+    duplicate rows), else every row is 1. A file without a value column is refused when
+    ``required``, else read as ones (``has_values`` says which it was)."""
+    df = read_ratings(path, format=fmt)
+    if values and required and "value" not in df:
+        raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
+                         hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
+    if values and "value" in df:
+        bad = ~(df["value"].to_numpy() >= 0)  # negative or NaN: the models would refuse it without the file
+        if bad.any():
+            row = df[bad].iloc[0]
+            raise InputError(f"{int(bad.sum()):,} value(s) cannot be a confidence (negative or not finite), e.g. "
+                             f"{row['value']!r} for user {row['user']!r}, item {row['item']!r}", path=path,
+                             hint="values are counts, hours or ratings >= 0; drop those rows or use "
+                                  "`confidence=none`")
+    data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)
+    data.has_values = values and "value" in df
+    data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
+    return data
+
+
+def keep_encoding(model, data: Interactions) -> None:
+    """Record in the model that its ids came from a Latin-1 file: its outputs are then Latin-1 too."""
+    if output_encoding(getattr(data, "id_encoding", None)) != "utf-8":
+        model.id_encoding_ = output_encoding(data.id_encoding)
+
+
+# -- parameters files ----------------------------------------------------------------------------
+def load_params(path: Optional[PathLike]) -> Dict[str, Any]:
+    """The parameters of a JSON file (``{}`` without one); tune's output nests them under "params"."""
+    if not path:
+        return {}
+    params = _read_params_file(path)
+    return params.get("params", params)
+
+
+def params_model(path: Optional[PathLike]) -> Optional[str]:
+    """The model family a parameters file names (tune's output does), if any."""
+    model = _read_params_file(path).get("model") if path else None
+    if model is not None and model not in model_classes():
+        raise InputError(f"unknown model {model!r}", path=path, hint=f"one of {', '.join(model_classes())}")
+    return model
+
+
+def _read_params_file(path: PathLike) -> Dict[str, Any]:
+    try:
+        params = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno,
+                         hint="expected an object such as {\"factors\": 64}") from None
+    if not isinstance(params, dict):
+        raise InputError("expected a JSON object of parameters", path=path, hint="e.g. {\"factors\": 64}")
+    return params
+
+
+# -- feature files -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FeatureFiles:
+    """The user and item feature files of a hybrid model and how to read them.
+
+    Attributes
+    ----------
+    user, item : path-like, optional
+        ``id<TAB>feature[<TAB>weight]`` rows; ``None`` where there is no file.
+    sep, header, columns
+        Delimiter, header line and columns, as :func:`~mrec_warp.data.features.read_features`
+        takes them (guessed where ``None``).
+    """
+
+    user: Optional[PathLike] = None
+    item: Optional[PathLike] = None
+    sep: Optional[str] = None
+    header: Optional[bool] = None
+    columns: Optional[str] = None
+
+    @property
+    def given(self) -> bool:
+        return self.user is not None or self.item is not None
+
+    def read(self, id_encoding: Optional[str] = None) -> Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+        """(user table, item table), ``None`` where no file was given.
+
+        ``id_encoding`` is the encoding of the training data's ids; a feature file in another
+        one is refused when it holds a character outside ASCII (see :func:`check_same_encoding`).
+        """
+        tables = []
+        for kind, path in (("user", self.user), ("item", self.item)):
+            table = read_features(path, kind=kind, sep=self.sep, header=self.header,
+                                  columns=self.columns) if path else None
+            if table is not None:
+                check_same_encoding(table, id_encoding, kind, str(path))
+            tables.append(table)
+        return tables[0], tables[1]
+
+
+def check_same_encoding(table: pd.DataFrame, id_encoding: Optional[str], kind: str, path: str) -> None:
+    """Refuse a feature file whose non-ASCII text is in another encoding than the training data.
+
+    Outputs are written in the training data's encoding, so an id ``Señor`` read from a
+    UTF-8 feature file would come out as other bytes than it went in as (and an id matched
+    across the two files would be two different byte strings). ASCII reads the same in both.
+    """
+    mine, theirs = output_encoding(table.attrs.get("encoding")), output_encoding(id_encoding)
+    if mine == theirs:
+        return
+    text = pd.concat([table["id"], table["feature"]]).astype(str)
+    if text.map(str.isascii).all():
+        return
+    names = {"utf-8": "UTF-8", "latin-1": "Latin-1 (it is not valid UTF-8)"}
+    raise InputError(
+        f"the {kind} feature file is {names[mine]} but the training data is {names[theirs].split(' (')[0]}: "
+        "its ids and features would not come back as the same bytes", path=path,
+        hint=f"convert one file, e.g. iconv -f {mine} -t {theirs} {path} > converted.tsv",
+    )
+
+
+# -- models and k --------------------------------------------------------------------------------
+def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Optional[str]]:
+    """(model, the file it came from): ``model`` itself, or loaded from a model file."""
+    if isinstance(model, Recommender):
+        return model, None
+    check_readable(model, "model file")
+    return load(model), str(model)
+
+
+def capped_k(k: int, n: int, what: str = "items") -> Tuple[int, Optional[str]]:
+    """``k`` no larger than the ``n`` candidates there are, and a note when it was larger.
+
+    A longer list holds nothing more, but its buffers (rows x k) would grow with k, up to
+    an out-of-memory error.
+    """
+    if k > n:
+        return max(1, n), f"`k={k:,}` is more than the {n:,} {what} there are; using `k={max(1, n):,}`"
+    return k, None

@@ -1,0 +1,279 @@
+"""The training stage: a ratings file (and its side files) in, a fitted model (and model file) out.
+
+:func:`train` is what ``mrec-warp train`` runs: it picks the model family, merges the
+parameters of a parameters file with the ones given, checks that every one applies to the
+family, reads the interactions (with their value column when a confidence weighs rows by
+it), the validation and feature files, fits, and saves. Warp models can also be fitted as
+independent sub-models on a backend's workers.
+
+>>> result = train("split/train.tsv", "model.npz", params={"factors": 32})   # doctest: +SKIP
+>>> result.model.recommend_frame(["196"], k=5)                              # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..data.confidence import describe_confidence
+from ..data.interactions import Interactions
+from ..distributed import fit_submodels
+from ..errors import InputError
+from ..models.base import Recommender
+from ..models.families import model_classes
+from ..parallel import check_backend
+from ..progress import SILENT, Progress
+from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
+
+PathLike = Union[str, os.PathLike]
+
+#: Parameters the stage sets itself (from ``seed`` and the execution context): they are not
+#: options of a model family, so they are neither checked nor listed as such.
+EXECUTION_PARAMS = ("random_state", "n_jobs", "backend", "scheduler", "verbose")
+#: Parameters that only matter when a confidence weighs the rows (WRMF's always does).
+CONFIDENCE_PARAMS = ("alpha", "eps", "confidence_use")
+#: Parameters whose value 0 means "no limit" (``None`` to the models).
+ZERO_IS_UNLIMITED = ("user_max_norm", "item_max_norm")
+
+
+class UnknownParameterError(InputError):
+    """A parameter that the model family does not take.
+
+    Attributes
+    ----------
+    parameter : str
+        The parameter given.
+    model : str
+        The family it was given for.
+    accepted : tuple of str
+        The family's own parameters (those the stage does not set itself), in order.
+    source : str or None
+        The parameters file it came from; ``None`` when it was given directly.
+    """
+
+    def __init__(self, parameter: str, model: str, accepted: Sequence[str], source: Optional[PathLike] = None) -> None:
+        self.parameter, self.model, self.accepted = parameter, model, tuple(accepted)
+        self.source = None if source is None else str(source)
+        what = f"`{parameter}`" if source is None else f"{parameter!r} (from {source})"
+        own = ", ".join(f"`{p}`" for p in self.accepted)
+        hint = (f"its options: {own}" if own else f"`model={model}` takes no options") \
+            + (f"; {source} may be for another model" if source else "")
+        super().__init__(f"{what} does not apply to `model={model}`", hint=hint)
+
+    def __reduce__(self):  # pickled (e.g. back from a worker) with its fields, not its text
+        return type(self), (self.parameter, self.model, self.accepted, self.source)
+
+    def with_accepted(self, accepted: Sequence[str]) -> "UnknownParameterError":
+        """The same error listing only ``accepted`` (a caller that cannot set every parameter)."""
+        return UnknownParameterError(self.parameter, self.model, accepted, self.source)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` did.
+
+    Attributes
+    ----------
+    model : Recommender
+        The fitted model (saved to ``output`` when one was given).
+    model_name : str
+        Its family, as ``model`` names it (``"warp"``, ``"wrmf"``, ...).
+    n_users, n_items : int
+        Size of the training data.
+    output : str or None
+        The model file written.
+    """
+
+    model: Recommender
+    model_name: str
+    n_users: int
+    n_items: int
+    output: Optional[str] = None
+
+    @property
+    def sub_models(self) -> Optional[List[Dict[str, Any]]]:
+        """Factors and epochs of each sub-model, when the model was fitted as sub-models."""
+        return getattr(self.model, "sub_models_", None)
+
+    @property
+    def epochs(self) -> Optional[int]:
+        """Epochs the model was trained for, when it picked them itself (early stopping)."""
+        return getattr(self.model, "best_epoch_", None)
+
+
+def train(
+    train: PathLike,
+    output: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    params_file: Optional[PathLike] = None,
+    format: str = "auto",
+    validation: Optional[PathLike] = None,
+    item_features: Optional[PathLike] = None,
+    user_features: Optional[PathLike] = None,
+    feature_sep: Optional[str] = None,
+    feature_header: Optional[bool] = None,
+    feature_columns: Optional[str] = None,
+    sub_models: Optional[int] = None,
+    seed: int = 42,
+    context: Any = None,
+    progress: Optional[Progress] = None,
+) -> TrainResult:
+    """Fit a model on a ratings file and save it.
+
+    Parameters
+    ----------
+    train : path-like
+        ``user item [value ...]`` rows, every row a positive (see
+        :func:`~mrec_warp.data.io.read_ratings` for ``format``).
+    output : path-like, optional
+        Model file to write (``.npz``); nothing is written without it.
+    model : str, optional
+        Family (``warp``, ``hybrid``, ``popularity``, ``itemknn``, ``slim``, ``ease``,
+        ``wrmf``); default: the one ``params_file`` names, else ``warp``.
+    params : mapping, optional
+        Parameters of the family (e.g. ``{"factors": 128}``); they win over ``params_file``.
+        ``user_max_norm`` / ``item_max_norm`` of 0 mean no limit.
+    params_file : path-like, optional
+        JSON object of parameters, e.g. the output of ``tune`` (which nests them under
+        ``"params"`` beside ``"model"``).
+    validation : path-like, optional
+        Ratings to early-stop on instead of an internal hold-out.
+    item_features, user_features : path-like, optional
+        Feature files of a hybrid model; ``feature_sep``, ``feature_header`` and
+        ``feature_columns`` say how to read them.
+    sub_models : int, optional
+        Fit a warp model as this many independent sub-models of ``factors / sub_models``
+        factors on the context's workers, and concatenate them.
+    seed : int
+        Seeds the model (and the sub-models' seeds).
+    context : execution context, optional
+        Where work runs: its ``backend``, ``n_jobs``, ``scheduler`` and ``workdir`` (the
+        folder of resumable sub-model part files; default ``OUTPUT.parts``). Default: one
+        thread.
+    progress : Progress, optional
+        Where to log what happens; silent by default.
+
+    Returns
+    -------
+    TrainResult
+
+    Raises
+    ------
+    InputError
+        Bad files, or parameters that do not apply (the message names the parameter);
+        :class:`UnknownParameterError` for a parameter the family does not take.
+    """
+    progress = progress or SILENT
+    backend, n_jobs, scheduler, workdir = _execution(context)
+    given = dict(params or {})
+    model_name = model or params_model(params_file) or "warp"
+    if model_name not in model_classes():
+        raise InputError(f"unknown `model={model_name}`", hint=f"one of {', '.join(model_classes())}")
+    estimator = model_classes()[model_name]()
+    merged = dict(load_params(params_file))
+    kind = given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none")
+    _check_confidence(estimator, model_name, kind, given)
+    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
+    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf")
+    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    merged.update(given)
+    for name in ZERO_IS_UNLIMITED:
+        if merged.get(name) == 0:
+            merged[name] = None
+    names = estimator._param_names()
+    if "random_state" in names:
+        merged.update(random_state=seed, n_jobs=n_jobs)
+    elif "n_jobs" in names:  # item-item models: deterministic, no seed
+        merged.update(n_jobs=n_jobs)
+        if "backend" in names:
+            merged.update(backend=backend, scheduler=scheduler or "")
+    foreign = [name for name in merged if name not in names]
+    if foreign:
+        accepted = [p for p in names if p not in EXECUTION_PARAMS]
+        raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
+    estimator.set_params(**merged)
+    check_backend(backend, scheduler)
+    if sub_models and model_name != "warp":
+        raise InputError(f"`sub_models` needs `model=warp`, not `model={model_name}`", hint="drop `sub_models`")
+    _log_values(estimator, model_name, kind, data, progress)
+    if model_name == "warp" and (sub_models or backend == "dask"):
+        if kind != "none":
+            raise InputError("`confidence` does not combine with sub-models yet",
+                             hint="drop `sub_models` / `backend=dask`, or drop `confidence`")
+        if validation:
+            raise InputError("`validation` does not combine with sub-models", path=validation,
+                             hint="each sub-model early-stops on its own hold-out; drop `validation`")
+        # TODO(engine): the sub-model job of the job engine replaces distributed.fit_submodels here
+        estimator = fit_submodels(data, estimator.get_params(), n_models=sub_models, random_state=seed,
+                                  backend=backend, n_jobs=n_jobs, scheduler=scheduler,
+                                  workdir=workdir or (f"{output}.parts" if output else None), progress=progress)
+    else:
+        _fit(estimator, model_name, data, backend, n_jobs, format, validation,
+             FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
+                          columns=feature_columns), progress)
+    keep_encoding(estimator, data)
+    if output is not None:
+        estimator.save(output)
+    return TrainResult(estimator, model_name, data.n_users, data.n_items, None if output is None else str(output))
+
+
+def _execution(context: Any):
+    """(backend, n_jobs, scheduler, workdir) of an execution context; one thread without one."""
+    return (getattr(context, "backend", "threads"), getattr(context, "n_jobs", 1),
+            getattr(context, "scheduler", None), getattr(context, "workdir", None))
+
+
+def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
+    """A confidence only for families that weigh rows, and its settings only with one."""
+    if kind != "none" and "confidence" not in estimator._param_names():
+        raise InputError(f"`confidence` is used by `model=warp` or wrmf, not `model={model_name}`",
+                         hint="drop `confidence`, or train `model=warp`")
+    # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
+    if kind == "none" and model_name != "wrmf" and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
+        raise InputError("`alpha`, `eps` and `confidence_use` only matter with a confidence",
+                         hint="add `confidence=log` (or linear), or drop them")
+
+
+def _log_values(estimator: Recommender, model_name: str, kind: str, data: Interactions, progress: Progress) -> None:
+    """One log line on what the value column became."""
+    if model_name == "wrmf":
+        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if data.has_values
+                                                        else "1 (values ignored or no value column)"))
+    elif "confidence" in estimator._param_names():
+        progress.log(describe_values(data, kind, estimator.alpha, estimator.eps)
+                     + (f", used to {estimator.confidence_use} positives" if kind != "none" else ""))
+
+
+def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
+    """One log line: what the value column (TRAIN's third) became."""
+    if kind == "none":
+        return "value column (3rd) ignored: every row is a positive of weight 1 (`confidence=log` to weight by it)"
+    zeros = int(data.nnz - (data.matrix.data != 0).sum())
+    return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
+            + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
+
+
+def _fit(estimator: Recommender, model_name: str, data: Interactions, backend: str, n_jobs: int, fmt: str,
+         validation: Optional[PathLike], features: FeatureFiles, progress: Progress) -> None:
+    """Fit one model in this process, with its validation and feature files."""
+    if backend == "processes" and model_name == "warp":
+        # hogwild needs every worker to write the same factor arrays: threads share them for
+        # free, processes cannot (short of shared memory plus locking), so fit on threads.
+        progress.log(f"note: hogwild fitting runs on threads, not processes; fitting on {n_jobs} thread(s) "
+                     "(use `sub_models=K` to fit independent sub-models on processes)")
+    fit_kwargs: Dict[str, Any] = {}
+    if model_name != "popularity":
+        fit_kwargs["progress"] = progress
+        if validation:
+            fit_kwargs["validation"] = load_interactions(validation, fmt)
+    if model_name == "wrmf":
+        fit_kwargs["use_values"] = data.has_values
+    user_table, item_table = features.read(getattr(data, "id_encoding", None))
+    if user_table is not None or item_table is not None:
+        if model_name != "hybrid":
+            raise InputError(f"feature files need `model=hybrid`, not `model={model_name}`",
+                             path=features.item or features.user, hint="add `model=hybrid`")
+        fit_kwargs.update(user_features=user_table, item_features=item_table)
+    estimator.fit(data, **fit_kwargs)

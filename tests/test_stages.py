@@ -1,0 +1,285 @@
+"""The stage functions (``mrec_warp.train`` ...) as a Python caller uses them: they do what
+the commands do (same model, same rows), and their errors name parameters, which the CLI
+alone turns into flags."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import tokenize
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import mrec_warp as mw
+from mrec_warp import InputError
+from mrec_warp.errors import PARAMETER, ParameterError
+from mrec_warp.cli import main
+from mrec_warp.cli._flags import as_flags, error_line, flag
+from mrec_warp.models import WARP, WRMF, HybridWARP, load
+from mrec_warp.stages import UnknownParameterError, cold_start
+from mrec_warp.stages.prepare import prepare_outputs
+
+from .conftest import planted_low_rank
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A training file of 120 users x 80 items with counts, and a file of item features."""
+    train, _ = planted_low_rank(n_users=120, n_items=80, per_user=15, seed=5)
+    coo = train.tocoo()
+    d = tmp_path_factory.mktemp("stages")
+    rng = np.random.default_rng(0)
+    ratings = pd.DataFrame({"user": [f"u{u}" for u in coo.row], "item": [f"i{i}" for i in coo.col],
+                            "value": rng.integers(1, 6, coo.nnz)})
+    ratings.to_csv(d / "train.tsv", sep="\t", header=False, index=False)
+    tags = pd.DataFrame({"item": [f"i{i}" for i in range(80)], "tag": [f"t{i % 7}" for i in range(80)]})
+    tags.to_csv(d / "items.tsv", sep="\t", header=False, index=False)
+    return SimpleNamespace(folder=d, train=d / "train.tsv", items=d / "items.tsv")
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def read_tsv(path_or_text, names):
+    source = io.StringIO(path_or_text) if isinstance(path_or_text, str) else path_or_text
+    return pd.read_csv(source, sep="\t", header=None, names=names, dtype=str, keep_default_na=False)
+
+
+# -- train ------------------------------------------------------------------------------------------
+def test_train_returns_the_model_the_cli_writes(files, tmp_path):
+    result = mw.train(files.train, tmp_path / "lib.npz", params={"factors": 8, "epochs": 3}, seed=7)
+    assert isinstance(result.model, WARP) and result.model_name == "warp"
+    assert (result.n_users, result.n_items, result.epochs) == (120, 80, 3)
+    assert run("train", files.train, "-o", tmp_path / "cli.npz", "--factors", "8", "--epochs", "3", "--seed", "7",
+               "-q").exit_code == 0
+    from_cli = load(tmp_path / "cli.npz")
+    users = [f"u{u}" for u in range(120)]
+    expected = from_cli.recommend_frame(users, k=10)
+    pd.testing.assert_frame_equal(result.model.recommend_frame(users, k=10), expected)
+    pd.testing.assert_frame_equal(load(tmp_path / "lib.npz").recommend_frame(users, k=10), expected)
+
+
+def test_train_without_output_writes_nothing(files, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = mw.train(files.train, model="popularity")
+    assert result.output is None and list(tmp_path.iterdir()) == []
+    assert result.model.recommend_frame(["u1"], k=3)["item"].tolist() == \
+        load_popularity_via_cli(files, tmp_path).recommend_frame(["u1"], k=3)["item"].tolist()
+
+
+def load_popularity_via_cli(files, tmp_path):
+    assert run("train", files.train, "-o", tmp_path / "pop.npz", "--model", "popularity", "-q").exit_code == 0
+    return load(tmp_path / "pop.npz")
+
+
+def test_explicit_params_win_over_the_params_file_and_zero_norm_means_no_limit(files, tmp_path):
+    params = tmp_path / "best.json"
+    params.write_text(json.dumps({"model": "warp", "params": {"factors": 6, "learning_rate": 0.07}}))
+    model = mw.train(files.train, params_file=params, params={"learning_rate": 0.03, "epochs": 1,
+                                                              "item_max_norm": 0}).model
+    assert (model.factors, model.learning_rate, model.epochs, model.item_max_norm) == (6, 0.03, 1, None)
+
+
+def test_a_params_file_names_the_model(files, tmp_path):
+    params = tmp_path / "best.json"
+    params.write_text(json.dumps({"model": "wrmf", "params": {"factors": 4, "epochs": 1}}))
+    result = mw.train(files.train, params_file=params)
+    assert isinstance(result.model, WRMF) and result.model_name == "wrmf"
+
+
+def test_errors_name_parameters_and_the_cli_shows_flags(files, tmp_path):
+    with pytest.raises(InputError) as caught:
+        mw.train(files.train, model="popularity", params={"confidence": "log"})
+    assert "--" not in str(caught.value)
+    assert str(caught.value) == ("`confidence` is used by `model=warp` or wrmf, not `model=popularity` "
+                                 "(drop `confidence`, or train `model=warp`)")
+    assert caught.value.params == ("confidence", "model")
+    assert error_line(caught.value) == ("--confidence is used by --model warp or wrmf, not --model popularity "
+                                        "(drop --confidence, or train --model warp)")
+    result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "popularity", "--confidence", "log")
+    assert result.exit_code == 2
+    assert result.output == f"Error: {error_line(caught.value)}\n"
+    with pytest.raises(InputError, match=r"`sub_models` needs `model=warp`, not `model=ease`"):
+        mw.train(files.train, model="ease", sub_models=2)
+    with pytest.raises(InputError, match=r"`alpha`, `eps` and `confidence_use` only matter with a confidence"):
+        mw.train(files.train, params={"alpha": 2.0})
+    with pytest.raises(InputError, match="unknown `model=lightfm`"):
+        mw.train(files.train, model="lightfm")
+
+
+def test_a_parameter_of_another_family_lists_the_family_s_own(files, tmp_path):
+    with pytest.raises(UnknownParameterError) as caught:
+        mw.train(files.train, model="ease", params={"factors": 8})
+    exc = caught.value
+    assert (exc.parameter, exc.model, exc.source) == ("factors", "ease", None)
+    assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb")  # n_jobs is the context's
+    assert str(exc) == ("`factors` does not apply to `model=ease` "
+                        "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`)")
+    # the CLI lists flags, and only the options train has
+    result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "ease", "--factors", "8")
+    assert result.output == ("Error: --factors does not apply to --model ease "
+                             "(its options: --ease-dtype, --l2, --max-items, --memory-limit-mb)\n")
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"validation_users": 10}))
+    with pytest.raises(UnknownParameterError) as caught:
+        mw.train(files.train, model="slim", params_file=params)
+    assert caught.value.source == str(params)
+    assert str(caught.value).startswith(f"'validation_users' (from {params}) does not apply to `model=slim`")
+    assert "`max_iter`" in str(caught.value)  # a parameter the CLI has no option for
+    assert "--max-iter" not in error_line(caught.value) and "max_iter" not in error_line(caught.value)
+
+
+def test_confidence_reads_the_value_column(files):
+    weighted = mw.train(files.train, params={"confidence": "log", "factors": 4, "epochs": 1})
+    assert weighted.model.confidence == "log"
+    ones = files.folder / "pairs.tsv"
+    read_tsv(files.train, ["user", "item", "value"])[["user", "item"]].to_csv(ones, sep="\t", header=False,
+                                                                                index=False)
+    with pytest.raises(InputError, match="`confidence` needs a value column") as caught:
+        mw.train(ones, params={"confidence": "log"})
+    assert caught.value.path == str(ones)
+
+
+def test_hybrid_training_reads_feature_files_and_refuses_them_for_other_models(files):
+    result = mw.train(files.train, model="hybrid", item_features=files.items, params={"factors": 4, "epochs": 1})
+    assert isinstance(result.model, HybridWARP) and "t3" in set(result.model.item_feature_names)
+    with pytest.raises(InputError, match=r"feature files need `model=hybrid`, not `model=warp`"):
+        mw.train(files.train, item_features=files.items, params={"epochs": 1})
+
+
+def test_sub_models_run_on_the_context_s_workers(files, tmp_path):
+    context = SimpleNamespace(backend="threads", n_jobs=2, scheduler=None, workdir=str(tmp_path / "parts"))
+    log = io.StringIO()
+    result = mw.train(files.train, sub_models=2, params={"factors": 8, "epochs": 2}, context=context,
+                      progress=mw.Progress(verbose=True, stream=log))
+    assert [m["factors"] for m in result.sub_models] == [4, 4]
+    assert result.model.user_factors.shape == (120, 8)
+    assert f"fit: 2 sub-models of 4, 4 factors in {tmp_path / 'parts'}" in log.getvalue()
+
+
+# -- cold start ---------------------------------------------------------------------------------------
+def test_cold_start_folds_in_a_history(files, tmp_path):
+    model = mw.train(files.train, params={"factors": 4, "epochs": 2}).model
+    history = tmp_path / "history.tsv"
+    history.write_text("newcomer\ti3\nnewcomer\ti5\nu1\ti7\n")
+    extended = cold_start(model, history=history, fold_in_epochs=2)
+    assert extended.changed and extended.users == ["newcomer", "u1"]
+    assert "newcomer" in set(extended.model.user_ids)
+    with pytest.raises(InputError, match=r"`item_features` needs a hybrid model, this is a WARP") as caught:
+        cold_start(model, "m.npz", item_features=files.items)
+    assert error_line(caught.value) == ("m.npz: --item-features needs a hybrid model, this is a WARP "
+                                        "(train with 'mrec-warp train --model hybrid')")
+
+
+def test_featureless_users_are_the_new_users_with_no_known_feature(files, tmp_path):
+    users = tmp_path / "users.tsv"
+    users.write_text("u1\tstudent\nu2\tretired\n")
+    model = mw.train(files.train, model="hybrid", user_features=users, params={"factors": 4, "epochs": 1}).model
+    assert not model.featureless_users().any()
+    newcomers = pd.DataFrame({"id": ["a", "b"], "feature": ["student", "astronaut"]})
+    grown = model.with_new_users(newcomers)
+    assert grown.featureless_users()[model.n_users:].tolist() == [False, True]
+
+
+# -- similar and explain ------------------------------------------------------------------------------
+def test_similar_gives_the_rows_of_the_command(files, tmp_path):
+    mw.train(files.train, tmp_path / "m.npz", params={"factors": 8, "epochs": 2})
+    result = mw.similar(tmp_path / "m.npz", "i3,i7", k=4)
+    assert result.notes == []
+    cli = run("similar", tmp_path / "m.npz", "--items", "i3,i7", "-k", "4")
+    assert cli.exit_code == 0
+    rows = read_tsv(cli.output, ["item", "similar_item", "score", "rank"])
+    assert rows[["item", "similar_item"]].values.tolist() == result.frame[["item", "similar_item"]].values.tolist()
+    # a model object and a list of ids work too; k is capped with a note
+    capped = mw.similar(result.model, ["i3"], k=500)
+    assert len(capped.frame) == 79 and capped.notes == ["`k=500` is more than the 79 other items there are; "
+                                                        "using `k=79`"]
+    assert as_flags(capped.notes[0]) == "-k 500 is more than the 79 other items there are; using -k 79"
+
+
+def test_similar_errors_name_parameters(files, tmp_path):
+    model = mw.train(files.train, params={"factors": 4, "epochs": 1}).model
+    with pytest.raises(InputError, match=r"item ' i7' is not in the model") as caught:
+        mw.similar(model, "i3, i7")
+    assert "`items` takes ids exactly as given between commas" in caught.value.hint
+    assert "(write --items 'a,b', not 'a, b')" in error_line(caught.value)
+    with pytest.raises(ParameterError, match=r"give exactly one of `items` or `items_file`"):
+        mw.similar(model)
+    model.save(tmp_path / "m.npz")
+    usage = run("similar", tmp_path / "m.npz")  # the CLI shows it as click shows a usage error
+    assert usage.exit_code == 2 and usage.stderr.startswith("Usage: ")
+    assert usage.stderr.endswith("\nError: give exactly one of --items or --items-file\n")
+    with pytest.raises(InputError, match="no item factors"):
+        mw.similar(mw.train(files.train, model="popularity").model, "i3")
+
+
+def test_explain_gives_the_rows_of_the_command(files, tmp_path):
+    mw.train(files.train, tmp_path / "w.npz", model="wrmf", params={"factors": 4, "epochs": 2})
+    result = mw.explain(tmp_path / "w.npz", "u3", "i1,i2", k=3)
+    cli = run("explain", tmp_path / "w.npz", "--user", "u3", "--items", "i1,i2", "-k", "3")
+    assert cli.exit_code == 0
+    rows = read_tsv(cli.output, ["user", "item", "score", "history_item", "contribution", "rank"])
+    assert rows[["item", "history_item"]].values.tolist() == result.frame[["item", "history_item"]].values.tolist()
+    assert set(result.frame["item"]) == {"i1", "i2"}
+    with pytest.raises(InputError, match="cannot explain") as caught:
+        mw.explain(mw.train(files.train, params={"factors": 4, "epochs": 1}).model, "u3")
+    assert error_line(caught.value).endswith("(train with 'mrec-warp train --model wrmf')")
+
+
+# -- prepare ----------------------------------------------------------------------------------------
+def test_prepare_writes_what_prepare_outputs_lists(files, tmp_path):
+    summary = mw.prepare(files.train, tmp_path / "cv", num_splits=2, seed=3)
+    written = sorted(p.relative_to(tmp_path) for p in (tmp_path / "cv").rglob("*") if p.is_file())
+    assert written == sorted(p.relative_to(tmp_path) for p in prepare_outputs(tmp_path / "cv", num_splits=2))
+    assert [s["split"] for s in summary["splits"]] == [0, 1]
+
+
+def test_the_cli_s_log_lines_name_flags(files, tmp_path):
+    result = run("train", files.train, "-o", tmp_path / "m.npz", "--epochs", "1", "--factors", "4",
+                 "--backend", "processes", "-v")
+    assert result.exit_code == 0, result.output
+    assert "value column (3rd) ignored: every row is a positive of weight 1 (--confidence log to weight by it)" \
+        in result.stderr
+    assert "(use --sub-models K to fit independent sub-models on processes)" in result.stderr
+    assert "`" not in result.stderr
+
+
+# -- the one mapping from parameters to flags ---------------------------------------------------------
+def _parameter_references():
+    """(name, file) of every parameter reference in the strings of the package outside cli/."""
+    root = Path(mw.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        if "cli" in path.relative_to(root).parts:
+            continue
+        with open(path, "rb") as fh:
+            strings = [t.string for t in tokenize.tokenize(fh.readline) if t.type == tokenize.STRING]
+        for text in strings:
+            text = re.sub(r"``[^`]*``|:[a-z]+:`[^`]*`", "", text)  # reStructuredText in docstrings
+            for m in PARAMETER.finditer(text):
+                yield m.group(1), path.name
+
+
+def test_every_parameter_a_library_message_names_has_a_flag():
+    refs = list(_parameter_references())
+    assert len(refs) > 60  # the scan sees the messages
+    assert [(name, where) for name, where in refs if flag(name) is None] == []
+
+
+@pytest.mark.parametrize("template, cli", [
+    ("`leave_out=1`", "--leave-out 1"),
+    ("use `dtype=float64`", "use --ease-dtype float64"),
+    ("`k=5` is more", "-k 5 is more"),
+    ("`scheduler` tcp://x:1 needs `backend=dask`", "--scheduler tcp://x:1 needs --backend dask"),
+    ("`decay` and `Factors` and ``factors``", "`decay` and `Factors` and ``factors``"),  # not parameters with flags
+])
+def test_the_cli_spells_references_as_flags(template, cli):
+    assert as_flags(template) == cli
+    exc = InputError(template, path="we`ird`.tsv", hint=template)
+    assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
+    assert str(exc) == f"we`ird`.tsv: {template} ({template})"
