@@ -16,7 +16,8 @@ from typing import Any, Dict, Optional, Tuple, Union
 import pandas as pd
 
 from ..data.interactions import Interactions
-from ..data.io import check_readable, output_encoding, read_ratings
+from ..data.inputs import check_readable, output_encoding
+from ..data.ratings import read_ratings
 from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load

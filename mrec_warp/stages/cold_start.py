@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from ..data.io import read_ratings
+from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..models.base import Recommender
 from ..models.hybrid import HybridWARP

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import List, Union
 
-from ..data.split import SPLIT_FILES, prepare
+from ..data.split import prepare
+from ..data.split_folder import SPLIT_FILES
 
 PathLike = Union[str, os.PathLike]
 

@@ -126,7 +126,7 @@ def train(
     ----------
     train : path-like
         ``user item [value ...]`` rows, every row a positive (see
-        :func:`~mrec_warp.data.io.read_ratings` for ``format``).
+        :func:`~mrec_warp.data.ratings.read_ratings` for ``format``).
     output : path-like, optional
         Model file to write (``.npz``); nothing is written without it.
     model : str, optional
