@@ -7,7 +7,7 @@ The public API; everything else is an implementation detail.
 >>> model = mw.WARP(random_state=0).fit(train)                              # doctest: +SKIP
 >>> model.recommend_frame(["42"], k=10)                                     # doctest: +SKIP
 """
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402

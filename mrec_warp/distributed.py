@@ -41,7 +41,8 @@ from .data.io import (PathLike, atomic_path, atomic_write, host_name, output_enc
                       remove_stale_temps)
 from .data.npz import NpzArchive, check_csr, check_ids, read_arrays, write_npz
 from .errors import InputError
-from .parallel import Backend, backend_for, chunk_ranges
+from .context import context_for
+from .workers import Workers, chunk_ranges
 from .progress import SILENT, Progress
 from .recommend import _KernelExclusion, text_output
 
@@ -373,7 +374,7 @@ def _first_missing(paths: List[str]) -> Optional[str]:
     return next((p for p in paths if not os.path.exists(p)), None)
 
 
-def check_workdir_visible(backend: Backend, workdir: Path, *inputs: PathLike) -> None:
+def check_workdir_visible(backend: Workers, workdir: Path, *inputs: PathLike) -> None:
     """Fail early, in one line, when a Dask worker cannot see the work folder or an input file.
 
     Every worker is asked (``Client.run``), not just whichever ones a task lands on.
@@ -527,7 +528,7 @@ def recommend_in_parts(
     users: Optional[np.ndarray] = None,
     exclude: Union[str, None, sp.csr_matrix] = "train",
     fmt: str = "tsv",
-    backend: Union[str, Backend] = "threads",
+    backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,
     workdir: Optional[PathLike] = None,
@@ -599,7 +600,7 @@ def recommend_in_parts(
     progress.log(f"recommend: {len(ranges)} parts of up to {size:,} users in {wd.path}"
                  + (f"; {len(ranges) - len(todo)} already done" if len(todo) < len(ranges) else ""))
     extra = ["model.npz", "users.npz", "exclude.npz"]  # inputs copied for workers, if any
-    with backend_for(backend, n_jobs, scheduler) as be:
+    with context_for(backend, n_jobs, scheduler) as be:
         if todo:
             model_src: Any = model
             users_file: Optional[str] = None
@@ -709,7 +710,7 @@ def fit_submodels(
     params: Optional[Dict[str, Any]] = None,
     n_models: Optional[int] = None,
     random_state: int = 42,
-    backend: Union[str, Backend] = "threads",
+    backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,
     workdir: Optional[PathLike] = None,
@@ -757,7 +758,7 @@ def fit_submodels(
                          hint="fit one model (no sub-models) to use confidence, or drop confidence")
     total = int(params.get("factors", WARP().factors))
     tmp_dir = None
-    with backend_for(backend, n_jobs, scheduler) as be:
+    with context_for(backend, n_jobs, scheduler) as be:
         K = int(n_models or be.workers)
         sizes = split_factors(total, K)
         seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(random_state).spawn(K)]
@@ -851,7 +852,7 @@ def evaluate_parallel(
     names: Optional[Sequence[str]] = None,
     ks: Sequence[int] = (5, 10, 20),
     splits: Optional[Sequence[str]] = None,
-    backend: Union[str, Backend] = "threads",
+    backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,
     progress: Progress = SILENT,
@@ -875,7 +876,7 @@ def evaluate_parallel(
              for l in labels for r, n in zip(recs, names)]
     if len(units) == 1 or (isinstance(backend, str) and backend == "threads" and (n_jobs or 1) == 1):
         return evaluate(train, test, recs, names=names, ks=ks, splits=splits, progress=progress, catalog=catalog)
-    with backend_for(backend, n_jobs, scheduler) as be:
+    with context_for(backend, n_jobs, scheduler) as be:
         progress.log(f"evaluating {len(units)} (split, recs) pairs on {be.describe()}")
         flat = list(be.map(_evaluate_unit, units))
     evaluations = [flat[i * len(recs):(i + 1) * len(recs)] for i in range(len(labels))]

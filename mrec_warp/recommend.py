@@ -33,7 +33,8 @@ import scipy.sparse as sp
 from ._topk import topk_masked
 from .data.io import atomic_path, atomic_write, check_tsv_ids, output_encoding
 from .errors import InputError
-from .parallel import backend_for, one_blas_thread
+from .context import context_for
+from .workers import one_blas_thread
 from .progress import SILENT, Progress
 
 #: Scores per block, in floats: 16M floats = 64 MB per worker.
@@ -170,7 +171,7 @@ def iter_top_k(
     users = np.asarray(users, dtype=np.int64)
     block_size = block_size or default_block_size(n_items)
     starts = range(0, len(users), block_size)
-    with backend_for(backend, n_jobs, scheduler) as be:
+    with context_for(backend, n_jobs, scheduler) as be:
         if be.is_local_memory:  # threads share the exclusion arrays, converted once
             shared = None if exclude is None else _KernelExclusion.of(exclude)
             run, tasks = top_k_block, ((score_fn, users[s:s + block_size], k, shared, s, item_mask) for s in starts)

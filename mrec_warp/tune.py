@@ -32,7 +32,8 @@ from .data.io import PathLike, atomic_write
 from .errors import InputError
 from .data.npz import NpzArchive, check_csr, write_npz
 from .models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES  # noqa: F401 (TUNABLE_FAMILIES: the CLI's list)
-from .parallel import Backend, backend_for
+from .context import context_for
+from .workers import Workers
 from .progress import SILENT, Progress
 
 #: WARP's parameters a search may vary, and what each must be (other families: FAMILIES).
@@ -360,7 +361,7 @@ def tune(
     k: int = 10,
     base: Optional[Dict[str, Any]] = None,
     seed: int = 42,
-    backend: Union[str, Backend] = "threads",
+    backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,
     workdir: Optional[PathLike] = None,
@@ -451,7 +452,7 @@ def tune(
     done = len(points) - len(todo)
     # finished trials are read here, never sent to a worker again
     rows = [json.loads(wd.file(n).read_text()) for n in names if wd.done(n)]
-    with backend_for(backend, n_jobs, scheduler) as be:
+    with context_for(backend, n_jobs, scheduler) as be:
         split_src: Any = (fit, val)
         if not be.is_local_memory and todo:
             split_src = str(wd.file("split.npz").resolve())

@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 from mrec_warp.data.interactions import Interactions  # noqa: E402
 from mrec_warp.distributed import FAULT_ENV, fit_submodels, recommend_in_parts  # noqa: E402
 from mrec_warp.models import WARP, load  # noqa: E402
-from mrec_warp.parallel import Backend  # noqa: E402
+from mrec_warp.context import ExecutionContext as Backend  # noqa: E402
 from mrec_warp.recommend import write_recommendations  # noqa: E402
 
 

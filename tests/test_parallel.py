@@ -14,8 +14,8 @@ from mrec_warp.data.interactions import Interactions
 from mrec_warp.distributed import FAULT_ENV, WorkDir, evaluate_parallel, fit_submodels, recommend_in_parts, split_factors
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, load
-from mrec_warp import parallel
-from mrec_warp.parallel import Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
+from mrec_warp import workers as parallel
+from mrec_warp.workers import Workers as Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
 from mrec_warp.recommend import iter_top_k, write_recommendations
 
 ROOT = Path(__file__).resolve().parents[1]

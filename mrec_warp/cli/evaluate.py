@@ -10,7 +10,7 @@ from ..data.io import check_readable
 from ..evaluation.report import SPLIT_PLACEHOLDER, check_plot_available
 from ..evaluation.report import default_names, format_table, resolve_split, write_reports
 from ..distributed import evaluate_parallel
-from ..parallel import BACKENDS, check_backend
+from ..workers import BACKENDS, check_backend
 from ._parallel import N_JOBS
 from ._common import check_outputs, friendly_errors, make_progress, parse_int_list, quiet_option
 

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..models import load
 from ..models.popularity import Popularity
 from ..recommend import write_recommendations
-from ..parallel import check_backend
+from ..workers import check_backend
 from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import cold_start, feature_file_options, pop_feature_options
 from ._parallel import N_JOBS, parallel_options

@@ -11,7 +11,7 @@ from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
-from ..parallel import check_backend
+from ..workers import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
 from ._parallel import N_JOBS, parallel_options

@@ -7,7 +7,7 @@ import click
 
 from ..data.io import atomic_write
 from ..errors import InputError
-from ..parallel import check_backend
+from ..workers import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._parallel import N_JOBS, parallel_options
 

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
+from ..workers import effective_n_jobs, thread_map
 from . import _warp
 from .base import Recommender, factor_scores
 from .validation import check_epoch_params, holdout_split, need, run_epochs
@@ -242,18 +243,14 @@ class WARP(Recommender):
             for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
                 totals += run(s, e, self._rng_state)
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
             # one independent sampler per thread, seeded from the model's state and the epoch
             seeds = np.random.default_rng([int(self._rng_state[0]), self.epochs_done_]).integers(0, 2**63 - 1, n_jobs)
             states = [_warp.seed_state(int(x)) for x in seeds]
             self._rng_state = _warp.seed_state(int(self._rng_state[1]))
-            # Plain threads, not joblib.Parallel: its set-up costs ~15 ms per call, as much as
-            # a whole epoch on MovieLens 100k; the kernels release the GIL either way.
-            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                results = list(pool.map(lambda w: run(int(bounds[w]), int(bounds[w + 1]), states[w]), range(n_jobs)))
-            for r in results:
+            # one hogwild shard per thread, on the fitting threads every model shares
+            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
+            for r in thread_map(run, shards, n_jobs):
                 totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
@@ -672,6 +669,4 @@ def _limit(max_norm: Optional[float]) -> float:
 
 def _n_threads(n_jobs: Optional[int]) -> int:
     """Threads ``n_jobs`` asks for, counted as every other parallel part of the package counts."""
-    from ..parallel import effective_n_jobs
-
     return effective_n_jobs(n_jobs)

@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from ..data.confidence import check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..errors import InputError, TrainingDivergedError
-from ..parallel import effective_n_jobs
+from ..workers import effective_n_jobs
 from ..progress import SILENT, Progress
 from . import _als, wrmf_users
 from .base import Recommender, factor_scores
