@@ -44,6 +44,7 @@ from .errors import InputError
 from .context import context_for
 from .workers import Workers, chunk_ranges
 from .progress import SILENT, Progress
+from .seeds import DEFAULT_SEED
 from .recommend import _KernelExclusion, text_output
 
 JOB_FILE = "job.json"
@@ -709,7 +710,7 @@ def fit_submodels(
     data,
     params: Optional[Dict[str, Any]] = None,
     n_models: Optional[int] = None,
-    random_state: int = 42,
+    random_state: int = DEFAULT_SEED,
     backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,

@@ -35,6 +35,7 @@ from .models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES  # noqa:
 from .context import context_for
 from .workers import Workers
 from .progress import SILENT, Progress
+from .seeds import DEFAULT_SEED
 
 #: WARP's parameters a search may vary, and what each must be (other families: FAMILIES).
 TUNABLE = FAMILIES["warp"].tunable
@@ -113,7 +114,7 @@ def grid_points(grid: Dict[str, List[Any]]) -> List[Dict[str, Any]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
 
 
-def random_points(n: int, space: Optional[Dict[str, Any]] = None, seed: int = 42,
+def random_points(n: int, space: Optional[Dict[str, Any]] = None, seed: int = DEFAULT_SEED,
                   family: str = "warp") -> List[Dict[str, Any]]:
     """``n`` random points: lists are sampled uniformly, ``("log", lo, hi)`` log-uniformly,
     ``("logint", lo, hi)`` log-uniformly rounded to an int, ``("log0", lo, hi)`` is 0 a
@@ -140,7 +141,7 @@ def random_points(n: int, space: Optional[Dict[str, Any]] = None, seed: int = 42
 
 
 def candidates(families: Sequence[str], grids: Optional[Dict[str, Dict[str, List[Any]]]] = None,
-               n_random: Optional[int] = None, seed: int = 42) -> List[Dict[str, Any]]:
+               n_random: Optional[int] = None, seed: int = DEFAULT_SEED) -> List[Dict[str, Any]]:
     """The points of a multi-family search, each with its ``model``: per family, its grid's
     points, ``n_random`` random points (from the grid's values when there is a grid, else
     around the defaults), or its built-in grid when neither is given. :func:`tune` adds each
@@ -360,7 +361,7 @@ def tune(
     validation_fraction: float = 0.1,
     k: int = 10,
     base: Optional[Dict[str, Any]] = None,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     backend: Union[str, Workers] = "threads",
     n_jobs: int = 1,
     scheduler: Optional[str] = None,

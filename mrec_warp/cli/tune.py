@@ -7,6 +7,7 @@ import click
 
 from ..data.io import atomic_write
 from ..errors import InputError
+from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._parallel import N_JOBS, parallel_options
@@ -58,7 +59,7 @@ alone, from a default space.
                    "shorter one favours settings that peak early, such as no norm limit).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
-@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the split, sampling and models.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Trials at once (-1: every core; with dask and no --scheduler: local workers).")
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")

@@ -20,6 +20,7 @@ from ..data.features import (
 )
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from ..seeds import spawn_seed
 from . import _hybrid, _warp
 from .foldin import append_empty_rows as _append_empty_rows
 from .base import factor_scores
@@ -292,7 +293,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         # seed), so that without feature files the model starts exactly where WARP does.
         user_id = seed_rng.standard_normal((n_uid, d), dtype=np.float32) * scale
         item_id = seed_rng.standard_normal((n_iid, d), dtype=np.float32) * scale
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _warp.seed_state(spawn_seed(seed_rng))
         user_content = seed_rng.standard_normal((us.n_content, d), dtype=np.float32) * scale
         item_content = seed_rng.standard_normal((its.n_content, d), dtype=np.float32) * scale
         self.user_embeddings_ = np.ascontiguousarray(np.vstack([user_content, user_id]))

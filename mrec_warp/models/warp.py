@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
+from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from . import _warp
 from .base import Recommender, factor_scores
@@ -207,7 +208,7 @@ class WARP(Recommender):
         self._user_accum = np.ones((n_users, d), dtype=np.float32)
         self._item_accum = np.ones((n_items, d), dtype=np.float32)
         self._bias_accum = np.ones(n_items, dtype=np.float32)
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _warp.seed_state(spawn_seed(seed_rng))
         self.epochs_done_ = 0
 
     def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
@@ -215,7 +216,7 @@ class WARP(Recommender):
         e.g. to continue training a model loaded from disk."""
         self._user_accum, self._item_accum, self._bias_accum = (
             np.ones_like(a) for a in self._learned_arrays())
-        self._rng_state = _warp.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _warp.seed_state(spawn_seed(seed_rng))
 
     def _snapshot(self) -> Tuple[np.ndarray, ...]:
         return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
@@ -245,7 +246,7 @@ class WARP(Recommender):
         else:
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
             # one independent sampler per thread, seeded from the model's state and the epoch
-            seeds = np.random.default_rng([int(self._rng_state[0]), self.epochs_done_]).integers(0, 2**63 - 1, n_jobs)
+            seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
             states = [_warp.seed_state(int(x)) for x in seeds]
             self._rng_state = _warp.seed_state(int(self._rng_state[1]))
             # one hogwild shard per thread, on the fitting threads every model shares
@@ -344,7 +345,7 @@ class WARP(Recommender):
             fit_part = csr
         else:
             fit_part, val = holdout_split(csr, float(self.validation_fraction), rng)
-        init_seed = int(rng.integers(0, 2**63 - 1))
+        init_seed = spawn_seed(rng)
         self._init_state(*csr.shape, np.random.default_rng(init_seed))
         best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
         self.best_epoch_ = best

@@ -25,6 +25,7 @@ from ..data.interactions import Interactions, as_csr
 from ..errors import InputError, TrainingDivergedError
 from ..workers import effective_n_jobs
 from ..progress import SILENT, Progress
+from ..seeds import spawn_seed
 from . import _als, wrmf_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
@@ -252,7 +253,7 @@ class WRMF(Recommender):
         else:
             fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
             val.data[:] = 1.0
-        init_seed = int(rng.integers(0, 2**63 - 1))
+        init_seed = spawn_seed(rng)
         self._init_state(*csr.shape, np.random.default_rng(init_seed))
         best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
         self.best_epoch_ = best
