@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from ..seeds import DEFAULT_SEED
 from .io import atomic_path, atomic_write, owner_tag, read_ratings, remove_stale_temps, write_interactions
 
 PathLike = Union[str, os.PathLike]
@@ -310,7 +311,7 @@ def iter_splits(
     leave_out: Optional[int] = None,
     split: str = "random",
     num_splits: int = 1,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     source: Optional[str] = None,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
@@ -411,7 +412,7 @@ def prepare(
     leave_out: Optional[int] = None,
     split: str = "random",
     num_splits: int = 1,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     features: bool = False,
 ) -> Dict[str, Any]:

@@ -42,6 +42,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from ..seeds import DEFAULT_SEED
 from .io import atomic_write
 
 PathLike = Union[str, os.PathLike]
@@ -73,7 +74,7 @@ class SyntheticConfig:
     tag_noise: float = 0.15
     values: str = "ratings"
     count_scale: float = 20.0
-    seed: int = 42
+    seed: int = DEFAULT_SEED
 
     def check(self) -> None:
         for name in ("n_users", "n_items", "n_interactions", "n_topics", "tags_per_topic"):
@@ -296,7 +297,7 @@ def generate(
     n_items: int = 1500,
     n_interactions: int = 50_000,
     n_topics: int = 20,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     **options: Any,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
@@ -345,7 +346,7 @@ def write_synthetic(
     n_items: int = 1500,
     n_interactions: int = 50_000,
     n_topics: int = 20,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     **options: Any,
 ) -> Dict[str, Any]:
