@@ -11,6 +11,7 @@ from ..data.confidence import CONFIDENCES, describe_confidence
 from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
+from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
@@ -173,7 +174,8 @@ Examples:
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
               help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
 @click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
-@click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
+@click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
+              help="Random seed (models that draw no random numbers say so and ignore it).")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
 @parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
@@ -217,6 +219,12 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     for name in ("user_max_norm", "item_max_norm"):
         if params.get(name) == 0:  # the options' spelling of "no limit"
             params[name] = None
+    if "random_state" not in model._param_names() and seed is not None:
+        # popularity and the item-item models are deterministic: accept the seed (scripts
+        # pass it to every model alike) but say that it does nothing here
+        if not quiet:
+            click.echo(f"note: --model {model_name} draws no random numbers: --seed {seed} changes nothing", err=True)
+    seed = DEFAULT_SEED if seed is None else seed
     if "random_state" in model._param_names():
         params.update(random_state=seed, n_jobs=n_jobs)
     elif "n_jobs" in model._param_names():  # item-item models: deterministic, no seed
