@@ -6,7 +6,7 @@ import click
 from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
-from ..recommend import RECS_FORMATS, output_format
+from ..tables import RECS_FORMATS, output_format
 from ._common import check_outputs, friendly_errors, write_table
 
 

@@ -6,12 +6,12 @@ from typing import List
 import click
 import numpy as np
 
+from ..data.idlist import read_id_list
 from ..data.io import check_readable, check_tsv_ids
 from ..errors import InputError
 from ..models import load
-from ..recommend import RECS_FORMATS, output_format
+from ..tables import RECS_FORMATS, output_format
 from ._common import cap_k, check_outputs, friendly_errors, quiet_option, write_table
-from .recommend import read_id_list
 
 
 def split_id_list(text: str) -> List[str]:

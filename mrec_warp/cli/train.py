@@ -12,6 +12,8 @@ from ..data.interactions import Interactions
 from ..data.io import output_encoding, read_ratings
 from ..errors import InputError
 from ..seeds import DEFAULT_SEED
+from ..context import ExecutionContext
+from ..stages.submodels import fit_submodels
 from ..workers import check_backend
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options, read_feature_files
@@ -257,10 +259,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         if validation_file:
             raise InputError("--validation does not combine with sub-models", path=validation_file,
                              hint="each sub-model early-stops on its own hold-out; drop --validation")
-        from ..distributed import fit_submodels
-
-        model = fit_submodels(data, model.get_params(), n_models=sub_models, random_state=seed, backend=backend,
-                              n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts",
+        context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir or f"{output}.parts")
+        model = fit_submodels(data, model.get_params(), context, n_models=sub_models, random_state=seed,
                               progress=progress)
         _keep_encoding(model, data)
         model.save(output)

@@ -22,9 +22,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.interactions import Interactions, as_csr
+from ..data.io import read_ratings
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from . import _hybrid, _warp
+from .positives import TrainingData, check_divergence
 
 #: Default passes over a folded-in user's history. The item side is fixed, so each pass is
 #: cheap; starting from a zero vector, about this many passes bring a folded-in user's
@@ -43,8 +46,6 @@ def read_history(history, source: Optional[str] = None, model=None,
     pairs (or an (n, 2) array of them), or a users x items sparse matrix whose columns are
     ``model``'s items and whose rows are the users ``user_ids``.
     """
-    from ..data.interactions import Interactions, as_csr
-    from ..data.io import read_ratings
 
     if isinstance(history, (str, os.PathLike)):
         df = read_ratings(history)
@@ -126,9 +127,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     accum = np.ones_like(rows)
-    from .warp import _TrainingData, check_divergence
-
-    data = _TrainingData(pos)
+    data = TrainingData(pos)
     seed = np.random.default_rng(model.random_state).integers(0, 2**63 - 1)
     state = _warp.seed_state(int(seed) ^ 0x5F0D1D)
     bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)

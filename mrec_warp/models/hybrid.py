@@ -18,12 +18,13 @@ import scipy.sparse as sp
 from ..data.features import (
     FeaturesLike, as_feature_table, check_ids_match, feature_names, raw_rows, weighted_rows,
 )
+from ..data.npz import check_csr, check_finite, check_ids, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..seeds import spawn_seed
 from . import _hybrid, _warp
-from .foldin import append_empty_rows as _append_empty_rows
 from .base import factor_scores
+from .foldin import append_empty_rows as _append_empty_rows, fold_in
 from .warp import WARP, Callback
 
 
@@ -479,8 +480,6 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         refined from their training items plus the history. Every history item joins the
         user's training row, so it is excluded from their recommendations.
         """
-        from .foldin import fold_in
-
         return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
                        user_ids=user_ids)
 
@@ -561,8 +560,6 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         return spec
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        from ..data.npz import check_finite, check_ids, check_shape
-
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
@@ -596,7 +593,6 @@ def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
     """A saved feature matrix, its structure and weights checked (finite, not negative)."""
-    from ..data.npz import check_csr, check_finite
 
     indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
     indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)
