@@ -22,7 +22,7 @@ from ..jobs import (INPUTS_FILE, Job, cached, damaged, fingerprint, maybe_inject
                     write_inputs)
 from ..models import WARP
 from ..progress import SILENT, Progress
-from ..seeds import DEFAULT_SEED
+from ..seeds import DEFAULT_SEED, spawn_seeds
 
 
 def split_factors(factors: int, n_models: int) -> List[int]:
@@ -136,7 +136,7 @@ def fit_submodels(
     with context:
         K = int(n_models or context.workers)
         sizes = split_factors(total, K)
-        seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(random_state).spawn(K)]
+        seeds = [int(s) for s in spawn_seeds(random_state, K)]
         description = {"kind": "fit", "data": fingerprint(data.matrix, data.user_ids, data.item_ids),
                        "params": params, "sub_models": sizes, "random_state": random_state}
         job = Job(context, description, [_part_name(i) for i in range(K)], folder=context.workdir, progress=progress)
