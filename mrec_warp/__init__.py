@@ -21,7 +21,7 @@ from .data.features import read_features  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
 from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, load  # noqa: E402
-from .recommend import write_recommendations  # noqa: E402
+from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
 from .stages import explain, prepare, similar, train  # noqa: E402

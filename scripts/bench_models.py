@@ -92,7 +92,7 @@ def ours(make):
 
 
 def factors_top10(uf, itf, ib, X, threads):
-    from mrec_warp.recommend import iter_top_k
+    from mrec_warp.topk import iter_top_k
 
     def score(rows):
         s = uf[rows] @ itf.T

@@ -142,7 +142,7 @@ def _has_lightfm() -> bool:
 def bench_topk(args):
     from threadpoolctl import threadpool_limits
 
-    from mrec_warp.recommend import iter_top_k
+    from mrec_warp.topk import iter_top_k
 
     n_users, n_items, d, k = args.topk_users, args.topk_items, 64, 10
     rng = np.random.default_rng(0)
@@ -206,7 +206,9 @@ def bench_topk(args):
 
 # -- part 3: tune ----------------------------------------------------------------------------------
 def bench_tune(args, cache: Path):
-    from mrec_warp.tune import grid_points, tune
+    from mrec_warp.stages.candidates import grid_points
+    from mrec_warp.context import ExecutionContext
+    from mrec_warp.stages.tune import tune
 
     X = sp.load_npz(synthetic_matrix("1m", cache)).tocsr()
     points = grid_points({"factors": [32, 64], "learning_rate": [0.03, 0.08]})
@@ -216,7 +218,7 @@ def bench_tune(args, cache: Path):
     for n_jobs in (1, 2):
         load = load_avg()
         t, c = time.perf_counter(), cpu_seconds()
-        tables[n_jobs] = tune(X, points, base=base, n_jobs=n_jobs).table
+        tables[n_jobs] = tune(X, points, base=base, context=ExecutionContext(n_jobs=n_jobs)).table
         out[n_jobs] = time.perf_counter() - t
         cpu[n_jobs] = cpu_seconds() - c
         print(f"  {len(points)} trials, n_jobs={n_jobs}: {out[n_jobs]:7.1f} s wall, {cpu[n_jobs]:7.1f} s CPU "

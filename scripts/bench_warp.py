@@ -43,7 +43,7 @@ ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"
 # -- shared helpers ------------------------------------------------------------------------------
 def top_k_from_factors(user_f, item_f, item_b, exclude, k=10):
     """Top-k per user with the same selection code for every library (fair comparison)."""
-    from mrec_warp.recommend import iter_top_k
+    from mrec_warp.topk import iter_top_k
 
     def score(rows):
         s = user_f[rows] @ item_f.T

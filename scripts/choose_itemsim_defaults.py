@@ -3,7 +3,7 @@
 
 For each data set (MovieLens 100k and the two synthetic shapes of ``bench_models.py``), the
 training split is split again (10% of each user's items held out, seed 42) and every grid
-point is scored by validation precision@10 with :func:`mrec_warp.tune.tune`; the test split
+point is scored by validation precision@10 with :func:`mrec_warp.stages.tune.tune`; the test split
 is never looked at. A setting's score on a set is its precision relative to the best setting
 there, and settings are ranked by their *worst* set, as for WARP's defaults.
 
@@ -30,7 +30,9 @@ GRIDS = {
 
 
 def main():
-    from mrec_warp.tune import MODEL, grid_points, tune
+    from mrec_warp.stages.candidates import MODEL, grid_points
+    from mrec_warp.context import ExecutionContext
+    from mrec_warp.stages.tune import tune
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--families", default="slim,ease,itemknn")
@@ -46,7 +48,8 @@ def main():
         per_set = {}
         for name in args.sets.split(","):
             train, _ = load_set(name, out / "cache")
-            table = tune(train.matrix, points, seed=42, n_jobs=args.n_jobs, with_defaults=False).table
+            table = tune(train.matrix, points, seed=42, context=ExecutionContext(n_jobs=args.n_jobs),
+                         with_defaults=False).table
             per_set[name] = table.set_index(names)["precision@10"]
             print(f"{fam} on {name}: best {per_set[name].max():.4f}", flush=True)
         scores = pd.DataFrame(per_set)

@@ -165,3 +165,17 @@ def test_parquet_output_matches_tsv(train_file, tmp_path):
     pd.testing.assert_frame_equal(pq[["user", "item", "rank"]].astype({"rank": "int64"}).reset_index(drop=True),
                                   tsv[["user", "item", "rank"]].astype({"rank": "int64"}), check_dtype=False)
     np.testing.assert_allclose(pq["score"], tsv["score"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("model_name", ["popularity", "itemknn"])
+def test_seed_for_a_model_without_randomness_is_accepted_and_said_to_change_nothing(train_file, tmp_path,
+                                                                                   model_name):
+    # --seed used to vanish without a word for the models that draw no random numbers
+    seeded, plain = tmp_path / "seeded.npz", tmp_path / "plain.npz"
+    given = CliRunner().invoke(main, ["train", str(train_file), "-o", str(seeded), "--model", model_name,
+                                      "--seed", "7"])
+    assert given.exit_code == 0, given.output
+    assert f"--model {model_name} draws no random numbers: --seed 7 changes nothing" in given.stderr
+    default = CliRunner().invoke(main, ["train", str(train_file), "-o", str(plain), "--model", model_name])
+    assert default.exit_code == 0 and "--seed" not in default.stderr
+    assert seeded.read_bytes() == plain.read_bytes()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mrec_warp.distributed import FAULT_ENV
+from mrec_warp.jobs import FAULT_ENV
 
 from .conftest import planted_low_rank
 from .test_guards import one_line_error, run
@@ -193,7 +193,7 @@ def interrupt(tmp_path, ready: Path, target: str, *args, env=None):
 def test_ctrl_c_in_streamed_recommend_leaves_nothing(files, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    line = interrupt(tmp_path, tmp_path / "ready", "mrec_warp.recommend:block_to_frame",
+    line = interrupt(tmp_path, tmp_path / "ready", "mrec_warp.stages.recommend:block_to_frame",
                      "recommend", files["warp"], "-o", out / "recs.tsv.gz", "--block-size", 8, "-q")
     assert "resume" not in line
     no_temporaries(out)

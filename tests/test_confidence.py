@@ -253,7 +253,7 @@ def test_synth_cli_writes_counts(tmp_path):
 
 def test_sub_models_refuse_confidence_instead_of_dropping_it():
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.distributed import fit_submodels
+    from mrec_warp.stages.submodels import fit_submodels
     from mrec_warp.errors import InputError
 
     counts = sp.random(40, 30, density=0.2, format="csr", random_state=0, dtype=np.float32) * 10

@@ -12,10 +12,12 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from mrec_warp.data.interactions import Interactions  # noqa: E402
-from mrec_warp.distributed import FAULT_ENV, fit_submodels, recommend_in_parts  # noqa: E402
+from mrec_warp.jobs import FAULT_ENV  # noqa: E402
+from mrec_warp.stages.recommend import recommend_in_parts  # noqa: E402
+from mrec_warp.stages.submodels import fit_submodels  # noqa: E402
 from mrec_warp.models import WARP, load  # noqa: E402
-from mrec_warp.parallel import Backend  # noqa: E402
-from mrec_warp.recommend import write_recommendations  # noqa: E402
+from mrec_warp.context import ExecutionContext as Backend  # noqa: E402
+from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +84,10 @@ def test_recommend_on_dask_is_identical_to_local(client, fitted, tmp_path):
     write_recommendations(model, ref, k=5)
     with Backend("dask", client=client) as be:
         # the model file is read by the workers; the in-memory model is copied to the workdir
-        n = write_recommendations(model, out, k=5, backend=be, part_size=50, model_file=path)
+        n = write_recommendations(model, out, k=5, context=be, part_size=50, model_file=path)
         assert n == 400 * 5 and out.read_bytes() == ref.read_bytes()
-        write_recommendations(model, out, k=5, backend=be, part_size=50, workdir=tmp_path / "w2")
+        write_recommendations(model, out, k=5, context=Backend("dask", client=client, workdir=tmp_path / "w2"),
+                              part_size=50)
         assert out.read_bytes() == ref.read_bytes()
 
 
@@ -94,9 +97,8 @@ def test_worker_killed_mid_job_loses_and_duplicates_no_user(client, fitted, tmp_
     write_recommendations(model, ref, k=5)
     _set_worker_env(client, "kill:2")  # the worker that starts part 2 dies (SIGKILL), once
     try:
-        with Backend("dask", client=client) as be:
-            info = recommend_in_parts(model, out, k=5, backend=be, part_size=40, workdir=wd, model_file=path,
-                                      keep_parts=True)
+        with Backend("dask", client=client, workdir=wd, keep_parts=True) as be:
+            info = recommend_in_parts(model, out, k=5, context=be, part_size=40, model_file=path)
     finally:
         _set_worker_env(client, None)
     assert (wd / ".fault-kill-2").exists()  # the kill really happened
@@ -113,29 +115,30 @@ def test_interrupted_dask_job_resumes(client, fitted, tmp_path):
     write_recommendations(model, ref, k=3)
     _set_worker_env(client, "raise:6")
     try:
-        with Backend("dask", client=client) as be, pytest.raises(RuntimeError, match="injected failure"):
-            recommend_in_parts(model, out, k=3, backend=be, part_size=40, workdir=wd, model_file=path)
+        with Backend("dask", client=client, workdir=wd) as be, pytest.raises(RuntimeError, match="injected failure"):
+            recommend_in_parts(model, out, k=3, context=be, part_size=40, model_file=path)
     finally:
         _set_worker_env(client, None)
     assert not out.exists()
     finished = _settled_parts(wd)
     assert 1 <= finished < 10
-    with Backend("dask", client=client) as be:
-        info = recommend_in_parts(model, out, k=3, backend=be, part_size=40, workdir=wd, model_file=path)
+    with Backend("dask", client=client, workdir=wd) as be:
+        info = recommend_in_parts(model, out, k=3, context=be, part_size=40, model_file=path)
     assert info["parts_skipped"] == finished and info["parts_run"] == 10 - finished
     assert out.read_bytes() == ref.read_bytes()
 
 
 def test_distributed_fit_and_tune_match_local(client, fitted):
-    from mrec_warp.tune import grid_points, tune
+    from mrec_warp.stages.candidates import grid_points
+    from mrec_warp.stages.tune import tune
 
     _, _, data = fitted
     params = {"factors": 8, "epochs": 3}
     with Backend("dask", client=client) as be:
-        remote = fit_submodels(data, params, n_models=2, random_state=3, backend=be)
+        remote = fit_submodels(data, params, be, n_models=2, random_state=3)
         points = grid_points({"factors": [4, 8], "learning_rate": [0.05]})
-        remote_tune = tune(data, points, base={"max_epochs": 4, "patience": 2}, backend=be)
-    local = fit_submodels(data, params, n_models=2, random_state=3, backend="threads", n_jobs=2)
+        remote_tune = tune(data, points, base={"max_epochs": 4, "patience": 2}, context=be)
+    local = fit_submodels(data, params, Backend("threads", n_jobs=2), n_models=2, random_state=3)
     np.testing.assert_array_equal(remote.user_factors_, local.user_factors_)
     np.testing.assert_array_equal(remote.item_factors_, local.item_factors_)
     local_tune = tune(data, points, base={"max_epochs": 4, "patience": 2})
@@ -144,7 +147,8 @@ def test_distributed_fit_and_tune_match_local(client, fitted):
 
 
 def test_every_worker_is_asked_whether_it_sees_the_files(client, tmp_path):
-    from mrec_warp.distributed import JOB_FILE, check_workdir_visible
+    from mrec_warp.jobs import check_workdir_visible
+    from mrec_warp.workdir import JOB_FILE
     from mrec_warp.errors import InputError
 
     (tmp_path / JOB_FILE).write_text("{}")

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
-from mrec_warp.parallel import cpu_count
+from mrec_warp.workers import cpu_count
 
 from .conftest import planted_low_rank
 

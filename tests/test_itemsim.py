@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 from mrec_warp.cli._flags import error_line
+from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, ItemKNN, Popularity, load
 from mrec_warp.models.validation import precision_at_k
@@ -237,7 +238,7 @@ def test_cli_trains_recommends_folds_in_and_lists_similar(tmp_path):
 
 def test_recommend_on_processes_writes_the_same_file_as_on_threads(tmp_path):
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.recommend import write_recommendations
+    from mrec_warp.stages.recommend import write_recommendations
 
     train, _ = planted_low_rank(n_users=120, n_items=60, per_user=12, seed=4)
     data = Interactions(train, [f"u{i}" for i in range(120)], [f"i{j}" for j in range(60)])
@@ -245,8 +246,8 @@ def test_recommend_on_processes_writes_the_same_file_as_on_threads(tmp_path):
         path = tmp_path / "model.npz"
         model.save(path)
         write_recommendations(model, tmp_path / "threads.tsv", k=5)
-        write_recommendations(model, tmp_path / "procs.tsv", k=5, backend="processes", n_jobs=2, part_size=50,
-                              model_file=path, workdir=tmp_path / "parts")
+        write_recommendations(model, tmp_path / "procs.tsv", k=5, part_size=50, model_file=path,
+                              context=ExecutionContext("processes", n_jobs=2, workdir=tmp_path / "parts"))
         assert (tmp_path / "procs.tsv").read_bytes() == (tmp_path / "threads.tsv").read_bytes()
 
 

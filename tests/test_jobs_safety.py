@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.data import datasets
 from mrec_warp.files import atomic_write, host_name
-from mrec_warp.distributed import FAULT_ENV, LOCK_FILE, WorkDir
+from mrec_warp.jobs import FAULT_ENV
+from mrec_warp.workdir import LOCK_FILE, WorkDir
 from mrec_warp.errors import InputError
 
 N_USERS, N_ITEMS = 200, 40
@@ -403,7 +404,7 @@ def test_sub_model_fit_removes_the_temporary_folders_of_killed_fits(tmp_path, mo
     import tempfile
 
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.distributed import fit_submodels
+    from mrec_warp.stages.submodels import fit_submodels
     from tests.conftest import planted_low_rank
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -423,7 +424,7 @@ def test_python_write_recommendations_caps_k_at_the_catalogue(tmp_path):
     import scipy.sparse as sp
 
     from mrec_warp.models import Popularity
-    from mrec_warp.recommend import write_recommendations
+    from mrec_warp.stages.recommend import write_recommendations
 
     model = Popularity().fit(sp.csr_matrix(np.eye(4, 6, dtype=np.float32)))
     n = write_recommendations(model, tmp_path / "r.tsv", k=10**9)  # would allocate users x 1e9 before

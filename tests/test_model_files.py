@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
+from mrec_warp.context import ExecutionContext
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, HybridWARP, Popularity, load
@@ -406,11 +407,11 @@ SUBMODEL_DAMAGE = [
 
 @pytest.mark.parametrize("name,damage,needle", SUBMODEL_DAMAGE, ids=[d[0] for d in SUBMODEL_DAMAGE])
 def test_tampered_submodel_part_is_a_one_line_error(data, tmp_path, name, damage, needle):
-    from mrec_warp.distributed import fit_submodels
+    from mrec_warp.stages.submodels import fit_submodels
 
     wd = tmp_path / "work"
     params = {"factors": FACTORS, "epochs": 1}
-    fit_submodels(data, params, n_models=2, workdir=wd, keep_parts=True)
+    fit_submodels(data, params, ExecutionContext(workdir=wd, keep_parts=True), n_models=2)
     part = wd / "submodel-001.npz"
     if damage is None:
         part.write_text("not an archive\n")
@@ -419,30 +420,29 @@ def test_tampered_submodel_part_is_a_one_line_error(data, tmp_path, name, damage
         damage(m)
         np.savez(part, **m)
     with pytest.raises(InputError) as info:
-        fit_submodels(data, params, n_models=2, workdir=wd, keep_parts=True)
+        fit_submodels(data, params, ExecutionContext(workdir=wd, keep_parts=True), n_models=2)
     check_one_line(info.value, part, needle)
     assert "delete" in str(info.value)
 
 
 def test_tampered_train_part_is_a_one_line_error(data, tmp_path):
-    from mrec_warp.distributed import _save_interactions, load_interactions_npz
+    from mrec_warp.stages.submodels import read_training_inputs, write_training_inputs
 
-    path = tmp_path / "train.npz"
-    _save_interactions(data, path)
+    path = tmp_path / "inputs.npz"
+    write_training_inputs(data, path)
     m = members(path)
-    m["indices"] = reverse_rows(m["indices"], {"train_indptr": m["indptr"]})
+    m["train.indices"] = reverse_rows(m["train.indices"], {"train_indptr": m["train.indptr"]})
     np.savez(path, **m)
     with pytest.raises(InputError) as info:
-        load_interactions_npz(path)
+        read_training_inputs(path)
     check_one_line(info.value, path, "not sorted")
 
 
 @pytest.mark.parametrize("which", ["users_out_of_range", "exclude_unsorted", "exclude_wrong_width"])
 def test_tampered_recommend_inputs_are_one_line_errors(model_files, tmp_path, which):
-    from mrec_warp.distributed import _recommend_part
+    from mrec_warp.stages.recommend import _recommend_part
 
     model = load(model_files["WARP"])
-    users_file = exclude_file = None
     excl = model.train_
     users = np.arange(10)
     shape, indices = np.array(excl.shape, np.int64), excl.indices.copy()
@@ -452,13 +452,12 @@ def test_tampered_recommend_inputs_are_one_line_errors(model_files, tmp_path, wh
         indices = reverse_rows(indices, {"train_indptr": excl.indptr})
     else:
         shape[1] += 5
-    users_file, exclude_file = tmp_path / "users.npz", tmp_path / "exclude.npz"
-    np.savez(users_file, users=users)
-    np.savez(exclude_file, indptr=excl.indptr.astype(np.int64), indices=indices, shape=shape)
+    inputs = tmp_path / "inputs.npz"  # one staged file holds a job's users and exclusions
+    np.savez(inputs, **{"users": users, "exclude.indptr": excl.indptr.astype(np.int64), "exclude.indices": indices,
+                        "exclude.shape": shape})
     with pytest.raises(InputError) as info:
-        _recommend_part(model, str(tmp_path), 0, 0, 10, str(users_file), str(exclude_file), 5, "tsv", None)
-    bad = users_file if which.startswith("users") else exclude_file
-    assert str(info.value).startswith(str(bad)) and "\n" not in str(info.value)
+        _recommend_part(model, str(tmp_path), 0, 0, 10, str(inputs), "staged", "staged", 5, "tsv", None)
+    assert str(info.value).startswith(str(inputs)) and "\n" not in str(info.value)
     assert not list(tmp_path.glob("part-*"))
 
 

@@ -11,13 +11,19 @@ import pytest
 import scipy.sparse as sp
 
 from mrec_warp.cli._flags import error_line
+from mrec_warp.context import ExecutionContext
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.distributed import FAULT_ENV, WorkDir, evaluate_parallel, fit_submodels, recommend_in_parts, split_factors
+from mrec_warp.jobs import FAULT_ENV
+from mrec_warp.stages.evaluate import evaluate as evaluate_parallel
+from mrec_warp.stages.recommend import recommend_in_parts
+from mrec_warp.stages.submodels import fit_submodels, split_factors
+from mrec_warp.workdir import WorkDir
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, load
-from mrec_warp import parallel
-from mrec_warp.parallel import Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
-from mrec_warp.recommend import iter_top_k, write_recommendations
+from mrec_warp import workers as parallel
+from mrec_warp.workers import Workers as Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
+from mrec_warp.stages.recommend import write_recommendations
+from mrec_warp.topk import iter_top_k
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,14 +86,15 @@ def test_split_factors():
 
 # -- top-k on processes ---------------------------------------------------------------------------
 def test_iter_top_k_on_processes_matches_threads(fitted):
-    from mrec_warp.distributed import ModelScorer
+    from mrec_warp.jobs import ModelScorer
 
     model, path = fitted
     users = np.array([5, 3, 299, 0, 17, 200])
     exclude = model.train_
     ref = np.vstack([b[1] for b in iter_top_k(model.score_users, model.n_items, users, 5, exclude=exclude)])
-    got = np.vstack([b[1] for b in iter_top_k(ModelScorer(path), model.n_items, users, 5, exclude=exclude,
-                                              block_size=2, n_jobs=2, backend="processes")])
+    with ExecutionContext("processes", n_jobs=2) as context:
+        got = np.vstack([b[1] for b in iter_top_k(ModelScorer(path), model.n_items, users, 5, exclude=exclude,
+                                                  block_size=2, workers=context)])
     np.testing.assert_array_equal(ref, got)
 
 
@@ -99,7 +106,7 @@ def test_parts_output_is_identical_to_streaming(fitted, tmp_path, backend, fmt):
     ref = tmp_path / f"ref.{fmt}"
     write_recommendations(model, ref, k=6)
     out = tmp_path / f"out.{fmt}"
-    n = write_recommendations(model, out, k=6, backend=backend, n_jobs=2, part_size=70,
+    n = write_recommendations(model, out, k=6, context=ExecutionContext(backend, n_jobs=2), part_size=70,
                               model_file=path if backend == "processes" else None)
     assert n == 300 * 6
     assert out.read_bytes() == ref.read_bytes()
@@ -113,7 +120,8 @@ def test_parts_with_user_subset_and_own_exclusion(fitted, tmp_path):
     ref, out = tmp_path / "ref.tsv", tmp_path / "out.tsv"
     write_recommendations(model, ref, k=4, user_ids=ids, exclude=seen)
     for backend in ("threads", "processes"):
-        write_recommendations(model, out, k=4, user_ids=ids, exclude=seen, backend=backend, n_jobs=2, part_size=9)
+        write_recommendations(model, out, k=4, user_ids=ids, exclude=seen, context=ExecutionContext(backend, n_jobs=2),
+                              part_size=9)
         assert out.read_bytes() == ref.read_bytes()
 
 
@@ -123,10 +131,10 @@ def test_interrupted_job_resumes_and_skips_finished_parts(fitted, tmp_path, monk
     write_recommendations(model, ref, k=5)
     monkeypatch.setenv(FAULT_ENV, "raise:3")
     with pytest.raises(RuntimeError, match="injected failure in part 3"):
-        recommend_in_parts(model, out, k=5, workdir=wd, part_size=40)  # 8 parts, serial
+        recommend_in_parts(model, out, k=5, context=ExecutionContext(workdir=wd), part_size=40)  # 8 parts, serial
     assert not out.exists()  # nothing half-written
     assert (wd / "part-00000.tsv").exists() and not (wd / "part-00003.tsv").exists()
-    info = recommend_in_parts(model, out, k=5, workdir=wd, part_size=40)
+    info = recommend_in_parts(model, out, k=5, context=ExecutionContext(workdir=wd), part_size=40)
     assert info["parts"] == 8 and info["parts_skipped"] == 3 and info["parts_run"] == 5
     assert out.read_bytes() == ref.read_bytes()
     assert not wd.exists()
@@ -136,7 +144,7 @@ def test_workdir_of_another_job_is_refused(fitted, tmp_path):
     model, _ = fitted
     first = WorkDir(tmp_path / "w", {"kind": "recommend", "k": 5})  # noqa: F841 - kept: a dropped, empty one goes
     with pytest.raises(InputError, match="different job"):
-        recommend_in_parts(model, tmp_path / "o.tsv", k=7, workdir=tmp_path / "w")
+        recommend_in_parts(model, tmp_path / "o.tsv", k=7, context=ExecutionContext(workdir=tmp_path / "w"))
 
 
 # -- sub-model fits ------------------------------------------------------------------------------
@@ -144,8 +152,9 @@ def test_sub_models_are_reproducible_and_concatenated(planted, tmp_path):
     train, test = planted
     data = Interactions(train, np.arange(train.shape[0]).astype(str), np.arange(train.shape[1]).astype(str))
     params = {"factors": 16, "epochs": 8, "learning_rate": 0.05}
-    a = fit_submodels(data, params, n_models=2, random_state=1, backend="threads", n_jobs=2)
-    b = fit_submodels(data, params, n_models=2, random_state=1, backend="threads", n_jobs=1, workdir=tmp_path / "w")
+    a = fit_submodels(data, params, ExecutionContext("threads", n_jobs=2), n_models=2, random_state=1)
+    b = fit_submodels(data, params, ExecutionContext("threads", n_jobs=1, workdir=tmp_path / "w"), n_models=2,
+                      random_state=1)
     assert a.user_factors_.shape == (train.shape[0], 16) and a.factors == 16
     np.testing.assert_array_equal(a.user_factors_, b.user_factors_)  # single-threaded sub-models: bitwise
     np.testing.assert_array_equal(a.item_bias_, b.item_bias_)
@@ -172,10 +181,10 @@ def test_evaluate_parallel_matches_serial(fitted, tmp_path):
         write_recommendations(model, tmp_path / f"r{k}.tsv", k=k, exclude=None)
         recs.append(str(tmp_path / f"r{k}.tsv"))
     serial = evaluate(df, test, recs, ks=(5,))
-    par = evaluate_parallel(df, test, recs, ks=(5,), backend="processes", n_jobs=2)
+    par = evaluate_parallel(df, test, recs, ks=(5,), context=ExecutionContext("processes", n_jobs=2))
     assert par.to_dict() == serial.to_dict()
     with pytest.raises(ValueError, match="1 names for 2"):
-        evaluate_parallel(df, test, recs, names=["only-one"], ks=(5,), backend="processes", n_jobs=2)
+        evaluate_parallel(df, test, recs, names=["only-one"], ks=(5,), context=ExecutionContext("processes", n_jobs=2))
 
 
 # -- CLI -----------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mrec_warp.context import ExecutionContext
 from mrec_warp.kernels.topk import topk_masked
-from mrec_warp.recommend import iter_top_k
+from mrec_warp.topk import iter_top_k
 
 
 def reference_topk(scores, exclude, rows, k, mask=None):
@@ -101,7 +102,8 @@ def test_a_users_scores_do_not_depend_on_how_users_are_cut(block_size, n_jobs, b
         fn = _PicklableScorer()  # a lambda does not pickle to worker processes
     users = np.random.default_rng(0).permutation(n_users)
     ref = [b for b in iter_top_k(fn, n_items, users, 10)]
-    got = [b for b in iter_top_k(fn, n_items, users, 10, block_size=block_size, n_jobs=n_jobs, backend=backend)]
+    with ExecutionContext(backend, n_jobs=n_jobs) as context:
+        got = [b for b in iter_top_k(fn, n_items, users, 10, block_size=block_size, workers=context)]
     for name, i in (("users", 0), ("items", 1), ("scores", 2)):
         np.testing.assert_array_equal(np.concatenate([b[i] for b in got]), np.concatenate([b[i] for b in ref]),
                                       err_msg=name)
@@ -113,7 +115,7 @@ class _PicklableScorer:
 
 
 def test_grid_scores_match_for_any_cut_and_position():
-    from mrec_warp.recommend import SCORE_ROWS, grid_scores
+    from mrec_warp.topk import SCORE_ROWS, grid_scores
 
     fn, n_users, _ = _blas_scorer()
     users = np.arange(n_users)
@@ -130,7 +132,7 @@ def test_grid_scores_match_for_any_cut_and_position():
 
 def test_scores_written_in_place_equal_the_copied_ones(planted):
     from mrec_warp.models import WARP
-    from mrec_warp.recommend import SCORE_ROWS, grid_scores
+    from mrec_warp.topk import SCORE_ROWS, grid_scores
 
     train, _ = planted
     model = WARP(factors=16, epochs=1, random_state=0).fit(train)

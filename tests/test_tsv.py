@@ -18,7 +18,7 @@ def test_write_interactions_refuses_nothing_quotes_nothing(tmp_path):
 def test_tsv_writers_refuse_an_id_with_a_tab_and_csv_quotes_it(tmp_path):
     from mrec_warp import Interactions
     from mrec_warp.models import Popularity
-    from mrec_warp.recommend import write_recommendations
+    from mrec_warp.stages.recommend import write_recommendations
 
     df = pd.DataFrame({"user": ["u1", "u2", "u2"], "item": ["a\tb", "c, d", 'e "f"']})
     with pytest.raises(InputError, match=r"id 'a\\tb' holds a tab or line break"):

@@ -1,16 +1,19 @@
 """Hyper-parameter search: candidates, parallel trials, resumable results, the CLI."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from mrec_warp.context import ExecutionContext
 from mrec_warp.cli import main
-from mrec_warp.distributed import FAULT_ENV
+from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.errors import InputError
-from mrec_warp.tune import check_grid, grid_points, random_points, read_grid, tune
+from mrec_warp.stages.candidates import check_grid, grid_points, random_points, read_grid
+from mrec_warp.stages.tune import tune
 
 BASE = {"max_epochs": 6, "patience": 2}
 
@@ -53,7 +56,7 @@ def test_parallel_trials_give_the_serial_table(planted):
     train, _ = planted
     points = grid_points({"factors": [4, 16], "learning_rate": [0.05, 0.1]})
     serial = tune(train, points, base=BASE, seed=1)
-    parallel = tune(train, points, base=BASE, seed=1, n_jobs=2)
+    parallel = tune(train, points, base=BASE, seed=1, context=ExecutionContext(n_jobs=2))
     cols = ["trial", "factors", "learning_rate", "precision@10", "epochs"]
     assert serial.table[cols].equals(parallel.table[cols])  # each trial is single-threaded and seeded
     scores = serial.table["precision@10"].to_numpy()
@@ -67,19 +70,20 @@ def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     points = grid_points({"factors": [4, 8, 16]})
     monkeypatch.setenv(FAULT_ENV, "raise:2")
     with pytest.raises(RuntimeError, match="injected"):
-        tune(train, points, base=BASE, workdir=tmp_path / "w", with_defaults=False)
+        tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
     done = sorted(p.name for p in (tmp_path / "w").glob("trial-*.json"))
     assert done == ["trial-0000.json", "trial-0001.json"]
     # a finished trial's file is what the rerun reports: it is not fitted again
     row = json.loads((tmp_path / "w" / "trial-0000.json").read_text())
     row["seconds"] = 12345.0
     (tmp_path / "w" / "trial-0000.json").write_text(json.dumps(row))
-    import mrec_warp.tune as tune_module
+    # the module, not the stage function of the same name that mrec_warp.stages exports
+    tune_module = importlib.import_module("mrec_warp.stages.tune")
 
     ran = []
     real_run_trial = tune_module.run_trial
     monkeypatch.setattr(tune_module, "run_trial", lambda *a: ran.append(a[1]) or real_run_trial(*a))
-    result = tune(train, points, base=BASE, workdir=tmp_path / "w", with_defaults=False)
+    result = tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
     assert ran == [2], "only the unfinished trial goes to a worker"
     assert result.table.set_index("trial").loc[0, "seconds"] == 12345.0
     assert len(result.table) == 3 and not (tmp_path / "w").exists()
@@ -175,17 +179,18 @@ def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
 def test_a_damaged_split_file_in_the_work_folder_is_one_line(tmp_path):
     from mrec_warp.data.npz import write_npz
     from mrec_warp.errors import InputError
-    from mrec_warp.tune import _load_split
+    from mrec_warp.stages.tune import _load_split
 
-    good = dict(shape=np.array([2, 3], np.int64), fit_indptr=np.array([0, 1, 2], np.int64),
-                fit_indices=np.array([0, 2], np.int32), val_indptr=np.array([0, 1, 1], np.int64),
-                val_indices=np.array([1], np.int32), fit_data=np.array([1.0, 4.0], np.float32))
+    good = {"fit.shape": np.array([2, 3], np.int64), "fit.indptr": np.array([0, 1, 2], np.int64),
+            "fit.indices": np.array([0, 2], np.int32), "val.shape": np.array([2, 3], np.int64),
+            "val.indptr": np.array([0, 1, 1], np.int64), "val.indices": np.array([1], np.int32),
+            "fit.data": np.array([1.0, 4.0], np.float32)}
     write_npz(tmp_path / "ok.npz", good)
-    fit, val = _load_split(str(tmp_path / "ok.npz"))
+    fit, val = _load_split(str(tmp_path / "ok.npz"), values=True)
     assert fit.data.tolist() == [1.0, 4.0] and val.nnz == 1
-    write_npz(tmp_path / "bad.npz", {**good, "fit_indptr": np.array([0, -10**12, 2], np.int64)})
+    write_npz(tmp_path / "bad.npz", {**good, "fit.indptr": np.array([0, -10**12, 2], np.int64)})
     with pytest.raises(InputError, match="work folder is damaged"):
-        _load_split(str(tmp_path / "bad.npz"))
+        _load_split(str(tmp_path / "bad.npz"), values=True)
 
 
 def test_values_kept_for_wrmf_never_weigh_the_other_families_or_the_validation():
@@ -193,7 +198,7 @@ def test_values_kept_for_wrmf_never_weigh_the_other_families_or_the_validation()
 
     # with WRMF in the search the fit split keeps play counts; EASE must score as without it,
     # and no precision may pass 1 (held-out counts once counted as that many hits)
-    from mrec_warp.tune import tune
+    from mrec_warp.stages.tune import tune
 
     train, _ = planted_low_rank(n_users=120, n_items=60, per_user=10, seed=4)
     counts = train.copy()

@@ -348,7 +348,8 @@ def test_cli_file_without_values_weighs_every_pair_alike(tmp_path):
 
 
 def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
-    from mrec_warp.tune import grid_points, tune
+    from mrec_warp.stages.candidates import grid_points
+    from mrec_warp.stages.tune import tune
 
     m = _values_matrix(planted_low_rank(n_users=150, n_items=80, per_user=12))
     base = {"max_epochs": 4, "patience": 2}

@@ -5,7 +5,6 @@ import contextlib
 import errno
 import functools
 import gzip
-import io
 import os
 import sys
 import traceback
@@ -19,6 +18,7 @@ from ..data.inputs import output_encoding
 from ..errors import InputError, ParameterError
 from ..progress import Progress
 from ..stages._inputs import capped_k
+from ..tables import write_table as write_table_file
 from ._flags import FlagProgress, as_flags, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
@@ -270,24 +270,4 @@ def write_table(frame, output, fmt: str, model) -> None:
     headerless TSV with ids as they are (never quoted), CSV with a header and RFC 4180
     quoting, or Parquet (a file only); text in the encoding the model's training data came
     in, floats to 4 places."""
-    from ..recommend import text_format, text_output, write_parquet
-
-    if fmt == "parquet":
-        write_parquet([frame], output)
-        return
-    options = dict(header=(fmt == "csv"), index=False, float_format="%.4f", lineterminator="\n",
-                   **text_format(fmt))
-    encoding = output_encoding(getattr(model, "id_encoding_", None))
-    if output:
-        with text_output(output, encoding=encoding) as fh:
-            frame.to_csv(fh, **options)
-        return
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:  # a text-only stream (tests): it has its own encoding
-        frame.to_csv(sys.stdout, **options)
-        return
-    sys.stdout.flush()
-    out = io.TextIOWrapper(buffer, encoding=encoding, newline="", write_through=True)
-    frame.to_csv(out, **options)
-    out.flush()
-    out.detach()
+    write_table_file(frame, output, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))

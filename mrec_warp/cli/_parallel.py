@@ -6,7 +6,7 @@ from typing import Callable, Optional
 
 import click
 
-from ..parallel import BACKENDS, cpu_count
+from ..workers import BACKENDS, cpu_count
 
 
 class NJobs(click.ParamType):

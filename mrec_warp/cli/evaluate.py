@@ -6,12 +6,14 @@ from typing import List, Optional, Sequence
 
 import click
 
+from ..context import ExecutionContext
+from ..data.idlist import read_id_list
 from ..data.inputs import check_readable
 from ..evaluation.formatting import format_table
 from ..evaluation.plot import check_plot_available
 from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
-from ..distributed import evaluate_parallel
-from ..parallel import BACKENDS, check_backend
+from ..stages.evaluate import evaluate as evaluate_stage
+from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ._common import check_outputs, friendly_errors, make_progress, parse_int_list, quiet_option
 
@@ -120,14 +122,10 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     if plot_path:
         check_plot_available(plot_path)  # fail before the work, not after
 
-    check_backend(backend, scheduler)
-    catalog = None
-    if items_file:
-        from .recommend import read_id_list
-
-        catalog = read_id_list(items_file, "item", first_column=True)
-    study = evaluate_parallel(train, test, list(recs), names=names, ks=ks, splits=splits, backend=backend, catalog=catalog,
-                              n_jobs=n_jobs, scheduler=scheduler, progress=progress)
+    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler)
+    catalog = read_id_list(items_file, "item", first_column=True) if items_file else None
+    study = evaluate_stage(train, test, list(recs), names=names, ks=ks, splits=splits, catalog=catalog,
+                           context=context, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
     if not quiet:
         click.echo(format_table(study.to_dict()), nl=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 
 from ..data.tsv import check_tsv_ids
-from ..recommend import RECS_FORMATS, output_format
 from ..stages.explain import explain as explain_scores
+from ..tables import RECS_FORMATS, output_format
 from ._common import check_outputs, friendly_errors, write_table
 
 

@@ -8,6 +8,7 @@ import click
 
 from ..data.ratings import FORMATS
 from ..data.split import SPLITS
+from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
 
@@ -55,7 +56,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                    "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
               help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")
-@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the random choices.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the random choices.")
 @click.option("--features", "features", is_flag=True,
               help="Also write item_features.tsv / user_features.tsv into OUTDIR from files beside INPUT: "
                    "MovieLens 100k u.item (genres, release-year bucket) and u.user (age bucket, gender, "

@@ -8,25 +8,18 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..context import ExecutionContext
+from ..data.idlist import read_id_list
 from ..data.inputs import check_readable
 from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..models import load
 from ..models.popularity import Popularity
-from ..recommend import write_recommendations
-from ..parallel import check_backend
+from ..stages.recommend import write_recommendations
 from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
 from ..stages.cold_start import cold_start
 from ._features import feature_file_options, pop_feature_options
 from ._parallel import N_JOBS, parallel_options
-
-
-def read_id_list(path: str, what: str = "user", unique: bool = False, note=None,
-                 first_column: bool = False) -> List[str]:
-    """One id per line, the whole line; see :func:`mrec_warp.data.idlist.read_id_list`."""
-    from ..data.idlist import read_id_list as read_ids
-
-    return read_ids(path, what, unique=unique, note=note, first_column=first_column)
 
 
 #: Most of a --train file's rows that may name users or items the model does not know. A
@@ -153,6 +146,7 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     block to a temporary file that replaces OUTPUT only when complete.
     """
     progress = make_progress(quiet, verbose)
+    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
                                          cold.get("item_features"), cold.get("user_features")])
     check_readable(model_file, "model file")
@@ -173,13 +167,10 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
         user_ids = focus
     exclude = train_exclusion(model, train_file, progress) if train_file else "train"
     filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
-    check_backend(backend, scheduler)
     k = cap_k(k, model.n_items, quiet)
     n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
-                              filter_items=filtered,
-                              n_jobs=n_jobs, block_size=block_size, progress=progress, backend=backend,
-                              scheduler=scheduler, workdir=workdir, part_size=part_size,
-                              model_file=None if changed else model_file)
+                              filter_items=filtered, block_size=block_size, part_size=part_size,
+                              model_file=None if changed else model_file, context=context, progress=progress)
     if not quiet:
         n_users = model.n_users if user_ids is None else len(user_ids)
         click.echo(f"wrote {output}: {n} recommendations for {n_users} users")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 
 from ..data.tsv import check_tsv_ids
-from ..recommend import RECS_FORMATS, output_format
 from ..stages.similar import similar as similar_items
+from ..tables import RECS_FORMATS, output_format
 from ._common import check_outputs, friendly_errors, quiet_option, write_table
 from ._flags import as_flags
 

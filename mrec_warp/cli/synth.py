@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..data.synthetic import VALUES, write_synthetic
+from ..seeds import DEFAULT_SEED
 from ._common import friendly_errors, make_progress, quiet_option
 
 
@@ -26,7 +27,7 @@ Examples:
                    "the user's own topics, near 1 for stray ones).")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.1, show_default=True,
               help="Share of rows drawn by global popularity instead of the user's topics.")
-@click.option("--seed", type=int, default=42, show_default=True, help="Same seed, same files.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Same seed, same files.")
 @quiet_option
 @friendly_errors
 def synth(outdir, users, items, interactions, topics, values, noise, seed, quiet, verbose):

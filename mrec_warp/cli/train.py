@@ -1,16 +1,16 @@
 """``mrec-warp train``: fit a model on a training file and save it."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import click
 
+from ..context import ExecutionContext
 from ..data.confidence import CONFIDENCES
-from ..stages._inputs import load_interactions  # noqa: F401 - cli/tune.py imports it from here
+from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
-from ._flags import MODEL_OPTIONS, option_name
+from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._parallel import N_JOBS, parallel_options
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
@@ -88,7 +88,8 @@ Examples:
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
               help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
 @click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
-@click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
+@click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
+              help="Random seed (models that draw no random numbers say so and ignore it).")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
 @parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
@@ -113,12 +114,14 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
                                          options.get("user_features")])
     features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
-    context = SimpleNamespace(backend=backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)  # TODO(engine)
+    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     result = train_model(train, output, model=model_name, params=params, params_file=params_file, format=fmt,
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
                          progress=progress, **features)
     if quiet:
         return
+    for note in result.notes:
+        click.echo("note: " + as_flags(note), err=True)
     if result.sub_models is not None:
         sizes = "+".join(str(m["factors"]) for m in result.sub_models)
         click.echo(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "

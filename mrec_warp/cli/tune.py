@@ -7,10 +7,14 @@ import click
 
 from ..files import atomic_write
 from ..errors import InputError
-from ..parallel import check_backend
+from ..seeds import DEFAULT_SEED
+from ..context import ExecutionContext
+from ..stages import candidates as search
+from ..stages.tune import tune as tune_stage
 from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
+from ..stages._inputs import load_interactions
 
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
@@ -59,7 +63,7 @@ alone, from a default space.
                    "shorter one favours settings that peak early, such as no norm limit).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
-@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the split, sampling and models.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Trials at once (-1: every core; with dask and no --scheduler: local workers).")
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
@@ -74,30 +78,26 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     --n-jobs trials run at once. The table (best first) and a line saying how far the best
     is above the defaults go to standard output, also with --quiet.
     """
-    from .. import tune as tuning
-    from .train import load_interactions
-
     families = [m.strip() for m in models.split(",") if m.strip()]
-    unknown = [m for m in families if m not in tuning.TUNABLE_FAMILIES]
+    unknown = [m for m in families if m not in search.TUNABLE_FAMILIES]
     if not families or unknown:
         raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
-                                 f"{', '.join(tuning.TUNABLE_FAMILIES)}", param_hint="--models")
+                                 f"{', '.join(search.TUNABLE_FAMILIES)}", param_hint="--models")
     families = list(dict.fromkeys(families))
     if not grid_file and not n_random and families == ["warp"]:
         raise click.UsageError("give --grid FILE, --random N, or both (or --models to use built-in grids)")
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
-    check_backend(backend, scheduler)
+    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     check_outputs({"--output": output, "--table": table_file}, [train, grid_file, validation_file])
     progress = make_progress(quiet, verbose)
-    grids = tuning.read_grid(grid_file, families) if grid_file else None
-    points = tuning.candidates(families, grids, n_random, seed=seed)
+    grids = search.read_grid(grid_file, families) if grid_file else None
+    points = search.candidates(families, grids, n_random, seed=seed)
     data = load_interactions(train, fmt, values="wrmf" in families, required=False)
     validation = load_interactions(validation_file, fmt) if validation_file else None
-    result = tuning.tune(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
-                         base={"max_epochs": max_epochs, "patience": patience}, seed=seed, backend=backend,
-                         n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, progress=progress,
-                         use_values=bool(getattr(data, "has_values", False)))
+    result = tune_stage(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
+                        base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
+                        progress=progress, use_values=bool(getattr(data, "has_values", False)))
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():

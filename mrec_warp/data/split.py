@@ -34,6 +34,7 @@ import pandas as pd
 from ..errors import InputError
 from ..files import PathLike
 from ..progress import SILENT, Progress
+from ..seeds import DEFAULT_SEED
 from .features import write_features
 from .positives import Positives, binarise
 from .ratings import describe_reading, read_ratings
@@ -192,7 +193,7 @@ def iter_splits(
     leave_out: Optional[int] = None,
     split: str = "random",
     num_splits: int = 1,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     source: Optional[str] = None,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
@@ -293,7 +294,7 @@ def prepare(
     leave_out: Optional[int] = None,
     split: str = "random",
     num_splits: int = 1,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     features: bool = False,
 ) -> Dict[str, Any]:

@@ -42,6 +42,7 @@ import pandas as pd
 from ..errors import InputError
 from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
+from ..seeds import DEFAULT_SEED
 
 #: Timestamps start on 2015-01-01 and span about five years.
 START_TIME = 1_420_070_400
@@ -70,7 +71,7 @@ class SyntheticConfig:
     tag_noise: float = 0.15
     values: str = "ratings"
     count_scale: float = 20.0
-    seed: int = 42
+    seed: int = DEFAULT_SEED
 
     def check(self) -> None:
         for name in ("n_users", "n_items", "n_interactions", "n_topics", "tags_per_topic"):
@@ -293,7 +294,7 @@ def generate(
     n_items: int = 1500,
     n_interactions: int = 50_000,
     n_topics: int = 20,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     **options: Any,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
@@ -342,7 +343,7 @@ def write_synthetic(
     n_items: int = 1500,
     n_interactions: int = 50_000,
     n_topics: int = 20,
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     **options: Any,
 ) -> Dict[str, Any]:

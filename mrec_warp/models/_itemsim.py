@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from ..data.npz import check_csr, check_finite, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
+from ..topk import iter_top_k
 from .base import IndexArg, Recommender, _check_k, as_indices
 from .foldin import _log_fold_in, add_history, append_user_ids
 
@@ -113,8 +114,6 @@ class ItemSimilarity(Recommender):
         """What ``similar_items`` / ``similar`` list: each item's largest learned weights
         ``W[item, :]``, the items a user who has it is pushed towards (``-1`` / 0 where fewer
         than ``k`` have a positive weight). An item-item model has no user vectors."""
-        from ..recommend import iter_top_k
-
         if kind != "item":
             raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
                              hint="similar users need a warp or hybrid model")

@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from ..data.interactions import Interactions, as_csr, binary_csr
 from ..data.npz import source_name
 from ..errors import InputError
-from . import persistence
+from ..topk import block_to_frame, iter_top_k
+from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
 
@@ -321,8 +322,6 @@ class Recommender:
             ``-inf``): drop those before mapping indices to ids (``recommend_frame`` does).
         scores : float32 array of the same shape
         """
-        from ..recommend import iter_top_k
-
         self._check_fitted()
         k = min(_check_k(k), max(1, self.n_items))  # a longer list would be only -1 padding
         if users is None:
@@ -353,8 +352,6 @@ class Recommender:
         users = None if user_ids is None else self.user_indices(user_ids)
         filtered = None if filter_items is None else self.item_indices(filter_items)
         items, scores = self.recommend(users, k=k, filter_items=filtered, **kwargs)
-        from ..recommend import block_to_frame
-
         users = np.arange(self.n_users) if users is None else users
         return block_to_frame(self, users, items, scores)
 
@@ -370,8 +367,6 @@ class Recommender:
         return vectors
 
     def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        from ..recommend import iter_top_k
-
         vectors = self._vectors(kind)
         n = vectors.shape[0]
         k = _check_k(k)
@@ -423,7 +418,7 @@ class Recommender:
     def save(self, target) -> None:
         """Save to a ``.npz`` path (written atomically) or a binary file object."""
         self._check_fitted()
-        persistence.save_model(
+        save_model(
             target, type(self).__name__, self.get_params(),
             self._get_attrs(),
             self.user_ids, self.item_ids, self.train_, self._get_arrays(),
@@ -456,7 +451,7 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     Every array is validated before use (see :mod:`~mrec_warp.models.persistence`); a
     damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`.
     """
-    cls, params, attrs, user_ids, item_ids, train, arrays = persistence.load_model(source, _REGISTRY, expected)
+    cls, params, attrs, user_ids, item_ids, train, arrays = load_model(source, _REGISTRY, expected)
     name = source_name(source)
     model = cls(**params)
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
@@ -466,6 +461,6 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         model._set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)
-        raise InputError(f"model file is invalid: {message}", path=name, hint=persistence.HINT) from None
+        raise InputError(f"model file is invalid: {message}", path=name, hint=MODEL_FILE_HINT) from None
     model._set_attrs(attrs)
     return model

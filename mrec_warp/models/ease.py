@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
 from ..errors import InputError
-from ..parallel import effective_n_jobs
+from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
 

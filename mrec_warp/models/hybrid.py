@@ -16,13 +16,15 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
+from ..data.npz import check_csr, check_finite, check_ids, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
-from .foldin import append_empty_rows as _append_empty_rows
+from ..seeds import spawn_seed
 from .base import factor_scores
 from .feature_weights import feature_names, raw_rows, weighted_rows
+from .foldin import append_empty_rows as _append_empty_rows, fold_in
 from .warp import WARP, Callback
 
 
@@ -292,7 +294,7 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         # seed), so that without feature files the model starts exactly where WARP does.
         user_id = seed_rng.standard_normal((n_uid, d), dtype=np.float32) * scale
         item_id = seed_rng.standard_normal((n_iid, d), dtype=np.float32) * scale
-        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
         user_content = seed_rng.standard_normal((us.n_content, d), dtype=np.float32) * scale
         item_content = seed_rng.standard_normal((its.n_content, d), dtype=np.float32) * scale
         self.user_embeddings_ = np.ascontiguousarray(np.vstack([user_content, user_id]))
@@ -487,8 +489,6 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         refined from their training items plus the history. Every history item joins the
         user's training row, so it is excluded from their recommendations.
         """
-        from .foldin import fold_in
-
         return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
                        user_ids=user_ids)
 
@@ -569,8 +569,6 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         return spec
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        from ..data.npz import check_finite, check_ids, check_shape
-
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
@@ -604,7 +602,6 @@ def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
     """A saved feature matrix, its structure and weights checked (finite, not negative)."""
-    from ..data.npz import check_csr, check_finite
 
     indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
     indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..parallel import Backend, effective_n_jobs
+from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, top_k_per_row
 
@@ -114,7 +114,7 @@ class ItemKNN(ItemSimilarity):
             sims[np.arange(stop - start), np.arange(start, stop)] = 0.0  # never your own neighbour
             return top_k_per_row(sims, int(self.neighbours))
 
-        with Backend("threads", n_jobs=self.n_jobs) as be:
+        with Workers("threads", n_jobs=self.n_jobs) as be:
             parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts),
                                           desc="itemknn", unit="block"))
         weights = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)

@@ -5,8 +5,10 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..data.npz import check_finite, check_shape
 from ..progress import SILENT, Progress
 from .base import Recommender
+from .foldin import _log_fold_in, add_history, append_user_ids
 
 
 class Popularity(Recommender):
@@ -42,8 +44,6 @@ class Popularity(Recommender):
         item joins its user's row of ``train_``, so new users get the most popular items
         they have not seen. ``epochs`` is accepted for a common signature and ignored.
         """
-        from .foldin import _log_fold_in, add_history
-
         self._check_fitted()
         added = add_history(self, history, user_ids=user_ids)
         self.fold_in_summary_ = added["summary"]
@@ -51,8 +51,6 @@ class Popularity(Recommender):
         return self
 
     def _append_users(self, ids, user_features=None) -> None:
-        from .foldin import append_user_ids
-
         append_user_ids(self, ids)
 
     def _get_arrays(self) -> Dict[str, np.ndarray]:
@@ -64,8 +62,6 @@ class Popularity(Recommender):
         return {"item_counts": ("fiu", (n_items,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        from ..data.npz import check_finite, check_shape
-
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
         check_finite(counts, "item counts", limit=float(2**63))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..parallel import backend_for, effective_n_jobs
+from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ..kernels import slim as _slim
 from ._itemsim import ItemSimilarity
@@ -76,7 +76,7 @@ class SLIM(ItemSimilarity):
         args = [(*g, a, b, float(self.l1), float(self.l2), int(self.max_iter), float(self.tol), topk)
                 for a, b in blocks]
         rows, cols, vals = [], [], []
-        with backend_for(self.backend, self.n_jobs, self.scheduler or None) as be:
+        with Workers(self.backend, n_jobs=self.n_jobs, scheduler=self.scheduler or None) as be:
             progress.log(f"slim: {n:,} items in {len(blocks)} blocks on {be.describe()}, "
                          f"Gram matrix {gram.nnz:,} entries")
             for a, idx, val in progress.iterate(be.map(solve_block, args), total=len(blocks),

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..recommend import iter_top_k
+from ..topk import iter_top_k
 
 
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:

@@ -12,11 +12,17 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
-from ..errors import InputError, TrainingDivergedError
+from ..data.interactions import Interactions, as_csr
+from ..data.npz import check_finite, check_shape
+from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
+from ..seeds import spawn_seed, spawn_seeds
+from ..workers import effective_n_jobs, thread_map
 from .base import Recommender, factor_scores
+from .foldin import fold_in, warp_append_users, warp_problem
+from .positives import TrainingData, check_divergence, merge_seen
 from .validation import check_epoch_params, holdout_split, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
@@ -32,12 +38,6 @@ CHUNK = 262144
 
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
 
-#: Training stops as diverged when a learned array's typical vector length (root mean square
-#: of its row norms) passes this many times the initial one (``init_scale``, counted as at
-#: least 0.1). With the hinge's margin of 1, sound models stay within about 30 times: 1.6 on
-#: MovieLens 100k and planted data with the defaults, ~130 even at learning rate 10, while a
-#: learning rate of 1e6 reaches 1e8 times in one epoch.
-DIVERGENCE_GROWTH = 1e4
 
 
 class WARP(Recommender):
@@ -207,7 +207,7 @@ class WARP(Recommender):
         self._user_accum = np.ones((n_users, d), dtype=np.float32)
         self._item_accum = np.ones((n_items, d), dtype=np.float32)
         self._bias_accum = np.ones(n_items, dtype=np.float32)
-        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
         self.epochs_done_ = 0
 
     def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
@@ -215,7 +215,7 @@ class WARP(Recommender):
         e.g. to continue training a model loaded from disk."""
         self._user_accum, self._item_accum, self._bias_accum = (
             np.ones_like(a) for a in self._learned_arrays())
-        self._rng_state = _rng.seed_state(int(seed_rng.integers(0, 2**63 - 1)))
+        self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
 
     def _snapshot(self) -> Tuple[np.ndarray, ...]:
         return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
@@ -224,7 +224,7 @@ class WARP(Recommender):
         self.user_factors_, self.item_factors_, self.item_bias_ = snap
 
     # -- one epoch ---------------------------------------------------------------------------
-    def _epoch(self, data: "_TrainingData", progress: Progress) -> Dict[str, float]:
+    def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
         """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
         if data.alias is not None:
             _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
@@ -243,18 +243,14 @@ class WARP(Recommender):
             for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
                 totals += run(s, e, self._rng_state)
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
             bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
             # one independent sampler per thread, seeded from the model's state and the epoch
-            seeds = np.random.default_rng([int(self._rng_state[0]), self.epochs_done_]).integers(0, 2**63 - 1, n_jobs)
+            seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
             states = [_rng.seed_state(int(x)) for x in seeds]
             self._rng_state = _rng.seed_state(int(self._rng_state[1]))
-            # Plain threads, not joblib.Parallel: its set-up costs ~15 ms per call, as much as
-            # a whole epoch on MovieLens 100k; the kernels release the GIL either way.
-            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-                results = list(pool.map(lambda w: run(int(bounds[w]), int(bounds[w + 1]), states[w]), range(n_jobs)))
-            for r in results:
+            # one hogwild shard per thread, on the fitting threads every model shares
+            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
+            for r in thread_map(run, shards, n_jobs):
                 totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
@@ -285,7 +281,7 @@ class WARP(Recommender):
         """The learning rate in force (a hook: subclasses may resolve a default from the data)."""
         return float(self.learning_rate)
 
-    def _fit_shard(self, data: "_TrainingData", start: int, stop: int, state: np.ndarray,
+    def _fit_shard(self, data: "TrainingData", start: int, stop: int, state: np.ndarray,
                    cfg: Dict[str, Any]) -> Tuple[float, float, float, float]:
         """One kernel call on positives ``data.order[start:stop]`` (a hook for subclasses)."""
         return _warp.fit_shard(
@@ -348,7 +344,7 @@ class WARP(Recommender):
             fit_part = csr
         else:
             fit_part, val = holdout_split(csr, float(self.validation_fraction), rng)
-        init_seed = int(rng.integers(0, 2**63 - 1))
+        init_seed = spawn_seed(rng)
         self._init_state(*csr.shape, np.random.default_rng(init_seed))
         best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
         self.best_epoch_ = best
@@ -412,9 +408,9 @@ class WARP(Recommender):
         return self
 
     def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`_TrainingData`); with
+        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
         ``validation``, early-stop and keep the best."""
-        data = csr if isinstance(csr, _TrainingData) else self._training_data(csr)
+        data = csr if isinstance(csr, TrainingData) else self._training_data(csr)
 
         def step():
             stats = self._epoch(data, progress)
@@ -425,12 +421,12 @@ class WARP(Recommender):
 
     # -- confidence ----------------------------------------------------------------------------
     def _training_data(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
-                       values: Optional[np.ndarray] = None) -> "_TrainingData":
+                       values: Optional[np.ndarray] = None) -> "TrainingData":
         """The kernel's arrays for ``csr``; with a confidence, ``values`` (default
         ``csr.data``) are the confidences of the visited pairs."""
         if self._confidence_kind() == "none":
-            return _TrainingData(csr, visit)
-        return _TrainingData(csr, visit, confidence=csr.data if values is None else values,
+            return TrainingData(csr, visit)
+        return TrainingData(csr, visit, confidence=csr.data if values is None else values,
                              use=self.confidence_use)
 
     def _confidence_kind(self) -> str:
@@ -446,7 +442,6 @@ class WARP(Recommender):
         """
         if self._confidence_kind() == "none":
             return binary
-        from ..data.interactions import Interactions, as_csr
 
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         if raw.nnz and not raw.data.all():
@@ -470,20 +465,14 @@ class WARP(Recommender):
         the history. Nothing else changes. See
         :func:`mrec_warp.models.foldin.fold_in`.
         """
-        from .foldin import fold_in
-
         return fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
 
     def _append_users(self, ids, user_features=None) -> None:
-        from .foldin import warp_append_users
-
         if user_features is not None:
             raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
         warp_append_users(self, ids)
 
     def _fold_in_problem(self, users: np.ndarray):
-        from .foldin import warp_problem
-
         return warp_problem(self, users)
 
     def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
@@ -516,8 +505,6 @@ class WARP(Recommender):
                 "item_bias": ("f", (n_items,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        from ..data.npz import check_finite, check_shape
-
         uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
         itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)
@@ -534,65 +521,6 @@ class WARP(Recommender):
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
 
 
-class _TrainingData:
-    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order.
-
-    Every stored pair of ``csr`` is a positive (never sampled as a negative); an epoch visits
-    them all, or only the pairs of ``visit`` (a subset of ``csr``) when it is given.
-    ``confidence``, one value per visited pair (in CSR order), weighs them: ``use="weight"``
-    builds step weights (confidence over its mean; 1 for pairs not visited),
-    ``use="sample"`` the alias table the epochs draw the visited pairs from.
-    """
-
-    def __init__(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
-                 confidence: Optional[np.ndarray] = None, use: str = "weight") -> None:
-        self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
-        self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
-        counts = np.diff(self.indptr)
-        self.pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), counts)
-        # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
-        dtype = np.int32 if csr.nnz < 2**31 - 1 else np.int64
-        if visit is None:
-            self.order = np.arange(csr.nnz, dtype=dtype)
-        else:
-            self.order = _positions(csr, visit).astype(dtype)
-        self.rank_weights = _rng.harmonic_table(csr.shape[1])
-        self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
-        self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
-        self.step_weights: Optional[np.ndarray] = None
-        if confidence is not None and len(self.order):
-            values = np.asarray(confidence, dtype=np.float64)
-            if use == "sample":
-                self.alias = _rng.alias_table(values)
-                if visit is not None:
-                    self.targets = self.order.astype(np.int64)
-            else:
-                self.step_weights = np.ones(csr.nnz, dtype=np.float32)
-                self.step_weights[self.order] = values / values.mean()
-
-
-def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:
-    """One int64 per stored pair, ``row * n_cols + col``: increasing for sorted indices."""
-    rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
-    return rows * csr.shape[1] + csr.indices
-
-
-def _positions(csr: sp.csr_matrix, subset: sp.csr_matrix) -> np.ndarray:
-    """Where each stored pair of ``subset`` sits among the stored pairs of ``csr``."""
-    csr.sort_indices()
-    subset.sort_indices()
-    return np.searchsorted(_pair_keys(csr), _pair_keys(subset))
-
-
-def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
-    """The union of two binary users x items matrices: sorted, ones, float32."""
-    merged = sp.csr_matrix(seen + new, dtype=np.float32)
-    merged.sum_duplicates()
-    merged.sort_indices()
-    merged.data[:] = 1.0
-    return merged
-
-
 def _known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.csr_matrix, Dict[str, int]]:
     """``X`` as a binary matrix in the model's index space, and what was skipped.
 
@@ -601,7 +529,6 @@ def _known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.c
     Interactions are matched by id; a pair whose user or item the model does not know is
     skipped and counted. A matrix must already have the model's shape.
     """
-    from ..data.interactions import Interactions
 
     if not isinstance(X, Interactions):
         csr = _as_aligned_csr(X, model, "X", keep_values=keep_values)
@@ -630,30 +557,7 @@ def _known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.c
     return csr, summary
 
 
-def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str) -> None:
-    """Raise :class:`TrainingDivergedError` when an array is not finite or has blown up.
-
-    Blown up: its typical vector length (root mean square of the row norms; of the values
-    for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
-    """
-    hint = (f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
-            "or add regularisation")
-    limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
-    for a in arrays:
-        if a.size == 0:
-            continue
-        flat = a.reshape(-1)
-        typical = float(np.sqrt(np.dot(flat, flat) / a.shape[0]))  # float32 dot: inf when huge
-        if not np.isfinite(typical) and not np.isfinite(flat).all():
-            raise TrainingDivergedError(f"{what}: factors are no longer finite", hint=hint)
-        if not typical <= limit:
-            raise TrainingDivergedError(
-                f"{what}: factor lengths grew to {typical:.3g}, more than {DIVERGENCE_GROWTH:.0e} times "
-                f"their initial {max(float(init_scale), 0.1):g}", hint=hint)
-
-
 def _as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) -> sp.csr_matrix:
-    from ..data.interactions import Interactions, as_csr
 
     if isinstance(X, Interactions):
         X = X.reindex(model.user_ids, model.item_ids).matrix
@@ -673,6 +577,4 @@ def _limit(max_norm: Optional[float]) -> float:
 
 def _n_threads(n_jobs: Optional[int]) -> int:
     """Threads ``n_jobs`` asks for, counted as every other parallel part of the package counts."""
-    from ..parallel import effective_n_jobs
-
     return effective_n_jobs(n_jobs)

@@ -22,11 +22,13 @@ from threadpoolctl import threadpool_limits
 
 from ..data.confidence import check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
+from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
-from ..parallel import effective_n_jobs
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from . import wrmf_users
+from ..seeds import spawn_seed
+from ..workers import effective_n_jobs
+from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
 from .validation import check_epoch_params, holdout_split, need, run_epochs
@@ -253,7 +255,7 @@ class WRMF(Recommender):
         else:
             fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
             val.data[:] = 1.0
-        init_seed = int(rng.integers(0, 2**63 - 1))
+        init_seed = spawn_seed(rng)
         self._init_state(*csr.shape, np.random.default_rng(init_seed))
         best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
         self.best_epoch_ = best
@@ -297,7 +299,7 @@ class WRMF(Recommender):
         returns ``self``). ``history`` is anything :meth:`WARP.fold_in` takes (a sparse
         matrix's values are confidences' values, its rows the users ``user_ids``). See
         :func:`mrec_warp.models.wrmf_users.fold_in`."""
-        return wrmf_users.fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
+        return fold_in_users(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
 
     def _append_users(self, ids: np.ndarray, user_features=None) -> None:
         if user_features is not None:
@@ -312,12 +314,12 @@ class WRMF(Recommender):
     def explain(self, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which of ``user``'s training items drove the scores of ``items``: (history items,
         contributions, scores), see :func:`mrec_warp.models.wrmf_users.explain`."""
-        return wrmf_users.explain(self, user, items, k=k)
+        return explain_user(self, user, items, k=k)
 
     def explain_frame(self, user_id, item_ids: Optional[Sequence] = None, k: int = 5, n: int = 10) -> pd.DataFrame:
         """:meth:`explain` for ids, as a table (user, item, score, history_item, contribution,
         rank); without ``item_ids`` the user's top-``n`` recommendations are explained."""
-        return wrmf_users.explain_frame(self, user_id, item_ids, k=k, n=n)
+        return explain_user_frame(self, user_id, item_ids, k=k, n=n)
 
     # -- persistence -------------------------------------------------------------------------
     def _get_arrays(self) -> Dict[str, np.ndarray]:
@@ -332,8 +334,6 @@ class WRMF(Recommender):
                 "confidence": ("f", (None,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        from ..data.npz import check_finite, check_shape
-
         uf, itf, conf = (np.ascontiguousarray(arrays[k], dtype=np.float32)
                          for k in ("user_factors", "item_factors", "confidence"))
         d = uf.shape[1] if uf.ndim == 2 else -1

@@ -1,16 +1,23 @@
 """The stages of the pipeline as plain functions: each takes paths or objects (and one
-execution context where work can run in parallel), does the work of the CLI command of the
-same name, and returns what that command reports. The CLI only parses options, calls one of
-these and prints.
+:class:`~mrec_warp.context.ExecutionContext` where work can run in parallel), does the work
+of the CLI command of the same name, and returns what that command reports. The CLI only
+parses options, calls one of these and prints.
 
     ratings file --prepare--> train.tsv / test.tsv --train--> model.npz
+    model.npz --recommend--> recs.tsv --evaluate--> report
     model.npz --similar--> similar items;  model.npz --explain--> why an item was recommended
+    train.tsv --tune--> the best family and parameters
 """
 from .cold_start import ColdStart, cold_start
+from .evaluate import evaluate
 from .explain import Explanation, explain
 from .prepare import prepare
+from .recommend import recommend_in_parts, write_recommendations
 from .similar import SimilarResult, similar
+from .submodels import fit_submodels
 from .train import TrainResult, UnknownParameterError, train
+from .tune import TuneResult, tune
 
 __all__ = ["prepare", "train", "TrainResult", "UnknownParameterError", "cold_start", "ColdStart",
+           "fit_submodels", "write_recommendations", "recommend_in_parts", "evaluate", "tune", "TuneResult",
            "similar", "SimilarResult", "explain", "Explanation"]

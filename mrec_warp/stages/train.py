@@ -12,17 +12,19 @@ independent sub-models on a backend's workers.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..data.confidence import describe_confidence
 from ..data.interactions import Interactions
-from ..distributed import fit_submodels
 from ..errors import InputError
 from ..models.base import Recommender
 from ..models.families import model_classes
-from ..parallel import check_backend
+from ..context import ExecutionContext, local_context
+from ..seeds import DEFAULT_SEED
+from ..workers import check_backend
 from ..progress import SILENT, Progress
+from .submodels import fit_submodels
 from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
 
 PathLike = Union[str, os.PathLike]
@@ -82,6 +84,8 @@ class TrainResult:
         Size of the training data.
     output : str or None
         The model file written.
+    notes : list of str
+        Remarks for the user that are not errors (e.g. a seed the model has no use for).
     """
 
     model: Recommender
@@ -89,6 +93,7 @@ class TrainResult:
     n_users: int
     n_items: int
     output: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
 
     @property
     def sub_models(self) -> Optional[List[Dict[str, Any]]]:
@@ -116,8 +121,8 @@ def train(
     feature_header: Optional[bool] = None,
     feature_columns: Optional[str] = None,
     sub_models: Optional[int] = None,
-    seed: int = 42,
-    context: Any = None,
+    seed: Optional[int] = None,
+    context: Optional[ExecutionContext] = None,
     progress: Optional[Progress] = None,
 ) -> TrainResult:
     """Fit a model on a ratings file and save it.
@@ -146,9 +151,10 @@ def train(
     sub_models : int, optional
         Fit a warp model as this many independent sub-models of ``factors / sub_models``
         factors on the context's workers, and concatenate them.
-    seed : int
-        Seeds the model (and the sub-models' seeds).
-    context : execution context, optional
+    seed : int, optional
+        Seeds the model (and the sub-models' seeds); default :data:`~mrec_warp.seeds.DEFAULT_SEED`.
+        A model that draws no random numbers ignores it and says so in ``notes``.
+    context : ExecutionContext, optional
         Where work runs: its ``backend``, ``n_jobs``, ``scheduler`` and ``workdir`` (the
         folder of resumable sub-model part files; default ``OUTPUT.parts``). Default: one
         thread.
@@ -166,7 +172,9 @@ def train(
         :class:`UnknownParameterError` for a parameter the family does not take.
     """
     progress = progress or SILENT
-    backend, n_jobs, scheduler, workdir = _execution(context)
+    context = context or local_context()
+    backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
+    notes: List[str] = []
     given = dict(params or {})
     model_name = model or params_model(params_file) or "warp"
     if model_name not in model_classes():
@@ -183,6 +191,11 @@ def train(
         if merged.get(name) == 0:
             merged[name] = None
     names = estimator._param_names()
+    if "random_state" not in names and seed is not None:
+        # popularity and the item-item models are deterministic: accept the seed (scripts
+        # pass it to every model alike) but say that it does nothing here
+        notes.append(f"`model={model_name}` draws no random numbers: `seed={seed}` changes nothing")
+    seed = DEFAULT_SEED if seed is None else seed
     if "random_state" in names:
         merged.update(random_state=seed, n_jobs=n_jobs)
     elif "n_jobs" in names:  # item-item models: deterministic, no seed
@@ -205,10 +218,11 @@ def train(
         if validation:
             raise InputError("`validation` does not combine with sub-models", path=validation,
                              hint="each sub-model early-stops on its own hold-out; drop `validation`")
-        # TODO(engine): the sub-model job of the job engine replaces distributed.fit_submodels here
-        estimator = fit_submodels(data, estimator.get_params(), n_models=sub_models, random_state=seed,
-                                  backend=backend, n_jobs=n_jobs, scheduler=scheduler,
-                                  workdir=workdir or (f"{output}.parts" if output else None), progress=progress)
+        if context.workdir is None and output is not None:
+            context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=f"{output}.parts",
+                                       keep_parts=context.keep_parts, client=context.client)
+        estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
+                                  progress=progress)
     else:
         _fit(estimator, model_name, data, backend, n_jobs, format, validation,
              FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
@@ -216,13 +230,8 @@ def train(
     keep_encoding(estimator, data)
     if output is not None:
         estimator.save(output)
-    return TrainResult(estimator, model_name, data.n_users, data.n_items, None if output is None else str(output))
-
-
-def _execution(context: Any):
-    """(backend, n_jobs, scheduler, workdir) of an execution context; one thread without one."""
-    return (getattr(context, "backend", "threads"), getattr(context, "n_jobs", 1),
-            getattr(context, "scheduler", None), getattr(context, "workdir", None))
+    return TrainResult(estimator, model_name, data.n_users, data.n_items, None if output is None else str(output),
+                       notes)
 
 
 def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:

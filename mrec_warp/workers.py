@@ -1,8 +1,8 @@
 """Where parallel work runs: joblib threads, joblib processes (loky) or a Dask cluster.
 
 Every parallel step of mrec-warp (scoring blocks of users, tuning trials, sub-model fits,
-evaluation units) is a list of independent calls handed to :class:`Backend`. The same code
-then runs on
+evaluation units, a model's fitting blocks) is a list of independent calls handed to
+:class:`Workers`. The same code then runs on
 
 * ``"threads"``: joblib's threading backend. Right for the Cython kernels and BLAS, which
   release the GIL; shares memory, so hogwild fitting works (and only works) here.
@@ -17,10 +17,18 @@ BLAS threads are limited so that workers x BLAS threads never exceed the cores: 
 thread workers gets ``cores // J`` BLAS threads (threadpoolctl), loky does the same for
 its processes, and Dask's nanny starts workers with one BLAS thread each.
 
+The fitting threads of the factor models (hogwild epochs, ALS half-steps) are short and
+many, so they go through :func:`thread_map`, plain threads without joblib's set-up cost,
+counted and limited as every other worker here.
+
+This module is the ground floor of parallelism: models use it directly; the stages use
+:class:`~mrec_warp.context.ExecutionContext`, a :class:`Workers` that also carries the
+work folder of resumable jobs.
+
 Example
 -------
->>> with Backend("threads", n_jobs=2) as backend:          # doctest: +SKIP
-...     squares = list(backend.map(pow, [(2, 2), (3, 2)]))
+>>> with Workers("threads", n_jobs=2) as workers:          # doctest: +SKIP
+...     squares = list(workers.map(pow, [(2, 2), (3, 2)]))
 """
 from __future__ import annotations
 
@@ -28,7 +36,8 @@ import contextlib
 import logging
 import os
 import threading
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ._version import __version__
 from .errors import InputError
@@ -38,7 +47,7 @@ BACKENDS = ("threads", "processes", "dask")
 #: joblib's name for each of our backends.
 _JOBLIB_NAMES = {"threads": "threading", "processes": "loky", "dask": "dask"}
 
-logger = logging.getLogger("mrec_warp.parallel")
+logger = logging.getLogger("mrec_warp.workers")
 
 
 def cpu_count() -> int:
@@ -210,8 +219,12 @@ def _mrec_warp_version_probe():
     without mrec-warp cannot unpickle a function that lives in mrec-warp's modules.
     """
     def probe():
+        # importlib, not an import statement: this runs on a remote worker, where whether
+        # the package imports at all is the question (it is no dependency of this module)
+        import importlib
+
         try:
-            import mrec_warp
+            mrec_warp = importlib.import_module("mrec_warp")
         except Exception:  # noqa: BLE001 - not installed, or broken: either way unusable
             return None
         return str(getattr(mrec_warp, "__version__", "unknown"))
@@ -238,7 +251,7 @@ def check_workers(client, scheduler: Optional[str] = None) -> None:
                                     f"(pip install mrec-warp=={__version__}) and restart the workers")
 
 
-class Backend:
+class Workers:
     """Runs lists of independent calls on threads, processes or a Dask cluster.
 
     Parameters
@@ -265,7 +278,10 @@ class Backend:
         self._stack: Optional[contextlib.ExitStack] = None
 
     # -- lifetime -------------------------------------------------------------------------
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> "Workers":
+        self._depth = getattr(self, "_depth", 0) + 1
+        if self._depth > 1:  # already open (a stage given an open context): use it as it is
+            return self
         self._stack = contextlib.ExitStack()
         if self.name == "dask":
             try:
@@ -273,11 +289,15 @@ class Backend:
                     self.client = self._stack.enter_context(dask_client(self.scheduler, self.n_jobs))
                 check_workers(self.client, self.scheduler)
             except BaseException:
+                self._depth = 1
                 self.__exit__(None, None, None)
                 raise
         return self
 
     def __exit__(self, *exc) -> None:
+        self._depth = max(0, getattr(self, "_depth", 1) - 1)
+        if self._depth:
+            return
         stack, self._stack = self._stack, None
         if stack is not None:
             if self.name == "dask":
@@ -339,7 +359,7 @@ class Backend:
         from distributed import as_completed
 
         if self.client is None:
-            raise RuntimeError("use the dask Backend inside a 'with' block")
+            raise RuntimeError("use dask Workers inside a 'with' block")
         futures = []
         try:
             futures = [self.client.submit(func, *a, pure=False) for a in args]
@@ -373,12 +393,27 @@ class Backend:
         return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}"
 
 
-def backend_for(backend: "str | Backend", n_jobs: Optional[int] = 1, scheduler: Optional[str] = None):
-    """A context manager giving a :class:`Backend`: a name makes (and closes) a new one,
-    a Backend already entered is passed through unchanged."""
-    if isinstance(backend, Backend):
-        return contextlib.nullcontext(backend)
-    return Backend(backend, n_jobs=n_jobs, scheduler=scheduler)
+def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):
+    """A context manager giving :class:`Workers`: ``workers`` itself when given (already
+    entered, left open), else ``n_jobs`` local threads made (and closed) here."""
+    if workers is not None:
+        return contextlib.nullcontext(workers)
+    return Workers("threads", n_jobs=n_jobs)
+
+
+def thread_map(func: Callable[..., Any], args: Sequence[Tuple], n_jobs: Optional[int]) -> List[Any]:
+    """``[func(*a) for a in args]`` on up to ``n_jobs`` plain threads, results in order.
+
+    For a model's fitting steps (one hogwild shard per thread, ALS blocks): kernels that
+    release the GIL, called many times per fit, where joblib's set-up (~15 ms a call, as
+    much as a whole epoch on MovieLens 100k) would dominate. One worker runs here, with no
+    thread at all.
+    """
+    n = effective_n_jobs(n_jobs, len(args))
+    if n <= 1:
+        return [func(*a) for a in args]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(lambda a: func(*a), args))
 
 
 def chunk_ranges(n: int, size: int) -> Sequence[Tuple[int, int]]:

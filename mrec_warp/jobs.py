@@ -1,0 +1,345 @@
+"""The job engine: work cut into independent units, each with its own part file.
+
+A long job (top-k for every user, sub-model fits, tuning trials) is cut into units that
+need nothing from each other. Its four clients -- :mod:`~mrec_warp.stages.recommend`,
+:mod:`~mrec_warp.stages.submodels`, :mod:`~mrec_warp.stages.tune` and the parallel
+evaluation of :mod:`~mrec_warp.stages.evaluate` -- go through the same steps:
+
+1. **fingerprint** what the job is (:func:`fingerprint`: the model or data and every
+   option that changes the output);
+2. open its **work folder** (:class:`~mrec_warp.workdir.WorkDir`): locked for this run, and
+   refused when it holds another job;
+3. list the **to-do**: units whose part file does not exist yet (a rerun **resumes**);
+4. **stage** the inputs for workers in other processes: one ``inputs.npz`` per job, in one
+   layout for sparse matrices and dense arrays (:func:`write_inputs`, :func:`read_inputs`);
+5. check that every Dask worker **sees** the work folder and the input files;
+6. **map** the units over the execution context's workers;
+7. **assemble** the parts (the client's job) and **clean up** the folder.
+
+Each unit writes its part through a temporary name and a rename, so a part file either is
+complete or does not exist: a unit that runs twice (Dask re-runs the calls of a worker that
+died) writes the same bytes to the same name, and nothing is lost or duplicated.
+
+Workers in other processes read their inputs from files -- the model file the job was
+given, or the staged copies -- and keep them in a per-process cache (:func:`cached`), so a
+call ships only a few numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .context import ExecutionContext
+from .files import PathLike, atomic_path, owner_tag, remove_stale_temps
+from .data.npz import NpzArchive, check_csr, read_arrays, write_npz
+from .errors import InputError
+from .models import load as load_model
+from .progress import SILENT, Progress
+from .workdir import JOB_FILE, WorkDir
+from .workers import Workers
+
+#: Version of the work-folder layout, part of every job's description.
+JOB_VERSION = 1
+
+#: The file holding a job's staged inputs (:func:`write_inputs`).
+INPUTS_FILE = "inputs.npz"
+
+#: Test hook, read on the workers: "kill:<part>" kills the worker process the first time
+#: it starts that part, "raise:<part>" makes that part fail, "wait:<part>" holds that part
+#: until a file ``.fault-go`` appears in the work folder (at most a minute) (a marker file
+#: in the work folder makes each fire once). Only the test-suite sets it.
+FAULT_ENV = "MREC_WARP_TEST_FAULT"
+
+#: How to repair a damaged work-folder file, appended to its error.
+WORK_HINT = "the work folder is damaged; delete it (or this file) and run the command again"
+
+
+def damaged(path: PathLike, what: str) -> InputError:
+    """The one-line error of a damaged work-folder file."""
+    return InputError(what, path=str(path), hint=WORK_HINT)
+
+
+def read_work_arrays(path: PathLike, spec: Dict[str, Tuple[str, Tuple]]) -> Dict[str, np.ndarray]:
+    """The arrays ``spec`` names (key -> (dtype kinds, shape)) of a work-folder ``.npz``,
+    sizes and types checked before decompression (:mod:`mrec_warp.data.npz`)."""
+    return read_arrays(path, spec, "a work-folder file", WORK_HINT)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-process cache of inputs read from files (workers load each file once)
+# ---------------------------------------------------------------------------------------------
+_CACHE: Dict[Tuple, Any] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 4  # a worker rarely needs more than a model and a job's inputs
+
+
+def cached(kind: str, path: PathLike, loader: Callable[[str], Any]) -> Any:
+    """``loader(path)``, memoised per process on (path, size, mtime) so a changed file reloads."""
+    st = os.stat(path)
+    key = (kind, os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+    value = loader(str(path))
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = value
+    return value
+
+
+def cached_model(path: PathLike):
+    """The model in ``path``, loaded once per process."""
+    return cached("model", path, load_model)
+
+
+class ModelScorer:
+    """A picklable ``score_fn`` for :func:`~mrec_warp.topk.iter_top_k`: pickles as the
+    model file's path, and loads the model once per worker process."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = str(path)
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        return cached_model(self.path).score_users(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# staged inputs: one layout for sparse matrices and dense arrays
+# ---------------------------------------------------------------------------------------------
+def write_inputs(path: PathLike, matrices: Optional[Dict[str, sp.spmatrix]] = None,
+                 arrays: Optional[Dict[str, np.ndarray]] = None, values: Sequence[str] = ()) -> None:
+    """Save a job's inputs for its workers in one ``.npz``, atomically.
+
+    A matrix ``m`` is stored as ``m.shape`` (int64), ``m.indptr`` (int64), ``m.indices``
+    (int32) and, when its name is in ``values``, ``m.data`` (float32); otherwise only its
+    structure (every stored entry a one). Arrays are stored under their own names.
+    """
+    out: Dict[str, np.ndarray] = {}
+    for name, matrix in (matrices or {}).items():
+        csr = sp.csr_matrix(matrix)
+        out[f"{name}.shape"] = np.array(csr.shape, np.int64)
+        out[f"{name}.indptr"] = csr.indptr.astype(np.int64)
+        out[f"{name}.indices"] = csr.indices.astype(np.int32)
+        if name in values:
+            out[f"{name}.data"] = csr.data.astype(np.float32)
+    out.update(arrays or {})
+    with atomic_path(path) as tmp:
+        write_npz(tmp, out)
+
+
+def read_inputs(path: PathLike, matrices: Sequence[str] = (), arrays: Optional[Dict[str, Tuple[str, Tuple]]] = None,
+                values: Sequence[str] = ()) -> Dict[str, Any]:
+    """The inputs :func:`write_inputs` saved, every one checked before use.
+
+    ``matrices`` are returned as float32 CSR matrices (ones unless named in ``values``,
+    whose stored values must be >= 0); ``arrays`` maps each dense array to its (dtype kinds,
+    shape). A file that does not hold what the job needs is a one-line :class:`InputError`
+    naming it (:data:`WORK_HINT`).
+    """
+    spec: Dict[str, Tuple[str, Tuple]] = dict(arrays or {})
+    for name in matrices:
+        spec.update({f"{name}.shape": ("iu", (2,)), f"{name}.indptr": ("iu", (None,)),
+                     f"{name}.indices": ("iu", (None,))})
+        if name in values:
+            spec[f"{name}.data"] = ("f", (None,))
+    with NpzArchive(path, "a work-folder file", WORK_HINT) as z:
+        for key, (kinds, shape) in spec.items():
+            z.header(key, kinds, shape)
+        a = {key: z.read(key, kinds, shape) for key, (kinds, shape) in spec.items()}
+    out: Dict[str, Any] = {name: a[name] for name in (arrays or {})}
+    try:
+        for name in matrices:
+            shape = tuple(int(v) for v in a[f"{name}.shape"])
+            indptr = a[f"{name}.indptr"].astype(np.int64, copy=False)
+            indices = a[f"{name}.indices"]
+            check_csr(indptr, indices, shape, name)
+            data = a.get(f"{name}.data")
+            if data is not None and (len(data) != len(indices) or not (data >= 0).all()):
+                raise ValueError(f"{name} values do not match its entries or are negative")
+            out[name] = sp.csr_matrix((np.ones(len(indices), np.float32) if data is None
+                                       else data.astype(np.float32, copy=False),
+                                       indices.astype(np.int32, copy=False), indptr), shape=shape)
+    except ValueError as exc:
+        raise damaged(path, str(exc)) from None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# fingerprints, visibility, faults
+# ---------------------------------------------------------------------------------------------
+def fingerprint(*objects: Any) -> str:
+    """A content hash of arrays, sparse matrices and JSON-able values (joblib's hasher)."""
+    import joblib
+
+    def plain(x):
+        if sp.issparse(x):
+            x = x.tocsr()
+            return ("csr", x.shape, np.asarray(x.indptr, np.int64), np.asarray(x.indices, np.int64))
+        return x
+
+    return joblib.hash([plain(o) for o in objects])
+
+
+def model_fingerprint(model) -> str:
+    """Hash of what a model's recommendations depend on (arrays, ids, training data, class)."""
+    params = {k: v for k, v in model.get_params().items() if k not in ("n_jobs", "verbose")}
+    return fingerprint(type(model).__name__, json.dumps(params, sort_keys=True, default=str),
+                       model._get_arrays(), model.train_, model.user_ids, model.item_ids)
+
+
+def _first_missing(paths: List[str]) -> Optional[str]:
+    """The first of ``paths`` this process cannot see, or ``None``."""
+    return next((p for p in paths if not os.path.exists(p)), None)
+
+
+def check_workdir_visible(workers: Workers, workdir: Path, *inputs: PathLike) -> None:
+    """Fail early, in one line, when a Dask worker cannot see the work folder or an input file.
+
+    Every worker is asked (``Client.run``), not just whichever ones a task lands on.
+    """
+    if workers.is_local_memory or workers.name == "processes":
+        return
+    probes = [str((workdir / JOB_FILE).resolve())] + [str(Path(p).resolve()) for p in inputs]
+    for worker, missing in sorted(workers.client.run(_first_missing, probes).items()):
+        if missing is not None:
+            raise InputError(f"Dask worker {worker} cannot see this file", path=missing,
+                             hint="put `workdir` and the input files on a filesystem every worker shares")
+
+
+def maybe_inject_fault(workdir: PathLike, part: int) -> None:
+    """The test-suite's fault hook (see :data:`FAULT_ENV`); does nothing otherwise."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    action, _, which = spec.partition(":")
+    if not which or int(which) != part:
+        return
+    marker = Path(workdir) / f".fault-{action}-{part}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return  # fired already: this is the retry
+    os.close(fd)
+    if action == "wait":
+        go = Path(workdir) / ".fault-go"
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)  # pragma: no cover - the signal ends the process
+    raise RuntimeError(f"injected failure in part {part}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine
+# ---------------------------------------------------------------------------------------------
+class Job:
+    """One run of a resumable job on an execution context.
+
+    Parameters
+    ----------
+    context : ExecutionContext
+        Where the units run (entered by the caller) and whether to keep the parts.
+    description : dict
+        What the job is (JSON-able; :func:`fingerprint` its inputs): a work folder that
+        holds another job is refused.
+    parts : sequence of str
+        The part file of each unit, in order.
+    folder : path-like, optional
+        The work folder. ``None``: a temporary one (prefix ``mrec-warp-KIND-``), removed at
+        the end -- no resume then.
+    progress : Progress
+
+    Attributes
+    ----------
+    todo : list of int
+        The units whose part file does not exist yet.
+    """
+
+    def __init__(self, context: ExecutionContext, description: Dict[str, Any], parts: Sequence[str],
+                 folder: Optional[PathLike] = None, progress: Progress = SILENT) -> None:
+        self.context = context
+        self.progress = progress
+        self.temporary: Optional[str] = None
+        if folder is None:
+            prefix = f"mrec-warp-{description.get('kind', 'job')}-"
+            remove_stale_temps(tempfile.gettempdir(), prefix=prefix)  # of killed runs
+            self.temporary = folder = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}")
+        self.folder = WorkDir(folder, {**description, "version": description.get("version", JOB_VERSION)},
+                              progress)
+        self.parts = list(parts)
+        self.todo = [i for i, name in enumerate(self.parts) if not self.folder.done(name)]
+        self.inputs: List[str] = []  # files the workers read, checked for visibility before the run
+        self._staged: List[str] = []  # files this job made in its folder (removed at the end)
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def skipped(self) -> int:
+        """Units an earlier run finished."""
+        return len(self.parts) - len(self.todo)
+
+    def part(self, index: int) -> Path:
+        return self.folder.file(self.parts[index])
+
+    @property
+    def off_process(self) -> bool:
+        """Whether the workers need their inputs as files (processes, Dask)."""
+        return bool(self.todo) and not self.context.is_local_memory
+
+    def stage(self, name: str, write: Callable[[Path], None]) -> str:
+        """A staged input: ``write(path)`` once into the work folder (a rerun reuses it);
+        returns the absolute path the workers read."""
+        path = self.folder.file(name)
+        if not self.folder.done(name):
+            write(path)
+        self._staged.append(name)
+        return self.read_by_workers(path)
+
+    def read_by_workers(self, path: PathLike) -> str:
+        """Register a file the workers read (checked for visibility before the run)."""
+        resolved = str(Path(path).resolve())
+        self.inputs.append(resolved)
+        return resolved
+
+    def run(self, func: Callable, tasks: Iterable[Tuple], desc: str = "parts", unit: str = "part",
+            ordered: bool = False) -> Iterator[Any]:
+        """``func(*task)`` for each task of the to-do on the context's workers, as they finish."""
+        tasks = list(tasks)
+        if not tasks:
+            return
+        if self.off_process:
+            check_workdir_visible(self.context, self.path, *self.inputs)
+        yield from self.progress.iterate(self.context.map(func, tasks, ordered=ordered), total=len(tasks),
+                                         desc=desc, unit=unit)
+
+    def check_complete(self) -> None:
+        missing = [name for name in self.parts if not self.folder.done(name)]
+        if missing:  # pragma: no cover - every unit either writes its part or raises
+            raise RuntimeError(f"{len(missing)} parts missing after the run, e.g. {missing[0]}")
+
+    def finish(self, staged: Sequence[str] = ()) -> None:
+        """Remove the parts and staged inputs (kept with ``keep_parts``, except in a
+        temporary folder), then the lock. ``staged`` names inputs an earlier run may have
+        staged though this one (with nothing left to do) did not."""
+        if not self.context.keep_parts or self.temporary is not None:
+            self.folder.cleanup(self.parts + self._staged + list(staged))
+        else:
+            self.folder.release()
+        if self.temporary is not None:
+            shutil.rmtree(self.temporary, ignore_errors=True)

@@ -1,0 +1,293 @@
+"""The recommend stage: top-k lists for many users of a fitted model, written to one file.
+
+With local threads and no work folder the users' blocks are scored on the context's
+threads and streamed to the file (:func:`~mrec_warp.topk.iter_top_k`). Otherwise
+(processes, Dask, or a work folder) the users are cut into resumable part files by the job
+engine (:mod:`mrec_warp.jobs`) and assembled at the end: :func:`recommend_in_parts`. The
+output is the same bytes either way, for any part size, block size and worker count (the
+scoring grid of :mod:`mrec_warp.topk`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..context import ExecutionContext, local_context
+from ..data.inputs import output_encoding
+from ..data.tsv import check_tsv_ids
+from ..files import PathLike
+from ..errors import InputError
+from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
+                    read_inputs, write_inputs)
+from ..progress import SILENT, Progress
+from ..tables import concatenate, output_format, write_frames
+from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
+from ..workers import chunk_ranges
+
+#: Users per part file when not given: small enough that an interrupted job loses little,
+#: large enough that a 20M-interaction job has tens of parts, not thousands.
+DEFAULT_PART_USERS = 20_000
+
+_PART_SUFFIX = {"tsv": ".tsv", "csv": ".csv", "parquet": ".parquet"}
+
+
+def write_recommendations(
+    model,
+    path: PathLike,
+    k: int = 10,
+    user_ids: Optional[Sequence[str]] = None,
+    exclude="train",
+    format: Optional[str] = None,
+    block_size: Optional[int] = None,
+    part_size: Optional[int] = None,
+    model_file: Optional[PathLike] = None,
+    filter_items: Optional[Sequence[str]] = None,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+) -> int:
+    """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
+
+    Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
+    CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
+
+    Parameters
+    ----------
+    model : Recommender
+        A fitted model.
+    path : path-like
+        The output file (``.gz``: gzip-compressed text).
+    k : int
+        Items per user (capped at the catalogue).
+    user_ids : sequence of str, optional
+        Users to recommend for, in output order.
+    exclude : "train", None or sparse matrix
+        Items never to recommend to a user: the model's training items, nothing, or a users
+        x items matrix in the model's index space.
+    format : {"tsv", "csv", "parquet"}, optional
+        Default: from the suffix.
+    block_size : int, optional
+        Users scored at once (bounds each worker's memory).
+    part_size : int, optional
+        Users per part file, when the job goes through parts (:func:`recommend_in_parts`).
+    model_file : path-like, optional
+        The file ``model`` was loaded from: workers in other processes read it instead of a
+        copy saved in the work folder.
+    filter_items : sequence of str, optional
+        Item ids never recommended to anyone, on top of ``exclude``.
+    context : ExecutionContext, optional
+        Where the blocks run; default one thread. A context that goes through part files
+        (:attr:`~mrec_warp.context.ExecutionContext.uses_parts`) writes them under its work
+        folder (default ``PATH.parts``).
+
+    Returns
+    -------
+    int
+        Number of rows written.
+    """
+    if k <= 0:
+        raise InputError(f"k must be a positive integer, got {k}", hint="e.g. k=10")
+    k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
+    fmt = output_format(path, format)
+    users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
+    mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
+    if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
+        check_tsv_ids(model.user_ids, model.item_ids, path=path)
+    context = context if context is not None else local_context()
+    with context:
+        if context.uses_parts:
+            if mask is not None:  # part files take one exclusion matrix: add the items to every row
+                exclude = _with_items(model._exclusion_matrix(exclude), mask, model.n_users)
+            info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
+                                      exclude=exclude if isinstance(exclude, str) or exclude is None
+                                      else model._exclusion_matrix(exclude),
+                                      fmt=fmt, context=context, part_size=part_size, block_size=block_size,
+                                      model_file=model_file, progress=progress)
+            return info["rows"]
+        blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
+                            block_size=block_size, progress=progress, workers=context, item_mask=mask)
+        # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
+        # not by the garbage collector while the interpreter shuts down
+        with contextlib.closing(blocks):
+            frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
+            return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+
+
+def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
+    """``exclude`` with the items of ``mask`` added to every user's row."""
+    cols = np.flatnonzero(mask)
+    everyone = sp.csr_matrix((np.ones(n_users * len(cols), np.float32),
+                              (np.repeat(np.arange(n_users), len(cols)), np.tile(cols, n_users))),
+                             shape=(n_users, len(mask)))
+    if exclude is None:
+        return everyone
+    if exclude.shape[0] < n_users:  # folded-in users beyond the matrix exclude nothing else
+        exclude = sp.vstack([exclude, sp.csr_matrix((n_users - exclude.shape[0], len(mask)), dtype=np.float32)])
+    out = sp.csr_matrix(exclude[:n_users] + everyone, dtype=np.float32)
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# user ranges -> part files -> one output file
+# ---------------------------------------------------------------------------------------------
+def _part_name(i: int, fmt: str) -> str:
+    return f"part-{i:05d}{_PART_SUFFIX[fmt]}"
+
+
+def cached_inputs(path: PathLike, n_users: int, n_items: int, users: bool, exclude: bool) -> Dict[str, Any]:
+    """A recommend job's staged inputs (the ``users`` and/or ``exclude`` it needed), checked
+    against the model and built once per process (not once per part)."""
+    def load(p):
+        z = read_inputs(p, matrices=["exclude"] if exclude else [],
+                        arrays={"users": ("iu", (None,))} if users else None)
+        if users:
+            rows = z["users"]
+            if len(rows) and (rows.min() < 0 or rows.max() >= n_users):
+                raise damaged(p, f"user row {rows.max() if rows.max() >= n_users else rows.min()}"
+                                 f" is outside 0..{n_users - 1}")
+            z["users"] = rows.astype(np.int64, copy=False)
+        if exclude:
+            if z["exclude"].shape[1] != n_items:
+                raise damaged(p, f"{z['exclude'].shape[1]} columns for a model of {n_items} items")
+            z["exclude"] = KernelExclusion.of(z["exclude"])
+        return z
+
+    return cached(f"recommend-inputs-{users:d}{exclude:d}", path, load)
+
+
+def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, inputs: Optional[str],
+                    users_src, exclude_src, k: int, fmt: str, block_size: Optional[int]) -> int:
+    """One unit: top-k for the users at positions ``[start, stop)`` of the job, written to its part file.
+
+    ``model_src`` is a fitted model (threads) or a model file path (other backends).
+    ``users_src`` is ``None`` (all users, in order), the job's user array (threads) or
+    ``"staged"``; ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or ``"staged"``,
+    with rows by user index; ``inputs`` is the staged inputs file. Users are scored at their
+    positions in the job (:func:`~mrec_warp.topk.grid_scores`), so parts give the same bits
+    as one stream. Returns the number of rows written (0 if the part existed already).
+    """
+    path = Path(workdir) / _part_name(part, fmt)
+    if path.exists():
+        return 0
+    maybe_inject_fault(workdir, part)
+    model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
+    staged = {} if inputs is None else cached_inputs(inputs, model.n_users, model.n_items,
+                                                       users=users_src == "staged", exclude=exclude_src == "staged")
+    if users_src is None:
+        users = np.arange(start, stop, dtype=np.int64)
+    else:
+        users = (staged["users"] if isinstance(users_src, str) else users_src)[start:stop]
+    if isinstance(exclude_src, str):
+        exclude = model.train_ if exclude_src == "train" else staged["exclude"]
+    else:
+        exclude = exclude_src
+    if exclude is not None:
+        exclude = KernelExclusion.of(exclude)  # once per part, not once per block (no-op if cached)
+    bs = block_size or default_block_size(model.n_items)
+    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
+              for s, e in chunk_ranges(len(users), bs))
+    return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
+                        header=False)
+
+
+def recommend_in_parts(
+    model,
+    output: PathLike,
+    k: int = 10,
+    users: Optional[np.ndarray] = None,
+    exclude: Union[str, None, sp.csr_matrix] = "train",
+    fmt: str = "tsv",
+    context: Optional[ExecutionContext] = None,
+    part_size: Optional[int] = None,
+    block_size: Optional[int] = None,
+    model_file: Optional[PathLike] = None,
+    progress: Progress = SILENT,
+) -> Dict[str, int]:
+    """Top-k lists for many users as resumable part files, assembled into ``output``.
+
+    Parameters
+    ----------
+    model : Recommender
+        A fitted model.
+    output : path-like
+        Final file; appears only when every part is done.
+    k : int
+    users : int array, optional
+        Row indices to recommend for (default: all users), in output order.
+    exclude : "train", None or CSR matrix
+        As :func:`write_recommendations`.
+    fmt : {"tsv", "csv", "parquet"}
+    context : ExecutionContext, optional
+        Where the parts run, and their work folder (default ``OUTPUT.parts``): rerunning the
+        same job with the same folder skips the finished parts. ``keep_parts`` keeps the
+        folder after assembling.
+    part_size : int, optional
+        Users per part (default :data:`DEFAULT_PART_USERS`, or one block if larger).
+    block_size : int, optional
+        Users scored at once inside a part (bounds each worker's memory).
+    model_file : path-like, optional
+        The file ``model`` was loaded from: workers of process/Dask backends load it rather
+        than a copy saved in the work folder.
+
+    Returns
+    -------
+    dict
+        ``rows`` written, ``parts`` in the job, ``parts_skipped`` (already done by an
+        earlier run), ``parts_run``.
+    """
+    context = context if context is not None else local_context()
+    users = np.arange(model.n_users, dtype=np.int64) if users is None else np.asarray(users, dtype=np.int64)
+    n = len(users)
+    bs = block_size or default_block_size(model.n_items)
+    size = int(part_size) if part_size else max(bs, DEFAULT_PART_USERS)
+    if size < 1:
+        raise InputError(f"part_size must be a positive number of users, got {part_size}")
+    ranges = chunk_ranges(n, size)
+    all_users = n == model.n_users and np.array_equal(users, np.arange(n))
+    if isinstance(exclude, str):
+        if exclude != "train":
+            raise ValueError("exclude must be 'train', None or a sparse matrix")
+        exclude_kind = "train"
+    else:
+        exclude_kind = "none" if exclude is None else "matrix"
+    description = {
+        "kind": "recommend", "model": model_fingerprint(model), "k": int(k),
+        "format": fmt, "users": "all" if all_users else fingerprint(users), "n_users": n, "part_size": size,
+        "exclude": exclude_kind if exclude_kind != "matrix" else fingerprint(exclude),
+    }
+    with context:
+        job = Job(context, description, [_part_name(i, fmt) for i in range(len(ranges))],
+                  folder=context.folder(f"{output}.parts"), progress=progress)
+        progress.log(f"recommend: {len(ranges)} parts of up to {size:,} users in {job.path}"
+                     + (f"; {job.skipped} already done" if job.skipped else ""))
+        if job.todo:
+            model_src: Any = model
+            inputs: Optional[str] = None
+            users_src: Any = None if all_users else users
+            exclude_src: Any = "train" if exclude_kind == "train" else exclude
+            if job.off_process:
+                # workers read inputs from files: the model file, or copies made once here
+                if model_file is None:
+                    model_file = job.stage("model.npz", model.save)
+                model_src = job.read_by_workers(model_file)
+                matrices = {"exclude": exclude} if exclude_kind == "matrix" else {}
+                arrays = {} if all_users else {"users": users}
+                if matrices or arrays:
+                    inputs = job.stage(INPUTS_FILE, lambda p: write_inputs(p, matrices, arrays))
+                    users_src = "staged" if arrays else None
+                    exclude_src = "staged" if matrices else exclude_src
+            progress.log(f"running {len(job.todo)} parts on {context.describe()}")
+            tasks = [(model_src, str(job.path), i, *ranges[i], inputs, users_src, exclude_src, k, fmt, block_size)
+                     for i in job.todo]
+            for _ in job.run(_recommend_part, tasks):
+                pass
+        job.check_complete()
+        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt)
+        job.finish(staged=["model.npz", INPUTS_FILE])
+    return {"rows": n_rows, "parts": len(ranges), "parts_skipped": job.skipped, "parts_run": len(job.todo)}

@@ -1,0 +1,234 @@
+"""A job's work folder: its description, its part files, and the lock of the run using it.
+
+:class:`WorkDir` is the ground of the job engine (:mod:`mrec_warp.jobs`): it checks that a
+folder holds the job it is asked for (``job.json``), says which part files exist, locks the
+folder against a second run, and removes the job's files when it is done.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Dict, Iterable, Optional
+
+from .files import PathLike, atomic_write, host_name, owner_tag, process_alive, remove_stale_temps
+from .errors import InputError
+from .progress import SILENT, Progress
+
+JOB_FILE = "job.json"
+LOCK_FILE = "lock"
+
+
+def _lock_holder(path: Path) -> Optional[Dict[str, Any]]:
+    """The run recorded in a lock file, or ``None`` if there is none (or it is unreadable)."""
+    try:
+        holder = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # being written right now, or damaged: treat as held by an unknown run
+    return holder if isinstance(holder, dict) else {}
+
+
+def _describe_holder(holder: Dict[str, Any]) -> str:
+    if not holder:
+        return "an unknown run"
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started"))))
+    except (TypeError, ValueError, OverflowError, OSError):  # a damaged lock still names its holder
+        started = "at an unknown time"
+    return f"process {holder.get('pid')} on {holder.get('host')} (started {started})"
+
+
+def _link_or_create(draft: Path, lock: Path, token: str) -> None:
+    """Put the lock in place if nobody holds it, else raise ``FileExistsError``."""
+    try:
+        os.link(draft, lock)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: an exclusive create does the same
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token)
+
+
+class WorkDir:
+    """A job's folder of part files, locked for the duration of one run.
+
+    Parameters
+    ----------
+    path : path-like
+        Created if needed. Must be visible to every worker (a shared filesystem on a
+        multi-machine cluster).
+    job : dict
+        What the job is (JSON-able). If the folder already holds a different job, a
+        one-line :class:`InputError` says so instead of mixing parts of two jobs.
+    progress : Progress, optional
+        Where to say that a stale lock was taken over.
+
+    Notes
+    -----
+    **Locking.** Only one run at a time may use a work folder: two runs of one job would
+    write each part twice and race on the final file, and two different jobs would pass the
+    job check together and mix their parts. A run writes its process id, host name and start
+    time to a temporary file and hard-links it to ``WORKDIR/lock``: the link fails if the
+    lock exists (like ``O_EXCL``, and unlike ``flock`` it also holds on NFS), and the lock is
+    never seen half written. A second run is refused in one line naming the holder. The
+    lock is removed when the run ends, also on an error. A lock left by a killed run is
+    taken over, with a note, when its process is gone on this machine; a lock of another
+    machine is never taken over (that run cannot be checked from here): remove the file by
+    hand once sure that run is gone. One process holds a folder's lock for one job at a
+    time: a later call in the same process (a retry after an error) takes it over.
+
+    A work folder that holds no work when its run ends (for example the Dask cluster
+    could not be reached) is removed again.
+    """
+
+    def __init__(self, path: PathLike, job: Dict[str, Any], progress: Progress = SILENT) -> None:
+        self.path = Path(path)
+        self.job = json.loads(json.dumps(job, sort_keys=True, default=str))
+        created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._token = self._lock(progress)
+        # released when the run ends in any way: cleanup(), an exception unwinding the
+        # caller, or the interpreter exiting
+        self._finalizer = weakref.finalize(self, WorkDir._release, self.path, self._token, created)
+        try:
+            self._check_job()
+            remove_stale_temps(self.path)  # parts being written by workers of a killed run
+        except BaseException:
+            self.release()
+            raise
+
+    # -- lock --------------------------------------------------------------------------------
+    def _lock(self, progress: Progress) -> str:
+        lock = self.path / LOCK_FILE
+        remove_stale_temps(self.path, prefix=f".{LOCK_FILE}.")  # drafts of killed runs
+        me = {"pid": os.getpid(), "host": host_name(), "started": time.time()}
+        token = json.dumps(me, sort_keys=True)
+        # The lock is written whole under a temporary name and linked into place: link, like
+        # O_EXCL, fails if the name exists, and a reader never sees a half-written lock.
+        draft = self.path / f".{LOCK_FILE}.{owner_tag()}draft"
+        draft.write_text(token)
+        try:
+            return self._take(lock, draft, token, progress)
+        finally:
+            draft.unlink()
+
+    def _take(self, lock: Path, draft: Path, token: str, progress: Progress) -> str:
+        for _ in range(10):
+            try:
+                _link_or_create(draft, lock, token)
+            except FileExistsError:
+                holder = _lock_holder(lock)
+                if holder is None:
+                    continue  # released meanwhile: try again
+                pid, host = holder.get("pid"), holder.get("host")
+                mine = pid == os.getpid() and host == host_name()
+                if not isinstance(pid, int) or not isinstance(host, str) or (
+                        not mine and process_alive(pid, host)):
+                    raise InputError(
+                        f"work folder is in use by another run: {_describe_holder(holder)}",
+                        path=str(self.path),
+                        hint=f"wait for it to finish, or use another `workdir`; if that run is gone, "
+                             f"remove {lock}") from None
+                if not mine:
+                    progress.log(f"note: taking over the lock of {self.path} from "
+                                 f"{_describe_holder(holder)}, which is no longer running")
+                self._break(lock, holder)
+                continue
+            return token
+        raise InputError("cannot take the work folder's lock (it keeps changing hands)", path=str(lock),
+                         hint="another run is starting on this folder; use another `workdir`")
+
+    @staticmethod
+    def _break(lock: Path, holder: Dict[str, Any]) -> None:
+        """Remove a stale lock, unless another run replaced it since it was read."""
+        aside = lock.with_name(f".{LOCK_FILE}.{owner_tag()}stale")
+        try:
+            os.rename(lock, aside)  # only one of several runs breaking the same lock gets it
+        except FileNotFoundError:
+            return
+        if _lock_holder(aside) != holder:
+            # a live run's fresh lock was moved, not the stale one: put it back (link never
+            # replaces, so a lock taken meanwhile by a third run stays)
+            with contextlib.suppress(OSError):
+                os.link(aside, lock)
+        with contextlib.suppress(FileNotFoundError):
+            aside.unlink()
+
+    @staticmethod
+    def _release(path: Path, token: str, created: bool) -> None:
+        lock = path / LOCK_FILE
+        try:
+            if lock.read_text() != token:
+                return  # not ours (taken over meanwhile): nothing to release
+        except OSError:
+            return
+        empty = False
+        if created:  # a folder this run made and left without any work in it goes again
+            with contextlib.suppress(OSError):
+                if {p.name for p in path.iterdir()} <= {JOB_FILE, LOCK_FILE}:
+                    (path / JOB_FILE).unlink(missing_ok=True)  # still under the lock
+                    empty = True
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        if empty:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+    def release(self) -> None:
+        """Give up the lock (also done when the object is garbage collected or the process exits)."""
+        self._finalizer()
+
+    def __enter__(self) -> "WorkDir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    # -- job ---------------------------------------------------------------------------------
+    def _check_job(self) -> None:
+        manifest = self.path / JOB_FILE
+        if manifest.exists():
+            try:
+                found = json.loads(manifest.read_text())
+            except (OSError, json.JSONDecodeError):
+                found = None
+            if found != self.job:
+                changed = sorted(k for k in set(self.job) | set(found or {})
+                                 if (found or {}).get(k) != self.job.get(k)) if isinstance(found, dict) else ["all"]
+                raise InputError(
+                    f"work folder holds parts of a different job (differs in: {', '.join(changed)})",
+                    path=str(self.path),
+                    hint="rerun the original command to resume it, or remove the folder / use another `workdir`",
+                )
+        else:
+            with atomic_write(manifest) as fh:
+                json.dump(self.job, fh, indent=1, sort_keys=True)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def done(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def cleanup(self, names: Iterable[str]) -> None:
+        """Remove the job's files (and the folder if nothing else is left in it), then the lock.
+
+        Besides ``names``, temporary files of dead runs (a part being written when its worker
+        was killed) are removed; files of other programs are left alone.
+        """
+        for name in list(names) + [JOB_FILE]:
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
+        for marker in self.path.glob(".fault-*"):
+            with contextlib.suppress(FileNotFoundError):
+                marker.unlink()
+        remove_stale_temps(self.path)
+        self.release()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
