@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 import mrec_warp as mw
 from mrec_warp import InputError
+from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import PARAMETER, ParameterError
 from mrec_warp.cli import main
 from mrec_warp.cli._flags import as_flags, error_line, flag
@@ -154,7 +155,7 @@ def test_hybrid_training_reads_feature_files_and_refuses_them_for_other_models(f
 
 
 def test_sub_models_run_on_the_context_s_workers(files, tmp_path):
-    context = SimpleNamespace(backend="threads", n_jobs=2, scheduler=None, workdir=str(tmp_path / "parts"))
+    context = ExecutionContext("threads", n_jobs=2, workdir=tmp_path / "parts")
     log = io.StringIO()
     result = mw.train(files.train, sub_models=2, params={"factors": 8, "epochs": 2}, context=context,
                       progress=mw.Progress(verbose=True, stream=log))
