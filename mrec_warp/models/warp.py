@@ -23,7 +23,6 @@ from ..workers import effective_n_jobs, thread_map
 from .base import Recommender, factor_scores
 from .foldin import fold_in, warp_append_users, warp_problem
 from .positives import TrainingData, check_divergence, merge_seen
-from .strata import strata_of, stratified_epoch
 from .validation import check_epoch_params, holdout_split, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
@@ -118,9 +117,6 @@ class WARP(Recommender):
         beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (README,
         "The value column"); neither is clearly ahead of the other.
     """
-
-    #: Several threads run stratified rounds (``strata.py``); False: hogwild shards.
-    _stratify = True
 
     def __init__(
         self,
@@ -230,17 +226,13 @@ class WARP(Recommender):
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
         """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
-        n_jobs = _n_threads(self.n_jobs)
-        # several threads on a fixed visit set: stratified rounds (strata.py), not hogwild shards
-        strata = strata_of(data, n_jobs) if n_jobs > 1 and data.alias is None and self._stratify else None
         if data.alias is not None:
             _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
-        elif strata is not None:
-            strata.shuffle(self._rng_state)
         else:
             _rng.shuffle(data.order, self._rng_state)
         cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
+        n_jobs = _n_threads(self.n_jobs)
 
         def run(start: int, stop: int, state: np.ndarray):
             return self._fit_shard(data, start, stop, state, cfg)
@@ -256,13 +248,10 @@ class WARP(Recommender):
             seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
             states = [_rng.seed_state(int(x)) for x in seeds]
             self._rng_state = _rng.seed_state(int(self._rng_state[1]))
-            if strata is not None:
-                totals += stratified_epoch(run, strata, states, lambda f, shards: thread_map(f, shards, n_jobs))
-            else:
-                # one hogwild shard per thread, on the fitting threads every model shares
-                shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
-                for r in thread_map(run, shards, n_jobs):
-                    totals += r
+            # one hogwild shard per thread, on the fitting threads every model shares
+            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
+            for r in thread_map(run, shards, n_jobs):
+                totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
         check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
