@@ -4,6 +4,7 @@ Not part of the package (nothing here is installed); imported by the scripts bes
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,30 @@ def synthetic_matrix(name: str, cache: Path) -> Path:
     return path
 
 
+#: The thread-scaling set (``bench_warp.py --scaling``): 50k users x 20k items, 1M
+#: interactions (seed 1, as ``bench_models.py``'s big set), 20% of each user's items held out
+#: (seed 0), which leaves ~0.8M training positives.
+SCALING_SET = dict(n_users=50_000, n_items=20_000, n_interactions=1_000_000, seed=1)
+
+
+def scaling_split(cache: Path):
+    """(train path, hold-out path) of the thread-scaling set, generated once."""
+    train, val = cache / "synth-0.8m-train.npz", cache / "synth-0.8m-val.npz"
+    if not (train.exists() and val.exists()):
+        from mrec_warp.data.interactions import Interactions
+        from mrec_warp.data.synthetic import generate
+        from mrec_warp.models.validation import holdout_split
+
+        ratings, _ = generate(**SCALING_SET)
+        X = Interactions.from_dataframe(ratings).matrix.tocsr().astype(np.float32)
+        X.data[:] = 1
+        fit, held = holdout_split(X, 0.2, np.random.default_rng(0))
+        cache.mkdir(parents=True, exist_ok=True)
+        sp.save_npz(train, fit)
+        sp.save_npz(val, held)
+    return train, val
+
+
 def lightfm_factors(model):
     """(user factors, item factors, item biases) of a LightFM model without features, float32."""
     ib, iemb = model.get_item_representations()
@@ -42,3 +67,19 @@ def holdout_precision_at_10(uf, itf, ib, train, val, n_users: int = 5000) -> flo
     users = np.flatnonzero(np.diff(val.indptr) > 0)
     users = np.sort(np.random.default_rng(0).choice(users, min(n_users, len(users)), replace=False))
     return precision_at_k(lambda rows: uf[rows] @ itf.T + ib, itf.shape[0], train, val, 10, users=users)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process, all threads (user + system)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def load_avg() -> str:
+    """The machine's load averages (1, 5, 15 min), to print beside timings on a shared machine."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not on every OS
+        return "n/a"

@@ -40,22 +40,9 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _benchlib import SIZES, holdout_precision_at_10, lightfm_factors, synthetic_matrix  # noqa: E402
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process, all threads (user + system)."""
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def load_avg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:  # pragma: no cover - not on every OS
-        return "n/a"
+from _benchlib import (  # noqa: E402
+    SIZES, cpu_seconds, holdout_precision_at_10, lightfm_factors, load_avg, synthetic_matrix,
+)
 
 
 # -- part 1: fit ----------------------------------------------------------------------------------

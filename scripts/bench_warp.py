@@ -17,6 +17,17 @@ Two parts, both in one run so every ratio compares like with like:
    and precision@10 on a 10% hold-out after the same number of epochs.
 
 Prints a table and writes ``bench-out/bench_warp.json``.
+
+``--scaling`` runs only a third part: **thread scaling** of mrec-warp's WARP epochs on the
+0.8M set (50k users x 20k items, Zipf items; see ``_benchlib.SCALING_SET``) with the
+model's defaults (max_sampled 50), 1 and 2 threads, each run in its own process and the
+two alternated ``--rounds`` times. An epoch's time is the mean of epochs 2..N of a run (the
+first is cheaper: fresh factors find a violator at once), so loading cancels as in "an
+N-epoch run minus a 1-epoch run". Prints wall and CPU seconds per epoch, the load average
+before each run, precision@10 on the hold-out, the 2-vs-1 thread throughput ratio (median
+over rounds), and writes ``bench-out/bench_warp_scaling.json``. On a shared machine the
+wall ratio measures the neighbours too; the CPU columns show whether two threads spend
+more CPU per epoch than one (contention) -- if not, an idle machine gives about 2x.
 """
 from __future__ import annotations
 
@@ -34,7 +45,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from _benchlib import holdout_precision_at_10, lightfm_factors, synthetic_matrix
+from _benchlib import (
+    cpu_seconds, holdout_precision_at_10, lightfm_factors, load_avg, scaling_split, synthetic_matrix,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"
@@ -206,6 +219,56 @@ def speed(sizes, threads, epochs, cache, libs):
     return rows
 
 
+# -- part 3: thread scaling (--scaling) -----------------------------------------------------------
+def scaling_worker(train_path, val_path, threads, epochs):
+    """One WARP fit with the defaults and a fixed epoch count, in its own process."""
+    from mrec_warp.models import WARP
+
+    train, val = sp.load_npz(train_path).tocsr(), sp.load_npz(val_path).tocsr()
+    marks = []
+    model = WARP(epochs=epochs, n_jobs=threads, random_state=0)
+    start = cpu_seconds()
+    model.fit(train, callbacks=[lambda m, logs: marks.append(cpu_seconds())])
+    wall = [h["seconds"] for h in model.history_]
+    cpu = list(np.diff([start] + marks))  # the first also holds the set-up: not used below
+    out = {"threads": threads, "nnz": int(train.nnz), "epoch_seconds": wall, "epoch_cpu_seconds": cpu,
+           "seconds_per_epoch": float(np.mean(wall[1:])), "cpu_seconds_per_epoch": float(np.mean(cpu[1:])),
+           "precision@10": holdout_precision_at_10(model.user_factors_, model.item_factors_, model.item_bias_,
+                                                    train, val)}
+    print(json.dumps(out))
+
+
+def scaling(cache, epochs, rounds):
+    """1 vs 2 threads on the 0.8M set, alternated: rows per run and the summary."""
+    train, val = scaling_split(cache)
+    rows = []
+    print(f"{'round':>5} {'threads':>7} {'s/epoch':>8} {'cpu s/epoch':>11} {'M inter./s':>10} {'P@10':>7}  load before")
+    for r in range(rounds):
+        for threads in (1, 2):
+            load = load_avg()
+            cmd = [sys.executable, __file__, "--scaling-worker", "--data", str(train), "--val", str(val),
+                   "--threads", str(threads), "--epochs", str(epochs)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                print(f"  {threads} thread(s) failed:\n{res.stderr[-2000:]}")
+                continue
+            row = {**json.loads(res.stdout.strip().splitlines()[-1]), "round": r + 1, "load_before": load}
+            rows.append(row)
+            print(f"{r + 1:>5} {threads:>7} {row['seconds_per_epoch']:8.3f} {row['cpu_seconds_per_epoch']:11.3f} "
+                  f"{row['nnz'] / row['seconds_per_epoch'] / 1e6:10.2f} {row['precision@10']:7.4f}  {load}", flush=True)
+    med = {t: {k: float(np.median([x[k] for x in rows if x["threads"] == t]))
+               for k in ("seconds_per_epoch", "cpu_seconds_per_epoch", "precision@10")}
+           for t in (1, 2) if any(x["threads"] == t for x in rows)}
+    summary = {"median": med}
+    if 1 in med and 2 in med:
+        summary["throughput_2_vs_1"] = med[1]["seconds_per_epoch"] / med[2]["seconds_per_epoch"]
+        summary["cpu_per_epoch_2_vs_1"] = med[2]["cpu_seconds_per_epoch"] / med[1]["cpu_seconds_per_epoch"]
+        print(f"median over {rounds} round(s): 2 threads = {summary['throughput_2_vs_1']:.2f}x the epoch throughput "
+              f"of 1 ({med[1]['seconds_per_epoch']:.3f} -> {med[2]['seconds_per_epoch']:.3f} s/epoch); CPU per epoch "
+              f"{summary['cpu_per_epoch_2_vs_1']:.2f}x; P@10 {med[1]['precision@10']:.4f} -> {med[2]['precision@10']:.4f}")
+    return rows, summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "bench-out"))
@@ -215,12 +278,21 @@ def main():
     ap.add_argument("--seeds", type=int, default=3, help="seeds in the accuracy part")
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--scaling", action="store_true",
+                    help="only the thread-scaling part: 1 vs 2 threads on the 0.8M set, defaults")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated 1- and 2-thread runs of --scaling")
+    ap.add_argument("--scaling-epochs", type=int, default=6, help="epochs per --scaling run")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--scaling-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--val", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--holdout", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.data, args.threads, args.epochs, args.holdout)
+        return
+    if args.scaling_worker:
+        scaling_worker(args.data, args.val, args.threads, args.epochs)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -232,6 +304,15 @@ def main():
     report = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                           "processor": platform.processor() or platform.machine()},
               "date": time.strftime("%Y-%m-%d %H:%M")}
+    if args.scaling:
+        print(f"Thread scaling on the 0.8M set (WARP defaults, max_sampled 50, {args.scaling_epochs} epochs per run, "
+              f"epochs 2..{args.scaling_epochs} timed):")
+        rows, summary = scaling(out / "cache", args.scaling_epochs, args.rounds)
+        report["scaling"] = {"runs": rows, **summary}
+        path = out / "bench_warp_scaling.json"
+        path.write_text(json.dumps(report, indent=2, default=float))
+        print(f"wrote {path}")
+        return
     if not args.skip_accuracy:
         print("Accuracy on MovieLens 100k (rating >= 4, per-user 80/20, seed 42), top 10:")
         rows, summary = accuracy(list(range(args.seeds)))

@@ -182,6 +182,26 @@ def test_negatives_are_never_the_users_positives():
     assert not np.array_equal(Q[9], Q0[9])
 
 
+def test_negatives_are_never_the_users_positives_on_rows_longer_than_the_prefetch():
+    # rows of 1200 and 2000 items (longer than the 1024 entries the kernel prefetches): the
+    # membership search must still reject every positive, whatever part of the row is cached
+    n_items = 2100
+    P, Q, b, GP, GQ, Gb = kernel_state(2, n_items, 4)
+    b[:] = -10.0
+    Q0 = Q.copy()
+    rows = [np.arange(1200), np.arange(100, 2100)]
+    csr = sp.csr_matrix((np.ones(3200), (np.repeat([0, 1], [1200, 2000]), np.concatenate(rows))), shape=(2, n_items))
+    order = np.random.default_rng(0).permutation(3200)[:300]
+    n_updates = run_shard(P, Q, b, GP, GQ, Gb, csr, order)[0]
+    moved = np.flatnonzero((Q != Q0).any(axis=1))
+    visited = np.unique(csr.indices[order])
+    negatives = np.setdiff1d(moved, visited)
+    assert n_updates > 250 and len(negatives) > 0
+    # user 0 owns 0..1199 and user 1 owns 100..2099: a negative of either lies outside its row,
+    # so every moved item that was not a visited positive is in 1200..2099 or 0..99
+    assert np.all((negatives < 100) | (negatives >= 1200))
+
+
 def test_user_with_every_item_is_skipped():
     P, Q, b, GP, GQ, Gb = kernel_state(1, 3, 2)
     csr = sp.csr_matrix(np.ones((1, 3)))
