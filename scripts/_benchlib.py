@@ -10,8 +10,24 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+#: MovieLens 100k beside the project (``../shared/data/ml-100k``).
+ML100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-100k" / "u.data"
+
 #: Synthetic sets, name -> (users, items, interactions); cached as bench-out/cache/synth-NAME.npz.
 SIZES = {"1m": (25_000, 10_000, 1_000_000), "10m": (200_000, 50_000, 10_000_000)}
+
+
+def movielens_split():
+    """The benchmarks' MovieLens 100k split: ratings >= 4, per-user 80/20 with seed 42
+    (``mrec-warp prepare``), as (train, test) rating frames."""
+    import tempfile
+
+    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.split import prepare
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prepare(ML100K, tmp, format="movielens", min_rating=4, test_fraction=0.2, seed=42)
+        return read_ratings(Path(tmp) / "train.tsv"), read_ratings(Path(tmp) / "test.tsv")
 
 
 def synthetic_matrix(name: str, cache: Path) -> Path:

@@ -37,7 +37,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,11 +45,11 @@ import pandas as pd
 import scipy.sparse as sp
 
 from _benchlib import (
-    cpu_seconds, holdout_precision_at_10, lightfm_factors, load_avg, scaling_split, synthetic_matrix,
+    cpu_seconds, holdout_precision_at_10, lightfm_factors, load_avg, movielens_split, scaling_split,
+    synthetic_matrix,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"
 
 
 # -- shared helpers ------------------------------------------------------------------------------
@@ -69,15 +68,10 @@ def top_k_from_factors(user_f, item_f, item_b, exclude, k=10):
 # -- part 1: accuracy on MovieLens 100k ---------------------------------------------------------
 def accuracy(seeds):
     from mrec_warp.data.interactions import Interactions
-    from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.data.split import prepare
     from mrec_warp.evaluation.metrics import evaluate_recommendations
     from mrec_warp.models import WARP, Popularity
 
-    with tempfile.TemporaryDirectory() as tmp:
-        prepare(ML100K, tmp, format="movielens", min_rating=4, test_fraction=0.2, seed=42)
-        train_df = read_ratings(Path(tmp) / "train.tsv")
-        test_df = read_ratings(Path(tmp) / "test.tsv")
+    train_df, test_df = movielens_split()
     train = Interactions.from_dataframe(train_df)
     X = train.matrix
 

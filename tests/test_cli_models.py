@@ -79,6 +79,20 @@ def test_norm_limit_options_and_zero_for_none(train_file, tmp_path):
     assert result.exit_code == 2 and "-1" in result.output
 
 
+def test_model_selection_options(train_file, tmp_path):
+    out = tmp_path / "m.npz"
+    result = run("train", train_file, "-o", out, "--factors", "4", "--max-epochs", "6", "--eval-every", "3",
+                 "--min-improvement", "0.01", "--warm-epochs", "2", "-v")
+    assert result.exit_code == 0, result.output
+    model = load(out)
+    assert (model.eval_every, model.min_improvement, model.warm_epochs) == (3, 0.01, 2)
+    assert "2 more epochs from epoch" in result.output and "refit epoch   2" in result.output
+    assert "refit epoch   3" not in result.output
+    # a WRMF has no warm refit: the option is refused, not ignored
+    one_line_error(run("train", train_file, "-o", tmp_path / "w.npz", "--model", "wrmf", "--warm-epochs", "2"),
+                   "--warm-epochs", "does not apply to --model wrmf")
+
+
 def test_warp_kos_from_the_command_line(train_file, tmp_path):
     out = tmp_path / "m.npz"
     assert run("train", train_file, "-o", out, "--epochs", "2", "--factors", "4", "--loss", "warp-kos",

@@ -228,13 +228,113 @@ def test_bpr_loss_learns_too(planted):
 
 def test_early_stopping_keeps_the_best_epoch(planted):
     train, _ = planted
-    model = WARP(factors=16, max_epochs=40, patience=3, random_state=0).fit(train)
+    # every epoch evaluated, any rise counts and the refit is from scratch: the settings
+    # before the warm refit, where patience in epochs and in evaluations are the same
+    model = WARP(factors=16, max_epochs=40, patience=3, eval_every=1, min_improvement=0, warm_epochs=0,
+                 random_state=0).fit(train)
     scores = [h["val_precision@10"] for h in model.history_ if h["phase"] == "fit"]
     assert model.best_epoch_ == int(np.argmax(scores)) + 1
     assert len(scores) <= 40
     assert len(scores) == model.best_epoch_ + model.patience < 40  # stopped by the patience
     refit = [h for h in model.history_ if h["phase"] == "refit"]
     assert len(refit) == model.best_epoch_
+
+
+def test_patience_is_counted_in_epochs(planted):
+    train, test = planted
+    model = WARP(factors=16, max_epochs=100, eval_every=3, patience=5, min_improvement=0, random_state=0)
+    model.fit(train, validation=test)
+    evaluated = [(h["epoch"], h["val_precision@10"]) for h in model.history_ if "val_precision@10" in h]
+    assert [e for e, _ in evaluated] == list(range(3, 3 * len(evaluated) + 1, 3))  # every 3rd epoch only
+    scores = [s for _, s in evaluated]
+    assert model.best_epoch_ == evaluated[int(np.argmax(scores))][0]
+    # evaluations fall 3 epochs apart: 5 epochs of patience end at the second one after the best
+    assert model.history_[-1]["epoch"] == model.best_epoch_ + 6 < 100
+
+
+def _scripted_run(monkeypatch, scores, **params):
+    """run_epochs on a stand-in model whose validation scores are ``scores``, one per epoch;
+    returns (best epoch, epochs run)."""
+    from types import SimpleNamespace
+
+    from mrec_warp.models import validation as validation_module
+    from mrec_warp.progress import SILENT
+
+    it = iter(scores)
+    monkeypatch.setattr(validation_module, "precision_at_k", lambda *a, **k: next(it))
+    model = SimpleNamespace(history_=[], eval_every=1, eval_k=10, validation_users=10, n_items=1,
+                            score_users=None, _snapshot=lambda: "snap", _restore=lambda snap: None,
+                            patience=params.pop("patience"))
+    data = sp.csr_matrix(np.ones((2, 2), np.float32))
+    best = validation_module.run_epochs(model, lambda: ({}, ""), len(scores), SILENT, (),
+                                        (data, data, np.random.default_rng(0)), **params)
+    return best, len(model.history_)
+
+
+def test_min_improvement_lets_a_creeping_plateau_stop(monkeypatch):
+    # a rise at epoch 3, then a plateau creeping up by 0.1% per epoch
+    scores = [0.05, 0.08, 0.1] + [0.1 * 1.001 ** i for i in range(1, 30)]
+    # any rise counts: the creep keeps training alive to the last epoch
+    assert _scripted_run(monkeypatch, scores, patience=4, min_improvement=0.0) == (32, 32)
+    # a rise must beat the last counted one by 0.5%: epochs 4-7 creep by 0.4% in all, so
+    # training stops 4 epochs after epoch 3, and keeps the best-scoring epoch seen (7)
+    assert _scripted_run(monkeypatch, scores, patience=4, min_improvement=0.005) == (7, 7)
+    # small rises add up: 0.1% a step passes 0.25% every third step, which counts, so a
+    # patience of 3 epochs never runs out
+    assert _scripted_run(monkeypatch, scores, patience=3, min_improvement=0.0025) == (32, 32)
+    assert _scripted_run(monkeypatch, scores, patience=2, min_improvement=0.0025) == (5, 5)
+
+
+def test_warm_refit_continues_the_best_model_on_all_the_data(planted, monkeypatch):
+    train, _ = planted
+    visited, at_restart = [], {}
+    original_epoch, original_restart = WARP._epoch, WARP._restart_steps
+
+    def epoch(self, data, progress):
+        visited.append(len(data.order))
+        return original_epoch(self, data, progress)
+
+    def restart(self):
+        at_restart["factors"] = self.user_factors_.copy()
+        at_restart["epochs_done"] = self.epochs_done_
+        original_restart(self)
+        at_restart["accumulators"] = [a.copy() for a in (self._user_accum, self._item_accum, self._bias_accum)]
+
+    monkeypatch.setattr(WARP, "_epoch", epoch)
+    monkeypatch.setattr(WARP, "_restart_steps", restart)
+    model = WARP(factors=16, warm_epochs=3, random_state=0).fit(train)
+    phases = [h["phase"] for h in model.history_]
+    n_fit = phases.count("fit")
+    assert phases == ["fit"] * n_fit + ["refit"] * 3
+    # the selection saw 90% of the pairs, the warm refit every pair of the training data
+    assert all(n < train.nnz for n in visited[:n_fit])
+    assert visited[n_fit:] == [train.nnz] * 3
+    # it started from the factors early stopping kept (those of the best epoch), with adagrad restarted
+    monkeypatch.setattr(WARP, "_epoch", original_epoch)
+    kept = WARP(factors=16, warm_epochs=3, refit=False, random_state=0).fit(train)
+    np.testing.assert_array_equal(at_restart["factors"], kept.user_factors_)
+    assert at_restart["epochs_done"] == kept.best_epoch_ == model.best_epoch_
+    assert all((a == 1).all() for a in at_restart["accumulators"])
+    assert model.epochs_done_ == model.best_epoch_ + 3
+    assert not np.array_equal(model.user_factors_, kept.user_factors_)
+
+
+def test_default_fit_is_bit_reproducible_on_one_thread(planted):
+    train, _ = planted
+    a = WARP(factors=8, random_state=5).fit(train)
+    b = WARP(factors=8, random_state=5).fit(train)
+    c = WARP(factors=8, random_state=6).fit(train)
+    assert any(h["phase"] == "refit" for h in a.history_)
+    assert [h["epoch"] for h in a.history_] == [h["epoch"] for h in b.history_]
+    for x, y in ((a.user_factors_, b.user_factors_), (a.item_factors_, b.item_factors_), (a.item_bias_, b.item_bias_)):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.item_factors_, c.item_factors_)
+
+
+@pytest.mark.parametrize("bad", [{"warm_epochs": -1}, {"min_improvement": -0.1}, {"min_improvement": float("nan")}])
+def test_refit_settings_are_checked(planted, bad):
+    with pytest.raises(InputError, match="invalid parameter"):
+        WARP(**bad).fit(planted[0])
 
 
 def test_external_validation_and_callbacks(planted):

@@ -26,7 +26,7 @@ RENAMED = {
 MODEL_OPTIONS = frozenset({
     "factors", "loss", "learning_rate", "learning_schedule", "user_reg", "item_reg", "max_sampled", "item_bias",
     "epochs", "user_max_norm", "item_max_norm", "kos_k", "kos_n", "max_epochs", "patience", "eval_every",
-    "validation_fraction", "refit",
+    "validation_fraction", "refit", "min_improvement", "warm_epochs",
     "identity", "identity_weight", "normalize",  # hybrid only
     # item-similarity models (itemknn, slim, ease)
     "neighbours", "similarity", "shrink", "l1", "l2", "topk", "dtype", "max_items", "memory_limit_mb",

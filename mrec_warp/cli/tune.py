@@ -59,8 +59,8 @@ alone, from a default space.
 @click.option("--max-epochs", type=click.IntRange(min=1), default=100, show_default=True,
               help="Most epochs a WARP trial may train (early stopping picks the count; WRMF keeps its own).")
 @click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Evaluations without improvement before a trial stops (as in train: a "
-                   "shorter one favours settings that peak early, such as no norm limit).")
+              help="Epochs after the last rise of the score before a trial stops (longer than "
+                   "train's 6: a shorter one favours settings that peak early, such as no norm limit).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")

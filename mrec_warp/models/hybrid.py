@@ -135,8 +135,8 @@ class HybridWARP(WARP):
         Scale each id's feature weights, identity included, to unit Euclidean length
         (default); see :mod:`mrec_warp.models.feature_weights` for the rule and why.
     factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
-user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, validation_fraction, \
-validation_users, refit, init_scale, n_jobs, random_state, verbose
+user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, min_improvement, \
+validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, random_state, verbose
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """
@@ -158,12 +158,14 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
-        patience: int = 10,
-        eval_every: int = 1,
+        patience: int = 6,
+        eval_every: int = 2,
         eval_k: int = 10,
+        min_improvement: float = 0.002,
         validation_fraction: float = 0.1,
         validation_users: int = 5000,
         refit: bool = True,
+        warm_epochs: int = 0,
         init_scale: float = 0.1,
         n_jobs: int = 1,
         random_state: Optional[int] = None,
@@ -177,7 +179,8 @@ validation_users, refit, init_scale, n_jobs, random_state, verbose
             decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled,
             user_max_norm=user_max_norm, item_max_norm=item_max_norm, kos_k=kos_k, kos_n=kos_n, item_bias=item_bias,
             epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
-            validation_fraction=validation_fraction, validation_users=validation_users, refit=refit,
+            min_improvement=min_improvement, validation_fraction=validation_fraction,
+            validation_users=validation_users, refit=refit, warm_epochs=warm_epochs,
             init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
         )
         self.identity = identity

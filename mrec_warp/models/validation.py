@@ -72,20 +72,26 @@ def run_epochs(
     phase: str = "fit",
     unit: str = "epoch",
     n_jobs: int = 1,
+    min_improvement: float = 0.0,
 ) -> int:
     """Run up to ``epochs`` passes of ``step``; with ``validation``, early-stop and keep the best.
 
     ``step()`` runs one pass and returns ``(stats, text)``: numbers for the pass's log entry
     and what its progress line shows. ``validation`` is ``(fit, val, rng)``: every
     ``model.eval_every`` passes, precision@``model.eval_k`` on up to ``model.validation_users``
-    users of ``val`` (drawn with ``rng``), excluding ``fit``; after ``model.patience``
-    evaluations without improvement training stops and the best snapshot
-    (``model._snapshot`` / ``model._restore``) is put back. Log entries go to
+    users of ``val`` (drawn with ``rng``), excluding ``fit``. The patience is counted in
+    passes: training stops at the first evaluation ``model.patience`` or more passes after
+    the last rise of the score (with ``eval_every`` 1, after ``patience`` evaluations
+    without one), and the best-scoring snapshot (``model._snapshot`` / ``model._restore``)
+    is put back. A rise counts for the patience when it beats the score of the previous
+    counted rise by more than ``min_improvement`` of it (relative; 0: any rise), so that a
+    plateau creeping up by noise-sized steps does not keep training alive. Log entries go to
     ``model.history_``; ``callbacks(model, logs)`` returning ``True`` stop training.
 
     Returns the best pass (with validation) or ``epochs``.
     """
-    best_score, best_epoch, best_snap, stale = -np.inf, 0, None, 0
+    best_score, best_epoch, best_snap = -np.inf, 0, None
+    rise_score, rise_epoch = 0.0, 0  # the last rise that counted for the patience
     eval_users = None
     if validation is not None:
         fit_part, val, rng = validation
@@ -97,20 +103,21 @@ def run_epochs(
         stats, text = step()
         logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}
         line = f"{phase} {unit} {epoch:3d}  {logs['seconds']:6.2f}s" + (f"  {text}" if text else "")
-        if validation is not None and epoch % int(model.eval_every) == 0:
+        evaluated = validation is not None and epoch % int(model.eval_every) == 0
+        if evaluated:
             score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
                                    users=eval_users, n_jobs=n_jobs)
             logs[f"val_precision@{model.eval_k}"] = score
             improved = score > best_score
             line += f"  val P@{model.eval_k} {score:.4f}" + ("  *" if improved else "")
             if improved:
-                best_score, best_epoch, best_snap, stale = score, epoch, model._snapshot(), 0
-            else:
-                stale += 1
+                best_score, best_epoch, best_snap = score, epoch, model._snapshot()
+            if rise_epoch == 0 or score > rise_score * (1.0 + min_improvement):
+                rise_score, rise_epoch = score, epoch
         progress.log(line)
         model.history_.append(logs)
         stop = any(bool(cb(model, logs)) for cb in callbacks)
-        if stop or (validation is not None and stale >= int(model.patience)):
+        if stop or (evaluated and epoch - rise_epoch >= int(model.patience)):
             break
     if validation is not None and best_snap is not None:
         model._restore(best_snap)

@@ -70,8 +70,9 @@ class WRMF(Recommender):
         the count by early stopping on a validation split, up to ``max_epochs``.
     max_epochs, patience, eval_every, eval_k, validation_fraction, validation_users, refit
         Early stopping, as for :class:`~mrec_warp.models.warp.WARP`: evaluate precision@eval_k
-        every ``eval_every`` iterations, stop after ``patience`` evaluations without
-        improvement, and (``refit``) refit on all the data for the best count.
+        every ``eval_every`` iterations, stop at the first evaluation ``patience`` or more
+        iterations after the last improvement, and (``refit``) refit from scratch on all the
+        data for the best count.
     init_scale : float
         Initial item factors are normal with standard deviation ``init_scale / sqrt(factors)``;
         user factors start at 0 (the first half-iteration solves for them).
