@@ -133,6 +133,21 @@ def test_confidence_fit_is_bit_reproducible_on_one_thread(use):
     assert not np.array_equal(a.item_factors_, WARP(factors=8, random_state=5, max_epochs=5).fit(X).item_factors_)
 
 
+def test_early_stopping_counts_held_out_positives_not_their_confidence():
+    """The internal hold-out keeps each positive's confidence as its value; the validation
+    precision must count a hit as one, whatever its count (it once summed the counts, so
+    the score went above 1 and early stopping chased the most-played items)."""
+    X = _handmade()
+    model = WARP(factors=8, random_state=2, max_epochs=4, eval_every=1, confidence="linear", alpha=40.0).fit(X)
+    scores = [h["val_precision@10"] for h in model.history_ if "val_precision@10" in h]
+    assert scores and all(0.0 <= s <= 1.0 for s in scores)
+    truth = sp.csr_matrix(([50.0, 1.0], ([0, 1], [3, 4])), shape=(2, 40))
+    perfect = np.zeros((2, 40), dtype=np.float32)
+    perfect[0, 3] = perfect[1, 4] = 1.0
+    empty = sp.csr_matrix((2, 40))
+    assert precision_at_k(lambda rows: perfect[rows], 40, empty, truth, k=1) == 1.0
+
+
 def test_equal_confidences_weigh_like_binary():
     """Step weights are normalised to mean 1: values that are all alike change nothing."""
     X = _handmade()

@@ -58,7 +58,8 @@ def precision_at_k(
         row_ids = np.repeat(np.arange(len(block_users)), k)
         flat = items.ravel()
         valid = flat >= 0
-        hits += int(np.asarray(sub[row_ids[valid], flat[valid]]).sum())
+        # count hits, not values: a truth matrix may carry confidences (WARP's hold-out does)
+        hits += int(np.count_nonzero(np.asarray(sub[row_ids[valid], flat[valid]])))
     return hits / (k * len(users))
 
 
