@@ -25,6 +25,7 @@ from typing import IO, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from ..errors import InputError
 
@@ -284,3 +285,24 @@ def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.n
             info.compress_type = zipfile.ZIP_STORED
             with archive.open(info, mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+
+
+def csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of ``m`` as int64, int32, float32 contiguous arrays, to save."""
+    return (np.ascontiguousarray(m.indptr, dtype=np.int64), np.ascontiguousarray(m.indices, dtype=np.int32),
+            np.ascontiguousarray(m.data, dtype=np.float32))
+
+
+def read_csr(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix saved as ``{prefix}_indptr/_indices/_data`` in ``arrays``, its structure
+    and weights checked (finite, not negative) before anything reads it."""
+    indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
+    indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)
+    data = np.ascontiguousarray(arrays[f"{prefix}_data"], dtype=np.float32)
+    check_csr(indptr, indices, shape, prefix)
+    if data.shape != indices.shape:
+        raise ValueError(f"{prefix}: {len(data)} weights for {len(indices)} entries")
+    check_finite(data, f"{prefix} weights")
+    if len(data) and data.min() < 0:
+        raise ValueError(f"{prefix} holds negative weights")
+    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)

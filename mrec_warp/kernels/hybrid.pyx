@@ -1,6 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """WARP / BPR kernels for the hybrid model (feature embeddings) and for fold-in.
 
+One module over ~450 lines: training, fold-in and scoring share its feature-sum helpers,
+which must be inlined in each loop.
+
 The sampling rule is ``warp_sample`` / ``bpr_sample`` from ``sampler.pxd``, the same code as
 the plain matrix-factorisation kernel; only the scoring callback and the update differ.
 

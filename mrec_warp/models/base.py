@@ -1,4 +1,9 @@
-"""The Recommender base class: scikit-learn conventions, batch top-k, save/load."""
+"""The Recommender base class: scikit-learn conventions, batch top-k, save/load.
+
+Longer than the package's usual ~450 lines for one job: it is the contract every model
+family implements (parameters, ids, scoring, recommend, similar, save/load), and splitting
+a class's methods over modules would hide what a model must provide.
+"""
 from __future__ import annotations
 
 import inspect

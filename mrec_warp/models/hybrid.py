@@ -4,11 +4,13 @@ The Python side of the model; the per-interaction work is in :mod:`mrec_warp.ker
 Training, early stopping, refit, callbacks and hogwild threads are WARP's own
 (:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
 the scoring and the handling of features and of ids that appear after training.
+One job, the estimator, over ~450 lines: its cold-start methods (``with_new_items``,
+``with_new_users``, ``fold_in``) change the same embedding tables and feature sides
+(:mod:`.feature_sides`) as training, so they stay with it.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -16,85 +18,16 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
-from ..data.npz import check_csr, check_finite, check_ids, check_shape
+from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
 from .base import factor_scores
-from .feature_weights import feature_names, raw_rows, weighted_rows
+from .feature_sides import FeatureSide, build_side
 from .foldin import append_empty_rows as _append_empty_rows, fold_in
 from .warp import WARP, Callback
-
-
-@dataclass
-class _Side:
-    """The features of one side (users or items) of a fitted model.
-
-    Columns of the embedding table: content features ``0 .. len(names) - 1``, then one
-    identity column per id that has one (appended in the order ids were added, so ids
-    added after training never renumber anything).
-    """
-
-    names: np.ndarray  # content feature names
-    raw: sp.csr_matrix  # (n_ids, n_content) raw content weights
-    identity: np.ndarray  # (n_ids,) identity column of each id, -1 for none
-    n_columns: int  # rows of the embedding table
-    new_ids: np.ndarray  # ids known only by their features (not in training)
-    new_raw: sp.csr_matrix  # (n_new, n_content) their raw content weights
-
-    @property
-    def n_content(self) -> int:
-        return len(self.names)
-
-    def weights(self, normalize: bool, identity_slot: bool, identity_weight: float) -> sp.csr_matrix:
-        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot, identity_weight)
-
-    def take_new(self, ids: np.ndarray, table: Optional[pd.DataFrame]) -> Tuple[np.ndarray, sp.csr_matrix]:
-        """Raw rows of ``ids``: from ``table`` when it has them, else from the kept features."""
-        raw, _ = raw_rows(ids, table, self.names)
-        kept = pd.Index(self.new_ids).get_indexer(ids)
-        fill = (np.diff(raw.indptr) == 0) & (kept >= 0)
-        if fill.any():
-            lil = raw.tolil()
-            lil[np.flatnonzero(fill)] = self.new_raw[kept[fill]]
-            raw = lil.tocsr()
-            raw.sort_indices()
-        return ids, raw
-
-
-def _build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -> Tuple[_Side, Dict[str, int]]:
-    """Content vocabulary, raw rows and identity columns of the training ids of one side.
-
-    The vocabulary is the features of training ids only: a feature seen only on new ids
-    would never get a gradient, so its embedding would be noise.
-    """
-    ids = np.asarray(ids, dtype=str)
-    info = {"rows": 0, "features": 0, "ids_without_features": len(ids), "new_ids": 0,
-            "new_ids_without_known_features": 0, "rows_with_unknown_features": 0}
-    names = np.zeros(0, dtype=str)
-    new_ids = np.zeros(0, dtype=str)
-    if table is not None:
-        in_train = pd.Index(ids).get_indexer(table["id"].to_numpy()) >= 0
-        names = feature_names(table[in_train])
-        info["rows"] = len(table)
-    raw, _ = raw_rows(ids, table, names)
-    info["features"] = len(names)
-    info["ids_without_features"] = int((np.diff(raw.indptr) == 0).sum())
-    if table is not None:
-        other = table[pd.Index(ids).get_indexer(table["id"].to_numpy()) < 0]
-        new_ids = np.asarray(pd.unique(other["id"].to_numpy()), dtype=str)
-    new_raw, n_unknown = raw_rows(new_ids, table, names)
-    has = np.diff(new_raw.indptr) > 0
-    info["new_ids_without_known_features"] = int((~has).sum())
-    info["rows_with_unknown_features"] = n_unknown
-    new_ids, new_raw = new_ids[has], new_raw[has]
-    info["new_ids"] = len(new_ids)
-    n = len(ids)
-    ident = (len(names) + np.arange(n)) if identity else np.full(n, -1)
-    side = _Side(names, raw, ident.astype(np.int64), len(names) + (n if identity else 0), new_ids, new_raw)
-    return side, info
 
 
 class HybridWARP(WARP):
@@ -256,7 +189,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
                                          ("item", self.item_ids, item_table, sources[1])):
             if table is not None:
                 check_ids_match(table, ids, kind, source)
-            side, info = _build_side(ids, table, bool(self.identity))
+            side, info = build_side(ids, table, bool(self.identity))
             if table is not None:
                 progress.log(
                     f"{kind} features: {info['features']} features on {len(ids) - info['ids_without_features']} of "
@@ -284,8 +217,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
         self._i_single = _hybrid.single_columns(self._iw.indptr, self._iw.indices, self._iw.data, self._ib_data)
-        self._uw_arrays = _csr_arrays(self._uw)
-        self._iw_arrays = _csr_arrays(self._iw)
+        self._uw_arrays = csr_arrays(self._uw)
+        self._iw_arrays = csr_arrays(self._iw)
         self._cache = None
 
     def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -473,7 +406,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         return model
 
     @staticmethod
-    def _new_ids(side: _Side, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
+    def _new_ids(side: FeatureSide, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
         if table is None:
             return side.new_ids.copy()
         ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
@@ -587,32 +520,13 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             check_ids(names, f"{kind} feature names")
             check_ids(new_ids, f"new {kind} ids")
             identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
-            raw = _csr_from(arrays, f"{kind}_raw", (n, len(names)))
-            new_raw = _csr_from(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
+            raw = read_csr(arrays, f"{kind}_raw", (n, len(names)))
+            new_raw = read_csr(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
             if identity.shape != (n,) or emb.shape[0] < len(names) or (identity < -1).any() \
                     or (identity >= emb.shape[0]).any() or ((identity >= 0) & (identity < len(names))).any():
                 raise ValueError(f"{kind} identity columns do not match the embeddings")
-            sides.append(_Side(names, raw, identity, emb.shape[0], new_ids, new_raw))
+            sides.append(FeatureSide(names, raw, identity, emb.shape[0], new_ids, new_raw))
         self._users, self._items = sides
         self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = ue, ie, ib
         self._refresh_weights()
 
-
-def _csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (np.ascontiguousarray(m.indptr, dtype=np.int64), np.ascontiguousarray(m.indices, dtype=np.int32),
-            np.ascontiguousarray(m.data, dtype=np.float32))
-
-
-def _csr_from(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
-    """A saved feature matrix, its structure and weights checked (finite, not negative)."""
-
-    indptr = np.ascontiguousarray(arrays[f"{prefix}_indptr"], dtype=np.int64)
-    indices = np.ascontiguousarray(arrays[f"{prefix}_indices"], dtype=np.int64)
-    data = np.ascontiguousarray(arrays[f"{prefix}_data"], dtype=np.float32)
-    check_csr(indptr, indices, shape, prefix)
-    if data.shape != indices.shape:
-        raise ValueError(f"{prefix}: {len(data)} weights for {len(indices)} entries")
-    check_finite(data, f"{prefix} weights")
-    if len(data) and data.min() < 0:
-        raise ValueError(f"{prefix} holds negative weights")
-    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)

@@ -1,4 +1,5 @@
-"""Hold-out validation used for early stopping: split, a fast precision@k, and the epoch loop."""
+"""Hold-out validation used for early stopping: split, a fast precision@k, the epoch loop,
+and the fit that iterative models (WARP, its hybrid, WRMF) share around it."""
 from __future__ import annotations
 
 import time
@@ -8,7 +9,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..seeds import spawn_seed
 from ..topk import iter_top_k
+from .alignment import as_aligned_csr
 
 
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -142,3 +145,44 @@ def check_epoch_params(model) -> None:
     need(int(model.max_epochs) >= 1 and int(model.patience) >= 1 and int(model.eval_every) >= 1,
          "max_epochs, patience and eval_every must be >= 1")
     need(0 < model.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+
+
+def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,
+                  callbacks: Sequence[Callable], unit: str = "epoch", warm_epochs: int = 0) -> None:
+    """Train ``model`` on ``csr``: ``model.epochs`` passes, or early stopping then a refit.
+
+    With ``model.epochs`` set, exactly that many passes. Otherwise passes run on a hold-out
+    split (``validation``, aligned to the model, or ``model.validation_fraction`` of each
+    user's pairs drawn with ``rng``) until :func:`run_epochs` stops them, and, for an
+    internal hold-out with ``model.refit``, the model trains on all of ``csr``: from scratch
+    for the best number of passes, or with ``warm_epochs`` > 0 that many more passes from
+    the best snapshot with the optimiser's step sizes restarted (``model._restart_steps``).
+    The model provides ``_init_state``, ``_train`` and, for the warm refit, ``_restart_steps``.
+    """
+    if model.epochs is not None:
+        model._init_state(*csr.shape, rng)
+        model._train(csr, int(model.epochs), progress, callbacks)
+        model.best_epoch_ = int(model.epochs)
+        return
+    if validation is not None:
+        val = as_aligned_csr(validation, model, "validation")
+        fit_part = csr
+    else:
+        fit_part, val = holdout_split(csr, float(model.validation_fraction), rng)
+    init_seed = spawn_seed(rng)
+    model._init_state(*csr.shape, np.random.default_rng(init_seed))
+    best = model._train(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
+    model.best_epoch_ = best
+    if validation is not None or not model.refit:
+        return
+    if warm_epochs > 0:
+        # the factors are the best pass's; the sampler goes on from where it stopped
+        progress.log(f"refitting on all training data: {warm_epochs} more {unit}s from {unit} {best}, "
+                     "adagrad restarted")
+        model.epochs_done_ = best
+        model._restart_steps()
+        model._train(csr, warm_epochs, progress, callbacks, phase="refit")
+    else:
+        progress.log(f"refitting on all training data for {best} {unit}s")
+        model._init_state(*csr.shape, np.random.default_rng(init_seed))
+        model._train(csr, best, progress, callbacks, phase="refit")

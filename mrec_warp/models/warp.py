@@ -1,6 +1,9 @@
 """WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
 
-The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`.
+The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; the epoch
+loop and early stopping in :mod:`.validation`, fold-in in :mod:`.foldin`, the positives'
+arrays in :mod:`.positives`, new data's ids in :mod:`.alignment`. What is left is one job,
+the estimator, over ~450 lines because ~90 of them document its parameters.
 """
 from __future__ import annotations
 
@@ -8,10 +11,9 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
+from ..data.confidence import check_confidence, confidence as confidence_of
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError
@@ -20,10 +22,11 @@ from ..kernels import rng as _rng
 from ..kernels import warp as _warp
 from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
+from .alignment import known_pairs
 from .base import Recommender, factor_scores
 from .foldin import fold_in, warp_append_users, warp_problem
 from .positives import TrainingData, check_divergence, merge_seen
-from .validation import check_epoch_params, holdout_split, need, run_epochs
+from .validation import check_epoch_params, fit_or_select, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
@@ -256,7 +259,7 @@ class WARP(Recommender):
             _rng.shuffle(data.order, self._rng_state)
         cfg = self._step_settings(self.epochs_done_)
         nnz = len(data.order)
-        n_jobs = _n_threads(self.n_jobs)
+        n_jobs = effective_n_jobs(self.n_jobs)
 
         def run(start: int, stop: int, state: np.ndarray):
             return self._fit_shard(data, start, stop, state, cfg)
@@ -355,35 +358,9 @@ class WARP(Recommender):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         csr = self._with_confidence(X, self._set_training_data(X))
-        rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
-
-        if self.epochs is not None:
-            self._init_state(*csr.shape, rng)
-            self._train(csr, int(self.epochs), progress, callbacks)
-            self.best_epoch_ = int(self.epochs)
-            return self
-
-        if validation is not None:
-            val = _as_aligned_csr(validation, self, "validation")
-            fit_part = csr
-        else:
-            fit_part, val = holdout_split(csr, float(self.validation_fraction), rng)
-        init_seed = spawn_seed(rng)
-        self._init_state(*csr.shape, np.random.default_rng(init_seed))
-        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
-        self.best_epoch_ = best
-        if validation is None and self.refit and int(self.warm_epochs) > 0:
-            # The factors are the best epoch's; the sampler goes on from where it stopped
-            progress.log(f"refitting on all training data: {int(self.warm_epochs)} more epochs from epoch {best}, "
-                         "adagrad restarted")
-            self.epochs_done_ = best
-            self._restart_steps()
-            self._train(csr, int(self.warm_epochs), progress, callbacks, phase="refit")
-        elif validation is None and self.refit:
-            progress.log(f"refitting on all training data for {best} epochs")
-            self._init_state(*csr.shape, np.random.default_rng(init_seed))
-            self._train(csr, best, progress, callbacks, phase="refit")
+        fit_or_select(self, csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
+                      warm_epochs=int(self.warm_epochs))
         return self
 
     def partial_fit(self, X, epochs: int = 1, progress: Optional[Progress] = None) -> "WARP":
@@ -419,7 +396,7 @@ class WARP(Recommender):
         else:
             if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
                 self._fresh_optimizer_state(np.random.default_rng(self.random_state))
-            new, summary = _known_pairs(X, self, keep_values=self._confidence_kind() != "none")
+            new, summary = known_pairs(X, self, keep_values=self._confidence_kind() != "none")
             values = self._with_confidence(new, new).data if self._confidence_kind() != "none" else None
             new.data[:] = 1.0
             seen = merge_seen(self.train_, new)
@@ -449,7 +426,7 @@ class WARP(Recommender):
             return stats, (f"updates {stats['updates']:.1%}  mean L(rank) {stats['mean_weight']:.3f}  "
                            f"loss {stats['loss']:.4f}")
 
-        return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=_n_threads(self.n_jobs),
+        return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=effective_n_jobs(self.n_jobs),
                           min_improvement=float(self.min_improvement))
 
     # -- confidence ----------------------------------------------------------------------------
@@ -554,60 +531,7 @@ class WARP(Recommender):
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
 
 
-def _known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.csr_matrix, Dict[str, int]]:
-    """``X`` as a binary matrix in the model's index space, and what was skipped.
-
-    With ``keep_values`` the matrix holds ``X``'s values (summed over duplicates) instead of ones.
-
-    Interactions are matched by id; a pair whose user or item the model does not know is
-    skipped and counted. A matrix must already have the model's shape.
-    """
-
-    if not isinstance(X, Interactions):
-        csr = _as_aligned_csr(X, model, "X", keep_values=keep_values)
-        csr.eliminate_zeros()
-        summary = {"pairs": int(csr.nnz), "skipped_pairs": 0, "unknown_users": 0, "unknown_items": 0}
-    else:
-        coo = X.matrix.tocoo()
-        nonzero = coo.data != 0
-        src_rows, src_cols = coo.row[nonzero], coo.col[nonzero]
-        rows = pd.Index(model.user_ids).get_indexer(X.user_ids)[src_rows]
-        cols = pd.Index(model.item_ids).get_indexer(X.item_ids)[src_cols]
-        keep = (rows >= 0) & (cols >= 0)
-        values = coo.data[nonzero][keep] if keep_values else np.ones(int(keep.sum()), np.float32)
-        csr = sp.csr_matrix((values.astype(np.float32), (rows[keep], cols[keep])),
-                            shape=(model.n_users, model.n_items))
-        csr.sum_duplicates()
-        if not keep_values:
-            csr.data[:] = 1.0
-        summary = {"pairs": int(len(rows)), "skipped_pairs": int((~keep).sum()),
-                   "unknown_users": int(len(np.unique(src_rows[rows < 0]))),
-                   "unknown_items": int(len(np.unique(src_cols[cols < 0])))}
-    if csr.nnz == 0:
-        raise InputError(
-            f"X has no pairs to train on: {summary['skipped_pairs']} of {summary['pairs']} name users or items "
-            "the model does not know", hint="add new users with fold_in; new items need a refit")
-    return csr, summary
-
-
-def _as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) -> sp.csr_matrix:
-
-    if isinstance(X, Interactions):
-        X = X.reindex(model.user_ids, model.item_ids).matrix
-    csr = as_csr(X)
-    if csr.shape != (model.n_users, model.n_items):
-        raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
-    csr = csr.copy()
-    if not keep_values:
-        csr.data[:] = 1.0
-    return csr
-
-
 def _limit(max_norm: Optional[float]) -> float:
     """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
     return 0.0 if max_norm is None else float(max_norm)
 
-
-def _n_threads(n_jobs: Optional[int]) -> int:
-    """Threads ``n_jobs`` asks for, counted as every other parallel part of the package counts."""
-    return effective_n_jobs(n_jobs)

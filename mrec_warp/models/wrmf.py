@@ -26,13 +26,11 @@ from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from ..seeds import spawn_seed
 from ..workers import effective_n_jobs
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
-from .validation import check_epoch_params, holdout_split, need, run_epochs
-from .warp import _as_aligned_csr
+from .validation import check_epoch_params, fit_or_select, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 
@@ -242,28 +240,9 @@ class WRMF(Recommender):
             raw.eliminate_zeros()
         self.confidence_ = self.confidences(raw.data if use_values else None, csr.nnz)
         conf_csr = self._confidence_csr()
-        rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
-
-        if self.epochs is not None:
-            self._init_state(*csr.shape, rng)
-            self._train(conf_csr, int(self.epochs), progress, callbacks)
-            self.best_epoch_ = int(self.epochs)
-            return self
-        if validation is not None:
-            val = _as_aligned_csr(validation, self, "validation")
-            fit_part = conf_csr
-        else:
-            fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
-            val.data[:] = 1.0
-        init_seed = spawn_seed(rng)
-        self._init_state(*csr.shape, np.random.default_rng(init_seed))
-        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
-        self.best_epoch_ = best
-        if validation is None and self.refit:
-            progress.log(f"refitting on all training data for {best} iterations")
-            self._init_state(*csr.shape, np.random.default_rng(init_seed))
-            self._train(conf_csr, best, progress, callbacks, phase="refit")
+        fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
+                      unit="iteration")
         return self
 
     def _confidence_csr(self) -> sp.csr_matrix:

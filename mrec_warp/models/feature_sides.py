@@ -1,0 +1,84 @@
+"""One side (users or items) of a hybrid model: its content features and identity columns.
+
+The vocabulary, raw weights and identity column of every id, and the ids known only by
+their features (cold start). The weighting maths is :mod:`mrec_warp.models.feature_weights`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from .feature_weights import feature_names, raw_rows, weighted_rows
+
+
+@dataclass
+class FeatureSide:
+    """The features of one side (users or items) of a fitted model.
+
+    Columns of the embedding table: content features ``0 .. len(names) - 1``, then one
+    identity column per id that has one (appended in the order ids were added, so ids
+    added after training never renumber anything).
+    """
+
+    names: np.ndarray  # content feature names
+    raw: sp.csr_matrix  # (n_ids, n_content) raw content weights
+    identity: np.ndarray  # (n_ids,) identity column of each id, -1 for none
+    n_columns: int  # rows of the embedding table
+    new_ids: np.ndarray  # ids known only by their features (not in training)
+    new_raw: sp.csr_matrix  # (n_new, n_content) their raw content weights
+
+    @property
+    def n_content(self) -> int:
+        return len(self.names)
+
+    def weights(self, normalize: bool, identity_slot: bool, identity_weight: float) -> sp.csr_matrix:
+        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot, identity_weight)
+
+    def take_new(self, ids: np.ndarray, table: Optional[pd.DataFrame]) -> Tuple[np.ndarray, sp.csr_matrix]:
+        """Raw rows of ``ids``: from ``table`` when it has them, else from the kept features."""
+        raw, _ = raw_rows(ids, table, self.names)
+        kept = pd.Index(self.new_ids).get_indexer(ids)
+        fill = (np.diff(raw.indptr) == 0) & (kept >= 0)
+        if fill.any():
+            lil = raw.tolil()
+            lil[np.flatnonzero(fill)] = self.new_raw[kept[fill]]
+            raw = lil.tocsr()
+            raw.sort_indices()
+        return ids, raw
+
+
+def build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -> Tuple[FeatureSide, Dict[str, int]]:
+    """Content vocabulary, raw rows and identity columns of the training ids of one side.
+
+    The vocabulary is the features of training ids only: a feature seen only on new ids
+    would never get a gradient, so its embedding would be noise.
+    """
+    ids = np.asarray(ids, dtype=str)
+    info = {"rows": 0, "features": 0, "ids_without_features": len(ids), "new_ids": 0,
+            "new_ids_without_known_features": 0, "rows_with_unknown_features": 0}
+    names = np.zeros(0, dtype=str)
+    new_ids = np.zeros(0, dtype=str)
+    if table is not None:
+        in_train = pd.Index(ids).get_indexer(table["id"].to_numpy()) >= 0
+        names = feature_names(table[in_train])
+        info["rows"] = len(table)
+    raw, _ = raw_rows(ids, table, names)
+    info["features"] = len(names)
+    info["ids_without_features"] = int((np.diff(raw.indptr) == 0).sum())
+    if table is not None:
+        other = table[pd.Index(ids).get_indexer(table["id"].to_numpy()) < 0]
+        new_ids = np.asarray(pd.unique(other["id"].to_numpy()), dtype=str)
+    new_raw, n_unknown = raw_rows(new_ids, table, names)
+    has = np.diff(new_raw.indptr) > 0
+    info["new_ids_without_known_features"] = int((~has).sum())
+    info["rows_with_unknown_features"] = n_unknown
+    new_ids, new_raw = new_ids[has], new_raw[has]
+    info["new_ids"] = len(new_ids)
+    n = len(ids)
+    ident = (len(names) + np.arange(n)) if identity else np.full(n, -1)
+    side = FeatureSide(names, raw, ident.astype(np.int64), len(names) + (n if identity else 0), new_ids, new_raw)
+    return side, info
