@@ -11,6 +11,7 @@ Or stage by stage, as the CLI runs them:
 
 >>> mw.prepare("ratings.tsv", "split/", min_rating=4)                       # doctest: +SKIP
 >>> mw.train("split/train.tsv", "model.npz", params={"factors": 32}).model  # doctest: +SKIP
+>>> mw.recommend("model.npz", "recs.tsv", k=10).rows                        # doctest: +SKIP
 """
 from ._version import __version__
 from .errors import InputError, TrainingDivergedError  # noqa: E402
@@ -24,7 +25,7 @@ from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Rec
 from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
-from .stages import explain, prepare, similar, train  # noqa: E402
+from .stages import evaluate, explain, prepare, recommend, similar, train, tune  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -51,6 +52,9 @@ __all__ = [
     # the pipeline's stages, one per command
     "prepare",
     "train",
+    "recommend",
+    "evaluate",
     "similar",
     "explain",
+    "tune",
 ]

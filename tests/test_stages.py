@@ -52,6 +52,31 @@ def read_tsv(path_or_text, names):
     return pd.read_csv(source, sep="\t", header=None, names=names, dtype=str, keep_default_na=False)
 
 
+# -- recommend --------------------------------------------------------------------------------------
+def test_recommend_writes_the_rows_of_the_command(files, tmp_path):
+    assert run("train", files.train, "-o", tmp_path / "m.npz", "--factors", "8", "--epochs", "2", "-q").exit_code == 0
+    users = tmp_path / "users.txt"
+    users.write_text("u3\nu1\nu3\n")
+    result = mw.recommend(tmp_path / "m.npz", tmp_path / "lib.tsv", k=500, users=users)
+    seen = read_tsv(files.train, ["user", "item", "value"]).groupby("user").size()
+    assert (result.rows, result.users) == (2 * 80 - seen["u3"] - seen["u1"], 2)  # k capped, seen items excluded
+    assert any("repeated" in n for n in result.notes) and any("`k=500`" in n for n in result.notes)
+    cli = run("recommend", tmp_path / "m.npz", "-o", tmp_path / "cli.tsv", "-k", "500", "--users", users)
+    assert cli.exit_code == 0 and "--k" not in cli.output
+    assert (tmp_path / "lib.tsv").read_bytes() == (tmp_path / "cli.tsv").read_bytes()
+
+
+def test_recommend_errors_name_parameters(files, tmp_path):
+    assert run("train", files.train, "-o", tmp_path / "m.npz", "--model", "popularity", "-q").exit_code == 0
+    other = tmp_path / "other.tsv"
+    other.write_text("".join(f"x{u}\ty{u}\n" for u in range(20)))
+    with pytest.raises(InputError, match="`train` does not match the model"):
+        mw.recommend(tmp_path / "m.npz", tmp_path / "r.tsv", train=other)
+    cli = run("recommend", tmp_path / "m.npz", "-o", tmp_path / "r.tsv", "--train", other)
+    assert cli.exit_code != 0 and "--train does not match the model" in cli.output
+    assert not (tmp_path / "r.tsv").exists()
+
+
 # -- train ------------------------------------------------------------------------------------------
 def test_train_returns_the_model_the_cli_writes(files, tmp_path):
     result = mw.train(files.train, tmp_path / "lib.npz", params={"factors": 8, "epochs": 3}, seed=7)

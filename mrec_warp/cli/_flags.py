@@ -38,12 +38,14 @@ MODEL_OPTIONS = frozenset({
 PARAMETERS = MODEL_OPTIONS | frozenset({
     # train, and recommend's cold start: the model and its data
     "model", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
-    "sub_models", "include_new_items", "new_items_only", "history",
+    "sub_models", "include_new_items", "new_items_only", "history", "fold_in_epochs",
     # parallel work
     "backend", "scheduler", "workdir", "part_size",
     # prepare: reading and splitting
     "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",
+    # recommend
+    "users", "exclude_items", "block_size",
     # similar
     "items", "items_file",
     # evaluate, tune, fetch

@@ -1,94 +1,14 @@
 """``mrec-warp recommend``: top-k lists for many users, streamed to disk."""
 from __future__ import annotations
 
-from typing import List, Optional
-
 import click
-import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from ..context import ExecutionContext
-from ..data.idlist import read_id_list
-from ..data.inputs import check_readable
-from ..data.ratings import read_ratings
-from ..errors import InputError
-from ..models import load
-from ..models.popularity import Popularity
-from ..stages.recommend import write_recommendations
-from ._common import cap_k, check_outputs, friendly_errors, make_progress, quiet_option
-from ..stages.cold_start import cold_start
+from ..stages.recommend import recommend as recommend_stage
+from ._common import check_outputs, friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
+from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
-
-
-#: Most of a --train file's rows that may name users or items the model does not know. A
-#: few are legitimate (e.g. users or items dropped when the model was trained, which the
-#: model cannot recommend to or recommend anyway); more means another data set's file.
-MAX_UNKNOWN_TRAIN_SHARE = 0.05
-
-
-def _check_known(model, ids: List[str], path: str, progress) -> bool:
-    """Refuse unknown users, except for a popularity model, which serves them its overall
-    ranking (they have no history). Returns whether the model gained users."""
-    idx = model.user_indices(ids, strict=False)
-    if not (idx < 0).any():
-        return False
-    unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
-    if isinstance(model, Popularity):
-        model._append_users(unknown)
-        progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
-                     "(give their history with --history to exclude what they have seen)")
-        return True
-    first = int((idx < 0).argmax())
-    raise InputError(f"user {ids[first]!r} is not in the model ({len(unknown)} unknown)",
-                     path=path, line=first + 1, hint="list only users present in the training data, "
-                     "or fold new users in with --history")
-
-
-def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
-    """The interactions of a --train file as an exclusion matrix in the model's id space.
-
-    A file whose rows mostly name users or items the model does not know is another data
-    set's (or another split's) file: excluding its items would silently let every user's
-    own training items through, so it is refused with the counts.
-    """
-    rows = read_ratings(path)
-    users = model.user_indices(rows["user"].to_numpy(), strict=False)
-    items = model.item_indices(rows["item"].to_numpy(), strict=False)
-    unknown = (users < 0) | (items < 0)
-    n_bad = int(unknown.sum())
-    if n_bad:
-        n_users = len(pd.unique(rows["user"].to_numpy()[users < 0]))
-        n_items = len(pd.unique(rows["item"].to_numpy()[items < 0]))
-        what = f"{n_bad} of {len(rows)} rows name ids the model does not know ({n_users} users, {n_items} items)"
-        if n_bad > MAX_UNKNOWN_TRAIN_SHARE * len(rows):
-            first = int(np.argmax(unknown))
-            example = rows["user"].iloc[first] if users[first] < 0 else rows["item"].iloc[first]
-            raise InputError(f"--train does not match the model: {what}, e.g. {example!r}", path=path,
-                             hint="give the training file of this model; without --train the model's own "
-                                  "training interactions are excluded")
-        progress.log(f"note: --train: {what}; those rows are ignored (the model cannot recommend those items "
-                     "or to those users)")
-    keep = ~unknown
-    csr = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (users[keep], items[keep])),
-                        shape=(model.n_users, model.n_items))
-    csr.sum_duplicates()
-    csr.data[:] = 1.0
-    return csr
-
-
-def read_filtered_items(model, path: str, progress) -> List[str]:
-    """--exclude-items: ids the model knows (unknown ones cannot be recommended anyway)."""
-    ids = read_id_list(path, "item")
-    known = model.item_indices(ids, strict=False) >= 0
-    if not known.any():
-        raise InputError(f"none of the {len(ids)} items is in the model, e.g. {ids[0]!r}", path=path,
-                         hint="one item id of the training data per line")
-    if not known.all():
-        progress.log(f"note: --exclude-items: {int((~known).sum())} of {len(ids)} items are not in the model "
-                     "(they cannot be recommended anyway)")
-    return [i for i, k in zip(ids, known) if k]
 
 
 @click.command(epilog="""\b
@@ -149,28 +69,11 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
                                          cold.get("item_features"), cold.get("user_features")])
-    check_readable(model_file, "model file")
-    model = load(model_file)
-    feature_opts = pop_feature_options(cold)
-    # repeated users get one list, and the user hears about it (unless -q)
-    note = None if quiet else (lambda line: click.echo(f"note: {line}", err=True))
-    requested = read_id_list(users_file, unique=True, note=note) if users_file else None
-    extended = cold_start(model, model_file, **feature_opts, include_new_items=cold["include_new_items"],
-                          new_items_only=cold["new_items_only"], history=cold["history"],
-                          fold_in_epochs=cold["fold_in_epochs"], requested_users=requested, progress=progress)
-    model, focus, changed = extended.model, extended.users, extended.changed
-    user_ids: Optional[List[str]] = None
-    if users_file:
-        user_ids = requested
-        changed = _check_known(model, user_ids, users_file, progress) or changed
-    elif focus is not None:  # --user-features / --history: recommend for those users
-        user_ids = focus
-    exclude = train_exclusion(model, train_file, progress) if train_file else "train"
-    filtered = read_filtered_items(model, exclude_items_file, progress) if exclude_items_file else None
-    k = cap_k(k, model.n_items, quiet)
-    n = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=fmt,
-                              filter_items=filtered, block_size=block_size, part_size=part_size,
-                              model_file=None if changed else model_file, context=context, progress=progress)
+    features = pop_feature_options(cold)  # cold keeps the cold-start options
+    result = recommend_stage(model_file, output, k, users=users_file, train=train_file,
+                             exclude_items=exclude_items_file, format=fmt, block_size=block_size,
+                             part_size=part_size, **features, **cold, context=context, progress=progress)
     if not quiet:
-        n_users = model.n_users if user_ids is None else len(user_ids)
-        click.echo(f"wrote {output}: {n} recommendations for {n_users} users")
+        for note in result.notes:
+            click.echo(f"note: {as_flags(note)}", err=True)
+        click.echo(f"wrote {output}: {result.rows} recommendations for {result.users} users")

@@ -12,12 +12,12 @@ from .cold_start import ColdStart, cold_start
 from .evaluate import evaluate
 from .explain import Explanation, explain
 from .prepare import prepare
-from .recommend import recommend_in_parts, write_recommendations
+from .recommend import RecommendResult, recommend, recommend_in_parts, write_recommendations
 from .similar import SimilarResult, similar
 from .submodels import fit_submodels
 from .train import TrainResult, UnknownParameterError, train
 from .tune import TuneResult, tune
 
 __all__ = ["prepare", "train", "TrainResult", "UnknownParameterError", "cold_start", "ColdStart",
-           "fit_submodels", "write_recommendations", "recommend_in_parts", "evaluate", "tune", "TuneResult",
+           "fit_submodels", "recommend", "RecommendResult", "write_recommendations", "recommend_in_parts", "evaluate", "tune", "TuneResult",
            "similar", "SimilarResult", "explain", "Explanation"]

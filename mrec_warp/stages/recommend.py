@@ -1,5 +1,8 @@
 """The recommend stage: top-k lists for many users of a fitted model, written to one file.
 
+:func:`recommend` is the stage as the command runs it (a model file, its cold start, the
+users asked for, exclusions); :func:`write_recommendations` the writing, for a model in hand.
+
 With local threads and no work folder the users' blocks are scored on the context's
 threads and streamed to the file (:func:`~mrec_warp.topk.iter_top_k`). Otherwise
 (processes, Dask, or a work folder) the users are cut into resumable part files by the job
@@ -12,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,12 +32,107 @@ from ..progress import SILENT, Progress
 from ..tables import concatenate, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
+from ..data.idlist import read_id_list
+from ._inputs import capped_k, open_model
+from .cold_start import cold_start
+from .recommend_inputs import check_known_users, filtered_items, train_exclusion
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
 #: large enough that a 20M-interaction job has tens of parts, not thousands.
 DEFAULT_PART_USERS = 20_000
 
 _PART_SUFFIX = {"tsv": ".tsv", "csv": ".csv", "parquet": ".parquet"}
+
+
+@dataclass
+class RecommendResult:
+    """What :func:`recommend` wrote.
+
+    Attributes
+    ----------
+    rows : int
+        Recommendation rows written.
+    users : int
+        Users they are for.
+    notes : list of str
+        What the caller should hear about (a ``k`` larger than the catalogue, repeated users).
+    """
+
+    rows: int
+    users: int
+    notes: List[str] = field(default_factory=list)
+
+
+def recommend(
+    model: Union[PathLike, Any],
+    output: PathLike,
+    k: int = 10,
+    *,
+    users: Optional[PathLike] = None,
+    train: Optional[PathLike] = None,
+    exclude_items: Optional[PathLike] = None,
+    format: Optional[str] = None,
+    block_size: Optional[int] = None,
+    part_size: Optional[int] = None,
+    item_features: Optional[PathLike] = None,
+    user_features: Optional[PathLike] = None,
+    feature_sep: Optional[str] = None,
+    feature_header: Optional[bool] = None,
+    feature_columns: Optional[str] = None,
+    include_new_items: bool = False,
+    new_items_only: bool = False,
+    history: Optional[PathLike] = None,
+    fold_in_epochs: Optional[int] = None,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+) -> RecommendResult:
+    """Write the top-``k`` items of each user of a model to ``output``, as the command does.
+
+    Parameters
+    ----------
+    model : path-like or Recommender
+        A model file (or a fitted model).
+    output : path-like
+        ``user, item, score, rank`` rows (see :func:`write_recommendations`).
+    k : int
+        Items per user (capped at the catalogue, with a note).
+    users : path-like, optional
+        One user id per line (default: every user of the model, or the cold-start users).
+    train : path-like, optional
+        Exclude these interactions instead of the ones stored in the model; a file whose
+        rows mostly name ids the model does not know is refused.
+    exclude_items : path-like, optional
+        Item ids never recommended to anyone.
+    item_features, user_features, feature_sep, feature_header, feature_columns,
+    include_new_items, new_items_only, history, fold_in_epochs
+        Cold start, as :func:`~mrec_warp.stages.cold_start.cold_start`.
+    context : ExecutionContext, optional
+        Where the scoring runs (default one thread).
+    progress : Progress, optional
+    """
+    model, model_file = open_model(model)
+    notes: List[str] = []
+    requested = read_id_list(users, unique=True, note=notes.append) if users else None
+    extended = cold_start(model, model_file, item_features=item_features, user_features=user_features,
+                          feature_sep=feature_sep, feature_header=feature_header, feature_columns=feature_columns,
+                          include_new_items=include_new_items, new_items_only=new_items_only, history=history,
+                          fold_in_epochs=fold_in_epochs, requested_users=requested, progress=progress)
+    model, changed = extended.model, extended.changed
+    user_ids: Optional[List[str]] = None
+    if users:
+        user_ids = requested
+        changed = check_known_users(model, user_ids, users, progress) or changed
+    elif extended.users is not None:  # user features / history: recommend for those users
+        user_ids = extended.users
+    exclude = train_exclusion(model, train, progress) if train else "train"
+    filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
+    if int(k) > 0:
+        k, note = capped_k(int(k), model.n_items)
+        notes += [note] if note else []
+    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
+                                 filter_items=filtered, block_size=block_size, part_size=part_size,
+                                 model_file=None if changed else model_file, context=context, progress=progress)
+    return RecommendResult(rows, model.n_users if user_ids is None else len(user_ids), notes)
 
 
 def write_recommendations(
@@ -90,7 +189,7 @@ def write_recommendations(
         Number of rows written.
     """
     if k <= 0:
-        raise InputError(f"k must be a positive integer, got {k}", hint="e.g. k=10")
+        raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)

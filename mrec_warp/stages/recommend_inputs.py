@@ -1,0 +1,84 @@
+"""What a recommend run reads besides the model: the users asked for, the interactions to
+exclude and the items never to recommend, each checked against the model's ids."""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from ..data.idlist import read_id_list
+from ..data.ratings import read_ratings
+from ..errors import InputError
+from ..models.popularity import Popularity
+
+
+#: Most of a ``train`` file's rows that may name users or items the model does not know. A
+#: few are legitimate (e.g. users or items dropped when the model was trained, which the
+#: model cannot recommend to or recommend anyway); more means another data set's file.
+MAX_UNKNOWN_TRAIN_SHARE = 0.05
+
+
+def check_known_users(model, ids: List[str], path: str, progress) -> bool:
+    """Refuse unknown users (from the ``users`` file ``path``), except for a popularity model,
+    which serves them its overall ranking (they have no history). Returns whether the
+    model gained users."""
+    idx = model.user_indices(ids, strict=False)
+    if not (idx < 0).any():
+        return False
+    unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
+    if isinstance(model, Popularity):
+        model._append_users(unknown)
+        progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
+                     "(give their history with `history` to exclude what they have seen)")
+        return True
+    first = int((idx < 0).argmax())
+    raise InputError(f"user {ids[first]!r} is not in the model ({len(unknown)} unknown)",
+                     path=path, line=first + 1, hint="list only users present in the training data, "
+                     "or fold new users in with `history`")
+
+
+def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
+    """The interactions of a ``train`` file as an exclusion matrix in the model's id space.
+
+    A file whose rows mostly name users or items the model does not know is another data
+    set's (or another split's) file: excluding its items would silently let every user's
+    own training items through, so it is refused with the counts.
+    """
+    rows = read_ratings(path)
+    users = model.user_indices(rows["user"].to_numpy(), strict=False)
+    items = model.item_indices(rows["item"].to_numpy(), strict=False)
+    unknown = (users < 0) | (items < 0)
+    n_bad = int(unknown.sum())
+    if n_bad:
+        n_users = len(pd.unique(rows["user"].to_numpy()[users < 0]))
+        n_items = len(pd.unique(rows["item"].to_numpy()[items < 0]))
+        what = f"{n_bad} of {len(rows)} rows name ids the model does not know ({n_users} users, {n_items} items)"
+        if n_bad > MAX_UNKNOWN_TRAIN_SHARE * len(rows):
+            first = int(np.argmax(unknown))
+            example = rows["user"].iloc[first] if users[first] < 0 else rows["item"].iloc[first]
+            raise InputError(f"`train` does not match the model: {what}, e.g. {example!r}", path=path,
+                             hint="give the training file of this model; without `train` the model's own "
+                                  "training interactions are excluded")
+        progress.log(f"note: `train`: {what}; those rows are ignored (the model cannot recommend those items "
+                     "or to those users)")
+    keep = ~unknown
+    csr = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (users[keep], items[keep])),
+                        shape=(model.n_users, model.n_items))
+    csr.sum_duplicates()
+    csr.data[:] = 1.0
+    return csr
+
+
+def filtered_items(model, path: str, progress) -> List[str]:
+    """The ``exclude_items`` file's ids that the model knows (unknown ones cannot be recommended anyway)."""
+    ids = read_id_list(path, "item")
+    known = model.item_indices(ids, strict=False) >= 0
+    if not known.any():
+        raise InputError(f"none of the {len(ids)} items is in the model, e.g. {ids[0]!r}", path=path,
+                         hint="one item id of the training data per line")
+    if not known.all():
+        progress.log(f"note: `exclude_items`: {int((~known).sum())} of {len(ids)} items are not in the model "
+                     "(they cannot be recommended anyway)")
+    return [i for i, k in zip(ids, known) if k]
