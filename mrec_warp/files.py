@@ -13,9 +13,12 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator, List, Optional, Union
+from typing import IO, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .errors import InputError
 
 PathLike = Union[str, os.PathLike]
 
@@ -96,6 +99,16 @@ def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
     return removed
 
 
+def is_stream(path: PathLike) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a folder: a character device
+    (``/dev/stdout``, ``/dev/null``), a FIFO or a socket, which is written in place."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """A temporary file name beside ``path``, renamed over ``path`` only on success.
@@ -106,8 +119,19 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     the temporary file is removed and ``path`` is left as it was. The temporary name carries
     this process's id (:func:`owner_tag`): temporaries of ``path`` left by a killed run are
     removed here, those of a live run are not.
+
+    A symbolic link is followed: the file it points to is replaced and the link stays. A
+    stream (:func:`is_stream`: ``/dev/stdout``, a FIFO) is written in place, as it comes.
     """
     path = Path(path)
+    if is_stream(path):
+        # /dev/stdout, a FIFO, a socket: a stream cannot be swapped in whole, and renaming a
+        # regular file over it would destroy it, so the data goes straight through
+        yield str(path)
+        return
+    if path.is_symlink():
+        # replace the file the link points to, not the link (a user's ``latest.tsv -> v3.tsv``)
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent, prefix=f".{path.stem}.")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
@@ -135,3 +159,51 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf
                                         newline=None if binary else "") as fh:
         yield fh
 
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: same resolved path (symlinks, ``..``, relative
+    spellings), or, when both exist, the same inode (hard links, bind mounts)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet: it cannot be the other
+        return False
+
+
+def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
+                  inputs: Iterable[Optional[str]]) -> None:
+    """Refuse, in one line and before any work, an output that would replace an input or
+    another output.
+
+    Every command and stage that writes files calls this with what it will write and what
+    it reads, so that ``train x.tsv -o x.tsv`` or ``recommend model.npz -o ./model.npz``
+    never replaces its own input. A stream (``/dev/stdout``, a FIFO) is written in place,
+    never replaced, so it cannot clash.
+
+    Parameters
+    ----------
+    outputs : mapping
+        Option or parameter name (for the message) -> the path it writes, or the list of files it writes
+        (a folder option such as ``prepare -o`` names each file it would create there).
+    inputs : iterable of paths
+        Files the command reads; ``None`` entries are skipped.
+    """
+    ins = [str(p) for p in inputs if p]
+    written: List[Tuple[str, str]] = []  # (path, option) of the outputs checked so far
+    for option, paths in outputs.items():
+        if not paths:
+            continue
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+            path = str(path)
+            if is_stream(path):
+                continue
+            clash = next((i for i in ins if same_file(path, i)), None)
+            if clash is not None:
+                raise InputError(f"{option} would overwrite an input file ({clash})", path=path,
+                                 hint="write the output somewhere else")
+            other = next((o for p, o in written if same_file(path, p)), None)
+            if other is not None:
+                raise InputError(f"{option} and {other} both write this file", path=path,
+                                 hint="give each output its own path")
+            written.append((path, option))

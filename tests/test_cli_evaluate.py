@@ -85,9 +85,15 @@ def test_evaluates_two_files_and_writes_every_report(files):
     assert (files / "out" / "c.png").stat().st_size > 1000
 
 
-def test_quiet_prints_nothing(files):
-    r = run(*base_args(files), "--quiet", "--json", files / "r.json")
-    assert r.exit_code == 0 and r.output == ""
+def test_quiet_keeps_the_table_and_drops_the_logs(files):
+    """The table is the command's result (shown with --quiet, alone on standard output);
+    notes and 'wrote' lines are logs on standard error, silenced by --quiet."""
+    loud = run(*base_args(files), "--json", files / "r.json")
+    quiet = run(*base_args(files), "--quiet", "--json", files / "r.json")
+    assert loud.exit_code == 0 and quiet.exit_code == 0
+    assert "precision@" in quiet.stdout and quiet.stdout == loud.stdout
+    assert "note:" not in loud.stdout and "wrote" not in loud.stdout
+    assert f"wrote {files / 'r.json'}" in loud.stderr and quiet.stderr == ""
     assert (files / "r.json").exists()
 
 

@@ -77,3 +77,29 @@ def test_cli_reads_users_and_history_from_standard_input(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [r.split("\t") for r in out.read_text().splitlines()]
     assert [r[0] for r in rows if r[0] == "new"] == ["new", "new"] and ["new", "a"] not in [r[:2] for r in rows]
+
+
+def test_recommendations_written_to_dev_stdout_reach_the_pipe(tmp_path):
+    """``-o /dev/stdout`` in a pipe writes into the pipe; the atomic writer used to rename a
+    temporary file over /dev/stdout (as root, replacing the device with a regular file)."""
+    (tmp_path / "t.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 15}\n" for u in range(20) for j in range(4)))
+    assert CliRunner().invoke(main, ["train", str(tmp_path / "t.tsv"), "-o", str(tmp_path / "m.npz"),
+                                     "--model", "popularity", "-q"]).exit_code == 0
+    exe = os.path.join(os.path.dirname(sys.executable), "mrec-warp")
+    run = subprocess.run([exe, "recommend", str(tmp_path / "m.npz"), "-o", "/dev/stdout", "-k", "3", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert run.returncode == 0, run.stderr
+    rows = run.stdout.decode().splitlines()
+    assert len(rows) == 20 * 3 and rows[0].startswith("u0\ti")
+
+
+def test_recommend_refuses_to_overwrite_its_exclude_items_file(tmp_path):
+    (tmp_path / "t.tsv").write_text("".join(f"u{u}\ti{(u + j) % 9}\n" for u in range(10) for j in range(3)))
+    (tmp_path / "drop.txt").write_text("i1\n")
+    runner = CliRunner()
+    assert runner.invoke(main, ["train", str(tmp_path / "t.tsv"), "-o", str(tmp_path / "m.npz"),
+                                "--model", "popularity", "-q"]).exit_code == 0
+    result = runner.invoke(main, ["recommend", str(tmp_path / "m.npz"), "-o", str(tmp_path / "." / "drop.txt"),
+                                  "--exclude-items", str(tmp_path / "drop.txt")])
+    assert result.exit_code != 0 and "--output would overwrite an input file" in result.output
+    assert (tmp_path / "drop.txt").read_text() == "i1\n"

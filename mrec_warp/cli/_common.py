@@ -10,7 +10,7 @@ import sys
 import traceback
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Tuple
 
 import click
 
@@ -92,6 +92,10 @@ def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
     if exc.errno in _NOT_WRITABLE and (output or exc.filename is None):
         return (f"cannot write {where}: {reason} "
                 "(choose a folder you can write to with -o, or change its permissions)")
+    if exc.filename is not None and exc.errno in (errno.ENOTDIR, errno.EEXIST) and output:
+        return f"cannot write {where}: a part of its path is a file, not a folder (check the path given with -o)"
+    if exc.filename is not None and exc.errno == errno.ENOENT and output:
+        return f"cannot write {where}: {reason} (check that the path given with -o can be created)"
     if exc.filename is not None:
         return f"{where}: {reason}"
     return f"{type(exc).__name__}: {reason} ({_DEBUG_HINT})"  # e.g. a connection: no file to name
@@ -198,7 +202,8 @@ def check_sep(ctx: click.Context, param: click.Parameter, value: Optional[str]) 
 def quiet_option(func: Callable) -> Callable:
     """``--quiet`` / ``--verbose``: default is to talk only on a terminal."""
     func = click.option("--verbose", "-v", is_flag=True, help="Log progress even when not on a terminal.")(func)
-    func = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")(func)
+    func = click.option("--quiet", "-q", is_flag=True,
+                        help="No log lines or notes: only errors and the command's result (a table it prints).")(func)
     return func
 
 
@@ -217,52 +222,6 @@ def parse_int_list(text: str, name: str) -> List[int]:
     if not values or any(v <= 0 for v in values):
         raise click.BadParameter(f"{text!r}: every value must be a positive integer, e.g. 5,10,20", param_hint=name)
     return values
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file: same resolved path (symlinks, ``..``, relative
-    spellings), or, when both exist, the same inode (hard links, bind mounts)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet: it cannot be the other
-        return False
-
-
-def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
-                  inputs: Iterable[Optional[str]]) -> None:
-    """Refuse, in one line and before any work, an output that would replace an input or
-    another output.
-
-    Every command that writes files calls this with what it will write and what it reads,
-    so that ``train x.tsv -o x.tsv`` or ``recommend model.npz -o ./model.npz`` never
-    replaces its own input.
-
-    Parameters
-    ----------
-    outputs : mapping
-        Option name (for the message) -> the path it writes, or the list of files it writes
-        (a folder option such as ``prepare -o`` names each file it would create there).
-    inputs : iterable of paths
-        Files the command reads; ``None`` entries are skipped.
-    """
-    ins = [str(p) for p in inputs if p]
-    written: List[Tuple[str, str]] = []  # (path, option) of the outputs checked so far
-    for option, paths in outputs.items():
-        if not paths:
-            continue
-        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-            path = str(path)
-            clash = next((i for i in ins if _same_file(path, i)), None)
-            if clash is not None:
-                raise InputError(f"{option} would overwrite an input file ({clash})", path=path,
-                                 hint="write the output somewhere else")
-            other = next((o for p, o in written if _same_file(path, p)), None)
-            if other is not None:
-                raise InputError(f"{option} and {other} both write this file", path=path,
-                                 hint="give each output its own path")
-            written.append((path, option))
 
 
 def write_table(frame, output, fmt: str, model) -> None:

@@ -44,8 +44,8 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     # prepare: reading and splitting
     "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",
-    # recommend
-    "users", "exclude_items", "block_size",
+    # recommend (and train's output)
+    "output", "users", "exclude_items", "block_size",
     # similar
     "items", "items_file",
     # evaluate, tune, fetch

@@ -9,13 +9,14 @@ import click
 from ..context import ExecutionContext
 from ..data.idlist import read_id_list
 from ..data.inputs import check_readable
-from ..evaluation.formatting import format_table
+from ..evaluation.formatting import format_table, study_notes
 from ..evaluation.plot import check_plot_available
 from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
 from ..stages.evaluate import evaluate as evaluate_stage
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
-from ._common import check_outputs, friendly_errors, make_progress, parse_int_list, quiet_option
+from ..files import check_outputs
+from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -64,8 +65,8 @@ Examples:
       -k 5,10,20 --report report.md --json report.json --plot curves.png
   mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \
       --items cold/item_features.tsv          # new items (cold-items split)
-  mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/{split}/train.tsv' \\
-      --test 'cv/{split}/test.tsv' --recs 'cv/{split}/recs.tsv'
+  mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/split-{split}/train.tsv' \\
+      --test 'cv/split-{split}/test.tsv' --recs 'cv/split-{split}/recs.tsv'
 """)
 @click.option("--train", "train", required=True, metavar="FILE",
               help="Training interactions (user item [value [timestamp]]); their items are "
@@ -127,8 +128,11 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     study = evaluate_stage(train, test, list(recs), names=names, ks=ks, splits=splits, catalog=catalog,
                            context=context, progress=progress)
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
-    if not quiet:
-        click.echo(format_table(study.to_dict()), nl=False)
+    data = study.to_dict()
+    click.echo(format_table(data, notes=False), nl=False)  # the command's result: shown even with --quiet
+    if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
+        for note in study_notes(data):
+            click.echo(f"note: {note}", err=True)
         for path in written:
             click.echo(f"wrote {path}", err=True)
 

@@ -6,7 +6,8 @@ import click
 from ..data.tsv import check_tsv_ids
 from ..stages.explain import explain as explain_scores
 from ..tables import RECS_FORMATS, output_format
-from ._common import check_outputs, friendly_errors, write_table
+from ..files import check_outputs
+from ._common import friendly_errors, quiet_option, write_table
 
 
 @click.command(epilog="""\b
@@ -25,8 +26,9 @@ Examples:
               help="Write here instead of stdout (.csv, .parquet, .gz as for recommend).")
 @click.option("--format", "fmt", type=click.Choice(list(RECS_FORMATS)),
               help="Output format [from the file suffix; tsv otherwise].")
+@quiet_option
 @friendly_errors
-def explain(model_file, user_id, items, n, k, output, fmt):
+def explain(model_file, user_id, items, n, k, output, fmt, quiet, verbose):
     """Explain scores of a WRMF model as sums over the user's training items (Hu, Koren &
     Volinsky 2008): rows ``user<TAB>item<TAB>score<TAB>history_item<TAB>contribution<TAB>rank``.
 
@@ -42,3 +44,5 @@ def explain(model_file, user_id, items, n, k, output, fmt):
     if fmt == "tsv":
         check_tsv_ids(result.frame["user"], result.frame["item"], result.frame["history_item"], path=output)
     write_table(result.frame, output, fmt, result.model)
+    if output and not quiet:
+        click.echo(f"wrote {output}: {len(result.frame)} rows")

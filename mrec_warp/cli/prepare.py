@@ -10,7 +10,8 @@ from ..data.ratings import FORMATS
 from ..data.split import SPLITS
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
-from ._common import check_outputs, check_sep, friendly_errors, make_progress, quiet_option
+from ..files import check_outputs
+from ._common import check_sep, friendly_errors, make_progress, quiet_option
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b

@@ -5,7 +5,7 @@ import click
 
 from ..context import ExecutionContext
 from ..stages.recommend import recommend as recommend_stage
-from ._common import check_outputs, friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
@@ -67,8 +67,6 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     """
     progress = make_progress(quiet, verbose)
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
-    check_outputs({"--output": output}, [model_file, train_file, users_file, cold.get("history"),
-                                         cold.get("item_features"), cold.get("user_features")])
     features = pop_feature_options(cold)  # cold keeps the cold-start options
     result = recommend_stage(model_file, output, k, users=users_file, train=train_file,
                              exclude_items=exclude_items_file, format=fmt, block_size=block_size,

@@ -6,7 +6,8 @@ import click
 from ..data.tsv import check_tsv_ids
 from ..stages.similar import similar as similar_items
 from ..tables import RECS_FORMATS, output_format
-from ._common import check_outputs, friendly_errors, quiet_option, write_table
+from ..files import check_outputs
+from ._common import friendly_errors, quiet_option, write_table
 from ._flags import as_flags
 
 
@@ -44,3 +45,5 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
     if fmt == "tsv":
         check_tsv_ids(result.frame["item"], result.frame["similar_item"], path=output)
     write_table(result.frame, output, fmt, result.model)
+    if output and not quiet:
+        click.echo(f"wrote {output}: {len(result.frame)} rows")

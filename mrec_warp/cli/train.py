@@ -8,7 +8,8 @@ from ..context import ExecutionContext
 from ..data.confidence import CONFIDENCES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
-from ._common import check_outputs, friendly_errors, make_progress, quiet_option
+from ..files import check_outputs
+from ._common import friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
 from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._parallel import N_JOBS, parallel_options

@@ -11,7 +11,8 @@ from ..seeds import DEFAULT_SEED
 from ..context import ExecutionContext
 from ..stages import candidates as search
 from ..stages.tune import tune as tune_stage
-from ._common import check_outputs, friendly_errors, make_progress, quiet_option
+from ..files import check_outputs
+from ._common import friendly_errors, make_progress, quiet_option
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
 from ..stages._inputs import load_interactions
@@ -84,7 +85,9 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
         raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
                                  f"{', '.join(search.TUNABLE_FAMILIES)}", param_hint="--models")
     families = list(dict.fromkeys(families))
-    if not grid_file and not n_random and families == ["warp"]:
+    models_given = click.get_current_context().get_parameter_source("models") != click.core.ParameterSource.DEFAULT
+    if not grid_file and not n_random and not models_given:
+        # a bare `tune TRAIN` is more likely a forgotten option than a wish for the small warp grid
         raise click.UsageError("give --grid FILE, --random N, or both (or --models to use built-in grids)")
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")

@@ -67,7 +67,7 @@ def _legend(data: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def _notes(data: Dict[str, Any]) -> List[str]:
+def study_notes(data: Dict[str, Any]) -> List[str]:
     """Warnings worth reading before trusting the numbers."""
     notes = []
     for r in data["runs"]:
@@ -89,16 +89,16 @@ def _notes(data: Dict[str, Any]) -> List[str]:
     return notes
 
 
-def format_table(data: Dict[str, Any]) -> str:
-    """Plain-text table for a terminal: metrics as rows, recommendation files as columns."""
+def format_table(data: Dict[str, Any], notes: bool = True) -> str:
+    """Plain-text table for a terminal: metrics as rows, recommendation files as columns,
+    then (with ``notes``) the :func:`study_notes` lines."""
     rows = _table_rows(data)
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = _legend(data) + [""]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
-    notes = _notes(data)
-    if notes:
-        lines += [""] + [f"note: {n}" for n in notes]
+    if notes and study_notes(data):
+        lines += [""] + [f"note: {n}" for n in study_notes(data)]
     return "\n".join(lines) + "\n"
 
 
@@ -122,7 +122,7 @@ def format_markdown(data: Dict[str, Any]) -> str:
                            for r in data["runs"]] for m in data["metrics"]]
             out += _markdown_table([header] + body) + [""]
 
-    notes = _notes(data)
+    notes = study_notes(data)
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     out += ["## Protocol", ""]

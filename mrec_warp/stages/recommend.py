@@ -24,7 +24,8 @@ import scipy.sparse as sp
 from ..context import ExecutionContext, local_context
 from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
-from ..files import PathLike
+from ..files import PathLike, check_outputs
+from ..models.base import Recommender
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
                     read_inputs, write_inputs)
@@ -110,6 +111,8 @@ def recommend(
         Where the scoring runs (default one thread).
     progress : Progress, optional
     """
+    check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
+                                        exclude_items, history, item_features, user_features])
     model, model_file = open_model(model)
     notes: List[str] = []
     requested = read_id_list(users, unique=True, note=notes.append) if users else None

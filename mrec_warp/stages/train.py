@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..data.confidence import describe_confidence
 from ..data.interactions import Interactions
+from ..files import check_outputs
 from ..errors import InputError
 from ..models.base import Recommender
 from ..models.families import model_classes
@@ -172,6 +173,7 @@ def train(
         :class:`UnknownParameterError` for a parameter the family does not take.
     """
     progress = progress or SILENT
+    check_outputs({"`output`": output}, [train, validation, params_file, item_features, user_features])
     context = context or local_context()
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []
