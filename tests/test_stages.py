@@ -309,3 +309,13 @@ def test_the_cli_spells_references_as_flags(template, cli):
     exc = InputError(template, path="we`ird`.tsv", hint=template)
     assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
     assert str(exc) == f"we`ird`.tsv: {template} ({template})"
+
+
+def test_similar_takes_a_whole_string_that_is_an_id_as_that_id(tmp_path):
+    rows = [(f"u{u}", item) for u in range(30) for item in ("Warhammer 40,000", "Warhammer 40", "000", f"g{u % 5}")]
+    pd.DataFrame(rows).to_csv(tmp_path / "t.tsv", sep="\t", header=False, index=False)
+    assert run("train", tmp_path / "t.tsv", "-o", tmp_path / "m.npz", "--model", "itemknn", "-q").exit_code == 0
+    assert mw.similar(tmp_path / "m.npz", "Warhammer 40,000", k=2).frame["item"].unique().tolist() == \
+        ["Warhammer 40,000"]
+    # a string that is not an id is still a comma-separated list
+    assert mw.similar(tmp_path / "m.npz", "g1,g2", k=2).frame["item"].unique().tolist() == ["g1", "g2"]

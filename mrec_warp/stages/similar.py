@@ -67,7 +67,8 @@ def similar(
     model : path-like or Recommender
         A model file or a fitted model.
     items : str or sequence of str, optional
-        Item ids; a string is split at commas, each piece taken exactly as given (spaces
+        Item ids. A string that is an item id of the model is that one id (commas and all);
+        any other string is split at commas, each piece taken exactly as given (spaces
         included).
     items_file : path-like, optional
         A file of item ids, one whole line per id (for ids that hold a comma).
@@ -85,8 +86,12 @@ def similar(
     if (items is None) == (items_file is None):
         raise ParameterError("give exactly one of `items` or `items_file`")
     text = items if isinstance(items, str) else None
-    ids = read_id_list(items_file, "item") if items is None else split_id_list(text) if text is not None \
-        else [str(i) for i in items]
+    if text is not None and (model.item_indices([text], strict=False) >= 0).all():
+        ids = [text]  # the whole string is an id of the model ("Warhammer 40,000"): do not cut it
+    elif text is not None:
+        ids = split_id_list(text)
+    else:
+        ids = read_id_list(items_file, "item") if items is None else [str(i) for i in items]
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
