@@ -17,6 +17,7 @@ from mrec_warp.errors import InputError
 from mrec_warp.models import WRMF, Popularity, load
 from mrec_warp.kernels import als as _als
 from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.als_blocks import LocalBlocks
 from mrec_warp.models.wrmf import _TrainingData
 
 from .conftest import planted_low_rank
@@ -94,7 +95,7 @@ def test_loss_decreases_every_half_iteration(planted, solver):
     losses = [model.loss(data)]
     for _ in range(6):
         for side in ("users", "items"):
-            model._half_iteration(data, side)
+            model._half_iteration(LocalBlocks(data), side)
             losses.append(model.loss(data))
     steps = np.diff(losses)
     assert (steps < 0).all(), losses

@@ -11,14 +11,12 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+import contextlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from ..data.confidence import check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
@@ -27,7 +25,8 @@ from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from ..seeds import spawn_seed
-from ..workers import effective_n_jobs
+from ..workers import Workers, effective_n_jobs, fitting_threads
+from .als_blocks import TrainingData as _TrainingData, block_solver
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
@@ -166,33 +165,19 @@ class WRMF(Recommender):
         return np.ascontiguousarray(G, dtype=np.float32)
 
     # -- one half-iteration ------------------------------------------------------------------
-    def _solve_rows(self, X: np.ndarray, Y: np.ndarray, rows: "_Rows", pool: Optional[ThreadPoolExecutor],
-                    exact: bool = False) -> None:
-        """Solve every row of ``rows`` for ``X`` against the fixed ``Y`` (in place)."""
-        G = self._gram(Y)
-        exact = exact or self.solver == "cholesky"
-
-        def run(bounds: Tuple[int, int]) -> int:
-            if exact:
-                return _als.solve_exact(X, Y, G, rows.indptr, rows.indices, rows.conf, *bounds)
-            _als.solve_cg(X, Y, G, rows.indptr, rows.indices, rows.conf, *bounds, int(self.cg_steps))
-            return 0
-
-        chunks = rows.chunks(X.shape[1], 1 if pool is None else effective_n_jobs(self.n_jobs))
-        failed = sum(pool.map(run, chunks) if pool is not None else map(run, chunks))
+    def _half_iteration(self, blocks, side: str, exact: bool = False) -> None:
+        """Solve every row of ``side`` against the other side's fixed factors (in place), the
+        blocks of rows on ``blocks``' workers and the Gram matrix here, once."""
+        X, Y = (self.user_factors_, self.item_factors_) if side == "users" else (self.item_factors_,
+                                                                                  self.user_factors_)
+        failed = blocks.solve(side, X, Y, self._gram(Y), exact or self.solver == "cholesky", int(self.cg_steps))
         if failed:
             raise TrainingDivergedError(f"{failed} least-squares systems were not positive definite",
                                         hint="use regularization > 0")
 
-    def _half_iteration(self, data: "_TrainingData", side: str, pool: Optional[ThreadPoolExecutor] = None) -> None:
-        if side == "users":
-            self._solve_rows(self.user_factors_, self.item_factors_, data.users, pool)
-        else:
-            self._solve_rows(self.item_factors_, self.user_factors_, data.items, pool)
-
-    def _iteration(self, data: "_TrainingData", pool: Optional[ThreadPoolExecutor]) -> None:
-        self._half_iteration(data, "users", pool)
-        self._half_iteration(data, "items", pool)
+    def _iteration(self, blocks) -> None:
+        self._half_iteration(blocks, "users")
+        self._half_iteration(blocks, "items")
         self.epochs_done_ += 1
         # a float64 sum is finite exactly when every entry is (and needs no n x d temporary)
         if not (np.isfinite(self.user_factors_.sum(dtype=np.float64))
@@ -213,7 +198,7 @@ class WRMF(Recommender):
     # -- public training API -----------------------------------------------------------------
     def fit(self, X, validation=None, callbacks: Sequence[Callback] = (), progress: Optional[Progress] = None,
             use_values: bool = True, user_ids: Optional[Sequence] = None,
-            item_ids: Optional[Sequence] = None) -> "WRMF":
+            item_ids: Optional[Sequence] = None, workers: Optional[Workers] = None) -> "WRMF":
         """Fit on a users x items matrix (CSR or :class:`Interactions`) of values.
 
         Parameters
@@ -231,6 +216,12 @@ class WRMF(Recommender):
             ``False``: ignore the values, every observed pair weighs ``1 + alpha``.
         user_ids, item_ids : sequences, optional
             With a plain matrix: the id of each row and column, as for WARP.
+        workers : Workers, optional
+            Where the half-iterations' blocks of rows run: worker processes or a Dask
+            cluster (e.g. the stage's :class:`~mrec_warp.context.ExecutionContext`; entered
+            here if it is not yet). Without it, or with threads, ``n_jobs`` threads of this
+            process. The model is bit-for-bit the same either way
+            (:mod:`~mrec_warp.models.als_blocks`).
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
@@ -244,10 +235,16 @@ class WRMF(Recommender):
         conf_csr = self._confidence_csr()
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
+        with workers if workers is not None else contextlib.nullcontext():
+            if workers is not None and not workers.is_local_memory:
+                progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
+            return self._fit(csr.shape, conf_csr, validation, callbacks, progress, rng, workers)
 
+    def _fit(self, shape, conf_csr, validation, callbacks, progress, rng, workers) -> "WRMF":
+        """:meth:`fit` once the data are checked: a fixed count of iterations, or early stopping."""
         if self.epochs is not None:
-            self._init_state(*csr.shape, rng)
-            self._train(conf_csr, int(self.epochs), progress, callbacks)
+            self._init_state(*shape, rng)
+            self._train(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
             self.best_epoch_ = int(self.epochs)
             return self
         if validation is not None:
@@ -257,24 +254,37 @@ class WRMF(Recommender):
             fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
             val.data[:] = 1.0
         init_seed = spawn_seed(rng)
-        self._init_state(*csr.shape, np.random.default_rng(init_seed))
-        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
+        self._init_state(*shape, np.random.default_rng(init_seed))
+        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
+                           workers=workers)
         self.best_epoch_ = best
         if validation is None and self.refit:
             progress.log(f"refitting on all training data for {best} iterations")
-            self._init_state(*csr.shape, np.random.default_rng(init_seed))
-            self._train(conf_csr, best, progress, callbacks, phase="refit")
+            self._init_state(*shape, np.random.default_rng(init_seed))
+            self._train(conf_csr, best, progress, callbacks, phase="refit", workers=workers)
         return self
 
     def _confidence_csr(self) -> sp.csr_matrix:
         return sp.csr_matrix((self.confidence_, self.train_.indices, self.train_.indptr), shape=self.train_.shape)
 
-    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best."""
+    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
+               workers: Optional[Workers] = None) -> int:
+        """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
+
+        The half-iterations' blocks run on ``workers`` when they are other processes, else on
+        a pool of ``n_jobs`` threads kept for the whole run. BLAS runs on one thread here
+        throughout: the Gram matrices then come out the same whatever ``n_jobs`` or the
+        workers are (so do the factors, as every row's solve is independent), they cost
+        little next to the solves, and BLAS threads competing with the pool's (or with
+        other programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead
+        of 0.2 ms.
+        """
         data = _TrainingData(conf_csr)
-        with _thread_pool(self.n_jobs) as pool:
+        local = workers is None or workers.is_local_memory
+        with fitting_threads(self.n_jobs if local else 1, single_blas=True) as run, \
+                block_solver(data, workers, run, effective_n_jobs(self.n_jobs)) as blocks:
             def step():
-                self._iteration(data, pool)
+                self._iteration(blocks)
                 return {}, ""
 
             return run_epochs(self, step, epochs, progress, callbacks, validation, phase, unit="iteration",
@@ -350,50 +360,3 @@ class WRMF(Recommender):
     def _get_attrs(self) -> Dict[str, Any]:
         return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
-
-
-class _Rows:
-    """One side of the problem: CSR structure and confidences of the rows being solved."""
-
-    def __init__(self, csr: sp.csr_matrix) -> None:
-        self.indptr = csr.indptr.astype(np.int64, copy=False)
-        self.indices = csr.indices
-        self.conf = np.ascontiguousarray(csr.data, dtype=np.float32)
-
-    def chunks(self, d: int, n_workers: int) -> List[Tuple[int, int]]:
-        """Row ranges of about equal work (a row costs about d + its entries per CG step),
-        four per worker so a slow range does not leave the others idle."""
-        n = len(self.indptr) - 1
-        if n_workers <= 1 or n == 0:
-            return [(0, n)]
-        cost = np.cumsum(np.diff(self.indptr) + d)
-        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], 4 * n_workers + 1)[1:-1])
-        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-        return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-class _TrainingData:
-    """Both sides of a confidence matrix: users x items and its transpose."""
-
-    def __init__(self, conf_csr: sp.csr_matrix) -> None:
-        self.users = _Rows(conf_csr)
-        self.items = _Rows(conf_csr.T.tocsr())
-
-
-@contextmanager
-def _thread_pool(n_jobs: Optional[int]) -> Iterator[Optional[ThreadPoolExecutor]]:
-    """Plain threads for the kernels (they release the GIL); none for one job.
-
-    As for WARP, not joblib.Parallel: its set-up per call is as long as a half-iteration on
-    a small data set. BLAS runs on one thread throughout: the Gram matrices then come out
-    the same whatever ``n_jobs`` is (so do the factors, as every row's solve is independent),
-    they cost little next to the solves, and BLAS threads competing with ours (or with other
-    programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead of 0.2 ms.
-    """
-    n = effective_n_jobs(n_jobs)
-    with threadpool_limits(limits=1, user_api="blas"):
-        if n <= 1:
-            yield None
-            return
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            yield pool
