@@ -227,18 +227,19 @@ class WRMF(Recommender):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        csr = self._set_training_data(X)
-        if raw.nnz != csr.nnz:  # binary_csr dropped explicit zeros: drop their values too
+        nnz, shape = self._set_training_data(X)
+        if raw.nnz != nnz:  # binary_csr dropped explicit zeros: drop their values too
             raw = raw.copy()
             raw.eliminate_zeros()
-        self.confidence_ = self.confidences(raw.data if use_values else None, csr.nnz)
+        self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
+        del raw
         conf_csr = self._confidence_csr()
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
         with workers if workers is not None else contextlib.nullcontext():
             if workers is not None and not workers.is_local_memory:
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            return self._fit(csr.shape, conf_csr, validation, callbacks, progress, rng, workers)
+            return self._fit(shape, conf_csr, validation, callbacks, progress, rng, workers)
 
     def _fit(self, shape, conf_csr, validation, callbacks, progress, rng, workers) -> "WRMF":
         """:meth:`fit` once the data are checked: a fixed count of iterations, or early stopping."""
@@ -265,7 +266,39 @@ class WRMF(Recommender):
         return self
 
     def _confidence_csr(self) -> sp.csr_matrix:
-        return sp.csr_matrix((self.confidence_, self.train_.indices, self.train_.indptr), shape=self.train_.shape)
+        """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""
+        indptr, indices, shape = self._seen
+        return sp.csr_matrix((self.confidence_, indices, indptr), shape=shape)
+
+    # -- the training matrix: its structure, shared with the confidences; its ones on demand ---
+    def _set_training_data(self, X) -> Tuple[int, Tuple[int, int]]:
+        """Ids and training pairs as for every model; returns (pairs, shape). The binary
+        matrix's ones are dropped at once: the fit needs only its structure."""
+        binary = super()._set_training_data(X)
+        self.__dict__["_binary_train"] = None
+        return binary.nnz, binary.shape
+
+    @property
+    def train_(self) -> Optional[sp.csr_matrix]:
+        """The training pairs as a binary matrix (what recommend excludes, what is saved), as
+        for every model. WRMF keeps only its structure, shared with the confidence matrix,
+        and builds the ones on first use after the fit: a fit then holds no second array of
+        values beside the confidences (about 4 bytes a pair of peak memory)."""
+        train = self.__dict__.get("_binary_train")
+        if train is None and self.__dict__.get("_seen") is not None:
+            indptr, indices, shape = self._seen
+            train = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=shape)
+            self.__dict__["_binary_train"] = train
+        return train
+
+    @train_.setter
+    def train_(self, value: Optional[sp.csr_matrix]) -> None:
+        self.__dict__["_binary_train"] = value
+        self.__dict__["_seen"] = None if value is None else (value.indptr, value.indices, value.shape)
+
+    def _check_fitted(self) -> None:
+        if self.__dict__.get("_seen") is None:  # without building train_'s ones
+            super()._check_fitted()
 
     def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
                workers: Optional[Workers] = None) -> int:
@@ -350,7 +383,7 @@ class WRMF(Recommender):
         d = uf.shape[1] if uf.ndim == 2 else -1
         check_shape(uf, (self.n_users, d), "user factors")
         check_shape(itf, (self.n_items, d), "item factors")
-        check_shape(conf, (self.train_.nnz,), "confidences (one per training pair)")
+        check_shape(conf, (len(self._seen[1]),), "confidences (one per training pair)")
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (conf, "confidences")):
             check_finite(arr, what)
         if len(conf) and conf.min() < 1:
