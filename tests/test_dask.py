@@ -347,3 +347,31 @@ def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
                 p.wait()
     write_recommendations(model, ref, k=3)
     assert _rows_per_user(out) == _rows_per_user(ref) and not wd.exists()
+
+
+def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):
+    rng = np.random.default_rng(0)
+    users, items = np.repeat(np.arange(20000), 15), rng.integers(0, 2000, 20000 * 15)
+    (tmp_path / "big.tsv").write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(users, items)))
+    procs = []
+    try:
+        scheduler, worker, address = _start_cluster(tmp_path, {})
+        procs += [scheduler, worker]
+        fit = _cli("train", tmp_path / "big.tsv", "-o", tmp_path / "m.npz", "--model", "wrmf", "--epochs", 500,
+                   "--backend", "dask", "--scheduler", address, "-v")
+        procs.append(fit)
+        seen = []
+        for line in fit.stderr:  # iterations are under way on the cluster
+            seen.append(line)
+            if "fit iteration   2" in line:
+                break
+        scheduler.kill()
+        _, err = fit.communicate(timeout=120)
+        assert fit.returncode == 2, "".join(seen) + err
+        _one_line_error(err, f"lost the Dask scheduler at {address}", "the fit starts over")
+        assert "workdir" not in err and not (tmp_path / "m.npz").exists()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

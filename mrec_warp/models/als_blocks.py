@@ -31,10 +31,13 @@ import scipy.sparse as sp
 
 from ..files import owner_tag, remove_stale_temps
 from ..kernels import als as _als
-from ..workers import Workers
+from ..workers import ClusterError, Workers
 
 #: Prefix of the temporary folder that worker processes read a fit's arrays from.
 STAGE_PREFIX = "mrec-warp-als-"
+
+#: What to do when the Dask scheduler is lost in the middle of a fit (there are no parts to resume).
+LOST_HINT = "restart the scheduler and the workers, then rerun the same command; the fit starts over"
 
 
 class Rows:
@@ -130,7 +133,8 @@ class RemoteBlocks:
             remove_stale_temps(tempfile.gettempdir(), prefix=STAGE_PREFIX)  # of killed runs
             self.folder = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{owner_tag()}")
         try:
-            self.sides = {side: self._share(side, getattr(self.data, side)) for side in ("users", "items")}
+            with self._cluster_faults():
+                self.sides = {side: self._share(side, getattr(self.data, side)) for side in ("users", "items")}
         except BaseException:
             self.__exit__()
             raise
@@ -141,6 +145,19 @@ class RemoteBlocks:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+    @contextlib.contextmanager
+    def _cluster_faults(self) -> Iterator[None]:
+        """A lost Dask scheduler, while scattering or while the blocks run, is one
+        :class:`~mrec_warp.workers.ClusterError` whose hint fits a fit: nothing to resume."""
+        try:
+            yield
+        except ClusterError as exc:
+            raise ClusterError(exc.message, hint=LOST_HINT) from None
+        except (OSError, TimeoutError) as exc:
+            if self.workers.name != "dask":
+                raise
+            raise ClusterError(self.workers._lost().message, hint=LOST_HINT) from exc
 
     def _share(self, name: str, value: Any) -> Any:
         """``value`` where every worker can read it without it travelling with each block: scattered
@@ -157,16 +174,17 @@ class RemoteBlocks:
     def solve(self, side: str, X: np.ndarray, Y: np.ndarray, G: np.ndarray, exact: bool, cg_steps: int) -> int:
         """Solve every row of ``side`` into ``X`` on the workers; returns the failed systems."""
         rows: Rows = getattr(self.data, side)
-        chunks = rows.chunks(X.shape[1], self.workers.workers)
         self.rounds += 1
         name = f"fixed-{self.rounds}"  # a new file each time: never rewrite a file a worker may still map
-        fixed = self._share(name, Y)  # once per half-iteration, not once per block
-        tasks = [(self.sides[side], fixed, G, X[a:b], a, b, exact, cg_steps) for a, b in chunks]
-        failed = 0
+        failed, fixed, tasks = 0, None, []
         try:
-            for (a, b), (x, bad) in zip(chunks, self.workers.map(solve_block, tasks)):
-                X[a:b] = x
-                failed += bad
+            with self._cluster_faults():
+                chunks = rows.chunks(X.shape[1], self.workers.workers)  # asks the scheduler
+                fixed = self._share(name, Y)  # once per half-iteration, not once per block
+                tasks = [(self.sides[side], fixed, G, X[a:b], a, b, exact, cg_steps) for a, b in chunks]
+                for (a, b), (x, bad) in zip(chunks, self.workers.map(solve_block, tasks)):
+                    X[a:b] = x
+                    failed += bad
         finally:
             del fixed, tasks
             if self.folder is not None:
