@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -227,7 +227,7 @@ class WRMF(Recommender):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        nnz, shape = self._set_training_data(X)
+        nnz, shape = self._set_pairs(X)
         if raw.nnz != nnz:  # binary_csr dropped explicit zeros: drop their values too
             raw = raw.copy()
             raw.eliminate_zeros()
@@ -236,34 +236,40 @@ class WRMF(Recommender):
         conf_csr = self._confidence_csr()
         rng = np.random.default_rng(self.random_state)
         self.history_: List[Dict[str, Any]] = []
+        with self._solving_on(workers, progress):
+            if self.epochs is not None:
+                self._init_state(*shape, rng)
+                self._train(conf_csr, int(self.epochs), progress, callbacks)
+                self.best_epoch_ = int(self.epochs)
+                return self
+            if validation is not None:
+                val = _as_aligned_csr(validation, self, "validation")
+                fit_part = conf_csr
+            else:
+                fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
+                val.data[:] = 1.0
+            init_seed = spawn_seed(rng)
+            self._init_state(*shape, np.random.default_rng(init_seed))
+            best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
+            self.best_epoch_ = best
+            if validation is None and self.refit:
+                progress.log(f"refitting on all training data for {best} iterations")
+                self._init_state(*shape, np.random.default_rng(init_seed))
+                self._train(conf_csr, best, progress, callbacks, phase="refit")
+        return self
+
+    @contextlib.contextmanager
+    def _solving_on(self, workers: Optional[Workers], progress: Progress) -> Iterator[None]:
+        """While a fit runs: ``workers`` entered (if given), and :meth:`_train` told to solve its
+        blocks on them (through ``_fit_workers``, as ``_train`` takes only the data)."""
         with workers if workers is not None else contextlib.nullcontext():
             if workers is not None and not workers.is_local_memory:
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            return self._fit(shape, conf_csr, validation, callbacks, progress, rng, workers)
-
-    def _fit(self, shape, conf_csr, validation, callbacks, progress, rng, workers) -> "WRMF":
-        """:meth:`fit` once the data are checked: a fixed count of iterations, or early stopping."""
-        if self.epochs is not None:
-            self._init_state(*shape, rng)
-            self._train(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
-            self.best_epoch_ = int(self.epochs)
-            return self
-        if validation is not None:
-            val = _as_aligned_csr(validation, self, "validation")
-            fit_part = conf_csr
-        else:
-            fit_part, val = holdout_split(conf_csr, float(self.validation_fraction), rng)  # keeps confidences
-            val.data[:] = 1.0
-        init_seed = spawn_seed(rng)
-        self._init_state(*shape, np.random.default_rng(init_seed))
-        best = self._train(fit_part, int(self.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
-                           workers=workers)
-        self.best_epoch_ = best
-        if validation is None and self.refit:
-            progress.log(f"refitting on all training data for {best} iterations")
-            self._init_state(*shape, np.random.default_rng(init_seed))
-            self._train(conf_csr, best, progress, callbacks, phase="refit", workers=workers)
-        return self
+            self._fit_workers = workers
+            try:
+                yield
+            finally:
+                self._fit_workers = None  # a client is no part of the model
 
     def _confidence_csr(self) -> sp.csr_matrix:
         """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""
@@ -271,10 +277,10 @@ class WRMF(Recommender):
         return sp.csr_matrix((self.confidence_, indices, indptr), shape=shape)
 
     # -- the training matrix: its structure, shared with the confidences; its ones on demand ---
-    def _set_training_data(self, X) -> Tuple[int, Tuple[int, int]]:
-        """Ids and training pairs as for every model; returns (pairs, shape). The binary
-        matrix's ones are dropped at once: the fit needs only its structure."""
-        binary = super()._set_training_data(X)
+    def _set_pairs(self, X) -> Tuple[int, Tuple[int, int]]:
+        """:meth:`_set_training_data` keeping only the binary matrix's structure (see
+        ``train_``): its ones go at once, as the fit needs none. Returns (pairs, shape)."""
+        binary = self._set_training_data(X)
         self.__dict__["_binary_train"] = None
         return binary.nnz, binary.shape
 
@@ -300,11 +306,10 @@ class WRMF(Recommender):
         if self.__dict__.get("_seen") is None:  # without building train_'s ones
             super()._check_fitted()
 
-    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
-               workers: Optional[Workers] = None) -> int:
+    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
-        The half-iterations' blocks run on ``workers`` when they are other processes, else on
+        The half-iterations' blocks run on the fit's workers when they are other processes, else on
         a pool of ``n_jobs`` threads kept for the whole run. BLAS runs on one thread here
         throughout: the Gram matrices then come out the same whatever ``n_jobs`` or the
         workers are (so do the factors, as every row's solve is independent), they cost
@@ -313,6 +318,7 @@ class WRMF(Recommender):
         of 0.2 ms.
         """
         data = _TrainingData(conf_csr)
+        workers = getattr(self, "_fit_workers", None)
         local = workers is None or workers.is_local_memory
         with fitting_threads(self.n_jobs if local else 1, single_blas=True) as run, \
                 block_solver(data, workers, run, effective_n_jobs(self.n_jobs)) as blocks:
