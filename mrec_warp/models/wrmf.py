@@ -76,9 +76,10 @@ class WRMF(Recommender):
         Initial item factors are normal with standard deviation ``init_scale / sqrt(factors)``;
         user factors start at 0 (the first half-iteration solves for them).
     n_jobs : int
-        Threads solving blocks of rows at once. Each row's solve depends only on its own data
+        Threads solving blocks of rows at once (``fit(..., workers=...)`` solves them on
+        processes or a Dask cluster instead). Each row's solve depends only on its own data
         and BLAS runs single-threaded, so a fixed ``random_state`` gives bit-for-bit the same
-        model on one thread and, on this build, on any number of threads.
+        model on one thread and, on this build, on any number of threads or workers.
     random_state : int or None
         Seed of the initial factors and the validation split.
     verbose : bool
