@@ -6,10 +6,11 @@ as four arguments. The context is :class:`~mrec_warp.workers.Workers` (threads, 
 or a Dask cluster, with the BLAS limits that go with them) plus the work folder of the
 job engine (:mod:`mrec_warp.jobs`) and whether to keep its parts.
 
-Models never see the context: they take ``n_jobs`` and run their fitting threads through
-:func:`~mrec_warp.workers.thread_map`, which the context's :attr:`~ExecutionContext.fit_jobs`
+Models take ``n_jobs`` and run their fitting threads through
+:func:`~mrec_warp.workers.fitting_threads`, which the context's :attr:`~ExecutionContext.fit_jobs`
 sizes. Hogwild fitting shares factor arrays, so it always runs on threads of this
-process, whatever the backend.
+process, whatever the backend; WRMF's fit also takes the context (``workers=``) and
+solves its blocks of rows on processes or a cluster (:mod:`~mrec_warp.models.als_blocks`).
 
 Example
 -------

@@ -18,8 +18,8 @@ thread workers gets ``cores // J`` BLAS threads (threadpoolctl), loky does the s
 its processes, and Dask's nanny starts workers with one BLAS thread each.
 
 The fitting threads of the factor models (hogwild epochs, ALS half-steps) are short and
-many, so they go through :func:`thread_map`, plain threads without joblib's set-up cost,
-counted and limited as every other worker here.
+many, so they go through :func:`fitting_threads` (or :func:`thread_map` for one call),
+plain threads without joblib's set-up cost, counted and limited as every other worker here.
 
 This module is the ground floor of parallelism: models use it directly; the stages use
 :class:`~mrec_warp.context.ExecutionContext`, a :class:`Workers` that also carries the
@@ -401,19 +401,35 @@ def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):
     return Workers("threads", n_jobs=n_jobs)
 
 
-def thread_map(func: Callable[..., Any], args: Sequence[Tuple], n_jobs: Optional[int]) -> List[Any]:
-    """``[func(*a) for a in args]`` on up to ``n_jobs`` plain threads, results in order.
+@contextlib.contextmanager
+def fitting_threads(n_jobs: Optional[int], single_blas: bool = False) -> Iterator[Callable[..., List[Any]]]:
+    """A pool of plain threads for a model's fitting steps, kept for as long as the ``with``.
 
-    For a model's fitting steps (one hogwild shard per thread, ALS blocks): kernels that
-    release the GIL, called many times per fit, where joblib's set-up (~15 ms a call, as
-    much as a whole epoch on MovieLens 100k) would dominate. One worker runs here, with no
-    thread at all.
+    Yields ``run(func, args)``, which returns ``[func(*a) for a in args]`` computed on up to
+    ``n_jobs`` threads, in order. For kernels that release the GIL and are called many times
+    per fit (one hogwild shard per thread, ALS blocks), where joblib's set-up (~15 ms a
+    call, as much as a whole epoch on MovieLens 100k) would dominate; a model that calls
+    it every half-iteration keeps one pool for the whole fit. One worker runs in the
+    calling thread, with no pool at all.
+
+    ``single_blas``: BLAS runs on one thread inside the ``with`` (:func:`one_blas_thread`),
+    so a product computed between the steps (an ALS Gram matrix) comes out the same
+    whatever ``n_jobs`` is, and BLAS threads do not compete with the pool's.
     """
-    n = effective_n_jobs(n_jobs, len(args))
-    if n <= 1:
-        return [func(*a) for a in args]
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(lambda a: func(*a), args))
+    n = effective_n_jobs(n_jobs)
+    with one_blas_thread() if single_blas else contextlib.nullcontext():
+        if n <= 1:
+            yield lambda func, args: [func(*a) for a in args]
+            return
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            yield lambda func, args: list(pool.map(lambda a: func(*a), args))
+
+
+def thread_map(func: Callable[..., Any], args: Sequence[Tuple], n_jobs: Optional[int]) -> List[Any]:
+    """``[func(*a) for a in args]`` on up to ``n_jobs`` plain threads (a pool of
+    :func:`fitting_threads` for this one call), results in order."""
+    with fitting_threads(effective_n_jobs(n_jobs, len(args))) as run:
+        return run(func, args)
 
 
 def chunk_ranges(n: int, size: int) -> Sequence[Tuple[int, int]]:

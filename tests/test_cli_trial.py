@@ -111,7 +111,9 @@ def test_k_above_the_catalogue_is_noted_without_verbose(files, tmp_path):
 
 # -- 5. an id cut at a comma ------------------------------------------------------------------------
 def test_items_cut_at_a_comma_point_to_items_file(files):
-    result = run("similar", files["warp"], "--items", COMMA_ID)
+    # one id with a comma, alone, is that id; in a list it is cut, and the hint says why
+    assert run("similar", files["warp"], "--items", COMMA_ID).exit_code == 0
+    result = run("similar", files["warp"], "--items", COMMA_ID + ",nope")
     one_line_error(result, "'Warhammer 40' is not in the model", "splits at commas", "--items-file")
     # an id that is simply unknown keeps the plain advice
     one_line_error(run("similar", files["warp"], "--items", "nope"), "'nope' is not in the model",

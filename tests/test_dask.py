@@ -172,6 +172,54 @@ def test_slim_on_a_dask_cluster_learns_the_weights_threads_learn(client, tmp_pat
     assert load(path).get_params() == remote.get_params()
 
 
+def test_wrmf_on_dask_is_bit_identical_to_threads_and_ships_the_data_once(client, fitted, monkeypatch):
+    from mrec_warp.models import WRMF
+    from mrec_warp.models.als_blocks import Rows
+
+    _, _, data = fitted
+    shipped = []
+    scatter = client.scatter
+
+    def recording_scatter(value, **kwargs):
+        shipped.append(type(value).__name__)
+        assert kwargs.get("broadcast")  # to every worker at once, not with each block
+        return scatter(value, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", recording_scatter)
+    for params in (dict(epochs=3), dict(max_epochs=4, patience=2)):  # early stopping then the refit
+        params = dict(factors=8, alpha=2.0, regularization=5.0, random_state=1, **params)
+        threads = WRMF(n_jobs=2, **params).fit(data)
+        shipped.clear()
+        with distributed.get_task_stream(client) as stream, Backend("dask", client=client) as be:
+            remote = WRMF(n_jobs=2, **params).fit(data, workers=be)
+        np.testing.assert_array_equal(remote.user_factors_, threads.user_factors_)
+        np.testing.assert_array_equal(remote.item_factors_, threads.item_factors_)
+        assert remote.best_epoch_ == threads.best_epoch_
+        iterations, fits = len(remote.history_), 1 + ("max_epochs" in params)
+        assert shipped.count(Rows.__name__) == 2 * fits  # both sides of the confidence matrix, once per fit
+        assert shipped.count(np.ndarray.__name__) == 2 * iterations  # the fixed factors, per half-iteration
+        assert len(shipped) == 2 * fits + 2 * iterations
+        solved = [t for t in stream.data if t["key"].startswith("solve_block")]
+        workers = set(client.scheduler_info()["workers"])
+        assert len(solved) >= 2 * iterations and {t["worker"] for t in solved} <= workers
+
+
+def test_cli_wrmf_on_a_cluster_writes_the_threads_model(client, fitted, tmp_path):
+    _, _, data = fitted
+    coo = data.matrix.tocoo()
+    lines = [f"{data.user_ids[r]}\t{data.item_ids[c]}\t{1 + (r * c) % 4}" for r, c in zip(coo.row, coo.col)]
+    (tmp_path / "plays.tsv").write_text("\n".join(lines) + "\n")
+    common = ["train", tmp_path / "plays.tsv", "--model", "wrmf", "--factors", "8", "--epochs", "3"]
+    local = _cli(*common, "-o", tmp_path / "local.npz")
+    remote = _cli(*common, "-o", tmp_path / "dask.npz", "--backend", "dask", "--scheduler", client.scheduler.address,
+                  "-v")
+    for proc in (local, remote):
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+    assert f"blocks of rows solved on dask at {client.scheduler.address}, 2 workers" in err
+    assert (tmp_path / "dask.npz").read_bytes() == (tmp_path / "local.npz").read_bytes()
+
+
 # -- pre-flight: every worker runs this mrec-warp ------------------------------------------------
 def _cli(*args, env=None):
     import subprocess
@@ -299,3 +347,31 @@ def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
                 p.wait()
     write_recommendations(model, ref, k=3)
     assert _rows_per_user(out) == _rows_per_user(ref) and not wd.exists()
+
+
+def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):
+    rng = np.random.default_rng(0)
+    users, items = np.repeat(np.arange(20000), 15), rng.integers(0, 2000, 20000 * 15)
+    (tmp_path / "big.tsv").write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(users, items)))
+    procs = []
+    try:
+        scheduler, worker, address = _start_cluster(tmp_path, {})
+        procs += [scheduler, worker]
+        fit = _cli("train", tmp_path / "big.tsv", "-o", tmp_path / "m.npz", "--model", "wrmf", "--epochs", 500,
+                   "--backend", "dask", "--scheduler", address, "-v")
+        procs.append(fit)
+        seen = []
+        for line in fit.stderr:  # iterations are under way on the cluster
+            seen.append(line)
+            if "fit iteration   2" in line:
+                break
+        scheduler.kill()
+        _, err = fit.communicate(timeout=120)
+        assert fit.returncode == 2, "".join(seen) + err
+        _one_line_error(err, f"lost the Dask scheduler at {address}", "the fit starts over")
+        assert "workdir" not in err and not (tmp_path / "m.npz").exists()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

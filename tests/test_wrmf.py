@@ -17,6 +17,7 @@ from mrec_warp.errors import InputError
 from mrec_warp.models import WRMF, Popularity, load
 from mrec_warp.kernels import als as _als
 from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.als_blocks import LocalBlocks
 from mrec_warp.models.wrmf import _TrainingData
 
 from .conftest import planted_low_rank
@@ -94,7 +95,7 @@ def test_loss_decreases_every_half_iteration(planted, solver):
     losses = [model.loss(data)]
     for _ in range(6):
         for side in ("users", "items"):
-            model._half_iteration(data, side)
+            model._half_iteration(LocalBlocks(data), side)
             losses.append(model.loss(data))
     steps = np.diff(losses)
     assert (steps < 0).all(), losses
@@ -411,3 +412,31 @@ def test_explain_writes_csv_for_a_csv_name(tmp_path):
     rows = list(csv.reader((folder / "why.csv").open(newline="")))
     assert rows[0] == ["user", "item", "score", "history_item", "contribution", "rank"] and len(rows) > 1
     assert {r[0] for r in rows[1:]} == {"u3"}
+
+
+def _pair_arrays(model, nnz):
+    """Distinct arrays of one entry per training pair that the model holds."""
+    found = {}
+
+    def visit(value):
+        if sp.issparse(value):
+            visit(value.data), visit(value.indices)
+        elif isinstance(value, tuple):
+            for v in value:
+                visit(v)
+        elif isinstance(value, np.ndarray) and value.shape == (nnz,):
+            found[value.__array_interface__["data"][0]] = value
+
+    for value in vars(model).values():
+        visit(value)
+    return found
+
+
+def test_a_fitted_model_holds_the_pairs_once_and_builds_its_ones_on_demand(planted):
+    m = _values_matrix(planted)
+    model = WRMF(factors=4, epochs=1, random_state=0).fit(m)
+    assert len(_pair_arrays(model, m.nnz)) == 2  # the pairs' items and their confidences, no ones
+    assert np.shares_memory(model.train_.indices, model._confidence_csr().indices)
+    assert (model.train_ != (m > 0)).nnz == 0 and set(model.train_.data) == {1.0}
+    assert len(_pair_arrays(model, m.nnz)) == 3  # recommend's exclusion (train_) built them, once
+    assert model.train_ is model.train_

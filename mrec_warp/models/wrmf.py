@@ -11,14 +11,12 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+import contextlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from ..data.confidence import check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
@@ -26,7 +24,8 @@ from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from ..workers import effective_n_jobs
+from ..workers import Workers, effective_n_jobs, fitting_threads
+from .als_blocks import TrainingData as _TrainingData, block_solver
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
@@ -75,9 +74,10 @@ class WRMF(Recommender):
         Initial item factors are normal with standard deviation ``init_scale / sqrt(factors)``;
         user factors start at 0 (the first half-iteration solves for them).
     n_jobs : int
-        Threads solving blocks of rows at once. Each row's solve depends only on its own data
+        Threads solving blocks of rows at once (``fit(..., workers=...)`` solves them on
+        processes or a Dask cluster instead). Each row's solve depends only on its own data
         and BLAS runs single-threaded, so a fixed ``random_state`` gives bit-for-bit the same
-        model on one thread and, on this build, on any number of threads.
+        model on one thread and, on this build, on any number of threads or workers.
     random_state : int or None
         Seed of the initial factors and the validation split.
     verbose : bool
@@ -164,33 +164,19 @@ class WRMF(Recommender):
         return np.ascontiguousarray(G, dtype=np.float32)
 
     # -- one half-iteration ------------------------------------------------------------------
-    def _solve_rows(self, X: np.ndarray, Y: np.ndarray, rows: "_Rows", pool: Optional[ThreadPoolExecutor],
-                    exact: bool = False) -> None:
-        """Solve every row of ``rows`` for ``X`` against the fixed ``Y`` (in place)."""
-        G = self._gram(Y)
-        exact = exact or self.solver == "cholesky"
-
-        def run(bounds: Tuple[int, int]) -> int:
-            if exact:
-                return _als.solve_exact(X, Y, G, rows.indptr, rows.indices, rows.conf, *bounds)
-            _als.solve_cg(X, Y, G, rows.indptr, rows.indices, rows.conf, *bounds, int(self.cg_steps))
-            return 0
-
-        chunks = rows.chunks(X.shape[1], 1 if pool is None else effective_n_jobs(self.n_jobs))
-        failed = sum(pool.map(run, chunks) if pool is not None else map(run, chunks))
+    def _half_iteration(self, blocks, side: str, exact: bool = False) -> None:
+        """Solve every row of ``side`` against the other side's fixed factors (in place), the
+        blocks of rows on ``blocks``' workers and the Gram matrix here, once."""
+        X, Y = (self.user_factors_, self.item_factors_) if side == "users" else (self.item_factors_,
+                                                                                  self.user_factors_)
+        failed = blocks.solve(side, X, Y, self._gram(Y), exact or self.solver == "cholesky", int(self.cg_steps))
         if failed:
             raise TrainingDivergedError(f"{failed} least-squares systems were not positive definite",
                                         hint="use regularization > 0")
 
-    def _half_iteration(self, data: "_TrainingData", side: str, pool: Optional[ThreadPoolExecutor] = None) -> None:
-        if side == "users":
-            self._solve_rows(self.user_factors_, self.item_factors_, data.users, pool)
-        else:
-            self._solve_rows(self.item_factors_, self.user_factors_, data.items, pool)
-
-    def _iteration(self, data: "_TrainingData", pool: Optional[ThreadPoolExecutor]) -> None:
-        self._half_iteration(data, "users", pool)
-        self._half_iteration(data, "items", pool)
+    def _iteration(self, blocks) -> None:
+        self._half_iteration(blocks, "users")
+        self._half_iteration(blocks, "items")
         self.epochs_done_ += 1
         # a float64 sum is finite exactly when every entry is (and needs no n x d temporary)
         if not (np.isfinite(self.user_factors_.sum(dtype=np.float64))
@@ -211,7 +197,7 @@ class WRMF(Recommender):
     # -- public training API -----------------------------------------------------------------
     def fit(self, X, validation=None, callbacks: Sequence[Callback] = (), progress: Optional[Progress] = None,
             use_values: bool = True, user_ids: Optional[Sequence] = None,
-            item_ids: Optional[Sequence] = None) -> "WRMF":
+            item_ids: Optional[Sequence] = None, workers: Optional[Workers] = None) -> "WRMF":
         """Fit on a users x items matrix (CSR or :class:`Interactions`) of values.
 
         Parameters
@@ -229,31 +215,96 @@ class WRMF(Recommender):
             ``False``: ignore the values, every observed pair weighs ``1 + alpha``.
         user_ids, item_ids : sequences, optional
             With a plain matrix: the id of each row and column, as for WARP.
+        workers : Workers, optional
+            Where the half-iterations' blocks of rows run: worker processes or a Dask
+            cluster (e.g. the stage's :class:`~mrec_warp.context.ExecutionContext`; entered
+            here if it is not yet). Without it, or with threads, ``n_jobs`` threads of this
+            process. The model is bit-for-bit the same either way
+            (:mod:`~mrec_warp.models.als_blocks`).
         """
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        csr = self._set_training_data(X)
-        if raw.nnz != csr.nnz:  # binary_csr dropped explicit zeros: drop their values too
+        nnz, shape = self._set_pairs(X)
+        if raw.nnz != nnz:  # binary_csr dropped explicit zeros: drop their values too
             raw = raw.copy()
             raw.eliminate_zeros()
-        self.confidence_ = self.confidences(raw.data if use_values else None, csr.nnz)
+        self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
+        del raw
         conf_csr = self._confidence_csr()
         self.history_: List[Dict[str, Any]] = []
-        fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
-                      unit="iteration")
+        with self._solving_on(workers, progress):
+            fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
+                          unit="iteration")
         return self
 
+    @contextlib.contextmanager
+    def _solving_on(self, workers: Optional[Workers], progress: Progress) -> Iterator[None]:
+        """While a fit runs: ``workers`` entered (if given), and :meth:`_train` told to solve its
+        blocks on them (through ``_fit_workers``, as ``_train`` takes only the data)."""
+        with workers if workers is not None else contextlib.nullcontext():
+            if workers is not None and not workers.is_local_memory:
+                progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
+            self._fit_workers = workers
+            try:
+                yield
+            finally:
+                self._fit_workers = None  # a client is no part of the model
+
     def _confidence_csr(self) -> sp.csr_matrix:
-        return sp.csr_matrix((self.confidence_, self.train_.indices, self.train_.indptr), shape=self.train_.shape)
+        """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""
+        indptr, indices, shape = self._seen
+        return sp.csr_matrix((self.confidence_, indices, indptr), shape=shape)
+
+    # -- the training matrix: its structure, shared with the confidences; its ones on demand ---
+    def _set_pairs(self, X) -> Tuple[int, Tuple[int, int]]:
+        """:meth:`_set_training_data` keeping only the binary matrix's structure (see
+        ``train_``): its ones go at once, as the fit needs none. Returns (pairs, shape)."""
+        binary = self._set_training_data(X)
+        self.__dict__["_binary_train"] = None
+        return binary.nnz, binary.shape
+
+    @property
+    def train_(self) -> Optional[sp.csr_matrix]:
+        """The training pairs as a binary matrix (what recommend excludes, what is saved), as
+        for every model. WRMF keeps only its structure, shared with the confidence matrix,
+        and builds the ones on first use after the fit: a fit then holds no second array of
+        values beside the confidences (about 4 bytes a pair of peak memory)."""
+        train = self.__dict__.get("_binary_train")
+        if train is None and self.__dict__.get("_seen") is not None:
+            indptr, indices, shape = self._seen
+            train = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=shape)
+            self.__dict__["_binary_train"] = train
+        return train
+
+    @train_.setter
+    def train_(self, value: Optional[sp.csr_matrix]) -> None:
+        self.__dict__["_binary_train"] = value
+        self.__dict__["_seen"] = None if value is None else (value.indptr, value.indices, value.shape)
+
+    def _check_fitted(self) -> None:
+        if self.__dict__.get("_seen") is None:  # without building train_'s ones
+            super()._check_fitted()
 
     def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best."""
+        """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
+
+        The half-iterations' blocks run on the fit's workers when they are other processes, else on
+        a pool of ``n_jobs`` threads kept for the whole run. BLAS runs on one thread here
+        throughout: the Gram matrices then come out the same whatever ``n_jobs`` or the
+        workers are (so do the factors, as every row's solve is independent), they cost
+        little next to the solves, and BLAS threads competing with the pool's (or with
+        other programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead
+        of 0.2 ms.
+        """
         data = _TrainingData(conf_csr)
-        with _thread_pool(self.n_jobs) as pool:
+        workers = getattr(self, "_fit_workers", None)
+        local = workers is None or workers.is_local_memory
+        with fitting_threads(self.n_jobs if local else 1, single_blas=True) as run, \
+                block_solver(data, workers, run, effective_n_jobs(self.n_jobs)) as blocks:
             def step():
-                self._iteration(data, pool)
+                self._iteration(blocks)
                 return {}, ""
 
             return run_epochs(self, step, epochs, progress, callbacks, validation, phase, unit="iteration",
@@ -319,7 +370,7 @@ class WRMF(Recommender):
         d = uf.shape[1] if uf.ndim == 2 else -1
         check_shape(uf, (self.n_users, d), "user factors")
         check_shape(itf, (self.n_items, d), "item factors")
-        check_shape(conf, (self.train_.nnz,), "confidences (one per training pair)")
+        check_shape(conf, (len(self._seen[1]),), "confidences (one per training pair)")
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (conf, "confidences")):
             check_finite(arr, what)
         if len(conf) and conf.min() < 1:
@@ -329,50 +380,3 @@ class WRMF(Recommender):
     def _get_attrs(self) -> Dict[str, Any]:
         return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
                 "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
-
-
-class _Rows:
-    """One side of the problem: CSR structure and confidences of the rows being solved."""
-
-    def __init__(self, csr: sp.csr_matrix) -> None:
-        self.indptr = csr.indptr.astype(np.int64, copy=False)
-        self.indices = csr.indices
-        self.conf = np.ascontiguousarray(csr.data, dtype=np.float32)
-
-    def chunks(self, d: int, n_workers: int) -> List[Tuple[int, int]]:
-        """Row ranges of about equal work (a row costs about d + its entries per CG step),
-        four per worker so a slow range does not leave the others idle."""
-        n = len(self.indptr) - 1
-        if n_workers <= 1 or n == 0:
-            return [(0, n)]
-        cost = np.cumsum(np.diff(self.indptr) + d)
-        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], 4 * n_workers + 1)[1:-1])
-        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-        return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-class _TrainingData:
-    """Both sides of a confidence matrix: users x items and its transpose."""
-
-    def __init__(self, conf_csr: sp.csr_matrix) -> None:
-        self.users = _Rows(conf_csr)
-        self.items = _Rows(conf_csr.T.tocsr())
-
-
-@contextmanager
-def _thread_pool(n_jobs: Optional[int]) -> Iterator[Optional[ThreadPoolExecutor]]:
-    """Plain threads for the kernels (they release the GIL); none for one job.
-
-    As for WARP, not joblib.Parallel: its set-up per call is as long as a half-iteration on
-    a small data set. BLAS runs on one thread throughout: the Gram matrices then come out
-    the same whatever ``n_jobs`` is (so do the factors, as every row's solve is independent),
-    they cost little next to the solves, and BLAS threads competing with ours (or with other
-    programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead of 0.2 ms.
-    """
-    n = effective_n_jobs(n_jobs)
-    with threadpool_limits(limits=1, user_api="blas"):
-        if n <= 1:
-            yield None
-            return
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            yield pool

@@ -226,7 +226,7 @@ def train(
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
     else:
-        _fit(estimator, model_name, data, backend, n_jobs, format, validation,
+        _fit(estimator, model_name, data, context, format, validation,
              FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
                           columns=feature_columns), progress)
     keep_encoding(estimator, data)
@@ -266,9 +266,11 @@ def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> 
             + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
 
 
-def _fit(estimator: Recommender, model_name: str, data: Interactions, backend: str, n_jobs: int, fmt: str,
+def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,
          validation: Optional[PathLike], features: FeatureFiles, progress: Progress) -> None:
-    """Fit one model in this process, with its validation and feature files."""
+    """Fit one model in this process (WRMF: its blocks on the context's workers), with its
+    validation and feature files."""
+    backend, n_jobs = context.backend, context.n_jobs
     if backend == "processes" and model_name == "warp":
         # hogwild needs every worker to write the same factor arrays: threads share them for
         # free, processes cannot (short of shared memory plus locking), so fit on threads.
@@ -280,7 +282,7 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, backend: s
         if validation:
             fit_kwargs["validation"] = load_interactions(validation, fmt)
     if model_name == "wrmf":
-        fit_kwargs["use_values"] = data.has_values
+        fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
         if model_name != "hybrid":
