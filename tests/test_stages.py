@@ -309,3 +309,17 @@ def test_the_cli_spells_references_as_flags(template, cli):
     exc = InputError(template, path="we`ird`.tsv", hint=template)
     assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
     assert str(exc) == f"we`ird`.tsv: {template} ({template})"
+
+
+# -- tune -------------------------------------------------------------------------------------------
+def test_tune_reads_a_path_as_train_does(files, tmp_path):
+    from mrec_warp.stages._inputs import load_interactions
+
+    points = [{"model": "itemknn", "neighbours": 5}, {"model": "wrmf", "factors": 4, "max_epochs": 2}]
+    from_path = mw.tune(str(files.train), points, k=5)
+    from_data = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5)
+    cols = ["trial", "model", "precision@5"]
+    pd.testing.assert_frame_equal(from_path.table[cols], from_data.table[cols])
+    # the validation file too, as a path (here: the training file itself, so every pair is known)
+    with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
+    assert with_val.table["precision@5"].notna().all()

@@ -35,6 +35,7 @@ from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
+from ._inputs import load_interactions
 from .candidates import MODEL, with_defaults as defaults_first
 
 
@@ -195,17 +196,19 @@ def tune(
     progress: Progress = SILENT,
     with_defaults: bool = True,
     use_values: bool = False,
+    format: str = "auto",
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
 
     Parameters
     ----------
-    train : Interactions or sparse matrix
-        Training positives.
+    train : Interactions, sparse matrix or path
+        Training positives; a path is read as ``train`` reads it (with its values when a
+        WRMF trial may weigh them).
     points : sequence of dict
         Candidates (see :mod:`~mrec_warp.stages.candidates`).
-    validation : Interactions or sparse matrix, optional
-        Held-out positives; default: ``validation_fraction`` of each user's items, drawn
+    validation : Interactions, sparse matrix or path, optional
+        Held-out positives (a path is read like ``train``); default: ``validation_fraction`` of each user's items, drawn
         once with ``seed`` so every trial sees the same split.
     k : int
         Cut-off of the validation precision (also the early-stopping metric).
@@ -222,6 +225,8 @@ def tune(
     use_values : bool
         WRMF trials weigh the training values (``train``'s matrix data) as confidences;
         otherwise, and for every other family, each pair counts the same.
+    format : str
+        Format of the files ``train`` and ``validation`` name ("auto": by extension).
 
     Returns
     -------
@@ -237,6 +242,11 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
+    if isinstance(train, (str, os.PathLike)):
+        train = load_interactions(train, format, values=any(p.get(MODEL, "warp") == "wrmf" for p in points),
+                                  required=False)
+    if isinstance(validation, (str, os.PathLike)):
+        validation = load_interactions(validation, format)
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
     fit, val, use_values = _split(train, validation, validation_fraction, seed,
