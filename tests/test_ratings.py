@@ -479,6 +479,16 @@ def test_the_reading_record_names_each_column_and_the_ignored_ones(tmp_path):
     assert headerless["ignored_columns"] == [{"position": 3, "why": "empty on every line"}]
 
 
+def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
+    path = write(tmp_path, "p.csv", "user,item,plays,ts,\nu1,i1,3,100,\nu2,i2,4,200,\n")
+    reading = read_ratings(path).attrs["reading"]
+    assert list(reading["columns"]) == ["user", "item", "value", "timestamp"]
+    assert reading["ignored_columns"] == [{"position": 4, "why": "no name in the header"}]
+    with pytest.raises(InputError) as caught:
+        read_ratings(path, columns=["user", "movie"])
+    assert "header columns: user, item, plays, ts, #5 (no name) (" in str(caught.value)
+
+
 @pytest.mark.parametrize("text, sep, suggested", [
     (STEAM, ";", "','"),  # the user's --sep is never the one suggested
     ("u1;i1;5\nu2;i2;4\n", None, "';'"),  # guessed as whitespace: names the one that splits
