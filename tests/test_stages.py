@@ -200,7 +200,8 @@ def test_cold_start_folds_in_a_history(files, tmp_path):
     with pytest.raises(InputError, match=r"`item_features` needs a hybrid model, this is a WARP") as caught:
         cold_start(model, "m.npz", item_features=files.items)
     assert error_line(caught.value) == ("m.npz: --item-features needs a hybrid model, this is a WARP "
-                                        "(train with 'mrec-warp train --model hybrid')")
+                                        "(train a hybrid model (--model hybrid))")
+    assert str(caught.value).endswith("(train a hybrid model (`model=hybrid`))")  # reads as well in Python
 
 
 def test_featureless_users_are_the_new_users_with_no_known_feature(files, tmp_path):
@@ -255,7 +256,8 @@ def test_explain_gives_the_rows_of_the_command(files, tmp_path):
     assert set(result.frame["item"]) == {"i1", "i2"}
     with pytest.raises(InputError, match="cannot explain") as caught:
         mw.explain(mw.train(files.train, params={"factors": 4, "epochs": 1}).model, "u3")
-    assert error_line(caught.value).endswith("(train with 'mrec-warp train --model wrmf')")
+    assert error_line(caught.value).endswith("(train a wrmf model (--model wrmf))")
+    assert str(caught.value).endswith("(train a wrmf model (`model=wrmf`))")
 
 
 # -- prepare ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..data.confidence import check_confidence, confidence as confidence_of
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
 from ..seeds import spawn_seed, spawn_seeds
@@ -415,8 +415,9 @@ class WARP(Recommender):
             self._interactions_cache = None
         self.partial_fit_summary_: Dict[str, int] = summary
         if summary["skipped_pairs"]:
-            message = (f"partial_fit skipped {summary['skipped_pairs']} of {summary['pairs']} pairs naming "
-                       f"{summary['unknown_users']} users and {summary['unknown_items']} items the model does not "
+            message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
+                       f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
+                       "the model does not "
                        "know (add new users with fold_in; new items need a refit)")
             warnings.warn(message, UserWarning, stacklevel=2)
             progress.log(f"warning: {message}")

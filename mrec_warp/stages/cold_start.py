@@ -95,7 +95,7 @@ def cold_start(
                             ("include_new_items", include_new_items), ("new_items_only", new_items_only)):
             if given:
                 raise InputError(f"`{name}` needs a hybrid model, this is a {kind}", path=model_file,
-                                 hint="train with 'mrec-warp train `model=hybrid`'")
+                                 hint="train a hybrid model (`model=hybrid`)")
     if history and not hasattr(model, "fold_in"):
         raise InputError(f"`history` needs a warp or hybrid model, this is a {kind}", path=model_file)
     changed = False
