@@ -6,7 +6,9 @@ Every model's ``_check_params`` goes through these, so that a parameter of the w
 """
 from __future__ import annotations
 
+import inspect
 import numbers
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -85,3 +87,10 @@ def check_choice(value: Any, name: str, choices) -> None:
     if not (isinstance(value, str) and value in choices):
         raise InputError(f"invalid parameter: {name} must be one of {', '.join(map(str, choices))}, "
                          f"got {_shown(value)}", hint=f"set `{name}`")
+
+
+def integer_params(cls: type) -> frozenset:
+    """The constructor parameters of ``cls`` annotated as integers (``int``, ``Optional[int]``)."""
+    sig = inspect.signature(cls.__init__)
+    return frozenset(name for name, p in sig.parameters.items()
+                     if re.search(r"\bint\b", str(p.annotation)) and "float" not in str(p.annotation))
