@@ -325,3 +325,20 @@ def test_tune_reads_a_path_as_train_does(files, tmp_path):
     # the validation file too, as a path (here: the training file itself, so every pair is known)
     with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
     assert with_val.table["precision@5"].notna().all()
+
+
+def test_fold_in_epochs_are_refused_for_a_model_whose_fold_in_has_none(files, tmp_path):
+    history = tmp_path / "history.tsv"
+    history.write_text("newcomer\ti3\nnewcomer\ti5\n")
+    wrmf = mw.train(files.train, model="wrmf", params={"factors": 4, "epochs": 1}).model
+    with pytest.raises(InputError) as caught:
+        cold_start(wrmf, "w.npz", history=history, fold_in_epochs=5)
+    assert error_line(caught.value) == ("w.npz: --fold-in-epochs does not apply to a WRMF, whose fold-in has no "
+                                        "epochs (drop --fold-in-epochs: it is for warp and hybrid models)")
+    assert cold_start(wrmf, "w.npz", history=history).users == ["newcomer"]  # without it: the exact solve
+    wrmf.save(tmp_path / "w.npz")
+    result = run("recommend", tmp_path / "w.npz", "-o", tmp_path / "r.tsv", "--history", history,
+                 "--fold-in-epochs", 5)
+    assert result.exit_code == 2 and "--fold-in-epochs does not apply to a WRMF" in result.output
+    assert not (tmp_path / "r.tsv").exists()
+
