@@ -214,6 +214,35 @@ def test_featureless_users_are_the_new_users_with_no_known_feature(files, tmp_pa
     assert grown.featureless_users()[model.n_users:].tolist() == [False, True]
 
 
+def test_fold_in_epochs_are_refused_for_a_model_whose_fold_in_has_none(files, tmp_path):
+    history = tmp_path / "history.tsv"
+    history.write_text("newcomer\ti3\nnewcomer\ti5\n")
+    wrmf = mw.train(files.train, model="wrmf", params={"factors": 4, "epochs": 1}).model
+    with pytest.raises(InputError) as caught:
+        cold_start(wrmf, "w.npz", history=history, fold_in_epochs=5)
+    assert error_line(caught.value) == ("w.npz: --fold-in-epochs does not apply to a WRMF, whose fold-in has no "
+                                        "epochs (drop --fold-in-epochs: it is for warp and hybrid models)")
+    assert cold_start(wrmf, "w.npz", history=history).users == ["newcomer"]  # without it: the exact solve
+    wrmf.save(tmp_path / "w.npz")
+    result = run("recommend", tmp_path / "w.npz", "-o", tmp_path / "r.tsv", "--history", history,
+                 "--fold-in-epochs", 5)
+    assert result.exit_code == 2 and "--fold-in-epochs does not apply to a WRMF" in result.output
+    assert not (tmp_path / "r.tsv").exists()
+
+# -- tune -------------------------------------------------------------------------------------------
+def test_tune_reads_a_path_as_train_does(files, tmp_path):
+    from mrec_warp.stages._inputs import load_interactions
+
+    points = [{"model": "itemknn", "neighbours": 5}, {"model": "wrmf", "factors": 4, "max_epochs": 2}]
+    from_path = mw.tune(str(files.train), points, k=5)
+    from_data = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5)
+    cols = ["trial", "model", "precision@5"]
+    pd.testing.assert_frame_equal(from_path.table[cols], from_data.table[cols])
+    # the validation file too, as a path (here: the training file itself, so every pair is known)
+    with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
+    assert with_val.table["precision@5"].notna().all()
+
+
 # -- similar and explain ------------------------------------------------------------------------------
 def test_similar_gives_the_rows_of_the_command(files, tmp_path):
     mw.train(files.train, tmp_path / "m.npz", params={"factors": 8, "epochs": 2})
@@ -311,34 +340,4 @@ def test_the_cli_spells_references_as_flags(template, cli):
     exc = InputError(template, path="we`ird`.tsv", hint=template)
     assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
     assert str(exc) == f"we`ird`.tsv: {template} ({template})"
-
-
-# -- tune -------------------------------------------------------------------------------------------
-def test_tune_reads_a_path_as_train_does(files, tmp_path):
-    from mrec_warp.stages._inputs import load_interactions
-
-    points = [{"model": "itemknn", "neighbours": 5}, {"model": "wrmf", "factors": 4, "max_epochs": 2}]
-    from_path = mw.tune(str(files.train), points, k=5)
-    from_data = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5)
-    cols = ["trial", "model", "precision@5"]
-    pd.testing.assert_frame_equal(from_path.table[cols], from_data.table[cols])
-    # the validation file too, as a path (here: the training file itself, so every pair is known)
-    with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
-    assert with_val.table["precision@5"].notna().all()
-
-
-def test_fold_in_epochs_are_refused_for_a_model_whose_fold_in_has_none(files, tmp_path):
-    history = tmp_path / "history.tsv"
-    history.write_text("newcomer\ti3\nnewcomer\ti5\n")
-    wrmf = mw.train(files.train, model="wrmf", params={"factors": 4, "epochs": 1}).model
-    with pytest.raises(InputError) as caught:
-        cold_start(wrmf, "w.npz", history=history, fold_in_epochs=5)
-    assert error_line(caught.value) == ("w.npz: --fold-in-epochs does not apply to a WRMF, whose fold-in has no "
-                                        "epochs (drop --fold-in-epochs: it is for warp and hybrid models)")
-    assert cold_start(wrmf, "w.npz", history=history).users == ["newcomer"]  # without it: the exact solve
-    wrmf.save(tmp_path / "w.npz")
-    result = run("recommend", tmp_path / "w.npz", "-o", tmp_path / "r.tsv", "--history", history,
-                 "--fold-in-epochs", 5)
-    assert result.exit_code == 2 and "--fold-in-epochs does not apply to a WRMF" in result.output
-    assert not (tmp_path / "r.tsv").exists()
 
