@@ -340,4 +340,3 @@ def test_the_cli_spells_references_as_flags(template, cli):
     exc = InputError(template, path="we`ird`.tsv", hint=template)
     assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
     assert str(exc) == f"we`ird`.tsv: {template} ({template})"
-
