@@ -417,8 +417,7 @@ class WARP(Recommender):
         if summary["skipped_pairs"]:
             message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
                        f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
-                       "the model does not "
-                       "know (add new users with fold_in; new items need a refit)")
+                       "the model does not know (add new users with fold_in; new items need a refit)")
             warnings.warn(message, UserWarning, stacklevel=2)
             progress.log(f"warning: {message}")
         if not hasattr(self, "history_"):
