@@ -8,6 +8,12 @@ from typing import Iterable, Iterator, Optional, TypeVar
 T = TypeVar("T")
 
 
+def plural(n: int, noun: str, nouns: Optional[str] = None) -> str:
+    """``n`` and the noun that goes with it: ``"1 row"``, ``"2,345 rows"`` (``nouns``: an
+    irregular plural, e.g. ``"entries"``)."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
 class Progress:
     """Where long-running work reports what it is doing.
 

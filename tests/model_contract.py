@@ -11,6 +11,7 @@ The data is a small planted-cluster set, so every test takes a fraction of a sec
 """
 from __future__ import annotations
 
+import inspect
 import io
 
 import numpy as np
@@ -101,6 +102,20 @@ class ModelContract:
     def test_out_of_range_users_are_refused(self, fitted, bad):
         with pytest.raises((InputError, IndexError)):
             fitted.recommend(users=np.array([0, bad]), k=3)
+
+    def numeric_params(self):
+        """The constructor's parameters annotated as numbers (``int``, ``Optional[float]``...)."""
+        sig = inspect.signature(self.model_class.__init__)
+        return [name for name, p in sig.parameters.items()
+                if name != "self" and any(t in str(p.annotation) for t in ("int", "float"))]
+
+    @pytest.mark.parametrize("bad", ["a", True, float("nan"), float("inf")])
+    def test_a_numeric_parameter_of_the_wrong_type_is_refused_by_name(self, data, bad):
+        for name in self.numeric_params():  # bools and NaN/inf are refused as numbers too
+            with pytest.raises(InputError) as caught:
+                self.make(**{name: bad}).fit(data[0])
+            assert name in caught.value.params, f"{name}={bad!r}: {caught.value}"
+            assert "Traceback" not in str(caught.value) and "\n" not in str(caught.value)
 
     def test_unfitted_model_refuses_to_recommend(self):
         with pytest.raises(RuntimeError, match="not fitted"):

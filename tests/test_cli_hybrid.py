@@ -117,7 +117,7 @@ def test_fold_in_with_a_plain_warp_model(cold_split, tmp_path):
     history.write_text("a\ti1\na\ti2\nb\ti3\nb\tunknown-item\n")
     result = run("recommend", model, "-o", tmp_path / "recs.tsv", "--history", history, "--fold-in-epochs", 3, "-v")
     ok(result)
-    assert "folded in 2 users (2 new)" in result.stderr and "1 rows with items the model does not know" in result.stderr
+    assert "folded in 2 users (2 new)" in result.stderr and "1 row with items the model does not know was skipped" in result.stderr
     assert set(recs_of(tmp_path / "recs.tsv")["user"]) == {"a", "b"}
     # new-item options need a hybrid model
     assert_one_line_error(run("recommend", model, "-o", tmp_path / "x.tsv", "--include-new-items"),

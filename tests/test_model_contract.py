@@ -1,7 +1,7 @@
 """Every model class runs the shared contract suite (tests/model_contract.py)."""
 from __future__ import annotations
 
-from mrec_warp.models import EASE, SLIM, WARP, ItemKNN, Popularity
+from mrec_warp.models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity
 
 from .model_contract import ModelContract
 
@@ -38,3 +38,13 @@ class TestEASE(ModelContract):
 class TestEASEPopularItems(ModelContract):
     model_class = EASE
     params = {"l2": 10.0, "max_items": 40}
+
+
+class TestWRMF(ModelContract):
+    model_class = WRMF
+    params = {"factors": 8, "epochs": 3, "random_state": 0}
+
+
+class TestHybridWARP(ModelContract):
+    model_class = HybridWARP
+    params = {"factors": 8, "epochs": 3, "random_state": 0}

@@ -472,3 +472,11 @@ def test_saving_the_same_model_twice_gives_the_same_bytes(tmp_path):
     model.save(tmp_path / "b.npz")
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
     np.testing.assert_array_equal(load(tmp_path / "b.npz").user_factors_, model.user_factors_)
+
+
+def test_an_empty_model_file_gets_the_hint_of_a_model_file(tmp_path):
+    path = tmp_path / "empty.npz"
+    path.write_bytes(b"")
+    proc = run_cli("recommend", path, "-o", tmp_path / "out.tsv")
+    assert_one_line_exit_2(proc, path, "model file is empty")
+    assert "train the model again" in proc.stderr and "interaction" not in proc.stderr

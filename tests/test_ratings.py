@@ -355,6 +355,30 @@ def test_a_quoted_line_break_in_an_id_is_refused_with_its_line(tmp_path):
         read_ratings(write(tmp_path, "q.csv", text))
 
 
+UNCLOSED = "a quote opened here is never closed (add the closing quote"
+
+
+@pytest.mark.parametrize("text, line", [
+    # later quoted lines: the open quote swallows lines up to the next quote (7 fields, not 5)
+    ("user,item,plays,ts,x\n" + "u1,i1,1,10,x\n" * 5 + 'u2,"bad item,3,10,x\n' + "u3,i3,1,10,x\n" * 3
+     + 'u4,"i,4",1,10,x\n' + "u5,i5,1,10,x\n", 7),
+    # no later quote: the quote runs to the end of the file (pandas: "EOF inside string")
+    ('user,item,plays\nu1,i1,1\nu2,"i2,2\nu3,i3,3\nu4,i4,4\n', 3),
+    ('u1,i1,1\nu2,i2,2\nu3,"i3,3\n', 3),  # on the last line
+])
+def test_an_unclosed_quote_is_named_with_the_line_it_opens_on(tmp_path, text, line):
+    with pytest.raises(InputError) as caught:
+        read_ratings(write(tmp_path, "q.csv", text))
+    assert str(caught.value).startswith(f"{tmp_path / 'q.csv'}:{line}: {UNCLOSED}")
+    assert "\n" not in str(caught.value)
+
+
+def test_an_open_quote_that_makes_an_id_of_several_lines_says_so(tmp_path):
+    text = 'u0,i0,1\nu1,"i1,1\nu2,i2,2\nu3,"i3",3\nu4,i4,4\n'  # closed by the next line's quote
+    with pytest.raises(InputError, match=r"q\.csv:2: .*if a quote opened on this line is never closed"):
+        read_ratings(write(tmp_path, "q.csv", text))
+
+
 def test_ids_are_never_stripped_or_merged(tmp_path):
     text = "u1\tUniverse Sandbox\t1\nu1\tUniverse Sandbox \t2\n u1\t007\t3\n"
     df = read_ratings(write(tmp_path, "w.tsv", text))
@@ -453,6 +477,16 @@ def test_the_reading_record_names_each_column_and_the_ignored_ones(tmp_path):
     assert reading["ignored_columns"] == [{"position": 3, "why": "no name in the header"}]
     headerless = read_ratings(write(tmp_path, "t.csv", "u1,i1,5,\nu2,i2,4,\n")).attrs["reading"]
     assert headerless["ignored_columns"] == [{"position": 3, "why": "empty on every line"}]
+
+
+def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
+    path = write(tmp_path, "p.csv", "user,item,plays,ts,\nu1,i1,3,100,\nu2,i2,4,200,\n")
+    reading = read_ratings(path).attrs["reading"]
+    assert list(reading["columns"]) == ["user", "item", "value", "timestamp"]
+    assert reading["ignored_columns"] == [{"position": 4, "why": "no name in the header"}]
+    with pytest.raises(InputError) as caught:
+        read_ratings(path, columns=["user", "movie"])
+    assert "header columns: user, item, plays, ts, #5 (no name) (" in str(caught.value)
 
 
 @pytest.mark.parametrize("text, sep, suggested", [

@@ -200,7 +200,8 @@ def test_cold_start_folds_in_a_history(files, tmp_path):
     with pytest.raises(InputError, match=r"`item_features` needs a hybrid model, this is a WARP") as caught:
         cold_start(model, "m.npz", item_features=files.items)
     assert error_line(caught.value) == ("m.npz: --item-features needs a hybrid model, this is a WARP "
-                                        "(train with 'mrec-warp train --model hybrid')")
+                                        "(train a hybrid model (--model hybrid))")
+    assert str(caught.value).endswith("(train a hybrid model (`model=hybrid`))")  # reads as well in Python
 
 
 def test_featureless_users_are_the_new_users_with_no_known_feature(files, tmp_path):
@@ -211,6 +212,35 @@ def test_featureless_users_are_the_new_users_with_no_known_feature(files, tmp_pa
     newcomers = pd.DataFrame({"id": ["a", "b"], "feature": ["student", "astronaut"]})
     grown = model.with_new_users(newcomers)
     assert grown.featureless_users()[model.n_users:].tolist() == [False, True]
+
+
+def test_fold_in_epochs_are_refused_for_a_model_whose_fold_in_has_none(files, tmp_path):
+    history = tmp_path / "history.tsv"
+    history.write_text("newcomer\ti3\nnewcomer\ti5\n")
+    wrmf = mw.train(files.train, model="wrmf", params={"factors": 4, "epochs": 1}).model
+    with pytest.raises(InputError) as caught:
+        cold_start(wrmf, "w.npz", history=history, fold_in_epochs=5)
+    assert error_line(caught.value) == ("w.npz: --fold-in-epochs does not apply to a WRMF, whose fold-in has no "
+                                        "epochs (drop --fold-in-epochs: it is for warp and hybrid models)")
+    assert cold_start(wrmf, "w.npz", history=history).users == ["newcomer"]  # without it: the exact solve
+    wrmf.save(tmp_path / "w.npz")
+    result = run("recommend", tmp_path / "w.npz", "-o", tmp_path / "r.tsv", "--history", history,
+                 "--fold-in-epochs", 5)
+    assert result.exit_code == 2 and "--fold-in-epochs does not apply to a WRMF" in result.output
+    assert not (tmp_path / "r.tsv").exists()
+
+# -- tune -------------------------------------------------------------------------------------------
+def test_tune_reads_a_path_as_train_does(files, tmp_path):
+    from mrec_warp.stages._inputs import load_interactions
+
+    points = [{"model": "itemknn", "neighbours": 5}, {"model": "wrmf", "factors": 4, "max_epochs": 2}]
+    from_path = mw.tune(str(files.train), points, k=5)
+    from_data = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5)
+    cols = ["trial", "model", "precision@5"]
+    pd.testing.assert_frame_equal(from_path.table[cols], from_data.table[cols])
+    # the validation file too, as a path (here: the training file itself, so every pair is known)
+    with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
+    assert with_val.table["precision@5"].notna().all()
 
 
 # -- similar and explain ------------------------------------------------------------------------------
@@ -255,7 +285,8 @@ def test_explain_gives_the_rows_of_the_command(files, tmp_path):
     assert set(result.frame["item"]) == {"i1", "i2"}
     with pytest.raises(InputError, match="cannot explain") as caught:
         mw.explain(mw.train(files.train, params={"factors": 4, "epochs": 1}).model, "u3")
-    assert error_line(caught.value).endswith("(train with 'mrec-warp train --model wrmf')")
+    assert error_line(caught.value).endswith("(train a wrmf model (--model wrmf))")
+    assert str(caught.value).endswith("(train a wrmf model (`model=wrmf`))")
 
 
 # -- prepare ----------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_partial_fit_counts_and_warns_about_unknown_ids(planted):
     model = WARP(factors=8, epochs=2, random_state=0).fit(_as_interactions(train, users, items))
     new = pd.DataFrame({"user": ["u0", "u1", "stranger", "stranger", "u2"],
                         "item": ["i5", "i6", "i5", "i7", "no-such-item"]})
-    with pytest.warns(UserWarning, match="skipped 3 of 5 pairs naming 1 users and 1 items"):
+    with pytest.warns(UserWarning, match="skipped 3 of 5 pairs naming 1 user and 1 item "):
         model.partial_fit(Interactions.from_dataframe(new), epochs=1)
     assert model.partial_fit_summary_ == {"pairs": 5, "skipped_pairs": 3, "unknown_users": 1,
                                           "unknown_items": 1, "new_pairs": model.partial_fit_summary_["new_pairs"]}

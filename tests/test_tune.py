@@ -89,13 +89,19 @@ def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     assert len(result.table) == 3 and not (tmp_path / "w").exists()
 
 
-def test_cli_tune_writes_params_that_train_accepts(tmp_path):
+def planted_train_file(tmp_path):
+    """train.tsv of a planted low-rank set of 200 users x 90 items."""
     from tests.conftest import planted_low_rank
 
     train, _ = planted_low_rank(n_users=200, n_items=90, per_user=15, seed=2)
     coo = train.tocoo()
     tsv = tmp_path / "train.tsv"
     tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    return tsv
+
+
+def test_cli_tune_writes_params_that_train_accepts(tmp_path):
+    tsv = planted_train_file(tmp_path)
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"factors": [4, 8], "max_sampled": [10, 30]}))
     runner = CliRunner()
@@ -147,12 +153,7 @@ def test_random_candidates_are_drawn_around_each_familys_defaults():
 
 
 def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
-    from tests.conftest import planted_low_rank
-
-    train, _ = planted_low_rank(n_users=200, n_items=90, per_user=15, seed=2)
-    coo = train.tocoo()
-    tsv = tmp_path / "train.tsv"
-    tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    tsv = planted_train_file(tmp_path)
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"itemknn": {"neighbours": [5, 20]}, "ease": {"l2": [10, 1000]}}))
     runner = CliRunner()
@@ -214,3 +215,18 @@ def test_values_kept_for_wrmf_never_weigh_the_other_families_or_the_validation()
     assert (both <= 1).all() and both["ease"] == alone["ease"]
     binary = tune(train, ease, with_defaults=False).table.set_index("model")["precision@10"]
     assert both["ease"] == binary["ease"]
+
+
+def test_the_table_keeps_counts_whole_beside_families_without_them(tmp_path):
+    tsv = planted_train_file(tmp_path)
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"warp": {"factors": [4]}, "itemknn": {"neighbours": [5]}}))
+    table = tmp_path / "trials.tsv"
+    res = CliRunner().invoke(main, ["tune", str(tsv), "--models", "warp,itemknn", "--grid", str(grid), "--quiet",
+                                    "--max-epochs", "4", "--table", str(table), "-o", str(tmp_path / "best.json")])
+    assert res.exit_code == 0, res.output
+    rows = [line.split("\t") for line in table.read_text().splitlines()]
+    header, body = rows[0], rows[1:]
+    for name in ("epochs", "factors", "neighbours"):
+        cells = [r[header.index(name)] for r in body]
+        assert any(cells) and all(c == "" or c.isdigit() for c in cells), (name, cells)

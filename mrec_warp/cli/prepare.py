@@ -8,6 +8,7 @@ import click
 
 from ..data.ratings import FORMATS
 from ..data.split import SPLITS
+from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
@@ -94,19 +95,20 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
     only) and what became of the value column."""
     dropped = []
     if s["duplicates_merged"]:
-        dropped.append(f"{s['duplicates_merged']:,} duplicates merged")
+        dropped.append(f"{plural(s['duplicates_merged'], 'duplicate')} merged")
     if s["rows_below_min_rating"]:
-        dropped.append(f"{s['rows_below_min_rating']:,} rows below --min-rating")
+        dropped.append(f"{plural(s['rows_below_min_rating'], 'row')} below --min-rating")
     if s["rows_of_users_below_min_user_items"]:
-        dropped.append(f"{s['rows_of_users_below_min_user_items']:,} rows of users below --min-user-items")
+        dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:
-        dropped.append(f"{s['test_rows_with_unknown_item']:,} test rows with items unseen in train")
+        dropped.append(f"{plural(s['test_rows_with_unknown_item'], 'test row')} with items unseen in train")
     if s.get("test_rows_with_unknown_user"):  # cold-items splits: a test row's user must be known
-        dropped.append(f"{s['test_rows_with_unknown_user']:,} test rows with users unseen in train")
+        dropped.append(f"{plural(s['test_rows_with_unknown_user'], 'test row')} with users unseen in train")
     return (
-        f"wrote {folder / 'train.tsv'} ({s['train']['rows']:,} rows), {folder / 'test.tsv'} "
-        f"({s['test']['rows']:,} rows) and {folder / 'summary.json'}\n"
-        f"  {s['users']['kept']:,} users, {s['items']['kept']:,} items from {s['rows_read']:,} rows"
+        f"wrote {folder / 'train.tsv'} ({plural(s['train']['rows'], 'row')}), {folder / 'test.tsv'} "
+        f"({plural(s['test']['rows'], 'row')}) and {folder / 'summary.json'}\n"
+        f"  {plural(s['users']['kept'], 'user')}, {plural(s['items']['kept'], 'item')} from "
+        f"{plural(s['rows_read'], 'row')}"
         + (f"; {', '.join(dropped)}" if dropped else "")
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")

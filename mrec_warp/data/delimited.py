@@ -197,6 +197,10 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
             quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL, doublequote=True,
         )
     except pd.errors.ParserError as exc:
+        opened = unclosed_quote(path, skip, n_fields, encoding) if text_sep == "," else None
+        if opened is not None:
+            raise InputError("a quote opened here is never closed", path=str(path), line=opened,
+                             hint="add the closing quote; a quote inside a quoted field is written twice") from None
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if not m:
             raise InputError(f"cannot parse: {exc}", path=str(path),
@@ -211,6 +215,24 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     finally:
         if fh is not None:
             fh.close()
+
+
+def unclosed_quote(path: Path, skip: int, n_fields: int, encoding: Optional[str] = None) -> Optional[int]:
+    """The line of a CSV where a quote opens that is never closed, or None.
+
+    A quote left open swallows the line breaks after it, up to the next quote in the file
+    or to its end: the record then spans several lines and has the wrong number of fields
+    (a field that rightly holds a line break leaves its record with the right number), or,
+    on the last line, the record ends with an odd number of quotes.
+    """
+    last = None
+    for lineno, text in data_lines(path, ",", skip, encoding=encoding):
+        if "\n" in text and len(split_fields(text, ",")) != n_fields:
+            return lineno
+        last = lineno, text
+    if last is not None and last[1].count('"') % 2:
+        return last[0]
+    return None
 
 
 def columns_hint(sep: str) -> str:
@@ -250,9 +272,12 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
             bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
+                value = col.iloc[row]
+                broken = "\n" in value or "\r" in value  # most often a quote left open, not a real id
                 raise InputError(
-                    f"{role if role == 'feature' else role + ' id'} {col.iloc[row]!r} holds a tab or line break, "
+                    f"{role if role == 'feature' else role + ' id'} {value!r} holds a tab or line break, "
                     "which TSV outputs cannot hold",
                     path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
-                    hint="remove tabs and line breaks from ids",
+                    hint=("if a quote opened on this line is never closed, add the closing quote; otherwise "
+                          if broken else "") + "remove tabs and line breaks from ids",
                 )

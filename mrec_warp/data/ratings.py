@@ -160,8 +160,11 @@ def read_ratings(
         raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
     ignored = []
     if columns is None and header:
-        ignored = [{"position": i, "why": "no name in the header" if i == len(used) else "after an unnamed column"}
-                   for i in range(len(used), min(4, n_fields))]
+        # the columns that would have been read but for an unnamed one, and every unnamed
+        # column (a trailing separator gives one wherever it is, even past the fourth)
+        ignored = [{"position": i, "why": "no name in the header" if i == len(used) or i >= 4
+                    else "after an unnamed column"}
+                   for i in range(len(used), n_fields) if i < 4 or not header_names[i].strip()]
     if columns is None and not header:
         # a trailing separator on every line (or an unused empty tail) is not a column
         while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
@@ -310,7 +313,8 @@ def _resolve_columns(
         elif stripped is not None and c in stripped:
             pos = stripped.index(c)
         else:
-            known = ", ".join(header_names) if header_names else "none (file has no header)"
+            known = (", ".join(h if h.strip() else f"#{i + 1} (no name)" for i, h in enumerate(header_names))
+                     if header_names else "none (file has no header)")
             raise InputError(
                 f"column {c!r} not found; header columns: {known}", path=str(path),
                 hint="name header columns or give 0-based positions, e.g. `columns=0,1,2`",

@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..files import PathLike
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
 from .features import write_features
 from .positives import Positives, binarise
@@ -359,7 +359,7 @@ def prepare(
                              path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
     df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
     encoding = df.attrs.get("encoding", "utf-8")
-    progress.log(f"read {len(df):,} rows from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
+    progress.log(f"read {plural(len(df), 'row')} from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     found = df.attrs.get("reading")
     if found is not None:  # what became of line 1 and which column is what, as read
         found = {**found, "description": describe_reading(found)}
@@ -386,13 +386,13 @@ def prepare(
             summary["feature_files"] = sorted(str(outdir / name) for name in side)
         write_split(folder, train, test, summary, encoding)
         progress.log(
-            f"{folder}: train {summary['train']['rows']:,} rows, test {summary['test']['rows']:,} rows "
-            f"({summary['users']['kept']:,} users, {summary['items']['kept']:,} items)"
+            f"{folder}: train {plural(summary['train']['rows'], 'row')}, test {plural(summary['test']['rows'], 'row')} "
+            f"({plural(summary['users']['kept'], 'user')}, {plural(summary['items']['kept'], 'item')})"
         )
         summaries.append(summary)
     for name, table in side.items():
         write_features(table, outdir / name)
-        progress.log(f"{outdir / name}: {len(table):,} rows, {table['feature'].nunique():,} features")
+        progress.log(f"{outdir / name}: {plural(len(table), 'row')}, {plural(table['feature'].nunique(), 'feature')}")
     return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
 
 
@@ -421,10 +421,10 @@ def _value_words(v: Dict[str, Any]) -> str:
         return "no value column: every row is a positive"
     column = f"value column {v['column']}" if v["column"].startswith("#") else f"value column {v['column']!r}"
     if v["use"] == "binarised":
-        return (f"{column}: binarised at >= {v['min_rating']:g}: {v['rows_below_min_rating']:,} rows dropped "
+        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'row')} dropped "
                 "(the values left stay in column 3 of train.tsv / test.tsv)")
     return (f"{column}: kept in column 3 of train.tsv / test.tsv (largest value of merged duplicates); "
-            "every row is a positive; 'mrec-warp train --confidence log' weighs rows by it")
+            "every row is a positive; training with `confidence=log` weighs rows by it")
 
 
 def _as_list(columns: Union[str, Sequence]) -> List:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..progress import plural
 from .result import Evaluation, metric_names
 from .space import InteractionsLike, Space, build_space, encode, first_occurrence, member
 from .statistics import SUMMARY_COLUMNS, global_number, summarize
@@ -148,7 +149,7 @@ def _recs_codes(recs: pd.DataFrame, space: Space, source: Optional[str]):
             row = int(np.flatnonzero(unknown)[0])
             line = int(recs["line"].iloc[row]) if "line" in recs.columns else row + 1
             more = int(unknown.sum()) - 1
-            also = f" ({more} more such rows)" if more else ""
+            also = f" ({plural(more, 'more such row')})" if more else ""
             raise InputError(
                 f"{kind} {recs[column].iloc[row]!r} is in neither the training nor the test data{also}",
                 path=source or "recommendations", line=line,

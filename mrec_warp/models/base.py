@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ..data.interactions import Interactions, as_csr, binary_csr
 from ..data.npz import source_name
-from ..errors import InputError
+from ..errors import InputError, spell_parameters
 from ..topk import block_to_frame, iter_top_k
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
@@ -466,6 +466,8 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         model._set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)
+        # the file's parameters, not ones the user set: plain names, never shown as flags
+        message = spell_parameters(message, lambda name, value: name if value is None else f"{name}={value}")
         raise InputError(f"model file is invalid: {message}", path=name, hint=MODEL_FILE_HINT) from None
     model._set_attrs(attrs)
     return model

@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
+from .params import check_choice, check_number
 
 DTYPES = ("float32", "float64")
 
@@ -76,12 +77,11 @@ class EASE(ItemSimilarity):
         self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
-        if not self.l2 > 0:
-            raise ValueError(f"l2 must be > 0 (the Gram matrix may be singular), got {self.l2}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        if self.max_items is not None and int(self.max_items) < 1:
-            raise ValueError(f"max_items must be >= 1, got {self.max_items}")
+        check_number(self.l2, "l2", above=0, hint="the Gram matrix may be singular")
+        check_choice(self.dtype, "dtype", DTYPES)
+        check_number(self.max_items, "max_items", integer=True, at_least=1, optional=True)
+        check_number(self.memory_limit_mb, "memory_limit_mb", above=0, optional=True)
+        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
 
     @staticmethod
     def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from ..data.interactions import Interactions, as_csr
 from ..data.ratings import read_ratings
 from ..errors import InputError
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
@@ -196,8 +196,10 @@ def add_history(model, history, user_features=None, user_ids: Optional[Sequence]
 
 def _log_fold_in(progress: Progress, summary: Dict[str, Any], extra: str = "") -> None:
     n_unknown = summary["rows_with_unknown_items"]
-    progress.log(f"folded in {summary['users']} users ({summary['new_users']} new) from {summary['rows']} rows{extra}"
-                 + (f"; {n_unknown} rows with items the model does not know were skipped" if n_unknown else ""))
+    progress.log(f"folded in {plural(summary['users'], 'user')} ({summary['new_users']:,} new) from "
+                 f"{plural(summary['rows'], 'row')}{extra}"
+                 + (f"; {plural(n_unknown, 'row')} with items the model does not know "
+                    f"{'was' if n_unknown == 1 else 'were'} skipped" if n_unknown else ""))
 
 
 # -- matrix helpers shared by the models' hooks --------------------------------------------------

@@ -19,7 +19,6 @@ import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
 from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
-from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
@@ -27,6 +26,7 @@ from ..seeds import spawn_seed
 from .base import factor_scores
 from .feature_sides import FeatureSide, build_side
 from .foldin import append_empty_rows as _append_empty_rows, fold_in
+from .params import check_flag, check_number
 from .warp import WARP, Callback
 
 
@@ -133,8 +133,9 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         return float(WARP().learning_rate)
 
     def _check_params(self) -> None:
-        if not (np.isfinite(self.identity_weight) and self.identity_weight > 0):
-            raise InputError("invalid parameter: identity_weight must be > 0")
+        check_number(self.identity_weight, "identity_weight", above=0)
+        check_flag(self.identity, "identity")
+        check_flag(self.normalize, "normalize")
         if self.learning_rate is None:
             saved, self.learning_rate = self.learning_rate, 1.0  # checked when resolved
             try:

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, top_k_per_row
+from .params import check_choice, check_number
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
 
@@ -63,12 +64,13 @@ class ItemKNN(ItemSimilarity):
         self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
-        if self.similarity not in SIMILARITIES:
-            raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)}, got {self.similarity!r}")
-        if int(self.neighbours) < 1:
-            raise ValueError(f"neighbours must be >= 1, got {self.neighbours}")
-        if self.shrink < 0 or self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1 or self.memory_mb <= 0:
-            raise ValueError("shrink and bm25_k1 must be >= 0, bm25_b in [0, 1], memory_mb > 0")
+        check_choice(self.similarity, "similarity", SIMILARITIES)
+        check_number(self.neighbours, "neighbours", integer=True, at_least=1)
+        check_number(self.shrink, "shrink", at_least=0)
+        check_number(self.bm25_k1, "bm25_k1", at_least=0)
+        check_number(self.bm25_b, "bm25_b", at_least=0, at_most=1)
+        check_number(self.memory_mb, "memory_mb", above=0)
+        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
 
     def weighted(self, csr: sp.csr_matrix) -> sp.csc_matrix:
         """The weighted users x items matrix ``V`` whose column dot products are similarities

@@ -129,7 +129,8 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
     return cls, params, attrs, user_ids, item_ids, train, arrays
 
 
-HINT = "re-create it with 'mrec-warp train'"
+#: How to fix a model file that cannot be used (read alike from Python and from the command line).
+HINT = "re-create it: train the model again and save it"
 #: Largest JSON header read, in characters.
 MAX_META_CHARS = 1 << 20
 

@@ -17,6 +17,8 @@ from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ..kernels import slim as _slim
 from ._itemsim import ItemSimilarity
+from ..errors import InputError
+from .params import check_number
 
 
 class SLIM(ItemSimilarity):
@@ -55,10 +57,14 @@ class SLIM(ItemSimilarity):
         self.scheduler = scheduler
 
     def _check_params(self) -> None:
-        if self.l1 < 0 or self.l2 < 0 or (self.l1 == 0 and self.l2 == 0):
-            raise ValueError(f"l1 and l2 must be >= 0 and not both 0, got l1={self.l1}, l2={self.l2}")
-        if int(self.topk) < 1 or int(self.max_iter) < 1 or not self.tol >= 0:
-            raise ValueError("topk and max_iter must be >= 1 and tol >= 0")
+        check_number(self.l1, "l1", at_least=0)
+        check_number(self.l2, "l2", at_least=0)
+        if self.l1 == 0 and self.l2 == 0:
+            raise InputError("invalid parameter: `l1` and `l2` must not both be 0", hint="e.g. `l2=200`")
+        check_number(self.topk, "topk", integer=True, at_least=1)
+        check_number(self.max_iter, "max_iter", integer=True, at_least=1)
+        check_number(self.tol, "tol", at_least=0)
+        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         n = csr.shape[1]

@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
+from .params import check_flag, check_number
 
 
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -139,12 +140,20 @@ def need(condition: bool, what: str) -> None:
 
 def check_epoch_params(model) -> None:
     """The checks every model trained in epochs with early stopping shares (WARP, WRMF)."""
+    check_number(model.epochs, "epochs", integer=True, optional=True)
     need(model.epochs is None or int(model.epochs) >= 1,
          "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
          "choose the count by early stopping)")
-    need(int(model.max_epochs) >= 1 and int(model.patience) >= 1 and int(model.eval_every) >= 1,
-         "max_epochs, patience and eval_every must be >= 1")
-    need(0 < model.validation_fraction < 1, "validation_fraction must be in (0, 1)")
+    for name in ("max_epochs", "patience", "eval_every", "eval_k", "validation_users"):
+        check_number(getattr(model, name), name, integer=True, at_least=1)
+    check_number(model.validation_fraction, "validation_fraction", above=0, below=1)
+    check_flag(model.refit, "refit")
+
+
+def check_common_params(model) -> None:
+    """``n_jobs`` and ``random_state``, as the iterative models take them."""
+    check_number(model.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
+    check_number(model.random_state, "random_state", integer=True, at_least=0, optional=True)
 
 
 def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,

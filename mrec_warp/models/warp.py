@@ -17,7 +17,7 @@ from ..data.confidence import check_confidence, confidence as confidence_of
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
 from ..seeds import spawn_seed, spawn_seeds
@@ -26,7 +26,8 @@ from .alignment import known_pairs
 from .base import Recommender, factor_scores
 from .foldin import fold_in, warp_append_users, warp_problem
 from .positives import TrainingData, check_divergence, merge_seen
-from .validation import check_epoch_params, fit_or_select, need, run_epochs
+from .params import check_choice, check_flag, check_number
+from .validation import check_common_params, check_epoch_params, fit_or_select, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
@@ -201,21 +202,29 @@ class WARP(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
-        need(int(self.factors) >= 1, "factors must be >= 1")
-        need(self.loss in LOSSES, f"loss must be one of {sorted(LOSSES)}")
-        need(self.learning_schedule in SCHEDULES, f"learning_schedule must be one of {SCHEDULES}")
-        need(self.learning_rate > 0 and np.isfinite(self.learning_rate), "learning_rate must be > 0")
-        need(self.user_reg >= 0 and self.item_reg >= 0, "regularisation must be >= 0")
-        need(int(self.max_sampled) >= 1, "max_sampled must be >= 1")
-        need(1 <= int(self.kos_k) <= int(self.kos_n) <= KOS_MAX_N, f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
-        need(all(v is None or (np.isfinite(v) and v >= 0) for v in (self.user_max_norm, self.item_max_norm)),
-             "user_max_norm and item_max_norm must be >= 0 (0 or None: no limit)")
+        check_number(self.factors, "factors", integer=True, at_least=1)
+        check_choice(self.loss, "loss", sorted(LOSSES))
+        check_choice(self.learning_schedule, "learning_schedule", SCHEDULES)
+        check_number(self.learning_rate, "learning_rate", above=0)
+        check_number(self.decay, "decay", at_least=0)
+        for name in ("user_reg", "item_reg"):
+            check_number(getattr(self, name), name, at_least=0)
+        check_number(self.max_sampled, "max_sampled", integer=True, at_least=1)
+        check_number(self.kos_k, "kos_k", integer=True, at_least=1)
+        check_number(self.kos_n, "kos_n", integer=True, at_least=1, at_most=KOS_MAX_N)
+        need(int(self.kos_k) <= int(self.kos_n), f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
+        for name in ("user_max_norm", "item_max_norm"):
+            check_number(getattr(self, name), name, at_least=0, optional=True, hint="0 or None: no limit")
+        check_flag(self.item_bias, "item_bias")
         check_epoch_params(self)
-        need(self.min_improvement >= 0 and np.isfinite(self.min_improvement), "min_improvement must be >= 0")
-        need(int(self.warm_epochs) >= 0, "warm_epochs must be >= 0 (0: refit from scratch)")
-        if self._confidence_kind() != "none":
+        check_number(self.min_improvement, "min_improvement", at_least=0)
+        check_number(self.warm_epochs, "warm_epochs", integer=True, at_least=0, hint="0: refit from scratch")
+        check_number(self.init_scale, "init_scale", at_least=0)
+        check_common_params(self)
+        if "confidence" in self._param_names():  # (the hybrid trains without one)
+            # alpha and eps are checked even when unused: a wrong one is a mistake either way
             check_confidence(self.confidence, self.alpha, self.eps)
-            need(self.confidence_use in CONFIDENCE_USES, f"confidence_use must be one of {CONFIDENCE_USES}")
+            check_choice(self.confidence_use, "confidence_use", CONFIDENCE_USES)
 
     # -- state -------------------------------------------------------------------------------
     def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -406,9 +415,9 @@ class WARP(Recommender):
             self._interactions_cache = None
         self.partial_fit_summary_: Dict[str, int] = summary
         if summary["skipped_pairs"]:
-            message = (f"partial_fit skipped {summary['skipped_pairs']} of {summary['pairs']} pairs naming "
-                       f"{summary['unknown_users']} users and {summary['unknown_items']} items the model does not "
-                       "know (add new users with fold_in; new items need a refit)")
+            message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
+                       f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
+                       "the model does not know (add new users with fold_in; new items need a refit)")
             warnings.warn(message, UserWarning, stacklevel=2)
             progress.log(f"warning: {message}")
         if not hasattr(self, "history_"):

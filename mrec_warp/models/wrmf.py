@@ -29,7 +29,8 @@ from .als_blocks import TrainingData as _TrainingData, block_solver
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
-from .validation import check_epoch_params, fit_or_select, need, run_epochs
+from .params import check_choice, check_number
+from .validation import check_common_params, check_epoch_params, fit_or_select, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 
@@ -128,12 +129,14 @@ class WRMF(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     def _check_params(self) -> None:
-        need(int(self.factors) >= 1, "factors must be >= 1")
+        check_number(self.factors, "factors", integer=True, at_least=1)
         check_confidence(self.confidence, self.alpha, self.eps)
-        need(np.isfinite(self.regularization) and self.regularization >= 0, "regularization must be >= 0")
-        need(self.solver in SOLVERS, f"solver must be one of {SOLVERS}")
-        need(int(self.cg_steps) >= 1, "cg_steps must be >= 1")
+        check_number(self.regularization, "regularization", at_least=0)
+        check_choice(self.solver, "solver", SOLVERS)
+        check_number(self.cg_steps, "cg_steps", integer=True, at_least=1)
+        check_number(self.init_scale, "init_scale", at_least=0)
         check_epoch_params(self)
+        check_common_params(self)
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule

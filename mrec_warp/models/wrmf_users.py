@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from .foldin import read_history
+from .foldin import _log_fold_in, read_history
 
 
 def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
@@ -71,8 +71,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     n_unknown = int((~known).sum())
     model.fold_in_summary_: Dict[str, Any] = {"users": len(ids), "new_users": len(new), "rows": int(known.sum()),
                                              "rows_with_unknown_items": n_unknown, "epochs": 0}
-    progress.log(f"folded in {len(ids)} users ({len(new)} new) from {int(known.sum())} rows, exact solve"
-                 + (f"; {n_unknown} rows with items the model does not know were skipped" if n_unknown else ""))
+    _log_fold_in(progress, model.fold_in_summary_, ", exact solve")
     return model
 
 

@@ -22,6 +22,7 @@ from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load
 from ..models.families import model_classes
+from ..models.persistence import HINT as MODEL_FILE_HINT
 
 PathLike = Union[str, os.PathLike]
 
@@ -148,7 +149,7 @@ def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Option
     """(model, the file it came from): ``model`` itself, or loaded from a model file."""
     if isinstance(model, Recommender):
         return model, None
-    check_readable(model, "model file")
+    check_readable(model, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
     return load(model), str(model)
 
 

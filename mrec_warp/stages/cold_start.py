@@ -19,6 +19,7 @@ from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..models.base import Recommender
 from ..models.hybrid import HybridWARP
+from ..models.warp import WARP
 from ..progress import SILENT, Progress
 from ._inputs import FeatureFiles
 
@@ -74,7 +75,8 @@ def cold_start(
         Rank items known by their features alone beside the trained ones, or alone.
     history : path-like, optional
         ``user item`` rows of users to fold in without refitting (new ones are added, known
-        ones refined), with ``fold_in_epochs`` passes.
+        ones refined), with ``fold_in_epochs`` passes (a warp or hybrid model; the others'
+        fold-in has no epochs, and an epoch count is refused rather than ignored).
     requested_users : sequence of str, optional
         The users recommendations are asked for: a hybrid model adds those it kept features
         of at training.
@@ -95,9 +97,14 @@ def cold_start(
                             ("include_new_items", include_new_items), ("new_items_only", new_items_only)):
             if given:
                 raise InputError(f"`{name}` needs a hybrid model, this is a {kind}", path=model_file,
-                                 hint="train with 'mrec-warp train `model=hybrid`'")
+                                 hint="train a hybrid model (`model=hybrid`)")
     if history and not hasattr(model, "fold_in"):
         raise InputError(f"`history` needs a warp or hybrid model, this is a {kind}", path=model_file)
+    if fold_in_epochs is not None and not isinstance(model, WARP):
+        # WRMF solves each user exactly, the others add the history as it is: an epoch count
+        # would be ignored, and the user would believe it was used
+        raise InputError(f"`fold_in_epochs` does not apply to a {kind}, whose fold-in has no epochs",
+                         path=model_file, hint="drop `fold_in_epochs`: it is for warp and hybrid models")
     changed = False
     focus: List[str] = []
 

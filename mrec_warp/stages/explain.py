@@ -69,7 +69,7 @@ def explain(
     model, model_file = open_model(model)
     if not hasattr(model, "explain_frame"):
         raise InputError(f"a {type(model).__name__} model cannot explain its scores", path=model_file,
-                         hint="train with 'mrec-warp train `model=wrmf`'")
+                         hint="train a wrmf model (`model=wrmf`)")
     if model.user_indices([user], strict=False)[0] < 0:
         raise InputError(f"user {user!r} is not in the model", hint="use a user id of the training data")
     item_ids = None

@@ -24,7 +24,7 @@ from ..models.families import model_classes
 from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
 from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
 
@@ -187,7 +187,8 @@ def train(
     _check_confidence(estimator, model_name, kind, given)
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
     data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf")
-    progress.log(f"read {data.nnz} interactions: {data.n_users} users x {data.n_items} items from {train}")
+    progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
+                 f"{plural(data.n_items, 'item')} from {train}")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
@@ -263,7 +264,7 @@ def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> 
         return "value column (3rd) ignored: every row is a positive of weight 1 (`confidence=log` to weight by it)"
     zeros = int(data.nnz - (data.matrix.data != 0).sum())
     return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
-            + (f"; {zeros:,} rows of value 0 are not positives" if zeros else ""))
+            + (f"; {plural(zeros, 'row')} of value 0 {'is' if zeros == 1 else 'are'} not positives" if zeros else ""))
 
 
 def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,

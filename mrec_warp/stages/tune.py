@@ -15,7 +15,6 @@ The best trial's family and parameters (a WARP one with its early-stopped epoch 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -32,9 +31,11 @@ from ..errors import InputError
 from ..jobs import INPUTS_FILE, Job, cached, fingerprint, maybe_inject_fault, read_inputs, write_inputs
 from ..models import WARP, WRMF
 from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
+from ..models.params import integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
+from ._inputs import load_interactions
 from .candidates import MODEL, with_defaults as defaults_first
 
 
@@ -135,7 +136,7 @@ class TuneResult:
         fam = FAMILIES[self.best_model]
         params = {}
         for n in (c for c in self.table.columns if c in fam.tunable):
-            if isinstance(row[n], float) and math.isnan(row[n]):
+            if pd.isna(row[n]):
                 if n in fam.nullable:  # a family's trials share their names: NaN was null
                     params[n] = None
                 continue
@@ -159,8 +160,11 @@ class TuneResult:
 
     def format_table(self, max_rows: Optional[int] = None) -> str:
         table = self.table if max_rows is None else self.table.head(max_rows)
-        return table.drop(columns=["defaults"]).to_string(index=False, float_format=lambda v: f"{v:.4g}",
-                                                          na_rep="") + "\n"
+        shown = table.drop(columns=["defaults"])
+        for c in shown.columns:  # whole-number columns: a blank where a family has no such count
+            if isinstance(shown[c].dtype, pd.Int64Dtype):
+                shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else str(v))
+        return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="") + "\n"
 
     def summary(self) -> str:
         """One line: the best family and how far it is above its defaults (and the others')."""
@@ -195,17 +199,19 @@ def tune(
     progress: Progress = SILENT,
     with_defaults: bool = True,
     use_values: bool = False,
+    format: str = "auto",
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
 
     Parameters
     ----------
-    train : Interactions or sparse matrix
-        Training positives.
+    train : Interactions, sparse matrix or path
+        Training positives; a path is read as ``train`` reads it (with its values when a
+        WRMF trial may weigh them).
     points : sequence of dict
         Candidates (see :mod:`~mrec_warp.stages.candidates`).
-    validation : Interactions or sparse matrix, optional
-        Held-out positives; default: ``validation_fraction`` of each user's items, drawn
+    validation : Interactions, sparse matrix or path, optional
+        Held-out positives (a path is read like ``train``); default: ``validation_fraction`` of each user's items, drawn
         once with ``seed`` so every trial sees the same split.
     k : int
         Cut-off of the validation precision (also the early-stopping metric).
@@ -222,6 +228,8 @@ def tune(
     use_values : bool
         WRMF trials weigh the training values (``train``'s matrix data) as confidences;
         otherwise, and for every other family, each pair counts the same.
+    format : str
+        Format of the files ``train`` and ``validation`` name ("auto": by extension).
 
     Returns
     -------
@@ -237,6 +245,11 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
+    if isinstance(train, (str, os.PathLike)):
+        train = load_interactions(train, format, values=any(p.get(MODEL, "warp") == "wrmf" for p in points),
+                                  required=False)
+    if isinstance(validation, (str, os.PathLike)):
+        validation = load_interactions(validation, format)
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
     fit, val, use_values = _split(train, validation, validation_fraction, seed,
@@ -306,4 +319,16 @@ def _results_table(rows, points, default_trials, metric: str) -> pd.DataFrame:
     front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [metric, "vs_defaults",
                                                                                        "epochs", "seconds"]
     table = table[[c for c in front if c in table.columns] + [c for c in table.columns if c not in front]]
+    # counts stay whole numbers beside the families that lack them (pandas makes 6 a 6.0 next to NaN)
+    counts = {"trial", "epochs"}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
+    for c in table.columns:
+        if c in counts and _all_whole(table[c]):
+            table[c] = table[c].astype("Int64")
     return table.reset_index(drop=True)
+
+
+def _all_whole(column: pd.Series) -> bool:
+    """Whether every non-missing value of ``column`` is a whole number (not a bool or a text)."""
+    values = column.dropna()
+    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values) \
+        and bool((values == values.round()).all())
