@@ -36,6 +36,7 @@ import contextlib
 import logging
 import os
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -319,12 +320,14 @@ class Workers:
         return effective_n_jobs(self.n_jobs)
 
     # -- running --------------------------------------------------------------------------
-    def map(self, func: Callable, args: Iterable[Tuple], ordered: bool = True) -> Iterator[Any]:
+    def map(self, func: Callable, args: Iterable[Tuple], ordered: bool = True,
+            names: Optional[Sequence[str]] = None) -> Iterator[Any]:
         """Yield ``func(*a)`` for each tuple ``a`` of ``args``, as they finish.
 
         Results come in the order of ``args`` when ``ordered`` (default), else as soon as
         each call finishes. The first exception raised by a call stops the run and is
-        re-raised here.
+        re-raised here. ``names`` (one per call, e.g. ``fit-submodel-003``) name the Dask
+        tasks in the dashboard; threads and processes have nowhere to show them.
         """
         from joblib import Parallel, delayed, parallel_config
 
@@ -332,7 +335,7 @@ class Workers:
         if not args:
             return
         if self.name == "dask":
-            yield from self._map_dask(func, args, ordered)
+            yield from self._map_dask(func, args, ordered, names)
             return
         n = effective_n_jobs(self.n_jobs, len(args))
         if n == 1 and self.name != "dask":
@@ -348,7 +351,8 @@ class Workers:
             parallel = Parallel(n_jobs=n, return_as=return_as, batch_size=1, pre_dispatch="2*n_jobs")
             yield from parallel(delayed(func)(*a) for a in args)
 
-    def _map_dask(self, func: Callable, args: Sequence[Tuple], ordered: bool) -> Iterator[Any]:
+    def _map_dask(self, func: Callable, args: Sequence[Tuple], ordered: bool,
+                  names: Optional[Sequence[str]] = None) -> Iterator[Any]:
         """:meth:`map` on the cluster: one Dask task per call, all submitted at once.
 
         Straight to the client rather than through joblib, whose Dask backend runs every call
@@ -362,7 +366,10 @@ class Workers:
             raise RuntimeError("use dask Workers inside a 'with' block")
         futures = []
         try:
-            futures = [self.client.submit(func, *a, pure=False) for a in args]
+            # a key is the task's name in the dashboard, which groups tasks by the words
+            # before the first number ("fit-submodel"); the random tail keeps it unique
+            keys = [None] * len(args) if names is None else [f"{n}-{uuid.uuid4().hex}" for n in names]
+            futures = [self.client.submit(func, *a, pure=False, key=key) for a, key in zip(args, keys)]
             for future in (futures if ordered else as_completed(futures)):
                 try:
                     yield future.result()
