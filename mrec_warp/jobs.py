@@ -288,6 +288,7 @@ class Job:
         self.todo = [i for i, name in enumerate(self.parts) if not self.folder.done(name)]
         self.inputs: List[str] = []  # files the workers read, checked for visibility before the run
         self._staged: List[str] = []  # files this job made in its folder (removed at the end)
+        self._logs: List[Path] = []  # the log files of units that log (relayed by run())
 
     @property
     def path(self) -> Path:
@@ -326,7 +327,9 @@ class Job:
         ``None`` when this run shows no log lines."""
         if not self.progress.verbose:
             return None
-        return str(self.folder.file(log_name(self.parts[index])).resolve())
+        path = self.folder.file(log_name(self.parts[index])).resolve()
+        self._logs.append(path)
+        return str(path)
 
     def run(self, func: Callable, tasks: Iterable[Tuple], desc: str = "parts", unit: str = "part",
             ordered: bool = False) -> Iterator[Any]:
@@ -340,8 +343,7 @@ class Job:
         # task i is unit todo[i] (every client builds its tasks so): name it for the dashboard
         names = [f"{self.kind}-{Path(self.parts[i]).stem}" for i in self.todo] if len(tasks) == len(self.todo) \
             else None
-        logs = [self.folder.file(log_name(self.parts[i])) for i in self.todo] if self.progress.verbose else []
-        with LogRelay(logs, self.progress) as relay:
+        with LogRelay(self._logs, self.progress) as relay:  # only files some unit was given
             for result in self.progress.iterate(self.context.map(func, tasks, ordered=ordered, names=names),
                                                 total=len(tasks), desc=desc, unit=unit):
                 relay.drain()  # a unit's own lines before the caller reports it done
