@@ -159,7 +159,8 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     """A ``distributed.Client``: connected to ``scheduler``, or to a new local cluster.
 
     The local cluster has ``n_workers`` single-threaded worker processes (default: one per
-    core) listening on 127.0.0.1 only, no dashboard, and is shut down on exit. A client to an
+    core) listening on 127.0.0.1 only, its dashboard on a free port of 127.0.0.1 (a fixed
+    port may be taken: Dask would warn), and is shut down on exit. A client to an
     existing scheduler is closed on exit; the cluster itself is left running.
     """
     require_dask()
@@ -187,7 +188,7 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     # Workers are processes with one thread each: the kernels already use a core fully, and
     # processes keep one worker's crash from taking the others down.
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     client = Client(cluster)
     try:
         yield client
@@ -397,7 +398,9 @@ class Workers:
     def describe(self) -> str:
         """One line for logs: backend and workers."""
         where = f" at {self.scheduler}" if self.scheduler else (" (local cluster)" if self.name == "dask" else "")
-        return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}"
+        link = getattr(self.client, "dashboard_link", None) if self.name == "dask" else None
+        return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}" \
+            + (f", dashboard {link}" if link else "")
 
 
 def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):

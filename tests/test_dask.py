@@ -363,3 +363,28 @@ def test_cli_train_on_dask_says_what_the_cluster_does_and_is_quiet_with_q(client
     assert "sub-model 0: fit epoch   2" in err
     out, err = _cli(*job, "-o", tmp_path / "q.npz", "-q").communicate(timeout=180)
     assert out == "" and err == "" and (tmp_path / "q.npz").exists()
+
+
+def test_the_dask_extra_brings_the_bokeh_the_dashboard_needs():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from pathlib import Path
+
+    from distributed.versions import BOKEH_REQUIREMENT
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    bokeh = [Requirement(r) for r in project["optional-dependencies"]["dask"] if Requirement(r).name == "bokeh"]
+    assert len(bokeh) == 1
+    floors = [s.version for s in bokeh[0].specifier if s.operator == ">="]
+    assert floors and all(BOKEH_REQUIREMENT.specifier.contains(v) for v in floors)  # the oldest it allows works
+
+
+def test_a_local_cluster_serves_its_dashboard_and_the_log_links_it():
+    from urllib.request import urlopen
+
+    with Backend("dask", n_jobs=1) as be:
+        line = be.describe()
+        link = be.client.dashboard_link
+        page = urlopen(link, timeout=30).read().decode("utf-8", "replace")
+    assert line.startswith("dask (local cluster), 1 worker, dashboard http://127.0.0.1:") and link in line
+    assert "Dask needs bokeh" not in page and "bokeh" in page.lower()
