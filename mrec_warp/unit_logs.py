@@ -14,6 +14,7 @@ Only a driver that shows log lines asks for them: a quiet run gives the units no
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Dict, Optional, Sequence
@@ -42,7 +43,8 @@ class FileLog(Progress):
         self.path, self.prefix = str(path), prefix
 
     def log(self, message: str) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
+        # a line that cannot be written (the folder gone, a full disk) must not fail the unit
+        with contextlib.suppress(OSError), open(self.path, "a", encoding="utf-8") as fh:
             fh.write(f"{self.prefix}{message}\n")
 
 

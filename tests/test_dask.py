@@ -336,13 +336,15 @@ def test_dask_relays_every_epoch_and_names_its_tasks(client, fitted, tmp_path):
 
     from mrec_warp.progress import Progress
 
-    _, _, data = fitted
+    model, path, data = fitted
     log = io.StringIO()
     with Backend("dask", client=client) as be, distributed.get_task_stream(client) as stream:
         fit_submodels(data, {"factors": 4, "epochs": 2}, be, n_models=2, progress=Progress(verbose=True, stream=log))
+        recommend_in_parts(model, tmp_path / "recs.tsv", k=3, context=be, part_size=200, model_file=path)
     keys = sorted(str(t["key"]) for t in stream.data)
-    assert [k.rsplit("-", 1)[0] for k in keys] == ["fit-submodel-000", "fit-submodel-001"]
-    assert {key_split(k) for k in keys} == {"fit-submodel"}  # one group in the dashboard
+    assert [k.rsplit("-", 1)[0] for k in keys] == ["fit-submodel-000", "fit-submodel-001",
+                                                   "recommend-part-00000", "recommend-part-00001"]
+    assert {key_split(k) for k in keys} == {"fit-submodel", "recommend-part"}  # a group each in the dashboard
     lines = log.getvalue().splitlines()
     for i in (0, 1):
         epochs = [n for n, line in enumerate(lines) if f"sub-model {i}: fit epoch " in line]

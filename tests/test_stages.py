@@ -232,6 +232,7 @@ def test_log_relay_shows_lines_while_the_unit_still_runs(tmp_path):
             fh.write("ne\n")
     lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines == ["sub-model 0: fit epoch   1", "half a line"]
+    FileLog(tmp_path / "gone" / "u.log").log("a line nobody can write does not fail the unit")
 
 
 # -- cold start ---------------------------------------------------------------------------------------
