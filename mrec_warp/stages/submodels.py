@@ -30,8 +30,9 @@ from ..seeds import DEFAULT_SEED, spawn_seeds
 from ..unit_logs import unit_progress
 
 #: Sub-models when none are asked for: one model of all the factors. On ml-100k (64 factors,
-#: default settings, 5 seeds) P@10 was 0.2248 for 1 x 64, 0.2154 for 2 x 32 and 0.2052 for
-#: 4 x 16 factors (scripts/bench_submodels.py; README, "A Dask cluster").
+#: default settings, 5 seeds) P@10 was 0.2223 for 1 x 64, 0.2154 for 2 x 32 and 0.2052 for
+#: 4 x 16 factors, and fewer factors did not fit sooner (scripts/bench_submodels.py; README,
+#: "Training on a cluster").
 DEFAULT_SUB_MODELS = 1
 
 
