@@ -13,7 +13,9 @@ evaluation of :mod:`~mrec_warp.stages.evaluate` -- go through the same steps:
 4. **stage** the inputs for workers in other processes: one ``inputs.npz`` per job, in one
    layout for sparse matrices and dense arrays (:func:`write_inputs`, :func:`read_inputs`);
 5. check that every Dask worker **sees** the work folder and the input files;
-6. **map** the units over the execution context's workers;
+6. **map** the units over the execution context's workers (as Dask tasks named after the
+   job and the unit, e.g. ``fit-submodel-003``), showing the lines they log as they come
+   (:mod:`~mrec_warp.unit_logs`);
 7. **assemble** the parts (the client's job) and **clean up** the folder.
 
 Each unit writes its part through a temporary name and a rename, so a part file either is
@@ -45,6 +47,7 @@ from .data.npz import NpzArchive, check_csr, read_arrays, write_npz
 from .errors import InputError
 from .models import load as load_model
 from .progress import SILENT, Progress
+from .unit_logs import LogRelay, log_name
 from .workdir import JOB_FILE, WorkDir
 from .workers import Workers
 
@@ -273,6 +276,7 @@ class Job:
                  folder: Optional[PathLike] = None, progress: Progress = SILENT) -> None:
         self.context = context
         self.progress = progress
+        self.kind = str(description.get("kind", "job"))
         self.temporary: Optional[str] = None
         if folder is None:
             prefix = f"mrec-warp-{description.get('kind', 'job')}-"
@@ -284,6 +288,7 @@ class Job:
         self.todo = [i for i, name in enumerate(self.parts) if not self.folder.done(name)]
         self.inputs: List[str] = []  # files the workers read, checked for visibility before the run
         self._staged: List[str] = []  # files this job made in its folder (removed at the end)
+        self._logs: List[Path] = []  # the log files of units that log (relayed by run())
 
     @property
     def path(self) -> Path:
@@ -317,16 +322,32 @@ class Job:
         self.inputs.append(resolved)
         return resolved
 
+    def unit_log(self, index: int) -> Optional[str]:
+        """The file unit ``index`` logs to (:func:`~mrec_warp.unit_logs.unit_progress`), or
+        ``None`` when this run shows no log lines."""
+        if not self.progress.verbose:
+            return None
+        path = self.folder.file(log_name(self.parts[index])).resolve()
+        self._logs.append(path)
+        return str(path)
+
     def run(self, func: Callable, tasks: Iterable[Tuple], desc: str = "parts", unit: str = "part",
             ordered: bool = False) -> Iterator[Any]:
-        """``func(*task)`` for each task of the to-do on the context's workers, as they finish."""
+        """``func(*task)`` for each task of the to-do (in its order) on the context's workers,
+        as they finish, relaying what the units log meanwhile."""
         tasks = list(tasks)
         if not tasks:
             return
         if self.off_process:
             check_workdir_visible(self.context, self.path, *self.inputs)
-        yield from self.progress.iterate(self.context.map(func, tasks, ordered=ordered), total=len(tasks),
-                                         desc=desc, unit=unit)
+        # task i is unit todo[i] (every client builds its tasks so): name it for the dashboard
+        names = [f"{self.kind}-{Path(self.parts[i]).stem}" for i in self.todo] if len(tasks) == len(self.todo) \
+            else None
+        with LogRelay(self._logs, self.progress) as relay:  # only files some unit was given
+            for result in self.progress.iterate(self.context.map(func, tasks, ordered=ordered, names=names),
+                                                total=len(tasks), desc=desc, unit=unit):
+                relay.drain()  # a unit's own lines before the caller reports it done
+                yield result
 
     def check_complete(self) -> None:
         missing = [name for name in self.parts if not self.folder.done(name)]
@@ -336,10 +357,13 @@ class Job:
     def finish(self, staged: Sequence[str] = ()) -> None:
         """Remove the parts and staged inputs (kept with ``keep_parts``, except in a
         temporary folder), then the lock. ``staged`` names inputs an earlier run may have
-        staged though this one (with nothing left to do) did not."""
+        staged though this one (with nothing left to do) did not. The units' log files go
+        in any case."""
+        logs = [log_name(name) for name in self.parts]
         if not self.context.keep_parts or self.temporary is not None:
-            self.folder.cleanup(self.parts + self._staged + list(staged))
+            self.folder.cleanup(self.parts + self._staged + list(staged) + logs)
         else:
+            self.folder.remove(logs)
             self.folder.release()
         if self.temporary is not None:
             shutil.rmtree(self.temporary, ignore_errors=True)

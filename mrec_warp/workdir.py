@@ -216,15 +216,19 @@ class WorkDir:
     def done(self, name: str) -> bool:
         return (self.path / name).exists()
 
+    def remove(self, names: Iterable[str]) -> None:
+        """Remove these files of the job, if they exist."""
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
+
     def cleanup(self, names: Iterable[str]) -> None:
         """Remove the job's files (and the folder if nothing else is left in it), then the lock.
 
         Besides ``names``, temporary files of dead runs (a part being written when its worker
         was killed) are removed; files of other programs are left alone.
         """
-        for name in list(names) + [JOB_FILE]:
-            with contextlib.suppress(FileNotFoundError):
-                (self.path / name).unlink()
+        self.remove(list(names) + [JOB_FILE])
         for marker in self.path.glob(".fault-*"):
             with contextlib.suppress(FileNotFoundError):
                 marker.unlink()

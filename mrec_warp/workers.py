@@ -36,6 +36,7 @@ import contextlib
 import logging
 import os
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -158,7 +159,8 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     """A ``distributed.Client``: connected to ``scheduler``, or to a new local cluster.
 
     The local cluster has ``n_workers`` single-threaded worker processes (default: one per
-    core) listening on 127.0.0.1 only, no dashboard, and is shut down on exit. A client to an
+    core) listening on 127.0.0.1 only, its dashboard on a free port of 127.0.0.1 (a fixed
+    port may be taken: Dask would warn), and is shut down on exit. A client to an
     existing scheduler is closed on exit; the cluster itself is left running.
     """
     require_dask()
@@ -186,7 +188,7 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
     # Workers are processes with one thread each: the kernels already use a core fully, and
     # processes keep one worker's crash from taking the others down.
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     client = Client(cluster)
     try:
         yield client
@@ -319,12 +321,14 @@ class Workers:
         return effective_n_jobs(self.n_jobs)
 
     # -- running --------------------------------------------------------------------------
-    def map(self, func: Callable, args: Iterable[Tuple], ordered: bool = True) -> Iterator[Any]:
+    def map(self, func: Callable, args: Iterable[Tuple], ordered: bool = True,
+            names: Optional[Sequence[str]] = None) -> Iterator[Any]:
         """Yield ``func(*a)`` for each tuple ``a`` of ``args``, as they finish.
 
         Results come in the order of ``args`` when ``ordered`` (default), else as soon as
         each call finishes. The first exception raised by a call stops the run and is
-        re-raised here.
+        re-raised here. ``names`` (one per call, e.g. ``fit-submodel-003``) name the Dask
+        tasks in the dashboard; threads and processes have nowhere to show them.
         """
         from joblib import Parallel, delayed, parallel_config
 
@@ -332,7 +336,7 @@ class Workers:
         if not args:
             return
         if self.name == "dask":
-            yield from self._map_dask(func, args, ordered)
+            yield from self._map_dask(func, args, ordered, names)
             return
         n = effective_n_jobs(self.n_jobs, len(args))
         if n == 1 and self.name != "dask":
@@ -348,7 +352,8 @@ class Workers:
             parallel = Parallel(n_jobs=n, return_as=return_as, batch_size=1, pre_dispatch="2*n_jobs")
             yield from parallel(delayed(func)(*a) for a in args)
 
-    def _map_dask(self, func: Callable, args: Sequence[Tuple], ordered: bool) -> Iterator[Any]:
+    def _map_dask(self, func: Callable, args: Sequence[Tuple], ordered: bool,
+                  names: Optional[Sequence[str]] = None) -> Iterator[Any]:
         """:meth:`map` on the cluster: one Dask task per call, all submitted at once.
 
         Straight to the client rather than through joblib, whose Dask backend runs every call
@@ -362,7 +367,10 @@ class Workers:
             raise RuntimeError("use dask Workers inside a 'with' block")
         futures = []
         try:
-            futures = [self.client.submit(func, *a, pure=False) for a in args]
+            # a key is the task's name in the dashboard, which groups tasks by the words
+            # before the first number ("fit-submodel"); the random tail keeps it unique
+            keys = [None] * len(args) if names is None else [f"{n}-{uuid.uuid4().hex}" for n in names]
+            futures = [self.client.submit(func, *a, pure=False, key=key) for a, key in zip(args, keys)]
             for future in (futures if ordered else as_completed(futures)):
                 try:
                     yield future.result()
@@ -390,7 +398,9 @@ class Workers:
     def describe(self) -> str:
         """One line for logs: backend and workers."""
         where = f" at {self.scheduler}" if self.scheduler else (" (local cluster)" if self.name == "dask" else "")
-        return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}"
+        link = getattr(self.client, "dashboard_link", None) if self.name == "dask" else None
+        return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}" \
+            + (f", dashboard {link}" if link else "")
 
 
 def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):

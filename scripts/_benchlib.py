@@ -22,7 +22,7 @@ def movielens_split():
     (``mrec-warp prepare``), as (train, test) rating frames."""
     import tempfile
 
-    from mrec_warp.data.io import read_ratings
+    from mrec_warp.data.ratings import read_ratings
     from mrec_warp.data.split import prepare
 
     with tempfile.TemporaryDirectory() as tmp:

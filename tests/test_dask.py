@@ -375,3 +375,94 @@ def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+# -- the model does not depend on the cluster ---------------------------------------------------
+def test_default_fit_on_dask_is_the_plain_fit_and_resumes_on_fewer_workers(client, fitted, tmp_path):
+    import io
+
+    from mrec_warp.progress import Progress
+
+    _, _, data = fitted
+    params = {"factors": 6, "epochs": 3}
+    plain = WARP(**params, random_state=5, n_jobs=1).fit(data)
+    with Backend("dask", client=client) as be:  # 2 workers: it used to fit 2 sub-models of 3 factors
+        remote = fit_submodels(data, params, be, random_state=5)
+    np.testing.assert_array_equal(remote.user_factors_, plain.user_factors_)
+    np.testing.assert_array_equal(remote.item_factors_, plain.item_factors_)
+    # a job interrupted on the 2-worker cluster resumes on 1 worker (here: 1 process)
+    wd = tmp_path / "work"
+    _set_worker_env(client, "raise:0")
+    try:
+        with Backend("dask", client=client, workdir=wd) as be, pytest.raises(RuntimeError, match="injected failure"):
+            fit_submodels(data, params, be, random_state=5)
+    finally:
+        _set_worker_env(client, None)
+    log = io.StringIO()
+    again = fit_submodels(data, params, Backend("processes", n_jobs=1, workdir=wd), random_state=5,
+                          progress=Progress(verbose=True, stream=log))
+    np.testing.assert_array_equal(again.user_factors_, plain.user_factors_)
+    assert "fit: 1 sub-model of 6 factors" in log.getvalue() and not wd.exists()
+
+
+def test_dask_relays_every_epoch_and_names_its_tasks(client, fitted, tmp_path):
+    import io
+
+    from dask.utils import key_split
+
+    from mrec_warp.progress import Progress
+
+    model, path, data = fitted
+    log = io.StringIO()
+    with Backend("dask", client=client) as be, distributed.get_task_stream(client) as stream:
+        fit_submodels(data, {"factors": 4, "epochs": 2}, be, n_models=2, progress=Progress(verbose=True, stream=log))
+        recommend_in_parts(model, tmp_path / "recs.tsv", k=3, context=be, part_size=200, model_file=path)
+    keys = sorted(str(t["key"]) for t in stream.data)
+    assert [k.rsplit("-", 1)[0] for k in keys] == ["fit-submodel-000", "fit-submodel-001",
+                                                   "recommend-part-00000", "recommend-part-00001"]
+    assert {key_split(k) for k in keys} == {"fit-submodel", "recommend-part"}  # a group each in the dashboard
+    lines = log.getvalue().splitlines()
+    for i in (0, 1):
+        epochs = [n for n, line in enumerate(lines) if f"sub-model {i}: fit epoch " in line]
+        done = [n for n, line in enumerate(lines) if f"sub-model {i}: 2 epochs" in line]
+        assert len(epochs) == 2 and len(done) == 1 and max(epochs) < done[0], log.getvalue()
+
+
+def test_cli_train_on_dask_says_what_the_cluster_does_and_is_quiet_with_q(client, fitted, tmp_path):
+    _, _, data = fitted
+    tsv = tmp_path / "train.tsv"
+    coo = data.matrix.tocoo()
+    tsv.write_text("".join(f"{data.user_ids[u]}\t{data.item_ids[i]}\n" for u, i in zip(coo.row, coo.col)))
+    job = ["train", tsv, "--factors", 4, "--epochs", 2, "--backend", "dask", "--scheduler", client.scheduler.address]
+    out, err = _cli(*job, "-o", tmp_path / "v.npz", "-v").communicate(timeout=180)
+    assert "wrote" in out and "1 sub-model of 4 factors" in out, err
+    assert "note: --backend dask fits one model of all the factors, on one worker" in err
+    assert "--sub-models K fits K smaller models on K workers at once" in err
+    assert "sub-model 0: fit epoch   2" in err
+    out, err = _cli(*job, "-o", tmp_path / "q.npz", "-q").communicate(timeout=180)
+    assert out == "" and err == "" and (tmp_path / "q.npz").exists()
+
+
+def test_the_dask_extra_brings_the_bokeh_the_dashboard_needs():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from pathlib import Path
+
+    from distributed.versions import BOKEH_REQUIREMENT
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    bokeh = [Requirement(r) for r in project["optional-dependencies"]["dask"] if Requirement(r).name == "bokeh"]
+    assert len(bokeh) == 1
+    floors = [s.version for s in bokeh[0].specifier if s.operator == ">="]
+    assert floors and all(BOKEH_REQUIREMENT.specifier.contains(v) for v in floors)  # the oldest it allows works
+
+
+def test_a_local_cluster_serves_its_dashboard_and_the_log_links_it():
+    from urllib.request import urlopen
+
+    with Backend("dask", n_jobs=1) as be:
+        line = be.describe()
+        link = be.client.dashboard_link
+        page = urlopen(link, timeout=30).read().decode("utf-8", "replace")
+    assert line.startswith("dask (local cluster), 1 worker, dashboard http://127.0.0.1:") and link in line
+    assert "Dask needs bokeh" not in page and "bokeh" in page.lower()

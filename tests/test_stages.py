@@ -189,6 +189,77 @@ def test_sub_models_run_on_the_context_s_workers(files, tmp_path):
     assert f"fit: 2 sub-models of 4, 4 factors in {tmp_path / 'parts'}" in log.getvalue()
 
 
+def _planted_data():
+    from mrec_warp.data.interactions import Interactions
+
+    train, _ = planted_low_rank(n_users=150, n_items=60, per_user=12, seed=2)
+    return Interactions(train, [f"u{i}" for i in range(150)], [f"i{j}" for j in range(60)])
+
+
+def test_default_sub_models_give_the_same_model_on_any_number_of_workers(tmp_path, monkeypatch):
+    from mrec_warp.jobs import FAULT_ENV
+    from mrec_warp.stages.submodels import DEFAULT_SUB_MODELS, fit_submodels
+
+    data, params = _planted_data(), {"factors": 6, "epochs": 3}
+    plain = WARP(**params, random_state=4, n_jobs=1).fit(data)  # one sub-model is the plain fit
+    for n in (1, 2, 3):
+        model = fit_submodels(data, params, ExecutionContext("processes", n_jobs=n), random_state=4)
+        assert len(model.sub_models_) == DEFAULT_SUB_MODELS
+        np.testing.assert_array_equal(model.user_factors_, plain.user_factors_)
+        np.testing.assert_array_equal(model.item_factors_, plain.item_factors_)
+    # a work folder started on 3 workers resumes on 2 (it used to say "differs in: sub_models")
+    wd = tmp_path / "work"
+    monkeypatch.setenv(FAULT_ENV, "raise:0")
+    with pytest.raises(RuntimeError, match="injected failure"):
+        fit_submodels(data, params, ExecutionContext("processes", n_jobs=3, workdir=wd), random_state=4)
+    assert (wd / "job.json").exists()
+    model = fit_submodels(data, params, ExecutionContext("processes", n_jobs=2, workdir=wd), random_state=4)
+    np.testing.assert_array_equal(model.user_factors_, plain.user_factors_)
+    assert not wd.exists()
+
+
+def test_sub_models_on_processes_log_every_epoch_on_the_driver(tmp_path):
+    from mrec_warp.stages.submodels import fit_submodels
+
+    log, wd = io.StringIO(), tmp_path / "work"
+    fit_submodels(_planted_data(), {"factors": 4, "epochs": 3}, ExecutionContext("processes", n_jobs=2, workdir=wd,
+                                                                                 keep_parts=True),
+                  n_models=2, progress=mw.Progress(verbose=True, stream=log))
+    lines = log.getvalue().splitlines()
+    for i in (0, 1):
+        epochs = [n for n, line in enumerate(lines) if f"sub-model {i}: fit epoch " in line]
+        done = [n for n, line in enumerate(lines) if f"sub-model {i}: 3 epochs" in line]
+        assert len(epochs) == 3 and len(done) == 1 and max(epochs) < done[0], log.getvalue()
+    assert (wd / "submodel-001.npz").exists() and not list(wd.glob("*.log"))  # parts kept, logs removed
+    # a quiet run gives its units no log file at all
+    fit_submodels(_planted_data(), {"factors": 4, "epochs": 1}, ExecutionContext("processes", n_jobs=2,
+                                                                                 workdir=tmp_path / "quiet",
+                                                                                 keep_parts=True), n_models=2)
+    assert not list((tmp_path / "quiet").glob("*.log"))
+
+
+def test_log_relay_shows_lines_while_the_unit_still_runs(tmp_path):
+    import time
+
+    from mrec_warp.unit_logs import FileLog, LogRelay
+
+    out, path = io.StringIO(), tmp_path / "u.log"
+    path.write_text("sub-model 0: an earlier run's line\n")
+    with LogRelay([path, tmp_path / "none-yet.log"], mw.Progress(verbose=True, stream=out), interval=0.02):
+        FileLog(path, "sub-model 0: ").log("fit epoch   1")
+        with open(path, "a") as fh:
+            fh.write("half a li")  # being written: waits for its end of line
+        deadline = time.monotonic() + 30
+        while "fit epoch   1" not in out.getvalue():  # arrives without the unit finishing
+            assert time.monotonic() < deadline, out.getvalue()
+            time.sleep(0.02)
+        with open(path, "a") as fh:
+            fh.write("ne\n")
+    lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines == ["sub-model 0: fit epoch   1", "half a line"]
+    FileLog(tmp_path / "gone" / "u.log").log("a line nobody can write does not fail the unit")
+
+
 # -- cold start ---------------------------------------------------------------------------------------
 def test_cold_start_folds_in_a_history(files, tmp_path):
     model = mw.train(files.train, params={"factors": 4, "epochs": 2}).model

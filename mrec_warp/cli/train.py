@@ -107,7 +107,8 @@ Examples:
 @parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
 @click.option("--sub-models", "sub_models", type=click.IntRange(min=1),
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
-                   "concatenate them [with --backend dask: one per Dask worker].")
+                   "concatenate them; K is part of the model, never the cluster's size "
+                   "[with --backend dask: 1, one model on one Dask worker].")
 @quiet_option
 @friendly_errors
 def train(train, output, model_name, fmt, validation_file, params_file, seed, n_jobs, backend, scheduler, workdir,
@@ -136,8 +137,9 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
         click.echo("note: " + as_flags(note), err=True)
     if result.sub_models is not None:
         sizes = "+".join(str(m["factors"]) for m in result.sub_models)
+        n = len(result.sub_models)
         click.echo(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "
-                   f"{len(result.sub_models)} sub-models of {sizes} factors")
+                   f"{n} sub-model{'s' if n > 1 else ''} of {sizes} factors")
         return
     extra = f", {result.epochs} epochs" if result.epochs is not None else ""
     click.echo(f"wrote {output}: {result.model_name} model of {result.n_users} users x {result.n_items} items{extra}")

@@ -25,7 +25,7 @@ from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
-from .submodels import fit_submodels
+from .submodels import DEFAULT_SUB_MODELS, fit_submodels
 from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
 
 PathLike = Union[str, os.PathLike]
@@ -151,7 +151,10 @@ def train(
         ``feature_columns`` say how to read them.
     sub_models : int, optional
         Fit a warp model as this many independent sub-models of ``factors / sub_models``
-        factors on the context's workers, and concatenate them.
+        factors on the context's workers, and concatenate them. With ``backend="dask"`` a
+        warp model is always fitted so, by default as
+        :data:`~mrec_warp.stages.submodels.DEFAULT_SUB_MODELS` sub-model(s) whatever the
+        cluster's size: the same call gives the same model, and resumes, on any cluster.
     seed : int, optional
         Seeds the model (and the sub-models' seeds); default :data:`~mrec_warp.seeds.DEFAULT_SEED`.
         A model that draws no random numbers ignores it and says so in ``notes``.
@@ -224,6 +227,8 @@ def train(
         if context.workdir is None and output is not None:
             context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=f"{output}.parts",
                                        keep_parts=context.keep_parts, client=context.client)
+        if not sub_models:
+            _note_default_sub_models(progress)
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
     else:
@@ -235,6 +240,16 @@ def train(
         estimator.save(output)
     return TrainResult(estimator, model_name, data.n_users, data.n_items, None if output is None else str(output),
                        notes)
+
+
+def _note_default_sub_models(progress: Progress) -> None:
+    """Say what a cluster does for a fit that did not choose its sub-models."""
+    if DEFAULT_SUB_MODELS == 1:
+        progress.log("note: `backend=dask` fits one model of all the factors, on one worker (the same model as "
+                     "on any cluster; `sub_models=K` fits K smaller models on K workers at once, usually less "
+                     "precise); the cluster's other workers serve recommend, evaluate and tune")
+    else:  # pragma: no cover - the default is 1 today
+        progress.log(f"note: `backend=dask` fits {DEFAULT_SUB_MODELS} sub-models, whatever the cluster's size")
 
 
 def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
