@@ -44,7 +44,8 @@ def read_recs(path: PathLike) -> pd.DataFrame:
         (float; when absent, derived from descending score, else from the file order) and
         ``line`` (1-based line of the row in the file, for error messages).
     """
-    p = check_readable(path, "recommendations file")
+    p = check_readable(path, "recommendations file",
+                       empty_hint="one user, item, score, rank row per recommendation, as recommend writes")
     suffixes = [s.lower() for s in p.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]

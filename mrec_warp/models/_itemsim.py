@@ -156,7 +156,7 @@ class ItemSimilarity(Recommender):
 
     def _append_users(self, ids, user_features=None) -> None:
         if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
+            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         append_user_ids(self, ids)
 
     # -- persistence -------------------------------------------------------------------------

@@ -488,7 +488,7 @@ class WARP(Recommender):
 
     def _append_users(self, ids, user_features=None) -> None:
         if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
+            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         warp_append_users(self, ids)
 
     def _fold_in_problem(self, users: np.ndarray):

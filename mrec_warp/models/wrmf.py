@@ -337,7 +337,7 @@ class WRMF(Recommender):
 
     def _append_users(self, ids: np.ndarray, user_features=None) -> None:
         if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train with `model=hybrid`")
+            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         d = self.user_factors_.shape[1]
         self.user_factors_ = np.vstack([self.user_factors_, np.zeros((len(ids), d), np.float32)])
         self.user_ids = np.concatenate([self.user_ids, np.asarray(ids, dtype=str)])
