@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -99,6 +100,20 @@ def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
     return removed
 
 
+_DESCRIPTOR_PATH = re.compile(r"/dev/fd/(\d+)|/proc/self/fd/(\d+)")
+_STANDARD_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def descriptor_of(path: PathLike) -> Optional[int]:
+    """The file descriptor ``path`` names (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), or ``None`` for an ordinary path."""
+    text = os.path.normpath(os.fspath(path))
+    if text in _STANDARD_STREAMS:
+        return _STANDARD_STREAMS[text]
+    m = _DESCRIPTOR_PATH.fullmatch(text)
+    return None if m is None else int(m.group(1) or m.group(2))
+
+
 def is_stream(path: PathLike) -> bool:
     """Whether ``path`` exists and is neither a regular file nor a folder: a character device
     (``/dev/stdout``, ``/dev/null``), a FIFO or a socket, which is written in place."""
@@ -121,8 +136,25 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     removed here, those of a live run are not.
 
     A symbolic link is followed: the file it points to is replaced and the link stays. A
-    stream (:func:`is_stream`: ``/dev/stdout``, a FIFO) is written in place, as it comes.
+    path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) gets the whole output
+    at the end, written into the descriptor as the shell opened it (appending after ``>>``);
+    another stream (:func:`is_stream`: a FIFO) is written in place, as it comes.
     """
+    fd = descriptor_of(path)
+    if fd is not None:
+        # /dev/stdout and friends name a descriptor the shell already opened (a file with
+        # ``>`` or ``>>``, a pipe, a terminal). Opening the path again would truncate a
+        # file opened with ``>>``, and renaming over it would replace the user's file: write
+        # a private temporary file, then copy it into the descriptor, whole, at the end.
+        with tempfile.TemporaryDirectory(prefix=f".mrec-warp{owner_tag()}") as folder:
+            tmp = os.path.join(folder, "output" + Path(path).suffix)
+            yield tmp
+            for stream in (sys.stdout, sys.stderr):  # what the command printed comes first
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            with open(tmp, "rb") as src, os.fdopen(os.dup(fd), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        return
     path = Path(path)
     if is_stream(path):
         # /dev/stdout, a FIFO, a socket: a stream cannot be swapped in whole, and renaming a
@@ -196,7 +228,7 @@ def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
             continue
         for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
             path = str(path)
-            if is_stream(path):
+            if is_stream(path) or descriptor_of(path) is not None:  # the shell opened it already
                 continue
             clash = next((i for i in ins if same_file(path, i)), None)
             if clash is not None:

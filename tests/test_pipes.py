@@ -103,3 +103,21 @@ def test_recommend_refuses_to_overwrite_its_exclude_items_file(tmp_path):
                                   "--exclude-items", str(tmp_path / "drop.txt")])
     assert result.exit_code != 0 and "--output would overwrite an input file" in result.output
     assert (tmp_path / "drop.txt").read_text() == "i1\n"
+
+
+def test_dev_stdout_appends_to_the_file_the_shell_opened(tmp_path):
+    """``... -o /dev/stdout >> out.txt`` appends to out.txt (same file, nothing before lost);
+    following the /dev/stdout link and renaming over its target replaced the user's file."""
+    (tmp_path / "t.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 15}\n" for u in range(20) for j in range(4)))
+    assert CliRunner().invoke(main, ["train", str(tmp_path / "t.tsv"), "-o", str(tmp_path / "m.npz"),
+                                     "--model", "popularity", "-q"]).exit_code == 0
+    out = tmp_path / "out.txt"
+    out.write_text("EXISTING\n")
+    inode = out.stat().st_ino
+    exe = os.path.join(os.path.dirname(sys.executable), "mrec-warp")
+    with open(out, "a") as sink:
+        run = subprocess.run([exe, "recommend", str(tmp_path / "m.npz"), "-o", "/dev/stdout", "-k", "2", "-q"],
+                             stdout=sink, stderr=subprocess.PIPE, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = out.read_text().splitlines()
+    assert out.stat().st_ino == inode and lines[0] == "EXISTING" and len(lines) == 1 + 20 * 2
