@@ -170,7 +170,8 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address at all
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({exc})",
+            why = "not an address" if isinstance(exc, ValueError) else str(exc)
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({why})",
                                hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
                                     "'dask worker ADDRESS', or omit `scheduler` for a local cluster") from None
         # A lost scheduler is reported once, as a ClusterError; the client's own reconnect

@@ -311,7 +311,7 @@ def test_warm_refit_continues_the_best_model_on_all_the_data(planted, monkeypatc
     assert visited[n_fit:] == [train.nnz] * 3
     # it started from the factors early stopping kept (those of the best epoch), with adagrad restarted
     monkeypatch.setattr(WARP, "_epoch", original_epoch)
-    kept = WARP(factors=16, warm_epochs=3, refit=False, random_state=0).fit(train)
+    kept = WARP(factors=16, refit=False, random_state=0).fit(train)
     np.testing.assert_array_equal(at_restart["factors"], kept.user_factors_)
     assert at_restart["epochs_done"] == kept.best_epoch_ == model.best_epoch_
     assert all((a == 1).all() for a in at_restart["accumulators"])
@@ -453,3 +453,10 @@ def test_partial_fit_continues_a_loaded_model(planted, tmp_path):
     assert loaded.epochs_done_ == 10, "continues from the saved epoch count, not from scratch"
     p_after = precision_at_k(loaded.score_users, loaded.n_items, train, test, 10)
     assert p_after > 0.8 * p_before and p_after > 0.06  # a restart from random factors scores ~0.03
+
+
+@pytest.mark.parametrize("other", [{"epochs": 5}, {"refit": False}])
+def test_warm_epochs_is_refused_where_there_is_no_refit(other):
+    X = sp.random(30, 20, density=0.3, format="csr", random_state=0)
+    with pytest.raises(InputError, match="`warm_epochs` applies to the refit after early stopping"):
+        WARP(warm_epochs=3, **other).fit(X)

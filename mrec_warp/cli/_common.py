@@ -146,6 +146,8 @@ def report_interrupt(ctx: Optional[click.Context] = None) -> None:
     # part files are kept (and resumed) with a --workdir, another backend, or sub-models
     resumable = bool(params.get("workdir") or params.get("sub_models")) or params.get("backend") in ("processes",
                                                                                                      "dask")
+    if params.get("model_name") == "wrmf":  # its fit keeps no part files: a rerun starts over
+        resumable = False
     if debug_enabled():
         traceback.print_exc(file=sys.stderr)
     tail = " (rerun the same command to resume from its work folder)" if resumable else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..context import ExecutionContext
+from ..progress import plural
 from ..stages.recommend import recommend as recommend_stage
 from ._common import friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
@@ -44,7 +45,7 @@ Examples:
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
 @parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
-@click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000].")
+@click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000, or --block-size if larger].")
 @feature_file_options
 @click.option("--include-new-items", is_flag=True,
               help="Hybrid: also rank items known only by their features (from --item-features or "
@@ -74,4 +75,4 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     if not quiet:
         for note in result.notes:
             click.echo(f"note: {as_flags(note)}", err=True)
-        click.echo(f"wrote {output}: {result.rows} recommendations for {result.users} users")
+        click.echo(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}")

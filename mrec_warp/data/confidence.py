@@ -82,7 +82,7 @@ def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: f
     if bad.any():
         first = values.ravel()[int(np.flatnonzero(bad.ravel())[0])]
         raise InputError(
-            f"{int(bad.sum())} value(s) cannot be a confidence (negative or not finite), e.g. {first!r}",
+            f"{int(bad.sum())} value(s) cannot be a confidence (negative or not finite), e.g. {float(first):g}",
             path=source, hint="confidence needs counts, hours or ratings >= 0; use `confidence=none` to ignore values",
         )
     scaled = values if kind == "linear" else np.log1p(values / float(eps))

@@ -219,6 +219,11 @@ class WARP(Recommender):
         check_epoch_params(self)
         check_number(self.min_improvement, "min_improvement", at_least=0)
         check_number(self.warm_epochs, "warm_epochs", integer=True, at_least=0, hint="0: refit from scratch")
+        if int(self.warm_epochs) and (self.epochs is not None or not self.refit):
+            # it shapes the refit after early stopping: with neither, it would do nothing
+            raise InputError(f"`warm_epochs` applies to the refit after early stopping, not with "
+                             f"{'`epochs`' if self.epochs is not None else '`refit=False`'}",
+                             hint="drop `warm_epochs`, or let early stopping choose the epochs")
         check_number(self.init_scale, "init_scale", at_least=0)
         check_common_params(self)
         if "confidence" in self._param_names():  # (the hybrid trains without one)

@@ -40,7 +40,7 @@ def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, r
         if bad.any():
             row = df[bad].iloc[0]
             raise InputError(f"{int(bad.sum()):,} value(s) cannot be a confidence (negative or not finite), e.g. "
-                             f"{row['value']!r} for user {row['user']!r}, item {row['item']!r}", path=path,
+                             f"{float(row['value']):g} for user {row['user']!r}, item {row['item']!r}", path=path,
                              hint="values are counts, hours or ratings >= 0; drop those rows or use "
                                   "`confidence=none`")
     data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)

@@ -29,7 +29,7 @@ from ..models.base import Recommender
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
                     read_inputs, write_inputs)
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
@@ -366,7 +366,7 @@ def recommend_in_parts(
     with context:
         job = Job(context, description, [_part_name(i, fmt) for i in range(len(ranges))],
                   folder=context.folder(f"{output}.parts"), progress=progress)
-        progress.log(f"recommend: {len(ranges)} parts of up to {size:,} users in {job.path}"
+        progress.log(f"recommend: {plural(len(ranges), 'part')} of up to {size:,} users in {job.path}"
                      + (f"; {job.skipped} already done" if job.skipped else ""))
         if job.todo:
             model_src: Any = model
