@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -181,7 +182,7 @@ def test_wrmf_on_dask_is_bit_identical_to_threads_and_ships_the_data_once(client
     scatter = client.scatter
 
     def recording_scatter(value, **kwargs):
-        shipped.append(type(value).__name__)
+        shipped.extend(type(v).__name__ for v in (value.values() if isinstance(value, dict) else [value]))
         assert kwargs.get("broadcast")  # to every worker at once, not with each block
         return scatter(value, **kwargs)
 
@@ -199,7 +200,7 @@ def test_wrmf_on_dask_is_bit_identical_to_threads_and_ships_the_data_once(client
         assert shipped.count(Rows.__name__) == 2 * fits  # both sides of the confidence matrix, once per fit
         assert shipped.count(np.ndarray.__name__) == 2 * iterations  # the fixed factors, per half-iteration
         assert len(shipped) == 2 * fits + 2 * iterations
-        solved = [t for t in stream.data if t["key"].startswith("solve_block")]
+        solved = [t for t in stream.data if "-block-" in str(t["key"])]
         workers = set(client.scheduler_info()["workers"])
         assert len(solved) >= 2 * iterations and {t["worker"] for t in solved} <= workers
 
@@ -466,3 +467,16 @@ def test_a_local_cluster_serves_its_dashboard_and_the_log_links_it():
         page = urlopen(link, timeout=30).read().decode("utf-8", "replace")
     assert line.startswith("dask (local cluster), 1 worker, dashboard http://127.0.0.1:") and link in line
     assert "Dask needs bokeh" not in page and "bokeh" in page.lower()
+
+
+def test_wrmf_tasks_and_shared_data_have_readable_names(client, monkeypatch):
+    """The dashboard shows what runs: WRMF's blocks as wrmf-<side>-<round>-block-<n>, its
+    scattered data as wrmf-<what>-<token>, not as solve_block / Rows / ndarray."""
+    from mrec_warp.models import WRMF
+
+    X = sp.random(60, 40, density=0.2, format="csr", random_state=1)
+    with Backend("dask", client=client) as workers, distributed.get_task_stream(client) as stream:
+        WRMF(factors=4, epochs=1, random_state=0).fit(X, workers=workers)
+    keys = [str(t["key"]) for t in stream.data]
+    assert keys and all(k.startswith("wrmf-users-") or k.startswith("wrmf-items-") for k in keys), keys
+    assert any("-block-000" in k for k in keys)

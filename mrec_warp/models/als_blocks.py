@@ -24,6 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import uuid
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -163,7 +164,8 @@ class RemoteBlocks:
         """``value`` where every worker can read it without it travelling with each block: scattered
         to every Dask worker, or memory-mapped from a file (joblib passes a map by its file name)."""
         if self.workers.name == "dask":
-            return self.workers.client.scatter(value, broadcast=True, hash=False)
+            key = f"wrmf-{name}-{uuid.uuid4().hex[:8]}"  # a readable name in the dashboard, unique per fit
+            return self.workers.client.scatter({key: value}, broadcast=True, hash=False)[key]
         if isinstance(value, Rows):
             return Rows(*(self._share(f"{name}.{k}", a) for k, a in
                           (("indptr", value.indptr), ("indices", value.indices), ("conf", value.conf))))
@@ -182,7 +184,8 @@ class RemoteBlocks:
                 chunks = rows.chunks(X.shape[1], self.workers.workers)  # asks the scheduler
                 fixed = self._share(name, Y)  # once per half-iteration, not once per block
                 tasks = [(self.sides[side], fixed, G, X[a:b], a, b, exact, cg_steps) for a, b in chunks]
-                for (a, b), (x, bad) in zip(chunks, self.workers.map(solve_block, tasks)):
+                names = [f"wrmf-{side}-{self.rounds:03d}-block-{i:03d}" for i in range(len(tasks))]
+                for (a, b), (x, bad) in zip(chunks, self.workers.map(solve_block, tasks, names=names)):
                     X[a:b] = x
                     failed += bad
         finally:
