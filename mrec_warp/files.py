@@ -9,6 +9,7 @@ is gone) from the file of a run still going, and remove only the former.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import InputError
 
@@ -100,6 +101,23 @@ def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
     return removed
 
 
+#: A check run just before :func:`atomic_path` renames a finished file into place (set by
+#: :func:`rename_guard`); raising aborts the write and leaves the target as it was.
+_RENAME_GUARD: contextvars.ContextVar[Optional[Callable[[Path], None]]] = contextvars.ContextVar(
+    "mrec_warp_rename_guard", default=None)
+
+
+@contextlib.contextmanager
+def rename_guard(check: Callable[[Path], None]) -> Iterator[None]:
+    """Within the block, every :func:`atomic_path` of this thread calls ``check(target)``
+    before its rename; an exception from ``check`` discards the file instead."""
+    token = _RENAME_GUARD.set(check)
+    try:
+        yield
+    finally:
+        _RENAME_GUARD.reset(token)
+
+
 _DESCRIPTOR_PATH = re.compile(r"/dev/fd/(\d+)|/proc/self/fd/(\d+)")
 _STANDARD_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
 
@@ -176,6 +194,9 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         finally:
             os.close(fd)
         os.chmod(tmp, FILE_MODE)
+        guard = _RENAME_GUARD.get()
+        if guard is not None:
+            guard(path)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -28,6 +28,7 @@ call ships only a few numbers.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -42,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .context import ExecutionContext
-from .files import PathLike, atomic_path, owner_tag, remove_stale_temps
+from .files import PathLike, atomic_path, owner_tag, remove_stale_temps, rename_guard
 from .data.npz import NpzArchive, check_csr, read_arrays, write_npz
 from .errors import InputError
 from .models import load as load_model
@@ -218,6 +219,41 @@ def check_workdir_visible(workers: Workers, workdir: Path, *inputs: PathLike) ->
         if missing is not None:
             raise InputError(f"Dask worker {worker} cannot see this file", path=missing,
                              hint="put `workdir` and the input files on a filesystem every worker shares")
+
+
+class StaleUnitError(RuntimeError):
+    """A unit finished after its work folder stopped holding its job (deleted, or reused by
+    another job); its part is dropped rather than mixed into the other job's parts."""
+
+
+def job_manifest(workdir: PathLike) -> Optional[bytes]:
+    """The bytes of the folder's ``job.json`` (``None`` without one)."""
+    try:
+        return (Path(workdir) / JOB_FILE).read_bytes()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def unit_of_job(workdir: PathLike, started: Any = ...) -> Iterator[None]:
+    """Run a unit's body so that it writes its part only into the job it started in.
+
+    A task that was already running when its driver stopped (Ctrl-C on a remote Dask
+    cluster cannot stop it) finishes later; by then the user may have deleted the folder or
+    started another job in it. The folder's ``job.json`` is read when the unit starts and
+    again just before its part is renamed into place: if it changed, the part is dropped.
+    A unit that enters this only to write gives ``started``, the :func:`job_manifest` it
+    read when it started.
+    """
+    folder = Path(workdir).resolve()
+    started = job_manifest(folder) if started is ... else started
+
+    def check(target: Path) -> None:
+        if Path(target).resolve().parent == folder and job_manifest(folder) != started:
+            raise StaleUnitError(f"{folder} no longer holds the job this unit started in; its part was dropped")
+
+    with rename_guard(check):
+        yield
 
 
 def maybe_inject_fault(workdir: PathLike, part: int) -> None:

@@ -429,3 +429,44 @@ def test_python_write_recommendations_caps_k_at_the_catalogue(tmp_path):
     model = Popularity().fit(sp.csr_matrix(np.eye(4, 6, dtype=np.float32)))
     n = write_recommendations(model, tmp_path / "r.tsv", k=10**9)  # would allocate users x 1e9 before
     assert n == 4 * 5  # each user has 5 unseen items: every one listed once
+
+
+# -- a unit that outlives its job ------------------------------------------------------------------
+def test_a_unit_keeps_its_part_only_if_the_folder_still_holds_its_job(tmp_path):
+    """A task still running after Ctrl-C (a remote Dask worker cannot be stopped) must not
+    drop its part into a folder that has since been deleted or given to another job."""
+    from mrec_warp.jobs import StaleUnitError, unit_of_job
+
+    (tmp_path / "job.json").write_text('{"kind": "recommend", "k": 10}')
+    with unit_of_job(tmp_path):
+        with atomic_write(tmp_path / "part-00000.tsv") as fh:
+            fh.write("u\ti\t1\t1\n")
+    assert (tmp_path / "part-00000.tsv").exists()
+    with unit_of_job(tmp_path):
+        (tmp_path / "job.json").write_text('{"kind": "recommend", "k": 20}')  # another job took the folder
+        with pytest.raises(StaleUnitError), atomic_write(tmp_path / "part-00001.tsv") as fh:
+            fh.write("u\ti\t1\t1\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json", "part-00000.tsv"]  # no part, no temp
+
+
+def test_a_sub_model_finishing_after_its_folder_was_reused_drops_its_part(tmp_path, monkeypatch):
+    import scipy.sparse as sp
+
+    from mrec_warp.data.interactions import Interactions
+    from mrec_warp.jobs import StaleUnitError
+    from mrec_warp.models import WARP
+    from mrec_warp.stages import submodels
+
+    data = Interactions(sp.random(20, 10, density=0.4, format="csr", random_state=0).astype(np.float32),
+                        [f"u{i}" for i in range(20)], [f"i{j}" for j in range(10)])
+    (tmp_path / "job.json").write_text('{"kind": "submodels", "sub_models": 2}')
+    fit = WARP.fit
+
+    def slow_fit(self, *args, **kwargs):  # the user starts another job in the folder meanwhile
+        (tmp_path / "job.json").write_text('{"kind": "submodels", "sub_models": 3}')
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(WARP, "fit", slow_fit)
+    with pytest.raises(StaleUnitError):
+        submodels._fit_submodel(data, str(tmp_path), 0, {"factors": 4, "epochs": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json"]

@@ -28,7 +28,7 @@ from ..files import PathLike, check_outputs
 from ..models.base import Recommender
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
-                    read_inputs, write_inputs)
+                    read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
@@ -294,8 +294,9 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     bs = block_size or default_block_size(model.n_items)
     frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
               for s, e in chunk_ranges(len(users), bs))
-    return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
-                        header=False)
+    with unit_of_job(workdir):
+        return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
+                            header=False)
 
 
 def recommend_in_parts(

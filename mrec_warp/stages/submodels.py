@@ -23,7 +23,7 @@ from ..files import PathLike, atomic_path
 from ..data.npz import check_finite, check_ids, write_npz
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, damaged, fingerprint, maybe_inject_fault, read_inputs, read_work_arrays,
-                    write_inputs)
+                    unit_of_job, write_inputs)
 from ..models import WARP
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED, spawn_seeds
@@ -80,10 +80,11 @@ def _fit_submodel(data_src, workdir: str, index: int, params: Dict[str, Any],
     maybe_inject_fault(workdir, index)
     data = read_training_inputs(data_src) if isinstance(data_src, (str, os.PathLike)) else data_src
     t0 = time.perf_counter()
-    model = WARP(**params).fit(data, progress=unit_progress(log, prefix=f"sub-model {index}: "))
-    with atomic_path(path) as tmp:
-        write_npz(tmp, dict(user_factors=model.user_factors_, item_factors=model.item_factors_,
-                            item_bias=model.item_bias_, best_epoch=np.int64(model.best_epoch_)))
+    with unit_of_job(workdir):
+        model = WARP(**params).fit(data, progress=unit_progress(log, prefix=f"sub-model {index}: "))
+        with atomic_path(path) as tmp:
+            write_npz(tmp, dict(user_factors=model.user_factors_, item_factors=model.item_factors_,
+                                item_bias=model.item_bias_, best_epoch=np.int64(model.best_epoch_)))
     return {"index": index, "skipped": False, "seconds": time.perf_counter() - t0, "epochs": int(model.best_epoch_)}
 
 

@@ -28,7 +28,8 @@ from ..context import ExecutionContext, local_context
 from ..data.interactions import Interactions, as_csr, binary_csr
 from ..files import atomic_write
 from ..errors import InputError
-from ..jobs import INPUTS_FILE, Job, cached, fingerprint, maybe_inject_fault, read_inputs, write_inputs
+from ..jobs import (INPUTS_FILE, Job, cached, fingerprint, job_manifest, maybe_inject_fault, read_inputs, unit_of_job,
+                    write_inputs)
 from ..models import WARP, WRMF
 from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import integer_params
@@ -67,6 +68,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
         return json.loads(part.read_text())
     if workdir:
         maybe_inject_fault(workdir, trial)
+        started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     fit, val = _load_split(split_src, use_values) if isinstance(split_src, (str, os.PathLike)) else split_src
     family = params.get(MODEL, "warp")
     values = {n: v for n, v in params.items() if n != MODEL}
@@ -96,7 +98,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
             row["epochs"] = 0
     row["seconds"] = round(time.perf_counter() - t0, 3)
     if part is not None:
-        with atomic_write(part) as fh:
+        with unit_of_job(workdir, started), atomic_write(part) as fh:
             json.dump(row, fh)
     return row
 
