@@ -132,6 +132,13 @@ def descriptor_of(path: PathLike) -> Optional[int]:
     return None if m is None else int(m.group(1) or m.group(2))
 
 
+def _is_regular_descriptor(fd: int) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
 def is_stream(path: PathLike) -> bool:
     """Whether ``path`` exists and is neither a regular file nor a folder: a character device
     (``/dev/stdout``, ``/dev/null``), a FIFO or a socket, which is written in place."""
@@ -154,16 +161,18 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     removed here, those of a live run are not.
 
     A symbolic link is followed: the file it points to is replaced and the link stays. A
-    path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) gets the whole output
-    at the end, written into the descriptor as the shell opened it (appending after ``>>``);
-    another stream (:func:`is_stream`: a FIFO) is written in place, as it comes.
+    path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) that is a file gets
+    the whole output at the end, written into the descriptor as the shell opened it
+    (appending after ``>>``); a stream (:func:`is_stream`: a pipe, a terminal, a FIFO) is
+    written in place, as it comes.
     """
     fd = descriptor_of(path)
-    if fd is not None:
-        # /dev/stdout and friends name a descriptor the shell already opened (a file with
-        # ``>`` or ``>>``, a pipe, a terminal). Opening the path again would truncate a
-        # file opened with ``>>``, and renaming over it would replace the user's file: write
-        # a private temporary file, then copy it into the descriptor, whole, at the end.
+    if fd is not None and _is_regular_descriptor(fd):
+        # /dev/stdout and friends name a descriptor the shell already opened; when that is a
+        # file (``>`` or ``>>``), opening the path again would truncate a ``>>`` file and
+        # renaming over it would replace the user's file: write a private temporary file,
+        # then copy it into the descriptor, whole, at the end. A pipe or a terminal is a
+        # stream (below): written in place, as the data comes.
         with tempfile.TemporaryDirectory(prefix=f".mrec-warp{owner_tag()}") as folder:
             tmp = os.path.join(folder, "output" + Path(path).suffix)
             yield tmp

@@ -221,6 +221,16 @@ def check_workdir_visible(workers: Workers, workdir: Path, *inputs: PathLike) ->
                              hint="put `workdir` and the input files on a filesystem every worker shares")
 
 
+#: Work folders that jobs of this process keep for a rerun to resume (not temporary ones).
+_KEPT_FOLDERS: List[str] = []
+
+
+def resumable_folders() -> List[str]:
+    """The work folders this process's jobs have kept so far: what an interrupted command
+    can resume from (empty when it ran no job, or only jobs in temporary folders)."""
+    return list(_KEPT_FOLDERS)
+
+
 class StaleUnitError(RuntimeError):
     """A unit finished after its work folder stopped holding its job (deleted, or reused by
     another job); its part is dropped rather than mixed into the other job's parts."""
@@ -242,8 +252,8 @@ def unit_of_job(workdir: PathLike, started: Any = ...) -> Iterator[None]:
     cluster cannot stop it) finishes later; by then the user may have deleted the folder or
     started another job in it. The folder's ``job.json`` is read when the unit starts and
     again just before its part is renamed into place: if it changed, the part is dropped.
-    A unit that enters this only to write gives ``started``, the :func:`job_manifest` it
-    read when it started.
+    Units give ``started``, the :func:`job_manifest` they read before reading the job's
+    inputs, so that a part computed from another job's inputs is dropped too.
     """
     folder = Path(workdir).resolve()
     started = job_manifest(folder) if started is ... else started
@@ -320,6 +330,8 @@ class Job:
             self.temporary = folder = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}")
         self.folder = WorkDir(folder, {**description, "version": description.get("version", JOB_VERSION)},
                               progress)
+        if self.temporary is None:
+            _KEPT_FOLDERS.append(str(self.folder.path))
         self.parts = list(parts)
         self.todo = [i for i, name in enumerate(self.parts) if not self.folder.done(name)]
         self.inputs: List[str] = []  # files the workers read, checked for visibility before the run
@@ -395,9 +407,13 @@ class Job:
         temporary folder), then the lock. ``staged`` names inputs an earlier run may have
         staged though this one (with nothing left to do) did not. The units' log files go
         in any case."""
-        logs = [log_name(name) for name in self.parts]
+        # only units that log leave log files (sub-models): list them once, not one per part
+        parts = {log_name(name) for name in self.parts}
+        logs = [p.name for p in self.folder.path.glob("*.log") if p.name in parts]
         if not self.context.keep_parts or self.temporary is not None:
             self.folder.cleanup(self.parts + self._staged + list(staged) + logs)
+            with contextlib.suppress(ValueError):  # nothing left to resume
+                _KEPT_FOLDERS.remove(str(self.folder.path))
         else:
             self.folder.remove(logs)
             self.folder.release()

@@ -228,3 +228,14 @@ def test_ctrl_c_in_train_and_prepare(files, tmp_path, command):
     line = interrupt(tmp_path, tmp_path / "ready", target, *args)
     assert line == "Error: interrupted"
     no_temporaries(out)
+
+
+def test_ctrl_c_promises_a_resume_only_where_a_job_kept_a_folder(files, tmp_path):
+    """--backend processes without sub-models (here an item-kNN fit) keeps no part files:
+    the line must not send the user to a work folder that does not exist."""
+    out = tmp_path / "out"
+    out.mkdir()
+    line = interrupt(tmp_path, tmp_path / "ready", "mrec_warp.models.itemknn:ItemKNN.fit", "train", files["train"],
+                     "-o", out / "knn.npz", "--model", "itemknn", "--backend", "processes", "-q")
+    assert line == "Error: interrupted"
+    no_temporaries(out)

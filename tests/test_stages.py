@@ -421,3 +421,13 @@ def test_similar_takes_a_whole_string_that_is_an_id_as_that_id(tmp_path):
         ["Warhammer 40,000"]
     # a string that is not an id is still a comma-separated list
     assert mw.similar(tmp_path / "m.npz", "g1,g2", k=2).frame["item"].unique().tolist() == ["g1", "g2"]
+
+
+def test_recommend_leaves_a_model_it_is_given_as_it_was(files, tmp_path):
+    model = mw.train(files.train, params={"factors": 4, "epochs": 1}).model
+    history = tmp_path / "h.tsv"
+    history.write_text("newcomer\ti1\nnewcomer\ti2\n")
+    before = (model.n_users, model.user_factors_.copy())
+    result = mw.recommend(model, tmp_path / "r.tsv", k=3, history=history)
+    assert result.users == 1 and (tmp_path / "r.tsv").read_text().startswith("newcomer\t")
+    assert model.n_users == before[0] and np.array_equal(model.user_factors_, before[1])

@@ -15,11 +15,11 @@ from typing import Callable, List, Optional, Tuple
 import click
 
 from ..data.inputs import output_encoding
+from ..jobs import resumable_folders
 from ..errors import InputError, ParameterError
 from ..progress import Progress
-from ..stages._inputs import capped_k
 from ..tables import write_table as write_table_file
-from ._flags import FlagProgress, as_flags, error_line
+from ._flags import FlagProgress, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -136,18 +136,15 @@ EXIT_INTERRUPTED = 130
 def report_interrupt(ctx: Optional[click.Context] = None) -> None:
     """Ctrl-C: one line saying so (and how to resume where part files were kept), exit 130.
 
-    ``ctx`` is the subcommand's context: its parameters tell whether part files were kept.
+    ``ctx`` (the subcommand's context) is unused: whether part files were kept is what
+    the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from options.
 
     Outputs are written to temporary names that an interrupt removes, so nothing partial
     is left; the part files of a ``--workdir`` (or ``OUTPUT.parts``) job are kept on
     purpose, and a rerun of the same command skips the finished ones.
     """
-    params = ctx.params if ctx is not None else {}
-    # part files are kept (and resumed) with a --workdir, another backend, or sub-models
-    resumable = bool(params.get("workdir") or params.get("sub_models")) or params.get("backend") in ("processes",
-                                                                                                     "dask")
-    if params.get("model_name") == "wrmf":  # its fit keeps no part files: a rerun starts over
-        resumable = False
+    # only a job that kept its work folder can be resumed: ask the job engine, not the options
+    resumable = bool(resumable_folders())
     if debug_enabled():
         traceback.print_exc(file=sys.stderr)
     tail = " (rerun the same command to resume from its work folder)" if resumable else ""
@@ -180,18 +177,6 @@ def friendly_errors(func: Callable) -> Callable:
             report_error(exc, click.get_current_context(silent=True))
 
     return wrapper
-
-
-def cap_k(k: int, n_items: int, quiet: bool = False, what: str = "items") -> int:
-    """``k`` no larger than the catalogue (see :func:`~mrec_warp.stages._inputs.capped_k`).
-
-    The user asked for more than they get, so the note goes to standard error by default
-    (like the note on repeated ``--users``); ``--quiet`` silences it.
-    """
-    k, note = capped_k(k, n_items, what)
-    if note and not quiet:
-        click.echo(f"note: {as_flags(note)}", err=True)
-    return k
 
 
 def check_sep(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:

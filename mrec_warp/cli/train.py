@@ -8,7 +8,6 @@ from ..context import ExecutionContext
 from ..data.confidence import CONFIDENCES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
-from ..files import check_outputs
 from ..progress import plural
 from ._common import friendly_errors, make_progress, quiet_option
 from ._features import feature_file_options, pop_feature_options
@@ -124,8 +123,6 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     than 0.2%, and then retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
-    check_outputs({"--output": output}, [train, validation_file, params_file, options.get("item_features"),
-                                         options.get("user_features")])
     features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)

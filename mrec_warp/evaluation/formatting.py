@@ -97,8 +97,9 @@ def format_table(data: Dict[str, Any], notes: bool = True) -> str:
     lines = _legend(data) + [""]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
-    if notes and study_notes(data):
-        lines += [""] + [f"note: {n}" for n in study_notes(data)]
+    found = study_notes(data) if notes else []
+    if found:
+        lines += [""] + [f"note: {n}" for n in found]
     return "\n".join(lines) + "\n"
 
 

@@ -484,9 +484,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             out[f"{kind}_identity"] = side.identity.astype(np.int64)
             out[f"new_{kind}_ids"] = side.new_ids.astype(str)
             for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
-                out[f"{prefix}_indptr"] = m.indptr.astype(np.int64)
-                out[f"{prefix}_indices"] = m.indices.astype(np.int32)
-                out[f"{prefix}_data"] = m.data.astype(np.float32)
+                out[f"{prefix}_indptr"], out[f"{prefix}_indices"], out[f"{prefix}_data"] = csr_arrays(m)
         return out
 
     @classmethod

@@ -13,6 +13,7 @@ scoring grid of :mod:`mrec_warp.topk`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ..files import PathLike, check_outputs
 from ..models.base import Recommender
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
-                    read_inputs, unit_of_job, write_inputs)
+                    job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
@@ -113,7 +114,10 @@ def recommend(
     """
     check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
                                         exclude_items, history, item_features, user_features])
+    given = isinstance(model, Recommender)
     model, model_file = open_model(model)
+    if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
+        model = copy.deepcopy(model)
     notes: List[str] = []
     requested = read_id_list(users, unique=True, note=notes.append) if users else None
     extended = cold_start(model, model_file, item_features=item_features, user_features=user_features,
@@ -278,6 +282,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     if path.exists():
         return 0
     maybe_inject_fault(workdir, part)
+    started = job_manifest(workdir)  # before reading the job's inputs: the part is kept only for this job
     model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
     staged = {} if inputs is None else cached_inputs(inputs, model.n_users, model.n_items,
                                                        users=users_src == "staged", exclude=exclude_src == "staged")
@@ -294,7 +299,7 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     bs = block_size or default_block_size(model.n_items)
     frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
               for s, e in chunk_ranges(len(users), bs))
-    with unit_of_job(workdir):
+    with unit_of_job(workdir, started):
         return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
                             header=False)
 

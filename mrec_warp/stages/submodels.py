@@ -23,7 +23,7 @@ from ..files import PathLike, atomic_path
 from ..data.npz import check_finite, check_ids, write_npz
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, damaged, fingerprint, maybe_inject_fault, read_inputs, read_work_arrays,
-                    unit_of_job, write_inputs)
+                    job_manifest, unit_of_job, write_inputs)
 from ..models import WARP
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED, spawn_seeds
@@ -78,9 +78,10 @@ def _fit_submodel(data_src, workdir: str, index: int, params: Dict[str, Any],
     if path.exists():
         return {"index": index, "skipped": True}
     maybe_inject_fault(workdir, index)
+    started = job_manifest(workdir)  # before reading the job's inputs: the part is kept only for this job
     data = read_training_inputs(data_src) if isinstance(data_src, (str, os.PathLike)) else data_src
     t0 = time.perf_counter()
-    with unit_of_job(workdir):
+    with unit_of_job(workdir, started):
         model = WARP(**params).fit(data, progress=unit_progress(log, prefix=f"sub-model {index}: "))
         with atomic_path(path) as tmp:
             write_npz(tmp, dict(user_factors=model.user_factors_, item_factors=model.item_factors_,

@@ -25,7 +25,7 @@ from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
-from .submodels import DEFAULT_SUB_MODELS, fit_submodels
+from .submodels import fit_submodels
 from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
 
 PathLike = Union[str, os.PathLike]
@@ -244,12 +244,10 @@ def train(
 
 def _note_default_sub_models(progress: Progress) -> None:
     """Say what a cluster does for a fit that did not choose its sub-models."""
-    if DEFAULT_SUB_MODELS == 1:
-        progress.log("note: `backend=dask` fits one model of all the factors, on one worker (the same model as "
-                     "on any cluster; `sub_models=K` fits K smaller models on K workers at once, usually less "
-                     "precise); the cluster's other workers serve recommend, evaluate and tune")
-    else:  # pragma: no cover - the default is 1 today
-        progress.log(f"note: `backend=dask` fits {DEFAULT_SUB_MODELS} sub-models, whatever the cluster's size")
+    # the default is one sub-model (stages.submodels.DEFAULT_SUB_MODELS): the note describes it
+    progress.log("note: `backend=dask` fits one model of all the factors, on one worker (the same model as "
+                 "on any cluster; `sub_models=K` fits K smaller models on K workers at once, usually less "
+                 "precise); the cluster's other workers serve recommend, evaluate and tune")
 
 
 def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
