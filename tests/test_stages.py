@@ -309,6 +309,12 @@ def test_tune_reads_a_path_as_train_does(files, tmp_path):
     from_data = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5)
     cols = ["trial", "model", "precision@5"]
     pd.testing.assert_frame_equal(from_path.table[cols], from_data.table[cols])
+    # a path's value column is WRMF's confidence, as `mrec-warp tune` weighs it
+    weighed = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5, use_values=True)
+    binary = mw.tune(load_interactions(files.train, values=True, required=False), points, k=5, use_values=False)
+    pd.testing.assert_frame_equal(from_path.table[cols], weighed.table[cols])
+    wrmf = from_path.table["model"] == "wrmf"
+    assert not np.allclose(from_path.table.loc[wrmf, "precision@5"], binary.table.loc[wrmf, "precision@5"])
     # the validation file too, as a path (here: the training file itself, so every pair is known)
     with_val = mw.tune(files.train, points[:1], validation=files.train, k=5, with_defaults=False)
     assert with_val.table["precision@5"].notna().all()

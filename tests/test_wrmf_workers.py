@@ -78,4 +78,17 @@ def test_cli_train_on_processes_writes_the_threads_model(tmp_path, plays):
     assert "blocks of rows solved on processes, 2 workers" in remote.stderr
     assert "refit iteration" in remote.stderr  # early stopping, as in-process
     assert (tmp_path / "processes.npz").read_bytes() == (tmp_path / "threads.npz").read_bytes()
-    assert load(tmp_path / "processes.npz").best_epoch_ >= 1
+    assert 1 <= load(tmp_path / "processes.npz").best_epoch_ < 50  # chosen by early stopping, not the cap
+
+
+def test_one_process_solves_in_this_process_without_staging(plays, monkeypatch):
+    """A single loky process would run the blocks here anyway: the fit must not stage the
+    confidence matrix on disk for it (nor copy factors every half-iteration)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("staged for remote blocks")
+
+    monkeypatch.setattr(als_blocks.RemoteBlocks, "__enter__", refuse)
+    params = dict(factors=8, alpha=0.5, regularization=3.0, random_state=4, epochs=2)
+    with ExecutionContext("processes", n_jobs=1) as context:
+        one = WRMF(**params).fit(plays, workers=context)
+    _same_factors(one, WRMF(**params).fit(plays))

@@ -15,7 +15,6 @@ from ..files import check_outputs
 from ._common import friendly_errors, make_progress, quiet_option
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
-from ..stages._inputs import load_interactions
 
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
@@ -96,11 +95,9 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     progress = make_progress(quiet, verbose)
     grids = search.read_grid(grid_file, families) if grid_file else None
     points = search.candidates(families, grids, n_random, seed=seed)
-    data = load_interactions(train, fmt, values="wrmf" in families, required=False)
-    validation = load_interactions(validation_file, fmt) if validation_file else None
-    result = tune_stage(data, points, validation=validation, validation_fraction=validation_fraction, k=k,
+    result = tune_stage(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
                         base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
-                        progress=progress, use_values=bool(getattr(data, "has_values", False)))
+                        progress=progress, format=fmt)
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():

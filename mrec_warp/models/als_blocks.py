@@ -25,14 +25,14 @@ import os
 import shutil
 import tempfile
 import uuid
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..files import owner_tag, remove_stale_temps
 from ..kernels import als as _als
-from ..workers import ClusterError, Workers
+from ..workers import ClusterError, Workers, effective_n_jobs, fitting_threads, one_blas_thread
 
 #: Prefix of the temporary folder that worker processes read a fit's arrays from.
 STAGE_PREFIX = "mrec-warp-als-"
@@ -108,11 +108,14 @@ class LocalBlocks:
     def __init__(self, data: TrainingData, run: Optional[Callable] = None, n_workers: int = 1) -> None:
         self.data, self.n_workers = data, n_workers if run is not None else 1
         self.run = run or (lambda func, args: [func(*a) for a in args])
+        self._chunks: Dict[str, List[Tuple[int, int]]] = {}  # per side: the same every half-iteration
 
     def solve(self, side: str, X: np.ndarray, Y: np.ndarray, G: np.ndarray, exact: bool, cg_steps: int) -> int:
         """Solve every row of ``side`` into ``X`` (in place); returns the failed systems."""
         rows: Rows = getattr(self.data, side)
-        chunks = rows.chunks(X.shape[1], self.n_workers)
+        if side not in self._chunks:
+            self._chunks[side] = rows.chunks(X.shape[1], self.n_workers)
+        chunks = self._chunks[side]
         return sum(self.run(lambda a, b: solve_rows(X, Y, G, rows, a, b, exact, cg_steps), chunks))
 
 
@@ -128,6 +131,7 @@ class RemoteBlocks:
         self.folder: Optional[str] = None
         self.sides: dict = {}
         self.rounds = 0
+        self._chunks: Dict[str, List[Tuple[int, int]]] = {}  # per side, asked of the scheduler once
 
     def __enter__(self) -> "RemoteBlocks":
         if self.workers.name == "processes":
@@ -181,7 +185,9 @@ class RemoteBlocks:
         failed, fixed, tasks = 0, None, []
         try:
             with self._cluster_faults():
-                chunks = rows.chunks(X.shape[1], self.workers.workers)  # asks the scheduler
+                if side not in self._chunks:
+                    self._chunks[side] = rows.chunks(X.shape[1], self.workers.workers)  # asks the scheduler
+                chunks = self._chunks[side]
                 fixed = self._share(name, Y)  # once per half-iteration, not once per block
                 tasks = [(self.sides[side], fixed, G, X[a:b], a, b, exact, cg_steps) for a, b in chunks]
                 names = [f"wrmf-{side}-{self.rounds:03d}-block-{i:03d}" for i in range(len(tasks))]
@@ -196,12 +202,21 @@ class RemoteBlocks:
         return failed
 
 
-@contextlib.contextmanager
-def block_solver(data: TrainingData, workers: Optional[Workers], run: Callable, n_threads: int) -> Iterator[Any]:
-    """The solver of a fit's half-iterations: on ``workers`` when they are other processes,
-    else on this process's threads (``run``, ``n_threads``)."""
+def solves_remotely(workers: Optional[Workers]) -> bool:
+    """Whether a fit's blocks go to ``workers``: other processes, more than one of them (a
+    single loky process runs its calls in this one: staging the data would buy nothing)."""
     if workers is None or workers.is_local_memory:
-        yield LocalBlocks(data, run, n_threads)
+        return False
+    return not (workers.name == "processes" and workers.workers <= 1)
+
+
+@contextlib.contextmanager
+def block_solver(data: TrainingData, workers: Optional[Workers], n_jobs: Optional[int]) -> Iterator[Any]:
+    """The solver of a fit's half-iterations, BLAS on one thread throughout: on ``workers``
+    when :func:`solves_remotely`, else on a pool of ``n_jobs`` threads kept for the fit."""
+    if not solves_remotely(workers):
+        with fitting_threads(n_jobs, single_blas=True) as run:
+            yield LocalBlocks(data, run, effective_n_jobs(n_jobs))
         return
-    with RemoteBlocks(data, workers) as blocks:
+    with one_blas_thread(), RemoteBlocks(data, workers) as blocks:
         yield blocks

@@ -157,7 +157,7 @@ def check_common_params(model) -> None:
 
 
 def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,
-                  callbacks: Sequence[Callable], unit: str = "epoch", warm_epochs: int = 0) -> None:
+                  callbacks: Sequence[Callable], unit: str = "epoch", warm_epochs: int = 0, **train_options) -> None:
     """Train ``model`` on ``csr``: ``model.epochs`` passes, or early stopping then a refit.
 
     With ``model.epochs`` set, exactly that many passes. Otherwise passes run on a hold-out
@@ -166,11 +166,12 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     internal hold-out with ``model.refit``, the model trains on all of ``csr``: from scratch
     for the best number of passes, or with ``warm_epochs`` > 0 that many more passes from
     the best snapshot with the optimiser's step sizes restarted (``model._restart_steps``).
-    The model provides ``_init_state``, ``_train`` and, for the warm refit, ``_restart_steps``.
+    The model provides ``_init_state``, ``_train`` (given ``train_options`` on every call, e.g.
+    WRMF's workers) and, for the warm refit, ``_restart_steps``.
     """
     if model.epochs is not None:
         model._init_state(*csr.shape, rng)
-        model._train(csr, int(model.epochs), progress, callbacks)
+        model._train(csr, int(model.epochs), progress, callbacks, **train_options)
         model.best_epoch_ = int(model.epochs)
         return
     if validation is not None:
@@ -180,7 +181,8 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         fit_part, val = holdout_split(csr, float(model.validation_fraction), rng)
     init_seed = spawn_seed(rng)
     model._init_state(*csr.shape, np.random.default_rng(init_seed))
-    best = model._train(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng))
+    best = model._train(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
+                        **train_options)
     model.best_epoch_ = best
     if validation is not None or not model.refit:
         return
@@ -190,8 +192,8 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
                      "adagrad restarted")
         model.epochs_done_ = best
         model._restart_steps()
-        model._train(csr, warm_epochs, progress, callbacks, phase="refit")
+        model._train(csr, warm_epochs, progress, callbacks, phase="refit", **train_options)
     else:
         progress.log(f"refitting on all training data for {best} {unit}s")
         model._init_state(*csr.shape, np.random.default_rng(init_seed))
-        model._train(csr, best, progress, callbacks, phase="refit")
+        model._train(csr, best, progress, callbacks, phase="refit", **train_options)

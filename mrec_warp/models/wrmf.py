@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -24,8 +24,8 @@ from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from ..workers import Workers, effective_n_jobs, fitting_threads
-from .als_blocks import TrainingData as _TrainingData, block_solver
+from ..workers import Workers, effective_n_jobs
+from .als_blocks import TrainingData as _TrainingData, block_solver, solves_remotely
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
@@ -237,23 +237,12 @@ class WRMF(Recommender):
         del raw
         conf_csr = self._confidence_csr()
         self.history_: List[Dict[str, Any]] = []
-        with self._solving_on(workers, progress):
-            fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
-                          unit="iteration")
-        return self
-
-    @contextlib.contextmanager
-    def _solving_on(self, workers: Optional[Workers], progress: Progress) -> Iterator[None]:
-        """While a fit runs: ``workers`` entered (if given), and :meth:`_train` told to solve its
-        blocks on them (through ``_fit_workers``, as ``_train`` takes only the data)."""
         with workers if workers is not None else contextlib.nullcontext():
-            if workers is not None and not workers.is_local_memory:
+            if solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            self._fit_workers = workers
-            try:
-                yield
-            finally:
-                self._fit_workers = None  # a client is no part of the model
+            fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
+                          unit="iteration", workers=workers)
+        return self
 
     def _confidence_csr(self) -> sp.csr_matrix:
         """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""
@@ -290,11 +279,13 @@ class WRMF(Recommender):
         if self.__dict__.get("_seen") is None:  # without building train_'s ones
             super()._check_fitted()
 
-    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
+    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
+               workers: Optional[Workers] = None) -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
-        The half-iterations' blocks run on the fit's workers when they are other processes, else on
-        a pool of ``n_jobs`` threads kept for the whole run. BLAS runs on one thread here
+        The half-iterations' blocks run on ``workers`` when they are other processes
+        (:func:`~mrec_warp.models.als_blocks.block_solver`), else on a pool of ``n_jobs``
+        threads kept for the whole run. BLAS runs on one thread here
         throughout: the Gram matrices then come out the same whatever ``n_jobs`` or the
         workers are (so do the factors, as every row's solve is independent), they cost
         little next to the solves, and BLAS threads competing with the pool's (or with
@@ -302,10 +293,7 @@ class WRMF(Recommender):
         of 0.2 ms.
         """
         data = _TrainingData(conf_csr)
-        workers = getattr(self, "_fit_workers", None)
-        local = workers is None or workers.is_local_memory
-        with fitting_threads(self.n_jobs if local else 1, single_blas=True) as run, \
-                block_solver(data, workers, run, effective_n_jobs(self.n_jobs)) as blocks:
+        with block_solver(data, workers, self.n_jobs) as blocks:
             def step():
                 self._iteration(blocks)
                 return {}, ""

@@ -200,7 +200,7 @@ def tune(
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
     with_defaults: bool = True,
-    use_values: bool = False,
+    use_values: Optional[bool] = None,
     format: str = "auto",
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
@@ -227,9 +227,10 @@ def tune(
         folder.
     with_defaults : bool
         Try each family's defaults as well (first), so the best can never score below them.
-    use_values : bool
+    use_values : bool, optional
         WRMF trials weigh the training values (``train``'s matrix data) as confidences;
-        otherwise, and for every other family, each pair counts the same.
+        otherwise, and for every other family, each pair counts the same. Default: when
+        ``train`` was read from a file with a value column (as ``train`` reads it).
     format : str
         Format of the files ``train`` and ``validation`` name ("auto": by extension).
 
@@ -247,15 +248,16 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
+    wrmf_trials = any(p.get(MODEL, "warp") == "wrmf" for p in points)
     if isinstance(train, (str, os.PathLike)):
-        train = load_interactions(train, format, values=any(p.get(MODEL, "warp") == "wrmf" for p in points),
-                                  required=False)
+        train = load_interactions(train, format, values=wrmf_trials, required=False)
     if isinstance(validation, (str, os.PathLike)):
         validation = load_interactions(validation, format)
+    if use_values is None:
+        use_values = bool(getattr(train, "has_values", False))
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
-    fit, val, use_values = _split(train, validation, validation_fraction, seed,
-                                  bool(use_values) and any(p.get(MODEL, "warp") == "wrmf" for p in points))
+    fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and wrmf_trials)
     base = {**(base or {}), "random_state": seed}
     metric = f"precision@{k}"
     description = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base,
