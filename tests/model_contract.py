@@ -12,6 +12,7 @@ The data is a small planted-cluster set, so every test takes a fraction of a sec
 from __future__ import annotations
 
 import inspect
+import re
 import io
 
 import numpy as np
@@ -107,10 +108,12 @@ class ModelContract:
         """The constructor's parameters annotated as numbers (``int``, ``Optional[float]``...)."""
         sig = inspect.signature(self.model_class.__init__)
         return [name for name, p in sig.parameters.items()
-                if name != "self" and any(t in str(p.annotation) for t in ("int", "float"))]
+                if name != "self" and re.search(r"\b(int|float)\b", str(p.annotation))]
 
     @pytest.mark.parametrize("bad", ["a", True, float("nan"), float("inf")])
     def test_a_numeric_parameter_of_the_wrong_type_is_refused_by_name(self, data, bad):
+        if not self.numeric_params():
+            pytest.skip(f"{self.model_class.__name__} takes no numeric parameter")
         for name in self.numeric_params():  # bools and NaN/inf are refused as numbers too
             with pytest.raises(InputError) as caught:
                 self.make(**{name: bad}).fit(data[0])

@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
-from .params import check_choice, check_number
+from .params import check_choice, check_n_jobs, check_number
 
 DTYPES = ("float32", "float64")
 
@@ -81,7 +81,7 @@ class EASE(ItemSimilarity):
         check_choice(self.dtype, "dtype", DTYPES)
         check_number(self.max_items, "max_items", integer=True, at_least=1, optional=True)
         check_number(self.memory_limit_mb, "memory_limit_mb", above=0, optional=True)
-        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
+        check_n_jobs(self.n_jobs)
 
     @staticmethod
     def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, top_k_per_row
-from .params import check_choice, check_number
+from .params import check_choice, check_n_jobs, check_number
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
 
@@ -70,7 +70,7 @@ class ItemKNN(ItemSimilarity):
         check_number(self.bm25_k1, "bm25_k1", at_least=0)
         check_number(self.bm25_b, "bm25_b", at_least=0, at_most=1)
         check_number(self.memory_mb, "memory_mb", above=0)
-        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
+        check_n_jobs(self.n_jobs)
 
     def weighted(self, csr: sp.csr_matrix) -> sp.csc_matrix:
         """The weighted users x items matrix ``V`` whose column dot products are similarities

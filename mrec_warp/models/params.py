@@ -94,3 +94,9 @@ def integer_params(cls: type) -> frozenset:
     sig = inspect.signature(cls.__init__)
     return frozenset(name for name, p in sig.parameters.items()
                      if re.search(r"\bint\b", str(p.annotation)) and "float" not in str(p.annotation))
+
+
+def check_n_jobs(value: Any) -> None:
+    """``n_jobs`` as every model takes it: a whole number, negative counting back from the
+    cores, or ``None``."""
+    check_number(value, "n_jobs", integer=True, optional=True, hint="-1: every core")

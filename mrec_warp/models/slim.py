@@ -18,7 +18,7 @@ from ..progress import Progress
 from ..kernels import slim as _slim
 from ._itemsim import ItemSimilarity
 from ..errors import InputError
-from .params import check_number
+from .params import check_n_jobs, check_number
 
 
 class SLIM(ItemSimilarity):
@@ -64,7 +64,7 @@ class SLIM(ItemSimilarity):
         check_number(self.topk, "topk", integer=True, at_least=1)
         check_number(self.max_iter, "max_iter", integer=True, at_least=1)
         check_number(self.tol, "tol", at_least=0)
-        check_number(self.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
+        check_n_jobs(self.n_jobs)
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         n = csr.shape[1]

@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
-from .params import check_flag, check_number
+from .params import check_flag, check_n_jobs, check_number
 
 
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -152,7 +152,7 @@ def check_epoch_params(model) -> None:
 
 def check_common_params(model) -> None:
     """``n_jobs`` and ``random_state``, as the iterative models take them."""
-    check_number(model.n_jobs, "n_jobs", integer=True, optional=True, hint="-1: every core")
+    check_n_jobs(model.n_jobs)
     check_number(model.random_state, "random_state", integer=True, at_least=0, optional=True)
 
 
