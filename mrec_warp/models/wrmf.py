@@ -229,7 +229,7 @@ class WRMF(Recommender):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        nnz, shape = self._set_pairs(X)
+        nnz = self._set_pairs(X)
         if raw.nnz != nnz:  # binary_csr dropped explicit zeros: drop their values too
             raw = raw.copy()
             raw.eliminate_zeros()
@@ -250,12 +250,12 @@ class WRMF(Recommender):
         return sp.csr_matrix((self.confidence_, indices, indptr), shape=shape)
 
     # -- the training matrix: its structure, shared with the confidences; its ones on demand ---
-    def _set_pairs(self, X) -> Tuple[int, Tuple[int, int]]:
+    def _set_pairs(self, X) -> int:
         """:meth:`_set_training_data` keeping only the binary matrix's structure (see
-        ``train_``): its ones go at once, as the fit needs none. Returns (pairs, shape)."""
-        binary = self._set_training_data(X)
+        ``train_``): its ones go at once, as the fit needs none. Returns the number of pairs."""
+        nnz = self._set_training_data(X).nnz
         self.__dict__["_binary_train"] = None
-        return binary.nnz, binary.shape
+        return nnz
 
     @property
     def train_(self) -> Optional[sp.csr_matrix]:
