@@ -191,7 +191,7 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
     (pd.DataFrame({"user": ["a", ""], "item": ["x", "y"]}), {}, "column 'user' (user) is empty in row 1"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "  "]}), {}, "(item) is empty (only spaces)"),
     (pd.DataFrame({"customer": ["a"], "product": ["x"]}), {},
-     "no column 'user' for the user ids; the table has 'customer', 'product' (name the columns with `user_col`"),
+     "no column 'user' for the user ids; the table has 'customer', 'product' (name the columns with user_col="),
     (pd.DataFrame({"user": ["a"], "item": ["x"]}), {"value_col": "qty"}, "no column 'qty' for the values"),
     (pd.DataFrame({"user": ["a", None], "item": ["x", "y"]}), {}, "1 row(s) have no user id (NA in column 'user')"),
     (pd.DataFrame({"user": [None, None], "item": [None, None]}), {}, "2 row(s) have no user id"),

@@ -254,7 +254,7 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
         if col is not None and col not in df.columns:
             have = ", ".join(repr(c) for c in df.columns) or "none"
             raise InputError(f"no column {col!r} for the {role}; the table has {have}", path=source,
-                             hint="name the columns with `user_col`, `item_col` and `value_col`")
+                             hint="name the columns with user_col=, item_col= and value_col=")
 
 
 def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> np.ndarray:
