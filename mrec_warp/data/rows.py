@@ -215,7 +215,8 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
 
     def locate(row: int):
         words = f"user {df[user_col].iloc[row]!r}, item {df[item_col].iloc[row]!r}"
-        if source is not None and reading is not None:
+        # only a regular file is read again for the line (a pipe was read once, and is gone)
+        if source is not None and reading is not None and Path(source).is_file():
             from .delimited import data_line  # here: delimited -> tsv -> interactions -> rows
 
             skip = reading["header_line"]["line"] if reading.get("header") else 0
@@ -225,6 +226,8 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
                 line = -1
             if line > 0:
                 return source, line, words
+        if source is not None:  # a file read once (a pipe): count its data rows as people do, from 1
+            return source, None, f"data row {row + 1} ({words})"
         return source, None, f"row {df.index[row]!r} ({words})"
 
     return locate
