@@ -11,15 +11,15 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.rows import DUPLICATES, merge_rows
 from mrec_warp.errors import InputError
 from mrec_warp.models import load
 from mrec_warp.stages._inputs import RowOptions, load_interactions
+
+from .test_guards import one_line_error, run
 
 # A retail invoice log: repeated invoice lines, returns as negative quantities, customer
 # ids as pandas writes a column with gaps is NOT done here (ids are what the file says).
@@ -38,19 +38,6 @@ C536370\t22633\t-5\t13047
 536374\t85123A\t2\t12583
 """
 COLUMNS = "customer,item,quantity"
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -73,9 +60,9 @@ def file_pairs(path) -> dict:
 
 # -- negatives ----------------------------------------------------------------------------------
 def test_returns_are_refused_by_default_naming_the_line_and_the_choices(retail, tmp_path):
-    line = one_line_error(run("prepare", retail, "-o", tmp_path / "out", "--columns", COLUMNS),
-                          f"{retail}:6:", "2 negative value(s)", "-80", "--negatives drop", "--negatives net")
-    assert "'17850'" in line and "'85123A'" in line
+    result = run("prepare", retail, "-o", tmp_path / "out", "--columns", COLUMNS)
+    one_line_error(result, f"{retail}:6:", "2 negative value(s)", "-80", "user '17850', item '85123A'",
+                   "--negatives drop", "--negatives net")
     assert not (tmp_path / "out").exists()
     # train reads the raw export by the same rules, and refuses it the same way
     one_line_error(run("train", retail, "-o", tmp_path / "m.npz", "--columns", COLUMNS, "--model", "popularity"),

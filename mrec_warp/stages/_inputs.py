@@ -18,7 +18,7 @@ import pandas as pd
 from ..data.interactions import Interactions
 from ..data.inputs import check_readable, output_encoding
 from ..data.ratings import read_ratings
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
 from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load
@@ -41,6 +41,9 @@ class RowOptions:
     duplicates: str = DEFAULT_DUPLICATES
     negatives: str = DEFAULT_NEGATIVES
     min_value: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        check_row_options(self.duplicates, self.negatives, self.min_value)
 
 
 def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,

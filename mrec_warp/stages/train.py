@@ -26,7 +26,7 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options, describe_counts
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, describe_counts
 from ._inputs import FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, params_model
 
 PathLike = Union[str, os.PathLike]
@@ -190,7 +190,6 @@ def train(
     """
     progress = progress or SILENT
     check_outputs({"`output`": output}, [train, validation, params_file, item_features, user_features])
-    check_row_options(duplicates, negatives, min_value)
     rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
                       min_value=min_value)
     context = context or local_context()

@@ -36,7 +36,7 @@ from ..models.params import integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions
 from .candidates import MODEL, with_defaults as defaults_first
 
@@ -258,7 +258,6 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
-    check_row_options(duplicates, negatives, min_value)
     rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
                       min_value=min_value)
     wrmf_trials = any(p.get(MODEL, "warp") == "wrmf" for p in points)
