@@ -36,6 +36,8 @@ C536370\t22633\t-5\t13047
 536372\t84879\t32\t12583
 536373\t71053\t0\t12583
 536374\t85123A\t2\t12583
+536375\t99999\t5\t12583
+C536376\t99999\t-5\t12583
 """
 COLUMNS = "customer,item,quantity"
 
@@ -61,7 +63,7 @@ def file_pairs(path) -> dict:
 # -- negatives ----------------------------------------------------------------------------------
 def test_returns_are_refused_by_default_naming_the_line_and_the_choices(retail, tmp_path):
     result = run("prepare", retail, "-o", tmp_path / "out", "--columns", COLUMNS)
-    one_line_error(result, f"{retail}:6:", "2 negative value(s)", "-80", "user '17850', item '85123A'",
+    one_line_error(result, f"{retail}:6:", "3 negative value(s)", "-80", "user '17850', item '85123A'",
                    "--negatives drop", "--negatives net")
     assert not (tmp_path / "out").exists()
     # train reads the raw export by the same rules, and refuses it the same way
@@ -85,11 +87,16 @@ def test_net_subtracts_returns_and_drops_pairs_bought_back_whole(retail, tmp_pat
     }
     s = json.loads((out / "summary.json").read_text())
     assert (s["rows_read"], s["duplicates_merged"], s["negative_rows"], s["pairs_netted_out"], s["pairs_kept"]) == \
-        (12, 5, 2, 0, 7)
+        (14, 6, 3, 1, 7)  # 99999 was bought and returned whole
     assert s["parameters"]["duplicates"] == "sum" and s["parameters"]["negatives"] == "net"
-    assert "12 rows read; 5 duplicates merged (sum), 2 negative rows netted, 0 pairs with net <= 0 dropped; " \
+    assert "14 rows read; 6 duplicates merged (sum), 3 negative rows netted, 1 pair with net <= 0 dropped; " \
            "7 pairs kept" in result.stdout
     assert (out / "test.tsv").read_text() == "" and s["test"]["rows"] == 0
+    # train on the raw export: the same pairs, and no column for the item returned whole
+    assert run("train", retail, "-o", tmp_path / "m.npz", "--columns", COLUMNS, "--negatives", "net",
+               "--model", "popularity").exit_code == 0
+    model = load(tmp_path / "m.npz")
+    assert sorted(model.item_ids) == sorted({i for _, i in file_pairs(out / "train.tsv")}) and "99999" not in model.item_ids
 
 
 def test_a_pair_returned_whole_is_dropped_by_net_and_drop_removes_only_the_returns():
@@ -133,7 +140,7 @@ def test_cli_and_api_merge_the_same_values_and_train_the_same_matrix(retail, tmp
         result = run("train", source, "-o", model_path, "--model", "popularity", *extra)
         assert result.exit_code == 0, result.output
         model = load(model_path)
-        assert (model.n_users, model.n_items) == (api.n_users, api.n_items) == (3, 4)
+        assert (model.n_users, model.n_items) == (api.n_users, api.n_items) == (3, 5)
         assert sorted(model.item_ids) == sorted(api.item_ids)
 
 

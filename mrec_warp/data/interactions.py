@@ -165,7 +165,8 @@ class Interactions:
             is 1. It must exist.
         user_ids, item_ids : sequence, optional
             Fix the index space (rows with ids outside it are dropped); by default ids are
-            taken in order of first appearance.
+            taken in order of first appearance, those with a kept row only (an item whose
+            every row was a return netted out is not in the data, as in ``prepare``'s files).
         duplicates : {"sum", "max", "first", "last", "count"}
             How repeated (user, item) rows merge (default ``sum``, as ``prepare``):
             :mod:`mrec_warp.data.rows`.
@@ -213,8 +214,13 @@ class Interactions:
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value,
                           locate=table_locator(table, user_col, item_col, source))
+        user, item = rows.user, rows.item
+        if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
+            user, u_uniques = _compact(user, u_uniques)
+        if item_ids is None:
+            item, i_uniques = _compact(item, i_uniques)
         matrix = sp.csr_matrix(
-            (rows.value.astype(np.float32), (rows.user, rows.item)),
+            (rows.value.astype(np.float32), (user, item)),
             shape=(len(u_uniques), len(i_uniques)), dtype=np.float32,
         )
         out = cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
@@ -246,6 +252,15 @@ class Interactions:
         matrix = sp.csr_matrix((coo.data[keep], (rows[keep], cols[keep])),
                                shape=(len(new_users), len(new_items)), dtype=np.float32)
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
+
+
+def _compact(codes: np.ndarray, uniques: np.ndarray):
+    """``codes`` renumbered over the ids they use, in the same order, and those ids."""
+    used = np.zeros(len(uniques), dtype=bool)
+    used[codes] = True
+    if used.all():
+        return codes, uniques
+    return (np.cumsum(used) - 1)[codes], np.asarray(uniques)[used]
 
 
 def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Optional[str],
