@@ -249,10 +249,11 @@ def test_an_unknown_id_close_to_a_known_one_gets_a_did_you_mean(asked, meant):
     assert "did you mean" not in str(info.value)
 
 
-def test_recommend_says_did_you_mean_for_a_float_spelled_user(tmp_path):
+def test_recommend_and_similar_say_did_you_mean_for_a_float_spelled_id(tmp_path):
     path = tmp_path / "r.tsv"
-    path.write_text("".join(f"{17850 + u}\ti{(u + k) % 5}\n" for u in range(6) for k in range(3)))
+    path.write_text("".join(f"{17850 + u}\t{100 + (u + k) % 5}\n" for u in range(6) for k in range(3)))
     assert run("train", path, "-o", tmp_path / "m.npz", "--model", "itemknn").exit_code == 0
     (tmp_path / "users.txt").write_text("17851.0\n")
     one_line_error(run("recommend", tmp_path / "m.npz", "--users", tmp_path / "users.txt", "--train", path,
                        "-o", tmp_path / "recs.tsv"), "did you mean '17851'")
+    one_line_error(run("similar", tmp_path / "m.npz", "--items", "101.0"), "did you mean '101'")
