@@ -201,6 +201,14 @@ def test_from_dataframe_refuses_bad_tables_with_an_input_error(frame, kwargs, wo
     assert len(str(info.value).splitlines()) == 1
 
 
+def test_rules_that_leave_nothing_are_refused_not_a_0x0_matrix():
+    returns = pd.DataFrame({"user": ["a", "b"], "item": ["x", "x"], "qty": [-1.0, -2.0]})
+    with pytest.raises(InputError, match="no interactions left: 2 negative rows dropped"):
+        Interactions.from_dataframe(returns, value_col="qty", negatives="drop")
+    with pytest.raises(InputError, match="0 negative rows dropped, 0 pairs netted out, 2 pairs below"):
+        Interactions.from_dataframe(returns.assign(qty=[1.0, 2.0]), value_col="qty", min_value=5)
+
+
 def test_empty_id_gets_the_same_words_from_the_cli(tmp_path):
     path = tmp_path / "r.tsv"
     path.write_text("a\tx\t1\n\ty\t2\n")

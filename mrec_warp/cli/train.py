@@ -114,7 +114,7 @@ Examples:
 @friendly_errors
 def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, validation_file,
           params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, **options):
-    """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
+    """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
     TRAIN may be prepare's train.tsv or a raw export, read with the same options as
     prepare (--sep, --columns, --header) and the same row rules (--duplicates,

@@ -214,6 +214,11 @@ class Interactions:
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value,
                           locate=table_locator(table, user_col, item_col, source))
+        c = rows.counts
+        if c["rows_read"] and not c["pairs_kept"]:  # as prepare: an empty model is never what was meant
+            raise InputError(f"no interactions left: {c['negative_rows_dropped']:,} negative rows dropped, "
+                             f"{c['pairs_netted_out']:,} pairs netted out, {c['rows_below_min_value']:,} pairs "
+                             "below the minimum value", path=source, hint="lower `min_value`, or check `negatives`")
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = _compact(user, u_uniques)
