@@ -10,8 +10,8 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
    user in test also has training data):
 
    * ``random``: ``round(test_fraction * n)`` of the user's ``n`` items, at random, go to
-     test (halves round up), clipped to ``[1, n - 1]``; ``test_fraction=0`` puts every row in
-   train and writes an empty test.tsv (a model on all the data);
+     test (halves round up), clipped to ``[1, n - 1]``; ``test_fraction=0`` puts every row
+     in train and writes an empty test.tsv (a model on all the data);
    * ``leave-out``: ``leave_out`` items at random go to test, at most ``n - 1``;
    * ``temporal``: the latest items by timestamp go to test, as many as ``test_fraction``
      (or ``leave_out``) says, counted as above; ties at the boundary are broken at random.
@@ -186,8 +186,10 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
         )
     if len(pos) == 0:
         c = pos.counts
+        returns = (f"{c['negative_rows_dropped']} negative rows dropped, " if c["negative_rows_dropped"] else "") + (
+            f"{c['pairs_netted_out']} pairs netted out, " if c["pairs_netted_out"] else "")
         raise InputError(
-            f"no interactions left: {c['rows_below_min_rating']} rows below the minimum rating, "
+            f"no interactions left: {returns}{c['rows_below_min_rating']} rows below the minimum rating, "
             f"{c['rows_of_users_below_min_user_items']} rows of users with too few items", path=source,
             hint="lower `min_rating` or `min_user_items`",
         )
@@ -231,7 +233,8 @@ def iter_splits(
     if split in COLD_SPLITS:
         choose = functools.partial(choose, fraction=test_fraction)
     params = {
-        "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating, "min_user_items": int(min_user_items), "split": split,
+        "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating,
+        "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
     }
     # A test row needs its user and its item in training, except on the side a cold split
