@@ -149,8 +149,8 @@ def test_prepare_wrong_column_count(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--test-fraction", "1.5"], "test fraction must be between 0 and 1"),
-    (["--test-fraction", "0"], "--test-fraction 0.2"),
+    (["--test-fraction", "1.5"], "test fraction must be at least 0 and below 1"),
+    (["--test-fraction", "-0.1"], "--test-fraction 0.2"),
     (["--test-fraction", "0.2", "--leave-out", "1"], "either --test-fraction F or --leave-out K"),
     (["--leave-out", "0"], "leave-out count must be a positive integer"),
     (["--split", "temporal", "--num-splits", "2"], "temporal split is the same every time"),

@@ -7,21 +7,23 @@ import pandas as pd
 from mrec_warp.data.positives import binarise
 
 
-def test_duplicates_merge_to_max_value_and_earliest_time():
+def test_duplicates_merge_by_the_rule_chosen_with_the_earliest_time():
     df = pd.DataFrame({
         "user": ["a", "a", "a", "b"], "item": ["x", "x", "x", "x"],
         "value": [2.0, 5.0, 3.0, 1.0], "timestamp": [30, 20, 10, 5],
     })
-    pos = binarise(df)
-    assert len(pos) == 2 and pos.counts["duplicates_merged"] == 2
-    merged = pos.take(np.ones(len(pos), dtype=bool))
-    assert merged.to_dict("records")[0] == {"user": "a", "item": "x", "value": 5.0, "timestamp": 10}
+    for rule, value in (("sum", 10.0), ("max", 5.0), ("first", 2.0), ("last", 3.0), ("count", 3.0)):
+        pos = binarise(df, duplicates=rule)
+        assert len(pos) == 2 and pos.counts["duplicates_merged"] == 2
+        merged = pos.take(np.ones(len(pos), dtype=bool))
+        assert merged.to_dict("records")[0] == {"user": "a", "item": "x", "value": value, "timestamp": 10}, rule
+    assert binarise(df).take(np.ones(2, dtype=bool))["value"].tolist() == [10.0, 1.0]  # the default is sum
 
 
 def test_merge_happens_before_the_rating_filter():
     # the low duplicate does not hide the high one, and the high one is not counted as dropped
     df = pd.DataFrame({"user": ["a", "a", "a"], "item": ["x", "x", "y"], "value": [2.0, 5.0, 1.0]})
-    pos = binarise(df, min_rating=4)
+    pos = binarise(df, min_rating=4, duplicates="max")
     assert pos.take(np.ones(len(pos), dtype=bool))[["user", "item", "value"]].values.tolist() == [["a", "x", 5.0]]
     assert pos.counts["duplicates_merged"] == 1
     assert pos.counts["rows_below_min_rating"] == 1  # only (a, y): counted after merging

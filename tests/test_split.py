@@ -220,7 +220,8 @@ def test_files_and_summary(tmp_path):
     assert len(line.split("\t")) == 4 and line.split("\t")[2] in "345"  # integral ratings stay "4"
     assert summary["input"] == str(path)
     assert summary["parameters"] == {
-        "format": "auto", "sep": None, "header": None, "columns": None, "min_rating": 3,
+        "format": "auto", "sep": None, "header": None, "columns": None,
+        "duplicates": "sum", "negatives": "refuse", "min_rating": 3,
         "min_user_items": 1, "split": "random", "test_fraction": 0.2, "leave_out": None,
         "num_splits": 1, "seed": 1,
     }
@@ -253,12 +254,12 @@ def test_num_splits_writes_one_folder_each(tmp_path):
     assert (tmp_path / "one/test.tsv").read_bytes() == tests[0]
 
 
-@pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.2, float("nan")])
+@pytest.mark.parametrize("fraction", [1.0, 1.5, -0.2, float("nan")])
 def test_bad_test_fraction(tmp_path, fraction):
     path = frame_file(tmp_path, random_ratings(seed=1))
-    with pytest.raises(InputError, match=r"test fraction must be between 0 and 1.*`test_fraction=0.2`") as info:
+    with pytest.raises(InputError, match=r"test fraction must be at least 0 and below 1.*`test_fraction=0.2`") as info:
         prepare(path, tmp_path / "out", test_fraction=fraction)
-    assert re.search(r"test fraction must be between 0 and 1.*--test-fraction 0.2", error_line(info.value))
+    assert re.search(r"test fraction must be at least 0 and below 1.*--test-fraction 0.2", error_line(info.value))
     assert not (tmp_path / "out").exists()
 
 

@@ -15,6 +15,8 @@ from typing import Callable, List, Optional, Tuple
 import click
 
 from ..data.inputs import output_encoding
+from ..data.ratings import FORMATS
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
 from ..jobs import resumable_folders
 from ..errors import InputError, ParameterError
 from ..progress import Progress
@@ -184,6 +186,48 @@ def check_sep(ctx: click.Context, param: click.Parameter, value: Optional[str]) 
     if value is not None and value == "":
         raise click.BadParameter("an empty delimiter splits nothing; give e.g. ';', '\\t' or '\\s+'")
     return value
+
+
+def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
+    """``--format``, ``--sep``, ``--header/--no-header`` and ``--columns``: how a ratings file
+    is read, declared once for every command that reads one (``what`` names its argument)."""
+    def decorate(func: Callable) -> Callable:
+        for option in reversed((
+            click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+                         help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), or guess "
+                              "from the first line."),
+            click.option("--sep", callback=check_sep,
+                         help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace."),
+            click.option("--header/--no-header", default=None,
+                         help="Whether the first line names the columns [guessed: never when a field is a "
+                              "number; prepare's output says what was chosen]."),
+            click.option("--columns", metavar="USER,ITEM[,VALUE[,TS]]",
+                         help="Which columns to use, by header name or 0-based position, e.g. "
+                              "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
+                              "always a position, never a header name."),
+        )):
+            func = option(func)
+        return func
+    return decorate
+
+
+def row_options(func: Callable) -> Callable:
+    """``--duplicates``, ``--negatives`` and ``--min-value``: the row rules of
+    :mod:`mrec_warp.data.rows`, declared once for prepare, train and tune."""
+    options = (
+        click.option("--duplicates", type=click.Choice(DUPLICATES), default=DEFAULT_DUPLICATES, show_default=True,
+                     help="How repeated (user, item) rows merge: sum their values, keep the largest, the "
+                          "first or last in file order, or count the rows. The merged timestamp is the earliest."),
+        click.option("--negatives", type=click.Choice(NEGATIVES), default=DEFAULT_NEGATIVES, show_default=True,
+                     help="Negative values (returns): refuse the file, drop those rows, or net them against "
+                          "the same user and item (sum; pairs netting <= 0 dropped)."),
+        click.option("--min-value", "--min-rating", "min_value", type=float, metavar="R",
+                     help="Drop (merged) pairs valued below R, e.g. ratings below 4 [keep all: a value is a "
+                          "strength, 0 the lowest; train --confidence weighs rows by it]."),
+    )
+    for option in reversed(options):
+        func = option(func)
+    return func
 
 
 def quiet_option(func: Callable) -> Callable:

@@ -44,6 +44,8 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     # prepare: reading and splitting
     "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",
+    # prepare, train, tune: the row rules
+    "duplicates", "negatives", "min_value",
     # recommend (and train's output)
     "output", "users", "exclude_items", "block_size",
     # similar

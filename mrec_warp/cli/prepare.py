@@ -6,13 +6,12 @@ from typing import Any, Dict
 
 import click
 
-from ..data.ratings import FORMATS
 from ..data.split import SPLITS
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
-from ._common import check_sep, friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -21,12 +20,14 @@ Examples:
   mrec-warp prepare ml-1m/ratings.dat -o split/ --format movielens --min-rating 4 --leave-out 1
   mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
   mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
+  mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --test-fraction 0  # all in train
   mrec-warp prepare ml-100k/u.data -o cold/ --min-rating 4 --split cold-items --test-fraction 0.2 --features
 
 \b
-Rules, in order: duplicate (user, item) rows are merged (highest rating, earliest time);
-rows rated below --min-rating are dropped; users with fewer than --min-user-items rows
-left are dropped; then each user's rows are split (users with one row stay in train), and
+Rules, in order: negative values are refused (--negatives drop|net to keep the file);
+repeated (user, item) rows are merged by --duplicates (default: values summed, earliest
+time); pairs valued below --min-value (alias --min-rating) are dropped, a 0 is kept;
+users with fewer than --min-user-items rows left are dropped; then each user's rows are split (users with one row stay in train), and
 test rows whose item never appears in train are dropped. summary.json counts each step.
 The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
 with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
@@ -34,23 +35,13 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-              help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
-@click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
-@click.option("--header/--no-header", default=None,
-              help="Whether the first line names the columns [guessed: never when a field is a number; "
-                   "the output says what was chosen].")
-@click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
-              help="Which columns to use, by header name or 0-based position, e.g. "
-                   "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
-                   "always a position, never a header name.")
-@click.option("--min-rating", type=float, metavar="R",
-              help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
-                   "kept for 'train --confidence'].")
+@reader_options("INPUT")
+@row_options
 @click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",
               help="Drop users with fewer than N interactions left.")
 @click.option("--test-fraction", type=float, metavar="F",
-              help="Share of each user's interactions put in test, rounded, at least 1 [0.2].")
+              help="Share of each user's interactions put in test, rounded, at least 1 [0.2]; 0 puts "
+                   "every row in train.tsv (test.tsv is empty): a model on all the data.")
 @click.option("--leave-out", type=int, metavar="K",
               help="Put K interactions of each user in test instead of a fraction.")
 @click.option("--split", "split_kind", type=click.Choice(SPLITS), default="random", show_default=True,
@@ -65,8 +56,8 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                    "occupation), or a synth folder's item_tags.tsv.")
 @quiet_option
 @friendly_errors
-def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_items, test_fraction,
-            leave_out, split_kind, num_splits, seed, quiet, verbose, features=False):
+def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, min_user_items,
+            test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False):
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
@@ -77,7 +68,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
     result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
+        min_rating=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features,
     )
@@ -93,11 +84,18 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
     """What was written, what was dropped on the way, how the input was read (first split
     only) and what became of the value column."""
-    dropped = []
-    if s["duplicates_merged"]:
-        dropped.append(f"{plural(s['duplicates_merged'], 'duplicate')} merged")
+    rules = s.get("parameters", {})
+    dropped = [f"{plural(s['duplicates_merged'], 'duplicate')} merged ({rules.get('duplicates', 'sum')})"]
+    if s.get("negative_rows_dropped"):
+        dropped.append(f"{plural(s['negative_rows_dropped'], 'negative row')} dropped")
+    if rules.get("negatives") == "net" and s.get("negative_rows"):
+        dropped.append(f"{plural(s['negative_rows'], 'negative row')} netted, "
+                       f"{plural(s['pairs_netted_out'], 'pair')} with net <= 0 dropped")
     if s["rows_below_min_rating"]:
         dropped.append(f"{plural(s['rows_below_min_rating'], 'row')} below --min-rating")
+    # the row rules end with the pairs they kept; what follows is per user and per split
+    dropped = ["; ".join([", ".join(dropped), plural(s["pairs_kept"], "pair") + " kept"])] if "pairs_kept" in s \
+        else dropped
     if s["rows_of_users_below_min_user_items"]:
         dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:
@@ -108,7 +106,7 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         f"wrote {folder / 'train.tsv'} ({plural(s['train']['rows'], 'row')}), {folder / 'test.tsv'} "
         f"({plural(s['test']['rows'], 'row')}) and {folder / 'summary.json'}\n"
         f"  {plural(s['users']['kept'], 'user')}, {plural(s['items']['kept'], 'item')} from "
-        f"{plural(s['rows_read'], 'row')}"
+        f"{plural(s['rows_read'], 'row')} read"
         + (f"; {', '.join(dropped)}" if dropped else "")
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")

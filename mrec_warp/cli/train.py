@@ -9,7 +9,7 @@ from ..data.confidence import CONFIDENCES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ..progress import plural
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
 from ._features import feature_file_options, pop_feature_options
 from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._parallel import N_JOBS, parallel_options
@@ -29,6 +29,7 @@ Examples:
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
+  mrec-warp train export.csv -o all.npz --sep ';' --columns 0,1,2 --negatives net   # a raw export, all of it
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
@@ -38,8 +39,8 @@ Examples:
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
                    "itemknn, slim, ease: item-item models; wrmf: implicit ALS with confidence weights) "
                    "[the one --params names, else warp].")
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
+@reader_options("TRAIN")
+@row_options
 @click.option("--factors", type=int, help="Latent dimensions [64].")
 @click.option("--loss", type=click.Choice(["warp", "bpr", "warp-kos"]), help="Ranking loss [warp].")
 @click.option("--kos-k", type=int, help="warp-kos: step on the k-th best of the sampled positives [5].")
@@ -111,9 +112,13 @@ Examples:
                    "[with --backend dask: 1, one model on one Dask worker].")
 @quiet_option
 @friendly_errors
-def train(train, output, model_name, fmt, validation_file, params_file, seed, n_jobs, backend, scheduler, workdir,
-          sub_models, quiet, verbose, **options):
-    """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row a positive).
+def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, validation_file,
+          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, **options):
+    """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
+
+    TRAIN may be prepare's train.tsv or a raw export, read with the same options as
+    prepare (--sep, --columns, --header) and the same row rules (--duplicates,
+    --negatives, --min-value): the whole file becomes the model's training data.
 
     The value column is ignored unless --confidence weighs rows by it (WARP), or, for
     --model wrmf, by default (every row weighs 1 + alpha when there is no value column).
@@ -128,7 +133,8 @@ def train(train, output, model_name, fmt, validation_file, params_file, seed, n_
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     result = train_model(train, output, model=model_name, params=params, params_file=params_file, format=fmt,
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
-                         progress=progress, **features)
+                         progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
+                         negatives=negatives, min_value=min_value, **features)
     if quiet:
         return
     for note in result.notes:

@@ -12,7 +12,7 @@ from ..context import ExecutionContext
 from ..stages import candidates as search
 from ..stages.tune import tune as tune_stage
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
 
@@ -61,8 +61,8 @@ alone, from a default space.
 @click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
               help="Epochs after the last rise of the score before a trial stops (longer than "
                    "train's 6: a shorter one favours settings that peak early, such as no norm limit).")
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "tsv", "csv", "movielens"]), help="Format of TRAIN.")
+@reader_options("TRAIN")
+@row_options
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Trials at once (-1: every core; with dask and no --scheduler: local workers).")
@@ -70,7 +70,8 @@ alone, from a default space.
 @quiet_option
 @friendly_errors
 def tune(train, models, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
-         patience, fmt, seed, n_jobs, backend, scheduler, workdir, quiet, verbose):
+         patience, fmt, sep, header, columns, duplicates, negatives, min_value, seed, n_jobs, backend, scheduler,
+         workdir, quiet, verbose):
     """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
 
     Every trial uses the same split and seed (WARP trials early-stop on their own), so the
@@ -97,7 +98,8 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     points = search.candidates(families, grids, n_random, seed=seed)
     result = tune_stage(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
                         base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
-                        progress=progress, format=fmt)
+                        progress=progress, format=fmt, sep=sep, header=header, columns=columns,
+                        duplicates=duplicates, negatives=negatives, min_value=min_value)
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():

@@ -10,6 +10,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
+from .near_ids import did_you_mean
+from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, merge_rows, table_locator
 
 #: Column names of the canonical interactions table (what ratings files are read into).
 CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
@@ -138,37 +140,97 @@ class Interactions:
         value_col: Optional[str] = None,
         user_ids: Optional[Sequence] = None,
         item_ids: Optional[Sequence] = None,
+        duplicates: str = DEFAULT_DUPLICATES,
+        negatives: str = DEFAULT_NEGATIVES,
+        min_value: Optional[float] = None,
+        source: Optional[str] = None,
     ) -> "Interactions":
-        """Build from a table of (user, item[, value]) rows.
+        """Build from a table of (user, item[, value]) rows, by the same row rules as the CLI.
 
-        Duplicate (user, item) rows are merged by summing their values (a user who played
-        a song twice has a stronger signal, never two entries). Ids are taken in order of
-        first appearance unless ``user_ids`` / ``item_ids`` fix the index space (rows with
-        ids outside it are dropped).
+        Every row kept is an interaction; its value is a strength, and a 0 is kept (the
+        lowest). The table is refused, as the CLI refuses a file, with an
+        :class:`~mrec_warp.errors.InputError` (a ``ValueError``) naming the row: a missing
+        column, an empty or missing (NA) id, a value that is not a finite number, a negative
+        value unless ``negatives`` says what it means.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            One interaction per row; ids are taken as their text (``str(x)``).
+        user_col, item_col : str
+            The columns holding the user and item ids (default ``"user"``, ``"item"``, the
+            names :func:`~mrec_warp.data.ratings.read_ratings` gives).
+        value_col : str, optional
+            The column holding each row's value (count, hours, rating); without it every row
+            is 1. It must exist.
+        user_ids, item_ids : sequence, optional
+            Fix the index space (rows with ids outside it are dropped); by default ids are
+            taken in order of first appearance, those with a kept row only (an item whose
+            every row was a return netted out is not in the data, as in ``prepare``'s files).
+        duplicates : {"sum", "max", "first", "last", "count"}
+            How repeated (user, item) rows merge (default ``sum``, as ``prepare``):
+            :mod:`mrec_warp.data.rows`.
+        negatives : {"refuse", "drop", "net"}
+            What negative values do (default ``refuse``, as ``prepare``).
+        min_value : float, optional
+            Drop merged pairs valued below this (``prepare --min-value``).
+        source : str, optional
+            The file ``df`` was read from, named in errors (with the line, when ``df`` came
+            from :func:`~mrec_warp.data.ratings.read_ratings`).
+
+        The counts of the row rules (rows read, merged, dropped, pairs kept) are in the
+        result's ``row_counts``.
         """
-        users = df[user_col].astype(str).to_numpy()
-        items = df[item_col].astype(str).to_numpy()
-        if value_col is not None and value_col in df:
-            values = df[value_col].to_numpy(dtype=np.float32)
-        else:
-            values = np.ones(len(df), dtype=np.float32)
+        _check_columns(df, user_col, item_col, value_col, source)
+        users = _ids_of(df, user_col, "user", source)
+        items = _ids_of(df, item_col, "item", source)
+        values = None
+        if value_col is not None:
+            values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                row = int(np.argmax(bad))
+                raise InputError(f"value {df[value_col].iloc[row]!r} of row {df.index[row]!r} in column "
+                                 f"{value_col!r} is not a finite number ({int(bad.sum()):,} such rows)",
+                                 path=source, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
             u_codes, u_uniques = pd.factorize(users, sort=False)
+            u_uniques = np.asarray(u_uniques, dtype=object)
         else:
             u_uniques = _id_array(user_ids)
             u_codes = pd.Index(u_uniques).get_indexer(users)
         if item_ids is None:
             i_codes, i_uniques = pd.factorize(items, sort=False)
+            i_uniques = np.asarray(i_uniques, dtype=object)
         else:
             i_uniques = _id_array(item_ids)
             i_codes = pd.Index(i_uniques).get_indexer(items)
         keep = (u_codes >= 0) & (i_codes >= 0)
+        table = df
         if not keep.all():
-            u_codes, i_codes, values = u_codes[keep], i_codes[keep], values[keep]
+            u_codes, i_codes = u_codes[keep], i_codes[keep]
+            values = None if values is None else values[keep]
+            table = df[keep]
+        rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
+                          negatives=negatives, min_value=min_value,
+                          locate=table_locator(table, user_col, item_col, source))
+        c = rows.counts
+        if c["rows_read"] and not c["pairs_kept"]:  # as prepare: an empty model is never what was meant
+            raise InputError(f"no interactions left: {c['negative_rows_dropped']:,} negative rows dropped, "
+                             f"{c['pairs_netted_out']:,} pairs netted out, {c['rows_below_min_value']:,} pairs "
+                             "below the minimum value", path=source, hint="lower `min_value`, or check `negatives`")
+        user, item = rows.user, rows.item
+        if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
+            user, u_uniques = _compact(user, u_uniques)
+        if item_ids is None:
+            item, i_uniques = _compact(item, i_uniques)
         matrix = sp.csr_matrix(
-            (values, (u_codes, i_codes)), shape=(len(u_uniques), len(i_uniques)), dtype=np.float32
+            (rows.value.astype(np.float32), (user, item)),
+            shape=(len(u_uniques), len(i_uniques)), dtype=np.float32,
         )
-        return cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
+        out = cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
+        out.row_counts = {**rows.counts, "rows_outside_given_ids": int((~keep).sum())}
+        return out
 
     def to_dataframe(self) -> pd.DataFrame:
         """Rows of (user, item, value) in user-then-item index order."""
@@ -197,6 +259,44 @@ class Interactions:
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
 
 
+def _compact(codes: np.ndarray, uniques: np.ndarray):
+    """``codes`` renumbered over the ids they use, in the same order, and those ids."""
+    used = np.zeros(len(uniques), dtype=bool)
+    used[codes] = True
+    if used.all():
+        return codes, uniques
+    return (np.cumsum(used) - 1)[codes], np.asarray(uniques)[used]
+
+
+def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Optional[str],
+                   source: Optional[str]) -> None:
+    """Refuse a column name the table does not have, listing the ones it has."""
+    for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
+                             ("values", value_col, "value_col")):
+        if col is not None and col not in df.columns:
+            have = ", ".join(repr(c) for c in df.columns) or "none"
+            raise InputError(f"no column {col!r} for the {role}; the table has {have}", path=source,
+                             hint="name the columns with user_col=, item_col= and value_col=")
+
+
+def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.Series:
+    """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses it."""
+    column = df[col]
+    missing = column.isna().to_numpy()
+    if missing.any():
+        row = int(np.argmax(missing))
+        raise InputError(f"{int(missing.sum()):,} row(s) have no {role} id (NA in column {col!r}), the first "
+                         f"row {df.index[row]!r}", path=source,
+                         hint=f"drop them first, e.g. `df.dropna(subset=[{col!r}])`, or fill them in")
+    text = column.astype(str)
+    empty = (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
+    if empty.any():
+        row = int(np.argmax(empty))
+        raise InputError(f"column {col!r} ({role}) is empty" + (" (only spaces)" if text.iloc[row] else "")
+                         + f" in row {df.index[row]!r}", path=source, hint=f"fill in the {role} or remove the row")
+    return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
+
+
 def _id_list(ids) -> list:
     """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
     characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6)."""
@@ -211,8 +311,9 @@ def _lookup(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, sourc
     if strict and (out < 0).any():
         bad = ids[int(np.flatnonzero(out < 0)[0])]
         n_bad = int((out < 0).sum())
+        near = did_you_mean(bad, index, index.keys())
         raise InputError(
-            f"{n_bad} {kind} id(s) not known to the model, e.g. {bad!r}",
+            f"{n_bad} {kind} id(s) not known to the model, e.g. {bad!r}" + (f" ({near})" if near else ""),
             path=source,
             hint=f"pass only {kind}s present in the training data",
         )

@@ -3,9 +3,11 @@
 The first three rules of :func:`~mrec_warp.data.split.prepare`, in the order they are
 applied (each is counted in ``summary.json``):
 
-1. **Merge duplicates.** Rows with the same (user, item) become one: its value is the
-   largest of their values and its timestamp the earliest of their timestamps (when the
-   user first met the item). Files without a rating column get value 1 for every row.
+1. **Negatives and duplicates.** The row rules of :mod:`mrec_warp.data.rows`: negative
+   values are refused, dropped or netted (``negatives``, default ``refuse``); rows with the
+   same (user, item) become one whose value is their sum (``duplicates``: sum, max, first,
+   last, count) and whose timestamp is the earliest of theirs (when the user first met
+   the item). Files without a rating column get value 1 for every row.
 2. **Binarise.** With ``min_rating``, merged rows whose value is below it are dropped; every
    row left is a positive. The value (rating, count, hours) is kept in the output files
    either way, so ``train --confidence`` can weigh rows by it; ``summary.json``'s
@@ -19,10 +21,12 @@ what the splitting works on (group by user = sort by user, no per-user Python lo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 import pandas as pd
+
+from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, merge_rows, table_locator
 
 
 @dataclass
@@ -73,23 +77,10 @@ class Positives:
         return pd.DataFrame(frame)
 
 
-def _merge_duplicates(
-    user: np.ndarray, item: np.ndarray, value: np.ndarray, timestamp: Optional[np.ndarray], n_items: int
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
-    """One row per (user, item), sorted by user then item: max value, earliest timestamp."""
-    key = user * np.int64(n_items) + item
-    order = np.argsort(key, kind="stable")  # stable: same input, same output
-    key = key[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    value = np.maximum.reduceat(value[order], starts)
-    if timestamp is not None:
-        timestamp = np.minimum.reduceat(timestamp[order], starts)
-    key = key[starts]
-    return key // n_items, key % n_items, value, timestamp
-
-
-def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1) -> Positives:
-    """Merge duplicate rows, drop rows below ``min_rating``, drop users with too few rows.
+def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1,
+             duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES,
+             source: Optional[str] = None) -> Positives:
+    """Apply the row rules, then drop users with too few rows.
 
     Parameters
     ----------
@@ -99,6 +90,11 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
         Merged rows with a value below this are dropped; ``None`` keeps every row.
     min_user_items : int
         Users with fewer rows than this (after the rating filter) are dropped.
+    duplicates, negatives : str
+        How repeated (user, item) rows merge and what negative values do:
+        :mod:`mrec_warp.data.rows`.
+    source : str, optional
+        The file ``df`` was read from, for the line of a refused negative value.
 
     Returns
     -------
@@ -107,25 +103,20 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     """
     user, user_ids = pd.factorize(df["user"], sort=False)
     item, item_ids = pd.factorize(df["item"], sort=False)
-    if "value" in df:
-        value = df["value"].to_numpy(dtype=np.float64)
-    else:  # a file of (user, item) pairs: every row is a positive
-        value = np.ones(len(df), dtype=np.float64)
+    value = df["value"].to_numpy(dtype=np.float64) if "value" in df else None  # None: every row a positive
     timestamp = df["timestamp"].to_numpy(dtype=np.int64) if "timestamp" in df else None
-    user, item, value, timestamp = _merge_duplicates(
-        user.astype(np.int64), item.astype(np.int64), value, timestamp, len(item_ids)
-    )
-    counts = {"rows_read": len(df), "duplicates_merged": len(df) - len(user)}
-
-    keep = np.ones(len(user), dtype=bool) if min_rating is None else value >= min_rating
-    counts["rows_below_min_rating"] = int(len(user) - keep.sum())
-    per_user = np.bincount(user[keep], minlength=len(user_ids))
+    rows = merge_rows(user, item, value, timestamp, len(item_ids), duplicates=duplicates, negatives=negatives,
+                      min_value=min_rating, locate=table_locator(df, source=source))
+    user, item, value, timestamp = rows.user, rows.item, rows.value, rows.timestamp
+    counts = dict(rows.counts)
+    counts["rows_below_min_rating"] = counts["rows_below_min_value"]  # prepare's name for it
+    per_user = np.bincount(user, minlength=len(user_ids))
     user_ok = per_user >= min_user_items
-    small = ~user_ok[user] & keep
+    small = ~user_ok[user]
     counts["rows_of_users_below_min_user_items"] = int(small.sum())
     counts["users_without_positives"] = int((per_user == 0).sum())
     counts["users_below_min_user_items"] = int(((per_user > 0) & ~user_ok).sum())
-    keep &= ~small
+    keep = ~small
     return Positives(
         user=user[keep], item=item[keep], value=value[keep],
         timestamp=None if timestamp is None else timestamp[keep],

@@ -2,14 +2,16 @@
 
 The rules, in the order they are applied (each is counted in ``summary.json``):
 
-1. **Merge duplicates**, 2. **binarise** at ``min_rating``, 3. **filter users** below
-   ``min_user_items``: :func:`~mrec_warp.data.positives.binarise`, whose module docstring
-   states these three rules in full.
+1. **Negatives and duplicates** (the row rules of :mod:`mrec_warp.data.rows`, shared with
+   ``train`` and :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe`),
+   2. **binarise** at ``min_rating``, 3. **filter users** below ``min_user_items``:
+   :func:`~mrec_warp.data.positives.binarise`, whose module docstring states these rules.
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
    user in test also has training data):
 
    * ``random``: ``round(test_fraction * n)`` of the user's ``n`` items, at random, go to
-     test (halves round up), clipped to ``[1, n - 1]``;
+     test (halves round up), clipped to ``[1, n - 1]``; ``test_fraction=0`` puts every row
+     in train and writes an empty test.tsv (a model on all the data);
    * ``leave-out``: ``leave_out`` items at random go to test, at most ``n - 1``;
    * ``temporal``: the latest items by timestamp go to test, as many as ``test_fraction``
      (or ``leave_out``) says, counted as above; ties at the boundary are broken at random.
@@ -37,6 +39,7 @@ from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
 from .features import write_features
 from .positives import Positives, binarise
+from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
 from .ratings import describe_reading, read_ratings
 from .side_features import side_features
 from .split_folder import write_split
@@ -51,6 +54,8 @@ DEFAULT_TEST_FRACTION = 0.2
 # -- choosing test rows -----------------------------------------------------------------------
 def _test_counts(n: np.ndarray, test_fraction: Optional[float], leave_out: Optional[int]) -> np.ndarray:
     """How many of each user's ``n`` positives go to test (0 for users with fewer than 2)."""
+    if leave_out is None and test_fraction == 0:  # everything in train
+        return np.zeros(len(n), dtype=np.int64)
     if leave_out is not None:
         k = np.minimum(leave_out, n - 1)
     else:
@@ -113,8 +118,10 @@ _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal":
 def _check_options(
     test_fraction: Optional[float], leave_out: Optional[int], split: str, num_splits: int,
     min_user_items: int, min_rating: Optional[float], seed: int,
+    duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES,
 ) -> Tuple[Optional[float], Optional[int], str]:
     """Validate the split options; return the effective (test_fraction, leave_out, split)."""
+    check_row_options(duplicates, negatives)
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}", hint=f"use one of {', '.join(SPLITS)}")
     if test_fraction is not None and leave_out is not None:
@@ -136,12 +143,19 @@ def _check_options(
     else:
         if test_fraction is None:
             test_fraction = DEFAULT_TEST_FRACTION
-        if not isinstance(test_fraction, numbers.Real) or not 0.0 < float(test_fraction) < 1.0:
+        if (isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real)
+                or not 0.0 <= float(test_fraction) < 1.0):
             raise InputError(
-                f"test fraction must be between 0 and 1 (exclusive), got {test_fraction!r}",
-                hint="e.g. `test_fraction=0.2` puts 20% of each user's items in test",
+                f"test fraction must be at least 0 and below 1, got {test_fraction!r}",
+                hint="e.g. `test_fraction=0.2` puts 20% of each user's items in test; 0 puts all in train",
             )
         test_fraction = float(test_fraction)
+        if test_fraction == 0 and split in COLD_SPLITS:
+            raise InputError(f"`split={split}` holds out some {split[5:]}, and `test_fraction=0` none",
+                             hint="give a fraction above 0, or drop `split` to put every row in train")
+        if test_fraction == 0 and num_splits != 1:
+            raise InputError("with `test_fraction=0` every split is the same (all rows in train)",
+                             hint="use `num_splits=1`")
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
         raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. `num_splits=5`")
     if split == "temporal" and num_splits > 1:
@@ -158,7 +172,8 @@ def _check_options(
     return test_fraction, leave_out, split
 
 
-def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Optional[float], source: Optional[str]) -> None:
+def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Optional[float], source: Optional[str],
+                all_train: bool = False) -> None:
     if split == "temporal" and pos.timestamp is None:
         raise InputError(
             "a temporal split needs timestamps, and the file has no timestamp column", path=source,
@@ -171,13 +186,15 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
         )
     if len(pos) == 0:
         c = pos.counts
+        returns = (f"{c['negative_rows_dropped']} negative rows dropped, " if c["negative_rows_dropped"] else "") + (
+            f"{c['pairs_netted_out']} pairs netted out, " if c["pairs_netted_out"] else "")
         raise InputError(
-            f"no interactions left: {c['rows_below_min_rating']} rows below the minimum rating, "
+            f"no interactions left: {returns}{c['rows_below_min_rating']} rows below the minimum rating, "
             f"{c['rows_of_users_below_min_user_items']} rows of users with too few items", path=source,
             hint="lower `min_rating` or `min_user_items`",
         )
     n = np.bincount(pos.user, minlength=pos.n_users)
-    if not (n >= 2).any():
+    if not all_train and not (n >= 2).any():
         raise InputError(
             "no user has 2 or more positives, so nothing can go to test", path=source,
             hint="lower `min_rating`, or check that the user and item columns are right",
@@ -195,6 +212,8 @@ def iter_splits(
     num_splits: int = 1,
     seed: int = DEFAULT_SEED,
     source: Optional[str] = None,
+    duplicates: str = DEFAULT_DUPLICATES,
+    negatives: str = DEFAULT_NEGATIVES,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
 
@@ -203,17 +222,19 @@ def iter_splits(
     is the same whatever ``num_splits`` is.
     """
     test_fraction, leave_out, split = _check_options(
-        test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed
+        test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives
     )
-    pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items)
-    _check_data(pos, df, split, min_rating, source)
+    pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items, duplicates=duplicates,
+                   negatives=negatives, source=source)
+    _check_data(pos, df, split, min_rating, source, all_train=test_fraction == 0 and leave_out is None)
     n = np.bincount(pos.user, minlength=pos.n_users)
     k = _test_counts(n, test_fraction, leave_out)
     choose = _TEST_CHOOSERS[split]
     if split in COLD_SPLITS:
         choose = functools.partial(choose, fraction=test_fraction)
     params = {
-        "min_rating": min_rating, "min_user_items": int(min_user_items), "split": split,
+        "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating,
+        "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
     }
     # A test row needs its user and its item in training, except on the side a cold split
@@ -245,7 +266,11 @@ def _summary(
         "rows_read": c["rows_read"],
         "malformed_rows": 0,  # a malformed line is an error, never skipped
         "duplicates_merged": c["duplicates_merged"],
+        "negative_rows": c["negative_rows"],
+        "negative_rows_dropped": c["negative_rows_dropped"],
+        "pairs_netted_out": c["pairs_netted_out"],
         "rows_below_min_rating": c["rows_below_min_rating"],
+        "pairs_kept": c["pairs_kept"],
         "rows_of_users_below_min_user_items": c["rows_of_users_below_min_user_items"],
         f"test_rows_with_unknown_{needs}": int(unknown.sum()),
         "users": {
@@ -297,6 +322,8 @@ def prepare(
     seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     features: bool = False,
+    duplicates: str = DEFAULT_DUPLICATES,
+    negatives: str = DEFAULT_NEGATIVES,
 ) -> Dict[str, Any]:
     """Read a ratings file, merge / binarise / filter it and write train and test files.
 
@@ -314,12 +341,14 @@ def prepare(
     outdir : path-like
         Output folder, created if needed.
     min_rating : float, optional
-        Keep (merged) rows with a value of at least this; ``None`` keeps all.
+        Keep (merged) rows with a value of at least this; ``None`` keeps all (a zero value
+        is a positive with the lowest confidence). ``--min-value`` on the command line.
     min_user_items : int
         Drop users with fewer positives than this (default 1: keep everyone).
     test_fraction : float, optional
-        Share of each user's positives for test, in (0, 1); default 0.2 unless
-        ``leave_out`` is given. Giving both is an error.
+        Share of each user's positives for test, in [0, 1); default 0.2 unless
+        ``leave_out`` is given. Giving both is an error. 0 puts every row in train.tsv and
+        writes an empty test.tsv: the whole export, merged and filtered, to train on.
     leave_out : int, optional
         Put this many of each user's positives in test instead (at most n - 1).
     split : {"random", "leave-out", "temporal"}
@@ -337,6 +366,10 @@ def prepare(
         ``mrec-warp synth`` folder's ``item_tags.tsv``); see
         :func:`~mrec_warp.data.side_features.side_features`. Features cover every id, also
         those only in test, so cold-start splits can use them.
+    duplicates : {"sum", "max", "first", "last", "count"}
+        How repeated (user, item) rows merge (default ``sum``); see :mod:`mrec_warp.data.rows`.
+    negatives : {"refuse", "drop", "net"}
+        What negative values do (default ``refuse`` the file); see :mod:`mrec_warp.data.rows`.
 
     Returns
     -------
@@ -350,7 +383,8 @@ def prepare(
         Bad options, an unreadable or malformed file, or nothing left to split.
     """
     progress = progress or SILENT
-    _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed)
+    _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
+                   negatives)
     side: Dict[str, pd.DataFrame] = {}
     if features:
         side = side_features(input)
@@ -372,8 +406,10 @@ def prepare(
     splits = iter_splits(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
+        duplicates=duplicates, negatives=negatives,
     )
     value_column = describe_value_column(df, columns, min_rating, header)
+    value_column["duplicates"] = duplicates
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), "encoding": encoding, **({"reading": found} if found else {}), **summary}
@@ -423,8 +459,14 @@ def _value_words(v: Dict[str, Any]) -> str:
     if v["use"] == "binarised":
         return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'row')} dropped "
                 "(the values left stay in column 3 of train.tsv / test.tsv)")
-    return (f"{column}: kept in column 3 of train.tsv / test.tsv (largest value of merged duplicates); "
+    return (f"{column}: kept in column 3 of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
             "every row is a positive; training with `confidence=log` weighs rows by it")
+
+
+#: What a merged pair's value is, by duplicates rule, for the summary's words.
+_MERGED = {"sum": "repeated pairs summed", "max": "largest value of repeated pairs",
+           "first": "first row of repeated pairs", "last": "last row of repeated pairs",
+           "count": "number of rows of each pair"}
 
 
 def _as_list(columns: Union[str, Sequence]) -> List:

@@ -11,13 +11,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
 from ..data.interactions import Interactions
 from ..data.inputs import check_readable, output_encoding
 from ..data.ratings import read_ratings
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
 from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load
@@ -27,23 +28,44 @@ from ..models.persistence import HINT as MODEL_FILE_HINT
 PathLike = Union[str, os.PathLike]
 
 
-def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True) -> Interactions:
-    """Read a ratings file; with ``values`` the matrix holds the value column (summed over
-    duplicate rows), else every row is 1. A file without a value column is refused when
-    ``required``, else read as ones (``has_values`` says which it was)."""
-    df = read_ratings(path, format=fmt)
+@dataclass(frozen=True)
+class RowOptions:
+    """How a ratings file is read and what its rows become: ``prepare``'s reader options
+    (``sep``, ``header``, ``columns``; ``format`` is the stage's own) and the row rules of
+    :mod:`mrec_warp.data.rows` (``duplicates``, ``negatives``, ``min_value``), so that
+    ``train`` and ``tune`` read a raw export as ``prepare`` does."""
+
+    sep: Optional[str] = None
+    header: Optional[bool] = None
+    columns: Optional[Union[str, Sequence]] = None
+    duplicates: str = DEFAULT_DUPLICATES
+    negatives: str = DEFAULT_NEGATIVES
+    min_value: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        check_row_options(self.duplicates, self.negatives, self.min_value)
+
+
+def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,
+                      rows: Optional[RowOptions] = None) -> Interactions:
+    """Read a ratings file by the row rules (:mod:`mrec_warp.data.rows`, ``rows``' options;
+    by default duplicates summed and negative values refused); with ``values`` the matrix
+    holds the merged value column, else every kept pair is 1. A file without a value column
+    is refused when ``required``, else read as ones (``has_values`` says which it was).
+    The counts of the row rules are in ``row_counts``."""
+    rows = rows or RowOptions()
+    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
-    if values and "value" in df:
-        bad = ~(df["value"].to_numpy() >= 0)  # negative or NaN: the models would refuse it without the file
-        if bad.any():
-            row = df[bad].iloc[0]
-            raise InputError(f"{int(bad.sum()):,} value(s) cannot be a confidence (negative or not finite), e.g. "
-                             f"{float(row['value']):g} for user {row['user']!r}, item {row['item']!r}", path=path,
-                             hint="values are counts, hours or ratings >= 0; drop those rows or use "
-                                  "`confidence=none`")
-    data = Interactions.from_dataframe(df, value_col="value" if values and "value" in df else None)
+    if rows.min_value is not None and "value" not in df:
+        raise InputError("`min_value` needs a value column, and the file has only user and item", path=path,
+                         hint="drop `min_value`, or name the value column with `columns`")
+    data = Interactions.from_dataframe(df, value_col="value" if "value" in df else None,
+                                       duplicates=rows.duplicates, negatives=rows.negatives,
+                                       min_value=rows.min_value, source=str(path))
+    if not (values and "value" in df):  # the value decided which pairs are kept; the model sees presence
+        data.matrix.data[:] = 1.0
     data.has_values = values and "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data

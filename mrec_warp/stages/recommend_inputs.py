@@ -9,6 +9,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.idlist import read_id_list
+from ..data.near_ids import did_you_mean
 from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..models.popularity import Popularity
@@ -34,7 +35,9 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
                      "(give their history with `history` to exclude what they have seen)")
         return True
     first = int((idx < 0).argmax())
-    raise InputError(f"user {ids[first]!r} is not in the model ({len(unknown)} unknown)",
+    near = did_you_mean(ids[first], model._interactions().user_index, model.user_ids.tolist())
+    raise InputError(f"user {ids[first]!r} is not in the model ({len(unknown)} unknown)"
+                     + (f": {near}" if near else ""),
                      path=path, line=first + 1, hint="list only users present in the training data, "
                      "or fold new users in with `history`")
 
@@ -57,8 +60,11 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
         what = f"{n_bad} of {len(rows)} rows name ids the model does not know ({n_users} users, {n_items} items)"
         if n_bad > MAX_UNKNOWN_TRAIN_SHARE * len(rows):
             first = int(np.argmax(unknown))
-            example = rows["user"].iloc[first] if users[first] < 0 else rows["item"].iloc[first]
-            raise InputError(f"`train` does not match the model: {what}, e.g. {example!r}", path=path,
+            kind = "user" if users[first] < 0 else "item"
+            example = rows[kind].iloc[first]
+            near = did_you_mean(example, getattr(model._interactions(), f"{kind}_index"), getattr(model, f"{kind}_ids").tolist())
+            raise InputError(f"`train` does not match the model: {what}, e.g. {example!r}"
+                             + (f" ({near})" if near else ""), path=path,
                              hint="give the training file of this model; without `train` the model's own "
                                   "training interactions are excluded")
         progress.log(f"note: `train`: {what}; those rows are ignored (the model cannot recommend those items "

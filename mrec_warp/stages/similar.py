@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.idlist import read_id_list
+from ..data.near_ids import did_you_mean
 from ..errors import InputError, ParameterError
 from ..models import Recommender
 from ._inputs import capped_k, open_model
@@ -96,7 +97,8 @@ def similar(
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
         hint = _unknown_item_hint(bad, text, model) if text is not None \
-            else "use item ids present in the training data"
+            else (did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
+                  or "use item ids present in the training data")
         raise InputError(f"item {bad!r} is not in the model", path=None if items_file is None else str(items_file),
                          hint=hint)
     k, note = capped_k(k, model.n_items - 1, "other items")
@@ -110,6 +112,9 @@ def _unknown_item_hint(bad: str, items: str, model) -> str:
     if bad.strip() != bad and (model.item_indices([bad.strip()], strict=False) >= 0).all():
         return (f"`items` takes ids exactly as given between commas, spaces included: "
                 f"did you mean {bad.strip()!r}? (write `items='a,b'`, not 'a, b')")
+    near = did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
+    if near:
+        return near
     if "," in items:
         return ("`items` splits at commas, so an id holding a comma is cut in pieces: "
                 "put ids with commas in a file, one id per line, and give it with `items_file`")

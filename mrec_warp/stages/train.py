@@ -26,7 +26,8 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
-from ._inputs import FeatureFiles, keep_encoding, load_interactions, load_params, params_model
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, describe_counts
+from ._inputs import FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, params_model
 
 PathLike = Union[str, os.PathLike]
 
@@ -125,14 +126,21 @@ def train(
     seed: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Optional[Progress] = None,
+    sep: Optional[str] = None,
+    header: Optional[bool] = None,
+    columns: Optional[Union[str, Sequence]] = None,
+    duplicates: str = DEFAULT_DUPLICATES,
+    negatives: str = DEFAULT_NEGATIVES,
+    min_value: Optional[float] = None,
 ) -> TrainResult:
     """Fit a model on a ratings file and save it.
 
     Parameters
     ----------
     train : path-like
-        ``user item [value ...]`` rows, every row a positive (see
-        :func:`~mrec_warp.data.ratings.read_ratings` for ``format``).
+        ``user item [value ...]`` rows, every row kept a positive: ``prepare``'s train.tsv,
+        or a raw export read with ``sep``, ``header`` and ``columns`` as ``prepare`` reads
+        it (see :func:`~mrec_warp.data.ratings.read_ratings` for these and ``format``).
     output : path-like, optional
         Model file to write (``.npz``); nothing is written without it.
     model : str, optional
@@ -164,6 +172,11 @@ def train(
         thread.
     progress : Progress, optional
         Where to log what happens; silent by default.
+    duplicates, negatives, min_value
+        The row rules of :mod:`mrec_warp.data.rows`, as ``prepare`` applies them: repeated
+        (user, item) rows merge by ``duplicates`` (default ``sum``), negative values are
+        refused unless ``negatives`` is ``drop`` or ``net``, pairs below ``min_value`` are
+        dropped. ``validation`` is read by the same options.
 
     Returns
     -------
@@ -177,6 +190,8 @@ def train(
     """
     progress = progress or SILENT
     check_outputs({"`output`": output}, [train, validation, params_file, item_features, user_features])
+    rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
+                      min_value=min_value)
     context = context or local_context()
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []
@@ -189,9 +204,9 @@ def train(
     kind = given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none")
     _check_confidence(estimator, model_name, kind, given)
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf")
+    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
     progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
-                 f"{plural(data.n_items, 'item')} from {train}")
+                 f"{plural(data.n_items, 'item')} from {train} ({describe_counts(data.row_counts, duplicates, negatives)})")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
@@ -232,7 +247,7 @@ def train(
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
     else:
-        _fit(estimator, model_name, data, context, format, validation,
+        _fit(estimator, model_name, data, context, format, validation, rows,
              FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
                           columns=feature_columns), progress)
     keep_encoding(estimator, data)
@@ -281,7 +296,7 @@ def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> 
 
 
 def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,
-         validation: Optional[PathLike], features: FeatureFiles, progress: Progress) -> None:
+         validation: Optional[PathLike], rows: RowOptions, features: FeatureFiles, progress: Progress) -> None:
     """Fit one model in this process (WRMF: its blocks on the context's workers), with its
     validation and feature files."""
     backend, n_jobs = context.backend, context.n_jobs
@@ -294,7 +309,7 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, context: E
     if model_name != "popularity":
         fit_kwargs["progress"] = progress
         if validation:
-            fit_kwargs["validation"] = load_interactions(validation, fmt)
+            fit_kwargs["validation"] = load_interactions(validation, fmt, rows=rows)
     if model_name == "wrmf":
         fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))

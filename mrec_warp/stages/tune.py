@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,8 @@ from ..models.params import integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
-from ._inputs import load_interactions
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES
+from ._inputs import RowOptions, load_interactions
 from .candidates import MODEL, with_defaults as defaults_first
 
 
@@ -202,6 +203,12 @@ def tune(
     with_defaults: bool = True,
     use_values: Optional[bool] = None,
     format: str = "auto",
+    sep: Optional[str] = None,
+    header: Optional[bool] = None,
+    columns: Optional[Union[str, Sequence]] = None,
+    duplicates: str = DEFAULT_DUPLICATES,
+    negatives: str = DEFAULT_NEGATIVES,
+    min_value: Optional[float] = None,
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
 
@@ -233,6 +240,9 @@ def tune(
         ``train`` was read from a file with a value column (as ``train`` reads it).
     format : str
         Format of the files ``train`` and ``validation`` name ("auto": by extension).
+    sep, header, columns, duplicates, negatives, min_value
+        How those files are read and what their rows become, as :func:`~mrec_warp.stages.train.train`
+        reads them (default: guessed layout, duplicates summed, negative values refused).
 
     Returns
     -------
@@ -248,11 +258,13 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
+    rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
+                      min_value=min_value)
     wrmf_trials = any(p.get(MODEL, "warp") == "wrmf" for p in points)
     if isinstance(train, (str, os.PathLike)):
-        train = load_interactions(train, format, values=wrmf_trials, required=False)
+        train = load_interactions(train, format, values=wrmf_trials, required=False, rows=rows)
     if isinstance(validation, (str, os.PathLike)):
-        validation = load_interactions(validation, format)
+        validation = load_interactions(validation, format, rows=rows)
     if use_values is None:
         use_values = bool(getattr(train, "has_values", False))
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]

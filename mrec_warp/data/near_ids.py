@@ -1,0 +1,52 @@
+""""Did you mean": the known id an unknown one most likely stands for.
+
+Ids are the user's bytes and are matched exactly; when one is not known, the usual slips
+are the same number written another way (``17850`` vs ``17850.0``, as pandas writes ids of
+a column with gaps), surrounding spaces, and case. One helper for every message that
+reports an unknown user or item id (``recommend``, ``similar``, the Python API's look-ups).
+"""
+from __future__ import annotations
+
+import math
+from typing import Container, Iterable, List, Optional
+
+
+def _numeric_forms(text: str) -> List[str]:
+    """Other spellings of the number ``text`` is, if it is one (``17850.0`` -> ``17850``)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return []
+    if not math.isfinite(number):
+        return []
+    forms = [repr(number), f"{number:g}"]
+    if number.is_integer():
+        forms = [str(int(number)), f"{int(number)}.0"] + forms
+    return [f for f in dict.fromkeys(forms) if f != text]
+
+
+def close_id(bad: str, known: Container[str], candidates: Optional[Iterable[str]] = None) -> Optional[str]:
+    """A known id that ``bad`` differs from only by surrounding spaces, its numeric
+    spelling, or case; ``None`` when there is none.
+
+    ``known`` answers ``x in known`` (a dict or set of ids); ``candidates`` lists them for
+    the case-insensitive match (scanned once, only on this error path).
+    """
+    bad = str(bad)
+    tries = [bad.strip()] if bad.strip() != bad else []
+    tries += _numeric_forms(bad.strip())
+    for form in tries:
+        if form and form != bad and form in known:
+            return form
+    if candidates is not None:
+        folded = bad.strip().casefold()
+        for candidate in candidates:
+            if candidate != bad and candidate.strip().casefold() == folded:
+                return candidate
+    return None
+
+
+def did_you_mean(bad: str, known: Container[str], candidates: Optional[Iterable[str]] = None) -> str:
+    """``"did you mean '17850'?"`` for :func:`close_id`'s match, or ``""``."""
+    match = close_id(bad, known, candidates)
+    return "" if match is None else f"did you mean {match!r}?"
