@@ -277,7 +277,8 @@ def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> 
         return "value column (3rd) ignored: every row is a positive of weight 1 (`confidence=log` to weight by it)"
     zeros = int(data.nnz - (data.matrix.data != 0).sum())
     return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
-            + (f"; {plural(zeros, 'row')} of value 0 {'is' if zeros == 1 else 'are'} not positives" if zeros else ""))
+            + (f"; {plural(zeros, 'pair')} of value 0 {'is a positive' if zeros == 1 else 'are positives'} "
+               "of the lowest confidence, 1" if zeros else ""))
 
 
 def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,
