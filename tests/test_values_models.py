@@ -270,3 +270,17 @@ def test_tune_leaves_its_input_unchanged_and_every_family_trains_on_the_same_pai
     fit, val, _ = _split(X, None, 0.1, DEFAULT_SEED, use_values=True)
     assert fit.nnz + val.nnz == X.nnz
     assert set(together.values()) == {fit.nnz} and trained[0] == ("SLIM", fit.nnz)
+
+
+def test_evaluation_counts_zero_valued_pairs_as_interactions():
+    from mrec_warp.evaluation.roc_auc import _train_keys
+    from mrec_warp.evaluation.space import build_space
+
+    zero = sp.csr_matrix((np.array([0.0, 2.0], np.float32), ([0, 1], [0, 1])), shape=(2, 2))
+    train = Interactions(zero, ["a", "b"], ["x", "y"])
+    test = Interactions(sp.csr_matrix((np.zeros(2, np.float32), ([0, 1], [1, 0])), shape=(2, 2)),
+                        ["a", "b"], ["x", "y"])
+    space = build_space(train, test)
+    assert len(space.train_keys) == 2  # a's zero-valued x is a training pair, excluded from the test
+    assert space.n_test.tolist() == [1, 1]  # each user's zero-valued test pair is relevant
+    assert len(_train_keys(zero)) == 2

@@ -462,8 +462,9 @@ class WARP(Recommender):
         """``binary`` (the positives) with each positive's confidence as its value.
 
         Without a confidence, ``binary`` itself. The values come from ``X`` (the same stored
-        entries as ``binary``: a value of 0 is a positive of the lowest confidence); the visit order and hold-out splits
-        only look at the structure, so they do not change with the confidence.
+        entries as ``binary``: a value of 0 is a positive of the lowest confidence); the visit
+        order and hold-out splits only look at the structure, so they do not change with the
+        confidence.
         """
         if self._confidence_kind() == "none":
             return binary
