@@ -21,7 +21,9 @@ from mrec_warp.models.base import Recommender
 from mrec_warp.models.families import FAMILIES
 from mrec_warp.seeds import DEFAULT_SEED
 from mrec_warp.stages import recommend as recommend_stage
+from mrec_warp.stages.recommend import _with_items
 from mrec_warp.stages.tune import _split, tune
+from mrec_warp.topk import _exclusion_rows
 
 N_USERS, N_ITEMS = 24, 18
 
@@ -171,6 +173,11 @@ def test_an_exclusion_matrix_excludes_by_its_entries_not_their_values():
     exclude = sp.csr_matrix((np.zeros(3, np.float32), ([0, 0, 1], [0, 1, 2])), shape=(N_USERS, N_ITEMS))
     items, _ = model.recommend([0, 1], k=N_ITEMS, exclude=exclude)
     assert not {0, 1} & set(items[0].tolist()) and 2 not in items[1].tolist()
+    # folded-in users beyond the matrix, and items added to every row for part files
+    sub = _exclusion_rows(exclude, np.array([1, N_USERS + 3, 0]))
+    assert [row.indices.tolist() for row in sub] == [[2], [], [0, 1]]
+    both = _with_items(exclude, np.eye(1, N_ITEMS, 5, dtype=np.uint8)[0], N_USERS)
+    assert both[0].indices.tolist() == [0, 1, 5] and both[1].indices.tolist() == [2, 5]
 
 
 # -- 2. negative values never train silently ---------------------------------------------------
