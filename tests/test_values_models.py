@@ -291,3 +291,16 @@ def test_evaluation_counts_zero_valued_pairs_as_interactions():
     assert len(space.train_keys) == 2  # a's zero-valued x is a training pair, excluded from the test
     assert space.n_test.tolist() == [1, 1]  # each user's zero-valued test pair is relevant
     assert len(_train_keys(zero)) == 2
+
+
+def test_train_says_zero_valued_rows_stay_positives(tmp_path):
+    df = rows("mixed", seed=9)
+    path = tmp_path / "plays.tsv"
+    df.to_csv(path, sep="\t", header=False, index=False)
+    zeros = int((Interactions.from_dataframe(df, value_col="value").matrix.data == 0).sum())
+    assert zeros > 0
+    for opts in (["--confidence", "log"], ["--model", "wrmf"]):
+        result = CliRunner().invoke(main, ["train", str(path), "-o", str(tmp_path / "m.npz"), "--epochs", "1",
+                                           "--factors", "2", "-v", *opts])
+        assert result.exit_code == 0, result.output
+        assert f"{zeros} pairs of value 0 are positives of the lowest confidence, 1" in result.output
