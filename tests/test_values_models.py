@@ -304,3 +304,17 @@ def test_train_says_zero_valued_rows_stay_positives(tmp_path):
                                            "--factors", "2", "-v", *opts])
         assert result.exit_code == 0, result.output
         assert f"{zeros} pairs of value 0 are positives of the lowest confidence, 1" in result.output
+
+
+def test_partial_fit_and_fold_in_never_change_their_input():
+    data = Interactions.from_dataframe(rows("mixed", seed=10), value_col="value")
+    extra = frozen(sp.csr_matrix((np.array([0.0, 2.0, 0.0], np.float32), ([0, 1, 2], [3, 4, 5])),
+                                 shape=data.matrix.shape))
+    history = frozen(sp.csr_matrix((np.array([0.0, 1.0], np.float32), ([0, 0], [1, 2])), shape=(1, N_ITEMS)))
+    before = snapshot(extra), snapshot(history)
+    warp = WARP(factors=4, epochs=1, random_state=0, n_jobs=1, confidence="log").fit(data)
+    warp.partial_fit(extra)
+    warp.fold_in(history, user_ids=["new"])
+    WRMF(factors=4, epochs=1, random_state=0, n_jobs=1).fit(data).fold_in(history, user_ids=["new"])
+    assert (snapshot(extra), snapshot(history)) == before
+    assert sorted(warp.train_[warp.user_indices("new")[0]].indices.tolist()) == [1, 2]
