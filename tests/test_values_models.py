@@ -28,12 +28,13 @@ from mrec_warp.topk import _exclusion_rows
 N_USERS, N_ITEMS = 24, 18
 
 #: Every family x every confidence mode it has, with parameters that fit tiny data in well
-#: under a second. WRMF "none" weighs every pair 1 + alpha; the others use the values.
+#: under a second. WRMF "none" weighs every pair 1 + alpha; the others use the values
+#: ("+sample": WARP draws positives in proportion to their confidence).
 SMALL = {"warp": {"factors": 4, "epochs": 3, "random_state": 0, "n_jobs": 1},
          "hybrid": {"factors": 4, "epochs": 3, "random_state": 0, "n_jobs": 1},
          "wrmf": {"factors": 4, "epochs": 3, "random_state": 0, "n_jobs": 1},
          "itemknn": {"neighbours": 5}, "slim": {}, "ease": {}, "popularity": {}}
-MODES = [("warp", "none"), ("warp", "linear"), ("warp", "log"), ("hybrid", None), ("wrmf", "none"),
+MODES = [("warp", "none"), ("warp", "linear"), ("warp", "log"), ("warp", "log+sample"), ("hybrid", None), ("wrmf", "none"),
          ("wrmf", "linear"), ("wrmf", "log"), ("itemknn", None), ("slim", None), ("ease", None),
          ("popularity", None)]
 
@@ -41,7 +42,9 @@ MODES = [("warp", "none"), ("warp", "linear"), ("warp", "log"), ("hybrid", None)
 def make_model(family: str, mode, **extra) -> Recommender:
     params = {**SMALL[family], **extra}
     if mode is not None:
-        params["confidence"] = mode
+        params["confidence"], _, use = mode.partition("+")
+        if use:
+            params["confidence_use"] = use
     return FAMILIES[family].cls(**params)
 
 
@@ -106,7 +109,8 @@ def test_cli_recommend_without_train_never_gives_a_seen_item(tmp_path, family, m
     opts = [f"--{name.replace('_', '-')}={value}" for name, value in SMALL[family].items()
             if name not in ("random_state", "n_jobs", "neighbours")]
     if mode is not None:
-        opts.append(f"--confidence={mode}")
+        kind, _, use = mode.partition("+")
+        opts += [f"--confidence={kind}"] + ([f"--confidence-use={use}"] if use else [])
     runner = CliRunner()
     result = runner.invoke(main, ["train", str(train), "-o", str(tmp_path / "m.npz"), "--model", family,
                                   "--n-jobs", "1", "--quiet", *opts])
