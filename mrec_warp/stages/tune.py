@@ -296,8 +296,10 @@ def _split(train, validation, validation_fraction: float, seed: int, use_values:
             validation = validation.reindex(train.user_ids, train.item_ids).matrix
     else:
         fit_all = as_csr(train)
-    if use_values:  # WRMF's confidence needs the values: keep them in the fit part (read only:
-        fit_all = as_csr(fit_all)  # every family shares it, and every stored entry, a 0 too, is a pair)
+    if use_values:
+        # WRMF's confidence needs the values: the fit part keeps them, and every stored entry
+        # (one of value 0 too) stays a pair for every family; read only, never changed here
+        fit_all = as_csr(fit_all)
         check_values(fit_all.data, fit_all.indptr)  # before any trial: a trial's error is only its result
     else:
         fit_all = binary_csr(fit_all)
