@@ -186,11 +186,14 @@ def _exclusion_rows(exclude: Optional[sp.csr_matrix], users: np.ndarray) -> Opti
     if exclude is None:
         return None
     inside = users < exclude.shape[0]
-    sub = exclude[np.where(inside, users, 0)]
+    sub = sp.csr_matrix(exclude[np.where(inside, users, 0)])
     if not inside.all():
-        sub = sp.diags(inside.astype(np.float32)) @ sub
-        sub.eliminate_zeros()
-    return sp.csr_matrix(sub)
+        # empty those rows by the structure: a stored entry excludes its item whatever its value
+        lengths = np.where(inside, np.diff(sub.indptr), 0)
+        keep = np.repeat(inside, np.diff(sub.indptr))
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(sub.indptr.dtype)
+        sub = sp.csr_matrix((sub.data[keep], sub.indices[keep], indptr), shape=sub.shape)
+    return sub
 
 
 def block_to_frame(model, users: np.ndarray, items: np.ndarray, scores: np.ndarray) -> pd.DataFrame:

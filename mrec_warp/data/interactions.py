@@ -25,28 +25,46 @@ def as_csr(matrix) -> sp.csr_matrix:
     if isinstance(matrix, Interactions):
         return matrix.matrix
     csr = sp.csr_matrix(matrix, dtype=np.float32)
-    csr.sum_duplicates()  # also sorts indices
+    if not csr.has_canonical_format:
+        if sp.issparse(matrix) and matrix.format == "csr":  # sorting and merging work in place: never on
+            csr = csr.copy()                                   # the caller's arrays, which csr shares
+        csr.sum_duplicates()  # also sorts indices; keeps stored zeros (they are interactions)
     return csr
 
 
 def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
     """The positives of a CSR as ones: implicit feedback, presence is the signal.
 
-    Explicit zeros are not interactions and are dropped. Only the index arrays are copied
-    (the caller's matrix may change later); the caller's values are never duplicated, which
-    keeps the peak memory of large fits down.
+    Every stored entry is a positive, also one whose value is 0 (a row the user kept; its
+    value is a strength, the weakest one), so the result has ``csr``'s structure exactly.
+    Only the index arrays are copied (the caller's matrix may change later); the caller's
+    values are never duplicated, which keeps the peak memory of large fits down.
+
+    Raises
+    ------
+    InputError
+        A stored value is negative or not a number.
     """
-    bad = ~(csr.data >= 0)  # negative or NaN: no reading of "implicit feedback" makes these a positive
-    if bad.any():
-        row = int(np.searchsorted(csr.indptr, int(np.argmax(bad)), side="right") - 1)
-        raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number (the first in row {row}); "
-                         "implicit feedback is the presence of a pair, so a value must be > 0 (or 0: no pair)",
-                         hint="keep only the likes (e.g. prepare `min_rating=4`), or drop those entries")
-    if csr.nnz and not csr.data.all():
-        csr = csr.copy()
-        csr.eliminate_zeros()
+    check_values(csr.data, csr.indptr)
     return sp.csr_matrix((np.ones(csr.nnz, dtype=np.float32), csr.indices.copy(), csr.indptr.copy()),
                          shape=csr.shape)
+
+
+def check_values(data: np.ndarray, indptr: Optional[np.ndarray] = None) -> None:
+    """Raise :class:`~mrec_warp.errors.InputError` when a stored value is negative or NaN.
+
+    An interaction's value is a strength >= 0 (0 the weakest): no reading of implicit
+    feedback makes a negative one a positive, and silently training on it as one would be
+    a wrong model. ``indptr`` (of a CSR holding ``data``) lets the message name the row.
+    """
+    bad = ~(np.asarray(data) >= 0)
+    if bad.any():
+        where = ""
+        if indptr is not None:
+            where = f" (the first in row {int(np.searchsorted(indptr, int(np.argmax(bad)), side='right') - 1)})"
+        raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number{where}; "
+                         "a value is the strength of an interaction, >= 0 (0 is the weakest)",
+                         hint="drop or net those rows first (e.g. returns against purchases)")
 
 
 def _id_array(values: Iterable) -> np.ndarray:

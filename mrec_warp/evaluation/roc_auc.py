@@ -101,9 +101,9 @@ def auc(
 
 
 def _train_keys(csr) -> np.ndarray:
+    """Every stored training pair (one of value 0 too: it is an interaction) as a sorted key."""
     rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
-    keep = csr.data != 0
-    return sorted_unique(rows[keep] * csr.shape[1] + csr.indices[keep])
+    return sorted_unique(rows * csr.shape[1] + csr.indices)
 
 
 def _keys_to_csr(keys: np.ndarray, n_users: int, n_items: int):

@@ -47,9 +47,8 @@ def pairs(data: InteractionsLike, what: str) -> Tuple[np.ndarray, np.ndarray, np
     """(row codes, col codes, user ids, item ids) of the stored positives of ``data``."""
     if isinstance(data, Interactions):
         csr = data.matrix
-        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-        keep = csr.data != 0  # an explicit zero is not a positive
-        return rows[keep], csr.indices[keep].astype(np.int64), data.user_ids.astype(str), data.item_ids.astype(str)
+        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))  # every stored pair, a 0 too
+        return rows, csr.indices.astype(np.int64), data.user_ids.astype(str), data.item_ids.astype(str)
     if isinstance(data, pd.DataFrame):
         missing = [c for c in ("user", "item") if c not in data.columns]
         if missing:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import Interactions, as_csr
+from ..data.interactions import Interactions, as_csr, check_values
 from ..errors import InputError
 from .base import Recommender
 
@@ -19,22 +19,22 @@ def known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.cs
     """``X`` as a binary matrix in the model's index space, and what was skipped.
 
     With ``keep_values`` the matrix holds ``X``'s values (summed over duplicates) instead of ones.
+    Every stored entry is a pair, one of value 0 too; a negative value is refused.
 
     Interactions are matched by id; a pair whose user or item the model does not know is
     skipped and counted. A matrix must already have the model's shape.
     """
     if not isinstance(X, Interactions):
         csr = as_aligned_csr(X, model, "X", keep_values=keep_values)
-        csr.eliminate_zeros()
         summary = {"pairs": int(csr.nnz), "skipped_pairs": 0, "unknown_users": 0, "unknown_items": 0}
     else:
-        coo = X.matrix.tocoo()
-        nonzero = coo.data != 0
-        src_rows, src_cols = coo.row[nonzero], coo.col[nonzero]
+        check_values(X.matrix.data, X.matrix.indptr)
+        coo = X.matrix.tocoo()  # every stored pair, one of value 0 too
+        src_rows, src_cols = coo.row, coo.col
         rows = pd.Index(model.user_ids).get_indexer(X.user_ids)[src_rows]
         cols = pd.Index(model.item_ids).get_indexer(X.item_ids)[src_cols]
         keep = (rows >= 0) & (cols >= 0)
-        values = coo.data[nonzero][keep] if keep_values else np.ones(int(keep.sum()), np.float32)
+        values = coo.data[keep] if keep_values else np.ones(int(keep.sum()), np.float32)
         csr = sp.csr_matrix((values.astype(np.float32), (rows[keep], cols[keep])),
                             shape=(model.n_users, model.n_items))
         csr.sum_duplicates()
@@ -59,6 +59,7 @@ def as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) 
     csr = as_csr(X)
     if csr.shape != (model.n_users, model.n_items):
         raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
+    check_values(csr.data, csr.indptr)  # a negative value is no interaction of any strength
     csr = csr.copy()
     if not keep_values:
         csr.data[:] = 1.0

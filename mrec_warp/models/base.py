@@ -120,6 +120,9 @@ class Recommender:
     def _set_training_data(self, X) -> sp.csr_matrix:
         """Remember ids and the training matrix; return the binary CSR to learn from.
 
+        Every stored entry is a positive, one of value 0 too (its structure, never its values,
+        says what the model has seen and excludes); a negative value, or a matrix without a
+        user, an item or a stored entry (nothing to learn), is an :class:`InputError`.
         A plain matrix without ids gets the row and column numbers as ids ("0".."n-1");
         ``ids_generated_`` remembers it, so id look-ups can say so.
         """
@@ -132,6 +135,7 @@ class Recommender:
             self.user_ids = np.arange(csr.shape[0]).astype(str)
             self.item_ids = np.arange(csr.shape[1]).astype(str)
             self.ids_generated_ = True
+        check_not_empty(csr)
         csr = binary_csr(csr)
         self.train_ = csr
         self._user_index = None
@@ -442,6 +446,15 @@ def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias:
     if item_bias is not None:
         scores += item_bias
     return scores
+
+
+def check_not_empty(csr: sp.spmatrix) -> None:
+    """Refuse a training matrix with nothing to learn: no users, no items or no stored entry."""
+    n_users, n_items = csr.shape
+    empty = "no users" if n_users == 0 else "no items" if n_items == 0 else "no stored entries" if csr.nnz == 0 else ""
+    if empty:
+        raise InputError(f"nothing to learn: the training data ({n_users:,} users x {n_items:,} items) has {empty}",
+                         hint="give at least one (user, item) interaction")
 
 
 def _check_k(k) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import Interactions, as_csr
+from ..data.interactions import Interactions, as_csr, check_values
 from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..progress import SILENT, Progress, plural
@@ -88,11 +88,11 @@ def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> 
     if user_ids is None or len(user_ids) != csr.shape[0]:
         raise InputError(f"a sparse history needs user_ids: one id per row ({csr.shape[0]})",
                          hint="fold_in(X, user_ids=[...]); known ids are refined, new ones added")
-    coo = csr.tocoo()
-    keep = coo.data != 0
+    check_values(csr.data, csr.indptr)
+    coo = csr.tocoo()  # every stored entry is a row of the history, one of value 0 too
     users = np.asarray(user_ids).astype(str)
-    return pd.DataFrame({"user": users[coo.row[keep]], "item": model.item_ids[coo.col[keep]],
-                         "value": coo.data[keep].astype(np.float64)})
+    return pd.DataFrame({"user": users[coo.row], "item": model.item_ids[coo.col],
+                         "value": coo.data.astype(np.float64)})
 
 
 def fold_in(model, history, epochs: Optional[int] = None, user_features=None,

@@ -121,8 +121,9 @@ class WARP(Recommender):
         How the values of ``X`` (play counts, hours, ratings) weigh each positive, with
         :func:`mrec_warp.data.confidence.confidence`: ``"none"`` (default) treats every
         stored entry as a positive of weight 1; ``"linear"`` gives ``c = 1 + alpha * value``
-        and ``"log"`` ``c = 1 + alpha * log1p(value / eps)``. Entries of value 0 are never
-        positives (as without confidence).
+        and ``"log"`` ``c = 1 + alpha * log1p(value / eps)``. An entry of value 0 is a
+        positive of the lowest confidence, 1 (and is never recommended back); a negative
+        value is refused.
     alpha, eps : float
         Parameters of ``confidence``.
     confidence_use : {"weight", "sample"}
@@ -460,17 +461,15 @@ class WARP(Recommender):
     def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
         """``binary`` (the positives) with each positive's confidence as its value.
 
-        Without a confidence, ``binary`` itself. The values come from ``X`` (same entries as
-        ``binary``, which dropped its explicit zeros); the visit order and hold-out splits
-        only look at the structure, so they do not change with the confidence.
+        Without a confidence, ``binary`` itself. The values come from ``X`` (the same stored
+        entries as ``binary``: a value of 0 is a positive of the lowest confidence); the visit
+        order and hold-out splits only look at the structure, so they do not change with the
+        confidence.
         """
         if self._confidence_kind() == "none":
             return binary
 
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        if raw.nnz and not raw.data.all():
-            raw = raw.copy()
-            raw.eliminate_zeros()
         if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's _set_training_data
             raise ValueError("confidence values do not line up with the positives")
         conf = confidence_of(raw.data, self.confidence, self.alpha, self.eps)

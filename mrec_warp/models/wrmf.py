@@ -206,7 +206,8 @@ class WRMF(Recommender):
         Parameters
         ----------
         X : Interactions or sparse matrix
-            Every stored non-zero entry is an observed pair; its value sets the confidence.
+            Every stored entry is an observed pair, also one of value 0; its value (>= 0)
+            sets the confidence, 0 the lowest.
         validation : Interactions or sparse matrix, optional
             Held-out positives (same shape) for early stopping; without it, and with
             ``epochs=None``, ``validation_fraction`` of each user's items is held out and,
@@ -229,10 +230,7 @@ class WRMF(Recommender):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        nnz = self._set_pairs(X)
-        if raw.nnz != nnz:  # binary_csr dropped explicit zeros: drop their values too
-            raw = raw.copy()
-            raw.eliminate_zeros()
+        nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
         self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
         del raw
         conf_csr = self._confidence_csr()

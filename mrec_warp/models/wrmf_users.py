@@ -54,9 +54,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     # repeated rows of a pair add their values, as in training; then values become confidences
     hist = sp.csr_matrix((np.ones(len(codes)) if values is None else values, (codes, items[known])),
                          shape=(len(ids), model.n_items), dtype=np.float64)
-    hist.sum_duplicates()
-    if values is not None:
-        hist.eliminate_zeros()  # a zero is no interaction, as in training
+    hist.sum_duplicates()  # a value of 0 stays: the pair's confidence is the lowest, as in training
     hist.data = model.confidences(None if values is None else hist.data, hist.nnz)
     hist = hist.maximum(model._confidence_csr()[idx]).tocsr()  # a repeated item keeps its larger confidence
     hist.sort_indices()

@@ -233,7 +233,9 @@ def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int
         return everyone
     if exclude.shape[0] < n_users:  # folded-in users beyond the matrix exclude nothing else
         exclude = sp.vstack([exclude, sp.csr_matrix((n_users - exclude.shape[0], len(mask)), dtype=np.float32)])
-    out = sp.csr_matrix(exclude[:n_users] + everyone, dtype=np.float32)
+    ones = sp.csr_matrix(exclude[:n_users], dtype=np.float32, copy=True)
+    ones.data[:] = 1.0  # a stored entry excludes its item whatever its value (a sum drops stored zeros)
+    out = sp.csr_matrix(ones + everyone, dtype=np.float32)
     out.data[:] = 1.0
     out.sort_indices()
     return out

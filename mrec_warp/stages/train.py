@@ -279,20 +279,27 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
 def _log_values(estimator: Recommender, model_name: str, kind: str, data: Interactions, progress: Progress) -> None:
     """One log line on what the value column became."""
     if model_name == "wrmf":
-        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if data.has_values
-                                                        else "1 (values ignored or no value column)"))
+        weighs = data.has_values and kind != "none"
+        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if weighs
+                                                        else "1 (values ignored or no value column)")
+                     + (zeros_note(data) if weighs else ""))
     elif "confidence" in estimator._param_names():
         progress.log(describe_values(data, kind, estimator.alpha, estimator.eps)
-                     + (f", used to {estimator.confidence_use} positives" if kind != "none" else ""))
+                     + (f", used to {estimator.confidence_use} positives{zeros_note(data)}" if kind != "none" else ""))
 
 
 def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
     """One log line: what the value column (TRAIN's third) became."""
     if kind == "none":
         return "value column (3rd) ignored: every row is a positive of weight 1 (`confidence=log` to weight by it)"
+    return f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
+
+
+def zeros_note(data: Interactions) -> str:
+    """``"; N pairs of value 0 ..."`` when some are: they stay positives, of the lowest confidence."""
     zeros = int(data.nnz - (data.matrix.data != 0).sum())
-    return (f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
-            + (f"; {plural(zeros, 'row')} of value 0 {'is' if zeros == 1 else 'are'} not positives" if zeros else ""))
+    return (f"; {plural(zeros, 'pair')} of value 0 {'is a positive' if zeros == 1 else 'are positives'} "
+            "of the lowest confidence, 1" if zeros else "")
 
 
 def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..context import ExecutionContext, local_context
-from ..data.interactions import Interactions, as_csr, binary_csr
+from ..data.interactions import Interactions, as_csr, binary_csr, check_values
 from ..files import atomic_write
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, fingerprint, job_manifest, maybe_inject_fault, read_inputs, unit_of_job,
@@ -308,9 +308,11 @@ def _split(train, validation, validation_fraction: float, seed: int, use_values:
             validation = validation.reindex(train.user_ids, train.item_ids).matrix
     else:
         fit_all = as_csr(train)
-    if use_values:  # WRMF's confidence needs the values: keep them in the fit part
-        fit_all = as_csr(fit_all).copy()
-        fit_all.eliminate_zeros()
+    if use_values:
+        # WRMF's confidence needs the values: the fit part keeps them, and every stored entry
+        # (one of value 0 too) stays a pair for every family; read only, never changed here
+        fit_all = as_csr(fit_all)
+        check_values(fit_all.data, fit_all.indptr)  # before any trial: a trial's error is only its result
     else:
         fit_all = binary_csr(fit_all)
     if validation is None:
