@@ -133,6 +133,7 @@ def recommend(
         user_ids = extended.users
     exclude = train_exclusion(model, train, progress) if train else "train"
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
+    check_rankable(model, model_file)
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
@@ -140,6 +141,29 @@ def recommend(
                                  filter_items=filtered, block_size=block_size, part_size=part_size,
                                  model_file=None if changed else model_file, context=context, progress=progress)
     return RecommendResult(rows, model.n_users if user_ids is None else len(user_ids), notes)
+
+
+#: Users whose scores :func:`check_rankable` looks at.
+PROBE_USERS = 64
+
+
+def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) -> None:
+    """Refuse, before any output, a model that cannot rank anything: one without items, or
+    one whose scores are all NaN or infinite for its first users (numbers that overflowed in
+    training). Its recommendations would be an empty file and a success."""
+    where = None if model_file is None else str(model_file)
+    if model.n_items == 0:
+        raise InputError("the model has no items: there is nothing to recommend", path=where,
+                         hint="train it on interactions that name items")
+    if model.n_users == 0:
+        return  # only new users (history, features) can get lists: nothing to probe here
+    users = np.arange(min(model.n_users, PROBE_USERS), dtype=np.int64)
+    with np.errstate(all="ignore"):
+        scores = model.score_users(users)
+    if not np.isfinite(scores).any():
+        raise InputError(f"every score of the model's first {len(users):,} users is NaN or infinite: it ranks "
+                         "nothing", path=where,
+                         hint="train it again with smaller parameters (a weight or confidence overflowed)")
 
 
 def write_recommendations(
