@@ -19,7 +19,7 @@ from ..jobs import resumable_folders
 from ..errors import InputError, ParameterError, printable
 from ..files import file_identity
 from ..progress import Progress
-from ..tables import write_table as write_table_file
+from ..tables import neutralised_note, write_table as write_table_file
 from ._flags import FlagProgress, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
@@ -238,9 +238,13 @@ def parse_int_list(text: str, name: str) -> List[int]:
     return values
 
 
-def write_table(frame, output, fmt: str, model) -> None:
+def write_table(frame, output, fmt: str, model, quiet: bool = False) -> None:
     """Write ``frame`` to ``output`` (atomically; gzip for ``.gz``) or standard output:
     headerless TSV with ids as they are (never quoted), CSV with a header and RFC 4180
-    quoting, or Parquet (a file only); text in the encoding the model's training data came
-    in, floats to 4 places."""
-    write_table_file(frame, output, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+    quoting (cells a spreadsheet would run as formulas get a leading ``'``, with a note
+    saying how many unless ``quiet``), or Parquet (a file only); text in the encoding the
+    model's training data came in, floats to 4 places."""
+    n = write_table_file(frame, output, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+    note = neutralised_note(n)
+    if note and not quiet:
+        click.echo(f"note: {note}", err=True)

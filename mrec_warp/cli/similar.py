@@ -44,6 +44,6 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
             click.echo(f"note: {as_flags(note)}", err=True)
     if fmt == "tsv":
         check_tsv_ids(result.frame["item"], result.frame["similar_item"], path=output)
-    write_table(result.frame, output, fmt, result.model)
+    write_table(result.frame, output, fmt, result.model, quiet=quiet)
     if output and not quiet:
         click.echo(f"wrote {output}: {len(result.frame)} rows")

@@ -17,7 +17,7 @@ import copy
 import os
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import concatenate, output_format, write_frames
+from ..tables import concatenate, neutralised_note, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
 from ..data.idlist import read_id_list
@@ -139,7 +139,8 @@ def recommend(
         notes += [note] if note else []
     rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
                                  filter_items=filtered, block_size=block_size, part_size=part_size,
-                                 model_file=None if changed else model_file, context=context, progress=progress)
+                                 model_file=None if changed else model_file, context=context, progress=progress,
+                                 notes=notes)
     return RecommendResult(rows, model.n_users if user_ids is None else len(user_ids), notes)
 
 
@@ -179,11 +180,14 @@ def write_recommendations(
     filter_items: Optional[Sequence[str]] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
+    notes: Optional[List[str]] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
-    CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
+    CSV with a header for ``.csv`` (ids a spreadsheet would run as formulas get a leading
+    ``'``: :func:`~mrec_warp.tables.neutralise_cells`), or Parquet. The file appears only
+    when complete.
 
     Parameters
     ----------
@@ -213,6 +217,8 @@ def write_recommendations(
         Where the blocks run; default one thread. A context that goes through part files
         (:attr:`~mrec_warp.context.ExecutionContext.uses_parts`) writes them under its work
         folder (default ``PATH.parts``).
+    notes : list of str, optional
+        Gets a note when CSV cells were neutralised (how many).
 
     Returns
     -------
@@ -228,6 +234,14 @@ def write_recommendations(
     if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
         check_tsv_ids(model.user_ids, model.item_ids, path=path)
     context = context if context is not None else local_context()
+
+    def neutralised(n: int) -> None:
+        note = neutralised_note(n)
+        if note:
+            progress.log(note)
+            if notes is not None:
+                notes.append(note)
+
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
@@ -236,7 +250,7 @@ def write_recommendations(
                                       exclude=exclude if isinstance(exclude, str) or exclude is None
                                       else model._exclusion_matrix(exclude),
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
-                                      model_file=model_file, progress=progress)
+                                      model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
         blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
                             block_size=block_size, progress=progress, workers=context, item_mask=mask)
@@ -244,7 +258,8 @@ def write_recommendations(
         # not by the garbage collector while the interpreter shuts down
         with contextlib.closing(blocks):
             frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
-            return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+            return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
+                                on_neutralised=neutralised)
 
 
 def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
@@ -340,6 +355,7 @@ def recommend_in_parts(
     block_size: Optional[int] = None,
     model_file: Optional[PathLike] = None,
     progress: Progress = SILENT,
+    on_neutralised: Optional[Callable[[int], None]] = None,
 ) -> Dict[str, int]:
     """Top-k lists for many users as resumable part files, assembled into ``output``.
 
@@ -366,6 +382,8 @@ def recommend_in_parts(
     model_file : path-like, optional
         The file ``model`` was loaded from: workers of process/Dask backends load it rather
         than a copy saved in the work folder.
+    on_neutralised : callable, optional
+        Gets the number of CSV cells neutralised (:func:`~mrec_warp.tables.concatenate`).
 
     Returns
     -------
@@ -420,6 +438,6 @@ def recommend_in_parts(
             for _ in job.run(_recommend_part, tasks):
                 pass
         job.check_complete()
-        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt)
+        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt, on_neutralised=on_neutralised)
         job.finish(staged=["model.npz", INPUTS_FILE])
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": job.skipped, "parts_run": len(job.todo)}
