@@ -237,10 +237,8 @@ def write_recommendations(
 
     def neutralised(n: int) -> None:
         note = neutralised_note(n)
-        if note:
-            progress.log(note)
-            if notes is not None:
-                notes.append(note)
+        if note:  # a caller collecting notes shows them; otherwise the log says it
+            notes.append(note) if notes is not None else progress.log(note)
 
     with context:
         if context.uses_parts:
