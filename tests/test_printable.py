@@ -63,3 +63,15 @@ def test_log_lines_of_a_command_show_a_hostile_file_name_escaped(tmp_path):
                                        "-v"])
     assert result.exit_code == 0, result.output
     assert raw_controls(result.stderr) == [] and "t\\x1b]0;pwned\\x07.tsv" in result.stderr
+
+
+def test_wrote_lines_show_a_hostile_output_name_escaped(tmp_path):
+    data = tmp_path / "t.tsv"
+    data.write_text("".join(f"u{u}\ti{(u + j) % 5}\n" for u in range(12) for j in range(2)))
+    runner = CliRunner()
+    result = runner.invoke(main, ["train", str(data), "-o", str(tmp_path / f"m{TITLE}.npz"), "--model", "popularity"])
+    assert result.exit_code == 0 and (tmp_path / f"m{TITLE}.npz").exists()  # the file keeps its name
+    assert raw_controls(result.stdout) == [] and "m\\x1b]0;pwned\\x07.npz" in result.stdout
+    result = runner.invoke(main, ["prepare", str(data), "-o", str(tmp_path / f"split{TITLE}"), "--leave-out", "1"])
+    assert result.exit_code == 0, result.output
+    assert raw_controls(result.stdout) == [] and "split\\x1b]0;pwned\\x07" in result.stdout

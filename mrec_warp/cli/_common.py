@@ -84,6 +84,12 @@ def check_standard_output(ctx: Optional[click.Context]) -> None:
                          "overwrite or extend it", hint="redirect standard output to another file")
 
 
+def say(text: str, err: bool = False) -> None:
+    """``click.echo`` for lines that hold user text (paths, ids): each line made printable
+    (:func:`~mrec_warp.errors.printable`), the line breaks of ``text`` kept."""
+    click.echo("\n".join(printable(line) for line in text.split("\n")), err=err)
+
+
 def _named(paths: List[str], fallback: str) -> str:
     return ", ".join(paths) if paths else fallback
 

@@ -17,7 +17,7 @@ from ..stages.evaluate import evaluate as evaluate_stage
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
+from ._common import friendly_errors, make_progress, parse_int_list, quiet_option, say
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -137,7 +137,7 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)
         for path in written:
-            click.echo(f"wrote {path}", err=True)
+            say(f"wrote {path}", err=True)
 
 
 def _existing_inputs(train: str, test: str, recs: Sequence[str], labels) -> List[str]:

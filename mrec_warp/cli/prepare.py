@@ -12,7 +12,7 @@ from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
-from ._common import check_sep, friendly_errors, make_progress, quiet_option
+from ._common import check_sep, friendly_errors, make_progress, quiet_option, say
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -85,9 +85,9 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
         return
     summaries = [result] if num_splits == 1 else result["splits"]
     for path in summaries[0].get("feature_files", []):
-        click.echo(f"wrote {path}")
+        say(f"wrote {path}")
     for folder, summary in zip(split_folders(outdir, num_splits), summaries):
-        click.echo(_describe(folder, summary))
+        say(_describe(folder, summary))
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
