@@ -33,7 +33,7 @@ def test_an_id_the_loader_refuses_is_refused_at_save_and_the_old_file_kept(tmp_p
     before = target.read_bytes()
     model = fitted_popularity(["u1", "x" * (MAX_ID_CHARS + 1)])
     with pytest.raises(InputError, match=r"m\.npz: user id 'x+'\.\.\. is 65,537 characters long: a model file "
-                                         r"holds ids of up to 65,536.*nothing was written \(shorten the ids"):
+                                         r"holds ids of up to 65,536.*nothing was written \(shorten the ids, e\.g\."):
         model.save(target)
     assert target.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.npz"]
     fitted_popularity(["u1", "x" * MAX_ID_CHARS]).save(target)  # the limit itself loads

@@ -94,7 +94,7 @@ def _loadable_ids(ids, kind: str, target) -> np.ndarray:
         longest = max(text.tolist(), key=len)
         raise InputError(f"{kind} id {longest[:40]!r}... is {len(longest):,} characters long: a model file holds "
                          f"ids of up to {MAX_ID_CHARS:,}, so the model would not load; nothing was written",
-                         path=source_name(target), hint="shorten the ids (e.g. map them to numbers)")
+                         path=source_name(target), hint="shorten the ids, e.g. map them to numbers")
     return text
 
 

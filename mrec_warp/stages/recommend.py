@@ -133,7 +133,6 @@ def recommend(
         user_ids = extended.users
     exclude = train_exclusion(model, train, progress) if train else "train"
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
-    check_rankable(model, model_file)
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
@@ -187,7 +186,7 @@ def write_recommendations(
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
     CSV with a header for ``.csv`` (ids a spreadsheet would run as formulas get a leading
     ``'``: :func:`~mrec_warp.tables.neutralise_cells`), or Parquet. The file appears only
-    when complete.
+    when complete. A model that ranks nothing is refused first (:func:`check_rankable`).
 
     Parameters
     ----------
@@ -227,6 +226,7 @@ def write_recommendations(
     """
     if k <= 0:
         raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
+    check_rankable(model, model_file)
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
