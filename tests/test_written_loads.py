@@ -97,3 +97,13 @@ def test_a_catalogue_without_other_items_is_not_called_k_1(tmp_path):
     from mrec_warp.stages._inputs import capped_k
     assert capped_k(10, 0, "other items") == (1, "there are no other items to rank: every list is empty")
     assert capped_k(10, 3) == (3, "`k=10` is more than the 3 items there are; using `k=3`")
+
+
+def test_zero_recommendations_are_explained_not_silent(tmp_path):
+    (tmp_path / "t.tsv").write_text("u1\ti1\nu1\ti2\nu2\ti1\nu2\ti2\n")  # every user has seen every item
+    runner = CliRunner()
+    assert runner.invoke(main, ["train", str(tmp_path / "t.tsv"), "-o", str(tmp_path / "m.npz"), "--model",
+                                "popularity", "-q"]).exit_code == 0
+    result = runner.invoke(main, ["recommend", str(tmp_path / "m.npz"), "-o", str(tmp_path / "r.tsv")])
+    assert result.exit_code == 0 and "0 recommendations for 2 users" in result.stdout
+    assert "note: no user got a recommendation: every item of the 2 the model ranks is excluded" in result.stderr

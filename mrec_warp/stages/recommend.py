@@ -140,7 +140,11 @@ def recommend(
                                  filter_items=filtered, block_size=block_size, part_size=part_size,
                                  model_file=None if changed else model_file, context=context, progress=progress,
                                  notes=notes)
-    return RecommendResult(rows, model.n_users if user_ids is None else len(user_ids), notes)
+    n_users = model.n_users if user_ids is None else len(user_ids)
+    if rows == 0 and n_users:  # never a bare "0 recommendations": say why
+        notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
+                     "for them (seen in training, in `train`, or listed in `exclude_items`)")
+    return RecommendResult(rows, n_users, notes)
 
 
 #: Users whose scores :func:`check_rankable` looks at.
