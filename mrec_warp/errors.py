@@ -15,6 +15,31 @@ from typing import Callable, Optional, Tuple
 PARAMETER = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
 
 
+#: What :func:`printable` escapes: C0 controls, DEL, C1 controls, the bidirectional overrides and
+#: isolates (they reorder what a terminal shows), and lone surrogates (the undecodable bytes of
+#: a file name, which a terminal cannot even be sent).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: "re.Match[str]") -> str:
+    code = ord(match.group(0))
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that did not decode (surrogateescape): show the byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal: each control character written as ``repr`` does
+    (``\\x1b``, ``\\x07``, ``\\u202e``), every other character, accents and emoji
+    included, as it is.
+
+    User text echoed in messages (a path, an id) may hold an escape sequence that rewrites
+    the terminal's title or hides the rest of the line; the one-line error, the log lines
+    and the notes all pass through here.
+    """
+    return _UNPRINTABLE.sub(_escape, text)
+
+
 #: How a caller spells a parameter reference: (name, value or None) -> text, or None to keep it.
 Speller = Callable[[str, Optional[str]], Optional[str]]
 
@@ -86,7 +111,7 @@ class InputError(ValueError):
         text = f"{where}{spell_parameters(self.message, spell)}"
         if self.hint:
             text += f" ({spell_parameters(self.hint, spell)})"
-        return " ".join(text.split())  # always one line
+        return printable(" ".join(text.split()))  # always one line, never a control character
 
 
 class ParameterError(InputError):

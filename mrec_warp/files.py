@@ -222,15 +222,36 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf
         yield fh
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file: same resolved path (symlinks, ``..``, relative
-    spellings), or, when both exist, the same inode (hard links, bind mounts)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
+#: Spellings of standard input among the inputs of a command.
+_STDIN_NAMES = ("-", "/dev/stdin")
+
+
+def file_identity(path: PathLike, reading: bool = False) -> Optional[Tuple[int, int]]:
+    """``(st_dev, st_ino)`` of the regular file ``path`` names, or ``None`` (missing, or not
+    a regular file: a terminal, a pipe, ``/dev/null`` cannot be replaced).
+
+    The file itself, not its name: symbolic links are followed, and a path naming a
+    descriptor (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``, see
+    :func:`descriptor_of`) gives the file the shell opened there (``>> t.tsv``). With
+    ``reading``, ``-`` names standard input, as it does for the commands' input files.
+    """
+    text = os.fspath(path)
+    fd = 0 if reading and text in _STDIN_NAMES else descriptor_of(text)
     try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet: it cannot be the other
-        return False
+        st = os.fstat(fd) if fd is not None else os.stat(text)
+    except (OSError, ValueError):  # missing, a dangling link, a closed descriptor, a NUL in the name
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same regular file (:func:`file_identity`: device
+    and inode, through symlinks, hard links, bind mounts and ``/dev/fd/N``), or, when
+    neither exists yet, the same resolved path."""
+    ia, ib = file_identity(a), file_identity(b)
+    if ia is not None or ib is not None:
+        return ia == ib
+    return descriptor_of(a) is None and descriptor_of(b) is None and os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
@@ -240,8 +261,12 @@ def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
 
     Every command and stage that writes files calls this with what it will write and what
     it reads, so that ``train x.tsv -o x.tsv`` or ``recommend model.npz -o ./model.npz``
-    never replaces its own input. A stream (``/dev/stdout``, a FIFO) is written in place,
-    never replaced, so it cannot clash.
+    never replaces its own input. Files are compared by device and inode
+    (:func:`file_identity`), not by name: ``-o /dev/stdout >> x.tsv`` writes into ``x.tsv``
+    as surely as ``-o x.tsv`` does, and an input read from standard input (``-``) is the
+    file the shell opened. What is not a regular file (a terminal, a pipe, ``/dev/null``)
+    is written in place, never replaced, so it cannot clash. Several outputs naming one
+    descriptor (``--report /dev/stdout --json /dev/stdout``) append one after the other.
 
     Parameters
     ----------
@@ -251,20 +276,26 @@ def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
     inputs : iterable of paths
         Files the command reads; ``None`` entries are skipped.
     """
-    ins = [str(p) for p in inputs if p]
+    ins = [(str(p), file_identity(p, reading=True)) for p in inputs if p]
     written: List[Tuple[str, str]] = []  # (path, option) of the outputs checked so far
     for option, paths in outputs.items():
         if not paths:
             continue
         for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
             path = str(path)
-            if is_stream(path) or descriptor_of(path) is not None:  # the shell opened it already
-                continue
-            clash = next((i for i in ins if same_file(path, i)), None)
+            identity = file_identity(path)
+            if identity is None and (is_stream(path) or descriptor_of(path) is not None):
+                continue  # a terminal, a pipe, /dev/null: written in place
+            clash = next((name for name, i in ins if identity is not None and i == identity
+                          or (i is None and same_file(path, name))), None)
             if clash is not None:
-                raise InputError(f"{option} would overwrite an input file ({clash})", path=path,
+                via = f": the shell opened it as {path}" if descriptor_of(path) is not None else ""
+                clash = "standard input" if clash == "-" else clash
+                raise InputError(f"{option} would overwrite an input file ({clash}{via})", path=path,
                                  hint="write the output somewhere else")
-            other = next((o for p, o in written if same_file(path, p)), None)
+            fd = descriptor_of(path)
+            other = next((o for p, o in written if same_file(path, p)
+                          and not (fd is not None and descriptor_of(p) == fd)), None)
             if other is not None:
                 raise InputError(f"{option} and {other} both write this file", path=path,
                                  hint="give each output its own path")

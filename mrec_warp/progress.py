@@ -5,6 +5,8 @@ import sys
 import time
 from typing import Iterable, Iterator, Optional, TypeVar
 
+from .errors import printable
+
 T = TypeVar("T")
 
 
@@ -34,10 +36,11 @@ class Progress:
         self._t0 = time.perf_counter()
 
     def log(self, message: str) -> None:
-        """One line, prefixed with the elapsed time."""
+        """One line, prefixed with the elapsed time; control characters of echoed paths and
+        ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""
         if self.verbose:
             elapsed = time.perf_counter() - self._t0
-            print(f"[{elapsed:7.1f}s] {message}", file=self.stream, flush=True)
+            print(f"[{elapsed:7.1f}s] {printable(message)}", file=self.stream, flush=True)
 
     def iterate(self, items: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "it") -> Iterator[T]:
         """Wrap an iterable in a progress bar when bars are on (tqdm if installed)."""

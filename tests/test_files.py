@@ -54,3 +54,39 @@ def test_an_output_naming_an_input_is_refused_but_a_stream_never_clashes(tmp_pat
     with pytest.raises(InputError, match=r"`output` would overwrite an input file"):
         check_outputs({"`output`": str(tmp_path / "." / "in.tsv")}, [str(data)])
     check_outputs({"`output`": "/dev/null"}, ["/dev/null"])  # written in place: nothing to protect
+
+
+def test_outputs_and_inputs_are_compared_as_files_not_names(tmp_path):
+    """Device and inode decide, whatever the spelling: a hard link, a symbolic link, a
+    descriptor the shell opened on the input (``3>> in.tsv``), standard input."""
+    data = tmp_path / "in.tsv"
+    data.write_text("u\ti\n")
+    os.link(data, tmp_path / "hard.tsv")
+    (tmp_path / "soft.tsv").symlink_to("in.tsv")
+    for output in ("hard.tsv", "soft.tsv"):
+        with pytest.raises(InputError, match=r"would overwrite an input file"):
+            check_outputs({"`output`": str(tmp_path / output)}, [str(data)])
+    fd = os.open(data, os.O_WRONLY | os.O_APPEND)
+    try:
+        for output in (f"/dev/fd/{fd}", f"/proc/self/fd/{fd}"):
+            if not os.path.exists(output):
+                continue
+            with pytest.raises(InputError, match=r"would overwrite an input file \(.*in\.tsv: the shell opened"):
+                check_outputs({"`output`": output}, [str(data)])
+        # an output file and a descriptor open on it: one would replace what the other wrote
+        with pytest.raises(InputError, match=r"--json and --report both write this file"):
+            check_outputs({"--report": str(tmp_path / "soft.tsv"), "--json": f"/dev/fd/{fd}"}, [])
+    finally:
+        os.close(fd)
+    saved = os.dup(0)
+    try:  # `train - -o in.tsv < in.tsv`
+        with open(data, "rb") as fh:
+            os.dup2(fh.fileno(), 0)
+        with pytest.raises(InputError, match=r"would overwrite an input file \(standard input\)"):
+            check_outputs({"`output`": str(data)}, ["-"])
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    # other files, and two spellings of one descriptor (they append in turn) are fine
+    check_outputs({"--report": "/dev/stdout", "--json": "/proc/self/fd/1", "--plot": str(tmp_path / "p.png")},
+                  [str(data), "-"])

@@ -121,3 +121,35 @@ def test_dev_stdout_appends_to_the_file_the_shell_opened(tmp_path):
     assert run.returncode == 0, run.stderr
     lines = out.read_text().splitlines()
     assert out.stat().st_ino == inode and lines[0] == "EXISTING" and len(lines) == 1 + 20 * 2
+
+
+def _shell(command: str, cwd) -> subprocess.CompletedProcess:
+    """``command`` run by a shell in ``cwd`` with ``mrec-warp`` on the PATH (redirections as a user types them)."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.run(["sh", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("command", [
+    "mrec-warp train t.tsv -o /dev/stdout --model popularity >> t.tsv",
+    "mrec-warp train t.tsv -o /dev/fd/3 --model popularity 3>> t.tsv",
+    "mrec-warp train - -o t.tsv --model popularity < t.tsv",
+    "mrec-warp recommend m.npz -o /dev/stdout >> m.npz",
+    "mrec-warp recommend m.npz -o /proc/self/fd/1 >> m.npz",
+    "mrec-warp recommend m.npz -o r.tsv --users users.txt >> users.txt",
+    "mrec-warp similar m.npz >> m.npz",
+    "mrec-warp evaluate --train t.tsv --test t.tsv --recs r0.tsv --report /dev/stdout >> r0.tsv",
+])
+def test_output_into_an_input_through_the_shell_is_refused_and_the_input_kept(tmp_path, command):
+    """``-o /dev/stdout >> t.tsv`` writes into t.tsv as surely as ``-o t.tsv``: the guard
+    compares files by device and inode, so each is refused in one line (exit 2) and every
+    input keeps its bytes (it corrupted the training file, or left the model unloadable)."""
+    (tmp_path / "t.tsv").write_text("".join(f"u{u}\ti{(u * 7 + j) % 15}\n" for u in range(20) for j in range(4)))
+    (tmp_path / "users.txt").write_text("u1\nu2\n")
+    assert _shell("mrec-warp train t.tsv -o m.npz --model popularity -q && "
+                  "mrec-warp recommend m.npz -o r0.tsv -q", tmp_path).returncode == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    run = _shell(command, tmp_path)
+    err = run.stderr.decode()
+    assert run.returncode == 2 and len(err.splitlines()) == 1 and "input file" in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -18,9 +18,10 @@ from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
 from ..jobs import resumable_folders
-from ..errors import InputError, ParameterError
+from ..errors import InputError, ParameterError, printable
+from ..files import file_identity
 from ..progress import Progress
-from ..tables import write_table as write_table_file
+from ..tables import neutralised_note, write_table as write_table_file
 from ._flags import FlagProgress, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
@@ -58,6 +59,37 @@ def _param_paths(ctx: Optional[click.Context], output: bool) -> List[str]:
         if output or Path(value).is_file():
             found.append(str(value))
     return found
+
+
+def _input_files(ctx: click.Context) -> List[str]:
+    """The values of the command's file arguments and options that it reads (``-`` too)."""
+    found = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if not isinstance(param.type, click.Path) or param.name in _OUTPUT_PARAMS or not value:
+            continue
+        found.extend(str(v) for v in (value if isinstance(value, (tuple, list)) else [value]) if v)
+    return found
+
+
+def check_standard_output(ctx: Optional[click.Context]) -> None:
+    """Refuse a standard output that is one of the command's input files
+    (``mrec-warp similar m.npz >> m.npz``, ``train t.tsv -o /dev/stdout >> t.tsv``): what
+    the command prints would be appended to the file it reads. Compared by device and inode
+    (:func:`~mrec_warp.files.file_identity`); a terminal or a pipe never clashes."""
+    out = file_identity("/dev/stdout")
+    if ctx is None or out is None:
+        return
+    clash = next((p for p in _input_files(ctx) if file_identity(p, reading=True) == out), None)
+    if clash is not None:
+        raise InputError(f"standard output is an input file ({clash}): what the command writes would "
+                         "overwrite or extend it", hint="redirect standard output to another file")
+
+
+def say(text: str, err: bool = False) -> None:
+    """``click.echo`` for lines that hold user text (paths, ids): each line made printable
+    (:func:`~mrec_warp.errors.printable`), the line breaks of ``text`` kept."""
+    click.echo("\n".join(printable(line) for line in text.split("\n")), err=err)
 
 
 def _named(paths: List[str], fallback: str) -> str:
@@ -127,7 +159,7 @@ def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Non
     message, status = describe_error(exc, ctx)
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    click.echo(f"Error: {' '.join(message.split())}", err=True)
+    click.echo(f"Error: {printable(' '.join(message.split()))}", err=True)
     sys.exit(status)
 
 
@@ -168,6 +200,7 @@ def friendly_errors(func: Callable) -> Callable:
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
+            check_standard_output(click.get_current_context(silent=True))
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -255,9 +288,13 @@ def parse_int_list(text: str, name: str) -> List[int]:
     return values
 
 
-def write_table(frame, output, fmt: str, model) -> None:
+def write_table(frame, output, fmt: str, model, quiet: bool = False) -> None:
     """Write ``frame`` to ``output`` (atomically; gzip for ``.gz``) or standard output:
     headerless TSV with ids as they are (never quoted), CSV with a header and RFC 4180
-    quoting, or Parquet (a file only); text in the encoding the model's training data came
-    in, floats to 4 places."""
-    write_table_file(frame, output, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+    quoting (cells a spreadsheet would run as formulas get a leading ``'``, with a note
+    saying how many unless ``quiet``), or Parquet (a file only); text in the encoding the
+    model's training data came in, floats to 4 places."""
+    n = write_table_file(frame, output, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+    note = neutralised_note(n)
+    if note and not quiet:
+        click.echo(f"note: {note}", err=True)

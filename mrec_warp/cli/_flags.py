@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import InputError, spell_parameters
+from ..errors import InputError, printable, spell_parameters
 from ..progress import Progress
 from ..stages.train import UnknownParameterError
 
@@ -73,8 +73,9 @@ def spell(name: str, value: Optional[str] = None) -> Optional[str]:
 
 
 def as_flags(text: str) -> str:
-    """``text`` with its parameter references written as flags."""
-    return spell_parameters(text, spell)
+    """``text`` with its parameter references written as flags, and its control characters
+    escaped (:func:`~mrec_warp.errors.printable`): what notes and log lines show."""
+    return printable(spell_parameters(text, spell))
 
 
 def option_name(param: str) -> str:

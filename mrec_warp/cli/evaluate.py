@@ -9,6 +9,7 @@ import click
 from ..context import ExecutionContext
 from ..data.idlist import read_id_list
 from ..data.inputs import check_readable
+from ..errors import printable
 from ..evaluation.formatting import format_table, study_notes
 from ..evaluation.plot import check_plot_available
 from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
@@ -16,7 +17,7 @@ from ..stages.evaluate import evaluate as evaluate_stage
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, parse_int_list, quiet_option
+from ._common import friendly_errors, make_progress, parse_int_list, quiet_option, say
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -127,14 +128,16 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     catalog = read_id_list(items_file, "item", first_column=True) if items_file else None
     study = evaluate_stage(train, test, list(recs), names=names, ks=ks, splits=splits, catalog=catalog,
                            context=context, progress=progress)
-    written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path)
+    written_notes: List[str] = []
+    written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path,
+                            notes=written_notes)
     data = study.to_dict()
     click.echo(format_table(data, notes=False), nl=False)  # the command's result: shown even with --quiet
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
-        for note in study_notes(data):
-            click.echo(f"note: {note}", err=True)
+        for note in study_notes(data) + written_notes:
+            click.echo(f"note: {printable(note)}", err=True)
         for path in written:
-            click.echo(f"wrote {path}", err=True)
+            say(f"wrote {path}", err=True)
 
 
 def _existing_inputs(train: str, test: str, recs: Sequence[str], labels) -> List[str]:

@@ -7,7 +7,7 @@ from ..data.tsv import check_tsv_ids
 from ..stages.explain import explain as explain_scores
 from ..tables import RECS_FORMATS, output_format
 from ..files import check_outputs
-from ._common import friendly_errors, quiet_option, write_table
+from ._common import friendly_errors, quiet_option, say, write_table
 
 
 @click.command(epilog="""\b
@@ -43,6 +43,6 @@ def explain(model_file, user_id, items, n, k, output, fmt, quiet, verbose):
     result = explain_scores(model_file, user_id, items, top=n, k=k)
     if fmt == "tsv":
         check_tsv_ids(result.frame["user"], result.frame["item"], result.frame["history_item"], path=output)
-    write_table(result.frame, output, fmt, result.model)
+    write_table(result.frame, output, fmt, result.model, quiet=quiet)
     if output and not quiet:
-        click.echo(f"wrote {output}: {len(result.frame)} rows")
+        say(f"wrote {output}: {len(result.frame)} rows")

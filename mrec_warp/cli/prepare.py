@@ -11,7 +11,7 @@ from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -76,9 +76,9 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
         return
     summaries = [result] if num_splits == 1 else result["splits"]
     for path in summaries[0].get("feature_files", []):
-        click.echo(f"wrote {path}")
+        say(f"wrote {path}")
     for folder, summary in zip(split_folders(outdir, num_splits), summaries):
-        click.echo(_describe(folder, summary))
+        say(_describe(folder, summary))
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import click
 from ..context import ExecutionContext
 from ..progress import plural
 from ..stages.recommend import recommend as recommend_stage
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option, say
 from ._features import feature_file_options, pop_feature_options
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
@@ -75,4 +75,4 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     if not quiet:
         for note in result.notes:
             click.echo(f"note: {as_flags(note)}", err=True)
-        click.echo(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}")
+        say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}")

@@ -7,7 +7,7 @@ from ..data.tsv import check_tsv_ids
 from ..stages.similar import similar as similar_items
 from ..tables import RECS_FORMATS, output_format
 from ..files import check_outputs
-from ._common import friendly_errors, quiet_option, write_table
+from ._common import friendly_errors, quiet_option, say, write_table
 from ._flags import as_flags
 
 
@@ -44,6 +44,6 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
             click.echo(f"note: {as_flags(note)}", err=True)
     if fmt == "tsv":
         check_tsv_ids(result.frame["item"], result.frame["similar_item"], path=output)
-    write_table(result.frame, output, fmt, result.model)
+    write_table(result.frame, output, fmt, result.model, quiet=quiet)
     if output and not quiet:
-        click.echo(f"wrote {output}: {len(result.frame)} rows")
+        say(f"wrote {output}: {len(result.frame)} rows")

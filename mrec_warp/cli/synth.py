@@ -5,7 +5,7 @@ import click
 
 from ..data.synthetic import VALUES, write_synthetic
 from ..seeds import DEFAULT_SEED
-from ._common import friendly_errors, make_progress, quiet_option
+from ._common import friendly_errors, make_progress, quiet_option, say
 
 
 @click.command(short_help="Generate synthetic ratings and item tags.", epilog="""\b
@@ -44,5 +44,5 @@ def synth(outdir, users, items, interactions, topics, values, noise, seed, quiet
     info = write_synthetic(outdir, n_users=users, n_items=items, n_interactions=interactions,
                            n_topics=topics, seed=seed, progress=progress, values=values, noise=noise)
     if not quiet:
-        click.echo(f"wrote {info['ratings']} ({info['interactions']:,} interactions, {info['users']:,} users, "
+        say(f"wrote {info['ratings']} ({info['interactions']:,} interactions, {info['users']:,} users, "
                    f"{info['items']:,} items) and {info['item_tags']} ({info['tags']:,} tags)")

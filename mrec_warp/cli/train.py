@@ -9,7 +9,7 @@ from ..data.confidence import CONFIDENCES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ..progress import plural
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._features import feature_file_options, pop_feature_options
 from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._parallel import N_JOBS, parallel_options
@@ -142,11 +142,11 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     if result.sub_models is not None:
         sizes = "+".join(str(m["factors"]) for m in result.sub_models)
         n = len(result.sub_models)
-        click.echo(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "
+        say(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "
                    f"{n} sub-model{'s' if n > 1 else ''} of {sizes} factors")
         return
     extra = f", {plural(result.epochs, 'epoch')}" if result.epochs is not None else ""
     warm = sum(h.get("phase") == "refit" for h in getattr(result.model, "history_", [])) \
         if getattr(result.model, "warm_epochs", 0) else 0
     extra += f" + {warm} warm on all the data" if warm else ""
-    click.echo(f"wrote {output}: {result.model_name} model of {result.n_users} users x {result.n_items} items{extra}")
+    say(f"wrote {output}: {result.model_name} model of {result.n_users} users x {result.n_items} items{extra}")

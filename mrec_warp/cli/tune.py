@@ -12,7 +12,7 @@ from ..context import ExecutionContext
 from ..stages import candidates as search
 from ..stages.tune import tune as tune_stage
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options
+from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
 
@@ -115,4 +115,4 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     click.echo(result.summary())
     if not quiet:
         if output:
-            click.echo(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)
+            say(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)

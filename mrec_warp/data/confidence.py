@@ -86,7 +86,17 @@ def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: f
             path=source, hint="confidence needs counts, hours or ratings >= 0; use `confidence=none` to ignore values",
         )
     scaled = values if kind == "linear" else np.log1p(values / float(eps))
-    return (1.0 + float(alpha) * scaled).astype(np.float32)
+    with np.errstate(over="ignore"):
+        out = 1.0 + float(alpha) * scaled
+    if out.size and not np.max(out) <= _FLOAT32_MAX:
+        # stored as float32, a larger confidence is infinite: the model could neither train nor load
+        raise InputError(f"`alpha={alpha:g}` makes confidences too large for float32 (1 + alpha x "
+                         f"{float(np.max(scaled)):g} > 3.4e38)", path=source,
+                         hint="lower `alpha`, e.g. `alpha=1`")
+    return out.astype(np.float32)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def describe_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> str:

@@ -20,6 +20,7 @@ from ..data.delimited import data_lines, split_fields
 from ..data.inputs import check_readable, detect_encoding
 from ..errors import InputError
 from ..files import PathLike
+from ..tables import restore_cells
 from .space import as_str
 
 
@@ -101,6 +102,10 @@ def _read_recs_text(p: Path, sep: str) -> Tuple[pd.DataFrame, np.ndarray]:
         ) from None
     except pd.errors.EmptyDataError:
         raise InputError("recommendations file has no data lines", path=str(p)) from None
+    if sep == ",":  # ids written with a leading ' so that a spreadsheet does not run them
+        for c in ("user", "item"):
+            if c in raw.columns:
+                raw[c] = restore_cells(raw[c])
     lines = np.arange(skip + 1, skip + len(raw) + 1, dtype=np.int64)
     blank = np.ones(len(raw), dtype=bool)
     for c in names:

@@ -33,6 +33,7 @@ from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
+from ..tables import neutralise_cells, neutralised_note
 from .formatting import format_json, format_markdown
 from .metrics import score_against
 from .plot import render_plot
@@ -352,11 +353,14 @@ def write_reports(
     json_path: Optional[PathLike] = None,
     per_user: Optional[PathLike] = None,
     plot: Optional[PathLike] = None,
+    notes: Optional[List[str]] = None,
 ) -> List[str]:
     """Write the requested report files; returns the paths written.
 
     All contents are produced in memory before the first file is touched, so an error
-    while rendering leaves no file behind, and each file appears only when complete.
+    while rendering leaves no file behind, and each file appears only when complete. The
+    per-user CSV neutralises cells a spreadsheet would run as formulas
+    (:func:`~mrec_warp.tables.neutralise_cells`); ``notes`` gets a note saying how many.
     """
     data = study.to_dict()
     contents: List[tuple] = []
@@ -366,7 +370,11 @@ def write_reports(
         contents.append((json_path, format_json(data)))
     if per_user:
         buf = io.StringIO()
-        per_user_table(study).to_csv(buf, index=False, lineterminator="\n")
+        table, neutralised = neutralise_cells(per_user_table(study))
+        table.to_csv(buf, index=False, lineterminator="\n")
+        note = neutralised_note(neutralised)
+        if note and notes is not None:
+            notes.append(note)
         # in the test file's encoding, so a Latin-1 user id comes back as the same bytes
         contents.append((per_user, _encoded(buf.getvalue(), study.id_encoding, per_user)))
     if plot:

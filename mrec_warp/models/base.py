@@ -430,8 +430,31 @@ class Recommender:
         save_model(
             target, type(self).__name__, self.get_params(),
             self._get_attrs(),
-            self.user_ids, self.item_ids, self.train_, self._get_arrays(),
+            self.user_ids, self.item_ids, self.train_, self._get_arrays(), verify=self._check_loadable,
         )
+
+    #: Users whose scores :meth:`_check_loadable` computes (enough to see a model that ranks nothing).
+    _PROBE_USERS = 64
+
+    def _check_loadable(self, source) -> None:
+        """What is written is what loads: the archive just written (``source``) goes through
+        :func:`load`, the checks of every later run, and the loaded model must give finite
+        scores to its first users; otherwise a one-line :class:`InputError`.
+
+        A model whose numbers overflowed (infinite confidences, feature weights, factors)
+        would otherwise be saved, and fail at the next load or rank nothing there.
+        """
+        loaded = load(source, expected=type(self))
+        if loaded.n_users == 0 or loaded.n_items == 0:
+            return
+        users = np.arange(min(loaded.n_users, self._PROBE_USERS), dtype=np.int64)
+        with np.errstate(all="ignore"):
+            scores = loaded.score_users(users)
+        if not np.isfinite(scores).any():
+            large = [f"`{p}`" for p in ("alpha", "identity_weight", "learning_rate") if p in self.get_params()]
+            raise InputError(f"every score of its first {len(users):,} users is NaN or infinite: it would rank "
+                             "nothing", hint="a parameter overflowed the numbers: lower " + (" or ".join(large)
+                                                                                           or "the largest one"))
 
     @classmethod
     def load(cls, source) -> "Recommender":

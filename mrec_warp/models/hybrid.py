@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
 from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
+from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
@@ -212,8 +213,17 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         """Normalised feature rows and their fast-path columns, from the sides."""
         slot = bool(self.identity)
         w = float(self.identity_weight)
-        self._uw = self._users.weights(bool(self.normalize), slot, w)
-        self._iw = self._items.weights(bool(self.normalize), slot, w)
+        overflow = InputError(f"`identity_weight={w:g}` makes feature weights infinite in float32",
+                              hint="lower `identity_weight`, e.g. `identity_weight=2`")
+        # float32 weights: an identity weight beyond 3.4e38 is infinite, and every score it
+        # touches NaN: a model that trains, saves and then ranks nothing
+        if not w <= float(np.finfo(np.float32).max):
+            raise overflow
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+            self._uw = self._users.weights(bool(self.normalize), slot, w)
+            self._iw = self._items.weights(bool(self.normalize), slot, w)
+        if not (np.isfinite(self._uw.data).all() and np.isfinite(self._iw.data).all()):
+            raise overflow
         self._ib = self._iw  # item biases weighted like the embeddings
         self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)

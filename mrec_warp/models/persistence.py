@@ -16,16 +16,17 @@ Layout of the archive:
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
-from typing import IO, Any, Dict, Tuple, Union
+from typing import IO, Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..files import atomic_path
-from ..data.npz import NpzArchive, check_csr, check_ids, write_npz
+from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, source_name, write_npz
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
@@ -41,8 +42,15 @@ def save_model(
     item_ids: np.ndarray,
     train: sp.csr_matrix,
     arrays: Dict[str, np.ndarray],
+    verify: Optional[Callable[[Any], None]] = None,
 ) -> None:
-    """Write a model archive to a path (atomically) or to a binary file object."""
+    """Write a model archive to a path (atomically) or to a binary file object.
+
+    What is written is what loads: ids longer than the loader accepts are refused before
+    writing, and ``verify`` (given the written archive, a temporary file or an in-memory
+    copy) runs the loader's checks on it before it replaces ``target`` or reaches the file
+    object; an :class:`InputError` there leaves ``target`` as it was.
+    """
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -55,19 +63,52 @@ def save_model(
         train.sum_duplicates()
     payload = {
         "__meta__": np.array(json.dumps(meta, sort_keys=True)),
-        "user_ids": np.asarray(user_ids).astype(str),
-        "item_ids": np.asarray(item_ids).astype(str),
+        "user_ids": _loadable_ids(user_ids, "user", target),
+        "item_ids": _loadable_ids(item_ids, "item", target),
         "train_indptr": train.indptr.astype(np.int64, copy=False),
         "train_indices": train.indices.astype(np.int32, copy=False),
     }
     for name, arr in arrays.items():
         payload[f"arr_{name}"] = np.ascontiguousarray(arr)
     if hasattr(target, "write"):
-        write_npz(target, payload)
+        if verify is None:
+            write_npz(target, payload)
+            return
+        buffer = io.BytesIO()
+        write_npz(buffer, payload)
+        _verified(verify, buffer, target)
+        target.write(buffer.getbuffer())
         return
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as fh:
             write_npz(fh, payload)
+        if verify is not None:
+            _verified(verify, tmp, target)
+
+
+def _loadable_ids(ids, kind: str, target) -> np.ndarray:
+    """``ids`` as the text array a model file holds, refused when the loader would refuse it
+    (an id longer than :data:`~mrec_warp.data.npz.MAX_ID_CHARS` characters)."""
+    text = np.asarray(ids).astype(str)
+    if text.dtype.itemsize > 4 * MAX_ID_CHARS:
+        longest = max(text.tolist(), key=len)
+        raise InputError(f"{kind} id {longest[:40]!r}... is {len(longest):,} characters long: a model file holds "
+                         f"ids of up to {MAX_ID_CHARS:,}, so the model would not load; nothing was written",
+                         path=source_name(target), hint="shorten the ids, e.g. map them to numbers")
+    return text
+
+
+def _verified(verify: Callable[[Any], None], written, target) -> None:
+    """``verify(written)``; its refusal said of ``target``, as a model that was not written."""
+    if hasattr(written, "seek"):
+        written.seek(0)
+    try:
+        verify(written)
+    except InputError as exc:
+        message = exc.message.replace("model file is invalid: ", "")
+        hint = None if exc.hint == HINT else exc.hint
+        raise InputError(f"the trained model would not load ({message}); nothing was written",
+                         path=source_name(target), hint=hint or "change the parameter or the data it names") from None
 
 
 def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, Dict[str, Any], Dict[str, Any], np.ndarray, np.ndarray, sp.csr_matrix, Dict[str, np.ndarray]]:

@@ -181,6 +181,8 @@ def capped_k(k: int, n: int, what: str = "items") -> Tuple[int, Optional[str]]:
     A longer list holds nothing more, but its buffers (rows x k) would grow with k, up to
     an out-of-memory error.
     """
+    if n <= 0:  # "using k=1" would promise a list that cannot hold anything
+        return 1, f"there are no {what} to rank: every list is empty"
     if k > n:
-        return max(1, n), f"`k={k:,}` is more than the {n:,} {what} there are; using `k={max(1, n):,}`"
+        return n, f"`k={k:,}` is more than the {n:,} {what} there are; using `k={n:,}`"
     return k, None

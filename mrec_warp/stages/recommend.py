@@ -17,7 +17,7 @@ import copy
 import os
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import concatenate, output_format, write_frames
+from ..tables import concatenate, neutralised_note, output_format, write_frames
 from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
 from ..data.idlist import read_id_list
@@ -138,8 +138,36 @@ def recommend(
         notes += [note] if note else []
     rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
                                  filter_items=filtered, block_size=block_size, part_size=part_size,
-                                 model_file=None if changed else model_file, context=context, progress=progress)
-    return RecommendResult(rows, model.n_users if user_ids is None else len(user_ids), notes)
+                                 model_file=None if changed else model_file, context=context, progress=progress,
+                                 notes=notes)
+    n_users = model.n_users if user_ids is None else len(user_ids)
+    if rows == 0 and n_users:  # never a bare "0 recommendations": say why
+        notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
+                     "for them (seen in training, in `train`, or listed in `exclude_items`)")
+    return RecommendResult(rows, n_users, notes)
+
+
+#: Users whose scores :func:`check_rankable` looks at.
+PROBE_USERS = 64
+
+
+def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) -> None:
+    """Refuse, before any output, a model that cannot rank anything: one without items, or
+    one whose scores are all NaN or infinite for its first users (numbers that overflowed in
+    training). Its recommendations would be an empty file and a success."""
+    where = None if model_file is None else str(model_file)
+    if model.n_items == 0:
+        raise InputError("the model has no items: there is nothing to recommend", path=where,
+                         hint="train it on interactions that name items")
+    if model.n_users == 0:
+        return  # only new users (history, features) can get lists: nothing to probe here
+    users = np.arange(min(model.n_users, PROBE_USERS), dtype=np.int64)
+    with np.errstate(all="ignore"):
+        scores = model.score_users(users)
+    if not np.isfinite(scores).any():
+        raise InputError(f"every score of the model's first {len(users):,} users is NaN or infinite: it ranks "
+                         "nothing", path=where,
+                         hint="train it again with smaller parameters (a weight or confidence overflowed)")
 
 
 def write_recommendations(
@@ -155,11 +183,14 @@ def write_recommendations(
     filter_items: Optional[Sequence[str]] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
+    notes: Optional[List[str]] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
     Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
-    CSV with a header for ``.csv``, or Parquet. The file appears only when complete.
+    CSV with a header for ``.csv`` (ids a spreadsheet would run as formulas get a leading
+    ``'``: :func:`~mrec_warp.tables.neutralise_cells`), or Parquet. The file appears only
+    when complete. A model that ranks nothing is refused first (:func:`check_rankable`).
 
     Parameters
     ----------
@@ -189,6 +220,8 @@ def write_recommendations(
         Where the blocks run; default one thread. A context that goes through part files
         (:attr:`~mrec_warp.context.ExecutionContext.uses_parts`) writes them under its work
         folder (default ``PATH.parts``).
+    notes : list of str, optional
+        Gets a note when CSV cells were neutralised (how many).
 
     Returns
     -------
@@ -197,6 +230,7 @@ def write_recommendations(
     """
     if k <= 0:
         raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
+    check_rankable(model, model_file)
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
@@ -204,6 +238,12 @@ def write_recommendations(
     if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
         check_tsv_ids(model.user_ids, model.item_ids, path=path)
     context = context if context is not None else local_context()
+
+    def neutralised(n: int) -> None:
+        note = neutralised_note(n)
+        if note:  # a caller collecting notes shows them; otherwise the log says it
+            notes.append(note) if notes is not None else progress.log(note)
+
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
@@ -212,7 +252,7 @@ def write_recommendations(
                                       exclude=exclude if isinstance(exclude, str) or exclude is None
                                       else model._exclusion_matrix(exclude),
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
-                                      model_file=model_file, progress=progress)
+                                      model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
         blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
                             block_size=block_size, progress=progress, workers=context, item_mask=mask)
@@ -220,7 +260,8 @@ def write_recommendations(
         # not by the garbage collector while the interpreter shuts down
         with contextlib.closing(blocks):
             frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
-            return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)))
+            return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
+                                on_neutralised=neutralised)
 
 
 def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
@@ -318,6 +359,7 @@ def recommend_in_parts(
     block_size: Optional[int] = None,
     model_file: Optional[PathLike] = None,
     progress: Progress = SILENT,
+    on_neutralised: Optional[Callable[[int], None]] = None,
 ) -> Dict[str, int]:
     """Top-k lists for many users as resumable part files, assembled into ``output``.
 
@@ -344,6 +386,8 @@ def recommend_in_parts(
     model_file : path-like, optional
         The file ``model`` was loaded from: workers of process/Dask backends load it rather
         than a copy saved in the work folder.
+    on_neutralised : callable, optional
+        Gets the number of CSV cells neutralised (:func:`~mrec_warp.tables.concatenate`).
 
     Returns
     -------
@@ -398,6 +442,6 @@ def recommend_in_parts(
             for _ in job.run(_recommend_part, tasks):
                 pass
         job.check_complete()
-        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt)
+        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt, on_neutralised=on_neutralised)
         job.finish(staged=["model.npz", INPUTS_FILE])
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": job.skipped, "parts_run": len(job.todo)}
