@@ -33,10 +33,10 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write
 from .delimited import (
     check_fields, data_line, data_lines, detect_separator, first_lines, looks_numeric, normalise_columns, parse_table,
-    split_fields,
+    quoted, split_fields,
 )
 from .inputs import check_readable, detect_encoding, output_encoding
-from .tsv import check_tsv_ids
+from .tsv import check_tsv_ids, quote_leading_quotes
 
 FeaturesLike = Union[PathLike, pd.DataFrame, None]
 
@@ -105,7 +105,7 @@ def read_features(
             sep = "\t" if "\t" in first else r"\s+"
     if sep in ("\\t", "tab"):
         sep = "\t"
-    if sep == ",":  # a quoted field may hold a line break: take the first whole CSV record
+    if quoted(sep):  # a quoted field may hold a line break: take the first whole record
         first_lineno, first = next(data_lines(p, sep, limit=1, encoding=encoding))
     tokens = split_fields(first, sep)
     chosen = normalise_columns(columns)
@@ -223,13 +223,17 @@ def check_ids_match(table: pd.DataFrame, model_ids: np.ndarray, kind: str, sourc
 def write_features(table: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
     """Write headerless ``id<TAB>feature`` rows (plus weight when any is not 1), atomically.
 
-    Ids and feature names are written as they are (never quoted), in ``encoding``, by
+    Ids and feature names are written as they are (one starting with a double quote as an
+    RFC 4180 quoted field, which reads back as the same text), in ``encoding``, by
     default the one the table was read in (``table.attrs["encoding"]``, see
     :func:`~mrec_warp.data.inputs.output_encoding`): the same bytes as the input. One holding a
     tab or a line break is refused, as no TSV can hold it.
     """
     cols = ["id", "feature"] + (["weight"] if "weight" in table and not np.all(table["weight"] == 1) else [])
     check_tsv_ids(table["id"], table["feature"], path=path)
+    frame = table[cols].copy()
+    for c in ("id", "feature"):
+        frame[c] = quote_leading_quotes(frame[c])
     with atomic_write(path, encoding=output_encoding(encoding or table.attrs.get("encoding"))) as fh:
-        table[cols].to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
+        frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
                            quoting=csv.QUOTE_NONE)

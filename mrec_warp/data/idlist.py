@@ -7,7 +7,7 @@ from typing import Callable, List, Optional
 
 from ..errors import InputError
 from ..files import PathLike
-from .inputs import check_readable, decode_input, read_all_bytes
+from .inputs import check_readable, decode_input, read_list_bytes
 
 
 def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
@@ -18,7 +18,9 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     (``john smith`` and ``Papers, Please`` are one id each) and nothing is stripped but the
     line ending. A UTF-8 byte-order mark is dropped; a file that is not valid UTF-8 is read
     as Latin-1 (like ratings files). The file is read once, so a pipe or FIFO
-    (``--users <(...)``, ``/dev/stdin``) works. Blank lines (empty or only spaces) are skipped.
+    (``--users <(...)``, ``/dev/stdin``, ``-``) works; a device (``/dev/zero``) is refused
+    before reading, and the limits of :func:`~mrec_warp.data.inputs.read_list_bytes` stop an
+    endless pipe. Blank lines (empty or only spaces) are skipped.
 
     With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
     (when given) is called with one line saying how many repeats were dropped. With
@@ -30,7 +32,7 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     # encoding is known
     empty_hint = f"expected one {what} id per line"
     p = check_readable(path, f"{what} list", empty_hint=empty_hint, stream_ok=True)
-    data = read_all_bytes(p)
+    data = read_list_bytes(p, f"{what} list")
     if not data:
         raise InputError(f"{what} list is empty", path=str(p), hint=empty_hint)
     text, _ = decode_input(data)

@@ -19,9 +19,9 @@ from ..errors import InputError
 from ..files import PathLike
 from .delimited import (
     WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
-    parse_table, split_fields,
+    parse_table, quoted, split_fields,
 )
-from .inputs import as_regular_file, check_readable, detect_encoding
+from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 
 FORMATS = ("auto", "tsv", "csv", "movielens")
@@ -105,11 +105,11 @@ def read_ratings(
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
-    p = Path(path)
-    if p.exists() and not p.is_file() and not p.is_dir():  # a pipe (<(...), /dev/stdin): read it once
+    p = input_path(path)
+    if is_pipe(p):  # a pipe (<(...), /dev/stdin, -): read it once; a device or folder is refused
         with as_regular_file(p) as copy:
             return read_ratings(copy, format=format, sep=sep, header=header, columns=columns)
-    p = check_readable(path)
+    p = check_readable(p)
     encoding = detect_encoding(p)
     lines = first_lines(p, encoding=encoding)
     first_lineno, first = lines[0]
@@ -119,7 +119,7 @@ def read_ratings(
         sep = "\t"
     if sep == "":
         raise InputError("`sep` is empty", path=str(p), hint=r"give a delimiter, e.g. `sep=','` or `sep='\t'`")
-    if sep == ",":  # a quoted field may hold a line break: take whole CSV records
+    if quoted(sep):  # a quoted field may hold a line break: take whole records
         lines = list(data_lines(p, sep, limit=2, encoding=encoding))
         first_lineno, first = lines[0]
     chosen = normalise_columns(columns)
