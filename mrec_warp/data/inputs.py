@@ -291,7 +291,7 @@ class TextScan:
             self._check_head(chunk)
         nul = chunk.find(b"\x00")
         if nul >= 0:
-            self._refuse("holds a NUL byte, which no text file has", self._line_at(chunk, nul),
+            self._refuse("line holds a NUL byte, which no text file has", self._line_at(chunk, nul),
                          "is it a binary file (a spreadsheet, Parquet, a model)? give the text export")
         if not self.lone_cr_ok:
             self._check_cr(chunk)
@@ -323,11 +323,12 @@ class TextScan:
         self._bom = head.startswith(codecs.BOM_UTF8)
         sample = head[:4096]
         # UTF-16 without a byte-order mark: ASCII characters give a NUL every other byte
-        if len(sample) >= 4 and max(sample[0::2].count(0), sample[1::2].count(0)) > len(sample) // 4:
+        even, odd = sample[0::2].count(0), sample[1::2].count(0)
+        if len(sample) >= 4 and max(even, odd) > len(sample) // 4 and min(even, odd) <= len(sample) // 40:
             self._refuse("file is UTF-16 (every other byte is NUL)", None, "save it as UTF-8; " + _TO_UTF8)
 
     def _lone_cr(self, line: int) -> None:
-        self._refuse("holds a carriage return (CR, \\r) that does not end a line (CRLF)", line,
+        self._refuse("line holds a carriage return (CR, \\r) that is not part of a CRLF line end", line,
                      "old Mac line ends? convert them: tr '\\r' '\\n' < in > out; otherwise remove the CR "
                      "from the id: ids cannot hold line breaks")
 
@@ -359,7 +360,7 @@ class TextScan:
             if last < 0:
                 self._too_long(self._line_at(chunk, start))
             start = last + 1
-        self._run = n - start
+        self._run = n - 1 - chunk.rfind(b"\n")  # the tail after the last line break
         self.line += chunk.count(b"\n")
 
     def _too_long(self, line: int) -> None:

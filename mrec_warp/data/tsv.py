@@ -53,7 +53,7 @@ def quote_leading_quotes(column: pd.Series) -> pd.Series:
     r"""``column`` with each id that starts with ``"`` written as an RFC 4180 quoted field
     (``"a" b`` is written as three quotes, ``a``, two quotes, `` b`` and a quote), which the readers give back as the same id; every
     other id is left as it is. Non-text columns are returned unchanged."""
-    if column.dtype != object or len(column) == 0:
+    if len(column) == 0 or pd.api.types.is_numeric_dtype(column.dtype):
         return column
     values = column.to_numpy()
     # one search of the joined text rules out the common case (no id starts with a quote)
