@@ -427,7 +427,7 @@ def test_a_headerless_first_line_with_numbers_is_data_and_column_0_is_position_0
     assert as_rows(df)[0] == ("151603712", "The Elder Scrolls V Skyrim", 1.0)
     reading = df.attrs["reading"]
     assert reading["header"] is False and reading["header_guessed"] is True
-    assert reading["header_reason"] == "column #1 holds '151603712', a number"
+    assert reading["header_reason"] == "column 0 holds '151603712', a number"
     assert reading["columns"] == {"user": {"position": 0, "name": None}, "item": {"position": 1, "name": None},
                                   "value": {"position": 3, "name": None}}
 
@@ -486,7 +486,7 @@ def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
     assert reading["ignored_columns"] == [{"position": 4, "why": "no name in the header"}]
     with pytest.raises(InputError) as caught:
         read_ratings(path, columns=["user", "movie"])
-    assert "header columns: user, item, plays, ts, #5 (no name) (" in str(caught.value)
+    assert "header columns: user, item, plays, ts, column 4 (no name) (" in str(caught.value)
 
 
 @pytest.mark.parametrize("text, sep, suggested", [

@@ -88,7 +88,7 @@ def read_ratings(
         are in ``result.attrs["reading"]``. Naming columns in ``columns`` needs a header.
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
-        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
+        position (columns count from 0 in every message and in ``attrs["reading"]`` too), e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
         is always a position, never a header name (a column named ``3`` is chosen by its
         position). By default the first four fields, in that order (with a header, up to the
         first unnamed column; without one, a last column empty on every line is dropped).
@@ -175,8 +175,9 @@ def read_ratings(
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
         out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
-        # which column the value came from, for prepare's summary: its header name or "#N" (1-based)
-        out.attrs["value_column"] = header_names[used[2]] if header_names else f"#{used[2] + 1}"
+        # which column the value came from, for prepare's summary: its header name or "column N"
+        # (counted from 0, as `columns` counts)
+        out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
         out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding
@@ -265,13 +266,13 @@ def _guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, 
     first = [t.strip() for t in first]
     numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
     if numbers:
-        return False, f"column #{numbers[0] + 1} holds {first[numbers[0]]!r}, a number"
+        return False, f"column {numbers[0]} holds {first[numbers[0]]!r}, a number"
     words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
     if words:
         return True, f"{words[0]!r} is a column name and no field is a number"
     for i, (a, b) in enumerate(zip(first, second or [])):
         if a and _is_data_value(b):
-            return True, f"column #{i + 1} holds the word {a!r} above the number {b.strip()!r}"
+            return True, f"column {i} holds the word {a!r} above the number {b.strip()!r}"
     return False, "no field is a number, but no column name was recognised either"
 
 
@@ -313,7 +314,7 @@ def _resolve_columns(
         elif stripped is not None and c in stripped:
             pos = stripped.index(c)
         else:
-            known = (", ".join(h if h.strip() else f"#{i + 1} (no name)" for i, h in enumerate(header_names))
+            known = (", ".join(h if h.strip() else f"column {i} (no name)" for i, h in enumerate(header_names))
                      if header_names else "none (file has no header)")
             raise InputError(
                 f"column {c!r} not found; header columns: {known}", path=str(path),
@@ -381,8 +382,8 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodi
 
 def describe_reading(r: Dict[str, Any]) -> str:
     """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
-    column became user, item, value and timestamp: ``#N`` counts from 1, as people do (and
-    as the value column's entry does); the ``--columns`` that picks them counts from 0."""
+    column became user, item, value and timestamp. Columns count from 0 here as in
+    ``--columns`` (which the line repeats) and in every message."""
     if r["header"]:
         line = r["header_line"]
         first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
@@ -391,8 +392,8 @@ def describe_reading(r: Dict[str, Any]) -> str:
     else:
         first = "no header line" + (f" ({r['header_reason']}" + (
             "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
-    roles = ", ".join(f"{role} #{c['position'] + 1}" + (f" {c['name']!r}" if c["name"] is not None else "")
+    roles = ", ".join(f"{role} = column {c['position']}" + (f" {c['name']!r}" if c["name"] is not None else "")
                       for role, c in r["columns"].items())
-    ignored = "".join(f"; #{c['position'] + 1} ignored ({c['why']})" for c in r["ignored_columns"])
+    ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
     again = ",".join(str(c["position"]) for c in r["columns"].values())
-    return f"{first}\ncolumns: {roles} (--columns {again}){ignored}"
+    return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"
