@@ -36,14 +36,18 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
-@click.option("--sep", callback=check_sep, help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace.")
+@click.option("--sep", callback=check_sep,
+              help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace. With "
+                   "every one-character delimiter a field in double quotes may hold it (RFC 4180); "
+                   r"'\s+' and '::' have no quoting.")
 @click.option("--header/--no-header", default=None,
               help="Whether the first line names the columns [guessed: never when a field is a number; "
                    "the output says what was chosen].")
 @click.option("--columns", metavar="USER,ITEM[,RATING[,TS]]",
               help="Which columns to use, by header name or 0-based position, e.g. "
                    "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
-                   "always a position, never a header name.")
+                   "always a position, never a header name. Columns count from 0 here, in errors and "
+                   "in the summary alike.")
 @click.option("--min-rating", type=float, metavar="R",
               help="Binarise: keep interactions valued at least R, drop lower ones [keep all, values "
                    "kept for 'train --confidence'].")
@@ -70,7 +74,8 @@ def prepare(input_file, outdir, fmt, sep, header, columns, min_rating, min_user_
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
-    optional header, optionally .gz). Outputs are headerless TSV with the same columns,
+    optional header, optionally .gz); a regular file, a pipe, or - for standard input.
+    Outputs are headerless TSV with the same columns,
     written atomically; the same input and --seed always give the same files.
     """
     progress = make_progress(quiet, verbose)
