@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .inputs import MAX_ID_LENGTH, MAX_LINE_BYTES, detect_encoding, open_text
+from . import inputs
+from .inputs import MAX_LINE_BYTES, detect_encoding, open_text
 from .tsv import TSV_UNSAFE
 
 #: The ``sep`` meaning any run of whitespace.
@@ -308,12 +309,13 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
         if role not in id_roles:
             continue
         values = col.to_numpy()
-        if max(map(len, values), default=0) > MAX_ID_LENGTH:  # 6x faster than col.str.len() to rule out
-            long = (col.str.len() > MAX_ID_LENGTH).to_numpy()
+        limit = inputs.MAX_ID_LENGTH  # read here, so the one constant rules every reader
+        if max(map(len, values), default=0) > limit:  # 6x faster than col.str.len() to rule out
+            long = (col.str.len() > limit).to_numpy()
             row = int(np.flatnonzero(long)[0])
             raise InputError(
                 f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
-                f"{len(col.iloc[row]):,} characters long; the limit is {MAX_ID_LENGTH:,}",
+                f"{len(col.iloc[row]):,} characters long; the limit is {limit:,}",
                 path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
                 hint="check `sep` and the columns in use; a model cannot hold ids this long")
         if quoted(sep) and _holds_any(values, "\t\r\n"):
