@@ -297,6 +297,21 @@ def test_prepare_keeps_a_headerless_first_line_and_says_which_column_is_what(tmp
     assert summary["value_column"]["column"] == "column 3"
 
 
+def test_column_positions_mean_the_same_in_columns_errors_and_the_summary(tmp_path):
+    """One convention, from 0: what --columns picks, what an error names and what the summary says."""
+    path = tmp_path / "s.csv"
+    path.write_text("u1,x,purchase,1.0\nu1,y,play,\nu2,x,play,5\n")
+    result = run("prepare", path, "-o", tmp_path / "a", "--columns", "0,1,3")
+    assert_one_line_error(result, "s.csv:2: column 3 (value) is empty")
+    path.write_text("u1,x,purchase,1.0\nu1,y,play,2\nu2,x,play,5\n")
+    result = run("prepare", path, "-o", tmp_path / "b", "--columns", "0,1,3")
+    assert result.exit_code == 0, result.output
+    assert "value = column 3 (--columns 0,1,3)" in result.stdout and "value column 3: kept" in result.stdout
+    result = run("prepare", path, "-o", tmp_path / "c", "--columns", "0,1,4")
+    assert_one_line_error(result, "column 4 is out of range: lines have 4 columns (positions 0-3)")
+    assert "--columns" in run("prepare", "--help").stdout.split("Columns count from 0")[0]
+
+
 def test_prepare_says_when_it_takes_line_1_as_a_header(tmp_path):
     path = tmp_path / "games.csv"
     path.write_text("user-id,game-title,value,\n151603712,Skyrim,273,1\n151603712,Fallout 4,87,\n")

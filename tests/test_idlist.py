@@ -59,3 +59,15 @@ def test_id_list_takes_a_lone_carriage_return_as_a_line_end(tmp_path):
     path = tmp_path / "ids.txt"
     path.write_bytes(b"u1\ru2\r\nu3\n")
     assert read_id_list(path) == ["u1", "u2", "u3"]
+
+
+def test_first_column_of_a_feature_file_is_read_as_the_feature_reader_reads_it(tmp_path):
+    import pandas as pd
+
+    from mrec_warp.data.features import write_features
+
+    ids = ['"a" b', "plain", "c,d"]
+    write_features(pd.DataFrame({"id": ids, "feature": ["f1", "f2", "f3"]}), tmp_path / "f.tsv")
+    assert read_id_list(tmp_path / "f.tsv", "item", first_column=True) == ids
+    (tmp_path / "f.csv").write_text('"Warhammer 40,000",x\nplain,y\n"""q""",z\n', encoding="utf-8")
+    assert read_id_list(tmp_path / "f.csv", "item", first_column=True) == ["Warhammer 40,000", "plain", '"q"']

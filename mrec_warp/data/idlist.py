@@ -1,12 +1,12 @@
 """Id-list files: ``recommend --users FILE``, ``similar --items-file FILE``, ``evaluate --items``."""
 from __future__ import annotations
 
-import csv
 import io
 from typing import Callable, List, Optional
 
 from ..errors import InputError
 from ..files import PathLike
+from .delimited import split_fields
 from .inputs import check_readable, decode_input, read_list_bytes
 
 
@@ -24,9 +24,10 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
 
     With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
     (when given) is called with one line saying how many repeats were dropped. With
-    ``first_column`` (a feature file given as a list of items) the id is the line's text
-    before its first tab, or its first comma-separated field (RFC 4180: ``"Warhammer 40,000",x``
-    gives ``Warhammer 40,000``) when it has no tab.
+    ``first_column`` (a feature file given as a list of items) the id is the line's first
+    tab-separated field, or its first comma-separated field when it has no tab, with RFC 4180
+    quoting as the feature reader reads them (``"Warhammer 40,000",x`` gives
+    ``Warhammer 40,000``).
     """
     # read the bytes once: a pipe (<(...), /dev/stdin) cannot be read again after the
     # encoding is known
@@ -60,9 +61,11 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
 
 
 def _first_field(line: str) -> str:
-    """The first field of a feature-file line: before the first tab, else the first CSV field."""
+    """The first field of a feature-file line, as the feature reader splits it: the first
+    tab-separated field, else the first comma-separated one (RFC 4180 quoting in both, so
+    an id that starts with a quote, which feature files write quoted, comes back whole)."""
     if "\t" in line:
-        return line.split("\t", 1)[0]
-    if "," not in line:
+        return split_fields(line, "\t")[0]
+    if "," not in line and not line.startswith('"'):
         return line
-    return next(csv.reader([line], strict=False), [""])[0]
+    return split_fields(line, ",")[0]
