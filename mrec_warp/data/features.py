@@ -12,7 +12,7 @@ A feature file has one row per (id, feature) pair, ``id<TAB>feature[<TAB>weight]
   merged by adding their weights.
 * The reader rules of ratings files apply (:func:`~mrec_warp.data.ratings.read_ratings`): UTF-8
   with or without a byte-order mark, Latin-1 when the file is not valid UTF-8; RFC 4180
-  quoting in comma-separated files; ids and feature names never stripped; delimiter guessed
+  quoting with every one-character delimiter; ids and feature names never stripped; delimiter guessed
   from the first line or given, optional header, columns chosen by name or position.
 
 How a hybrid model turns these tables into the rows it scores with (identities, weights,
@@ -64,7 +64,8 @@ def read_features(
     path : path-like
         Text file (``.gz`` works), read like ratings files: UTF-8 (a byte-order mark is
         dropped), or Latin-1 when it is not valid UTF-8 (``result.attrs["encoding"]``).
-        Comma-separated files follow RFC 4180 (``"Strategy, turn-based"`` is one feature);
+        Fields follow RFC 4180 with every one-character delimiter (``"Strategy, turn-based"``
+        is one feature);
         ids and feature names are kept exactly as written, spaces included.
     kind : {"item", "user"}
         Only used in messages ("item feature file ...").

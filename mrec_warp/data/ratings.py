@@ -67,16 +67,21 @@ def read_ratings(
     Parameters
     ----------
     path : path-like
-        Text file (a pipe or FIFO is read once into a temporary file), optionally
-        gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
-        dropped) or, when it is not valid UTF-8, Latin-1. The encoding used is in
-        ``result.attrs["encoding"]``.
+        Text file (a pipe or FIFO, or ``-`` for standard input, is read once into a
+        temporary file; a device, socket or folder is refused), optionally gzip-compressed
+        (``.gz``), in UTF-8 (a byte-order mark is dropped) or, when it is not valid UTF-8,
+        Latin-1. The encoding used is in ``result.attrs["encoding"]``. UTF-16/32, NUL
+        bytes, a CR that does not end a line, lines over
+        :data:`~mrec_warp.data.inputs.MAX_LINE_BYTES` and ids over
+        :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
         1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
-        ``::``, then tab, then comma, then runs of whitespace. Comma-separated files follow
-        RFC 4180 (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); with any other
-        delimiter quotes are ordinary characters of the id.
+        ``::``, then tab, then comma, then runs of whitespace. With every one-character
+        delimiter (comma, tab, ``;``, ``|``, ...) fields follow RFC 4180: a field starting
+        with a quote loses its quotes and may hold the delimiter, line breaks and doubled
+        quotes (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); other fields are kept
+        as they are, quotes included. Whitespace runs and ``::`` have no quoting.
     sep : str, optional
         Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
     header : bool, optional
