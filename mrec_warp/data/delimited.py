@@ -234,7 +234,8 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
         opened = unclosed_quote(path, sep, skip, n_fields, encoding) if quoted(sep) else None
         if opened is not None:
             raise InputError("a quote opened here is never closed", path=str(path), line=opened,
-                             hint="add the closing quote; a quote inside a quoted field is written twice") from None
+                             hint="add the closing quote; a quote inside a quoted field is written twice, and "
+                                  'an id that starts with a quote is written quoted ("""a" for the id "a)') from None
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if not m:
             raise InputError(f"cannot parse: {exc}", path=str(path),

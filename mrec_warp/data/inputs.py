@@ -59,13 +59,13 @@ def input_path(path: PathLike) -> Path:
     return Path("/dev/stdin") if str(path) == _STDIN else Path(path)
 
 
-def is_pipe(path: PathLike, what: str = "input file") -> bool:
+def is_pipe(path: PathLike, what: str = "input file", pipe_ok: bool = True) -> bool:
     """Whether ``path`` is a pipe or FIFO (``<(...)``, ``/dev/stdin`` fed by a pipe) rather
     than a regular file; anything else is refused in one line before any byte is read.
 
     A directory, a character or block device (``/dev/zero``, a terminal), a socket or a
     missing path is an :class:`~mrec_warp.errors.InputError`: a device may never end, and
-    none of them holds a table.
+    none of them holds a table. ``pipe_ok`` only words the hint (whether a pipe would do).
     """
     p = Path(path)
     try:
@@ -83,6 +83,8 @@ def is_pipe(path: PathLike, what: str = "input file") -> bool:
         raise InputError(f"{what} is a directory, expected a file", path=str(p))
     kind = ("character device (a terminal, /dev/zero, ...)" if stat.S_ISCHR(mode) else
             "block device" if stat.S_ISBLK(mode) else "socket" if stat.S_ISSOCK(mode) else "special file")
+    if not pipe_ok:
+        raise InputError(f"{what} is a {kind}, not a regular file", path=str(p), hint="give a regular file")
     raise InputError(f"{what} is a {kind}, not a file or a pipe", path=str(p),
                      hint="give a regular file, a pipe (<(...)) or standard input fed by a pipe or file")
 
@@ -98,7 +100,7 @@ def check_readable(path: PathLike, what: str = "input file",
     it empty).
     """
     p = input_path(path)
-    if is_pipe(p, what):
+    if is_pipe(p, what, pipe_ok=stream_ok):
         if stream_ok:
             return p
         raise InputError(f"{what} is a pipe, and this file is read more than once", path=str(p),
