@@ -318,7 +318,7 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                 f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
                 f"{len(col.iloc[row]):,} characters long; the limit is {limit:,}",
                 path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
-                hint="check `sep` and the columns in use; a model cannot hold ids this long")
+                hint="a model cannot hold ids this long; check the delimiter and which columns are the ids")
         if quoted(sep) and maybe_unsafe:
             bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
             if bad.any():
