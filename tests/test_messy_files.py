@@ -351,6 +351,11 @@ def test_quoted_field_spanning_lines_keeps_line_numbers_right(tmp_path):
     path.write_text('u;i;5;"a note\nover; two lines"\nv;"j\tk";4;x\n', encoding="utf-8")
     with pytest.raises(InputError, match=r":3: item id 'j\\tk' holds a tab"):
         read_ratings(path, sep=";", header=False)
+    for sep in (";", ","):  # pandas counts a quoted field's line breaks out; the message counts them in
+        path.write_text(f'u{sep}i{sep}5{sep}"a\nb\n\nc"\n\nv{sep}j{sep}4{sep}x\nw{sep}k{sep}3{sep}y{sep}extra\n',
+                        encoding="utf-8")
+        with pytest.raises(InputError, match=r"r\.txt:7: expected 4 columns like the first line, found 5"):
+            read_ratings(path, sep=sep, header=False)
     path.write_text('u|i|5\nv|"never closed|4\nw|k|3\n', encoding="utf-8")
     with pytest.raises(InputError, match=r":2: a quote opened here is never closed"):
         read_ratings(path, sep="|")

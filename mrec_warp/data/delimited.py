@@ -240,9 +240,11 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
         if not m:
             raise InputError(f"cannot parse: {exc}", path=str(path),
                              hint="check `sep` / `format`" + (" and that quotes are balanced" if quoted(sep) else "")) from None
+        line = int(m.group(1))
         raise InputError(
             f"expected {n_fields} columns like the first line, found {m.group(2)}",
-            path=str(path), line=int(m.group(1)), hint=columns_hint(sep),
+            path=str(path), line=_file_line(path, sep, line, encoding) if quoted(sep) else line,
+            hint=columns_hint(sep),
         ) from None
     except (EOFError, OSError, zlib.error) as exc:
         raise InputError(f"cannot read the file ({exc})", path=str(path),
@@ -250,6 +252,19 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     finally:
         if fh is not None:
             fh.close()
+
+
+def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
+    """The file's line number of what pandas' C parser calls line ``parser_line``: it counts
+    every line, blank ones too, but not the line breaks inside quoted fields."""
+    with open_text(path, encoding) as fh:
+        tap, count, line = _LineTap(fh), 0, 1
+        for _row in _csv_rows(tap, sep, path, lambda: line):
+            count += 1
+            if count == parser_line:
+                return line
+            line += len(tap.take())
+    return parser_line  # pragma: no cover - the parser's line is always in the file
 
 
 def unclosed_quote(path: Path, sep: str, skip: int, n_fields: int, encoding: Optional[str] = None) -> Optional[int]:
