@@ -71,3 +71,12 @@ def test_first_column_of_a_feature_file_is_read_as_the_feature_reader_reads_it(t
     assert read_id_list(tmp_path / "f.tsv", "item", first_column=True) == ids
     (tmp_path / "f.csv").write_text('"Warhammer 40,000",x\nplain,y\n"""q""",z\n', encoding="utf-8")
     assert read_id_list(tmp_path / "f.csv", "item", first_column=True) == ["Warhammer 40,000", "plain", '"q"']
+
+
+def test_id_list_of_exactly_the_most_lines_reads(tmp_path, monkeypatch):
+    from mrec_warp.data import inputs
+
+    monkeypatch.setattr(inputs, "MAX_LIST_IDS", 3)
+    path = tmp_path / "users.txt"
+    path.write_bytes(b"u1\nu2\nu3\n")
+    assert read_id_list(path) == ["u1", "u2", "u3"]

@@ -122,7 +122,7 @@ def read_list_bytes(path: Path, what: str = "id list") -> bytes:
             for chunk in iter(lambda: fh.read(_CHUNK), b""):
                 scan.feed(chunk)
                 size += len(chunk)
-                if size > MAX_LIST_BYTES or scan.line > MAX_LIST_IDS:
+                if size > MAX_LIST_BYTES or scan.line - 1 > MAX_LIST_IDS:  # lines ended so far
                     raise InputError(
                         f"{what} holds more than {MAX_LIST_IDS:,} lines or {MAX_LIST_BYTES >> 20:,} MiB (the limit)",
                         path=str(path), line=min(scan.line, MAX_LIST_IDS + 1),
