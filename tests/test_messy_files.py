@@ -368,6 +368,10 @@ def test_unquoted_fields_keep_their_quotes_and_whitespace_files_have_no_quoting(
     path.write_text('O"Brien\tsay "hi"\t1\n u\t "v"\t2\n', encoding="utf-8")
     # a quote that does not start a field is a character; so is one after a space
     assert read_ratings(path)[["user", "item"]].values.tolist() == [['O"Brien', 'say "hi"'], [" u", ' "v"']]
+    path.write_text("  u1 caf\u00a0e 5  \nv\t\u00a0i 3\n", encoding="utf-8")
+    # whitespace is spaces and tabs, as pandas splits: a no-break space stays in the id
+    assert read_ratings(path, sep=r"\s+")[["user", "item"]].values.tolist() == [["u1", "caf\u00a0e"],
+                                                                               ["v", "\u00a0i"]]
     path.write_text('"a" "b" 1\n"c" d 2\n', encoding="utf-8")
     assert read_ratings(path, sep=r"\s+")["user"].tolist() == ['"a"', '"c"']
     path.write_text('"a"::"b"::1\n"c"::d::2\n', encoding="utf-8")

@@ -29,8 +29,11 @@ from . import inputs
 from .inputs import MAX_LINE_BYTES, detect_encoding, open_text
 from .tsv import TSV_UNSAFE
 
-#: The ``sep`` meaning any run of whitespace.
+#: The ``sep`` meaning any run of whitespace: spaces and tabs, as pandas' C parser splits
+#: (not a no-break space or other Unicode spaces, which stay part of an id).
 WHITESPACE = r"\s+"
+
+_SPACES = re.compile(r"[ \t]+")
 
 # Python's csv module stops at fields over 128 KiB; a line may be up to MAX_LINE_BYTES
 # (checked before any parsing), and pandas reads such fields, so the line readers must too.
@@ -51,7 +54,7 @@ def _is_blank(line: str, sep: str) -> bool:
     """
     body = line.rstrip("\r\n")
     if sep == WHITESPACE:
-        return body.strip() == ""
+        return body.strip(" \t") == ""
     return body.strip(" \t".replace(sep, "")) == ""
 
 
@@ -159,7 +162,8 @@ def split_fields(line: str, sep: str, quoting: Optional[bool] = None) -> List[st
     quotes as ordinary characters.
     """
     if sep == WHITESPACE:
-        return line.split()
+        body = line.strip(" \t")
+        return _SPACES.split(body) if body else []
     if quoted(sep) if quoting is None else quoting:
         return next(csv.reader([line], delimiter=sep, doublequote=True, strict=False), [""])
     return line.split(sep)
