@@ -37,7 +37,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="tsv, csv, movielens (u.data or ratings.dat), or guess from the first line.")
 @click.option("--sep", callback=check_sep,
-              help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace. With "
+              help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. With "
                    "every one-character delimiter a field in double quotes may hold it (RFC 4180); "
                    r"'\s+' and '::' have no quoting.")
 @click.option("--header/--no-header", default=None,
