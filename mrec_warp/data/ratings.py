@@ -83,7 +83,7 @@ def read_ratings(
         quotes (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); other fields are kept
         as they are, quotes included. Whitespace runs and ``::`` have no quoting.
     sep : str, optional
-        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
+        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of spaces and tabs.
     header : bool, optional
         Whether the first line names the columns; ``None`` guesses: a line with any field
         that is a number or a date is data; otherwise it is a header when a field is a known
