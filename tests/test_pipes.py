@@ -228,3 +228,25 @@ def test_cli_refuses_devices_and_reads_a_dash_as_standard_input(tmp_path):
         assert not (tmp_path / "x.npz").exists() and not (tmp_path / "r.tsv").exists()
     proc = run("train", "-", "-o", tmp_path / "y.npz", stdin=b"\x00" * (1 << 20))
     assert proc.returncode == 2 and b"line holds a NUL byte" in proc.stderr and not (tmp_path / "y.npz").exists()
+
+
+def test_a_full_temporary_folder_is_named_and_the_copy_removed(tmp_path, spool_dir, monkeypatch):
+    import errno
+    import io
+
+    real_fdopen = os.fdopen
+
+    class Full(io.RawIOBase):
+        def __init__(self, fd):
+            self.fh = real_fdopen(fd, "wb")
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self):
+            self.fh.close()
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(fd) if mode == "wb" else real_fdopen(fd, mode))
+    with pytest.raises(InputError, match=r"r\.fifo: the temporary folder .* is full \(a pipe is copied there"):
+        read_ratings(fifo_with(tmp_path, "r.fifo", b"u\ti\t1\n"))
+    assert list(spool_dir.iterdir()) == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -200,8 +201,11 @@ def _spool(path: Path, fd: int, folder: str) -> None:
                         path=str(path), hint="write it to a file first, or set TMPDIR to a folder with more room")
                 out.write(chunk)
     except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror or exc})", path=str(path),
-                         hint="write it to a file first, or set TMPDIR to a folder with more room") from None
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise InputError(f"the temporary folder {folder} is full (a pipe is copied there to be read)",
+                             path=str(path),
+                             hint="write it to a file first, or set TMPDIR to a folder with more room") from None
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", path=str(path)) from None
     if scan is not None:
         scan.finish()
 
