@@ -74,9 +74,11 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
     assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
     assert third == f"  {summary['value_column']['description']}"
-    assert header == "  no header line (column #3 holds '1', a number)"
-    assert columns == "  columns: user #1, item #2, value #3, timestamp #4 (--columns 0,1,2,3)"
-    assert f"value column #3: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
+    # columns count from 0 in the summary, as in --columns and in errors
+    assert header == "  no header line (column 2 holds '1', a number)"
+    assert columns == ("  columns (counted from 0): user = column 0, item = column 1, value = column 2, "
+                       "timestamp = column 3 (--columns 0,1,2,3)")
+    assert f"value column 2: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
     assert result.stderr == ""  # no progress chatter when not on a terminal
 
 
@@ -290,8 +292,24 @@ def test_prepare_keeps_a_headerless_first_line_and_says_which_column_is_what(tmp
     assert summary["reading"]["header"] is False
     assert summary["reading"]["columns"]["value"] == {"position": 3, "name": None}
     lines = result.stdout.splitlines()
-    assert "  no header line (column #1 holds '151603712', a number)" in lines
-    assert "  columns: user #1, item #2, value #4 (--columns 0,1,3)" in lines
+    assert "  no header line (column 0 holds '151603712', a number)" in lines
+    assert "  columns (counted from 0): user = column 0, item = column 1, value = column 3 (--columns 0,1,3)" in lines
+    assert summary["value_column"]["column"] == "column 3"
+
+
+def test_column_positions_mean_the_same_in_columns_errors_and_the_summary(tmp_path):
+    """One convention, from 0: what --columns picks, what an error names and what the summary says."""
+    path = tmp_path / "s.csv"
+    path.write_text("u1,x,purchase,1.0\nu1,y,play,\nu2,x,play,5\n")
+    result = run("prepare", path, "-o", tmp_path / "a", "--columns", "0,1,3")
+    assert_one_line_error(result, "s.csv:2: column 3 (value) is empty")
+    path.write_text("u1,x,purchase,1.0\nu1,y,play,2\nu2,x,play,5\n")
+    result = run("prepare", path, "-o", tmp_path / "b", "--columns", "0,1,3")
+    assert result.exit_code == 0, result.output
+    assert "value = column 3 (--columns 0,1,3)" in result.stdout and "value column 3: kept" in result.stdout
+    result = run("prepare", path, "-o", tmp_path / "c", "--columns", "0,1,4")
+    assert_one_line_error(result, "column 4 is out of range: lines have 4 columns (positions 0-3)")
+    assert "--columns" in run("prepare", "--help").stdout.split("Columns count from 0")[0]
 
 
 def test_prepare_says_when_it_takes_line_1_as_a_header(tmp_path):
@@ -303,8 +321,8 @@ def test_prepare_says_when_it_takes_line_1_as_a_header(tmp_path):
     lines = result.stdout.splitlines()
     assert ("  line 1 taken as a header: 'user-id,game-title,value,' ('user-id' is a column name and no field "
             "is a number; use --no-header if it is data)") in lines
-    assert ("  columns: user #1 'user-id', item #2 'game-title', value #3 'value' (--columns 0,1,2); "
-            "#4 ignored (no name in the header)") in lines
+    assert ("  columns (counted from 0): user = column 0 'user-id', item = column 1 'game-title', "
+            "value = column 2 'value' (--columns 0,1,2); column 3 ignored (no name in the header)") in lines
     reading = json.loads((out / "summary.json").read_text())["reading"]
     assert reading["header_guessed"] is True and reading["columns"]["item"] == {"position": 1, "name": "game-title"}
 
@@ -321,5 +339,5 @@ def test_prepare_with_a_separator_the_file_lacks_names_the_line_and_a_better_one
 def test_prepare_says_how_it_read_the_input_once_for_many_splits(ratings, tmp_path):
     result = run("prepare", ratings, "-o", tmp_path / "cv", "--num-splits", "2")
     assert result.exit_code == 0, result.output
-    assert result.stdout.count("columns: user #1, item #2") == 1
+    assert result.stdout.count("columns (counted from 0): user = column 0, item = column 1") == 1
     assert result.stdout.count("no header line") == 1

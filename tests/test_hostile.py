@@ -260,3 +260,46 @@ def test_an_os_error_without_a_file_is_not_blamed_on_an_output(inputs, tmp_path,
     result = CliRunner().invoke(main, ["train", str(inputs / "ratings.tsv"), "-o", str(tmp_path / "m.npz")])
     assert_one_line_error(result.exit_code, result.stdout, result.stderr, "ConnectionRefusedError: Connection refused")
     assert "m.npz" not in result.stderr
+
+
+# -- inputs that are not text files of short lines: one line, before anything is written --------------
+NOT_TEXT = {
+    "utf16.csv": "user,item,rating\nZoë,a,5\nbob,b,3\n".encode("utf-16"),
+    "utf16le.csv": "user,item,rating\nZoë,a,5\nbob,b,3\n".encode("utf-16-le"),
+    "cr-in-id.tsv": b"u1\ti1\t5\nu2\tit\rem\t3\n",
+    "old-mac.tsv": b"u1\ti1\t5\ru2\ti2\t3\r",
+    "nul.tsv": b"u1\ti1\t5\nu2\t\x00\t3\n",
+    "long-id.tsv": b"u1\ti1\t5\nu2\t" + b"x" * 65_537 + b"\t3\n",
+    "long-line.tsv.gz": gzip.compress(b"u1\ti1\t5\n" + b"x" * (3 << 20)),
+}
+NOT_TEXT_CASES = [
+    ("train-utf16", "train {out}/utf16.csv -o {out}/m.npz", "utf16.csv: file is UTF-16"),
+    ("prepare-utf16-no-bom", "prepare {out}/utf16le.csv -o {out}/split", "utf16le.csv: file is UTF-16"),
+    ("prepare-cr-in-id", "prepare {out}/cr-in-id.tsv -o {out}/split",
+     "cr-in-id.tsv:2: line holds a carriage return (CR, \\r) that is not part of a CRLF line end"),
+    ("train-old-mac", "train {out}/old-mac.tsv -o {out}/m.npz", "old-mac.tsv:1: line holds a carriage return"),
+    ("train-nul", "train {out}/nul.tsv -o {out}/m.npz", "nul.tsv:2: line holds a NUL byte"),
+    ("train-long-id", "train {out}/long-id.tsv -o {out}/m.npz",
+     "long-id.tsv:2: item id 'xxxx"),
+    ("train-long-line-gz", "train {out}/long-line.tsv.gz -o {out}/m.npz",
+     "long-line.tsv.gz:2: line is longer than 1,048,576 bytes (the limit)"),
+    ("train-dev-zero", "train /dev/zero -o {out}/m.npz", "/dev/zero: input file is a character device"),
+    ("recommend-users-dev-zero", "recommend {in}/model.npz --users /dev/zero -o {out}/r.tsv",
+     "/dev/zero: user list is a character device"),
+    ("prepare-dev-null", "prepare /dev/null -o {out}/split", "/dev/null: input file is a character device"),
+    ("evaluate-test-dev-zero", "evaluate --train {in}/ratings.tsv --test /dev/zero --recs {in}/ratings.tsv",
+     "/dev/zero: test file is a character device"),
+]
+
+
+@pytest.mark.parametrize("case", NOT_TEXT_CASES, ids=[c[0] for c in NOT_TEXT_CASES])
+def test_inputs_that_are_not_text_files_of_short_lines(case, inputs, tmp_path):
+    _, template, fragment = case
+    if "/dev/" in template and not os.path.exists("/dev/zero"):
+        pytest.skip("needs /dev/zero and /dev/null")
+    for name, data in NOT_TEXT.items():
+        (tmp_path / name).write_bytes(data)
+    args = template.replace("{in}", str(inputs)).replace("{out}", str(tmp_path)).split()
+    proc = run_cli(*args)
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, fragment)
+    assert _files(tmp_path) == {Path(name) for name in NOT_TEXT}, "nothing may be left behind"

@@ -293,3 +293,107 @@ def test_evaluate_items_reads_the_first_field_of_a_csv_feature_file(tmp_path):
     path.write_bytes(b'"Warhammer 40,000",genre:Strategy\r\n"The ""Quoted"" Game",x\r\nPlain ,y\r\nalone\r\n')
     assert read_id_list(path, "item", first_column=True) == [
         "Warhammer 40,000", 'The "Quoted" Game', "Plain ", "alone"]
+
+
+# -- RFC 4180 quoting with every one-character delimiter -------------------------------------------
+#: Ids a book-ratings export quotes: a delimiter inside, a doubled quote, accents, an emoji,
+#: a quote in the middle of an id, a leading quote, spaces kept.
+QUOTED_USERS = ["276725", "2767;25", "Zoë", "user 🎮"]
+QUOTED_ITEMS = ['034545104X', 'a;b|c,d', 'The "Best" Book', "Ça «marche»", '"Quoted" first', "x ", "O'Brien"]
+
+
+def quoted_export(path: Path, sep: str, crlf: bool = True, bom: bool = True) -> List[tuple]:
+    """Every field in double quotes (doubled inside), like the published book-ratings dump:
+    ``"User-ID";"ISBN";"Book-Rating"``, CRLF, a byte-order mark, rating 0 among the values."""
+    rows = [(u, i, str((k + j) % 6)) for k, u in enumerate(QUOTED_USERS) for j, i in enumerate(QUOTED_ITEMS)]
+    end = "\r\n" if crlf else "\n"
+
+    def q(field):
+        return '"' + field.replace('"', '""') + '"'
+
+    text = end.join(sep.join(q(f) for f in row) for row in [("User-ID", "ISBN", "Book-Rating")] + rows) + end
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return rows
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "|", ","])
+@pytest.mark.parametrize("how", ["sep", "format csv"])
+def test_quoted_fields_lose_their_quotes_with_every_delimiter(tmp_path, sep, how):
+    """prepare -> train.tsv and the API reader give the ids unquoted, otherwise byte for byte."""
+    from mrec_warp.data.ratings import read_ratings
+
+    path = tmp_path / "books.csv"
+    rows = quoted_export(path, sep)
+    options = ["--sep", sep] if how == "sep" else ["--format", "csv", "--sep", sep]
+    run("prepare", path, "-o", tmp_path / "split", "--test-fraction", "0.3", *options)
+    written = tsv_ids(tmp_path / "split" / "train.tsv") | tsv_ids(tmp_path / "split" / "test.tsv")
+    # train.tsv holds each id as it is; only the one starting with a quote is written quoted
+    expected = {x.encode() for r in rows for x in r[:2]} - {b'"Quoted" first'} | {b'"""Quoted"" first"'}
+    assert written == expected
+    table = read_ratings(path, sep=sep)
+    assert list(zip(table["user"], table["item"], table["value"].astype(int).astype(str))) == rows
+    # what prepare wrote reads back as the same ids
+    back = read_ratings(tmp_path / "split" / "train.tsv")
+    assert set(back["item"]) <= set(QUOTED_ITEMS) and '"Quoted" first' in set(back["item"]) | set(
+        read_ratings(tmp_path / "split" / "test.tsv")["item"])
+
+
+def test_quoted_field_spanning_lines_keeps_line_numbers_right(tmp_path):
+    """A quoted field with a line break in an unused column: errors still name the right line."""
+    from mrec_warp.data.ratings import read_ratings
+    from mrec_warp.errors import InputError
+
+    path = tmp_path / "r.txt"
+    path.write_text('u;i;5;"a note\nover; two lines"\nv;j;4;x\nw;k;five;y\n', encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_ratings(path, sep=";", header=False)
+    assert str(info.value).startswith(f"{path}:4: rating 'five' is not a finite number")
+    path.write_text('u;i;5;"a note\nover; two lines"\nv;"j\tk";4;x\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r":3: item id 'j\\tk' holds a tab"):
+        read_ratings(path, sep=";", header=False)
+    for sep in (";", ","):  # pandas counts a quoted field's line breaks out; the message counts them in
+        path.write_text(f'u{sep}i{sep}5{sep}"a\nb\n\nc"\n\nv{sep}j{sep}4{sep}x\nw{sep}k{sep}3{sep}y{sep}extra\n',
+                        encoding="utf-8")
+        with pytest.raises(InputError, match=r"r\.txt:7: expected 4 columns like the first line, found 5"):
+            read_ratings(path, sep=sep, header=False)
+    path.write_text('u|i|5\nv|"never closed|4\nw|k|3\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r":2: a quote opened here is never closed"):
+        read_ratings(path, sep="|")
+
+
+def test_unquoted_fields_keep_their_quotes_and_whitespace_files_have_no_quoting(tmp_path):
+    from mrec_warp.data.ratings import read_ratings
+
+    path = tmp_path / "r.tsv"
+    path.write_text('O"Brien\tsay "hi"\t1\n u\t "v"\t2\n', encoding="utf-8")
+    # a quote that does not start a field is a character; so is one after a space
+    assert read_ratings(path)[["user", "item"]].values.tolist() == [['O"Brien', 'say "hi"'], [" u", ' "v"']]
+    path.write_text("  u1 caf\u00a0e 5  \nv\t\u00a0i 3\n", encoding="utf-8")
+    # whitespace is spaces and tabs, as pandas splits: a no-break space stays in the id
+    assert read_ratings(path, sep=r"\s+")[["user", "item"]].values.tolist() == [["u1", "caf\u00a0e"],
+                                                                               ["v", "\u00a0i"]]
+    path.write_text('"a" "b" 1\n"c" d 2\n', encoding="utf-8")
+    assert read_ratings(path, sep=r"\s+")["user"].tolist() == ['"a"', '"c"']
+    path.write_text('"a"::"b"::1\n"c"::d::2\n', encoding="utf-8")
+    assert read_ratings(path, format="movielens")["user"].tolist() == ['"a"', '"c"']
+
+
+def test_ids_starting_with_a_quote_round_trip_through_every_tsv_writer(tmp_path):
+    """train.tsv, test.tsv and feature files are read back by quoting readers: an id starting
+    with a quote is written quoted, every other id as it is."""
+    import pandas as pd
+
+    from mrec_warp.data.features import read_features, write_features
+    from mrec_warp.data.ratings import read_ratings
+    from mrec_warp.data.tsv import write_interactions
+
+    ids = ['"a" b', '"', '""', 'c"d', "plain", '"x\u00e9']
+    df = pd.DataFrame({"user": ids, "item": ids[::-1], "value": [1.0] * len(ids)})
+    write_interactions(df, tmp_path / "t.tsv")
+    lines = (tmp_path / "t.tsv").read_text(encoding="utf-8").splitlines()
+    assert lines[0].split("\t")[0] == '"""a"" b"' and lines[3].split("\t")[0] == 'c"d'
+    back = read_ratings(tmp_path / "t.tsv")
+    assert back["user"].tolist() == ids and back["item"].tolist() == ids[::-1]
+    write_features(pd.DataFrame({"id": ids, "feature": ids[::-1], "weight": 1.0}), tmp_path / "f.tsv")
+    feats = read_features(tmp_path / "f.tsv", header=False)
+    assert feats["id"].tolist() == ids and feats["feature"].tolist() == ids[::-1]

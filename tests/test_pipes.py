@@ -153,3 +153,132 @@ def test_output_into_an_input_through_the_shell_is_refused_and_the_input_kept(tm
     err = run.stderr.decode()
     assert run.returncode == 2 and len(err.splitlines()) == 1 and "input file" in err, err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+# -- limits checked as the bytes arrive, and the temporary copy gone on every way out -------------
+def endless_fifo(tmp_path, name, head: bytes, filler: bytes, total: int):
+    """A FIFO fed ``head`` then ``filler`` up to ``total`` bytes; the feeder stops quietly
+    when the reader closes its end early."""
+    path = tmp_path / name
+    os.mkfifo(path)
+
+    def feed():
+        try:
+            with open(path, "wb") as fh:
+                fh.write(head)
+                for _ in range(total // len(filler)):
+                    fh.write(filler)
+        except BrokenPipeError:
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    return path
+
+
+@pytest.fixture
+def spool_dir(tmp_path, monkeypatch):
+    """The temporary folder piped inputs are copied into, empty, watched by the test."""
+    import tempfile
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_a_pipe_without_line_breaks_stops_at_the_line_limit_and_leaves_no_copy(tmp_path, spool_dir, monkeypatch):
+    from mrec_warp.data import inputs
+
+    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 1000)
+    path = endless_fifo(tmp_path, "r.fifo", b"u\ti\t1\n", b"x" * 100, 10 << 20)
+    with pytest.raises(InputError, match=r"r\.fifo:2: line is longer than 1,000 bytes"):
+        read_ratings(path)
+    assert list(spool_dir.iterdir()) == []
+
+
+def test_a_pipe_of_nul_bytes_is_refused_at_once(tmp_path, spool_dir):
+    path = endless_fifo(tmp_path, "z.fifo", b"", b"\x00" * 4096, 64 << 20)
+    with pytest.raises(InputError, match=r"z\.fifo:1: line holds a NUL byte"):
+        read_ratings(path)
+    assert list(spool_dir.iterdir()) == []
+
+
+def test_the_copy_stops_before_the_temporary_folder_fills(tmp_path, spool_dir, monkeypatch):
+    from mrec_warp.data import inputs
+
+    monkeypatch.setattr(inputs, "_CHUNK", 64)
+    monkeypatch.setattr(inputs, "_free_bytes", lambda folder: inputs.SPOOL_RESERVE_BYTES)
+    path = endless_fifo(tmp_path, "big.fifo", b"", b"u\ti\t1\n", 1 << 20)
+    with pytest.raises(InputError, match=r"big\.fifo: the input is larger than the free space of the temporary"):
+        read_ratings(path)
+    assert list(spool_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt, InputError, RuntimeError])
+def test_the_copy_is_removed_on_every_way_out(tmp_path, spool_dir, fault):
+    from mrec_warp.data.inputs import as_regular_file
+
+    path = fifo_with(tmp_path, "r.fifo", b"u\ti\t1\n")
+    with pytest.raises(fault):
+        with as_regular_file(path) as copy:
+            assert copy.parent == spool_dir and copy.read_bytes() == b"u\ti\t1\n"
+            raise fault("stop")
+    assert list(spool_dir.iterdir()) == []
+
+
+def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(tmp_path, spool_dir):
+    from mrec_warp.data.inputs import SPOOL_PREFIX
+    from mrec_warp.files import host_name
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = spool_dir / f"{SPOOL_PREFIX}~{int(dead.stdout)}@{host_name()}~abc.tsv"
+    stale.write_text("old")
+    mine = spool_dir / f"{SPOOL_PREFIX}user-file.tsv"  # no owner tag: not ours, kept
+    mine.write_text("keep")
+    assert read_ratings(fifo_with(tmp_path, "r.fifo", b"u\ti\t1\n"))["user"].tolist() == ["u"]
+    assert sorted(p.name for p in spool_dir.iterdir()) == [mine.name]
+
+
+def test_cli_refuses_devices_and_reads_a_dash_as_standard_input(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("u1\ta\nu1\tb\nu2\tb\nu2\tc\n")
+    model = tmp_path / "m.npz"
+
+    def run(*args, stdin=b""):
+        return subprocess.run([sys.executable, "-m", "mrec_warp", *map(str, args)], input=stdin,
+                              capture_output=True, timeout=120)
+
+    proc = run("train", "-", "-o", model, "--model", "popularity", "-q", stdin=train.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    if os.path.exists("/dev/zero"):
+        for args, fragment in [(("train", "/dev/zero", "-o", tmp_path / "x.npz"), "input file is a character device"),
+                               (("recommend", model, "--users", "/dev/zero", "-o", tmp_path / "r.tsv"),
+                                "user list is a character device")]:
+            proc = run(*args)
+            lines = proc.stderr.decode().strip().splitlines()
+            assert proc.returncode == 2 and len(lines) == 1 and fragment in lines[0], proc.stderr
+        assert not (tmp_path / "x.npz").exists() and not (tmp_path / "r.tsv").exists()
+    proc = run("train", "-", "-o", tmp_path / "y.npz", stdin=b"\x00" * (1 << 20))
+    assert proc.returncode == 2 and b"line holds a NUL byte" in proc.stderr and not (tmp_path / "y.npz").exists()
+
+
+def test_a_full_temporary_folder_is_named_and_the_copy_removed(tmp_path, spool_dir, monkeypatch):
+    import errno
+    import io
+
+    real_fdopen = os.fdopen
+
+    class Full(io.RawIOBase):
+        def __init__(self, fd):
+            self.fh = real_fdopen(fd, "wb")
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self):
+            self.fh.close()
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(fd) if mode == "wb" else real_fdopen(fd, mode))
+    with pytest.raises(InputError, match=r"r\.fifo: the temporary folder .* is full \(a pipe is copied there"):
+        read_ratings(fifo_with(tmp_path, "r.fifo", b"u\ti\t1\n"))
+    assert list(spool_dir.iterdir()) == []

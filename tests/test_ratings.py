@@ -427,7 +427,7 @@ def test_a_headerless_first_line_with_numbers_is_data_and_column_0_is_position_0
     assert as_rows(df)[0] == ("151603712", "The Elder Scrolls V Skyrim", 1.0)
     reading = df.attrs["reading"]
     assert reading["header"] is False and reading["header_guessed"] is True
-    assert reading["header_reason"] == "column #1 holds '151603712', a number"
+    assert reading["header_reason"] == "column 0 holds '151603712', a number"
     assert reading["columns"] == {"user": {"position": 0, "name": None}, "item": {"position": 1, "name": None},
                                   "value": {"position": 3, "name": None}}
 
@@ -486,7 +486,7 @@ def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
     assert reading["ignored_columns"] == [{"position": 4, "why": "no name in the header"}]
     with pytest.raises(InputError) as caught:
         read_ratings(path, columns=["user", "movie"])
-    assert "header columns: user, item, plays, ts, #5 (no name) (" in str(caught.value)
+    assert "header columns: user, item, plays, ts, column 4 (no name) (" in str(caught.value)
 
 
 @pytest.mark.parametrize("text, sep, suggested", [
@@ -509,3 +509,90 @@ def test_no_delimiter_at_all_suggests_none(tmp_path):
         read_ratings(write(tmp_path, "w.txt", "\nalice\nbob\n"))
     assert re.search(r"w\.txt:2: expected at least 2 columns.*give it with --sep", error_line(info.value))
     assert "try --sep" not in error_line(info.value) and "try `sep" not in str(info.value)
+
+
+# -- what is not text of short lines: refused before parsing, naming the file and line ------------
+@pytest.mark.parametrize("encoding, bom, what", [
+    ("utf-16", True, "UTF-16"), ("utf-16-le", False, "UTF-16"), ("utf-16-be", False, "UTF-16"),
+    ("utf-32", True, "UTF-32"),
+])
+def test_utf16_and_utf32_files_are_named_as_such(tmp_path, encoding, bom, what):
+    path = tmp_path / "r.csv"
+    path.write_bytes("user,item,rating\nZoë,a,5\nbob,b,3\n".encode(encoding))  # "utf-16" writes a BOM
+    assert path.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff") if bom else True
+    with pytest.raises(InputError) as info:
+        read_ratings(path)
+    assert str(info.value).startswith(f"{path}: file is {what}") and "save it as UTF-8" in str(info.value)
+    assert "columns" not in str(info.value)
+
+
+def test_a_carriage_return_that_does_not_end_a_line_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_bytes(b"u1\ti1\t5\r\nu2\tit\rem\t3\r\n")  # CRLF line ends are fine, a CR inside an id is not
+    with pytest.raises(InputError, match=r"r\.tsv:2: line holds a carriage return .* not part of a CRLF line end"):
+        read_ratings(path)
+    path.write_bytes(b"u1\ti1\t5\ru2\ti2\t3\r")  # old Mac line ends
+    with pytest.raises(InputError, match=r"r\.tsv:1: line holds a carriage return .*tr '\\r' '\\n'"):
+        read_ratings(path)
+    path.write_bytes(b"u1,i1,5\r\nu2,\"it\r\nem\",3\r\n")  # a CRLF inside a quoted id: no TSV can hold it
+    with pytest.raises(InputError, match=r":2: item id 'it\\r\\nem' holds a tab or line break"):
+        read_ratings(path)
+
+
+def test_nul_bytes_and_binary_files_are_refused(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_bytes(b"u1\ti1\t5\nu2\ti\x002\t3\n")
+    with pytest.raises(InputError, match=r"r\.tsv:2: line holds a NUL byte"):
+        read_ratings(path)
+    path.write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    with pytest.raises(InputError, match=r"r\.tsv: file is a zip archive"):
+        read_ratings(path)
+    path.write_bytes(gzip.compress(b"u1\ti1\t5\n"))
+    with pytest.raises(InputError, match=r"file is gzip-compressed, but its name does not end in \.gz"):
+        read_ratings(path)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_over_the_limit_is_refused_as_it_arrives(tmp_path, monkeypatch, gz):
+    from mrec_warp.data import inputs
+
+    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 64)
+    text = "u1\ti1\t5\n" + "u2\t" + "x" * 61 + "\n" + "u3\t" + "y" * 100 + "\t3\n"  # line 2 is 64 bytes: fine
+    path = tmp_path / ("r.tsv.gz" if gz else "r.tsv")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    with pytest.raises(InputError, match=r"r\.tsv(\.gz)?:3: line is longer than 64 bytes \(the limit\)"):
+        read_ratings(path)
+
+
+def test_an_id_over_the_limit_is_refused_at_read_time_with_its_line(tmp_path):
+    from mrec_warp.data.inputs import MAX_ID_LENGTH
+
+    path = tmp_path / "r.tsv"
+    path.write_text(f"u1\ti1\t5\nu2\t{'x' * MAX_ID_LENGTH}\t3\n", encoding="utf-8")
+    assert len(read_ratings(path)["item"].iloc[1]) == MAX_ID_LENGTH  # at the limit: fine
+    path.write_text(f"u1\ti1\t5\nu2\ti2\t4\n{'é' * (MAX_ID_LENGTH + 1)}\ti3\t3\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_ratings(path)
+    assert str(info.value).startswith(f"{path}:3: user id 'éééé")
+    assert f"is {MAX_ID_LENGTH + 1:,} characters long; the limit is {MAX_ID_LENGTH:,}" in str(info.value)
+
+
+def test_devices_folders_and_sockets_are_refused_before_any_reading(tmp_path):
+    import socket
+    import tempfile
+
+    with pytest.raises(InputError, match="input file is a directory"):
+        read_ratings(tmp_path)
+    for device in ("/dev/zero", "/dev/null"):
+        if Path(device).exists():  # Linux and macOS; the check itself is portable
+            with pytest.raises(InputError, match=f"^{device}: input file is a character device"):
+                read_ratings(device)
+    if hasattr(socket, "AF_UNIX"):
+        with tempfile.TemporaryDirectory() as short:  # socket paths must be short
+            sock = socket.socket(socket.AF_UNIX)
+            try:
+                sock.bind(str(Path(short) / "s"))
+                with pytest.raises(InputError, match="input file is a socket, not a file or a pipe"):
+                    read_ratings(Path(short) / "s")
+            finally:
+                sock.close()

@@ -230,14 +230,17 @@ def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
                          help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), or guess "
                               "from the first line."),
             click.option("--sep", callback=check_sep,
-                         help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is any whitespace."),
+                         help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
+                              "With every one-character delimiter a field in double quotes may hold it "
+                              r"(RFC 4180); '\s+' and '::' have no quoting."),
             click.option("--header/--no-header", default=None,
                          help="Whether the first line names the columns [guessed: never when a field is a "
                               "number; prepare's output says what was chosen]."),
             click.option("--columns", metavar="USER,ITEM[,VALUE[,TS]]",
                          help="Which columns to use, by header name or 0-based position, e.g. "
                               "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
-                              "always a position, never a header name."),
+                              "always a position, never a header name. Columns count from 0 here, in errors "
+                              "and in the summary alike."),
         )):
             func = option(func)
         return func

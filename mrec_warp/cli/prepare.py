@@ -61,7 +61,8 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
-    optional header, optionally .gz). Outputs are headerless TSV with the same columns,
+    optional header, optionally .gz); a regular file, a pipe, or - for standard input.
+    Outputs are headerless TSV with the same columns,
     written atomically; the same input and --seed always give the same files.
     """
     progress = make_progress(quiet, verbose)

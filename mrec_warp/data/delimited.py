@@ -3,9 +3,15 @@
 Shared by the readers of ratings files (:mod:`~mrec_warp.data.ratings`), feature files
 (:mod:`~mrec_warp.data.features`) and recommendation files
 (:mod:`~mrec_warp.evaluation.recs_file`): which lines are records and what their line numbers
-are (a quoted CSV field may span lines), how a record splits into fields, the guess of the
+are (a quoted field may span lines), how a record splits into fields, the guess of the
 delimiter, the parse of the whole table with pandas' C parser, and the checks of the
 columns in use that name the line of the first bad field.
+
+Quoting follows RFC 4180 with every one-character delimiter (``,``, ``;``, tab, ``|``,
+...): a field that starts with ``"`` is quoted, may hold the delimiter, line breaks and
+doubled quotes (``""`` is one ``"``), and loses its quotes; any other field is kept as it
+is, a quote inside it included (``O"Brien``). A whitespace-separated file (:data:`WHITESPACE`)
+and a MovieLens ``::`` file have no quoting: quotes are characters of the id there.
 """
 from __future__ import annotations
 
@@ -19,11 +25,25 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .inputs import detect_encoding, open_text
+from . import inputs
+from .inputs import MAX_LINE_BYTES, detect_encoding, open_text
 from .tsv import TSV_UNSAFE
 
-#: The ``sep`` meaning any run of whitespace.
+#: The ``sep`` meaning any run of whitespace: spaces and tabs, as pandas' C parser splits
+#: (not a no-break space or other Unicode spaces, which stay part of an id).
 WHITESPACE = r"\s+"
+
+_SPACES = re.compile(r"[ \t]+")
+
+# Python's csv module stops at fields over 128 KiB; a line may be up to MAX_LINE_BYTES
+# (checked before any parsing), and pandas reads such fields, so the line readers must too.
+csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
+
+
+def quoted(sep: str) -> bool:
+    """Whether fields separated by ``sep`` follow RFC 4180 quoting: every one-character
+    delimiter; not :data:`WHITESPACE` runs nor MovieLens' ``::``."""
+    return len(sep) == 1
 
 
 def _is_blank(line: str, sep: str) -> bool:
@@ -34,7 +54,7 @@ def _is_blank(line: str, sep: str) -> bool:
     """
     body = line.rstrip("\r\n")
     if sep == WHITESPACE:
-        return body.strip() == ""
+        return body.strip(" \t") == ""
     return body.strip(" \t".replace(sep, "")) == ""
 
 
@@ -58,19 +78,20 @@ class _LineTap:
 
 
 def data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
-                encoding: Optional[str] = None) -> Iterator[Tuple[int, str]]:
+                encoding: Optional[str] = None, quoting: Optional[bool] = None) -> Iterator[Tuple[int, str]]:
     """Yield ``(1-based line number, text)`` of the records after the first ``skip`` lines.
 
-    Blank lines are left out. In a comma-separated file a record is a whole CSV row (a
-    quoted field may span lines) and its number is that of its first line.
+    Blank lines are left out. With quoting (by default when :func:`quoted` says so for
+    ``sep``) a record is a whole RFC 4180 row (a quoted field may span lines) and its number
+    is that of its first line.
     """
     with open_text(path, encoding) as fh:
         for _ in range(skip):
             if not fh.readline():
                 return
-        if sep == ",":
+        if quoted(sep) if quoting is None else quoting:
             tap, lineno = _LineTap(fh), skip + 1
-            for _row in csv.reader(tap, strict=False):
+            for _row in _csv_rows(tap, sep, path, lambda: lineno):
                 taken = tap.take()
                 start, lineno = lineno, lineno + len(taken)
                 text = "".join(taken)
@@ -90,6 +111,20 @@ def data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
                 limit -= 1
                 if limit <= 0:
                     return
+
+
+def _csv_rows(lines: Iterator[str], sep: str, path: Path, lineno) -> Iterator[List[str]]:
+    """RFC 4180 rows of ``lines``; a field over the csv module's limit (only possible in a
+    quoted field spanning lines) is an error naming the line it starts on (``lineno()``)."""
+    rows = csv.reader(lines, delimiter=sep, doublequote=True, strict=False)
+    while True:
+        try:
+            yield next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"cannot split the record ({exc})", path=str(path), line=lineno(),
+                             hint="a quote opened here may never be closed; add the closing quote") from None
 
 
 def first_lines(path: Path, n: int = 2, encoding: Optional[str] = None) -> List[Tuple[int, str]]:
@@ -119,16 +154,18 @@ def detect_separator(line: str) -> str:
     return WHITESPACE
 
 
-def split_fields(line: str, sep: str) -> List[str]:
+def split_fields(line: str, sep: str, quoting: Optional[bool] = None) -> List[str]:
     """The fields of one record exactly as the table parser sees them (ids are not stripped).
 
-    Commas follow RFC 4180 (a quoted field may hold commas, line breaks and doubled quotes);
-    every other separator takes quotes as ordinary characters.
+    One-character delimiters follow RFC 4180 (a quoted field may hold the delimiter, line
+    breaks and doubled quotes) unless ``quoting`` is False; whitespace runs and ``::`` take
+    quotes as ordinary characters.
     """
     if sep == WHITESPACE:
-        return line.split()
-    if sep == ",":
-        return next(csv.reader([line], doublequote=True, strict=False), [""])
+        body = line.strip(" \t")
+        return _SPACES.split(body) if body else []
+    if quoted(sep) if quoting is None else quoting:
+        return next(csv.reader([line], delimiter=sep, doublequote=True, strict=False), [""])
     return line.split(sep)
 
 
@@ -193,21 +230,25 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
             dtype={i: (np.float64 if i in numeric else str) for i in names},
             encoding=encoding, engine="c", index_col=False,
             skip_blank_lines=True, keep_default_na=False, na_values=[],
-            # RFC 4180 quoting for commas only: in a TSV a quote is part of the id
-            quoting=csv.QUOTE_NONE if text_sep != "," else csv.QUOTE_MINIMAL, doublequote=True,
+            # RFC 4180 quoting for one-character delimiters (see quoted()); "::" is read as a
+            # tab here, but has no quoting
+            quoting=csv.QUOTE_MINIMAL if quoted(sep) else csv.QUOTE_NONE, doublequote=True,
         )
     except pd.errors.ParserError as exc:
-        opened = unclosed_quote(path, skip, n_fields, encoding) if text_sep == "," else None
+        opened = unclosed_quote(path, sep, skip, n_fields, encoding) if quoted(sep) else None
         if opened is not None:
             raise InputError("a quote opened here is never closed", path=str(path), line=opened,
-                             hint="add the closing quote; a quote inside a quoted field is written twice") from None
+                             hint="add the closing quote; a quote inside a quoted field is written twice, and "
+                                  'an id that starts with a quote is written quoted ("""a" for the id "a)') from None
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if not m:
             raise InputError(f"cannot parse: {exc}", path=str(path),
-                             hint="check `sep` / `format`" + (" and that quotes are balanced" if sep == "," else "")) from None
+                             hint="check `sep` / `format`" + (" and that quotes are balanced" if quoted(sep) else "")) from None
+        line = int(m.group(1))
         raise InputError(
             f"expected {n_fields} columns like the first line, found {m.group(2)}",
-            path=str(path), line=int(m.group(1)), hint=columns_hint(sep),
+            path=str(path), line=_file_line(path, sep, line, encoding) if quoted(sep) else line,
+            hint=columns_hint(sep),
         ) from None
     except (EOFError, OSError, zlib.error) as exc:
         raise InputError(f"cannot read the file ({exc})", path=str(path),
@@ -217,8 +258,21 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
             fh.close()
 
 
-def unclosed_quote(path: Path, skip: int, n_fields: int, encoding: Optional[str] = None) -> Optional[int]:
-    """The line of a CSV where a quote opens that is never closed, or None.
+def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
+    """The file's line number of what pandas' C parser calls line ``parser_line``: it counts
+    every line, blank ones too, but not the line breaks inside quoted fields."""
+    with open_text(path, encoding) as fh:
+        tap, count, line = _LineTap(fh), 0, 1
+        for _row in _csv_rows(tap, sep, path, lambda: line):
+            count += 1
+            if count == parser_line:
+                return line
+            line += len(tap.take())
+    return parser_line  # pragma: no cover - the parser's line is always in the file
+
+
+def unclosed_quote(path: Path, sep: str, skip: int, n_fields: int, encoding: Optional[str] = None) -> Optional[int]:
+    """The line of a quoted file (see :func:`quoted`) where a quote opens that is never closed, or None.
 
     A quote left open swallows the line breaks after it, up to the next quote in the file
     or to its end: the record then spans several lines and has the wrong number of fields
@@ -226,8 +280,8 @@ def unclosed_quote(path: Path, skip: int, n_fields: int, encoding: Optional[str]
     on the last line, the record ends with an odd number of quotes.
     """
     last = None
-    for lineno, text in data_lines(path, ",", skip, encoding=encoding):
-        if "\n" in text and len(split_fields(text, ",")) != n_fields:
+    for lineno, text in data_lines(path, sep, skip, encoding=encoding):
+        if "\n" in text and len(split_fields(text, sep)) != n_fields:
             return lineno
         last = lineno, text
     if last is not None and last[1].count('"') % 2:
@@ -238,6 +292,9 @@ def unclosed_quote(path: Path, skip: int, n_fields: int, encoding: Optional[str]
 def columns_hint(sep: str) -> str:
     if sep == ",":
         return 'every line needs the same columns; quote a field that holds a comma ("a, b")'
+    if quoted(sep):
+        return (f"every line needs the same columns; check `sep` ({sep!r}), and quote a field that "
+                f'holds it ("a{sep}b")')
     return "every line needs the same columns; check `sep`"
 
 
@@ -248,7 +305,8 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
 
     Only the columns in use are checked: an unused column may be empty or missing. Ids are
     left exactly as they are, spaces included; an id holding a tab or a line break (possible
-    only inside a quoted CSV field) is refused, since no TSV output could hold it. ``roles``
+    only inside a quoted field) is refused, since no TSV output could hold it, and so is one
+    longer than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters. ``roles``
     names the used columns in messages (a ratings file's are ``user, item, value,
     timestamp``, a feature file's ``id, feature, weight``) and ``id_roles`` the ones holding
     ids; ``hint`` replaces the column-count hint.
@@ -268,7 +326,19 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
             raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
                              path=str(path), line=lineno,
                              hint=f"fill in the {role} or remove the line")
-        if role in id_roles and sep == ",":
+        if role not in id_roles:
+            continue
+        longest, maybe_unsafe = _screen_ids(col)
+        limit = inputs.MAX_ID_LENGTH  # read here, so the one constant rules every reader
+        if longest > limit:
+            long = (col.str.len() > limit).to_numpy()
+            row = int(np.flatnonzero(long)[0])
+            raise InputError(
+                f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
+                f"{len(col.iloc[row]):,} characters long; the limit is {limit:,}",
+                path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
+                hint="a model cannot hold ids this long; check the delimiter and which columns are the ids")
+        if quoted(sep) and maybe_unsafe:
             bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
@@ -281,3 +351,31 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                     hint=("if a quote opened on this line is never closed, add the closing quote; otherwise "
                           if broken else "") + "remove tabs and line breaks from ids",
                 )
+
+
+def _screen_ids(col: pd.Series, block: int = 1 << 20) -> Tuple[int, bool]:
+    """``(longest id in characters, whether some id may hold a tab or line break)``, fast:
+    the rare columns that fail are then searched row by row to name the line.
+
+    An Arrow-backed column (pandas' default strings with pyarrow) is screened on its byte
+    buffer; others by joining the strings in blocks (to bound memory): both 5-20x faster
+    than a regex or ``str.len`` per string.
+    """
+    if len(col) == 0:
+        return 0, False
+    if getattr(col.dtype, "storage", None) == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        array = pa.chunked_array(pa.array(col))
+        data = b"".join(c.buffers()[2].to_pybytes() for c in array.chunks if c.buffers()[2] is not None)
+        longest = pc.max(pc.utf8_length(array)).as_py() or 0
+        return int(longest), any(ch in data for ch in (b"\t", b"\r", b"\n"))
+    values = col.to_numpy()
+    longest, unsafe = 0, False
+    for start in range(0, len(values), block):
+        part = values[start:start + block]
+        longest = max(longest, max(map(len, part)))
+        text = "\x00".join(part)
+        unsafe = unsafe or "\t" in text or "\r" in text or "\n" in text
+    return longest, unsafe

@@ -12,7 +12,7 @@ A feature file has one row per (id, feature) pair, ``id<TAB>feature[<TAB>weight]
   merged by adding their weights.
 * The reader rules of ratings files apply (:func:`~mrec_warp.data.ratings.read_ratings`): UTF-8
   with or without a byte-order mark, Latin-1 when the file is not valid UTF-8; RFC 4180
-  quoting in comma-separated files; ids and feature names never stripped; delimiter guessed
+  quoting with every one-character delimiter; ids and feature names never stripped; delimiter guessed
   from the first line or given, optional header, columns chosen by name or position.
 
 How a hybrid model turns these tables into the rows it scores with (identities, weights,
@@ -33,10 +33,10 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write
 from .delimited import (
     check_fields, data_line, data_lines, detect_separator, first_lines, looks_numeric, normalise_columns, parse_table,
-    split_fields,
+    quoted, split_fields,
 )
 from .inputs import check_readable, detect_encoding, output_encoding
-from .tsv import check_tsv_ids
+from .tsv import check_tsv_ids, quote_leading_quotes
 
 FeaturesLike = Union[PathLike, pd.DataFrame, None]
 
@@ -64,7 +64,8 @@ def read_features(
     path : path-like
         Text file (``.gz`` works), read like ratings files: UTF-8 (a byte-order mark is
         dropped), or Latin-1 when it is not valid UTF-8 (``result.attrs["encoding"]``).
-        Comma-separated files follow RFC 4180 (``"Strategy, turn-based"`` is one feature);
+        Fields follow RFC 4180 with every one-character delimiter (``"Strategy, turn-based"``
+        is one feature);
         ids and feature names are kept exactly as written, spaces included.
     kind : {"item", "user"}
         Only used in messages ("item feature file ...").
@@ -105,7 +106,7 @@ def read_features(
             sep = "\t" if "\t" in first else r"\s+"
     if sep in ("\\t", "tab"):
         sep = "\t"
-    if sep == ",":  # a quoted field may hold a line break: take the first whole CSV record
+    if quoted(sep):  # a quoted field may hold a line break: take the first whole record
         first_lineno, first = next(data_lines(p, sep, limit=1, encoding=encoding))
     tokens = split_fields(first, sep)
     chosen = normalise_columns(columns)
@@ -223,13 +224,17 @@ def check_ids_match(table: pd.DataFrame, model_ids: np.ndarray, kind: str, sourc
 def write_features(table: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
     """Write headerless ``id<TAB>feature`` rows (plus weight when any is not 1), atomically.
 
-    Ids and feature names are written as they are (never quoted), in ``encoding``, by
+    Ids and feature names are written as they are (one starting with a double quote as an
+    RFC 4180 quoted field, which reads back as the same text), in ``encoding``, by
     default the one the table was read in (``table.attrs["encoding"]``, see
     :func:`~mrec_warp.data.inputs.output_encoding`): the same bytes as the input. One holding a
     tab or a line break is refused, as no TSV can hold it.
     """
     cols = ["id", "feature"] + (["weight"] if "weight" in table and not np.all(table["weight"] == 1) else [])
     check_tsv_ids(table["id"], table["feature"], path=path)
+    frame = table[cols].copy()
+    for c in ("id", "feature"):
+        frame[c] = quote_leading_quotes(frame[c])
     with atomic_write(path, encoding=output_encoding(encoding or table.attrs.get("encoding"))) as fh:
-        table[cols].to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
+        frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
                            quoting=csv.QUOTE_NONE)

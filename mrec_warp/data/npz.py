@@ -28,14 +28,16 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
+from .inputs import MAX_ID_LENGTH
 
 #: A member may decompress to at most this many times its compressed size (plus
 #: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1); a file
 #: recompressed with a zip tool stays far below this (ids compress about 10x).
 MAX_RATIO = 64
 RATIO_SLACK = 1 << 20
-#: Longest id accepted in an ids array, in characters.
-MAX_ID_CHARS = 65_536
+#: Longest id accepted in an ids array, in characters: the readers' limit, so every id a
+#: file gives a model loads back.
+MAX_ID_CHARS = MAX_ID_LENGTH
 #: Largest ``.npy`` header read (numpy's own default limit).
 MAX_HEADER_BYTES = 10_000
 

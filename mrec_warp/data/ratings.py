@@ -19,9 +19,9 @@ from ..errors import InputError
 from ..files import PathLike
 from .delimited import (
     WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
-    parse_table, split_fields,
+    parse_table, quoted, split_fields,
 )
-from .inputs import as_regular_file, check_readable, detect_encoding
+from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 
 FORMATS = ("auto", "tsv", "csv", "movielens")
@@ -67,18 +67,23 @@ def read_ratings(
     Parameters
     ----------
     path : path-like
-        Text file (a pipe or FIFO is read once into a temporary file), optionally
-        gzip-compressed (``.gz``), in UTF-8 (a byte-order mark is
-        dropped) or, when it is not valid UTF-8, Latin-1. The encoding used is in
-        ``result.attrs["encoding"]``.
+        Text file (a pipe or FIFO, or ``-`` for standard input, is read once into a
+        temporary file; a device, socket or folder is refused), optionally gzip-compressed
+        (``.gz``), in UTF-8 (a byte-order mark is dropped) or, when it is not valid UTF-8,
+        Latin-1. The encoding used is in ``result.attrs["encoding"]``. UTF-16/32, NUL
+        bytes, a CR that does not end a line, lines over
+        :data:`~mrec_warp.data.inputs.MAX_LINE_BYTES` and ids over
+        :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
         1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
-        ``::``, then tab, then comma, then runs of whitespace. Comma-separated files follow
-        RFC 4180 (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); with any other
-        delimiter quotes are ordinary characters of the id.
+        ``::``, then tab, then comma, then runs of whitespace. With every one-character
+        delimiter (comma, tab, ``;``, ``|``, ...) fields follow RFC 4180: a field starting
+        with a quote loses its quotes and may hold the delimiter, line breaks and doubled
+        quotes (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); other fields are kept
+        as they are, quotes included. Whitespace runs and ``::`` have no quoting.
     sep : str, optional
-        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of whitespace.
+        Explicit delimiter (overrides ``format``); ``"\\s+"`` means any run of spaces and tabs.
     header : bool, optional
         Whether the first line names the columns; ``None`` guesses: a line with any field
         that is a number or a date is data; otherwise it is a header when a field is a known
@@ -88,7 +93,7 @@ def read_ratings(
         are in ``result.attrs["reading"]``. Naming columns in ``columns`` needs a header.
     columns : sequence of str or int, or comma-separated str, optional
         Which fields are user, item[, value[, timestamp]], by header name or 0-based
-        position, e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
+        position (columns count from 0 in every message and in ``attrs["reading"]`` too), e.g. ``"userId,movieId,rating,timestamp"`` or ``[0, 1, 2]``. A whole number
         is always a position, never a header name (a column named ``3`` is chosen by its
         position). By default the first four fields, in that order (with a header, up to the
         first unnamed column; without one, a last column empty on every line is dropped).
@@ -105,11 +110,11 @@ def read_ratings(
     """
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
-    p = Path(path)
-    if p.exists() and not p.is_file() and not p.is_dir():  # a pipe (<(...), /dev/stdin): read it once
+    p = input_path(path)
+    if is_pipe(p):  # a pipe (<(...), /dev/stdin, -): read it once; a device or folder is refused
         with as_regular_file(p) as copy:
             return read_ratings(copy, format=format, sep=sep, header=header, columns=columns)
-    p = check_readable(path)
+    p = check_readable(p)
     encoding = detect_encoding(p)
     lines = first_lines(p, encoding=encoding)
     first_lineno, first = lines[0]
@@ -119,7 +124,7 @@ def read_ratings(
         sep = "\t"
     if sep == "":
         raise InputError("`sep` is empty", path=str(p), hint=r"give a delimiter, e.g. `sep=','` or `sep='\t'`")
-    if sep == ",":  # a quoted field may hold a line break: take whole CSV records
+    if quoted(sep):  # a quoted field may hold a line break: take whole records
         lines = list(data_lines(p, sep, limit=2, encoding=encoding))
         first_lineno, first = lines[0]
     chosen = normalise_columns(columns)
@@ -175,8 +180,9 @@ def read_ratings(
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
         out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
-        # which column the value came from, for prepare's summary: its header name or "#N" (1-based)
-        out.attrs["value_column"] = header_names[used[2]] if header_names else f"#{used[2] + 1}"
+        # which column the value came from, for prepare's summary: its header name or "column N"
+        # (counted from 0, as `columns` counts)
+        out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
         out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding
@@ -265,13 +271,13 @@ def _guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, 
     first = [t.strip() for t in first]
     numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
     if numbers:
-        return False, f"column #{numbers[0] + 1} holds {first[numbers[0]]!r}, a number"
+        return False, f"column {numbers[0]} holds {first[numbers[0]]!r}, a number"
     words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
     if words:
         return True, f"{words[0]!r} is a column name and no field is a number"
     for i, (a, b) in enumerate(zip(first, second or [])):
         if a and _is_data_value(b):
-            return True, f"column #{i + 1} holds the word {a!r} above the number {b.strip()!r}"
+            return True, f"column {i} holds the word {a!r} above the number {b.strip()!r}"
     return False, "no field is a number, but no column name was recognised either"
 
 
@@ -313,7 +319,7 @@ def _resolve_columns(
         elif stripped is not None and c in stripped:
             pos = stripped.index(c)
         else:
-            known = (", ".join(h if h.strip() else f"#{i + 1} (no name)" for i, h in enumerate(header_names))
+            known = (", ".join(h if h.strip() else f"column {i} (no name)" for i, h in enumerate(header_names))
                      if header_names else "none (file has no header)")
             raise InputError(
                 f"column {c!r} not found; header columns: {known}", path=str(path),
@@ -381,8 +387,8 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodi
 
 def describe_reading(r: Dict[str, Any]) -> str:
     """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
-    column became user, item, value and timestamp: ``#N`` counts from 1, as people do (and
-    as the value column's entry does); the ``--columns`` that picks them counts from 0."""
+    column became user, item, value and timestamp. Columns count from 0 here as in
+    ``--columns`` (which the line repeats) and in every message."""
     if r["header"]:
         line = r["header_line"]
         first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
@@ -391,8 +397,8 @@ def describe_reading(r: Dict[str, Any]) -> str:
     else:
         first = "no header line" + (f" ({r['header_reason']}" + (
             "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
-    roles = ", ".join(f"{role} #{c['position'] + 1}" + (f" {c['name']!r}" if c["name"] is not None else "")
+    roles = ", ".join(f"{role} = column {c['position']}" + (f" {c['name']!r}" if c["name"] is not None else "")
                       for role, c in r["columns"].items())
-    ignored = "".join(f"; #{c['position'] + 1} ignored ({c['why']})" for c in r["ignored_columns"])
+    ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
     again = ",".join(str(c["position"]) for c in r["columns"].values())
-    return f"{first}\ncolumns: {roles} (--columns {again}){ignored}"
+    return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"

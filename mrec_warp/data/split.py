@@ -436,18 +436,19 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
                           header: Optional[bool]) -> Dict[str, Any]:
     """Which input column is the value and what prepare made of it, for ``summary.json``.
 
-    ``column`` is the value's header name, or ``"#3"`` for the third field (1-based). ``use`` is ``"none"`` (no value column: every row a positive), ``"binarised"`` (rows
-    below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
+    ``column`` is the value's header name, or ``"column 2"`` for the third field (columns
+    count from 0, as ``columns`` does). ``use`` is ``"none"`` (no value column: every row a
+    positive), ``"binarised"`` (rows below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
     the third column of train.tsv / test.tsv for ``train --confidence``).
     """
     if "value" not in df:
         return {"column": None, "use": "none", "min_rating": None}
-    name = df.attrs.get("value_column")  # set by read_ratings: header name or "#N"
+    name = df.attrs.get("value_column")  # set by read_ratings: header name or "column N"
     if name is None:  # a table built by hand: --columns' third entry, else the third field
         given = None if columns is None else _as_list(columns)
         name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
-        if name.isdigit():  # a 0-based position, as --columns takes it; stored 1-based, as people count
-            name = f"#{int(name) + 1}"
+        if name.isdigit():  # a 0-based position, as --columns takes it and every message counts
+            name = f"column {name}"
     return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
 
 
@@ -455,11 +456,11 @@ def _value_words(v: Dict[str, Any]) -> str:
     """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
     if v["use"] == "none":
         return "no value column: every row is a positive"
-    column = f"value column {v['column']}" if v["column"].startswith("#") else f"value column {v['column']!r}"
+    column = f"value {v['column']}" if v["column"].startswith("column ") else f"value column {v['column']!r}"
     if v["use"] == "binarised":
         return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'row')} dropped "
-                "(the values left stay in column 3 of train.tsv / test.tsv)")
-    return (f"{column}: kept in column 3 of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
+                "(the values left stay in the third field of train.tsv / test.tsv)")
+    return (f"{column}: kept as the third field of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
             "every row is a positive; training with `confidence=log` weighs rows by it")
 
 

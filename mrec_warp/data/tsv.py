@@ -1,8 +1,12 @@
 """TSV outputs that read back: the ids a TSV cannot hold, and the interactions writer.
 
-A TSV file holds ids exactly as they are (no quoting), so an id with a tab or a line break
-cannot be written to one: every TSV writer of the package refuses it in one line
-(:func:`check_tsv_ids`) rather than write a file that reads back shifted.
+A TSV file holds ids exactly as they are, so an id with a tab or a line break cannot be
+written to one: every TSV writer of the package refuses it in one line
+(:func:`check_tsv_ids`) rather than write a file that reads back shifted. The package's
+readers take a field that starts with a double quote as an RFC 4180 quoted field (with
+every one-character delimiter, tab included), so the writers of files those readers read
+back (interactions, features) write such an id quoted (:func:`quote_leading_quotes`); no
+other id is ever quoted.
 """
 from __future__ import annotations
 
@@ -45,15 +49,36 @@ def check_tsv_ids(*id_arrays, path: Optional[PathLike] = None) -> None:
                              hint="write CSV or Parquet instead (-o out.csv), or remove tabs and line breaks from ids")
 
 
+def quote_leading_quotes(column: pd.Series) -> pd.Series:
+    r"""``column`` with each id that starts with ``"`` written as an RFC 4180 quoted field
+    (``"a" b`` is written as three quotes, ``a``, two quotes, `` b`` and a quote), which the readers give back as the same id; every
+    other id is left as it is. Non-text columns are returned unchanged."""
+    if len(column) == 0 or pd.api.types.is_numeric_dtype(column.dtype):
+        return column
+    values = column.to_numpy()
+    # one search of the joined text rules out the common case (no id starts with a quote)
+    if not any('\x00"' in "\x00" + "\x00".join(map(str, values[i:i + (1 << 20)]))
+               for i in range(0, len(values), 1 << 20)):
+        return column
+    lead = column.astype(str).str.startswith('"').to_numpy()
+    out = column.copy()
+    out[lead] = '"' + column[lead].astype(str).str.replace('"', '""', regex=False) + '"'
+    return out
+
+
 def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str] = None) -> None:
     """Write the canonical table as headerless TSV (what every reader's default expects).
 
-    Ids are written exactly as they are (no quoting). ``encoding`` defaults to the one the
+    Ids are written exactly as they are; only one starting with a double quote is written as
+    an RFC 4180 quoted field, which every reader gives back as the same id
+    (:func:`quote_leading_quotes`). ``encoding`` defaults to the one the
     table was read in (``df.attrs["encoding"]``, see :func:`output_encoding`), so a Latin-1
     input gives Latin-1 output with the same bytes; otherwise UTF-8.
     """
     cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
     frame = df[cols].copy()
+    for c in ("user", "item"):
+        frame[c] = quote_leading_quotes(frame[c])
     if "value" in frame:
         # integral ratings print as "4", not "4.0", so files stay byte-identical to the input's style
         v = frame["value"].to_numpy()

@@ -60,8 +60,10 @@ def read_recs(path: PathLike) -> pd.DataFrame:
 
 def _recs_layout(p: Path, sep: str, encoding: str) -> Tuple[List[str], int]:
     """Column names and the number of lines before the data (a header, blank lines)."""
-    for lineno, line in data_lines(p, sep, limit=1, encoding=encoding):  # a byte-order mark is dropped
-        fields = [f.lower() for f in split_fields(line, sep)]
+    # recommend's TSV is never quoted (an id may start with a quote); its CSV is RFC 4180
+    quoting = sep != "\t"
+    for lineno, line in data_lines(p, sep, limit=1, encoding=encoding, quoting=quoting):  # a byte-order mark is dropped
+        fields = [f.lower() for f in split_fields(line, sep, quoting=quoting)]
         if fields[:2] == ["user", "item"]:
             return [f or f"col{i}" for i, f in enumerate(fields)], lineno
         if len(fields) > len(RECS_COLUMNS):
