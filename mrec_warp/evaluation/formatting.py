@@ -20,7 +20,7 @@ def _fmt(mean: Optional[float], pm: Optional[float], signed: bool = False) -> st
 
 
 def _p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
 def _diff_cell(d: Dict[str, Any]) -> str:
@@ -28,7 +28,7 @@ def _diff_cell(d: Dict[str, Any]) -> str:
     star only when that p-value is significant."""
     text = _fmt(d["mean"], d["plus_minus"], signed=True)
     if d.get("p_adjusted") is not None:
-        text += f" p={_p(d['p_adjusted'])}"
+        text += f" {_p(d['p_adjusted'])}"
         if d.get("significant"):
             text += " *"
     return text
@@ -153,17 +153,17 @@ def format_markdown(data: Dict[str, Any]) -> str:
     for key in ("users", "cleaning", "averaging"):
         out.append(f"- **{key}**: {data['protocol'][key]}")
     shown = {m.split("@")[0] + ("@k" if "@" in m else "") for m in data["metrics"]}
-    for m in ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k", "novelty@k",
-              "popularity@k", "long_tail@k", "diversity@k", "gini@k"):
-        if m in shown or m in ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k"):
+    always = ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k")
+    for m in always + ("novelty@k", "popularity@k", "long_tail@k", "diversity@k", "gini@k"):
+        if m in always or m in shown:  # beyond-accuracy ones only when they are in the report
             out.append(f"- **{m}**: {data['protocol'][m]}")
-    for key in ("interval", "paired_difference", "splits"):
+    for key in ("interval", "paired_difference", "paired_test", "splits"):
         if key in data["protocol"]:
             out.append(f"- **{key.replace('_', ' ')}**: {data['protocol'][key]}")
     if data.get("comparison"):
         c = data["comparison"]
-        out.append(f"- **paired test**: {c['test']}; {c['correction']} correction over the {c['n_tests']} tests "
-                   f"of each table; significant at {c['alpha']:g}")
+        out.append(f"- **this report**: {c['test']}; {c['correction']} over the {c['n_tests']} tests of the "
+                   f"headline table (each group table is its own family); significant at {c['alpha']:g}")
     return "\n".join(out) + "\n"
 
 

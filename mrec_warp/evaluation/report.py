@@ -51,7 +51,7 @@ from .sanity import check_evaluation, check_recs_table, check_test_table
 from .space import build_space
 from .significance import (
     ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, adjust, check_test_options, describe, paired_splits_test,
-    paired_users_test,
+    paired_users_pvalues,
 )
 from .statistics import across_splits, paired_difference
 
@@ -75,6 +75,10 @@ PROTOCOL = {
                   "training items (one global number, no interval)",
     "interval": "95% confidence interval over users: mean +- 1.96 * sd / sqrt(n), sample sd",
     "paired_difference": "per-user difference (this file minus the first), mean +- 1.96 * sd / sqrt(n)",
+    "paired_test": "two-sided, per metric and file against the first: over users, the Wilcoxon signed-rank test "
+                   "(scipy.stats.wilcoxon, zero differences dropped) or a sign-flip permutation test of the mean "
+                   "difference; over several splits, a paired t-test on the per-split means; the p-values of a "
+                   "table are adjusted together (Holm, Benjamini-Hochberg or none) and * marks adjusted p < 0.05",
     "novelty@k": "mean self-information log2(training users / item's training interactions) of the top k "
                  "(an item without training interactions counts as 1)",
     "popularity@k": "mean number of training interactions of the top-k items",
@@ -339,9 +343,10 @@ def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
             diff = None
             if r > 0:
                 diff = {m: _stat_dict(row_) for m, row_ in paired_difference(row[0], ev).iterrows()}
+                # over users only on one split: with several, the test is over splits
+                found = {} if multi else _users_p(row[0], ev, study)
                 for m in metrics:
-                    # over users only on one split: with several, the test is over splits
-                    diff[m]["p"] = None if multi else _users_p(row[0], ev, m, study)
+                    diff[m]["p"] = found.get(m)
             per_split.append({
                 "split": study.splits[s] if study.splits else None,
                 "info": dict(ev.info),
@@ -385,13 +390,12 @@ def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
     return out
 
 
-def _users_p(base: Evaluation, other: Evaluation, metric: str, study: Study) -> Optional[float]:
-    """p-value of the paired test over users of one per-user metric (None for a global one)."""
-    if metric not in base.per_user.columns or metric not in other.per_user.columns:
-        return None
+def _users_p(base: Evaluation, other: Evaluation, study: Study) -> Dict[str, Optional[float]]:
+    """p-value of the paired test over users of every per-user metric (global ones have none)."""
+    metrics = [m for m in study.metrics if m in base.per_user.columns and m in other.per_user.columns]
     common = base.per_user.index.intersection(other.per_user.index)
-    diff = other.per_user.loc[common, metric].to_numpy() - base.per_user.loc[common, metric].to_numpy()
-    return paired_users_test(diff, study.paired_test, study.seed)
+    diff = other.per_user.loc[common, metrics].to_numpy(np.float64) - base.per_user.loc[common, metrics].to_numpy(np.float64)
+    return dict(zip(metrics, paired_users_pvalues(diff, study.paired_test, study.seed)))
 
 
 def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) -> Dict[str, Any]:
@@ -417,8 +421,9 @@ def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) ->
     if multi and len(study.splits) < FEW_SPLITS:
         notes.append(f"the test over {len(study.splits)} splits has {len(study.splits) - 1} degrees of freedom: its "
                      "power is low, so a missing star is weak evidence that there is no difference")
-    if not multi and any(m not in study.evaluations[0][0].per_user.columns for m in metrics):
-        notes.append("global numbers (coverage, Gini) have one value per run on one split: no test")
+    untested = sorted({m.split("@")[0] for m in metrics if m not in study.evaluations[0][0].per_user.columns})
+    if not multi and untested:
+        notes.append(f"{' and '.join(untested)} are global numbers, one per run on one split: not tested")
     return {**describe(study.paired_test, study.correction, multi, study.seed), "baseline": base,
             "n_tests": int(np.count_nonzero(~np.isnan(adjusted))),
             "n_significant": int(sum(c["significant"] for c in cells)), "verdicts": verdicts, "notes": notes}
@@ -439,7 +444,7 @@ def _verdict(run: Dict, base: str, metrics: List[str], correction: str) -> str:
                 f"metrics ({adjusted} >= {ALPHA:g})")
     parts = [f"higher on {', '.join(higher)}" if higher else "", f"lower on {', '.join(lower)}" if lower else "",
              f"no detectable difference on {', '.join(same)}" if same else ""]
-    return f"{run['name']} vs {base}: " + "; ".join(p for p in parts if p) + f" ({adjusted} < {ALPHA:g})"
+    return f"{run['name']} vs {base} ({adjusted} < {ALPHA:g}): " + "; ".join(p for p in parts if p)
 
 
 _CORRECTED = {"holm": "Holm", "bh": "BH"}
