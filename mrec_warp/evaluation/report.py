@@ -484,15 +484,22 @@ def _clean_json(obj: Any) -> Any:
 # per-user table
 # ----------------------------------------------------------------------------------------
 def per_user_table(study: Study) -> pd.DataFrame:
-    """Long table: one row per (split, recommendations, user) with every per-user metric."""
+    """Long table: one row per (split, recommendations, user) with every per-user metric.
+
+    With a grouping, a ``group`` column follows: ``all`` for those rows, then one row per
+    (split, recommendations, group, user) scored within each group."""
     frames = []
     for s, row in enumerate(study.evaluations):
         for name, ev in zip(study.names, row):
-            frame = ev.per_user.reset_index()
-            frame.insert(0, "recs", name)
-            if study.splits:
-                frame.insert(0, "split", study.splits[s])
-            frames.append(frame)
+            parts = [("all", ev)] + list(ev.groups.items()) if study.grouping else [(None, ev)]
+            for label, part in parts:
+                frame = part.per_user.reset_index()
+                if label is not None:
+                    frame.insert(0, "group", label)
+                frame.insert(0, "recs", name)
+                if study.splits:
+                    frame.insert(0, "split", study.splits[s])
+                frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 

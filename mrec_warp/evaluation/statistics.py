@@ -57,7 +57,7 @@ def paired_difference(base: Evaluation, other: Evaluation) -> pd.DataFrame:
         Same layout as :attr:`Evaluation.summary`.
     """
     common = base.per_user.index.intersection(other.per_user.index)
-    if len(common) == 0:
+    if len(common) == 0 and (len(base.per_user) or len(other.per_user)):  # both empty: an empty group
         raise ValueError("the two evaluations share no evaluated users; were they made on the same split?")
     rows = {}
     for metric in base.metrics:
