@@ -58,7 +58,7 @@ CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no corr
 def check_test_options(test: str, correction: str) -> None:
     """Refuse an unknown test or correction in one line."""
     if test not in TESTS:
-        raise InputError(f"unknown paired test {test!r}", hint=f"use `test` {' or '.join(TESTS)}")
+        raise InputError(f"unknown paired test {test!r}", hint=f"use `paired_test` {' or '.join(TESTS)}")
     if correction not in CORRECTIONS:
         raise InputError(f"unknown correction {correction!r}", hint=f"use `correction` {', '.join(CORRECTIONS)}")
 
