@@ -19,7 +19,7 @@ metrics are skewed and mostly zero) and no symmetry assumption. The signed-rank 
 another question -- are positive and negative differences balanced in rank -- and can
 disagree with the mean: on ml-100k, item-kNN vs WARP recall@10 gains +0.014 on average
 from a few large gains, with as many users losing a little as gaining (235 of 460
-non-zero differences positive): permutation p = 0.005, signed-rank p = 0.14. Its
+non-zero differences positive): permutation p = 0.007, signed-rank p = 0.14. Its
 p-values are those of :func:`scipy.stats.permutation_test` when every pattern is
 enumerated; the sign flips are drawn once per comparison and shared by its metrics (one
 matrix product), so a table costs well under a second at 1,000 users.
