@@ -158,7 +158,7 @@ def format_markdown(data: Dict[str, Any]) -> str:
         if m in always or m in shown:  # beyond-accuracy ones only when they are in the report
             out.append(f"- **{m}**: {data['protocol'][m]}")
     for key in ("interval", "paired_difference", "paired_test", "splits"):
-        if key in data["protocol"]:
+        if key in data["protocol"] and (data.get("comparison") or not key.startswith("paired")):
             out.append(f"- **{key.replace('_', ' ')}**: {data['protocol'][key]}")
     if data.get("comparison"):
         c = data["comparison"]

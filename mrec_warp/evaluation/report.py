@@ -423,7 +423,7 @@ def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) ->
                      "power is low, so a missing star is weak evidence that there is no difference")
     untested = sorted({m.split("@")[0] for m in metrics if m not in study.evaluations[0][0].per_user.columns})
     if not multi and untested:
-        notes.append(f"{' and '.join(untested)} are global numbers, one per run on one split: not tested")
+        notes.append(f"not tested: {' and '.join(untested)} (one global number per run on one split)")
     return {**describe(study.paired_test, study.correction, multi, study.seed), "baseline": base,
             "n_tests": int(np.count_nonzero(~np.isnan(adjusted))),
             "n_significant": int(sum(c["significant"] for c in cells)), "verdicts": verdicts, "notes": notes}
