@@ -75,10 +75,11 @@ PROTOCOL = {
                   "training items (one global number, no interval)",
     "interval": "95% confidence interval over users: mean +- 1.96 * sd / sqrt(n), sample sd",
     "paired_difference": "per-user difference (this file minus the first), mean +- 1.96 * sd / sqrt(n)",
-    "paired_test": "two-sided, per metric and file against the first: over users, the Wilcoxon signed-rank test "
-                   "(scipy.stats.wilcoxon, zero differences dropped) or a sign-flip permutation test of the mean "
-                   "difference; over several splits, a paired t-test on the per-split means; the p-values of a "
-                   "table are adjusted together (Holm, Benjamini-Hochberg or none) and * marks adjusted p < 0.05",
+    "paired_test": "two-sided, per metric and file against the first: over users, a sign-flip permutation test "
+                   "of the mean difference (default) or the Wilcoxon signed-rank test (scipy.stats.wilcoxon, zero "
+                   "differences dropped); over several splits, a paired t-test on the per-split means; the "
+                   "p-values of a table are adjusted together (Holm, Benjamini-Hochberg or none) and * marks "
+                   "adjusted p < 0.05",
     "novelty@k": "mean self-information log2(training users / item's training interactions) of the top k "
                  "(an item without training interactions counts as 1)",
     "popularity@k": "mean number of training interactions of the top-k items",
