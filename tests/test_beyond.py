@@ -124,3 +124,23 @@ def test_cli_beyond_accuracy_and_groups(tmp_path):
                                           "--recs", str(tmp_path / "recs.tsv"), "--item-features",
                                           str(tmp_path / "missing.tsv")])
     assert r.exit_code == 2 and "missing.tsv" in r.output and "Traceback" not in r.output
+
+
+def test_workers_give_the_same_study_as_one_process(tmp_path):
+    """The stage scores (split, file) units on workers; groups, beyond-accuracy metrics and
+    the tests (run once every unit is back) come out the same."""
+    from mrec_warp.context import ExecutionContext
+    from mrec_warp.stages.evaluate import evaluate as evaluate_stage
+
+    train, test, recs = frames()
+    for name, table in (("train", train), ("test", test)):
+        table.to_csv(tmp_path / f"{name}.tsv", sep="\t", header=False, index=False)
+    for name, table in (("a", recs), ("b", recs.assign(rank=recs["rank"][::-1].to_numpy()))):
+        table.assign(score=0.5)[["user", "item", "score", "rank"]].to_csv(tmp_path / f"{name}.tsv", sep="\t",
+                                                                          header=False, index=False)
+    args = (tmp_path / "train.tsv", tmp_path / "test.tsv", [tmp_path / "a.tsv", tmp_path / "b.tsv"])
+    options = dict(ks=(1, 2), beyond=True, groups="user-activity", correction="bh")
+    alone = evaluate_stage(*args, **options).to_dict()
+    workers = evaluate_stage(*args, context=ExecutionContext("processes", n_jobs=2), **options).to_dict()
+    assert json.dumps(workers, sort_keys=True) == json.dumps(alone, sort_keys=True)
+    assert workers["comparison"]["correction"] == "Benjamini-Hochberg" and workers["groups"]["by"] == "user-activity"

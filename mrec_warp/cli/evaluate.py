@@ -69,6 +69,8 @@ Examples:
       -k 5,10,20 --report report.md --json report.json --plot curves.png
   mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \
       --items cold/item_features.tsv          # new items (cold-items split)
+  mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs warp.tsv \\
+      --recs itemknn.tsv --correction bh --beyond-accuracy --groups item-popularity
   mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/split-{split}/train.tsv' \\
       --test 'cv/split-{split}/test.tsv' --recs 'cv/split-{split}/recs.tsv'
 """)
@@ -132,6 +134,10 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     table (--correction); a star marks a difference significant after that. With --splits,
     every path holds a {split} placeholder, each number is the mean over splits ± its
     standard error and the test is a paired t-test over splits.
+
+    --beyond-accuracy adds novelty, average recommended popularity, long-tail share and
+    the Gini of exposure (--item-features: intra-list diversity); --groups repeats every
+    table per group of users (activity) or of test items (head / long tail).
 
     The table goes to standard output; --report/--json/--per-user/--plot write files,
     each one complete or not at all.
