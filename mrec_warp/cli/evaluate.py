@@ -67,7 +67,7 @@ Examples:
   mrec-warp evaluate --train split/train.tsv --test split/test.tsv \\
       --recs pop.tsv --recs warp.tsv --name popularity --name warp \\
       -k 5,10,20 --report report.md --json report.json --plot curves.png
-  mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \
+  mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \\
       --items cold/item_features.tsv          # new items (cold-items split)
   mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs warp.tsv \\
       --recs itemknn.tsv --correction bh --beyond-accuracy --groups item-popularity
