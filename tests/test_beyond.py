@@ -124,6 +124,12 @@ def test_cli_beyond_accuracy_and_groups(tmp_path):
                                           "--recs", str(tmp_path / "recs.tsv"), "--item-features",
                                           str(tmp_path / "missing.tsv")])
     assert r.exit_code == 2 and "missing.tsv" in r.output and "Traceback" not in r.output
+    pd.DataFrame([("item-c", "x"), ("item-d", "y")]).to_csv(tmp_path / "other.tsv", sep="\t", header=False, index=False)
+    r = CliRunner().invoke(evaluate_cli, ["--train", str(tmp_path / "train.tsv"), "--test", str(tmp_path / "test.tsv"),
+                                          "--recs", str(tmp_path / "recs.tsv"), "--item-features",
+                                          str(tmp_path / "other.tsv")])
+    assert r.exit_code == 2 and "none of the 2 ids of the item feature file" in r.output
+    assert "Traceback" not in r.output
 
 
 def test_workers_give_the_same_study_as_one_process(tmp_path):

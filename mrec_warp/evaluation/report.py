@@ -243,7 +243,10 @@ def evaluate(
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
         id_encoding = _encoding_of(test_data, id_encoding)
         space = build_space(train_data, test_data, catalog)  # once per split, shared by every file
-        features = None if features_table is None else feature_matrix(features_table, space.item_ids)
+        features = None
+        if features_table is not None:  # a feature file in another id format would make every diversity n/a
+            _check_feature_ids(features_table, space.item_ids, _describe(item_features))
+            features = feature_matrix(features_table, space.item_ids)
         parts = group_spaces(space, groups) if groups else []
         if not (space.n_test > 0).any():
             # nothing to average: almost always the wrong file, not a result worth printing
@@ -271,6 +274,16 @@ def evaluate(
         evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
         id_encoding=id_encoding, paired_test=paired_test, correction=correction, seed=int(seed), grouping=groups,
     )
+
+
+def _check_feature_ids(table: pd.DataFrame, item_ids: pd.Index, source: str) -> None:
+    """An item feature file none of whose ids are items here is in another id format."""
+    ids = pd.unique(table["id"].to_numpy())
+    if not (item_ids.get_indexer(ids) >= 0).any():
+        shown = ", ".join(repr(x) for x in ids[:2])
+        raise InputError(f"none of the {len(ids)} ids of the item feature file are item ids of the training or test "
+                         f"data (file: {shown}; data: {', '.join(repr(x) for x in item_ids[:2])})", path=source,
+                         hint="its first column must hold the same item ids as the training file")
 
 
 def _encoding_of(data: Any, default: str) -> str:
