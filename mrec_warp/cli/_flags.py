@@ -52,6 +52,8 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     "items", "items_file",
     # evaluate, tune, fetch
     "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url",
+    # evaluate's paired tests and groups; prepare's global time split
+    "paired_test", "correction", "groups", "cutoff",
 })
 
 

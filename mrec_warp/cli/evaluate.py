@@ -10,7 +10,11 @@ from ..context import ExecutionContext
 from ..data.idlist import read_id_list
 from ..data.inputs import check_readable
 from ..errors import printable
+from ..data.features import read_features
 from ..evaluation.formatting import format_table, study_notes
+from ..evaluation.groups import GROUPINGS
+from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
+from ..seeds import DEFAULT_SEED
 from ..evaluation.plot import check_plot_available
 from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
 from ..stages.evaluate import evaluate as evaluate_stage
@@ -64,8 +68,10 @@ Examples:
   mrec-warp evaluate --train split/train.tsv --test split/test.tsv \\
       --recs pop.tsv --recs warp.tsv --name popularity --name warp \\
       -k 5,10,20 --report report.md --json report.json --plot curves.png
-  mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \
+  mrec-warp evaluate --train cold/train.tsv --test cold/test.tsv --recs cold.tsv \\
       --items cold/item_features.tsv          # new items (cold-items split)
+  mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs warp.tsv \\
+      --recs itemknn.tsv --correction bh --beyond-accuracy --groups item-popularity
   mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/split-{split}/train.tsv' \\
       --test 'cv/split-{split}/test.tsv' --recs 'cv/split-{split}/recs.tsv'
 """)
@@ -91,6 +97,22 @@ Examples:
 @click.option("--items", "items_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Item ids (first column, e.g. an item feature file) that recommendations may name though "
                    "they are in neither --train nor --test: the new items of a cold-items split.")
+@click.option("--paired-test", "paired_test", type=click.Choice(TESTS), default=DEFAULT_TEST, show_default=True,
+              help="Paired test over users of each difference to the first --recs: Wilcoxon signed-rank, or "
+                   "a sign-flip permutation test of the mean (9999 resamples, --seed). With --splits: a paired "
+                   "t-test over splits.")
+@click.option("--correction", type=click.Choice(CORRECTIONS), default=DEFAULT_CORRECTION, show_default=True,
+              help="Multiple-comparison correction over the p-values of the table: Holm, Benjamini-Hochberg, "
+                   "or none. Only differences significant after it get a star.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of --paired-test permutation.")
+@click.option("--beyond-accuracy", "beyond", is_flag=True,
+              help="Add novelty, average recommended popularity, long-tail share and Gini of exposure at each k.")
+@click.option("--item-features", "item_features", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Item features (item<TAB>feature[<TAB>weight]): add intra-list diversity at each k "
+                   "(implies --beyond-accuracy).")
+@click.option("--groups", type=click.Choice(GROUPINGS),
+              help="Also report each group: users in tertiles of training-profile size (user-activity), or "
+                   "head / long-tail test items (item-popularity).")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Score (split, recs file) pairs at once (-1: every core).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
@@ -99,7 +121,8 @@ Examples:
 @quiet_option
 @friendly_errors
 def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, n_jobs, backend,
-             scheduler, quiet, verbose, items_file=None):
+             scheduler, quiet, verbose, items_file=None, paired_test=DEFAULT_TEST, correction=DEFAULT_CORRECTION,
+             seed=DEFAULT_SEED, beyond=False, item_features=None, groups=None):
     """Score recommendation files against held-out test interactions.
 
     For every user with test items: precision, recall, NDCG, MAP and hit rate at each k,
@@ -108,8 +131,14 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     the recommendations before scoring; test items also in train are ignored.
 
     Several --recs are shown side by side, each later one with its paired per-user
-    difference to the first. With --splits, every path holds a {split} placeholder and
-    each number is the mean over splits ± its standard error.
+    difference to the first, the p-value of a paired test (--paired-test), adjusted over the
+    table (--correction); a star marks a difference significant after that. With --splits,
+    every path holds a {split} placeholder, each number is the mean over splits ± its
+    standard error and the test is a paired t-test over splits.
+
+    --beyond-accuracy adds novelty, average recommended popularity, long-tail share and
+    the Gini of exposure (--item-features: intra-list diversity); --groups repeats every
+    table per group of users (activity) or of test items (head / long tail).
 
     The table goes to standard output; --report/--json/--per-user/--plot write files,
     each one complete or not at all.
@@ -119,15 +148,19 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     names = _check_names(recs, names)
     labels = splits or [None]
     inputs = _existing_inputs(train, test, recs, labels)
+    if item_features:
+        check_readable(item_features, "item feature file")
     check_outputs({"--report": report_path, "--json": json_path, "--per-user": per_user_path,
-                    "--plot": plot_path}, inputs + [items_file])
+                    "--plot": plot_path}, inputs + [items_file, item_features])
     if plot_path:
         check_plot_available(plot_path)  # fail before the work, not after
 
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler)
     catalog = read_id_list(items_file, "item", first_column=True) if items_file else None
+    features = read_features(item_features, kind="item") if item_features else None
     study = evaluate_stage(train, test, list(recs), names=names, ks=ks, splits=splits, catalog=catalog,
-                           context=context, progress=progress)
+                           context=context, progress=progress, beyond=beyond, item_features=features,
+                           groups=groups, paired_test=paired_test, correction=correction, seed=seed)
     written_notes: List[str] = []
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path,
                             notes=written_notes)

@@ -20,6 +20,7 @@ Examples:
   mrec-warp prepare ml-1m/ratings.dat -o split/ --format movielens --min-rating 4 --leave-out 1
   mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
   mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
+  mrec-warp prepare ml-100k/u.data -o future/ --min-rating 4 --split global-time --cutoff 1998-03-01
   mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --test-fraction 0  # all in train
   mrec-warp prepare ml-100k/u.data -o cold/ --min-rating 4 --split cold-items --test-fraction 0.2 --features
 
@@ -45,8 +46,12 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
 @click.option("--leave-out", type=int, metavar="K",
               help="Put K interactions of each user in test instead of a fraction.")
 @click.option("--split", "split_kind", type=click.Choice(SPLITS), default="random", show_default=True,
-              help="Choose test rows at random, the latest by timestamp (temporal), or hold out "
+              help="Choose test rows at random, the latest by timestamp (temporal), every row after one "
+                   "cut-off (global-time: --cutoff, or --test-fraction of the rows by time), or hold out "
                    "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
+@click.option("--cutoff", metavar="DATE", help="With --split global-time: rows later than this ISO date "
+                                             "(2020-01-31, 2020-01-31T12:00:00; UTC) or unix timestamp go to test; "
+                                             "test rows whose user or item has no earlier row are dropped.")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
               help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the random choices.")
@@ -57,7 +62,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
 @quiet_option
 @friendly_errors
 def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, min_user_items,
-            test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False):
+            test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False, cutoff=None):
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
@@ -71,7 +76,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
         min_rating=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
-        features=features,
+        features=features, cutoff=cutoff,
     )
     if quiet:
         return
@@ -103,6 +108,8 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         dropped.append(f"{plural(s['test_rows_with_unknown_item'], 'test row')} with items unseen in train")
     if s.get("test_rows_with_unknown_user"):  # cold-items splits: a test row's user must be known
         dropped.append(f"{plural(s['test_rows_with_unknown_user'], 'test row')} with users unseen in train")
+    if "cutoff" in s:
+        dropped.append(f"cut-off {s['cutoff']['date']}")
     return (
         f"wrote {folder / 'train.tsv'} ({plural(s['train']['rows'], 'row')}), {folder / 'test.tsv'} "
         f"({plural(s['test']['rows'], 'row')}) and {folder / 'summary.json'}\n"

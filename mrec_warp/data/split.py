@@ -15,8 +15,19 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
    * ``leave-out``: ``leave_out`` items at random go to test, at most ``n - 1``;
    * ``temporal``: the latest items by timestamp go to test, as many as ``test_fraction``
      (or ``leave_out``) says, counted as above; ties at the boundary are broken at random.
+   * ``global-time``: not per user but one cut-off for everyone: every row later than
+     ``cutoff`` (an ISO date or a unix timestamp) goes to test, every other row to train;
+     with ``test_fraction=F`` instead, the cut-off is the timestamp at the (1 - F) quantile
+     of the rows' timestamps (numpy's ``lower`` method: a timestamp of the data), so ties
+     can make the test share a little below F. A merged pair has its earliest timestamp
+     (:mod:`mrec_warp.data.rows`): a pair first met before the cut-off is a training row.
+     Users with one row are split like everyone else.
 5. **Drop unknown test items.** Test rows whose item has no row in train are dropped (a
-   model cannot score an item it never saw); their number is in the summary.
+   model cannot score an item it never saw); their number is in the summary. With
+   ``global-time``, test rows whose *user* has no training row are dropped too (counted as
+   ``test_rows_with_unknown_user``; ``test_rows_with_unknown_item`` counts those whose user
+   is known but item is not), and the summary's ``cutoff`` gives the cut-off, the latest
+   training and the earliest test timestamp -- checked: no training row is later than the cut-off.
 
 Everything is vectorised over numpy arrays (group by user = sort by user), never a
 per-user Python loop, so 20M-row files split in seconds. The same input, parameters and
@@ -46,7 +57,9 @@ from .split_folder import write_split
 
 #: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
 #: items (users): a ``test_fraction`` of them, every row of theirs in test.
-SPLITS = ("random", "leave-out", "temporal", "cold-items", "cold-users")
+SPLITS = ("random", "leave-out", "temporal", "global-time", "cold-items", "cold-users")
+#: Splits that need a timestamp column.
+TIME_SPLITS = ("temporal", "global-time")
 COLD_SPLITS = ("cold-items", "cold-users")
 DEFAULT_TEST_FRACTION = 0.2
 
@@ -110,7 +123,73 @@ def _cold_users_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.rando
     return _cold_test(pos.user, pos.n_users, fraction, rng)
 
 
+def _global_time_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator, cutoff: int) -> np.ndarray:
+    """Every row later than ``cutoff``, whoever its user."""
+    return pos.timestamp > cutoff
+
+
+def parse_cutoff(cutoff: Any) -> int:
+    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO date or
+    date-time (``2020-01-31``, ``2020-01-31T12:00:00``; UTC unless it names a zone).
+
+    A fractional timestamp is rounded down: timestamps are whole seconds, and a row at
+    second ``t`` is later than a cut-off ``t - 0.5`` as it is than ``t - 1``.
+    """
+    if isinstance(cutoff, bool):
+        cutoff = str(cutoff)
+    if isinstance(cutoff, numbers.Real):
+        value = float(cutoff)
+    else:
+        text = str(cutoff).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            try:  # pandas also takes "now" and "today": a split must not depend on when it is made
+                stamp = None if text.lower() in ("now", "today") else pd.Timestamp(text)
+            except (ValueError, TypeError):
+                stamp = None
+            if stamp is None or stamp is pd.NaT:
+                raise InputError(f"cut-off {cutoff!r} is neither an ISO date nor a unix timestamp",
+                                 hint="e.g. `cutoff=2020-01-31`, `cutoff=2020-01-31T12:00:00` or `cutoff=1580428800`") from None
+            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+            return int(np.floor(stamp.timestamp()))
+    if not math.isfinite(value):
+        raise InputError(f"cut-off {cutoff!r} is not a finite number", hint="e.g. `cutoff=2020-01-31`")
+    return int(np.floor(value))
+
+
+def _global_cutoff(pos: Positives, cutoff: Any, test_fraction: Optional[float], source: Optional[str]) -> int:
+    """The cut-off in seconds: given, or the (1 - test_fraction) quantile of the timestamps;
+    refused when it would leave train or test empty."""
+    ts = pos.timestamp
+    if cutoff is not None:
+        at = parse_cutoff(cutoff)
+    elif test_fraction == 0:  # everything in train, on purpose
+        return int(ts.max())
+    else:
+        at = int(np.quantile(ts, 1.0 - test_fraction, method="lower"))
+    first, last = int(ts.min()), int(ts.max())
+    if at < first:
+        raise InputError(f"the cut-off {_iso(at)} is before the earliest interaction ({_iso(first)}): nothing "
+                         "would be left to train on", path=source, hint="give a later `cutoff`")
+    if at >= last:
+        raise InputError(f"the cut-off {_iso(at)} is not before the latest interaction ({_iso(last)}): nothing "
+                         "would be left to test on", path=source,
+                         hint="give an earlier `cutoff`" if cutoff is not None else
+                         "many rows share the latest timestamp: give a larger `test_fraction` or a `cutoff`")
+    return at
+
+
+def _iso(seconds: int) -> str:
+    """A unix timestamp as an ISO date-time in UTC (and the number, which is what the data holds)."""
+    try:
+        return f"{pd.Timestamp(seconds, unit='s', tz='UTC').strftime('%Y-%m-%dT%H:%M:%SZ')}, unix {seconds}"
+    except (OverflowError, ValueError):  # timestamps that are not seconds since 1970
+        return str(seconds)
+
+
 _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test,
+                  "global-time": _global_time_test,
                   "cold-items": _cold_items_test, "cold-users": _cold_users_test}
 
 
@@ -118,12 +197,24 @@ _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal":
 def _check_options(
     test_fraction: Optional[float], leave_out: Optional[int], split: str, num_splits: int,
     min_user_items: int, min_rating: Optional[float], seed: int,
-    duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES,
+    duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES, cutoff: Any = None,
 ) -> Tuple[Optional[float], Optional[int], str]:
     """Validate the split options; return the effective (test_fraction, leave_out, split)."""
     check_row_options(duplicates, negatives)
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}", hint=f"use one of {', '.join(SPLITS)}")
+    if cutoff is not None and split != "global-time":
+        raise InputError(f"a cut-off is for `split=global-time`, not `split={split}`",
+                         hint="add `split=global-time`, or drop `cutoff`")
+    if split == "global-time":
+        if leave_out is not None:
+            raise InputError("`split=global-time` cuts every user at one time, not K rows per user",
+                             hint="use `cutoff` or `test_fraction`")
+        if cutoff is not None and test_fraction is not None:
+            raise InputError("both a cut-off and a test fraction were given",
+                             hint="use either `cutoff` or `test_fraction`, not both")
+        if cutoff is not None:
+            parse_cutoff(cutoff)  # a bad date fails before the file is read
     if test_fraction is not None and leave_out is not None:
         raise InputError(
             "both a test fraction and a leave-out count were given",
@@ -140,7 +231,7 @@ def _check_options(
             split = "leave-out"  # --leave-out K alone means a random leave-K-out split
     elif split == "leave-out":
         raise InputError("`split=leave-out` needs a count", hint="add `leave_out=K`, e.g. `leave_out=1`")
-    else:
+    elif not (split == "global-time" and cutoff is not None):
         if test_fraction is None:
             test_fraction = DEFAULT_TEST_FRACTION
         if (isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real)
@@ -158,10 +249,10 @@ def _check_options(
                              hint="use `num_splits=1`")
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
         raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. `num_splits=5`")
-    if split == "temporal" and num_splits > 1:
+    if split in TIME_SPLITS and num_splits > 1:
         raise InputError(
-            "a temporal split is the same every time, so several splits would be copies",
-            hint="use `num_splits=1` with `split=temporal`, or a random split",
+            f"a {split} split is the same every time, so several splits would be copies",
+            hint=f"use `num_splits=1` with `split={split}`, or a random split",
         )
     if isinstance(min_user_items, bool) or not isinstance(min_user_items, numbers.Integral) or min_user_items < 1:
         raise InputError(f"minimum items per user must be a positive integer, got {min_user_items!r}", hint="e.g. `min_user_items=5`")
@@ -174,9 +265,9 @@ def _check_options(
 
 def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Optional[float], source: Optional[str],
                 all_train: bool = False) -> None:
-    if split == "temporal" and pos.timestamp is None:
+    if split in TIME_SPLITS and pos.timestamp is None:
         raise InputError(
-            "a temporal split needs timestamps, and the file has no timestamp column", path=source,
+            f"a {split} split needs timestamps, and the file has no timestamp column", path=source,
             hint="name it with `columns=user,item,rating,timestamp`, or use a random split",
         )
     if min_rating is not None and "value" not in df:
@@ -194,7 +285,7 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
             hint="lower `min_rating` or `min_user_items`",
         )
     n = np.bincount(pos.user, minlength=pos.n_users)
-    if not all_train and not (n >= 2).any():
+    if not all_train and split != "global-time" and not (n >= 2).any():
         raise InputError(
             "no user has 2 or more positives, so nothing can go to test", path=source,
             hint="lower `min_rating`, or check that the user and item columns are right",
@@ -214,6 +305,7 @@ def iter_splits(
     source: Optional[str] = None,
     duplicates: str = DEFAULT_DUPLICATES,
     negatives: str = DEFAULT_NEGATIVES,
+    cutoff: Any = None,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
 
@@ -222,11 +314,17 @@ def iter_splits(
     is the same whatever ``num_splits`` is.
     """
     test_fraction, leave_out, split = _check_options(
-        test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives
+        test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives, cutoff
     )
     pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items, duplicates=duplicates,
                    negatives=negatives, source=source)
     _check_data(pos, df, split, min_rating, source, all_train=test_fraction == 0 and leave_out is None)
+    if split == "global-time":
+        yield _global_time_split(pos, cutoff, test_fraction, source, {
+            "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating,
+            "min_user_items": int(min_user_items), "split": split, "cutoff": None if cutoff is None else str(cutoff),
+            "test_fraction": test_fraction, "num_splits": 1})
+        return
     n = np.bincount(pos.user, minlength=pos.n_users)
     k = _test_counts(n, test_fraction, leave_out)
     choose = _TEST_CHOOSERS[split]
@@ -247,6 +345,35 @@ def iter_splits(
         test &= ~unknown
         summary = _summary(pos, n, test, unknown, params, i, needs, cold=split if split in COLD_SPLITS else None)
         yield pos.take(~test & ~unknown), pos.take(test), summary
+
+
+def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[float], source: Optional[str],
+                       params: Dict[str, Any]) -> Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]:
+    """``(train, test, summary)`` of the one global-time split (see the module docstring)."""
+    at = _global_cutoff(pos, cutoff, test_fraction, source)
+    later = _global_time_test(pos, np.empty(0), np.empty(0), None, at)
+    train = ~later
+    user_known = (np.bincount(pos.user[train], minlength=pos.n_users) > 0)[pos.user]
+    item_known = (np.bincount(pos.item[train], minlength=pos.n_items) > 0)[pos.item]
+    unknown_user = later & ~user_known
+    unknown_item = later & user_known & ~item_known
+    test = later & user_known & item_known
+    latest_train = int(pos.timestamp[train].max()) if train.any() else None
+    if latest_train is not None and latest_train > at:  # the promise of a time split, checked on what is written
+        raise AssertionError(f"a training row at {latest_train} is later than the cut-off {at}")
+    n = np.bincount(pos.user, minlength=pos.n_users)
+    summary = _summary(pos, n, test, unknown_user | unknown_item, params, 0, "item")
+    summary["test_rows_with_unknown_item"] = int(unknown_item.sum())
+    summary["test_rows_with_unknown_user"] = int(unknown_user.sum())
+    summary["users"]["train_only"] = int(np.count_nonzero(np.bincount(pos.user[train], minlength=pos.n_users)
+                                                          * ~(np.bincount(pos.user[test], minlength=pos.n_users) > 0)))
+    summary["users"]["dropped_only_in_test"] = int(((n > 0) & ~(np.bincount(pos.user[train], minlength=pos.n_users) > 0)).sum())
+    summary["cutoff"] = {
+        "timestamp": at, "date": _iso(at).split(",")[0],
+        "latest_train_timestamp": latest_train,
+        "earliest_test_timestamp": int(pos.timestamp[test].min()) if test.any() else None,
+    }
+    return pos.take(train), pos.take(test), summary
 
 
 def _summary(
@@ -324,6 +451,7 @@ def prepare(
     features: bool = False,
     duplicates: str = DEFAULT_DUPLICATES,
     negatives: str = DEFAULT_NEGATIVES,
+    cutoff: Any = None,
 ) -> Dict[str, Any]:
     """Read a ratings file, merge / binarise / filter it and write train and test files.
 
@@ -351,11 +479,12 @@ def prepare(
         writes an empty test.tsv: the whole export, merged and filtered, to train on.
     leave_out : int, optional
         Put this many of each user's positives in test instead (at most n - 1).
-    split : {"random", "leave-out", "temporal"}
-        How test rows are chosen: at random, or the latest by timestamp. ``leave_out``
-        with ``split="random"`` means ``"leave-out"``.
+    split : {"random", "leave-out", "temporal", "global-time", "cold-items", "cold-users"}
+        How test rows are chosen: at random, the latest of each user by timestamp, every
+        row after one cut-off (``global-time``), or whole items / users. ``leave_out`` with
+        ``split="random"`` means ``"leave-out"``.
     num_splits : int
-        Number of independent random splits (not with ``temporal``).
+        Number of independent random splits (not with ``temporal`` or ``global-time``).
     seed : int
         Seeds the random choices; the same seed gives byte-identical files.
     progress : Progress, optional
@@ -370,6 +499,9 @@ def prepare(
         How repeated (user, item) rows merge (default ``sum``); see :mod:`mrec_warp.data.rows`.
     negatives : {"refuse", "drop", "net"}
         What negative values do (default ``refuse`` the file); see :mod:`mrec_warp.data.rows`.
+    cutoff : str or number, optional
+        With ``split="global-time"``: rows later than this (an ISO date or date-time, UTC
+        unless a zone is given, or a unix timestamp) go to test; instead of ``test_fraction``.
 
     Returns
     -------
@@ -384,7 +516,7 @@ def prepare(
     """
     progress = progress or SILENT
     _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
-                   negatives)
+                   negatives, cutoff)
     side: Dict[str, pd.DataFrame] = {}
     if features:
         side = side_features(input)
@@ -406,7 +538,7 @@ def prepare(
     splits = iter_splits(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
-        duplicates=duplicates, negatives=negatives,
+        duplicates=duplicates, negatives=negatives, cutoff=cutoff,
     )
     value_column = describe_value_column(df, columns, min_rating, header)
     value_column["duplicates"] = duplicates

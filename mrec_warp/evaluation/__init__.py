@@ -2,7 +2,8 @@
 
 ``evaluate_recommendations`` scores one recommendations table against one train/test
 split; ``evaluate`` reads files and scores several recommendation files on one or more
-splits; ``write_reports`` / ``format_table`` turn the result into reports.
+splits, testing each difference to the first (:mod:`.significance`); ``write_reports`` /
+``format_table`` turn the result into reports.
 """
 from .formatting import format_json, format_markdown, format_table
 from .metrics import evaluate_recommendations
@@ -10,6 +11,7 @@ from .recs_file import read_recs
 from .report import Study, evaluate, per_user_table, write_reports
 from .result import Evaluation, metric_names
 from .roc_auc import AUCResult, auc
+from .significance import adjust, paired_splits_test, paired_users_pvalues, paired_users_test
 from .statistics import across_splits, paired_difference, summarize
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "Evaluation",
     "Study",
     "across_splits",
+    "adjust",
     "auc",
     "evaluate",
     "evaluate_recommendations",
@@ -25,6 +28,9 @@ __all__ = [
     "format_table",
     "metric_names",
     "paired_difference",
+    "paired_splits_test",
+    "paired_users_pvalues",
+    "paired_users_test",
     "per_user_table",
     "read_recs",
     "summarize",

@@ -9,31 +9,29 @@ import json
 from typing import Any, Dict, List, Optional
 
 
-def _fmt(mean: Optional[float], pm: Optional[float], signed: bool = False, star_at: Optional[float] = None) -> str:
-    """``0.213 ± 0.011``; differences are signed and starred when ``|mean| > star_at``."""
+def _fmt(mean: Optional[float], pm: Optional[float], signed: bool = False) -> str:
+    """``0.213 ± 0.011``; differences are signed."""
     if mean is None:
         return "n/a"
     text = f"{mean:+.3f}" if signed else f"{mean:.3f}"
     if pm is not None:
         text += f" ± {pm:.3f}"
-        if star_at is not None and abs(mean) > star_at:
-            text += " *"
     return text
 
 
-def _significance_threshold(stat: Dict[str, Any]) -> Optional[float]:
-    """Half-width of a 95% interval for a difference: the CI itself, or t * se over splits.
+def _p(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
-    With a handful of splits the normal 1.96 would be too lenient, so the star uses the
-    Student t quantile with n_splits - 1 degrees of freedom.
-    """
-    if stat["plus_minus"] is None:
-        return None
-    if stat["kind"] == "ci95":
-        return stat["plus_minus"]
-    from scipy.stats import t  # scipy.stats takes a second to import: only when a difference is starred
 
-    return float(t.ppf(0.975, stat["n_splits"] - 1)) * stat["plus_minus"]
+def _diff_cell(d: Dict[str, Any]) -> str:
+    """``+0.012 ± 0.005 p=0.003 *``: the difference, its interval, the adjusted p-value, and a
+    star only when that p-value is significant."""
+    text = _fmt(d["mean"], d["plus_minus"], signed=True)
+    if d.get("p_adjusted") is not None:
+        text += f" {_p(d['p_adjusted'])}"
+        if d.get("significant"):
+            text += " *"
+    return text
 
 
 def _table_rows(data: Dict[str, Any]) -> List[List[str]]:
@@ -43,9 +41,7 @@ def _table_rows(data: Dict[str, Any]) -> List[List[str]]:
     for m in data["metrics"]:
         row = [m]
         row += [_fmt(r["summary"][m]["mean"], r["summary"][m]["plus_minus"]) for r in runs]
-        for r in runs[1:]:
-            d = r["difference_to_first"][m]
-            row.append(_fmt(d["mean"], d["plus_minus"], signed=True, star_at=_significance_threshold(d)))
+        row += [_diff_cell(r["difference_to_first"][m]) for r in runs[1:]]
         rows.append(row)
     return rows
 
@@ -61,10 +57,17 @@ def _legend(data: Dict[str, Any]) -> List[str]:
         lines = [f"{data['n_users']} evaluated users (test users with a test item not in train); "
                  "values: mean ± 95% CI (1.96·sd/√n)"]
     if len(runs) > 1:
-        star = ("95% t-interval over splits excludes 0" if data["uncertainty"] == "se"
-                else "95% CI of the paired difference excludes 0")
-        lines.append(f"Δ: paired per-user difference to {runs[0]['name']}; * = {star}")
+        c = data["comparison"]
+        adjusted = "p" if c["correction"] == "no correction" else f"{c['correction']}-adjusted p"
+        lines.append(f"Δ: paired difference to {runs[0]['name']}; p: {adjusted} of the {c['test']}, over the "
+                     f"{c['n_tests']} tests of this table; * = {adjusted} < {c['alpha']:g}")
     return lines
+
+
+def comparison_lines(data: Dict[str, Any]) -> List[str]:
+    """What differs from the baseline, in words, and what to keep in mind reading it."""
+    c = data.get("comparison")
+    return [] if not c else list(c["verdicts"]) + list(c["notes"])
 
 
 def study_notes(data: Dict[str, Any]) -> List[str]:
@@ -92,15 +95,26 @@ def study_notes(data: Dict[str, Any]) -> List[str]:
 def format_table(data: Dict[str, Any], notes: bool = True) -> str:
     """Plain-text table for a terminal: metrics as rows, recommendation files as columns,
     then (with ``notes``) the :func:`study_notes` lines."""
-    rows = _table_rows(data)
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    lines = _legend(data) + [""]
-    for row in rows:
-        lines.append("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    lines = _legend(data) + [""] + _aligned(_table_rows(data))
+    lines += _words(comparison_lines(data))
+    for group in data.get("groups", {}).get("groups", []):
+        lines += ["", f"{data['groups']['by']}: {group['name']} ({'; '.join(sorted(set(group['bounds'])))})", ""]
+        lines += _aligned(_table_rows({**data, **group}))
+        lines += _words(comparison_lines(group))
     found = study_notes(data) if notes else []
     if found:
         lines += [""] + [f"note: {n}" for n in found]
     return "\n".join(lines) + "\n"
+
+
+def _words(lines: List[str]) -> List[str]:
+    return [""] + lines if lines else []
+
+
+def _aligned(rows: List[List[str]]) -> List[str]:
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
+            for row in rows]
 
 
 def format_markdown(data: Dict[str, Any]) -> str:
@@ -113,6 +127,15 @@ def format_markdown(data: Dict[str, Any]) -> str:
     if data["splits"]:
         out.append(f"- splits: {', '.join(data['splits'])}")
     out += ["", *[f"{line}." for line in _legend(data)], "", *_markdown_table(rows), ""]
+    verdicts = comparison_lines(data)
+    if verdicts:
+        out += [f"- {v}" for v in verdicts] + [""]
+    if "groups" in data:
+        out += [f"## By {data['groups']['by']}", "", f"Rule: {data['groups']['rule']}.", ""]
+        for group in data["groups"]["groups"]:
+            out += [f"### {group['name']} ({'; '.join(sorted(set(group['bounds'])))})", ""]
+            out += _markdown_table(_table_rows({**data, **group})) + [""]
+            out += [f"- {v}" for v in comparison_lines(group)] + [""]
 
     if len(data["splits"]) > 1:
         out += ["## Per split", ""]
@@ -129,11 +152,18 @@ def format_markdown(data: Dict[str, Any]) -> str:
     out += ["## Protocol", ""]
     for key in ("users", "cleaning", "averaging"):
         out.append(f"- **{key}**: {data['protocol'][key]}")
-    for m in ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k"):
-        out.append(f"- **{m}**: {data['protocol'][m]}")
-    for key in ("interval", "paired_difference", "splits"):
-        if key in data["protocol"]:
+    shown = {m.split("@")[0] + ("@k" if "@" in m else "") for m in data["metrics"]}
+    always = ("precision@k", "recall@k", "ndcg@k", "map@k", "hit_rate@k", "mrr", "coverage@k")
+    for m in always + ("novelty@k", "popularity@k", "long_tail@k", "diversity@k", "gini@k"):
+        if m in always or m in shown:  # beyond-accuracy ones only when they are in the report
+            out.append(f"- **{m}**: {data['protocol'][m]}")
+    for key in ("interval", "paired_difference", "paired_test", "splits"):
+        if key in data["protocol"] and (data.get("comparison") or not key.startswith("paired")):
             out.append(f"- **{key.replace('_', ' ')}**: {data['protocol'][key]}")
+    if data.get("comparison"):
+        c = data["comparison"]
+        out.append(f"- **this report**: {c['test']}; {c['correction']} over the {c['n_tests']} tests of the "
+                   f"headline table (each group table is its own family); significant at {c['alpha']:g}")
     return "\n".join(out) + "\n"
 
 

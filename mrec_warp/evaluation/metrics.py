@@ -31,6 +31,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..progress import plural
+from ..data.features import as_feature_table
+from .beyond import beyond_accuracy, feature_matrix
 from .result import Evaluation, metric_names
 from .space import InteractionsLike, Space, build_space, encode, first_occurrence, member
 from .statistics import SUMMARY_COLUMNS, global_number, summarize
@@ -43,6 +45,8 @@ def evaluate_recommendations(
     ks: Sequence[int] = (5, 10, 20),
     source: Optional[str] = None,
     catalog: Optional[Sequence[str]] = None,
+    beyond: bool = False,
+    item_features: Optional[pd.DataFrame] = None,
 ) -> Evaluation:
     """Score top-k recommendations against held-out positives.
 
@@ -62,6 +66,13 @@ def evaluate_recommendations(
     catalog : sequence of str, optional
         Item ids that may be recommended although they are in neither ``train`` nor
         ``test`` (with a cold-items split: the new items nobody liked); they count as misses.
+    beyond : bool
+        Add the beyond-accuracy metrics (novelty, popularity, long tail, Gini of exposure:
+        :mod:`~mrec_warp.evaluation.beyond`).
+    item_features : pandas.DataFrame, optional
+        A feature table (``id``, ``feature``, ``weight``, as from
+        :func:`~mrec_warp.data.features.read_features`): adds ``diversity@k`` (and implies
+        ``beyond``).
 
     Returns
     -------
@@ -93,14 +104,21 @@ def evaluate_recommendations(
     ``n_rec_rows_repeated`` (removed), ``n_test_pairs`` (scored), ``n_test_pairs_in_train``
     (ignored), ``n_test_users_all_in_train``, ``n_train_items``, ``n_items``.
     """
-    return score_against(build_space(train, test, catalog), recs, ks, source)
+    space = build_space(train, test, catalog)
+    features = None if item_features is None else feature_matrix(as_feature_table(item_features), space.item_ids)
+    return score_against(space, recs, ks, source, beyond=beyond, features=features)
 
 
 def score_against(space: Space, recs: pd.DataFrame, ks: Sequence[int] = (5, 10, 20),
-                  source: Optional[str] = None) -> Evaluation:
+                  source: Optional[str] = None, beyond: bool = False, features=None) -> Evaluation:
     """:func:`evaluate_recommendations` against a split already coded by
     :func:`~mrec_warp.evaluation.space.build_space`, so several recommendation files share
-    that work."""
+    that work.
+
+    With ``beyond``, the beyond-accuracy metrics of :mod:`~mrec_warp.evaluation.beyond`
+    follow coverage (``features``: an items x features matrix from
+    :func:`~mrec_warp.evaluation.beyond.feature_matrix` in the space's item order adds
+    ``diversity@k``)."""
     ks = _check_ks(ks)
     users, items, info = _recs_codes(recs, space, source)
     users, items, pos, cleaning = _ranked_lists(users, items, recs, space)
@@ -112,6 +130,11 @@ def score_against(space: Space, recs: pd.DataFrame, ks: Sequence[int] = (5, 10, 
     n_recs = np.bincount(users, minlength=space.n_users)
     frame.insert(0, "n_recs", n_recs)
     frame.insert(0, "n_test", space.n_test)
+    extra, extra_global = {}, {}
+    if beyond or features is not None:
+        extra, extra_global = beyond_accuracy(users, items, pos, evaluated, space, ks, features)
+        for name, values in extra.items():
+            frame[name] = values
     frame = frame.loc[evaluated]
 
     coverage = _coverage(users, items, pos, evaluated, space, ks)
@@ -125,7 +148,7 @@ def score_against(space: Space, recs: pd.DataFrame, ks: Sequence[int] = (5, 10, 
         n_train_items=int(space.n_train_items),
         n_items=int(space.n_items),
     )
-    summary = _summary_table(frame[metric_names(ks)], coverage)
+    summary = _summary_table(frame[metric_names(ks)], coverage, frame[list(extra)], extra_global)
     return Evaluation(per_user=frame, summary=summary, ks=ks, info=info)
 
 
@@ -239,8 +262,13 @@ def _coverage(users, items, pos, evaluated, space: Space, ks) -> Dict[int, float
     return out
 
 
-def _summary_table(per_user: pd.DataFrame, coverage: Dict[int, float]) -> pd.DataFrame:
+def _summary_table(per_user: pd.DataFrame, coverage: Dict[int, float], extra: Optional[pd.DataFrame] = None,
+                   extra_global: Optional[Dict[str, float]] = None) -> pd.DataFrame:
+    """Per-user metrics, coverage, then the beyond-accuracy ones (per user, then global)."""
     rows = {m: summarize(per_user[m].to_numpy()) for m in per_user.columns}
     for k, value in coverage.items():
         rows[f"coverage@{k}"] = global_number(value)
+    if extra is not None:
+        rows.update({m: summarize(extra[m].to_numpy()) for m in extra.columns})
+    rows.update({m: global_number(v) for m, v in (extra_global or {}).items()})
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(SUMMARY_COLUMNS))

@@ -13,6 +13,11 @@ Uncertainty
   per-user difference to the first file, with the same kind of interval.
 * Several splits: each number is first computed per split, then reported as the mean
   over splits +- its standard error ``sd / sqrt(n_splits)``; differences likewise.
+
+Is a difference real? Each difference to the first file gets a paired test (over users on
+one split, over splits with several) and every p-value of a table is adjusted for the
+number of tests (Holm by default); only differences significant after that get a star:
+:mod:`~mrec_warp.evaluation.significance`.
 """
 from __future__ import annotations
 
@@ -34,13 +39,21 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
 from ..tables import neutralise_cells, neutralised_note
+from ..data.features import as_feature_table
+from ..seeds import DEFAULT_SEED
+from .beyond import feature_matrix
 from .formatting import format_json, format_markdown
+from .groups import GROUPINGS, RULES, group_spaces
 from .metrics import score_against
 from .plot import render_plot
 from .recs_file import read_recs
 from .result import Evaluation, metric_names
 from .sanity import check_evaluation, check_recs_table, check_test_table
 from .space import build_space
+from .significance import (
+    ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, adjust, check_test_options, describe, paired_splits_test,
+    paired_users_pvalues,
+)
 from .statistics import across_splits, paired_difference
 
 SPLIT_PLACEHOLDER = "{split}"
@@ -63,6 +76,20 @@ PROTOCOL = {
                   "training items (one global number, no interval)",
     "interval": "95% confidence interval over users: mean +- 1.96 * sd / sqrt(n), sample sd",
     "paired_difference": "per-user difference (this file minus the first), mean +- 1.96 * sd / sqrt(n)",
+    "paired_test": "two-sided, per metric and file against the first: over users, a sign-flip permutation test "
+                   "of the mean difference (default) or the Wilcoxon signed-rank test (scipy.stats.wilcoxon, zero "
+                   "differences dropped); over several splits, a paired t-test on the per-split means; the "
+                   "p-values of a table are adjusted together (Holm, Benjamini-Hochberg or none) and * marks "
+                   "adjusted p < 0.05",
+    "novelty@k": "mean self-information log2(training users / item's training interactions) of the top k "
+                 "(an item without training interactions counts as 1)",
+    "popularity@k": "mean number of training interactions of the top-k items",
+    "long_tail@k": "share of the top-k items outside the head (the most-interacted training items holding 20% "
+                   "of training interactions)",
+    "diversity@k": "mean cosine distance 1 - cos between the feature vectors of every pair of top-k items that "
+                   "have features",
+    "gini@k": "Gini coefficient of how often each training item is in the evaluated users' top k (one global "
+              "number: 0 = equal exposure)",
     "splits": "mean over splits +- standard error sd / sqrt(number of splits)",
 }
 
@@ -91,6 +118,13 @@ class Study:
     id_encoding : str
         Encoding the test data's ids were read in (``"latin-1"`` for a file that is not
         valid UTF-8): the per-user CSV is written in it, so user ids keep their bytes.
+    paired_test, correction : str
+        Paired test over users and multiple-comparison correction
+        (:mod:`~mrec_warp.evaluation.significance`).
+    seed : int
+        Seed of the permutation test.
+    grouping : str, optional
+        ``user-activity`` or ``item-popularity`` when each evaluation holds per-group results.
     """
 
     names: List[str]
@@ -101,12 +135,25 @@ class Study:
     train: str = ""
     test: str = ""
     id_encoding: str = "utf-8"
+    paired_test: str = DEFAULT_TEST
+    correction: str = DEFAULT_CORRECTION
+    seed: int = DEFAULT_SEED
+    grouping: Optional[str] = None
     _dict: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
 
     @property
     def metrics(self) -> List[str]:
-        """Per-user metrics, then coverage@k: the rows of every table."""
+        """Per-user metrics, then coverage@k, then any beyond-accuracy ones: the rows of every table."""
+        if self.evaluations and self.evaluations[0]:
+            return list(self.evaluations[0][0].summary.index)
         return metric_names(self.ks) + [f"coverage@{k}" for k in self.ks]
+
+    def group(self, label: str) -> "Study":
+        """The study of one group (same files, splits and options), with no grouping of its own."""
+        return Study(names=self.names, sources=self.sources, splits=self.splits,
+                     evaluations=[[ev.groups[label] for ev in row] for row in self.evaluations], ks=self.ks,
+                     train=self.train, test=self.test, id_encoding=self.id_encoding, paired_test=self.paired_test,
+                     correction=self.correction, seed=self.seed)
 
     def to_dict(self) -> Dict[str, Any]:
         """The whole study as plain numbers and strings (NaN becomes ``None``)."""
@@ -131,6 +178,12 @@ def evaluate(
     splits: Optional[Sequence[str]] = None,
     progress: Progress = SILENT,
     catalog: Optional[Sequence[str]] = None,
+    beyond: bool = False,
+    item_features: Optional[Union[PathLike, pd.DataFrame]] = None,
+    groups: Optional[str] = None,
+    paired_test: str = DEFAULT_TEST,
+    correction: str = DEFAULT_CORRECTION,
+    seed: int = DEFAULT_SEED,
 ) -> Study:
     """Score one or more recommendation files against a train/test split, or several splits.
 
@@ -152,11 +205,27 @@ def evaluate(
     catalog : sequence of str, optional
         Extra item ids recommendations may name (see
         :func:`~mrec_warp.evaluation.metrics.evaluate_recommendations`).
+    beyond : bool
+        Add the beyond-accuracy metrics (:mod:`~mrec_warp.evaluation.beyond`).
+    item_features : path-like or pandas.DataFrame, optional
+        Item feature file or table: adds ``diversity@k`` (implies ``beyond``).
+    groups : {"user-activity", "item-popularity"}, optional
+        Also score every group (:mod:`~mrec_warp.evaluation.groups`).
+    paired_test : {"wilcoxon", "permutation"}
+        Paired test over users of the differences to the first file.
+    correction : {"holm", "bh", "none"}
+        Multiple-comparison correction over each table's p-values.
+    seed : int
+        Seed of the permutation test.
 
     Returns
     -------
     Study
     """
+    check_test_options(paired_test, correction)
+    if groups is not None and groups not in GROUPINGS:
+        raise InputError(f"unknown grouping {groups!r}", hint=f"use `groups` {' or '.join(GROUPINGS)}")
+    features_table = as_feature_table(item_features) if item_features is not None else None
     recs = list(recs)
     if not recs:
         raise ValueError("give at least one recommendations file")
@@ -175,6 +244,11 @@ def evaluate(
         test_data = _load_interactions(resolve_split(test, label), "test", progress)
         id_encoding = _encoding_of(test_data, id_encoding)
         space = build_space(train_data, test_data, catalog)  # once per split, shared by every file
+        features = None
+        if features_table is not None:  # a feature file in another id format would make every diversity n/a
+            _check_feature_ids(features_table, space.item_ids, _describe(item_features))
+            features = feature_matrix(features_table, space.item_ids)
+        parts = group_spaces(space, groups) if groups else []
         if not (space.n_test > 0).any():
             # nothing to average: almost always the wrong file, not a result worth printing
             raise InputError("no test interaction is left once those also in the training data are removed",
@@ -187,16 +261,30 @@ def evaluate(
             table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
             where_from = str(path) if isinstance(path, (str, os.PathLike)) else name
             check_recs_table(table, space.n_items, where_from)
-            result = score_against(space, table, ks=ks, source=where_from)
+            result = score_against(space, table, ks=ks, source=where_from, beyond=beyond, features=features)
             check_evaluation(result.info, result.per_user, where_from, len(space.train_keys),
                              len(space.test_keys) + space.n_test_in_train)
+            for label, part, bounds in parts:
+                result.groups[label] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
+                                                     features=features)
+                result.group_bounds[label] = bounds
             row.append(result)
         evaluations.append(row)
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
         evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
-        id_encoding=id_encoding,
+        id_encoding=id_encoding, paired_test=paired_test, correction=correction, seed=int(seed), grouping=groups,
     )
+
+
+def _check_feature_ids(table: pd.DataFrame, item_ids: pd.Index, source: str) -> None:
+    """An item feature file none of whose ids are items here is in another id format."""
+    ids = pd.unique(table["id"].to_numpy())
+    if not (item_ids.get_indexer(ids) >= 0).any():
+        shown = ", ".join(repr(x) for x in ids[:2])
+        raise InputError(f"none of the {len(ids)} ids of the item feature file are item ids of the training or test "
+                         f"data (file: {shown}; data: {', '.join(repr(x) for x in item_ids[:2])})", path=source,
+                         hint="its first column must hold the same item ids as the training file")
 
 
 def _encoding_of(data: Any, default: str) -> str:
@@ -259,7 +347,7 @@ def _stat_dict(row: pd.Series) -> Dict[str, Any]:
             "low": row["low"], "high": row["high"]}
 
 
-def _study_dict(study: Study) -> Dict[str, Any]:
+def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
     multi = len(study.splits) > 1
     metrics = study.metrics
     runs = []
@@ -267,12 +355,18 @@ def _study_dict(study: Study) -> Dict[str, Any]:
         per_split = []
         for s, row in enumerate(study.evaluations):
             ev = row[r]
-            diff = paired_difference(row[0], ev) if r > 0 else None
+            diff = None
+            if r > 0:
+                diff = {m: _stat_dict(row_) for m, row_ in paired_difference(row[0], ev).iterrows()}
+                # over users only on one split: with several, the test is over splits
+                found = {} if multi else _users_p(row[0], ev, study)
+                for m in metrics:
+                    diff[m]["p"] = found.get(m)
             per_split.append({
                 "split": study.splits[s] if study.splits else None,
                 "info": dict(ev.info),
                 "metrics": {m: _stat_dict(ev.summary.loc[m]) for m in metrics},
-                "difference_to_first": None if diff is None else {m: _stat_dict(diff.loc[m]) for m in metrics},
+                "difference_to_first": diff,
             })
         runs.append({
             "name": name,
@@ -281,12 +375,13 @@ def _study_dict(study: Study) -> Dict[str, Any]:
             "summary": _headline(per_split, "metrics", metrics, multi),
             "difference_to_first": _headline(per_split, "difference_to_first", metrics, multi) if r > 0 else None,
         })
+    comparison = _compare(runs, metrics, multi, study) if len(runs) > 1 else None
     n_users = [row[0].info["n_users_evaluated"] for row in study.evaluations]
     protocol = dict(PROTOCOL)
     protocol.update(train=study.train, test=study.test, ks=list(study.ks))
     if not multi:
         protocol.pop("splits")
-    return {
+    out = {
         "tool": f"mrec-warp {__version__}",
         "protocol": protocol,
         "ks": list(study.ks),
@@ -295,7 +390,79 @@ def _study_dict(study: Study) -> Dict[str, Any]:
         "n_users": n_users[0] if len(n_users) == 1 else n_users,
         "uncertainty": "se" if multi else "ci95",
         "runs": runs,
+        "comparison": comparison,
     }
+    if with_groups and study.grouping:
+        labels = list(study.evaluations[0][0].groups)
+        out["groups"] = {"by": study.grouping, "rule": RULES[study.grouping], "groups": []}
+        for label in labels:
+            part = _study_dict(study.group(label), with_groups=False)
+            out["groups"]["groups"].append({
+                "name": label,
+                "bounds": [row[0].group_bounds[label] for row in study.evaluations],
+                **{key: part[key] for key in ("n_users", "uncertainty", "runs", "comparison")},
+            })
+    return out
+
+
+def _users_p(base: Evaluation, other: Evaluation, study: Study) -> Dict[str, Optional[float]]:
+    """p-value of the paired test over users of every per-user metric (global ones have none)."""
+    metrics = [m for m in study.metrics if m in base.per_user.columns and m in other.per_user.columns]
+    common = base.per_user.index.intersection(other.per_user.index)
+    diff = other.per_user.loc[common, metrics].to_numpy(np.float64) - base.per_user.loc[common, metrics].to_numpy(np.float64)
+    return dict(zip(metrics, paired_users_pvalues(diff, study.paired_test, study.seed)))
+
+
+def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) -> Dict[str, Any]:
+    """Test every difference of the headline table, adjust the p-values as one family, and
+    say in words what differs. Adds ``p``, ``p_adjusted`` and ``significant`` to each
+    headline difference."""
+    cells = []
+    for run in runs[1:]:
+        for m in metrics:
+            head = run["difference_to_first"][m]
+            if multi:
+                head["p"] = paired_splits_test([p["difference_to_first"][m]["mean"] for p in run["per_split"]])
+            else:
+                head["p"] = run["per_split"][0]["difference_to_first"][m]["p"]
+            cells.append(head)
+    adjusted = adjust([c["p"] for c in cells], study.correction)
+    for cell, p in zip(cells, adjusted):
+        cell["p_adjusted"] = None if np.isnan(p) else float(p)
+        cell["significant"] = bool(cell["p_adjusted"] is not None and cell["p_adjusted"] < ALPHA)
+    base = runs[0]["name"]
+    verdicts = [_verdict(run, base, metrics, study.correction) for run in runs[1:]]
+    notes = []
+    if multi and len(study.splits) < FEW_SPLITS:
+        notes.append(f"the test over {len(study.splits)} splits has {len(study.splits) - 1} degrees of freedom: its "
+                     "power is low, so a missing star is weak evidence that there is no difference")
+    untested = sorted({m.split("@")[0] for m in metrics if m not in study.evaluations[0][0].per_user.columns})
+    if not multi and untested:
+        notes.append(f"not tested: {' and '.join(untested)} (one global number per run on one split)")
+    return {**describe(study.paired_test, study.correction, multi, study.seed), "baseline": base,
+            "n_tests": int(np.count_nonzero(~np.isnan(adjusted))),
+            "n_significant": int(sum(c["significant"] for c in cells)), "verdicts": verdicts, "notes": notes}
+
+
+def _verdict(run: Dict, base: str, metrics: List[str], correction: str) -> str:
+    """One sentence: where ``run`` is significantly above / below the baseline, and where not."""
+    diffs = run["difference_to_first"]
+    tested = [m for m in metrics if diffs[m].get("p_adjusted") is not None]
+    higher = [m for m in tested if diffs[m]["significant"] and diffs[m]["mean"] > 0]
+    lower = [m for m in tested if diffs[m]["significant"] and diffs[m]["mean"] < 0]
+    same = [m for m in tested if not diffs[m]["significant"]]
+    adjusted = "p" if correction == "none" else f"{_CORRECTED[correction]}-adjusted p"
+    if not tested:
+        return f"{run['name']} vs {base}: nothing could be tested"
+    if not higher and not lower:
+        return (f"{run['name']} vs {base}: no detectable difference on any of the {len(tested)} tested "
+                f"metrics ({adjusted} >= {ALPHA:g})")
+    parts = [f"higher on {', '.join(higher)}" if higher else "", f"lower on {', '.join(lower)}" if lower else "",
+             f"no detectable difference on {', '.join(same)}" if same else ""]
+    return f"{run['name']} vs {base} ({adjusted} < {ALPHA:g}): " + "; ".join(p for p in parts if p)
+
+
+_CORRECTED = {"holm": "Holm", "bh": "BH"}
 
 
 def _headline(per_split: List[Dict], key: str, metrics: List[str], multi: bool) -> Dict[str, Dict]:
@@ -332,15 +499,22 @@ def _clean_json(obj: Any) -> Any:
 # per-user table
 # ----------------------------------------------------------------------------------------
 def per_user_table(study: Study) -> pd.DataFrame:
-    """Long table: one row per (split, recommendations, user) with every per-user metric."""
+    """Long table: one row per (split, recommendations, user) with every per-user metric.
+
+    With a grouping, a ``group`` column follows: ``all`` for those rows, then one row per
+    (split, recommendations, group, user) scored within each group."""
     frames = []
     for s, row in enumerate(study.evaluations):
         for name, ev in zip(study.names, row):
-            frame = ev.per_user.reset_index()
-            frame.insert(0, "recs", name)
-            if study.splits:
-                frame.insert(0, "split", study.splits[s])
-            frames.append(frame)
+            parts = [("all", ev)] + list(ev.groups.items()) if study.grouping else [(None, ev)]
+            for label, part in parts:
+                frame = part.per_user.reset_index()
+                if label is not None:
+                    frame.insert(0, "group", label)
+                frame.insert(0, "recs", name)
+                if study.splits:
+                    frame.insert(0, "split", study.splits[s])
+                frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 

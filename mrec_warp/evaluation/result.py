@@ -32,12 +32,19 @@ class Evaluation:
     info : dict
         Counts describing what was evaluated and cleaned (see
         :func:`~mrec_warp.evaluation.metrics.evaluate_recommendations`).
+    groups : dict
+        With a grouping (:mod:`~mrec_warp.evaluation.groups`): the evaluation of each group,
+        by label, in group order.
+    group_bounds : dict
+        What each group is on this split, in words (e.g. ``"profile size <= 21"``).
     """
 
     per_user: pd.DataFrame
     summary: pd.DataFrame
     ks: Tuple[int, ...]
     info: Dict[str, int] = field(default_factory=dict)
+    groups: Dict[str, "Evaluation"] = field(default_factory=dict)
+    group_bounds: Dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics(self) -> List[str]:

@@ -25,9 +25,11 @@ def summarize(values: Union[np.ndarray, pd.Series]) -> Dict[str, float]:
     """Mean and normal-approximation 95% confidence interval of per-user values.
 
     ``ci95 = 1.96 * sd / sqrt(n)`` with the sample standard deviation (ddof=1); the
-    interval is ``mean +- ci95``. With fewer than two values sd and ci95 are NaN.
+    interval is ``mean +- ci95``. With fewer than two values sd and ci95 are NaN. NaN values
+    (a user a metric is undefined for, such as novelty without recommendations) are left out.
     """
     v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
     n = int(v.size)
     mean = float(v.mean()) if n else float("nan")
     sd = float(v.std(ddof=1)) if n > 1 else float("nan")
@@ -55,7 +57,7 @@ def paired_difference(base: Evaluation, other: Evaluation) -> pd.DataFrame:
         Same layout as :attr:`Evaluation.summary`.
     """
     common = base.per_user.index.intersection(other.per_user.index)
-    if len(common) == 0:
+    if len(common) == 0 and (len(base.per_user) or len(other.per_user)):  # both empty: an empty group
         raise ValueError("the two evaluations share no evaluated users; were they made on the same split?")
     rows = {}
     for metric in base.metrics:
