@@ -404,6 +404,26 @@ class Workers:
             + (f", dashboard {link}" if link else "")
 
 
+def stop_process_workers() -> None:
+    """Kill the worker processes of the ``processes`` backend, and wait until they are gone.
+
+    joblib keeps its loky workers for the next call (and for minutes after the last), and
+    they hold the caller's standard output and error open: a run that stops on a signal or
+    Ctrl-C must not leave them working for nobody, nor a shell's pipe waiting on them. The
+    work they were doing is dropped; a unit's part file is written whole or not at all.
+    Does nothing when no loky worker was started.
+    """
+    try:
+        from joblib.externals.loky import reusable_executor
+    except ImportError:  # pragma: no cover - joblib is a dependency
+        return
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is None:
+        return
+    with contextlib.suppress(Exception):  # a pool already broken is as good as stopped
+        executor.shutdown(wait=True, kill_workers=True)
+
+
 def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):
     """A context manager giving :class:`Workers`: ``workers`` itself when given (already
     entered, left open), else ``n_jobs`` local threads made (and closed) here."""

@@ -7,6 +7,7 @@ import warnings
 import click
 
 from .._version import __version__
+from ..signals import stop_on_signals
 from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.
@@ -17,14 +18,17 @@ class _Group(click.Group):
     """The command group; a last line of defence so that no command ends in a traceback."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 128 + SIGINT, not click's "Aborted!"
-            report_interrupt(ctx)
-        except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
-            report_error(exc, ctx)
+        # SIGTERM and SIGHUP stop a command as Ctrl-C does: every clean-up on the way out
+        # runs, then one line and the shell's 128 + signal (mrec_warp.signals)
+        with stop_on_signals():
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+                raise
+            except KeyboardInterrupt as exc:  # one line and 128 + signal, not click's "Aborted!"
+                report_interrupt(exc, ctx)
+            except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
+                report_error(exc, ctx)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
