@@ -43,10 +43,10 @@ DIR_MODE = 0o777 & ~_UMASK
 #: What follows a temporary name's prefix: the owner tag (:func:`owner_tag`), then the eight
 #: random characters of ``mkstemp``/``mkdtemp`` and an optional suffix (``.tsv``), or the
 #: word a lock file's draft carries (:mod:`mrec_warp.workdir`).
-_TEMP_TAIL = re.compile(r"~(\d+)@([A-Za-z0-9_-]+)~(?:[a-z0-9_]{8}(?:\.[^./~]*)?|draft|stale)")
+_TEMP_TAIL = re.compile(r"~(?P<pid>\d+)@(?P<host>[A-Za-z0-9_-]+)~(?:[a-z0-9_]{8}(?P<suffix>\.[^./~]*)?|draft|stale)")
 #: The whole name of an :func:`atomic_path` temporary (or of a temporary folder made beside
 #: an output the same way): ``.<stem>.`` then :data:`_TEMP_TAIL`.
-_ATOMIC_TEMP = re.compile(r"\.[^/]*?\." + _TEMP_TAIL.pattern)
+_ATOMIC_TEMP = re.compile(r"\.(?P<stem>[^/]*?)\." + _TEMP_TAIL.pattern)
 
 
 def host_name() -> str:
@@ -81,7 +81,7 @@ def process_alive(pid: int, host: str) -> bool:
 
 
 def _owner_is_dead(match: "Optional[re.Match[str]]") -> bool:
-    return match is not None and not process_alive(int(match.group(1)), match.group(2))
+    return match is not None and not process_alive(int(match.group("pid")), match.group("host"))
 
 
 def _remove(folder: PathLike, names: Iterable[str]) -> List[str]:
@@ -247,10 +247,22 @@ def atomic_path(path: PathLike) -> Iterator[str]:
 _DISCARDED: List[str] = []
 
 
+def _meant(path: str) -> str:
+    """The file or folder the user asked for, for a path inside a temporary folder made
+    beside it (``out/.split.~1@h~x1y2z3w4/train.tsv`` -> ``out/split``)."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts):
+        m = _ATOMIC_TEMP.fullmatch(part)
+        if m is not None:
+            return str(Path(*parts[:i], m.group("stem") + (m.group("suffix") or "")))
+    return path
+
+
 def take_discarded() -> List[str]:
-    """The targets whose partial file an interrupt (Ctrl-C, a signal) removed since the last
-    call, in order, without repeats; the list starts again empty."""
-    found = list(dict.fromkeys(_DISCARDED))
+    """The outputs whose partial file an interrupt (Ctrl-C, a signal) removed since the last
+    call, in order, without repeats (a file written inside a temporary folder counts as the
+    folder it was to become); the list starts again empty."""
+    found = list(dict.fromkeys(_meant(p) for p in _DISCARDED))
     _DISCARDED.clear()
     return found
 
