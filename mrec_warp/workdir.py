@@ -241,9 +241,10 @@ class WorkDir:
             return
         foreign = sorted(name for name in os.listdir(self.path) if not _own_before_job(name))
         if foreign:
-            more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
             raise InputError(
-                f"work folder holds files mrec-warp did not write ({foreign[0]}{more}) and no {JOB_FILE}; "
+                f"work folder holds files mrec-warp did not write ({', '.join(foreign[:3])}{more}) "
+                f"and no {JOB_FILE}; "
                 "they are left as they are",
                 path=str(self.path), hint="give an empty or new folder as `workdir`")
         with atomic_write(manifest) as fh:
