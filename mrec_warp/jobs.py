@@ -8,7 +8,7 @@ evaluation of :mod:`~mrec_warp.stages.evaluate` -- go through the same steps:
 1. **fingerprint** what the job is (:func:`fingerprint`: the model or data and every
    option that changes the output);
 2. open its **work folder** (:class:`~mrec_warp.workdir.WorkDir`): locked for this run, and
-   refused when it holds another job;
+   refused when it holds another job or files the tool did not write;
 3. list the **to-do**: units whose part file does not exist yet (a rerun **resumes**);
 4. **stage** the inputs for workers in other processes: one ``inputs.npz`` per job, in one
    layout for sparse matrices and dense arrays (:func:`write_inputs`, :func:`read_inputs`);
