@@ -36,6 +36,7 @@ import signal
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -308,8 +309,8 @@ class Job:
     parts : sequence of str
         The part file of each unit, in order.
     folder : path-like, optional
-        The work folder. ``None``: a temporary one (prefix ``mrec-warp-KIND-``), removed at
-        the end -- no resume then.
+        The work folder. ``None``: a temporary one (prefix ``mrec-warp-KIND-``), removed
+        however the job ends -- no resume then.
     progress : Progress
 
     Attributes
@@ -328,6 +329,9 @@ class Job:
             prefix = f"mrec-warp-{description.get('kind', 'job')}-"
             remove_stale_temps(tempfile.gettempdir(), prefix=prefix)  # of killed runs
             self.temporary = folder = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}")
+            # nothing in it can be resumed: it goes however the job ends (an error, a signal,
+            # the interpreter exiting), not only through finish()
+            weakref.finalize(self, shutil.rmtree, self.temporary, True)
         self.folder = WorkDir(folder, {**description, "version": description.get("version", JOB_VERSION)},
                               progress)
         if self.temporary is None:

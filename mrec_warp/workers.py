@@ -298,6 +298,8 @@ class Workers:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.name == "processes" and isinstance(exc[1] if len(exc) > 1 else None, KeyboardInterrupt):
+            stop_process_workers()  # Ctrl-C or a signal (mrec_warp.signals): their work is not wanted
         self._depth = max(0, getattr(self, "_depth", 1) - 1)
         if self._depth:
             return

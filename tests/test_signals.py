@@ -214,6 +214,19 @@ def test_sigterm_stops_process_workers_and_the_job_can_resume(data, tmp_path):
     assert "job.json" in left and "lock" not in left and not [n for n in left if n.startswith(".")], left
 
 
+def test_sigterm_mid_tune_removes_its_temporary_work_folder(data, tmp_path):
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    cmd = Command("tune", data["train"], "-o", out / "trials.tsv", "--random", 2, "--max-epochs", 100000, "-v",
+                  env={"TMPDIR": str(tmp)})
+    cmd.wait_for_line("tune: 3 trials")  # its work folder is in TMPDIR now
+    after = cmd.stop(signal.SIGTERM)
+    assert the_line(after) == "Error: stopped by SIGTERM" and cmd.proc.returncode == 143
+    assert listing(tmp) == [] and listing(out) == []
+    cmd.assert_no_process_left()
+
+
 def test_sighup_ignored_by_nohup_stays_ignored(data, tmp_path):
     def nohup():
         _default_signals()
