@@ -183,9 +183,9 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     the final suffix so libraries that pick a format from it work. The data is synced to disk
     before the rename, so a crash never leaves a renamed but incomplete file. On any exception
     the temporary file is removed and ``path`` is left as it was (an interrupt also records
-    ``path`` for :func:`take_discarded`). The temporary name carries this process's id
-    (:func:`owner_tag`): temporaries in ``path``'s folder left by a killed run are removed
-    here, those of a live run are not.
+    ``path`` for :func:`take_discarded` if something was written). The temporary name
+    carries this process's id (:func:`owner_tag`): temporaries in ``path``'s folder left by
+    a killed run are removed here, those of a live run are not.
 
     A symbolic link is followed: the file it points to is replaced and the link stays. A
     path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) that is a file gets
@@ -236,10 +236,13 @@ def atomic_path(path: PathLike) -> Iterator[str]:
             guard(path)
         os.replace(tmp, path)
     except BaseException as exc:
+        # Ctrl-C or a signal: the CLI names the outputs dropped half written (not those
+        # whose writing had not begun)
+        with contextlib.suppress(OSError):
+            if not isinstance(exc, Exception) and os.path.getsize(tmp) > 0:
+                _DISCARDED.append(str(path))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if not isinstance(exc, Exception):  # Ctrl-C or a signal: the CLI names what was dropped
-            _DISCARDED.append(str(path))
         raise
 
 

@@ -164,23 +164,29 @@ def test_a_signal_stops_training_with_one_line_and_the_old_model_kept(data, tmp_
     cmd.assert_no_process_left()
 
 
-#: The real command, with the first block of a streamed recommend written and then held, so
-#: that the signal comes while the output is half written.
-HOLD_AFTER_FIRST_BLOCK = """
+#: The real command, with a function held at its Nth call (argv 1-2: ``module:name``, N), so
+#: that the signal comes while an output is half written.
+HOLD = """
 import importlib, sys, time
-stage = importlib.import_module("mrec_warp.stages.recommend")
-original = stage.block_to_frame
+target, nth, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+module, _, name = target.partition(":")
+owner = importlib.import_module(module)
+*path, name = name.split(".")
+for p in path:
+    owner = getattr(owner, p)
+original = getattr(owner, name)
+calls = []
 def hold(*a, **k):
-    frame = original(*a, **k)
-    if getattr(hold, "done", False):
+    result = original(*a, **k)
+    calls.append(1)
+    if len(calls) == nth:
         sys.stderr.write("holding\\n"); sys.stderr.flush()
         for _ in range(2400):
             time.sleep(0.05)
-    hold.done = True
-    return frame
-stage.block_to_frame = hold
+    return result
+setattr(owner, name, hold)
 from mrec_warp.cli import main
-main(sys.argv[1:], prog_name="mrec-warp")
+main(args, prog_name="mrec-warp")
 """
 
 
@@ -188,8 +194,9 @@ main(sys.argv[1:], prog_name="mrec-warp")
 def test_a_signal_mid_write_removes_the_partial_file_and_keeps_the_old_output(data, tmp_path, signum):
     out = tmp_path / "recs.tsv"
     out.write_bytes(b"u1\ti1\t1.0\n")  # yesterday's recommendations
-    cmd = Command("recommend", data["model"], "-o", out, "--block-size", 100, "-q",
-                  python_code=HOLD_AFTER_FIRST_BLOCK)
+    # held at the second block: the first one is in the temporary file
+    cmd = Command("mrec_warp.stages.recommend:block_to_frame", 2, "recommend", data["model"], "-o", out,
+                  "--block-size", 100, "-q", python_code=HOLD)
     cmd.wait_for_line("holding")
     assert any(name.startswith(".recs.") for name in listing(tmp_path))  # the partial file is there
     after = cmd.stop(signum)
@@ -197,6 +204,21 @@ def test_a_signal_mid_write_removes_the_partial_file_and_keeps_the_old_output(da
     assert the_line(after) == f"{stopped_by(signum)}; removed the partial {out}"
     assert listing(tmp_path) == ["recs.tsv"] and out.read_bytes() == b"u1\ti1\t1.0\n"
     cmd.assert_no_process_left()
+
+
+def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_path):
+    split = tmp_path / "split"
+    assert run("prepare", data["train"], "-o", split, "--seed", 1, "-q").exit_code == 0
+    (split / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in split.iterdir()}
+    cmd = Command("pandas:DataFrame.to_csv", 1, "prepare", data["train"], "-o", split, "--seed", 2, "-q",
+                  python_code=HOLD)
+    cmd.wait_for_line("holding")
+    assert any(name.startswith(".train.") for name in listing(split))  # train.tsv half replaced
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143
+    assert the_line(after) == f"Error: stopped by SIGTERM; removed the partial {split / 'train.tsv'}"
+    assert {p.name: p.read_bytes() for p in split.iterdir()} == before
 
 
 def test_sigterm_stops_process_workers_and_the_job_can_resume(data, tmp_path):
