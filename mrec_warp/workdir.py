@@ -244,8 +244,7 @@ class WorkDir:
             more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
             raise InputError(
                 f"work folder holds files mrec-warp did not write ({', '.join(foreign[:3])}{more}) "
-                f"and no {JOB_FILE}; "
-                "they are left as they are",
+                f"and no {JOB_FILE}; they are left as they are",
                 path=str(self.path), hint="give an empty or new folder as `workdir`")
         with atomic_write(manifest) as fh:
             json.dump({**self.job, CREATED_KEY: self.created}, fh, indent=1, sort_keys=True)
