@@ -50,7 +50,7 @@ from .errors import InputError
 from .models import load as load_model
 from .progress import SILENT, Progress
 from .unit_logs import LogRelay, log_name
-from .workdir import JOB_FILE, WorkDir
+from .workdir import JOB_FILE, WorkDir, holds_work
 from .workers import Workers
 
 #: Version of the work-folder layout, part of every job's description.
@@ -227,9 +227,17 @@ _KEPT_FOLDERS: List[str] = []
 
 
 def resumable_folders() -> List[str]:
-    """The work folders this process's jobs have kept so far: what an interrupted command
-    can resume from (empty when it ran no job, or only jobs in temporary folders)."""
-    return list(_KEPT_FOLDERS)
+    """The work folders this process's jobs have kept so far and that hold work a rerun
+    reuses: what an interrupted command can resume from (empty when it ran no job, only
+    jobs in temporary folders, or was stopped before any unit finished)."""
+    return [folder for folder in _KEPT_FOLDERS if holds_work(folder)]
+
+
+def remove_dead_units_temps() -> None:
+    """Remove, from the work folders of this process's jobs, the part files that units of
+    killed workers were writing (their temporaries; called once the workers are gone)."""
+    for folder in _KEPT_FOLDERS:
+        remove_stale_temps(folder)
 
 
 class StaleUnitError(RuntimeError):

@@ -35,6 +35,22 @@ def _own_before_job(name: str) -> bool:
     return name == LOCK_FILE or is_temp_name(name)
 
 
+def _work_names(path: PathLike) -> Optional[list]:
+    """The names in a work folder besides ``job.json``, the lock and the test hook's markers
+    (``None`` if it cannot be listed)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None
+    return [name for name in names if name not in (JOB_FILE, LOCK_FILE) and not _FAULT_MARKER.fullmatch(name)]
+
+
+def holds_work(path: PathLike) -> bool:
+    """Whether a work folder holds anything a rerun would reuse (a part, a staged input, a
+    log): a file besides ``job.json``, the lock and temporaries."""
+    return any(not is_temp_name(name) for name in _work_names(path) or [])
+
+
 def _lock_holder(path: Path) -> Optional[Dict[str, Any]]:
     """The run recorded in a lock file, or ``None`` if there is none (or it is unreadable)."""
     try:
@@ -197,11 +213,12 @@ class WorkDir:
         except OSError:
             return
         empty = False
-        if created:  # a folder this run made and left without any work in it goes again
+        if created and _work_names(path) == []:  # a folder this run made and left without work goes again
             with contextlib.suppress(OSError):
-                if {p.name for p in path.iterdir()} <= {JOB_FILE, LOCK_FILE}:
-                    (path / JOB_FILE).unlink(missing_ok=True)  # still under the lock
-                    empty = True
+                for name in os.listdir(path):
+                    if name != LOCK_FILE:
+                        (path / name).unlink(missing_ok=True)  # still under the lock
+                empty = True
         with contextlib.suppress(OSError):
             lock.unlink()
         if empty:

@@ -236,6 +236,28 @@ def test_sigterm_stops_process_workers_and_the_job_can_resume(data, tmp_path):
     assert "job.json" in left and "lock" not in left and not [n for n in left if n.startswith(".")], left
 
 
+def test_resume_is_promised_only_when_a_part_was_kept(data, tmp_path):
+    out = tmp_path / "recs.tsv"
+    parts = tmp_path / "recs.tsv.parts"
+    cmd = Command("recommend", data["model"], "-o", out, "--backend", "processes", "--n-jobs", 2,
+                  "--part-size", 500, "-v", env={FAULT_ENV: "wait:0"})
+    cmd.wait_for_line("running 3 parts")
+    deadline = time.monotonic() + TIMEOUT
+    while not (parts / ".fault-wait-0").exists():  # part 0 is held in a worker
+        assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
+        time.sleep(0.05)
+    line = the_line(cmd.stop(signal.SIGTERM))
+    cmd.assert_no_process_left()
+    assert not out.exists()
+    # the other worker may or may not have finished a part by then: the line says which
+    kept = parts.exists() and any(p.name.startswith("part-") for p in parts.iterdir())
+    if kept:
+        assert line == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
+        assert not [p.name for p in parts.iterdir() if p.name.startswith(".") and not p.name.startswith(".fault")]
+    else:  # and the folder it made for nothing is gone
+        assert line == "Error: stopped by SIGTERM" and not parts.exists()
+
+
 def test_sigterm_mid_tune_removes_its_temporary_work_folder(data, tmp_path):
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()

@@ -16,9 +16,9 @@ from typing import Callable, List, Optional, Tuple
 import click
 
 from ..data.inputs import output_encoding
-from ..jobs import resumable_folders
+from ..jobs import remove_dead_units_temps, resumable_folders
 from ..errors import InputError, ParameterError
-from ..files import remove_stale_temps, take_discarded
+from ..files import take_discarded
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..tables import write_table as write_table_file
@@ -146,9 +146,8 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     are kept on purpose, and a rerun of the same command skips the finished ones.
     """
     stop_process_workers()
+    remove_dead_units_temps()  # parts the killed workers were writing
     kept = resumable_folders()
-    for folder in kept:  # a part a killed worker was writing: its process is gone now
-        remove_stale_temps(folder)
     kept_paths = [Path(folder).absolute() for folder in kept]
     partial = [path for path in take_discarded() if Path(path).absolute().parent not in kept_paths]
     if debug_enabled():
