@@ -85,9 +85,13 @@ class Command:
                 return
         raise AssertionError(f"no {needle!r} within {TIMEOUT} s: {self.seen}")
 
-    def stop(self, signum: int) -> List[str]:
-        """Send ``signum``; the lines after it, once the pipe is closed and the command ended."""
-        self.proc.send_signal(signum)
+    def stop(self, signum: int, group: bool = False) -> List[str]:
+        """Send ``signum`` (to the whole process group, as a terminal sends Ctrl-C, with
+        ``group``); the lines after it, once the pipe is closed and the command ended."""
+        if group:
+            os.killpg(self.proc.pid, signum)
+        else:
+            self.proc.send_signal(signum)
         after = []
         deadline = time.monotonic() + TIMEOUT
         try:
@@ -221,14 +225,16 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
     assert {p.name: p.read_bytes() for p in split.iterdir()} == before
 
 
-def test_sigterm_stops_process_workers_and_the_job_can_resume(data, tmp_path):
+@pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["SIGTERM", "Ctrl-C on a terminal"])  # Ctrl-C reaches the workers too
+def test_a_signal_stops_process_workers_and_keeps_the_work_folder(data, tmp_path, signum, group):
     out = tmp_path / "m.npz"
     cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--backend", "processes", "--n-jobs", 2,
                   "--epochs", 100000, "--factors", 4, "-v")
     cmd.wait_for_line("fit epoch")  # a sub-model's epoch, from a worker process
-    after = cmd.stop(signal.SIGTERM)  # returns only once no process holds the pipe
-    assert cmd.proc.returncode == 128 + signal.SIGTERM
-    assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
+    after = cmd.stop(signum, group)  # returns only once no process holds the pipe
+    assert cmd.proc.returncode == 128 + signum
+    assert the_line(after) == f"{stopped_by(signum)} (rerun the same command to resume from its work folder)"
     cmd.assert_no_process_left()
     parts = tmp_path / "m.npz.parts"
     assert listing(tmp_path) == ["m.npz.parts"]
