@@ -242,6 +242,17 @@ def test_a_signal_stops_process_workers_and_keeps_the_work_folder(data, tmp_path
     assert "job.json" in left and "lock" not in left and not [n for n in left if n.startswith(".")], left
 
 
+def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):
+    pytest.importorskip("distributed")
+    cmd = Command("train", data["train"], "-o", tmp_path / "m.npz", "--sub-models", 2, "--backend", "dask",
+                  "--n-jobs", 2, "--epochs", 100000, "--factors", 4, "-v")
+    cmd.wait_for_line("fit epoch")  # a sub-model's epoch, from a Dask worker
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143
+    assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
+    cmd.assert_no_process_left()  # the scheduler, nannies and workers went with it
+
+
 def test_resume_is_promised_only_when_a_part_was_kept(data, tmp_path):
     out = tmp_path / "recs.tsv"
     parts = tmp_path / "recs.tsv.parts"

@@ -50,6 +50,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     Run any command with --help for its options and an example. Errors are one line on
     standard error; exit status 2 means bad input or a fault you can fix (disk full,
     read-only folder), 3 an unexpected error (add --debug before the command to see where).
+    Ctrl-C, SIGTERM and SIGHUP stop a command cleanly (workers stopped, partial files
+    removed) with status 128 + the signal's number: 130, 143, 129.
     """
     ctx.meta["mrec_warp.debug"] = debug
     # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise
