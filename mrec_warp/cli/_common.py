@@ -138,8 +138,9 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     one line saying so -- which partial outputs were removed, and how to resume where part
     files were kept -- and exit with ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM).
 
-    ``ctx`` (the subcommand's context) is unused: whether part files were kept is what
-    the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from options.
+    ``ctx`` (the subcommand's context) names the outputs; whether part files were kept is
+    what the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from
+    options.
 
     Outputs are written to temporary names that the interrupt removed on its way here, so
     nothing partial is left; the part files of a ``--workdir`` (or ``OUTPUT.parts``) job
@@ -148,8 +149,12 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     stop_process_workers()
     remove_dead_units_temps()  # parts the killed workers were writing
     kept = resumable_folders()
-    kept_paths = [Path(folder).absolute() for folder in kept]
-    partial = [path for path in take_discarded() if Path(path).absolute().parent not in kept_paths]
+    # name the outputs given on the command line that were cut short (not a part file in a
+    # work folder, nor a file of a temporary folder)
+    outputs = [Path(os.path.realpath(p)) for p in _param_paths(ctx, output=True)]
+    partial = [path for path in take_discarded()
+               if any(out == Path(os.path.realpath(path)) or out in Path(os.path.realpath(path)).parents
+                      for out in outputs)]
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     signum = signal_of(exc)
