@@ -14,7 +14,7 @@ import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from .files import (PathLike, atomic_write, host_name, is_temp_name, owner_tag, process_alive,
                     remove_stale_temps)
@@ -35,7 +35,7 @@ def _own_before_job(name: str) -> bool:
     return name == LOCK_FILE or is_temp_name(name)
 
 
-def _work_names(path: PathLike) -> Optional[list]:
+def _work_names(path: PathLike) -> Optional[List[str]]:
     """The names in a work folder besides ``job.json``, the lock and the test hook's markers
     (``None`` if it cannot be listed)."""
     try:
@@ -215,9 +215,9 @@ class WorkDir:
         empty = False
         if created and _work_names(path) == []:  # a folder this run made and left without work goes again
             with contextlib.suppress(OSError):
-                for name in os.listdir(path):
-                    if name != LOCK_FILE:
-                        (path / name).unlink(missing_ok=True)  # still under the lock
+                for name in os.listdir(path):  # job.json and test markers: still under the lock
+                    if name == JOB_FILE or _FAULT_MARKER.fullmatch(name):
+                        (path / name).unlink(missing_ok=True)
                 empty = True
         with contextlib.suppress(OSError):
             lock.unlink()
