@@ -3,8 +3,9 @@
 The ground floor: every writer of the package goes through :func:`atomic_write` or
 :func:`atomic_path`, so a crash or a bad input never leaves a half-written file behind.
 A temporary file is named ``.<stem>.~<pid>@<host>~<random><suffix>`` beside its target, so
-that a later run writing the same target can tell a leftover of a killed run (its process
-is gone) from the file of a run still going, and remove only the former.
+that a later run writing into the same folder can tell a leftover of a killed run (its
+process is gone) from the file of a run still going, and remove only the former; a name
+that is not exactly of this form is never touched.
 """
 from __future__ import annotations
 
@@ -39,7 +40,13 @@ FILE_MODE = 0o666 & ~_UMASK
 #: The mode a plain ``mkdir()`` gives a new folder (0777 less the umask); ``mkdtemp``'s are private.
 DIR_MODE = 0o777 & ~_UMASK
 
-_TEMP_OWNER = re.compile(r"~(\d+)@([A-Za-z0-9_-]*)~")
+#: What follows a temporary name's prefix: the owner tag (:func:`owner_tag`), then the eight
+#: random characters of ``mkstemp``/``mkdtemp`` and an optional suffix (``.tsv``), or the
+#: word a lock file's draft carries (:mod:`mrec_warp.workdir`).
+_TEMP_TAIL = re.compile(r"~(?P<pid>\d+)@(?P<host>[A-Za-z0-9_-]+)~(?:[a-z0-9_]{8}(?P<suffix>\.[^./~]*)?|draft|stale)")
+#: The whole name of an :func:`atomic_path` temporary (or of a temporary folder made beside
+#: an output the same way): ``.<stem>.`` then :data:`_TEMP_TAIL`.
+_ATOMIC_TEMP = re.compile(r"\.(?P<stem>[^/]*?)\." + _TEMP_TAIL.pattern)
 
 
 def host_name() -> str:
@@ -73,24 +80,13 @@ def process_alive(pid: int, host: str) -> bool:
     return True
 
 
-def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
-    """Remove the temporary files and folders in ``folder`` whose names start with ``prefix``
-    and whose owner process (see :func:`owner_tag`) is dead on this machine.
+def _owner_is_dead(match: "Optional[re.Match[str]]") -> bool:
+    return match is not None and not process_alive(int(match.group("pid")), match.group("host"))
 
-    Returns the names removed. Names without an owner tag -- the user's own files -- and
-    temporaries of live processes or of other machines are left alone.
-    """
+
+def _remove(folder: PathLike, names: Iterable[str]) -> List[str]:
     removed = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
     for name in names:
-        if not name.startswith(prefix):
-            continue
-        m = _TEMP_OWNER.search(name[len(prefix):])
-        if m is None or process_alive(int(m.group(1)), m.group(2)):
-            continue
         full = os.path.join(folder, name)
         with contextlib.suppress(OSError):
             if os.path.isdir(full) and not os.path.islink(full):
@@ -99,6 +95,36 @@ def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
                 os.unlink(full)
             removed.append(name)
     return removed
+
+
+def _listdir(folder: PathLike) -> List[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
+    """Remove the temporary files and folders in ``folder`` named ``prefix`` followed by an
+    owner tag (see :func:`owner_tag`) whose process is dead on this machine.
+
+    With the default prefix ``"."``, every :func:`atomic_path` temporary of the folder is
+    meant, whatever its target (:func:`is_temp_name`). Returns the names removed. Names not
+    exactly of this form -- the user's own files -- and temporaries of live processes or of
+    other machines are left alone.
+    """
+    if prefix == ".":
+        stale = [n for n in _listdir(folder) if _owner_is_dead(_ATOMIC_TEMP.fullmatch(n))]
+    else:
+        stale = [n for n in _listdir(folder)
+                 if n.startswith(prefix) and _owner_is_dead(_TEMP_TAIL.fullmatch(n, len(prefix)))]
+    return _remove(folder, stale)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is exactly the name of a temporary of :func:`atomic_path` (of any
+    process), i.e. a file this package writes and renames or removes."""
+    return _ATOMIC_TEMP.fullmatch(name) is not None
 
 
 #: A check run just before :func:`atomic_path` renames a finished file into place (set by
@@ -156,9 +182,10 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
     the final suffix so libraries that pick a format from it work. The data is synced to disk
     before the rename, so a crash never leaves a renamed but incomplete file. On any exception
-    the temporary file is removed and ``path`` is left as it was. The temporary name carries
-    this process's id (:func:`owner_tag`): temporaries of ``path`` left by a killed run are
-    removed here, those of a live run are not.
+    the temporary file is removed and ``path`` is left as it was (an interrupt also records
+    ``path`` for :func:`take_discarded` if something was written). The temporary name
+    carries this process's id (:func:`owner_tag`): temporaries in ``path``'s folder left by
+    a killed run are removed here, those of a live run are not.
 
     A symbolic link is followed: the file it points to is replaced and the link stays. A
     path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) that is a file gets
@@ -173,6 +200,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         # renaming over it would replace the user's file: write a private temporary file,
         # then copy it into the descriptor, whole, at the end. A pipe or a terminal is a
         # stream (below): written in place, as the data comes.
+        remove_stale_temps(tempfile.gettempdir(), prefix=".mrec-warp")  # of killed runs
         with tempfile.TemporaryDirectory(prefix=f".mrec-warp{owner_tag()}") as folder:
             tmp = os.path.join(folder, "output" + Path(path).suffix)
             yield tmp
@@ -192,7 +220,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         # replace the file the link points to, not the link (a user's ``latest.tsv -> v3.tsv``)
         path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path.parent, prefix=f".{path.stem}.")
+    remove_stale_temps(path.parent)  # what killed runs left beside any output of this folder
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
     os.close(fd)
     try:
@@ -207,10 +235,39 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         if guard is not None:
             guard(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        # Ctrl-C or a signal: the CLI names the outputs dropped half written (not those
+        # whose writing had not begun)
+        with contextlib.suppress(OSError):
+            if not isinstance(exc, Exception) and os.path.getsize(tmp) > 0:
+                _DISCARDED.append(str(path))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: Targets of :func:`atomic_path` whose write an interrupt cut short (see :func:`take_discarded`).
+_DISCARDED: List[str] = []
+
+
+def _meant(path: str) -> str:
+    """The file or folder the user asked for, for a path inside a temporary folder made
+    beside it (``out/.split.~1@h~x1y2z3w4/train.tsv`` -> ``out/split``)."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts):
+        m = _ATOMIC_TEMP.fullmatch(part)
+        if m is not None:
+            return str(Path(*parts[:i], m.group("stem") + (m.group("suffix") or "")))
+    return path
+
+
+def take_discarded() -> List[str]:
+    """The outputs whose partial file an interrupt (Ctrl-C, a signal) removed since the last
+    call, in order, without repeats (a file written inside a temporary folder counts as the
+    folder it was to become); the list starts again empty."""
+    found = list(dict.fromkeys(_meant(p) for p in _DISCARDED))
+    _DISCARDED.clear()
+    return found
 
 
 @contextlib.contextmanager

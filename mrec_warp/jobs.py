@@ -8,7 +8,7 @@ evaluation of :mod:`~mrec_warp.stages.evaluate` -- go through the same steps:
 1. **fingerprint** what the job is (:func:`fingerprint`: the model or data and every
    option that changes the output);
 2. open its **work folder** (:class:`~mrec_warp.workdir.WorkDir`): locked for this run, and
-   refused when it holds another job;
+   refused when it holds another job or files the tool did not write;
 3. list the **to-do**: units whose part file does not exist yet (a rerun **resumes**);
 4. **stage** the inputs for workers in other processes: one ``inputs.npz`` per job, in one
    layout for sparse matrices and dense arrays (:func:`write_inputs`, :func:`read_inputs`);
@@ -36,6 +36,7 @@ import signal
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -49,7 +50,7 @@ from .errors import InputError
 from .models import load as load_model
 from .progress import SILENT, Progress
 from .unit_logs import LogRelay, log_name
-from .workdir import JOB_FILE, WorkDir
+from .workdir import JOB_FILE, WorkDir, holds_work
 from .workers import Workers
 
 #: Version of the work-folder layout, part of every job's description.
@@ -226,9 +227,17 @@ _KEPT_FOLDERS: List[str] = []
 
 
 def resumable_folders() -> List[str]:
-    """The work folders this process's jobs have kept so far: what an interrupted command
-    can resume from (empty when it ran no job, or only jobs in temporary folders)."""
-    return list(_KEPT_FOLDERS)
+    """The work folders this process's jobs have kept so far and that hold work a rerun
+    reuses: what an interrupted command can resume from (empty when it ran no job, only
+    jobs in temporary folders, or was stopped before any unit finished)."""
+    return [folder for folder in _KEPT_FOLDERS if holds_work(folder)]
+
+
+def remove_dead_units_temps() -> None:
+    """Remove, from the work folders of this process's jobs, the part files that units of
+    killed workers were writing (their temporaries; called once the workers are gone)."""
+    for folder in _KEPT_FOLDERS:
+        remove_stale_temps(folder)
 
 
 class StaleUnitError(RuntimeError):
@@ -308,8 +317,8 @@ class Job:
     parts : sequence of str
         The part file of each unit, in order.
     folder : path-like, optional
-        The work folder. ``None``: a temporary one (prefix ``mrec-warp-KIND-``), removed at
-        the end -- no resume then.
+        The work folder. ``None``: a temporary one (prefix ``mrec-warp-KIND-``), removed
+        however the job ends -- no resume then.
     progress : Progress
 
     Attributes
@@ -328,6 +337,9 @@ class Job:
             prefix = f"mrec-warp-{description.get('kind', 'job')}-"
             remove_stale_temps(tempfile.gettempdir(), prefix=prefix)  # of killed runs
             self.temporary = folder = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}")
+            # nothing in it can be resumed: it goes however the job ends (an error, a signal,
+            # the interpreter exiting), not only through finish()
+            weakref.finalize(self, shutil.rmtree, self.temporary, True)
         self.folder = WorkDir(folder, {**description, "version": description.get("version", JOB_VERSION)},
                               progress)
         if self.temporary is None:

@@ -1,25 +1,54 @@
 """A job's work folder: its description, its part files, and the lock of the run using it.
 
 :class:`WorkDir` is the ground of the job engine (:mod:`mrec_warp.jobs`): it checks that a
-folder holds the job it is asked for (``job.json``), says which part files exist, locks the
-folder against a second run, and removes the job's files when it is done.
+folder holds the job it is asked for (``job.json``), refuses a folder of someone else's
+files, says which part files exist, locks the folder against a second run, and removes
+the job's files -- and only those -- when it is done.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
-from .files import PathLike, atomic_write, host_name, owner_tag, process_alive, remove_stale_temps
+from .files import (PathLike, atomic_write, host_name, is_temp_name, owner_tag, process_alive,
+                    remove_stale_temps)
 from .errors import InputError
 from .progress import SILENT, Progress
 
 JOB_FILE = "job.json"
 LOCK_FILE = "lock"
+#: The key of ``job.json`` that says whether the tool made the folder (then it also removes it).
+CREATED_KEY = "folder_created"
+#: The marker files of the test-suite's fault hook (:func:`mrec_warp.jobs.maybe_inject_fault`).
+_FAULT_MARKER = re.compile(r"\.fault-(?:go|(?:kill|raise|wait)-\d+)")
+
+
+def _own_before_job(name: str) -> bool:
+    """Whether a file in a folder without ``job.json`` may be the tool's: the lock, or a
+    temporary of ours (the lock's draft, a ``job.json`` being written)."""
+    return name == LOCK_FILE or is_temp_name(name)
+
+
+def _work_names(path: PathLike) -> Optional[List[str]]:
+    """The names in a work folder besides ``job.json``, the lock and the test hook's markers
+    (``None`` if it cannot be listed)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None
+    return [name for name in names if name not in (JOB_FILE, LOCK_FILE) and not _FAULT_MARKER.fullmatch(name)]
+
+
+def holds_work(path: PathLike) -> bool:
+    """Whether a work folder holds anything a rerun would reuse (a part, a staged input, a
+    log): a file besides ``job.json``, the lock and temporaries."""
+    return any(not is_temp_name(name) for name in _work_names(path) or [])
 
 
 def _lock_holder(path: Path) -> Optional[Dict[str, Any]]:
@@ -83,19 +112,34 @@ class WorkDir:
     hand once sure that run is gone. One process holds a folder's lock for one job at a
     time: a later call in the same process (a retry after an error) takes it over.
 
+    **Ownership.** The folder is the tool's once it holds ``job.json``, the job's
+    description, written when a run first takes the folder -- which must then be new or
+    empty. A folder that holds other files and no ``job.json`` (the user's data, another
+    program's output) is refused in one line, before anything is read or written there:
+    a user's ``part-00000.tsv`` must never pass for a finished part, nor be deleted as one.
+    At the end only the files the job names (its parts, staged inputs and logs, ``job.json``,
+    its own temporaries) are removed, then the folder if it is empty *and* the tool made it
+    (``job.json`` records which, so a resumed run knows too); anything else stays.
+
     A work folder that holds no work when its run ends (for example the Dask cluster
-    could not be reached) is removed again.
+    could not be reached) is removed again, if this run made it.
     """
 
     def __init__(self, path: PathLike, job: Dict[str, Any], progress: Progress = SILENT) -> None:
         self.path = Path(path)
         self.job = json.loads(json.dumps(job, sort_keys=True, default=str))
-        created = not self.path.exists()
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True)
+            self.created = True
+        except FileExistsError:
+            self.created = False  # the user's folder (or one an earlier run made: job.json says)
+        if not self.path.is_dir():
+            raise InputError("`workdir` is not a folder", path=str(self.path),
+                             hint="give an empty or new folder as `workdir`")
         self._token = self._lock(progress)
         # released when the run ends in any way: cleanup(), an exception unwinding the
         # caller, or the interpreter exiting
-        self._finalizer = weakref.finalize(self, WorkDir._release, self.path, self._token, created)
+        self._finalizer = weakref.finalize(self, WorkDir._release, self.path, self._token, self.created)
         try:
             self._check_job()
             remove_stale_temps(self.path)  # parts being written by workers of a killed run
@@ -169,11 +213,12 @@ class WorkDir:
         except OSError:
             return
         empty = False
-        if created:  # a folder this run made and left without any work in it goes again
+        if created and _work_names(path) == []:  # a folder this run made and left without work goes again
             with contextlib.suppress(OSError):
-                if {p.name for p in path.iterdir()} <= {JOB_FILE, LOCK_FILE}:
-                    (path / JOB_FILE).unlink(missing_ok=True)  # still under the lock
-                    empty = True
+                for name in os.listdir(path):  # job.json and test markers: still under the lock
+                    if name == JOB_FILE or _FAULT_MARKER.fullmatch(name):
+                        (path / name).unlink(missing_ok=True)
+                empty = True
         with contextlib.suppress(OSError):
             lock.unlink()
         if empty:
@@ -192,12 +237,15 @@ class WorkDir:
 
     # -- job ---------------------------------------------------------------------------------
     def _check_job(self) -> None:
+        """Refuse a folder of another job, or of files the tool did not write; else record
+        the job (and whether this run made the folder) in ``job.json``."""
         manifest = self.path / JOB_FILE
         if manifest.exists():
             try:
                 found = json.loads(manifest.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, json.JSONDecodeError, UnicodeDecodeError):
                 found = None
+            created = found.pop(CREATED_KEY, False) if isinstance(found, dict) else False
             if found != self.job:
                 changed = sorted(k for k in set(self.job) | set(found or {})
                                  if (found or {}).get(k) != self.job.get(k)) if isinstance(found, dict) else ["all"]
@@ -206,9 +254,17 @@ class WorkDir:
                     path=str(self.path),
                     hint="rerun the original command to resume it, or remove the folder / use another `workdir`",
                 )
-        else:
-            with atomic_write(manifest) as fh:
-                json.dump(self.job, fh, indent=1, sort_keys=True)
+            self.created = created is True
+            return
+        foreign = sorted(name for name in os.listdir(self.path) if not _own_before_job(name))
+        if foreign:
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            raise InputError(
+                f"work folder holds files mrec-warp did not write ({', '.join(foreign[:3])}{more}) "
+                f"and no {JOB_FILE}; they are left as they are",
+                path=str(self.path), hint="give an empty or new folder as `workdir`")
+        with atomic_write(manifest) as fh:
+            json.dump({**self.job, CREATED_KEY: self.created}, fh, indent=1, sort_keys=True)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -226,13 +282,14 @@ class WorkDir:
         """Remove the job's files (and the folder if nothing else is left in it), then the lock.
 
         Besides ``names``, temporary files of dead runs (a part being written when its worker
-        was killed) are removed; files of other programs are left alone.
+        was killed) are removed; files of other programs are left alone. The folder itself
+        goes only if empty and made by the tool.
         """
         self.remove(list(names) + [JOB_FILE])
-        for marker in self.path.glob(".fault-*"):
-            with contextlib.suppress(FileNotFoundError):
-                marker.unlink()
+        with contextlib.suppress(OSError):
+            self.remove(name for name in os.listdir(self.path) if _FAULT_MARKER.fullmatch(name))
         remove_stale_temps(self.path)
         self.release()
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        if self.created:  # never a folder the user made, even one left empty
+            with contextlib.suppress(OSError):
+                self.path.rmdir()

@@ -298,6 +298,8 @@ class Workers:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.name == "processes" and isinstance(exc[1] if len(exc) > 1 else None, KeyboardInterrupt):
+            stop_process_workers()  # Ctrl-C or a signal (mrec_warp.signals): their work is not wanted
         self._depth = max(0, getattr(self, "_depth", 1) - 1)
         if self._depth:
             return
@@ -402,6 +404,26 @@ class Workers:
         link = getattr(self.client, "dashboard_link", None) if self.name == "dask" else None
         return f"{self.name}{where}, {self.workers} worker{'s' if self.workers != 1 else ''}" \
             + (f", dashboard {link}" if link else "")
+
+
+def stop_process_workers() -> None:
+    """Kill the worker processes of the ``processes`` backend, and wait until they are gone.
+
+    joblib keeps its loky workers for the next call (and for minutes after the last), and
+    they hold the caller's standard output and error open: a run that stops on a signal or
+    Ctrl-C must not leave them working for nobody, nor a shell's pipe waiting on them. The
+    work they were doing is dropped; a unit's part file is written whole or not at all.
+    Does nothing when no loky worker was started.
+    """
+    try:
+        from joblib.externals.loky import reusable_executor
+    except ImportError:  # pragma: no cover - joblib is a dependency
+        return
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is None:
+        return
+    with contextlib.suppress(Exception):  # a pool already broken is as good as stopped
+        executor.shutdown(wait=True, kill_workers=True)
 
 
 def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):

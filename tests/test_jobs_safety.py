@@ -192,14 +192,19 @@ def test_temporary_files_of_killed_runs_are_removed_and_live_ones_kept(model_fil
 
 def test_killed_worker_part_temporary_is_removed_by_the_rerun(model_file, tmp_path):
     wd, out = tmp_path / "work", tmp_path / "recs.tsv"
-    wd.mkdir()
+    args = ("recommend", model_file, "-o", out, "--workdir", wd, "--part-size", 50, "--n-jobs", 1, "-q")
+    failed = cli(*args, env={FAULT_ENV: "raise:2"})
+    _, err = failed.communicate(timeout=120)
+    assert failed.returncode != 0 and "injected failure" in err
     stale = wd / f".part-00002.~{dead_pid()}@{host_name()}~abcd1234.tsv"
     stale.write_text("partial")
+    near_miss = wd / f".part-00002.~{dead_pid()}@{host_name()}~abcd1234.tsv.bak"  # not our name: kept
+    near_miss.write_text("user file")
     mine = wd / "notes.txt"  # not ours: stays, and keeps the folder
     mine.write_text("user file")
-    r = run("recommend", model_file, "-o", out, "--workdir", wd, "--part-size", 50, "-q")
+    r = run(*args)
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in wd.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in wd.iterdir()) == sorted([near_miss.name, "notes.txt"])
 
 
 def test_unreachable_scheduler_is_one_line_and_leaves_no_work_folder(model_file, tmp_path):

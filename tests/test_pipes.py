@@ -231,7 +231,7 @@ def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(tmp_path, spool_dir)
     from mrec_warp.files import host_name
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = spool_dir / f"{SPOOL_PREFIX}~{int(dead.stdout)}@{host_name()}~abc.tsv"
+    stale = spool_dir / f"{SPOOL_PREFIX}~{int(dead.stdout)}@{host_name()}~abcd1234.tsv"  # as mkstemp names it
     stale.write_text("old")
     mine = spool_dir / f"{SPOOL_PREFIX}user-file.tsv"  # no owner tag: not ours, kept
     mine.write_text("keep")

@@ -7,6 +7,7 @@ import warnings
 import click
 
 from .._version import __version__
+from ..signals import stop_on_signals
 from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.
@@ -17,14 +18,17 @@ class _Group(click.Group):
     """The command group; a last line of defence so that no command ends in a traceback."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 128 + SIGINT, not click's "Aborted!"
-            report_interrupt(ctx)
-        except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
-            report_error(exc, ctx)
+        # SIGTERM and SIGHUP stop a command as Ctrl-C does: every clean-up on the way out
+        # runs, then one line and the shell's 128 + signal (mrec_warp.signals)
+        with stop_on_signals():
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+                raise
+            except KeyboardInterrupt as exc:  # one line and 128 + signal, not click's "Aborted!"
+                report_interrupt(exc, ctx)
+            except Exception as exc:  # noqa: BLE001 - commands report their own; this catches the rest
+                report_error(exc, ctx)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -46,6 +50,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     Run any command with --help for its options and an example. Errors are one line on
     standard error; exit status 2 means bad input or a fault you can fix (disk full,
     read-only folder), 3 an unexpected error (add --debug before the command to see where).
+    Ctrl-C, SIGTERM and SIGHUP stop a command cleanly (workers stopped, partial files
+    removed) with status 128 + the signal's number: 130, 143, 129.
     """
     ctx.meta["mrec_warp.debug"] = debug
     # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise

@@ -6,6 +6,7 @@ import errno
 import functools
 import gzip
 import os
+import signal
 import sys
 import traceback
 import zlib
@@ -17,11 +18,13 @@ import click
 from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..jobs import resumable_folders
+from ..jobs import remove_dead_units_temps, resumable_folders
 from ..errors import InputError, ParameterError, printable
-from ..files import file_identity
+from ..files import file_identity, take_discarded
 from ..progress import Progress
+from ..signals import Stopped, signal_of
 from ..tables import neutralised_note, write_table as write_table_file
+from ..workers import stop_process_workers
 from ._flags import FlagProgress, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
@@ -163,27 +166,37 @@ def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Non
     sys.exit(status)
 
 
-#: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT (128 + 2).
-EXIT_INTERRUPTED = 130
+def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP (:mod:`mrec_warp.signals`): stop the worker processes, then
+    one line saying so -- which partial outputs were removed, and how to resume where part
+    files were kept -- and exit with ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM).
 
+    ``ctx`` (the subcommand's context) names the outputs; whether part files were kept is
+    what the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from
+    options.
 
-def report_interrupt(ctx: Optional[click.Context] = None) -> None:
-    """Ctrl-C: one line saying so (and how to resume where part files were kept), exit 130.
-
-    ``ctx`` (the subcommand's context) is unused: whether part files were kept is what
-    the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from options.
-
-    Outputs are written to temporary names that an interrupt removes, so nothing partial
-    is left; the part files of a ``--workdir`` (or ``OUTPUT.parts``) job are kept on
-    purpose, and a rerun of the same command skips the finished ones.
+    Outputs are written to temporary names that the interrupt removed on its way here, so
+    nothing partial is left; the part files of a ``--workdir`` (or ``OUTPUT.parts``) job
+    are kept on purpose, and a rerun of the same command skips the finished ones.
     """
-    # only a job that kept its work folder can be resumed: ask the job engine, not the options
-    resumable = bool(resumable_folders())
+    stop_process_workers()
+    remove_dead_units_temps()  # parts the killed workers were writing
+    kept = resumable_folders()
+    # name the outputs given on the command line that were cut short (not a part file in a
+    # work folder, nor a file of a temporary folder)
+    outputs = [Path(os.path.realpath(p)) for p in _param_paths(ctx, output=True)]
+    partial = [path for path in take_discarded()
+               if any(out == Path(os.path.realpath(path)) or out in Path(os.path.realpath(path)).parents
+                      for out in outputs)]
     if debug_enabled():
-        traceback.print_exc(file=sys.stderr)
-    tail = " (rerun the same command to resume from its work folder)" if resumable else ""
-    click.echo(f"Error: interrupted{tail}", err=True)
-    sys.exit(EXIT_INTERRUPTED)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    signum = signal_of(exc)
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {Stopped(signum).name}"
+    removed = f"; removed the partial {', '.join(partial)}" if partial else ""
+    # only a job that kept its work folder can be resumed: ask the job engine, not the options
+    tail = " (rerun the same command to resume from its work folder)" if kept else ""
+    click.echo(f"Error: {what}{removed}{tail}", err=True)
+    sys.exit(128 + signum)
 
 
 def friendly_errors(func: Callable) -> Callable:
@@ -206,8 +219,8 @@ def friendly_errors(func: Callable) -> Callable:
             raise
         except ParameterError as exc:  # the library's word for a command line that cannot work
             raise click.UsageError(error_line(exc)) from None
-        except KeyboardInterrupt:
-            report_interrupt(click.get_current_context(silent=True))
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a signal (mrec_warp.signals)
+            report_interrupt(exc, click.get_current_context(silent=True))
         except Exception as exc:  # noqa: BLE001 - every error ends as one line
             report_error(exc, click.get_current_context(silent=True))
 

@@ -43,8 +43,10 @@ def parallel_options(func: Optional[Callable] = None, *, workdir_help: Optional[
     """Add ``--backend``, ``--scheduler`` and ``--workdir`` (``--n-jobs`` stays per command)."""
 
     def decorate(f: Callable) -> Callable:
+        # the tool owns the folder (mrec_warp.workdir): say so wherever the option is offered
+        owned = " New or empty, or one the same command left; a folder of other files is refused."
         f = click.option("--workdir", type=click.Path(file_okay=False),
-                         help=workdir_help or "Folder for resumable part files (shared by all workers).")(f)
+                         help=(workdir_help or "Folder for resumable part files (shared by all workers).") + owned)(f)
         f = click.option("--scheduler", metavar="tcp://HOST:PORT",
                          help="Dask scheduler to use with --backend dask [a local cluster of --n-jobs workers].")(f)
         f = click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,

@@ -11,12 +11,9 @@ so an interrupted fetch never leaves a half dataset that a later fetch would tru
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import signal
 import tempfile
-import threading
 import urllib.error
 import urllib.request
 import zipfile
@@ -27,6 +24,7 @@ from typing import Dict, Iterator, Optional
 from ..errors import InputError
 from ..files import PathLike, owner_tag, remove_stale_temps
 from ..progress import SILENT, Progress
+from ..signals import stop_on_signals
 
 BASE_URL = "https://files.grouplens.org/datasets/movielens/"
 ENV_VAR = "MREC_WARP_DATA"
@@ -138,7 +136,7 @@ def fetch(
 
     url = (base_url or BASE_URL).rstrip("/") + "/" + ds.archive
     remove_stale_temps(home, prefix=f".{ds.folder}.")  # what a killed fetch left
-    with _terminate_raises(), tempfile.TemporaryDirectory(prefix=f".{ds.folder}.{owner_tag()}", dir=str(home)) as tmp:
+    with stop_on_signals(), tempfile.TemporaryDirectory(prefix=f".{ds.folder}.{owner_tag()}", dir=str(home)) as tmp:
         archive = Path(tmp) / ds.archive
         progress.log(f"downloading {url}")
         md5 = _download(url, archive, progress, ds.max_bytes)
@@ -184,24 +182,6 @@ def _download(url: str, path: Path, progress: Progress, max_bytes: int) -> str:
         raise DownloadError(f"cannot download: {reason}", path=url,
                             hint=f"check the network, or unzip the archive by hand into {path.parent.parent}") from None
     return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def _terminate_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``SystemExit`` (as Ctrl-C raises KeyboardInterrupt),
-    so that the partial download is deleted on the way out instead of left behind."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set handlers; a SIGTERM then ends the process as usual
-        return
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _chunks(response) -> Iterator[bytes]:

@@ -33,7 +33,7 @@ def write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: 
     """
     folder.parent.mkdir(parents=True, exist_ok=True)
     if not folder.exists() or not any(folder.iterdir()):
-        remove_stale_temps(folder.parent, prefix=f".{folder.name}.")
+        remove_stale_temps(folder.parent)  # what killed runs left beside it, for any output
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
         try:
             _write_split_files(tmp, train, test, summary, encoding)

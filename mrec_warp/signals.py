@@ -1,0 +1,97 @@
+"""One policy for the signals that ask a run to stop: SIGINT, SIGTERM and SIGHUP.
+
+Ctrl-C raises ``KeyboardInterrupt`` in the main thread, so every ``finally`` and ``with``
+on the way out runs: temporary files are removed (:func:`~mrec_warp.files.atomic_path`),
+locks released, pools shut down. SIGTERM (what ``timeout``, schedulers and container
+stops send) and SIGHUP (a closed terminal) would end the process on the spot instead,
+leaving half-written files and worker processes behind. Within :func:`stop_on_signals`
+all three raise :class:`Stopped` -- a ``KeyboardInterrupt`` that knows its signal -- so
+they end a run exactly as Ctrl-C does, and the caller exits with ``128 + signal`` as a
+shell reports a command a signal ended.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Iterator, Tuple
+
+#: The signals that ask a run to stop (those a platform lacks are left out).
+STOP_SIGNALS: Tuple[int, ...] = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                                      if hasattr(signal, name))
+
+
+class Stopped(KeyboardInterrupt):
+    """A run stopped by a signal. A ``KeyboardInterrupt``, so code that cleans up after
+    Ctrl-C (and only ``except BaseException``, never ``except Exception``) sees it too.
+
+    Attributes
+    ----------
+    signum : int
+        The signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        super().__init__(f"stopped by {self.name}")
+
+    @property
+    def name(self) -> str:
+        """The signal's name, e.g. ``SIGTERM``."""
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    @property
+    def exit_status(self) -> int:
+        """What a shell reports for a command this signal ended: ``128 + signum``."""
+        return 128 + self.signum
+
+
+def signal_of(exc: BaseException) -> int:
+    """The signal that raised ``exc``: its own for :class:`Stopped`, SIGINT for a plain
+    ``KeyboardInterrupt`` (Python's Ctrl-C)."""
+    return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+
+
+_STOPPING = threading.Event()  # set by the first signal; a second one then ends the process
+
+
+def _raise_stopped(signum: int, frame) -> None:
+    if _STOPPING.is_set():
+        # a second signal while the first one's clean-up runs: the user insists, so end now,
+        # by the signal itself (a later run removes what this one leaves, by its process id)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _STOPPING.set()
+    raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals: Tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Within the block, each of ``signals`` raises :class:`Stopped` in the main thread.
+
+    A signal ignored when the block starts stays ignored (``nohup`` ignores SIGHUP, a
+    shell's background job SIGINT), and one that already has a handler of the program's
+    own keeps it. A second signal during the clean-up of the first ends the process at once.
+    Outside the main thread (where Python runs no signal handler) and in a nested block,
+    nothing changes. The previous handlers come back when the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in signals:
+        current = signal.getsignal(signum)
+        if current in (signal.SIG_DFL, signal.default_int_handler):
+            previous[signum] = signal.signal(signum, _raise_stopped)
+    if previous:
+        _STOPPING.clear()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
