@@ -72,7 +72,7 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     first, second, header, columns, third = result.stdout.splitlines()
     assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
-    assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
+    assert f"{summary['rows_below_min_rating']:,} pairs below --min-value" in second
     assert third == f"  {summary['value_column']['description']}"
     assert header == "  no header line (column #3 holds '1', a number)"
     assert columns == "  columns: user #1, item #2, value #3, timestamp #4 (--columns 0,1,2,3)"

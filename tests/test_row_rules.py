@@ -63,7 +63,7 @@ def file_pairs(path) -> dict:
 # -- negatives ----------------------------------------------------------------------------------
 def test_returns_are_refused_by_default_naming_the_line_and_the_choices(retail, tmp_path):
     result = run("prepare", retail, "-o", tmp_path / "out", "--columns", COLUMNS)
-    one_line_error(result, f"{retail}:6:", "3 negative value(s)", "-80", "user '17850', item '85123A'",
+    one_line_error(result, f"{retail}:6:", "3 negative values", "-80", "user '17850', item '85123A'",
                    "--negatives drop", "--negatives net")
     assert not (tmp_path / "out").exists()
     # train reads the raw export by the same rules, and refuses it the same way
@@ -174,7 +174,7 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
     assert result.exit_code == 0, result.output
     s = json.loads((tmp_path / "rated" / "summary.json").read_text())
     assert s["rows_below_min_rating"] == 2 and s["pairs_kept"] == 4 and s["train"]["rows"] == 4
-    assert "2 rows below --min-rating" in result.stdout
+    assert "2 pairs below --min-value" in result.stdout
     api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=1)
     assert pairs(api) == file_pairs(tmp_path / "rated" / "train.tsv")
     assert api.row_counts["rows_below_min_value"] == 2
@@ -205,7 +205,7 @@ def test_rules_that_leave_nothing_are_refused_not_a_0x0_matrix():
     returns = pd.DataFrame({"user": ["a", "b"], "item": ["x", "x"], "qty": [-1.0, -2.0]})
     with pytest.raises(InputError, match="no interactions left: 2 negative rows dropped"):
         Interactions.from_dataframe(returns, value_col="qty", negatives="drop")
-    with pytest.raises(InputError, match="0 negative rows dropped, 0 pairs netted out, 2 pairs below"):
+    with pytest.raises(InputError, match="no interactions left: 2 pairs below the minimum value"):
         Interactions.from_dataframe(returns.assign(qty=[1.0, 2.0]), value_col="qty", min_value=5)
 
 

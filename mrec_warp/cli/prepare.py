@@ -6,6 +6,7 @@ from typing import Any, Dict
 
 import click
 
+from ..data.rows import describe_counts
 from ..data.split import SPLITS
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
@@ -68,7 +69,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
     result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_rating=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
+        min_value=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features,
     )
@@ -84,18 +85,9 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
     """What was written, what was dropped on the way, how the input was read (first split
     only) and what became of the value column."""
-    rules = s.get("parameters", {})
-    dropped = [f"{plural(s['duplicates_merged'], 'duplicate')} merged ({rules.get('duplicates', 'sum')})"]
-    if s.get("negative_rows_dropped"):
-        dropped.append(f"{plural(s['negative_rows_dropped'], 'negative row')} dropped")
-    if rules.get("negatives") == "net" and s.get("negative_rows"):
-        dropped.append(f"{plural(s['negative_rows'], 'negative row')} netted, "
-                       f"{plural(s['pairs_netted_out'], 'pair')} with net <= 0 dropped")
-    if s["rows_below_min_rating"]:
-        dropped.append(f"{plural(s['rows_below_min_rating'], 'row')} below --min-rating")
-    # the row rules end with the pairs they kept; what follows is per user and per split
-    dropped = ["; ".join([", ".join(dropped), plural(s["pairs_kept"], "pair") + " kept"])] if "pairs_kept" in s \
-        else dropped
+    rules = s["parameters"]
+    # the row rules end with the pairs they kept (one wording with train's log); then per user and per split
+    dropped = [describe_counts(s, rules["duplicates"], rules["negatives"], "--min-value", read=False)]
     if s["rows_of_users_below_min_user_items"]:
         dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:

@@ -182,6 +182,7 @@ def read_ratings(
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
+    out.attrs["reading"]["rows"] = len(out)  # labels 0..rows-1 are data rows: the row rules name lines by them
     return out
 
 

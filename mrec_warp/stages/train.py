@@ -26,8 +26,9 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, describe_counts
-from ._inputs import FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, params_model
+from ..data.rows import DEFAULT_NEGATIVES, describe_counts
+from ._inputs import (FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, load_validation,
+                      params_model)
 
 PathLike = Union[str, os.PathLike]
 
@@ -129,7 +130,7 @@ def train(
     sep: Optional[str] = None,
     header: Optional[bool] = None,
     columns: Optional[Union[str, Sequence]] = None,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
 ) -> TrainResult:
@@ -316,7 +317,7 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, context: E
     if model_name != "popularity":
         fit_kwargs["progress"] = progress
         if validation:
-            fit_kwargs["validation"] = load_interactions(validation, fmt, rows=rows)
+            fit_kwargs["validation"] = load_validation(validation, data, rows)
     if model_name == "wrmf":
         fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))
