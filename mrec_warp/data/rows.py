@@ -224,15 +224,31 @@ def merge_rows(
                       timestamp=None if ts is None else ts[keep], counts=counts)
 
 
-def _negative_error(row: int, n_negative: int, value: np.ndarray, locate: Optional[Locate]) -> InputError:
+def _negative_error(row: int, n_negative: int, value: np.ndarray, locate: Optional[Locate],
+                    hint: Optional[str] = None) -> InputError:
     path, line, words = locate(row) if locate is not None else (None, None, f"row {row}")
     return InputError(
         f"{plural(n_negative, 'negative value')} (returns, cancellations, signed ratings?), the first "
         f"{value[row]:g} in {words}",
         path=path, line=line,
-        hint="choose what they mean: `negatives=drop` removes those rows, `negatives=net` subtracts them "
-             "from the same user and item; for ratings on a signed scale, `min_value` drops those below it",
+        hint=hint or "choose what they mean: `negatives=drop` removes those rows, `negatives=net` subtracts "
+                     "them from the same user and item; for ratings on a signed scale, `min_value` drops those "
+                     "below it",
     )
+
+
+def refuse_negatives(df, source: Optional[str] = None) -> None:
+    """The default rule (``negatives="refuse"``) for a table read by a command that has no
+    row options (``evaluate``'s files, ``recommend``'s ``train`` and ``history``): a return
+    scored as a hit, excluded or folded in as an interaction would be a wrong answer."""
+    if "value" not in df:
+        return
+    negative = df["value"].to_numpy(dtype=np.float64) < 0
+    if negative.any():
+        raise _negative_error(int(np.argmax(negative)), int(negative.sum()), df["value"].to_numpy(dtype=np.float64),
+                              table_locator(df, source=source),
+                              hint="a return is no interaction: drop or net those rows first, as prepare does "
+                                   "with its negatives option (drop or net)")
 
 
 def _merge_error(row: int, n_merged: int, locate: Optional[Locate]) -> InputError:
