@@ -152,7 +152,7 @@ def test_prepare_wrong_column_count(tmp_path):
     (["--test-fraction", "1.5"], "test fraction must be at least 0 and below 1"),
     (["--test-fraction", "-0.1"], "--test-fraction 0.2"),
     (["--test-fraction", "0.2", "--leave-out", "1"], "either --test-fraction F or --leave-out K"),
-    (["--leave-out", "0"], "leave-out count must be a positive integer"),
+    (["--leave-out", "-1"], "leave-out count must be a whole number >= 0"),
     (["--split", "temporal", "--num-splits", "2"], "temporal split is the same every time"),
     (["--num-splits", "0"], "number of splits"),
     (["--min-rating", "9"], "no interactions left"),

@@ -268,7 +268,7 @@ def test_bad_test_fraction(tmp_path, fraction):
     "options, message",
     [
         ({"test_fraction": 0.2, "leave_out": 1}, "either --test-fraction F or --leave-out K"),
-        ({"leave_out": 0}, "leave-out count must be a positive integer"),
+        ({"leave_out": -1}, "leave-out count must be a whole number >= 0"),
         ({"split": "leave-out"}, "needs a count"),
         ({"split": "sideways"}, "unknown split 'sideways'"),
         ({"split": "temporal", "num_splits": 3}, "temporal split is the same every time"),

@@ -12,6 +12,7 @@ from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
+from ._flags import as_flags
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 
 
@@ -44,7 +45,8 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="Share of each user's interactions put in test, rounded, at least 1 [0.2]; 0 puts "
                    "every row in train.tsv (test.tsv is empty): a model on all the data.")
 @click.option("--leave-out", type=int, metavar="K",
-              help="Put K interactions of each user in test instead of a fraction.")
+              help="Put K interactions of each user in test instead of a fraction; 0 puts every row in "
+                   "train.tsv, as --test-fraction 0.")
 @click.option("--split", "split_kind", type=click.Choice(SPLITS), default="random", show_default=True,
               help="Choose test rows at random, the latest by timestamp (temporal), or hold out "
                    "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
@@ -103,7 +105,7 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
                   if "reading" in s and not s.get("split"))
-        + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
+        + (f"\n  {as_flags(s['value_column']['description'])}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")
     )

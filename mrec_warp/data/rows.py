@@ -332,10 +332,11 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
 
 def _reader_index(index, n_rows: Optional[int]) -> bool:
     """Whether ``index`` still holds read_ratings' labels (data row numbers): whole numbers,
-    unique, below the number of rows read; a 0..n-1 range only when nothing was removed
-    (after a filter and ``reset_index`` its labels are positions, no longer rows)."""
+    unique, below the number of rows read; a 0, 1, 2... range only when nothing was removed
+    (after a filter and ``reset_index`` its labels are positions, no longer rows; pandas
+    keeps a filter that leaves a run of rows as a range, which then starts above 0)."""
     if n_rows is None or not len(index) or index.dtype.kind not in "iu" or not index.is_unique:
         return False
-    if isinstance(index, pd.RangeIndex) and len(index) != n_rows:
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and len(index) != n_rows:
         return False
     return int(index.min()) >= 0 and int(index.max()) < n_rows

@@ -129,9 +129,15 @@ def _check_options(
             "both a test fraction and a leave-out count were given",
             hint="use either `test_fraction=F` or `leave_out=K`, not both",
         )
+    if leave_out is not None and not isinstance(leave_out, bool) and isinstance(leave_out, numbers.Integral) \
+            and leave_out == 0:
+        # 0 per user in test is every row in train, as test_fraction=0 (one way to say it, not two)
+        test_fraction, leave_out = 0.0, None
+        split = "random" if split == "leave-out" else split
     if leave_out is not None:
         if isinstance(leave_out, bool) or not isinstance(leave_out, numbers.Integral) or leave_out < 1:
-            raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. `leave_out=1`")
+            raise InputError(f"leave-out count must be a whole number >= 0, got {leave_out!r}",
+                             hint="e.g. `leave_out=1`; 0 puts every row in train")
         leave_out = int(leave_out)
         if split in COLD_SPLITS:
             raise InputError(f"`split={split}` holds out a fraction of whole {split[5:]}, not K per user",
