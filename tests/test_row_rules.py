@@ -300,12 +300,13 @@ def test_validation_file_is_read_with_its_own_layout_not_trains(tmp_path):
 
 
 def test_a_validation_file_sharing_nothing_with_train_is_refused(tmp_path):
-    raw = _book_export(tmp_path / "export.txt")
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
     other = tmp_path / "other.tsv"
-    other.write_text("x1\ty1\t1\nx2\ty2\t1\n")
+    other.write_text("x1\ty1\t1\nx2\ty2\t1\n")  # another data set's file: it would score every model 0
     for command, extra in (("train", ["-o", tmp_path / "m.npz", "--model", "wrmf", "--factors", 2]),
                            ("tune", ["--models", "itemknn"])):
-        one_line_error(run(command, raw, "--sep", ";", "--columns", "1,0,2", "--validation", other, *extra),
+        one_line_error(run(command, train, "--validation", other, *extra),
                        str(other), "no validation pair has a user and an item of the training data",
                        "0 of 2 users")
     assert not (tmp_path / "m.npz").exists()
