@@ -175,9 +175,11 @@ def train(
         Where to log what happens; silent by default.
     duplicates, negatives, min_value
         The row rules of :mod:`mrec_warp.data.rows`, as ``prepare`` applies them: repeated
-        (user, item) rows merge by ``duplicates`` (default ``sum``), negative values are
-        refused unless ``negatives`` is ``drop`` or ``net``, pairs below ``min_value`` are
-        dropped. ``validation`` is read by the same options.
+        (user, item) rows merge by ``duplicates`` (default ``sum``; with ``min_value`` and
+        repeated pairs it must be chosen), negative values are refused unless ``negatives``
+        is ``drop`` or ``net`` (or ``min_value`` >= 0 makes them ratings below it), pairs
+        below ``min_value`` are dropped. ``validation`` is read by the same row rules but
+        with its own layout (``format``, ``sep``, ``header``, ``columns`` describe TRAIN).
 
     Returns
     -------

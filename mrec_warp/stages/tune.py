@@ -238,11 +238,12 @@ def tune(
         WRMF trials weigh the training values (``train``'s matrix data) as confidences;
         otherwise, and for every other family, each pair counts the same. Default: when
         ``train`` was read from a file with a value column (as ``train`` reads it).
-    format : str
-        Format of the files ``train`` and ``validation`` name ("auto": by extension).
-    sep, header, columns, duplicates, negatives, min_value
-        How those files are read and what their rows become, as :func:`~mrec_warp.stages.train.train`
-        reads them (default: guessed layout, duplicates summed, negative values refused).
+    format, sep, header, columns : optional
+        How the file ``train`` names is read (default: guessed); ``validation`` is read with
+        its own layout guessed, as :func:`~mrec_warp.stages.train.train` reads it.
+    duplicates, negatives, min_value
+        What the rows of both files become (default: duplicates summed, negative values
+        refused): :mod:`mrec_warp.data.rows`.
 
     Returns
     -------
