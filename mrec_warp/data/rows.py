@@ -247,8 +247,8 @@ def refuse_negatives(df, source: Optional[str] = None) -> None:
     if negative.any():
         raise _negative_error(int(np.argmax(negative)), int(negative.sum()), df["value"].to_numpy(dtype=np.float64),
                               table_locator(df, source=source),
-                              hint="a return is no interaction: drop or net those rows first, as prepare does "
-                                   "with its negatives option (drop or net)")
+                              hint="a return is no interaction: drop or net those rows first, e.g. with prepare "
+                                   "and its negatives option")
 
 
 def _merge_error(row: int, n_merged: int, locate: Optional[Locate]) -> InputError:
