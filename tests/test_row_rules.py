@@ -497,3 +497,13 @@ def test_row_counts_is_part_of_interactions():
     assert data.row_counts is None
     built = Interactions.from_dataframe(pd.DataFrame({"user": ["a"], "item": ["x"]}))
     assert built.row_counts["pairs_kept"] == 1
+
+
+def test_a_validation_file_in_another_layout_gets_a_hint_without_trains_flags(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
+    semi = tmp_path / "val.txt"
+    semi.write_text("u0;i4;1\nu1;i5;1\n")
+    result = run("train", train, "-o", tmp_path / "m.npz", "--model", "wrmf", "--validation", semi)
+    one_line_error(result, f"{semi}:1:", "';' as delimiter")
+    assert "--sep" not in result.output  # --sep would describe TRAIN, not this file

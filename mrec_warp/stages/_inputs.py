@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..data.interactions import Interactions
 from ..data.inputs import check_readable, output_encoding
-from ..data.ratings import read_ratings
+from ..data.ratings import READER_OPTIONS, read_ratings
 from ..data.rows import DEFAULT_NEGATIVES, check_row_options
 from ..data.features import read_features
 from ..errors import InputError
@@ -47,14 +47,17 @@ class RowOptions:
 
 
 def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,
-                      rows: Optional[RowOptions] = None) -> Interactions:
+                      rows: Optional[RowOptions] = None, reader_options: Sequence[str] = READER_OPTIONS
+                      ) -> Interactions:
     """Read a ratings file by the row rules (:mod:`mrec_warp.data.rows`, ``rows``' options;
     by default duplicates summed and negative values refused); with ``values`` the matrix
     holds the merged value column, else every kept pair is 1. A file without a value column
     is refused when ``required``, else read as ones (``has_values`` says which it was).
-    The counts of the row rules are in ``row_counts``."""
+    The counts of the row rules are in ``row_counts``; ``reader_options`` are those the
+    caller offers for this file (:func:`~mrec_warp.data.ratings.read_ratings`)."""
     rows = rows or RowOptions()
-    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns)
+    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns,
+                      reader_options=reader_options)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
@@ -80,7 +83,8 @@ def load_validation(path: PathLike, train: Interactions, rows: Optional[RowOptio
     """
     rows = rows or RowOptions()
     val = load_interactions(path, "auto", rows=RowOptions(duplicates=rows.duplicates, negatives=rows.negatives,
-                                                          min_value=rows.min_value))
+                                                          min_value=rows.min_value),
+                            reader_options=())  # --sep & co. are TRAIN's: a hint must not suggest them
     known = val.reindex(train.user_ids, train.item_ids)
     if known.nnz == 0:
         users = int(pd.Index(val.user_ids).isin(train.user_ids).sum())
