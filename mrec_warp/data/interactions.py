@@ -63,7 +63,8 @@ def check_values(data: np.ndarray, indptr: Optional[np.ndarray] = None) -> None:
         where = ""
         if indptr is not None:
             where = f" (the first in row {int(np.searchsorted(indptr, int(np.argmax(bad)), side='right') - 1)})"
-        raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number{where}; "
+        n_bad = int(bad.sum())
+        raise InputError(f"{plural(n_bad, 'stored value')} {'is' if n_bad == 1 else 'are'} negative or not a number{where}; "
                          "a value is the strength of an interaction, >= 0 (0 is the weakest)",
                          hint="drop or net those rows first (e.g. returns against purchases)")
 
@@ -318,7 +319,9 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.
     missing = column.isna().to_numpy()
     if missing.any():
         row = int(np.argmax(missing))
-        raise InputError(f"{int(missing.sum()):,} row(s) have no {role} id (NA in column {col!r}), the first "
+        n_missing = int(missing.sum())
+        raise InputError(f"{plural(n_missing, 'row')} {'has' if n_missing == 1 else 'have'} no {role} id "
+                         f"(NA in column {col!r}), the first "
                          f"row {df.index[row]!r}", path=source,
                          hint=f"drop them first, e.g. `df.dropna(subset=[{col!r}])`, or fill them in")
     text = column.astype(str)
