@@ -208,8 +208,9 @@ def train(
     _check_confidence(estimator, model_name, kind, given)
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
     data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
-    progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
-                 f"{plural(data.n_items, 'item')} from {train} ({describe_counts(data.row_counts, duplicates, negatives)})")
+    # the row rules' counts in prepare's words, then the matrix they made
+    progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
+                 f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
