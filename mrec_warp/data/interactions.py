@@ -303,8 +303,8 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
             raise InputError(f"no column {col!r} for the {role}; the table has {have}", path=source,
                              hint="name the columns with user_col=, item_col= and value_col=")
         if int((df.columns == col).sum()) > 1:  # df[col] would be a table, not a column
-            raise InputError(f"the table has {int((df.columns == col).sum())} columns named {col!r} "
-                             f"({param}=)", path=source,
+            raise InputError(f"the table has {int((df.columns == col).sum())} columns named {col!r}, which "
+                             f"{param} names", path=source,
                              hint="rename or drop the extra ones, e.g. `df.loc[:, ~df.columns.duplicated()]`")
 
 
