@@ -25,7 +25,6 @@ seed give byte-identical files.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union

@@ -33,8 +33,9 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     index, known = model._interactions().user_index, model.user_ids.tolist()
     if isinstance(model, Popularity):
         # a new user is served the overall ranking, but an id that is a known one written
-        # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded
-        near = next(((u, n) for u in unknown for n in [did_you_mean(u, index, known)] if n), None)
+        # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
+        # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
+        near = next(((u, n) for u in unknown for n in [did_you_mean(u, index)] if n), None)
         if near is not None:
             raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
                              line=ids.index(near[0]) + 1, hint="write the ids as the training data does; "
