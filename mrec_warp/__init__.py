@@ -9,7 +9,7 @@ The public API; everything else is an implementation detail.
 
 Or stage by stage, as the CLI runs them:
 
->>> mw.prepare("ratings.tsv", "split/", min_rating=4)                       # doctest: +SKIP
+>>> mw.prepare("ratings.tsv", "split/", min_value=4)                        # doctest: +SKIP
 >>> mw.train("split/train.tsv", "model.npz", params={"factors": 32}).model  # doctest: +SKIP
 >>> mw.recommend("model.npz", "recs.tsv", k=10).rows                        # doctest: +SKIP
 """

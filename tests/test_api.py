@@ -189,7 +189,7 @@ def test_repeated_ids_are_refused_at_fit_not_at_load(data):
 def test_negative_or_nan_values_are_not_positives(data, bad):
     X = data.copy().astype(np.float32)
     X.data[5] = bad
-    with pytest.raises(InputError, match="1 stored values are negative or not a number"):
+    with pytest.raises(InputError, match="1 stored value is negative or not a number"):
         Popularity().fit(X)
 
 

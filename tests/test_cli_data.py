@@ -72,7 +72,7 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     first, second, header, columns, third = result.stdout.splitlines()
     assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
-    assert f"{summary['rows_below_min_rating']:,} rows below --min-rating" in second
+    assert f"{summary['rows_below_min_rating']:,} pairs below --min-value" in second
     assert third == f"  {summary['value_column']['description']}"
     # columns count from 0 in the summary, as in --columns and in errors
     assert header == "  no header line (column 2 holds '1', a number)"
@@ -154,7 +154,7 @@ def test_prepare_wrong_column_count(tmp_path):
     (["--test-fraction", "1.5"], "test fraction must be at least 0 and below 1"),
     (["--test-fraction", "-0.1"], "--test-fraction 0.2"),
     (["--test-fraction", "0.2", "--leave-out", "1"], "either --test-fraction F or --leave-out K"),
-    (["--leave-out", "0"], "leave-out count must be a positive integer"),
+    (["--leave-out", "-1"], "leave-out count must be a whole number >= 0"),
     (["--split", "temporal", "--num-splits", "2"], "temporal split is the same every time"),
     (["--num-splits", "0"], "number of splits"),
     (["--min-rating", "9"], "no interactions left"),

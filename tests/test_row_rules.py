@@ -63,7 +63,7 @@ def file_pairs(path) -> dict:
 # -- negatives ----------------------------------------------------------------------------------
 def test_returns_are_refused_by_default_naming_the_line_and_the_choices(retail, tmp_path):
     result = run("prepare", retail, "-o", tmp_path / "out", "--columns", COLUMNS)
-    one_line_error(result, f"{retail}:6:", "3 negative value(s)", "-80", "user '17850', item '85123A'",
+    one_line_error(result, f"{retail}:6:", "3 negative values", "-80", "user '17850', item '85123A'",
                    "--negatives drop", "--negatives net")
     assert not (tmp_path / "out").exists()
     # train reads the raw export by the same rules, and refuses it the same way
@@ -174,7 +174,7 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
     assert result.exit_code == 0, result.output
     s = json.loads((tmp_path / "rated" / "summary.json").read_text())
     assert s["rows_below_min_rating"] == 2 and s["pairs_kept"] == 4 and s["train"]["rows"] == 4
-    assert "2 rows below --min-rating" in result.stdout
+    assert "2 pairs below --min-value" in result.stdout
     api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=1)
     assert pairs(api) == file_pairs(tmp_path / "rated" / "train.tsv")
     assert api.row_counts["rows_below_min_value"] == 2
@@ -187,8 +187,8 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
     (pd.DataFrame({"customer": ["a"], "product": ["x"]}), {},
      "no column 'user' for the user ids; the table has 'customer', 'product' (name the columns with user_col="),
     (pd.DataFrame({"user": ["a"], "item": ["x"]}), {"value_col": "qty"}, "no column 'qty' for the values"),
-    (pd.DataFrame({"user": ["a", None], "item": ["x", "y"]}), {}, "1 row(s) have no user id (NA in column 'user')"),
-    (pd.DataFrame({"user": [None, None], "item": [None, None]}), {}, "2 row(s) have no user id"),
+    (pd.DataFrame({"user": ["a", None], "item": ["x", "y"]}), {}, "1 row has no user id (NA in column 'user')"),
+    (pd.DataFrame({"user": [None, None], "item": [None, None]}), {}, "2 rows have no user id"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": ["3", "lots"]}), {"value_col": "v"},
      "value 'lots' of row 1 in column 'v' is not a finite number"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": [1.0, np.inf]}), {"value_col": "v"},
@@ -205,7 +205,7 @@ def test_rules_that_leave_nothing_are_refused_not_a_0x0_matrix():
     returns = pd.DataFrame({"user": ["a", "b"], "item": ["x", "x"], "qty": [-1.0, -2.0]})
     with pytest.raises(InputError, match="no interactions left: 2 negative rows dropped"):
         Interactions.from_dataframe(returns, value_col="qty", negatives="drop")
-    with pytest.raises(InputError, match="0 negative rows dropped, 0 pairs netted out, 2 pairs below"):
+    with pytest.raises(InputError, match="no interactions left: 2 pairs below the minimum value"):
         Interactions.from_dataframe(returns.assign(qty=[1.0, 2.0]), value_col="qty", min_value=5)
 
 
@@ -265,3 +265,245 @@ def test_recommend_and_similar_say_did_you_mean_for_a_float_spelled_id(tmp_path)
     one_line_error(run("recommend", tmp_path / "m.npz", "--users", tmp_path / "users.txt", "--train", path,
                        "-o", tmp_path / "recs.tsv"), "did you mean '17851'")
     one_line_error(run("similar", tmp_path / "m.npz", "--items", "101.0"), "did you mean '101'")
+
+
+# -- review of the row rules: validation files, merges under a minimum, rounding, signed scales ----
+def _book_export(path, n_users=16):
+    """item;user;rating with a header (the raw layout), two taste groups of 6 items each."""
+    rows = ["isbn;user;rating"]
+    for u in range(n_users):
+        group = u % 2
+        rows += [f"g{group}b{(u + k) % 6};r{u};{1 + (u + k) % 5}" for k in range(5)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_validation_file_is_read_with_its_own_layout_not_trains(tmp_path):
+    raw = _book_export(tmp_path / "export.txt")
+    reader = ["--sep", ";", "--header", "--columns", "1,0,2"]
+    result = run("prepare", raw, "-o", tmp_path / "split", *reader, "--test-fraction", 0.2)
+    assert result.exit_code == 0, result.output
+    test = tmp_path / "split" / "test.tsv"
+    # TRAIN in the export's layout (item;user;rating, a header), the validation file as prepare wrote it
+    raw = tmp_path / "export-train.txt"
+    raw.write_text("isbn;user;rating\n" + "".join(f"{i};{u};{v}\n" for (u, i), v in
+                                                  file_pairs(tmp_path / "split" / "train.tsv").items()))
+    # the raw export's --sep/--header/--columns 1,0,2 describe TRAIN only: test.tsv is user, item, value
+    result = run("tune", raw, *reader, "--models", "itemknn", "--validation", test, "--table", tmp_path / "t.tsv")
+    assert result.exit_code == 0, result.output
+    scores = pd.read_csv(tmp_path / "t.tsv", sep="\t")["precision@10"]
+    assert scores.notna().all() and (scores > 0).all()
+    data = load_interactions(raw, rows=RowOptions(sep=";", header=True, columns="1,0,2"))
+    from mrec_warp.stages._inputs import load_validation
+    val = load_validation(test, data)
+    assert set(val.user_ids) <= set(data.user_ids) and set(val.item_ids) <= set(data.item_ids)
+
+
+def test_a_validation_file_sharing_nothing_with_train_is_refused(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
+    other = tmp_path / "other.tsv"
+    other.write_text("x1\ty1\t1\nx2\ty2\t1\n")  # another data set's file: it would score every model 0
+    for command, extra in (("train", ["-o", tmp_path / "m.npz", "--model", "wrmf", "--factors", 2]),
+                           ("tune", ["--models", "itemknn"])):
+        one_line_error(run(command, train, "--validation", other, *extra),
+                       str(other), "no validation pair has a user and an item of the training data",
+                       "0 of 2 users")
+    assert not (tmp_path / "m.npz").exists()
+
+
+RERATED = "u1\tm10\t2.0\nu1\tm10\t2.5\nu1\tm11\t5\nu2\tm10\t4\nu2\tm11\t5\n"
+
+
+def test_min_value_with_repeated_pairs_needs_the_merge_chosen(tmp_path):
+    path = tmp_path / "rerated.tsv"
+    path.write_text(RERATED)
+    # summed, two ratings of 2 and 2.5 would pass --min-rating 4 as a 4.5
+    for command, extra in (("prepare", ["-o", tmp_path / "o", "--test-fraction", 0]),
+                           ("train", ["-o", tmp_path / "m.npz", "--model", "popularity"])):
+        one_line_error(run(command, path, "--min-rating", 4, *extra), f"{path}:2:", "1 repeated row of the same user and item",
+                       "user 'u1', item 'm10'", "--duplicates last", "--duplicates max", "--duplicates sum")
+    with pytest.raises(InputError, match="`duplicates=last`"):
+        Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=4)
+    result = run("prepare", path, "-o", tmp_path / "o", "--test-fraction", 0, "--min-rating", 4,
+                 "--duplicates", "max")
+    assert result.exit_code == 0, result.output
+    assert file_pairs(tmp_path / "o" / "train.tsv") == {("u1", "m11"): 5.0, ("u2", "m10"): 4.0, ("u2", "m11"): 5.0}
+    api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=4, duplicates="max")
+    assert pairs(api) == file_pairs(tmp_path / "o" / "train.tsv")
+    # chosen sum (counts), or no minimum: as before
+    assert pairs(Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=4,
+                                             duplicates="sum"))[("u1", "m10")] == 4.5
+    assert pairs(Interactions.from_dataframe(read_ratings(path), value_col="value"))[("u1", "m10")] == 4.5
+
+
+def test_net_counts_a_pair_returned_whole_as_netted_out_whatever_the_rounding(tmp_path):
+    netted = merge_rows(np.array([0, 0, 0, 1]), np.array([0, 0, 0, 0]), np.array([0.1, 0.2, -0.3, 0.7]), None, 1,
+                        negatives="net")
+    assert netted.counts["pairs_netted_out"] == 1 and list(netted.user) == [1]
+    path = tmp_path / "kg.tsv"
+    path.write_text("c1\tflour\t0.1\nc1\tflour\t0.2\nc1\tflour\t-0.3\nc1\tsugar\t1.5\nc2\tflour\t2\n")
+    result = run("prepare", path, "-o", tmp_path / "o", "--negatives", "net", "--test-fraction", 0)
+    assert result.exit_code == 0, result.output
+    assert ("c1", "flour") not in file_pairs(tmp_path / "o" / "train.tsv")
+    # a small net that is more than rounding stays
+    kept = merge_rows(np.array([0, 0]), np.array([0, 0]), np.array([0.3, -0.2999]), None, 1, negatives="net")
+    assert kept.counts["pairs_kept"] == 1 and kept.value[0] == pytest.approx(1e-4)
+
+
+JESTER = "u1\tj1\t-9.5\nu1\tj2\t7.2\nu2\tj1\t8\nu2\tj2\t-3\nu3\tj1\t6\nu3\tj3\t5.5\nu3\tj2\t2\n"
+
+
+def test_signed_ratings_below_a_minimum_are_dropped_with_it_not_refused(tmp_path):
+    path = tmp_path / "jester.tsv"
+    path.write_text(JESTER)
+    one_line_error(run("prepare", path, "-o", tmp_path / "o"), "2 negative values", "signed ratings",
+                   "--min-value", "--negatives drop")
+    result = run("prepare", path, "-o", tmp_path / "o", "--min-value", 5, "--test-fraction", 0)
+    assert result.exit_code == 0, result.output
+    assert file_pairs(tmp_path / "o" / "train.tsv") == {("u1", "j2"): 7.2, ("u2", "j1"): 8.0, ("u3", "j1"): 6.0,
+                                                        ("u3", "j3"): 5.5}
+    expected = file_pairs(tmp_path / "o" / "train.tsv")
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (s["negative_rows"], s["rows_below_min_value"], s["pairs_kept"]) == (2, 3, 4)
+    assert "2 negative ratings (below --min-value), 3 pairs below --min-value; 4 pairs kept" in result.stdout
+    api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=5)
+    assert pairs(api) == pytest.approx(expected)  # float32 in the matrix
+    # a minimum below 0 keeps negative values: those are still refused
+    with pytest.raises(InputError, match="2 negative values"):
+        Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=-5)
+
+
+def test_min_value_needs_a_value_column_or_count_in_the_api_as_in_the_cli(tmp_path):
+    table = pd.DataFrame({"user": ["a", "a", "a", "b"], "item": ["x", "x", "y", "x"]})
+    with pytest.raises(InputError, match="`min_value` compares each pair's value, and the table has only user"):
+        Interactions.from_dataframe(table, min_value=2)
+    counted = Interactions.from_dataframe(table, min_value=2, duplicates="count")
+    assert pairs(counted) == {("a", "x"): 2.0}
+    path = tmp_path / "pairs.tsv"
+    path.write_text("a\tx\na\tx\na\ty\nb\tx\nb\ty\nb\ty\n")
+    one_line_error(run("prepare", path, "-o", tmp_path / "no", "--min-value", 2), "--min-value compares",
+                   "--duplicates count")
+    result = run("prepare", path, "-o", tmp_path / "o", "--min-value", 2, "--duplicates", "count",
+                 "--test-fraction", 0)
+    assert result.exit_code == 0, result.output
+    assert file_pairs(tmp_path / "o" / "train.tsv") == {("a", "x"): 2.0, ("b", "y"): 2.0}
+
+
+def test_refusals_name_the_line_of_the_row_also_after_filtering_or_reordering(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_text("a\tx\t1\nb\ty\t2\nc\tx\t3\nd\ty\t-4\ne\tx\t5\n")  # the return is on line 4
+    df = read_ratings(path)
+    for table, kwargs in ((df, {}), (df.iloc[::-1], {}), (df[df["user"] != "a"], {}),
+                          (df, {"user_ids": ["c", "d", "e"]}), (df.sample(frac=1, random_state=3), {})):
+        with pytest.raises(InputError) as info:
+            Interactions.from_dataframe(table, value_col="value", source=str(path), **kwargs)
+        assert str(info.value).startswith(f"{path}:4: 1 negative value") and "user 'd', item 'y'" in str(info.value)
+    # after reset_index the labels are positions, no longer the file's rows: no line rather than a wrong one
+    with pytest.raises(InputError) as info:
+        Interactions.from_dataframe(df[df["user"] != "a"].reset_index(drop=True), value_col="value",
+                                    source=str(path))
+    assert str(info.value).startswith(f"{path}: 1 negative value") and "row 2 (user 'd', item 'y')" in str(info.value)
+
+
+def test_evaluate_and_recommend_refuse_returns_in_the_files_they_read(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
+    assert run("train", train, "-o", tmp_path / "m.npz", "--model", "popularity").exit_code == 0
+    assert run("recommend", tmp_path / "m.npz", "-o", tmp_path / "recs.tsv", "-k", 3).exit_code == 0
+    test = tmp_path / "test.tsv"
+    test.write_text("u0\ti4\t1\nu1\ti5\t-1\n")  # a return is no hit
+    one_line_error(run("evaluate", "--train", train, "--test", test, "--recs", tmp_path / "recs.tsv"),
+                   f"{test}:2:", "1 negative value", "drop or net those rows first")
+    returns = tmp_path / "train-returns.tsv"
+    returns.write_text(train.read_text() + "u2\ti0\t-1\n")
+    result = run("recommend", tmp_path / "m.npz", "-o", tmp_path / "r2.tsv", "--train", returns)
+    one_line_error(result, f"{returns}:25:", "1 negative value")
+    assert "--negatives" not in result.output  # recommend has no such flag
+    one_line_error(run("evaluate", "--train", returns, "--test", test.with_name("t2.tsv"), "--recs",
+                       tmp_path / "recs.tsv"), "")  # any one-line refusal (the test file is missing)
+
+
+def test_hints_name_only_the_flags_the_command_has(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\n" for u in range(8) for k in range(3)))
+    assert run("train", train, "-o", tmp_path / "m.npz", "--model", "popularity").exit_code == 0
+    semi = tmp_path / "semi.txt"
+    semi.write_text("u0;i1;1\nu1;i2;1\n")
+    for args in (["recommend", tmp_path / "m.npz", "-o", tmp_path / "r.tsv", "--train", semi],
+                 ["evaluate", "--train", semi, "--test", semi, "--recs", train]):
+        result = run(*args)
+        one_line_error(result, f"{semi}:1:", "';' as delimiter", "prepare reads any layout")
+        assert "--sep" not in result.output and "`" not in result.output
+    # prepare has the flag: its hint names it
+    one_line_error(run("prepare", semi, "-o", tmp_path / "o", "--format", "tsv"), "--sep ';'")
+
+
+def test_prepare_takes_min_value_and_says_so_in_its_words(tmp_path):
+    import mrec_warp as mw
+
+    path = tmp_path / "r.tsv"
+    path.write_text("".join(f"u{u}\ti{k}\t{1 + (u + k) % 5}\n" for u in range(6) for k in range(5)))
+    summary = mw.prepare(path, tmp_path / "o", min_value=3, test_fraction=0)
+    assert summary["rows_below_min_value"] == summary["rows_below_min_rating"] == 12
+    assert summary["parameters"]["min_value"] == summary["parameters"]["min_rating"] == 3
+    assert mw.prepare(path, tmp_path / "o2", min_rating=3, test_fraction=0)["pairs_kept"] == summary["pairs_kept"]
+    with pytest.raises(InputError, match="one option under two names"):
+        mw.prepare(path, tmp_path / "o3", min_value=3, min_rating=4)
+    result = run("prepare", path, "-o", tmp_path / "o4", "--min-rating", 9)
+    one_line_error(result, "no interactions left: 30 pairs below the minimum value", "lower --min-value")
+
+
+def test_messages_say_numbers_plainly_and_skip_steps_that_did_nothing(tmp_path):
+    with pytest.raises(InputError) as info:
+        Interactions.from_dataframe(pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": [1.0, np.inf]}),
+                                    value_col="v")
+    assert "value inf of row 1" in str(info.value) and "(1 such row)" in str(info.value)
+    path = tmp_path / "r.tsv"
+    path.write_text("".join(f"u{u}\ti{k}\t1\n" for u in range(4) for k in range(3)))
+    result = run("prepare", path, "-o", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    assert "duplicates merged" not in result.stdout and "from 12 rows read; 12 pairs kept" in result.stdout
+
+
+def test_a_popularity_model_refuses_an_id_that_is_a_known_one_written_otherwise(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"{17850 + u}\ti{(u + k) % 6}\n" for u in range(6) for k in range(3)))
+    assert run("train", train, "-o", tmp_path / "m.npz", "--model", "popularity").exit_code == 0
+    (tmp_path / "users.txt").write_text("17851\n17850.0\n")
+    one_line_error(run("recommend", tmp_path / "m.npz", "--users", tmp_path / "users.txt", "-o",
+                       tmp_path / "r.tsv"), "users.txt:2:", "user '17850.0' is not in the model (did you mean '17850'?)")
+    (tmp_path / "users.txt").write_text("17851\nnewcomer\n")  # a new user still gets the popular items
+    assert run("recommend", tmp_path / "m.npz", "--users", tmp_path / "users.txt", "-o",
+               tmp_path / "r.tsv").exit_code == 0
+
+
+def test_a_table_with_two_columns_of_one_name_is_refused_in_one_line():
+    table = pd.DataFrame([["a", "x", 1.0, 2.0]], columns=["user", "item", "value", "value"])
+    with pytest.raises(InputError, match="the table has 2 columns named 'value'"):
+        Interactions.from_dataframe(table, value_col="value")
+
+
+def test_leave_out_zero_puts_every_row_in_train_as_test_fraction_zero(retail, tmp_path):
+    for flag in ("--leave-out", "--test-fraction"):
+        result = run("prepare", retail, "-o", tmp_path / flag, "--columns", COLUMNS, "--negatives", "drop", flag, 0)
+        assert result.exit_code == 0, result.output
+    assert (tmp_path / "--leave-out" / "train.tsv").read_bytes() == (tmp_path / "--test-fraction" / "train.tsv").read_bytes()
+    assert (tmp_path / "--leave-out" / "test.tsv").read_text() == ""
+
+
+def test_row_counts_is_part_of_interactions():
+    data = Interactions(np.eye(2), ["a", "b"], ["x", "y"])
+    assert data.row_counts is None
+    built = Interactions.from_dataframe(pd.DataFrame({"user": ["a"], "item": ["x"]}))
+    assert built.row_counts["pairs_kept"] == 1
+
+
+def test_a_validation_file_in_another_layout_gets_a_hint_without_trains_flags(tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
+    semi = tmp_path / "val.txt"
+    semi.write_text("u0;i4;1\nu1;i5;1\n")
+    result = run("train", train, "-o", tmp_path / "m.npz", "--model", "wrmf", "--validation", semi)
+    one_line_error(result, f"{semi}:1:", "';' as delimiter")
+    assert "--sep" not in result.output  # --sep would describe TRAIN, not this file

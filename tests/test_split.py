@@ -61,17 +61,17 @@ def test_file_without_ratings_makes_every_row_a_positive(tmp_path):
 
 def test_min_rating_needs_a_rating_column(tmp_path):
     path = write_rows(tmp_path / "pairs.tsv", [("a", "x"), ("a", "y")])
-    with pytest.raises(InputError, match="`min_rating` needs a rating column") as info:
+    with pytest.raises(InputError, match="`min_value` compares each pair's value, and the table has only user and item") as info:
         prepare(path, tmp_path / "out", min_rating=4)
-    assert "--min-rating needs a rating column" in error_line(info.value)  # what the CLI says
+    assert "--min-value compares each pair's value" in error_line(info.value)  # what the CLI says
     assert not (tmp_path / "out").exists()
 
 
 def test_nothing_left_is_an_error_and_writes_nothing(tmp_path):
     path = write_rows(tmp_path / "r.tsv", [("a", "x", 1), ("a", "y", 2), ("b", "x", 3)])
-    with pytest.raises(InputError, match="no interactions left.*lower `min_rating`") as info:
+    with pytest.raises(InputError, match="no interactions left.*lower `min_value`") as info:
         prepare(path, tmp_path / "out", min_rating=4)
-    assert re.search("no interactions left.*lower --min-rating", error_line(info.value))
+    assert re.search("no interactions left.*lower --min-value", error_line(info.value))
     assert not (tmp_path / "out").exists()
 
 
@@ -176,7 +176,8 @@ def test_items_only_in_test_are_dropped_and_counted():
 
 def test_split_is_a_partition_and_every_count_adds_up():
     df = random_ratings(seed=7)
-    for train, test, s in iter_splits(df, min_rating=2, min_user_items=3, test_fraction=0.25, num_splits=3, seed=9):
+    for train, test, s in iter_splits(df, min_rating=2, min_user_items=3, test_fraction=0.25, num_splits=3, seed=9,
+                                      duplicates="max"):
         pairs_train = set(zip(train["user"], train["item"]))
         pairs_test = set(zip(test["user"], test["item"]))
         assert not pairs_train & pairs_test
@@ -211,7 +212,7 @@ def test_per_user_counts_match_a_pandas_reference():
 # -- files --------------------------------------------------------------------------------------
 def test_files_and_summary(tmp_path):
     path = frame_file(tmp_path, random_ratings(seed=2))
-    summary = prepare(path, tmp_path / "out", min_rating=3, seed=1)
+    summary = prepare(path, tmp_path / "out", min_rating=3, seed=1, duplicates="max")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
     train, test, on_disk = read_split(tmp_path / "out")
     assert on_disk == summary
@@ -221,7 +222,7 @@ def test_files_and_summary(tmp_path):
     assert summary["input"] == str(path)
     assert summary["parameters"] == {
         "format": "auto", "sep": None, "header": None, "columns": None,
-        "duplicates": "sum", "negatives": "refuse", "min_rating": 3,
+        "duplicates": "max", "negatives": "refuse", "min_value": 3, "min_rating": 3,
         "min_user_items": 1, "split": "random", "test_fraction": 0.2, "leave_out": None,
         "num_splits": 1, "seed": 1,
     }
@@ -267,7 +268,7 @@ def test_bad_test_fraction(tmp_path, fraction):
     "options, message",
     [
         ({"test_fraction": 0.2, "leave_out": 1}, "either --test-fraction F or --leave-out K"),
-        ({"leave_out": 0}, "leave-out count must be a positive integer"),
+        ({"leave_out": -1}, "leave-out count must be a whole number >= 0"),
         ({"split": "leave-out"}, "needs a count"),
         ({"split": "sideways"}, "unknown split 'sideways'"),
         ({"split": "temporal", "num_splits": 3}, "temporal split is the same every time"),

@@ -341,7 +341,8 @@ def test_similar_errors_name_parameters(files, tmp_path):
     with pytest.raises(InputError, match=r"item ' i7' is not in the model") as caught:
         mw.similar(model, "i3, i7")
     assert "`items` takes ids exactly as given between commas" in caught.value.hint
-    assert "(write --items 'a,b', not 'a, b')" in error_line(caught.value)
+    assert "(did you mean 'i7'?)" in str(caught.value)  # the one place of a did-you-mean: after the id
+    assert "write --items 'a,b', not 'a, b')" in error_line(caught.value)
     with pytest.raises(ParameterError, match=r"give exactly one of `items` or `items_file`"):
         mw.similar(model)
     model.save(tmp_path / "m.npz")

@@ -264,15 +264,20 @@ def row_options(func: Callable) -> Callable:
     """``--duplicates``, ``--negatives`` and ``--min-value``: the row rules of
     :mod:`mrec_warp.data.rows`, declared once for prepare, train and tune."""
     options = (
-        click.option("--duplicates", type=click.Choice(DUPLICATES), default=DEFAULT_DUPLICATES, show_default=True,
+        # no default value: with --min-value, repeated pairs need the rule chosen (rows.merge_rows)
+        click.option("--duplicates", type=click.Choice(DUPLICATES), default=None,
                      help="How repeated (user, item) rows merge: sum their values, keep the largest, the "
-                          "first or last in file order, or count the rows. The merged timestamp is the earliest."),
+                          "first or last in file order, or count the rows. The merged timestamp is the earliest. "
+                          "With --min-value, repeated pairs need it chosen (ratings: last or max).  "
+                          f"[default: {DEFAULT_DUPLICATES}]"),
         click.option("--negatives", type=click.Choice(NEGATIVES), default=DEFAULT_NEGATIVES, show_default=True,
                      help="Negative values (returns): refuse the file, drop those rows, or net them against "
-                          "the same user and item (sum; pairs netting <= 0 dropped)."),
+                          "the same user and item (sum; pairs netting <= 0 dropped). With --min-value >= 0 "
+                          "they are ratings below it (a -10..10 scale), not refused."),
         click.option("--min-value", "--min-rating", "min_value", type=float, metavar="R",
                      help="Drop (merged) pairs valued below R, e.g. ratings below 4 [keep all: a value is a "
-                          "strength, 0 the lowest; train --confidence weighs rows by it]."),
+                          "strength, 0 the lowest; train --confidence weighs rows by it]. Needs a value column, "
+                          "or --duplicates count (pairs of at least R rows)."),
     )
     for option in reversed(options):
         func = option(func)

@@ -6,11 +6,13 @@ from typing import Any, Dict
 
 import click
 
+from ..data.rows import describe_counts
 from ..data.split import SPLITS
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
 from ..files import check_outputs
+from ._flags import as_flags
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 
 
@@ -44,7 +46,8 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="Share of each user's interactions put in test, rounded, at least 1 [0.2]; 0 puts "
                    "every row in train.tsv (test.tsv is empty): a model on all the data.")
 @click.option("--leave-out", type=int, metavar="K",
-              help="Put K interactions of each user in test instead of a fraction.")
+              help="Put K interactions of each user in test instead of a fraction; 0 puts every row in "
+                   "train.tsv, as --test-fraction 0.")
 @click.option("--split", "split_kind", type=click.Choice(SPLITS), default="random", show_default=True,
               help="Choose test rows at random, the latest by timestamp (temporal), every row after one "
                    "cut-off (global-time: --cutoff, or --test-fraction of the rows by time), or hold out "
@@ -74,7 +77,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
     result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_rating=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
+        min_value=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features, cutoff=cutoff,
     )
@@ -90,18 +93,9 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
     """What was written, what was dropped on the way, how the input was read (first split
     only) and what became of the value column."""
-    rules = s.get("parameters", {})
-    dropped = [f"{plural(s['duplicates_merged'], 'duplicate')} merged ({rules.get('duplicates', 'sum')})"]
-    if s.get("negative_rows_dropped"):
-        dropped.append(f"{plural(s['negative_rows_dropped'], 'negative row')} dropped")
-    if rules.get("negatives") == "net" and s.get("negative_rows"):
-        dropped.append(f"{plural(s['negative_rows'], 'negative row')} netted, "
-                       f"{plural(s['pairs_netted_out'], 'pair')} with net <= 0 dropped")
-    if s["rows_below_min_rating"]:
-        dropped.append(f"{plural(s['rows_below_min_rating'], 'row')} below --min-rating")
-    # the row rules end with the pairs they kept; what follows is per user and per split
-    dropped = ["; ".join([", ".join(dropped), plural(s["pairs_kept"], "pair") + " kept"])] if "pairs_kept" in s \
-        else dropped
+    rules = s["parameters"]
+    # the row rules end with the pairs they kept (one wording with train's log); then per user and per split
+    dropped = [describe_counts(s, rules["duplicates"], rules["negatives"], "--min-value", read=False)]
     if s["rows_of_users_below_min_user_items"]:
         dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:
@@ -119,7 +113,7 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
                   if "reading" in s and not s.get("split"))
-        + (f"\n  {s['value_column']['description']}" if "value_column" in s else "")
+        + (f"\n  {as_flags(s['value_column']['description'])}" if "value_column" in s else "")
         + ("\n  input is not valid UTF-8: read as Latin-1, and train.tsv / test.tsv are written in Latin-1"
            if s.get("encoding") == "latin-1" else "")
     )

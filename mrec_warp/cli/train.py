@@ -65,7 +65,8 @@ Examples:
                    "this fraction of it [0.002].")
 @click.option("--validation-fraction", type=float, help="Share of each user's items held out for early stopping [0.1].")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
-              help="Validation file instead of an internal hold-out (no refit then).")
+              help="Validation file instead of an internal hold-out (no refit then); its layout is "
+                   "guessed (--sep/--columns describe TRAIN), the row rules apply.")
 @click.option("--refit/--no-refit", default=None,
               help="After early stopping, train on all data (WARP: see --warm-epochs; wrmf: "
                    "from scratch for the best count) [on].")

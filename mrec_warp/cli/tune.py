@@ -51,7 +51,8 @@ alone, from a default space.
               help="Write the best parameters as JSON (for 'train --params').")
 @click.option("--table", "table_file", type=click.Path(dir_okay=False), help="Write every trial as TSV.")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
-              help="Validation file [hold out --validation-fraction of each user's items].")
+              help="Validation file, its layout guessed (--sep/--columns describe TRAIN) [hold out "
+                   "--validation-fraction of each user's items].")
 @click.option("--validation-fraction", type=float, default=0.1, show_default=True,
               help="Share of each user's items held out to score the trials.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True,

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .near_ids import did_you_mean
-from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, merge_rows, table_locator
+from ..progress import plural
+from .rows import DEFAULT_NEGATIVES, merge_rows, nothing_left, table_locator
 
 #: Column names of the canonical interactions table (what ratings files are read into).
 CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
@@ -62,7 +63,8 @@ def check_values(data: np.ndarray, indptr: Optional[np.ndarray] = None) -> None:
         where = ""
         if indptr is not None:
             where = f" (the first in row {int(np.searchsorted(indptr, int(np.argmax(bad)), side='right') - 1)})"
-        raise InputError(f"{int(bad.sum()):,} stored values are negative or not a number{where}; "
+        n_bad = int(bad.sum())
+        raise InputError(f"{plural(n_bad, 'stored value')} {'is' if n_bad == 1 else 'are'} negative or not a number{where}; "
                          "a value is the strength of an interaction, >= 0 (0 is the weakest)",
                          hint="drop or net those rows first (e.g. returns against purchases)")
 
@@ -94,6 +96,9 @@ class Interactions:
     item_ids: np.ndarray
     _user_index: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
     _item_index: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
+    #: What the row rules did (:attr:`mrec_warp.data.rows.MergedRows.counts`, plus
+    #: ``rows_outside_given_ids``) when built by :meth:`from_dataframe`; ``None`` otherwise.
+    row_counts: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.matrix = as_csr(self.matrix)
@@ -158,7 +163,7 @@ class Interactions:
         value_col: Optional[str] = None,
         user_ids: Optional[Sequence] = None,
         item_ids: Optional[Sequence] = None,
-        duplicates: str = DEFAULT_DUPLICATES,
+        duplicates: Optional[str] = None,
         negatives: str = DEFAULT_NEGATIVES,
         min_value: Optional[float] = None,
         source: Optional[str] = None,
@@ -185,13 +190,16 @@ class Interactions:
             Fix the index space (rows with ids outside it are dropped); by default ids are
             taken in order of first appearance, those with a kept row only (an item whose
             every row was a return netted out is not in the data, as in ``prepare``'s files).
-        duplicates : {"sum", "max", "first", "last", "count"}
+        duplicates : {"sum", "max", "first", "last", "count"}, optional
             How repeated (user, item) rows merge (default ``sum``, as ``prepare``):
-            :mod:`mrec_warp.data.rows`.
+            :mod:`mrec_warp.data.rows`. With ``min_value`` and repeated pairs it must be
+            given (ratings: ``last`` or ``max``; counts: ``sum``).
         negatives : {"refuse", "drop", "net"}
-            What negative values do (default ``refuse``, as ``prepare``).
+            What negative values do (default ``refuse``, as ``prepare``; with a
+            ``min_value`` >= 0 they are ratings below it).
         min_value : float, optional
-            Drop merged pairs valued below this (``prepare --min-value``).
+            Drop merged pairs valued below this (``prepare --min-value``); needs
+            ``value_col`` unless ``duplicates="count"``.
         source : str, optional
             The file ``df`` was read from, named in errors (with the line, when ``df`` came
             from :func:`~mrec_warp.data.ratings.read_ratings`).
@@ -208,8 +216,8 @@ class Interactions:
             bad = ~np.isfinite(values)
             if bad.any():
                 row = int(np.argmax(bad))
-                raise InputError(f"value {df[value_col].iloc[row]!r} of row {df.index[row]!r} in column "
-                                 f"{value_col!r} is not a finite number ({int(bad.sum()):,} such rows)",
+                raise InputError(f"value {_shown(df[value_col].iloc[row])} of row {df.index[row]!r} in column "
+                                 f"{value_col!r} is not a finite number ({plural(int(bad.sum()), 'such row')})",
                                  path=source, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
             u_codes, u_uniques = pd.factorize(users, sort=False)
@@ -224,19 +232,16 @@ class Interactions:
             i_uniques = _id_array(item_ids)
             i_codes = pd.Index(i_uniques).get_indexer(items)
         keep = (u_codes >= 0) & (i_codes >= 0)
-        table = df
-        if not keep.all():
+        positions = None
+        if not keep.all():  # rows outside the given ids: the codes skip them, messages still name df's rows
+            positions = np.flatnonzero(keep)
             u_codes, i_codes = u_codes[keep], i_codes[keep]
             values = None if values is None else values[keep]
-            table = df[keep]
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
-                          negatives=negatives, min_value=min_value,
-                          locate=table_locator(table, user_col, item_col, source))
-        c = rows.counts
-        if c["rows_read"] and not c["pairs_kept"]:  # as prepare: an empty model is never what was meant
-            raise InputError(f"no interactions left: {c['negative_rows_dropped']:,} negative rows dropped, "
-                             f"{c['pairs_netted_out']:,} pairs netted out, {c['rows_below_min_value']:,} pairs "
-                             "below the minimum value", path=source, hint="lower `min_value`, or check `negatives`")
+                          negatives=negatives, min_value=min_value, source=source,
+                          locate=table_locator(df, user_col, item_col, source, positions))
+        if rows.counts["rows_read"] and not rows.counts["pairs_kept"]:  # as prepare
+            raise nothing_left(rows.counts, source)
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = _compact(user, u_uniques)
@@ -288,13 +293,24 @@ def _compact(codes: np.ndarray, uniques: np.ndarray):
 
 def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Optional[str],
                    source: Optional[str]) -> None:
-    """Refuse a column name the table does not have, listing the ones it has."""
+    """Refuse a column name the table does not have (listing the ones it has), or has twice."""
     for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
                              ("values", value_col, "value_col")):
-        if col is not None and col not in df.columns:
+        if col is None:
+            continue
+        if col not in df.columns:
             have = ", ".join(repr(c) for c in df.columns) or "none"
             raise InputError(f"no column {col!r} for the {role}; the table has {have}", path=source,
                              hint="name the columns with user_col=, item_col= and value_col=")
+        if int((df.columns == col).sum()) > 1:  # df[col] would be a table, not a column
+            raise InputError(f"the table has {int((df.columns == col).sum())} columns named {col!r}, which "
+                             f"{param} names", path=source,
+                             hint="rename or drop the extra ones, e.g. `df.loc[:, ~df.columns.duplicated()]`")
+
+
+def _shown(value) -> str:
+    """A cell as a message shows it: ``inf``, ``'lots'``, never ``np.float64(inf)``."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.Series:
@@ -303,7 +319,9 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.
     missing = column.isna().to_numpy()
     if missing.any():
         row = int(np.argmax(missing))
-        raise InputError(f"{int(missing.sum()):,} row(s) have no {role} id (NA in column {col!r}), the first "
+        n_missing = int(missing.sum())
+        raise InputError(f"{plural(n_missing, 'row')} {'has' if n_missing == 1 else 'have'} no {role} id "
+                         f"(NA in column {col!r}), the first "
                          f"row {df.index[row]!r}", path=source,
                          hint=f"drop them first, e.g. `df.dropna(subset=[{col!r}])`, or fill them in")
     text = column.astype(str)

@@ -26,7 +26,7 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, merge_rows, table_locator
+from .rows import DEFAULT_NEGATIVES, merge_rows, table_locator
 
 
 @dataclass
@@ -78,7 +78,7 @@ class Positives:
 
 
 def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1,
-             duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES,
+             duplicates: Optional[str] = None, negatives: str = DEFAULT_NEGATIVES,
              source: Optional[str] = None) -> Positives:
     """Apply the row rules, then drop users with too few rows.
 
@@ -106,7 +106,7 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     value = df["value"].to_numpy(dtype=np.float64) if "value" in df else None  # None: every row a positive
     timestamp = df["timestamp"].to_numpy(dtype=np.int64) if "timestamp" in df else None
     rows = merge_rows(user, item, value, timestamp, len(item_ids), duplicates=duplicates, negatives=negatives,
-                      min_value=min_rating, locate=table_locator(df, source=source))
+                      min_value=min_rating, locate=table_locator(df, source=source), source=source)
     user, item, value, timestamp = rows.user, rows.item, rows.value, rows.timestamp
     counts = dict(rows.counts)
     counts["rows_below_min_rating"] = counts["rows_below_min_value"]  # prepare's name for it

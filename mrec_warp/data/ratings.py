@@ -8,6 +8,7 @@ and line; what the reader found is recorded in ``attrs["reading"]``
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -15,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, spell_parameters
 from ..files import PathLike
 from .delimited import (
     WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
@@ -25,6 +26,8 @@ from .inputs import as_regular_file, check_readable, detect_encoding, input_path
 from .interactions import CANONICAL_COLUMNS
 
 FORMATS = ("auto", "tsv", "csv", "movielens")
+#: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
+READER_OPTIONS = ("format", "sep", "header", "columns")
 
 #: Header names that give a header away even when every column holds text ids; compared
 #: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
@@ -51,6 +54,38 @@ MAX_ABS_VALUE = 1e15
 MAX_ABS_TIMESTAMP = 2 ** 53
 
 
+def _offering_options(read):
+    """``read_ratings`` with ``reader_options``: the reader options the caller offers its
+    users. A refusal whose message or hint names another one (``try `sep=';'```, which
+    ``recommend --train`` has no flag for) is worded without it (:func:`_without_options`)."""
+    @functools.wraps(read)
+    def wrapper(*args, reader_options: Sequence[str] = READER_OPTIONS, **kwargs):
+        try:
+            return read(*args, **kwargs)
+        except InputError as exc:
+            missing = set(exc.params) & (set(READER_OPTIONS) - set(reader_options))
+            if not missing:
+                raise
+            raise _without_options(exc, missing) from None
+    return wrapper
+
+
+def _without_options(exc: InputError, missing) -> InputError:
+    words = {"format": "the format", "sep": "as delimiter", "header": "a header line", "columns": "columns"}
+
+    def spell(name: str, value: Optional[str]) -> Optional[str]:
+        if name not in missing:
+            return None
+        return words[name] if value is None else (f"{value} {words[name]}" if name == "sep" else
+                                                  f"{words[name]} {value}")
+
+    hint = (f"{spell_parameters(exc.hint, spell)}; " if exc.hint else "") + (
+        "this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
+        "them: prepare reads any layout and writes that one")
+    return InputError(spell_parameters(exc.message, spell), path=exc.path, line=exc.line, hint=hint)
+
+
+@_offering_options
 def read_ratings(
     path: PathLike,
     format: str = "auto",
@@ -98,6 +133,9 @@ def read_ratings(
         position). By default the first four fields, in that order (with a header, up to the
         first unnamed column; without one, a last column empty on every line is dropped).
         Only these columns must be present and non-empty; others may be empty or missing.
+    reader_options : sequence of str
+        Which of ``format``, ``sep``, ``header`` and ``columns`` the caller offers its
+        users (default: all); a refusal is worded without the others.
 
     Returns
     -------
@@ -188,6 +226,7 @@ def read_ratings(
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
+    out.attrs["reading"]["rows"] = len(out)  # labels 0..rows-1 are data rows: the row rules name lines by them
     return out
 
 

@@ -8,21 +8,28 @@ give the same values for the same rows and options. In order:
 1. **Negative values** (returns, cancellations, dislikes) are counted, then, by ``negatives``:
 
    * ``refuse`` (the default): the table is refused, naming the first such row and the
-     options that choose what to do; a return silently kept as a purchase is a wrong answer;
+     options that choose what to do; a return silently kept as a purchase is a wrong answer.
+     Except with a ``min_value`` >= 0 (and a merge other than ``count``): then a negative
+     value is a rating below the minimum (a -10..10 scale), merged like any other, and its
+     pair dropped with the others below the minimum unless the merge lifts it;
    * ``drop``: those rows are removed;
    * ``net``: they are summed with the other rows of their (user, item) pair, and pairs that
-     held a negative row and whose net is <= 0 are removed (everything bought was returned).
-     Netting is a sum, so it needs ``duplicates="sum"``.
+     held a negative row and whose net is <= 0 are removed (everything bought was returned;
+     a net within a billionth of the quantities moved counts as 0, so 0.1 + 0.2 - 0.3 is
+     netted out whatever the rounding). Netting is a sum, so it needs ``duplicates="sum"``.
 
 2. **Duplicates.** Rows with the same (user, item) become one, whose value is, by
    ``duplicates``: ``sum`` (the default: 3 invoice lines of 40 units are 120 units, a song
    played twice is a stronger signal), ``max``, ``first`` / ``last`` (in table order, i.e.
    file order), or ``count`` (the number of rows, whatever their values). The merged
    pair's timestamp is the *earliest* of its rows' (when the user first met the item), so a
-   temporal split puts in test the items users met last.
+   temporal split puts in test the items users met last. With ``min_value`` and repeated
+   pairs the rule must be chosen: a sum of two ratings of 2 is no rating of 4 (ratings:
+   ``last`` or ``max``; counts: ``sum``).
 3. **Minimum value.** With ``min_value``, merged pairs valued below it are removed (this is
-   ``prepare --min-rating``). Nothing else removes a row: a zero value is a positive with
-   the lowest confidence.
+   ``prepare --min-value``, alias ``--min-rating``). It needs a value column, except with
+   ``duplicates="count"`` (the count is the value). Nothing else removes a row: a zero
+   value is a positive with the lowest confidence.
 
 Every step is counted in :attr:`MergedRows.counts` (``prepare``'s ``summary.json``).
 """
@@ -32,11 +39,13 @@ import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..errors import InputError
+from ..progress import plural
 
 #: How repeated (user, item) rows merge; the first is the default everywhere.
 DUPLICATES = ("sum", "max", "first", "last", "count")
@@ -44,6 +53,8 @@ DUPLICATES = ("sum", "max", "first", "last", "count")
 NEGATIVES = ("refuse", "drop", "net")
 DEFAULT_DUPLICATES = DUPLICATES[0]
 DEFAULT_NEGATIVES = NEGATIVES[0]
+#: ``net``: a pair whose net is within this share of the quantities its rows moved is netted out.
+NET_TOLERANCE = 1e-9
 
 #: Where a row is, for messages: row index -> (path or None, line or None, words naming the row).
 Locate = Callable[[int], "tuple[Optional[str], Optional[int], str]"]
@@ -72,13 +83,15 @@ class MergedRows:
     counts: Dict[str, int]
 
 
-def check_row_options(duplicates: str, negatives: str, min_value: Optional[float] = None) -> None:
-    """Refuse an unknown rule, a non-number ``min_value``, or ``net`` with a merge other than sum."""
-    if duplicates not in DUPLICATES:
+def check_row_options(duplicates: Optional[str], negatives: str, min_value: Optional[float] = None) -> None:
+    """Refuse an unknown rule, a non-number ``min_value``, or ``net`` with a merge other than sum.
+
+    ``duplicates=None`` is the default rule (sum) not chosen by the user (see :func:`merge_rows`)."""
+    if duplicates is not None and duplicates not in DUPLICATES:
         raise InputError(f"unknown duplicates rule {duplicates!r}", hint=f"use one of {', '.join(DUPLICATES)}")
     if negatives not in NEGATIVES:
         raise InputError(f"unknown negatives rule {negatives!r}", hint=f"use one of {', '.join(NEGATIVES)}")
-    if negatives == "net" and duplicates != "sum":
+    if negatives == "net" and duplicates not in (None, "sum"):
         raise InputError(f"`negatives=net` sums each pair's rows (a return cancels a purchase), which "
                          f"`duplicates={duplicates}` contradicts",
                          hint="use `duplicates=sum` with `negatives=net`, or `negatives=drop`")
@@ -87,16 +100,25 @@ def check_row_options(duplicates: str, negatives: str, min_value: Optional[float
         raise InputError(f"minimum value must be a number, got {min_value!r}", hint="e.g. `min_value=1`")
 
 
+def signed_ratings(duplicates: str, negatives: str, min_value: Optional[float]) -> bool:
+    """Whether negative values are ratings below the minimum rather than returns: with the
+    default ``negatives`` and a ``min_value`` >= 0 (a -10..10 scale binarised at 5), every
+    pair whose merged value is negative is below the minimum and dropped with it, so none
+    reaches a model. ``count`` compares row counts, not values: there they stay refused."""
+    return negatives == "refuse" and min_value is not None and min_value >= 0 and duplicates != "count"
+
+
 def merge_rows(
     user: np.ndarray,
     item: np.ndarray,
     value: Optional[np.ndarray],
     timestamp: Optional[np.ndarray],
     n_items: int,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
     locate: Optional[Locate] = None,
+    source: Optional[str] = None,
 ) -> MergedRows:
     """Apply the row rules (module docstring) to rows given as integer codes.
 
@@ -109,17 +131,28 @@ def merge_rows(
     timestamp : numpy.ndarray of int, optional
     n_items : int
         Number of item codes.
-    duplicates, negatives, min_value
+    duplicates : str, optional
+        How repeated pairs merge; ``None`` is the default (sum) *not chosen*: with
+        ``min_value`` it refuses pairs that were merged (a sum of two low ratings is no
+        high rating), asking which rule the values need.
+    negatives, min_value
         The rules; see the module docstring.
     locate : callable, optional
-        ``row -> (path, line, words)`` for the refusal of a negative value; by default the
-        row is named by its 0-based position.
+        ``row -> (path, line, words)`` for the refusal of a row; by default the row is
+        named by its 0-based position.
+    source : str, optional
+        The file the rows came from, named in refusals that concern no single row.
 
     Returns
     -------
     MergedRows
     """
     check_row_options(duplicates, negatives, min_value)
+    chosen, duplicates = duplicates is not None, duplicates or DEFAULT_DUPLICATES
+    if min_value is not None and value is None and duplicates != "count":
+        raise InputError("`min_value` compares each pair's value, and the table has only user and item",
+                         path=source, hint="name the value column (`columns` for a file, value_col= for a table), "
+                                           "or use `duplicates=count` to keep pairs of at least that many rows")
     user = np.asarray(user, dtype=np.int64)
     item = np.asarray(item, dtype=np.int64)
     n = len(user)
@@ -130,15 +163,17 @@ def merge_rows(
     counts["negative_rows"] = n_negative
     counts["negative_rows_dropped"] = 0
     counts["pairs_netted_out"] = 0
-    if n_negative and negatives == "refuse":
+    if n_negative and negatives == "refuse" and not signed_ratings(duplicates, negatives, min_value):
         raise _negative_error(int(np.argmax(negative)), n_negative, value, locate)
+    row = np.arange(n, dtype=np.int64)  # each row's place in the table, for messages
     if n_negative and negatives == "drop":
         keep = ~negative
-        user, item, value, negative = user[keep], item[keep], value[keep], negative[keep]
+        user, item, value, negative, row = user[keep], item[keep], value[keep], negative[keep], row[keep]
         timestamp = None if timestamp is None else np.asarray(timestamp)[keep]
         counts["negative_rows_dropped"] = n_negative
 
-    key = user * np.int64(max(n_items, 1)) + item
+    width = np.int64(max(n_items, 1))
+    key = user * width + item
     # not a stable sort (4x faster): first / last take the smallest / largest row number of
     # each pair instead, which is file order whatever the sort did with ties
     order = np.argsort(key)
@@ -163,12 +198,18 @@ def merge_rows(
         ts = np.minimum.reduceat(np.asarray(timestamp, dtype=np.int64)[order], starts) if len(key) else \
             np.zeros(0, dtype=np.int64)
     counts["duplicates_merged"] = int(len(key) - len(starts))
+    if min_value is not None and not chosen and counts["duplicates_merged"] and negatives != "net":
+        raise _merge_error(row[order[starts[int(np.argmax(ends - starts > 1))] + 1]], counts["duplicates_merged"],
+                           locate)
     key = key[starts]
 
     keep = np.ones(len(key), dtype=bool)
     if negatives == "net" and n_negative:
         had_negative = np.maximum.reduceat(negative[order], starts) if len(key) else keep
-        netted_out = had_negative & (merged <= 0)
+        # a pair returned whole nets to 0 up to rounding (0.1 + 0.2 - 0.3 is 2.8e-17, not 0):
+        # a net within a billionth of the quantities moved is nothing left
+        moved = np.add.reduceat(np.abs(v), starts) if len(key) else v
+        netted_out = had_negative & (merged <= NET_TOLERANCE * moved)
         counts["pairs_netted_out"] = int(netted_out.sum())
         keep &= ~netted_out
     if min_value is not None:
@@ -179,57 +220,123 @@ def merge_rows(
         counts["rows_below_min_value"] = 0
     counts["pairs_kept"] = int(keep.sum())
     key = key[keep]
-    width = np.int64(max(n_items, 1))
     return MergedRows(user=key // width, item=key % width, value=merged[keep],
                       timestamp=None if ts is None else ts[keep], counts=counts)
 
 
-def _negative_error(row: int, n_negative: int, value: np.ndarray, locate: Optional[Locate]) -> InputError:
+def _negative_error(row: int, n_negative: int, value: np.ndarray, locate: Optional[Locate],
+                    hint: Optional[str] = None) -> InputError:
     path, line, words = locate(row) if locate is not None else (None, None, f"row {row}")
     return InputError(
-        f"{n_negative:,} negative value(s) (returns, cancellations?), the first {value[row]:g} in {words}",
+        f"{plural(n_negative, 'negative value')} (returns, cancellations, signed ratings?), the first "
+        f"{value[row]:g} in {words}",
         path=path, line=line,
-        hint="choose what they mean: `negatives=drop` removes those rows, `negatives=net` subtracts them "
-             "from the same user and item",
+        hint=hint or "choose what they mean: `negatives=drop` removes those rows, `negatives=net` subtracts "
+                     "them from the same user and item; for ratings on a signed scale, `min_value` drops those "
+                     "below it",
     )
 
 
-def describe_counts(counts: Dict[str, int], duplicates: str, negatives: str) -> str:
-    """The row rules' counts in one phrase, e.g. "1,000 rows read, 120 merged (sum), 4 negative
-    rows dropped, 995 pairs kept"."""
-    parts = [f"{counts['rows_read']:,} rows read", f"{counts['duplicates_merged']:,} merged ({duplicates})"]
+def refuse_negatives(df, source: Optional[str] = None) -> None:
+    """The default rule (``negatives="refuse"``) for a table read by a command that has no
+    row options (``evaluate``'s files, ``recommend``'s ``train`` and ``history``): a return
+    scored as a hit, excluded or folded in as an interaction would be a wrong answer."""
+    if "value" not in df:
+        return
+    negative = df["value"].to_numpy(dtype=np.float64) < 0
+    if negative.any():
+        raise _negative_error(int(np.argmax(negative)), int(negative.sum()), df["value"].to_numpy(dtype=np.float64),
+                              table_locator(df, source=source),
+                              hint="a return is no interaction: drop or net those rows first, e.g. with prepare "
+                                   "and its negatives option")
+
+
+def _merge_error(row: int, n_merged: int, locate: Optional[Locate]) -> InputError:
+    path, line, words = locate(row) if locate is not None else (None, None, f"row {row}")
+    return InputError(
+        f"{plural(n_merged, 'repeated row')} of the same user and item, the first in {words}: `min_value` "
+        "compares their merged value, and the default merge (a sum) would make two low ratings a high one",
+        path=path, line=line,
+        hint="say how they merge: for ratings `duplicates=last` or `duplicates=max`; for counts `duplicates=sum`",
+    )
+
+
+def describe_counts(counts: Dict[str, int], duplicates: Optional[str], negatives: str,
+                    min_value: str = "the minimum value", read: bool = True) -> str:
+    """The row rules' counts in one phrase, e.g. "1,000 rows read; 120 duplicates merged
+    (sum), 4 negative rows dropped; 995 pairs kept" (``min_value``: how the minimum is
+    named; ``read=False`` leaves out the rows read). The one wording for ``prepare``'s
+    summary and ``train``'s log; a step that removed nothing is not mentioned."""
+    parts = []
+    if counts["duplicates_merged"]:
+        parts.append(f"{plural(counts['duplicates_merged'], 'duplicate')} merged ({duplicates or DEFAULT_DUPLICATES})")
     if counts["negative_rows_dropped"]:
-        parts.append(f"{counts['negative_rows_dropped']:,} negative rows dropped")
+        parts.append(f"{plural(counts['negative_rows_dropped'], 'negative row')} dropped")
     if negatives == "net" and counts["negative_rows"]:
-        parts.append(f"{counts['negative_rows']:,} negative rows netted, "
-                     f"{counts['pairs_netted_out']:,} pairs with net <= 0 dropped")
+        parts.append(f"{plural(counts['negative_rows'], 'negative row')} netted, "
+                     f"{plural(counts['pairs_netted_out'], 'pair')} with net <= 0 dropped")
+    if negatives == "refuse" and counts["negative_rows"]:  # signed ratings (see signed_ratings)
+        parts.append(f"{plural(counts['negative_rows'], 'negative rating')} (below {min_value})")
     if counts["rows_below_min_value"]:
-        parts.append(f"{counts['rows_below_min_value']:,} below the minimum value")
-    parts.append(f"{counts['pairs_kept']:,} pairs kept")
-    return ", ".join(parts)
+        parts.append(f"{plural(counts['rows_below_min_value'], 'pair')} below {min_value}")
+    return "; ".join(([plural(counts["rows_read"], "row") + " read"] if read else [])
+                     + ([", ".join(parts)] if parts else []) + [plural(counts["pairs_kept"], "pair") + " kept"])
 
 
-def table_locator(df, user_col: str = "user", item_col: str = "item", source: Optional[str] = None) -> Locate:
-    """``locate`` for :func:`merge_rows` over the rows of ``df``: the file's line when ``df``
-    came from :func:`~mrec_warp.data.ratings.read_ratings` (its ``attrs["reading"]``), else
-    the row's index label; with the row's user and item either way."""
+def nothing_left(counts: Dict[str, int], source: Optional[str] = None, also: Sequence[str] = (),
+                 hint: str = "lower `min_value`, or check `negatives`") -> InputError:
+    """The one refusal of rules that removed every row (an empty model is never what was
+    meant), saying what removed them; ``also`` adds the caller's own steps."""
+    removed = [f"{plural(counts[key], noun)} {verb}" for key, noun, verb in (
+        ("negative_rows_dropped", "negative row", "dropped"), ("pairs_netted_out", "pair", "netted out"),
+        ("rows_below_min_value", "pair", "below the minimum value")) if counts.get(key)]
+    return InputError("no interactions left: " + (", ".join([*removed, *also]) or "no rows"), path=source, hint=hint)
+
+
+def table_locator(df, user_col: str = "user", item_col: str = "item", source: Optional[str] = None,
+                  positions: Optional[np.ndarray] = None) -> Locate:
+    """``locate`` for :func:`merge_rows` over the rows of ``df`` (``positions``: row ``r`` of
+    the codes is ``df``'s row ``positions[r]``, when some rows were left out before merging).
+
+    A row is named by its index label, with its user and item. When ``df`` came from
+    :func:`~mrec_warp.data.ratings.read_ratings` (its ``attrs["reading"]``) its labels are
+    the data rows of ``source``, also after filtering or reordering, and the file's line is
+    given; when the index is no longer the reader's (``reset_index`` after a filter, labels
+    that are no data rows), the line is left out rather than guessed.
+    """
     reading = df.attrs.get("reading")
+    original = reading is not None and source is not None and _reader_index(df.index, reading.get("rows"))
 
     def locate(row: int):
-        words = f"user {df[user_col].iloc[row]!r}, item {df[item_col].iloc[row]!r}"
+        at = int(row if positions is None else positions[row])
+        label = df.index[at]
+        words = f"user {df[user_col].iloc[at]!r}, item {df[item_col].iloc[at]!r}"
+        if not original:
+            return source, None, f"row {label!r} ({words})"
         # only a regular file is read again for the line (a pipe was read once, and is gone)
-        if source is not None and reading is not None and Path(source).is_file():
+        if Path(source).is_file():
             from .delimited import data_line  # here: delimited -> tsv -> interactions -> rows
 
             skip = reading["header_line"]["line"] if reading.get("header") else 0
             try:
-                line = data_line(Path(source), row, reading["sep"], skip, df.attrs.get("encoding"))[0]
+                line = data_line(Path(source), int(label), reading["sep"], skip, df.attrs.get("encoding"))[0]
             except (OSError, ValueError, KeyError):  # the file moved away: the row still names it
                 line = -1
             if line > 0:
                 return source, line, words
-        if source is not None:  # a file read once (a pipe): count its data rows as people do, from 1
-            return source, None, f"data row {row + 1} ({words})"
-        return source, None, f"row {df.index[row]!r} ({words})"
+        # a file read once (a pipe): count its data rows as people do, from 1
+        return source, None, f"data row {int(label) + 1} ({words})"
 
     return locate
+
+
+def _reader_index(index, n_rows: Optional[int]) -> bool:
+    """Whether ``index`` still holds read_ratings' labels (data row numbers): whole numbers,
+    unique, below the number of rows read; a 0, 1, 2... range only when nothing was removed
+    (after a filter and ``reset_index`` its labels are positions, no longer rows; pandas
+    keeps a filter that leaves a run of rows as a range, which then starts above 0)."""
+    if n_rows is None or not len(index) or index.dtype.kind not in "iu" or not index.is_unique:
+        return False
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and len(index) != n_rows:
+        return False
+    return int(index.min()) >= 0 and int(index.max()) < n_rows

@@ -50,7 +50,7 @@ from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
 from .features import write_features
 from .positives import Positives, binarise
-from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
+from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options, nothing_left
 from .ratings import describe_reading, read_ratings
 from .side_features import side_features
 from .split_folder import write_split
@@ -197,10 +197,10 @@ _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal":
 def _check_options(
     test_fraction: Optional[float], leave_out: Optional[int], split: str, num_splits: int,
     min_user_items: int, min_rating: Optional[float], seed: int,
-    duplicates: str = DEFAULT_DUPLICATES, negatives: str = DEFAULT_NEGATIVES, cutoff: Any = None,
+    duplicates: Optional[str] = None, negatives: str = DEFAULT_NEGATIVES, cutoff: Any = None,
 ) -> Tuple[Optional[float], Optional[int], str]:
     """Validate the split options; return the effective (test_fraction, leave_out, split)."""
-    check_row_options(duplicates, negatives)
+    check_row_options(duplicates, negatives, min_rating)
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}", hint=f"use one of {', '.join(SPLITS)}")
     if cutoff is not None and split != "global-time":
@@ -220,9 +220,15 @@ def _check_options(
             "both a test fraction and a leave-out count were given",
             hint="use either `test_fraction=F` or `leave_out=K`, not both",
         )
+    if leave_out is not None and not isinstance(leave_out, bool) and isinstance(leave_out, numbers.Integral) \
+            and leave_out == 0:
+        # 0 per user in test is every row in train, as test_fraction=0 (one way to say it, not two)
+        test_fraction, leave_out = 0.0, None
+        split = "random" if split == "leave-out" else split
     if leave_out is not None:
         if isinstance(leave_out, bool) or not isinstance(leave_out, numbers.Integral) or leave_out < 1:
-            raise InputError(f"leave-out count must be a positive integer, got {leave_out!r}", hint="e.g. `leave_out=1`")
+            raise InputError(f"leave-out count must be a whole number >= 0, got {leave_out!r}",
+                             hint="e.g. `leave_out=1`; 0 puts every row in train")
         leave_out = int(leave_out)
         if split in COLD_SPLITS:
             raise InputError(f"`split={split}` holds out a fraction of whole {split[5:]}, not K per user",
@@ -256,8 +262,6 @@ def _check_options(
         )
     if isinstance(min_user_items, bool) or not isinstance(min_user_items, numbers.Integral) or min_user_items < 1:
         raise InputError(f"minimum items per user must be a positive integer, got {min_user_items!r}", hint="e.g. `min_user_items=5`")
-    if min_rating is not None and (not isinstance(min_rating, numbers.Real) or not math.isfinite(min_rating)):
-        raise InputError(f"minimum rating must be a number, got {min_rating!r}", hint="e.g. `min_rating=4`")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}", hint="e.g. `seed=42`")
     return test_fraction, leave_out, split
@@ -270,26 +274,24 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
             f"a {split} split needs timestamps, and the file has no timestamp column", path=source,
             hint="name it with `columns=user,item,rating,timestamp`, or use a random split",
         )
-    if min_rating is not None and "value" not in df:
-        raise InputError(
-            "`min_rating` needs a rating column, and the file has only user and item", path=source,
-            hint="drop `min_rating`, or name the rating column with `columns`",
-        )
     if len(pos) == 0:
         c = pos.counts
-        returns = (f"{c['negative_rows_dropped']} negative rows dropped, " if c["negative_rows_dropped"] else "") + (
-            f"{c['pairs_netted_out']} pairs netted out, " if c["pairs_netted_out"] else "")
-        raise InputError(
-            f"no interactions left: {returns}{c['rows_below_min_rating']} rows below the minimum rating, "
-            f"{c['rows_of_users_below_min_user_items']} rows of users with too few items", path=source,
-            hint="lower `min_rating` or `min_user_items`",
-        )
+        raise nothing_left(c, source, [f"{plural(c['rows_of_users_below_min_user_items'], 'row')} of users "
+                                       "with too few items"], hint="lower `min_value` or `min_user_items`")
     n = np.bincount(pos.user, minlength=pos.n_users)
     if not all_train and split != "global-time" and not (n >= 2).any():
         raise InputError(
             "no user has 2 or more positives, so nothing can go to test", path=source,
-            hint="lower `min_rating`, or check that the user and item columns are right",
+            hint="lower `min_value`, or check that the user and item columns are right",
         )
+
+
+def min_value_of(min_value: Optional[float], min_rating: Optional[float]) -> Optional[float]:
+    """The minimum value from ``min_value`` or its older name ``min_rating`` (not both)."""
+    if min_value is not None and min_rating is not None and min_value != min_rating:
+        raise InputError(f"`min_value={min_value}` and `min_rating={min_rating}` are one option under two names",
+                         hint="give `min_value` only")
+    return min_value if min_value is not None else min_rating
 
 
 # -- splitting --------------------------------------------------------------------------------
@@ -303,8 +305,9 @@ def iter_splits(
     num_splits: int = 1,
     seed: int = DEFAULT_SEED,
     source: Optional[str] = None,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
+    min_value: Optional[float] = None,
     cutoff: Any = None,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
@@ -313,6 +316,7 @@ def iter_splits(
     ``i`` draws from ``numpy.random.SeedSequence(seed).spawn(num_splits)[i]``, so split 0
     is the same whatever ``num_splits`` is.
     """
+    min_rating = min_value_of(min_value, min_rating)
     test_fraction, leave_out, split = _check_options(
         test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives, cutoff
     )
@@ -331,7 +335,9 @@ def iter_splits(
     if split in COLD_SPLITS:
         choose = functools.partial(choose, fraction=test_fraction)
     params = {
-        "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating,
+        # the rule used (sum when none was chosen); min_rating: the older name, kept for readers of it
+        "duplicates": duplicates or DEFAULT_DUPLICATES, "negatives": negatives, "min_value": min_rating,
+        "min_rating": min_rating,
         "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
     }
@@ -396,7 +402,8 @@ def _summary(
         "negative_rows": c["negative_rows"],
         "negative_rows_dropped": c["negative_rows_dropped"],
         "pairs_netted_out": c["pairs_netted_out"],
-        "rows_below_min_rating": c["rows_below_min_rating"],
+        "rows_below_min_value": c["rows_below_min_value"],
+        "rows_below_min_rating": c["rows_below_min_value"],  # the older name, kept for readers of it
         "pairs_kept": c["pairs_kept"],
         "rows_of_users_below_min_user_items": c["rows_of_users_below_min_user_items"],
         f"test_rows_with_unknown_{needs}": int(unknown.sum()),
@@ -449,8 +456,9 @@ def prepare(
     seed: int = DEFAULT_SEED,
     progress: Optional[Progress] = None,
     features: bool = False,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
+    min_value: Optional[float] = None,
     cutoff: Any = None,
 ) -> Dict[str, Any]:
     """Read a ratings file, merge / binarise / filter it and write train and test files.
@@ -468,9 +476,10 @@ def prepare(
         ``header`` and ``columns``.
     outdir : path-like
         Output folder, created if needed.
-    min_rating : float, optional
-        Keep (merged) rows with a value of at least this; ``None`` keeps all (a zero value
-        is a positive with the lowest confidence). ``--min-value`` on the command line.
+    min_value, min_rating : float, optional
+        Keep (merged) pairs with a value of at least this; ``None`` keeps all (a zero value
+        is a positive with the lowest confidence). ``min_rating`` is the older name of
+        ``min_value`` (as ``--min-rating`` is of ``--min-value``); give one of them.
     min_user_items : int
         Drop users with fewer positives than this (default 1: keep everyone).
     test_fraction : float, optional
@@ -515,6 +524,7 @@ def prepare(
         Bad options, an unreadable or malformed file, or nothing left to split.
     """
     progress = progress or SILENT
+    min_rating = min_value_of(min_value, min_rating)
     _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
                    negatives, cutoff)
     side: Dict[str, pd.DataFrame] = {}
@@ -541,7 +551,7 @@ def prepare(
         duplicates=duplicates, negatives=negatives, cutoff=cutoff,
     )
     value_column = describe_value_column(df, columns, min_rating, header)
-    value_column["duplicates"] = duplicates
+    value_column["duplicates"] = duplicates or DEFAULT_DUPLICATES
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), "encoding": encoding, **({"reading": found} if found else {}), **summary}

@@ -35,6 +35,7 @@ from .._version import __version__
 from ..data.inputs import output_encoding
 from ..data.interactions import Interactions
 from ..data.ratings import read_ratings
+from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..files import PathLike, atomic_write
 from ..progress import SILENT, Progress
@@ -325,7 +326,8 @@ def _check_placeholders(paths: Dict[str, Any]) -> None:
 def _load_interactions(data: Any, what: str, progress: Progress):
     if isinstance(data, (str, os.PathLike)):
         progress.log(f"reading {what} {data}")
-        table = read_ratings(data)
+        table = read_ratings(data, reader_options=())  # evaluate has no reader options
+        refuse_negatives(table, str(data))  # a return is no hit, nor an interaction to exclude
         if what in ("test", "train"):
             check_test_table(table, str(data), role=what)
         return table[["user", "item"]]

@@ -54,7 +54,7 @@ def read_history(history, source: Optional[str] = None, model=None,
     """
 
     if isinstance(history, (str, os.PathLike)):
-        df = read_ratings(history)
+        df = read_ratings(history, reader_options=())  # fold_in takes no reader options
     elif isinstance(history, Interactions):
         df = history.to_dataframe()
     elif isinstance(history, pd.DataFrame):

@@ -17,8 +17,8 @@ import pandas as pd
 
 from ..data.interactions import Interactions
 from ..data.inputs import check_readable, output_encoding
-from ..data.ratings import read_ratings
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options
+from ..data.ratings import READER_OPTIONS, read_ratings
+from ..data.rows import DEFAULT_NEGATIVES, check_row_options
 from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load
@@ -38,7 +38,7 @@ class RowOptions:
     sep: Optional[str] = None
     header: Optional[bool] = None
     columns: Optional[Union[str, Sequence]] = None
-    duplicates: str = DEFAULT_DUPLICATES
+    duplicates: Optional[str] = None  # sum, but not chosen: see mrec_warp.data.rows.merge_rows
     negatives: str = DEFAULT_NEGATIVES
     min_value: Optional[float] = None
 
@@ -47,20 +47,20 @@ class RowOptions:
 
 
 def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,
-                      rows: Optional[RowOptions] = None) -> Interactions:
+                      rows: Optional[RowOptions] = None, reader_options: Sequence[str] = READER_OPTIONS
+                      ) -> Interactions:
     """Read a ratings file by the row rules (:mod:`mrec_warp.data.rows`, ``rows``' options;
     by default duplicates summed and negative values refused); with ``values`` the matrix
     holds the merged value column, else every kept pair is 1. A file without a value column
     is refused when ``required``, else read as ones (``has_values`` says which it was).
-    The counts of the row rules are in ``row_counts``."""
+    The counts of the row rules are in ``row_counts``; ``reader_options`` are those the
+    caller offers for this file (:func:`~mrec_warp.data.ratings.read_ratings`)."""
     rows = rows or RowOptions()
-    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns)
+    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns,
+                      reader_options=reader_options)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
-    if rows.min_value is not None and "value" not in df:
-        raise InputError("`min_value` needs a value column, and the file has only user and item", path=path,
-                         hint="drop `min_value`, or name the value column with `columns`")
     data = Interactions.from_dataframe(df, value_col="value" if "value" in df else None,
                                        duplicates=rows.duplicates, negatives=rows.negatives,
                                        min_value=rows.min_value, source=str(path))
@@ -69,6 +69,31 @@ def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, r
     data.has_values = values and "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data
+
+
+def load_validation(path: PathLike, train: Interactions, rows: Optional[RowOptions] = None) -> Interactions:
+    """The validation file of ``train`` / ``tune``, every kept pair a 1.
+
+    Read with its own layout guessed (``format="auto"``, no ``sep`` / ``header`` /
+    ``columns``): those options describe TRAIN, often a raw export, while the validation
+    file is usually ``prepare``'s test.tsv, whose layout differs (``columns=1,0,2`` would
+    swap its users and items, a header would eat its first row). The row rules do apply
+    (a return is no hit). A file that shares no (user, item) pair's user *and* item with
+    ``train`` is refused: it would score every model 0 and early stopping would pick at random.
+    """
+    rows = rows or RowOptions()
+    val = load_interactions(path, "auto", rows=RowOptions(duplicates=rows.duplicates, negatives=rows.negatives,
+                                                          min_value=rows.min_value),
+                            reader_options=())  # --sep & co. are TRAIN's: a hint must not suggest them
+    known = val.reindex(train.user_ids, train.item_ids)
+    if known.nnz == 0:
+        users = int(pd.Index(val.user_ids).isin(train.user_ids).sum())
+        items = int(pd.Index(val.item_ids).isin(train.item_ids).sum())
+        raise InputError(f"no validation pair has a user and an item of the training data ({users:,} of "
+                         f"{val.n_users:,} users and {items:,} of {val.n_items:,} items known)", path=path,
+                         hint="give the test file of the same split; it is read with its own layout "
+                              "(user, item[, value]), not TRAIN's `sep` / `columns`")
+    return val
 
 
 def keep_encoding(model, data: Interactions) -> None:

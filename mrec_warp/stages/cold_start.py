@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.ratings import read_ratings
+from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender
 from ..models.hybrid import HybridWARP
@@ -129,7 +130,8 @@ def cold_start(
             model = model.with_new_users()  # the users whose features were given at training
             changed = True
     if history:
-        rows = read_ratings(history)
+        rows = read_ratings(history, reader_options=())  # recommend has no reader options
+        refuse_negatives(rows, str(history))  # a return is no interaction to fold in
         _fold_in(model, rows, history, fold_in_epochs, progress)
         known = set(model.user_ids.tolist())
         focus.extend(u for u in pd.unique(rows["user"].astype(str).to_numpy()) if u in known)

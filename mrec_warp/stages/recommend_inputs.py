@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from ..data.idlist import read_id_list
 from ..data.near_ids import did_you_mean
 from ..data.ratings import read_ratings
+from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.popularity import Popularity
 
@@ -29,17 +30,25 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     if not (idx < 0).any():
         return False
     unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
+    index, known = model._interactions().user_index, model.user_ids.tolist()
     if isinstance(model, Popularity):
+        # a new user is served the overall ranking, but an id that is a known one written
+        # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
+        # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
+        near = next(((u, n) for u in unknown for n in [did_you_mean(u, index)] if n), None)
+        if near is not None:
+            raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
+                             line=ids.index(near[0]) + 1, hint="write the ids as the training data does; "
+                             "users not in the model get the most popular items")
         model._append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
                      "(give their history with `history` to exclude what they have seen)")
         return True
     first = int((idx < 0).argmax())
-    near = did_you_mean(ids[first], model._interactions().user_index, model.user_ids.tolist())
-    raise InputError(f"user {ids[first]!r} is not in the model ({len(unknown)} unknown)"
-                     + (f": {near}" if near else ""),
-                     path=path, line=first + 1, hint="list only users present in the training data, "
-                     "or fold new users in with `history`")
+    near = did_you_mean(ids[first], index, known)
+    raise InputError(f"user {ids[first]!r} is not in the model" + (f" ({near})" if near else "")
+                     + f", {len(unknown)} unknown", path=path, line=first + 1,
+                     hint="list only users present in the training data, or fold new users in with `history`")
 
 
 def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
@@ -49,7 +58,8 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
     set's (or another split's) file: excluding its items would silently let every user's
     own training items through, so it is refused with the counts.
     """
-    rows = read_ratings(path)
+    rows = read_ratings(path, reader_options=())  # recommend has no reader options
+    refuse_negatives(rows, path)  # a return is not an item the user has
     users = model.user_indices(rows["user"].to_numpy(), strict=False)
     items = model.item_indices(rows["item"].to_numpy(), strict=False)
     unknown = (users < 0) | (items < 0)

@@ -96,11 +96,10 @@ def similar(
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
-        hint = _unknown_item_hint(bad, text, model) if text is not None \
-            else (did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
-                  or "use item ids present in the training data")
-        raise InputError(f"item {bad!r} is not in the model", path=None if items_file is None else str(items_file),
-                         hint=hint)
+        near = did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
+        hint = _unknown_item_hint(bad, text, model) if text is not None else "use item ids present in the training data"
+        raise InputError(f"item {bad!r} is not in the model" + (f" ({near})" if near else ""),
+                         path=None if items_file is None else str(items_file), hint=hint)
     k, note = capped_k(k, model.n_items - 1, "other items")
     frame = model.similar(ids, k=k)  # item, similar_item, score, rank: the ids as given
     notes = [n for n in (note, _without_neighbours(ids, frame, model)) if n]
@@ -110,11 +109,7 @@ def similar(
 def _unknown_item_hint(bad: str, items: str, model) -> str:
     """How to fix an unknown id of a comma-separated list: spaces kept as given, or an id cut at a comma."""
     if bad.strip() != bad and (model.item_indices([bad.strip()], strict=False) >= 0).all():
-        return (f"`items` takes ids exactly as given between commas, spaces included: "
-                f"did you mean {bad.strip()!r}? (write `items='a,b'`, not 'a, b')")
-    near = did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
-    if near:
-        return near
+        return "`items` takes ids exactly as given between commas, spaces included: write `items='a,b'`, not 'a, b'"
     if "," in items:
         return ("`items` splits at commas, so an id holding a comma is cut in pieces: "
                 "put ids with commas in a file, one id per line, and give it with `items_file`")

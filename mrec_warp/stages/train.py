@@ -26,8 +26,9 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, describe_counts
-from ._inputs import FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, params_model
+from ..data.rows import DEFAULT_NEGATIVES, describe_counts
+from ._inputs import (FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, load_validation,
+                      params_model)
 
 PathLike = Union[str, os.PathLike]
 
@@ -129,7 +130,7 @@ def train(
     sep: Optional[str] = None,
     header: Optional[bool] = None,
     columns: Optional[Union[str, Sequence]] = None,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
 ) -> TrainResult:
@@ -174,9 +175,11 @@ def train(
         Where to log what happens; silent by default.
     duplicates, negatives, min_value
         The row rules of :mod:`mrec_warp.data.rows`, as ``prepare`` applies them: repeated
-        (user, item) rows merge by ``duplicates`` (default ``sum``), negative values are
-        refused unless ``negatives`` is ``drop`` or ``net``, pairs below ``min_value`` are
-        dropped. ``validation`` is read by the same options.
+        (user, item) rows merge by ``duplicates`` (default ``sum``; with ``min_value`` and
+        repeated pairs it must be chosen), negative values are refused unless ``negatives``
+        is ``drop`` or ``net`` (or ``min_value`` >= 0 makes them ratings below it), pairs
+        below ``min_value`` are dropped. ``validation`` is read by the same row rules but
+        with its own layout (``format``, ``sep``, ``header``, ``columns`` describe TRAIN).
 
     Returns
     -------
@@ -205,8 +208,9 @@ def train(
     _check_confidence(estimator, model_name, kind, given)
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
     data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
-    progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
-                 f"{plural(data.n_items, 'item')} from {train} ({describe_counts(data.row_counts, duplicates, negatives)})")
+    # the row rules' counts in prepare's words, then the matrix they made
+    progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
+                 f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
@@ -316,7 +320,7 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, context: E
     if model_name != "popularity":
         fit_kwargs["progress"] = progress
         if validation:
-            fit_kwargs["validation"] = load_interactions(validation, fmt, rows=rows)
+            fit_kwargs["validation"] = load_validation(validation, data, rows)
     if model_name == "wrmf":
         fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))

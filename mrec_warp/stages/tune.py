@@ -36,8 +36,8 @@ from ..models.params import integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES
-from ._inputs import RowOptions, load_interactions
+from ..data.rows import DEFAULT_NEGATIVES
+from ._inputs import RowOptions, load_interactions, load_validation
 from .candidates import MODEL, with_defaults as defaults_first
 
 
@@ -206,7 +206,7 @@ def tune(
     sep: Optional[str] = None,
     header: Optional[bool] = None,
     columns: Optional[Union[str, Sequence]] = None,
-    duplicates: str = DEFAULT_DUPLICATES,
+    duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
 ) -> TuneResult:
@@ -238,11 +238,12 @@ def tune(
         WRMF trials weigh the training values (``train``'s matrix data) as confidences;
         otherwise, and for every other family, each pair counts the same. Default: when
         ``train`` was read from a file with a value column (as ``train`` reads it).
-    format : str
-        Format of the files ``train`` and ``validation`` name ("auto": by extension).
-    sep, header, columns, duplicates, negatives, min_value
-        How those files are read and what their rows become, as :func:`~mrec_warp.stages.train.train`
-        reads them (default: guessed layout, duplicates summed, negative values refused).
+    format, sep, header, columns : optional
+        How the file ``train`` names is read (default: guessed); ``validation`` is read with
+        its own layout guessed, as :func:`~mrec_warp.stages.train.train` reads it.
+    duplicates, negatives, min_value
+        What the rows of both files become (default: duplicates summed, negative values
+        refused): :mod:`mrec_warp.data.rows`.
 
     Returns
     -------
@@ -264,7 +265,10 @@ def tune(
     if isinstance(train, (str, os.PathLike)):
         train = load_interactions(train, format, values=wrmf_trials, required=False, rows=rows)
     if isinstance(validation, (str, os.PathLike)):
-        validation = load_interactions(validation, format, rows=rows)
+        if not isinstance(train, Interactions):
+            raise InputError("a validation file needs the training data with its ids (an Interactions or a file)",
+                             path=validation, hint="pass the validation set as a matrix of the same shape")
+        validation = load_validation(validation, train, rows)
     if use_values is None:
         use_values = bool(getattr(train, "has_values", False))
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
