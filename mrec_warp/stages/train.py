@@ -188,10 +188,6 @@ def train(
     merged = dict(load_params(params_file))
     kind = given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none")
     _check_confidence(estimator, model_name, kind, given)
-    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf")
-    progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
-                 f"{plural(data.n_items, 'item')} from {train}")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
@@ -213,9 +209,15 @@ def train(
         accepted = [p for p in names if p not in EXECUTION_PARAMS]
         raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
     estimator.set_params(**merged)
+    if hasattr(estimator, "_check_params"):
+        estimator._check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
     if sub_models and model_name != "warp":
         raise InputError(f"`sub_models` needs `model=warp`, not `model={model_name}`", hint="drop `sub_models`")
+    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
+    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf")
+    progress.log(f"read {plural(data.nnz, 'interaction')}: {plural(data.n_users, 'user')} x "
+                 f"{plural(data.n_items, 'item')} from {train}")
     _log_values(estimator, model_name, kind, data, progress)
     if model_name == "warp" and (sub_models or backend == "dask"):
         if kind != "none":
