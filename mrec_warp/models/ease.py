@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
 from ..errors import InputError
-from ..memory import available_bytes
+from .. import memory
 from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
@@ -89,7 +89,7 @@ class EASE(ItemSimilarity):
         n = csr.shape[1]
         need = self.memory_needed(n, self.dtype, csr.nnz)
         limit = (self.memory_limit_mb * 2**20 if self.memory_limit_mb is not None
-                 else 0.75 * available_bytes())
+                 else 0.75 * memory.available_bytes())
         if need > limit:
             raise InputError(
                 f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working space), "
