@@ -385,3 +385,11 @@ def test_wrmf_processes_with_1000_jobs_start_no_more_than_the_cores(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "note: --n-jobs 1000 is more than the" in proc.stderr
     assert load(tmp_path / "m.npz").n_users == 30
+
+
+def test_tune_refuses_an_impossible_value_before_reading_not_as_diverged_trials(tmp_path):
+    from mrec_warp.stages.tune import tune
+    with pytest.raises(InputError, match="`max_epochs` must be an integer >= 1 and <= 2147483647"):
+        tune(str(tmp_path / "not-read.tsv"), [{"model": "warp", "factors": 4}], base={"max_epochs": 10**12})
+    with pytest.raises(InputError, match="`neighbours` must be an integer >= 1 and <= 2147483647"):
+        tune(str(tmp_path / "not-read.tsv"), [{"model": "itemknn", "neighbours": 2**40}])
