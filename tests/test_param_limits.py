@@ -393,3 +393,35 @@ def test_tune_refuses_an_impossible_value_before_reading_not_as_diverged_trials(
         tune(str(tmp_path / "not-read.tsv"), [{"model": "warp", "factors": 4}], base={"max_epochs": 10**12})
     with pytest.raises(InputError, match="`neighbours` must be an integer >= 1 and <= 2147483647"):
         tune(str(tmp_path / "not-read.tsv"), [{"model": "itemknn", "neighbours": 2**40}])
+
+
+def _limited_address_space():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_itemknn_with_1000_jobs_under_a_memory_limit(tmp_path, forced):
+    """Capped, the fit runs; forced past the cap, threads that cannot start are one line
+    naming --n-jobs (was an AttributeError from the thread pool's clean-up)."""
+    import os
+    env = {**os.environ}
+    env.pop("MREC_WARP_FORCE_N_JOBS", None)
+    if forced:
+        env["MREC_WARP_FORCE_N_JOBS"] = "1"
+    rng = np.random.default_rng(0)  # users and items enough for many blocks of work
+    rows = [f"u{u}\ti{i}" for u in range(300) for i in rng.choice(900, 10, replace=False)]
+    proc = subprocess.run([sys.executable, "-m", "mrec_warp", "train", _tsv(tmp_path, rows), "-o", str(tmp_path / "m.npz"),
+                           "--model", "itemknn", "--n-jobs", "1000"], capture_output=True, text=True, timeout=120,
+                          env=env, preexec_fn=_limited_address_space)
+    if not forced:
+        assert proc.returncode == 0, proc.stderr
+        assert "usable cores" in proc.stderr
+    else:
+        if proc.returncode == 0:
+            pytest.skip("this machine started 1000 threads within 3 GiB of address space")
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            "Error: cannot start another thread: the memory or process limit is reached (lower --n-jobs, "
+            "or raise the limits of ulimit -v and ulimit -u)"]
+        assert not (tmp_path / "m.npz").exists()
