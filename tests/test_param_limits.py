@@ -425,3 +425,13 @@ def test_itemknn_with_1000_jobs_under_a_memory_limit(tmp_path, forced):
             "Error: cannot start another thread: the memory or process limit is reached (lower --n-jobs, "
             "or raise the limits of ulimit -v and ulimit -u)"]
         assert not (tmp_path / "m.npz").exists()
+
+
+def test_from_dataframe_names_a_missing_column_instead_of_a_key_error():
+    df = pd.DataFrame({"u": ["a", "b"], "i": ["x", "y"], "plays": [1, 2]})
+    with pytest.raises(InputError, match=r"the table has no column 'user' \(its columns: 'u', 'i', 'plays'\).*`user_col`"):
+        Interactions.from_dataframe(df)
+    with pytest.raises(InputError, match=r"no column 'play'.*`value_col`"):  # was silently all ones
+        Interactions.from_dataframe(df, user_col="u", item_col="i", value_col="play")
+    got = Interactions.from_dataframe(df, user_col="u", item_col="i", value_col="plays")
+    assert got.matrix.toarray().tolist() == [[1.0, 0.0], [0.0, 2.0]]

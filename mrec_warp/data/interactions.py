@@ -54,6 +54,17 @@ def _id_array(values: Iterable) -> np.ndarray:
 
 
 @dataclass
+def _check_columns(df: pd.DataFrame, **named: Optional[str]) -> None:
+    """Each column ``named`` (parameter -> column, None: not used) is one of ``df``'s."""
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    for param, column in named.items():
+        if column is not None and column not in df.columns:
+            have = ", ".join(repr(c) for c in list(df.columns)[:10]) or "none"
+            raise InputError(f"the table has no column {column!r} (its columns: {have})",
+                             hint=f"name the column to use with `{param}`")
+
+
 class Interactions:
     """Implicit feedback as a users x items sparse matrix with id maps.
 
@@ -144,8 +155,10 @@ class Interactions:
         Duplicate (user, item) rows are merged by summing their values (a user who played
         a song twice has a stronger signal, never two entries). Ids are taken in order of
         first appearance unless ``user_ids`` / ``item_ids`` fix the index space (rows with
-        ids outside it are dropped).
+        ids outside it are dropped). A column named that the table lacks is an
+        :class:`~mrec_warp.errors.InputError` listing the columns it has.
         """
+        _check_columns(df, user_col=user_col, item_col=item_col, value_col=value_col)
         users = df[user_col].astype(str).to_numpy()
         items = df[item_col].astype(str).to_numpy()
         if value_col is not None and value_col in df:
