@@ -53,7 +53,6 @@ def _id_array(values: Iterable) -> np.ndarray:
     return arr.astype(str)
 
 
-@dataclass
 def _check_columns(df: pd.DataFrame, **named: Optional[str]) -> None:
     """Each column ``named`` (parameter -> column, None: not used) is one of ``df``'s."""
     if not isinstance(df, pd.DataFrame):
@@ -65,6 +64,7 @@ def _check_columns(df: pd.DataFrame, **named: Optional[str]) -> None:
                              hint=f"name the column to use with `{param}`")
 
 
+@dataclass
 class Interactions:
     """Implicit feedback as a users x items sparse matrix with id maps.
 
