@@ -435,3 +435,10 @@ def test_from_dataframe_names_a_missing_column_instead_of_a_key_error():
         Interactions.from_dataframe(df, user_col="u", item_col="i", value_col="play")
     got = Interactions.from_dataframe(df, user_col="u", item_col="i", value_col="plays")
     assert got.matrix.toarray().tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
+def test_similar_items_with_a_huge_k_is_capped_at_the_items(small_matrix):
+    for model in (WARP(factors=2, epochs=1, random_state=0).fit(small_matrix), ItemKNN().fit(small_matrix)):
+        items, scores = model.similar_items([0, 1], k=10**12)  # was 7.3 TiB of padding
+        assert items.shape == scores.shape == (2, 15)
+        assert (items[:, -1] == -1).all()  # the item itself is never its own neighbour
