@@ -112,7 +112,7 @@ def check_memory(nbytes: float, what: str, param: str, hint: Optional[str] = Non
     param : str
         The parameter that sets the size, named in the message (the CLI shows its flag).
     hint : str, optional
-        How to fix it; default "lower `param`".
+        How to fix it; default: lower the parameter.
     """
     limit = available_bytes()
     if nbytes > limit:
