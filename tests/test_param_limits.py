@@ -442,3 +442,14 @@ def test_similar_items_with_a_huge_k_is_capped_at_the_items(small_matrix):
         items, scores = model.similar_items([0, 1], k=10**12)  # was 7.3 TiB of padding
         assert items.shape == scores.shape == (2, 15)
         assert (items[:, -1] == -1).all()  # the item itself is never its own neighbour
+
+
+def test_tune_candidates_are_counted_before_they_are_made():
+    from mrec_warp.stages.candidates import MAX_TRIALS, candidates
+    with pytest.raises(InputError, match=r"`random=1000000000000`: 1,000,000,000,000 candidates, more than the 10,000"):
+        candidates(["warp"], None, 10**12)
+    grid = {"factors": list(range(1, 30)), "learning_rate": [0.01 * i for i in range(1, 30)],
+            "max_sampled": list(range(1, 30))}
+    with pytest.raises(InputError, match=r"the grid: 24,389 candidates.*sample the grid with `random`"):
+        candidates(["warp"], {"warp": grid})
+    assert len(candidates(["warp"], {"warp": grid}, MAX_TRIALS)) == MAX_TRIALS  # sampled from it instead
