@@ -81,9 +81,10 @@ def n_jobs_forced() -> bool:
 def cap_n_jobs(n: int) -> int:
     """``n`` local workers, at most the usable cores (:func:`cpu_count`) unless forced.
 
-    More threads or processes than cores only compete for them: an item-item fit with 1000
-    BLAS threads ran 50 times slower, and 1000 processes exhausted semaphores. The first cap
-    of each value is said once as an :class:`NJobsCappedWarning` (the CLI says it as a note).
+    More threads or processes than cores only compete for them (BLAS threads spin waiting
+    for each other; each process costs memory and semaphores). The first cap of each value
+    is said once as an :class:`NJobsCappedWarning` (the CLI caps ``--n-jobs`` itself, with a
+    note).
     """
     cores = cpu_count()
     if n <= cores or n_jobs_forced():

@@ -106,11 +106,10 @@ def _limit(bound: Optional[float]) -> Optional[str]:
     return f"{bound:.2g}" if isinstance(bound, float) and abs(bound) >= 1e16 else str(bound)
 
 
-def check_seed(value: Any, name: str = "random_state", optional: bool = True) -> None:
+def check_seed(value: Any, name: str = "random_state") -> None:
     """A seed: a whole number from 0 to :data:`~mrec_warp.seeds.MAX_SEED` (int64, what a
-    model file stores and the kernels' generators take), or ``None`` when ``optional``."""
-    check_number(value, name, integer=True, at_least=0, at_most=MAX_SEED, optional=optional,
-                 hint="e.g. `seed=42`" if name == "seed" else None)
+    model file stores and the kernels' generators take), or ``None`` (a fresh one)."""
+    check_number(value, name, integer=True, at_least=0, at_most=MAX_SEED, optional=True)
 
 
 def check_flag(value: Any, name: str) -> None:
