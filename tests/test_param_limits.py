@@ -453,3 +453,21 @@ def test_tune_candidates_are_counted_before_they_are_made():
     with pytest.raises(InputError, match=r"the grid: 24,389 candidates.*sample the grid with `random`"):
         candidates(["warp"], {"warp": grid})
     assert len(candidates(["warp"], {"warp": grid}, MAX_TRIALS)) == MAX_TRIALS  # sampled from it instead
+
+
+def test_factors_1e9_and_evaluate_k_1e12_on_the_command_line(tmp_path):
+    """The issue's two commands: factors of terabytes refused in one line before allocating
+    (no machine here has 13 TiB), and evaluate at k=1e12 scored as at k=10."""
+    train = _tsv(tmp_path)
+    proc = _cli("train", train, "-o", tmp_path / "m.npz", "--factors", "1000000000")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert line.startswith("Error: 1,000,000,000 factors for 42 rows (30 users and 12 items) need about ")
+    assert line.endswith("(lower --factors)") and "\n" not in line and "block-size" not in line
+    test = tmp_path / "test.tsv"
+    test.write_text("u0\ti0\nu1\ti1\n")
+    recs = tmp_path / "recs.tsv"
+    recs.write_text("u0\ti0\t1.0\t1\nu1\ti5\t1.0\t1\n")
+    proc = _cli("evaluate", "--train", train, "--test", test, "--recs", recs, "-k", "1,1000000000000", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "precision@1000000000000" in proc.stdout
