@@ -18,6 +18,9 @@ DEFAULT_SEED = 42
 #: Seeds are drawn from ``[0, SEED_BOUND)``: non-negative int64, what the kernels' xoshiro
 #: seeding and ``random_state`` both take.
 SEED_BOUND = 2**63 - 1
+#: The largest seed accepted from a user (``random_state``, ``--seed``): int64, what a model
+#: file's header stores and every generator takes.
+MAX_SEED = 2**63 - 1
 
 RandomState = Union[None, int, Sequence[int], np.random.SeedSequence, np.random.Generator]
 

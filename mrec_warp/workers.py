@@ -37,6 +37,7 @@ import logging
 import os
 import threading
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -61,8 +62,43 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Set to 1 to let ``n_jobs`` ask for more workers than this machine's usable cores.
+FORCE_N_JOBS_ENV = "MREC_WARP_FORCE_N_JOBS"
+
+
+class NJobsCappedWarning(UserWarning):
+    """``n_jobs`` asked for more local workers than there are usable cores; fewer are used."""
+
+
+_CAPS_SAID: set = set()
+
+
+def n_jobs_forced() -> bool:
+    """Whether :data:`FORCE_N_JOBS_ENV` lets ``n_jobs`` exceed the usable cores."""
+    return os.environ.get(FORCE_N_JOBS_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def cap_n_jobs(n: int) -> int:
+    """``n`` local workers, at most the usable cores (:func:`cpu_count`) unless forced.
+
+    More threads or processes than cores only compete for them (BLAS threads spin waiting
+    for each other; each process costs memory and semaphores). The first cap of each value
+    is said once as an :class:`NJobsCappedWarning` (the CLI caps ``--n-jobs`` itself, with a
+    note).
+    """
+    cores = cpu_count()
+    if n <= cores or n_jobs_forced():
+        return n
+    if (n, cores) not in _CAPS_SAID:
+        _CAPS_SAID.add((n, cores))
+        warnings.warn(f"n_jobs={n} is more than the {cores} usable cores: using {cores} "
+                      f"(set {FORCE_N_JOBS_ENV}=1 to use {n})", NJobsCappedWarning, stacklevel=3)
+    return cores
+
+
 def effective_n_jobs(n_jobs: Optional[int], n_tasks: Optional[int] = None) -> int:
-    """Workers that ``n_jobs`` asks for, scikit-learn style, capped by the number of tasks.
+    """Workers that ``n_jobs`` asks for, scikit-learn style, capped by the usable cores
+    (:func:`cap_n_jobs`) and by the number of tasks.
 
     ``None``/0/1 mean one; ``-1`` means every core, ``-2`` all but one, and so on.
     """
@@ -71,7 +107,7 @@ def effective_n_jobs(n_jobs: Optional[int], n_tasks: Optional[int] = None) -> in
     elif n_jobs < 0:
         n = max(1, cpu_count() + 1 + int(n_jobs))
     else:
-        n = int(n_jobs)
+        n = cap_n_jobs(int(n_jobs))
     if n_tasks is not None:
         n = max(1, min(n, int(n_tasks)))
     return n

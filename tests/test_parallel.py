@@ -45,9 +45,10 @@ def fitted(tmp_path_factory):
 
 
 # -- the knobs ----------------------------------------------------------------------------------
-def test_effective_n_jobs_follows_joblib_conventions():
+def test_effective_n_jobs_follows_joblib_conventions(monkeypatch):
     assert effective_n_jobs(None) == effective_n_jobs(0) == effective_n_jobs(1) == 1
     assert effective_n_jobs(-1) == cpu_count()
+    monkeypatch.setenv("MREC_WARP_FORCE_N_JOBS", "1")  # (else capped at the cores: test_param_limits)
     assert effective_n_jobs(8, n_tasks=3) == 3
     assert effective_n_jobs(-100) == 1
 

@@ -76,7 +76,7 @@ def test_parameters_that_overflow_fail_at_train_time_naming_the_flag(tmp_path, o
     (tmp_path / "m.npz").write_bytes(b"old model")
     result = CliRunner().invoke(main, ["train", str(data), "-o", str(tmp_path / "m.npz"), "-q", *options])
     lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 2 and len(lines) == 1 and f"lower {flag}" in lines[0], result.stderr
+    assert result.exit_code == 2 and len(lines) == 1 and flag in lines[0], result.stderr
     assert "Warning" not in result.stderr
     assert (tmp_path / "m.npz").read_bytes() == b"old model"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import click
+from click.core import ParameterSource
 
 from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
@@ -24,8 +25,9 @@ from ..files import file_identity, take_discarded
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..tables import neutralised_note, write_table as write_table_file
+from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
-from ._flags import FlagProgress, error_line
+from ._flags import FlagProgress, as_flags, error_line
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -104,7 +106,10 @@ def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> T
     if isinstance(exc, InputError):
         return error_line(exc), EXIT_INPUT
     if isinstance(exc, MemoryError):
-        return "out of memory (try a smaller --block-size or fewer --n-jobs)", 1
+        return describe_memory_error(ctx), 1
+    if _thread_start_failed(exc):
+        return as_flags("cannot start another thread: the memory or process limit is reached "
+                        "(lower `n_jobs`, or raise the limits of ulimit -v and ulimit -u)"), 1
     if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
         gz = [p for p in _param_paths(ctx, output=False) if p.endswith(".gz")] or _param_paths(ctx, output=False)
         return (f"{_named(gz, 'an input file')}: truncated or corrupt gzip file ({exc or type(exc).__name__}) "
@@ -116,6 +121,43 @@ def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> T
         return _describe_os_error(exc, ctx), EXIT_INPUT
     what = " ".join(str(exc).split()) or "no message"
     return f"unexpected {type(exc).__name__}: {what} ({_DEBUG_HINT})", EXIT_INTERNAL
+
+
+#: Options whose value sets the size of what a command holds in memory (click's names).
+SIZE_OPTIONS = ("factors", "k", "block_size", "n_jobs", "users", "items", "interactions", "topics", "num_splits",
+                "max_items", "neighbours", "topk", "sub_models", "part_size", "max_sampled", "kos_n")
+
+
+def _thread_start_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or arose while handling, Python's "can't start new thread" (a
+    thread pool's clean-up can hide it behind an AttributeError of its own)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+            return True
+        exc, seen = exc.__context__, seen + 1
+    return False
+
+
+def describe_memory_error(ctx: Optional[click.Context]) -> str:
+    """Why memory ran out, as far as can be told, and what to change: ``ulimit -v`` when it
+    is the limit, else the size options given on the command line, else the input itself."""
+    available = format_bytes(available_bytes())
+    if limited_by_address_space():
+        return (f"out of memory: `ulimit -v` leaves this process {available} "
+                "(raise the limit, or lower the sizes the options set)")
+    given = []
+    if ctx is not None:
+        for name in SIZE_OPTIONS:
+            value = ctx.params.get(name)
+            if value is not None and ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                                         ParameterSource.ENVIRONMENT):
+                given.append(f"`{name}={value}`")
+    if given:
+        return as_flags(f"out of memory ({available} available): the sizes set by {', '.join(given)} need more "
+                        "(lower them)")
+    return (f"out of memory ({available} available): the input needs more than this machine has free "
+            "(free memory, or split the input)")
 
 
 def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
@@ -286,8 +328,10 @@ def row_options(func: Callable) -> Callable:
 
 def quiet_option(func: Callable) -> Callable:
     """``--quiet`` / ``--verbose``: default is to talk only on a terminal."""
-    func = click.option("--verbose", "-v", is_flag=True, help="Log progress even when not on a terminal.")(func)
-    func = click.option("--quiet", "-q", is_flag=True,
+    # eager: parsed before the other options, so that their checks know whether to say notes
+    func = click.option("--verbose", "-v", is_flag=True, is_eager=True,
+                        help="Log progress even when not on a terminal.")(func)
+    func = click.option("--quiet", "-q", is_flag=True, is_eager=True,
                         help="No log lines or notes: only errors and the command's result (a table it prints).")(func)
     return func
 

@@ -20,6 +20,9 @@ RENAMED = {
     "random_state": "--seed",
     "outdir": "--output",
     "k": "-k",
+    "n_users": "--users",  # synth
+    "n_items": "--items",
+    "n_interactions": "--interactions",
 }
 
 #: Model parameters ``train`` has an option for (the others are set from --params files only).
@@ -40,7 +43,7 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     "model", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
     "sub_models", "include_new_items", "new_items_only", "history", "fold_in_epochs",
     # parallel work
-    "backend", "scheduler", "workdir", "part_size",
+    "backend", "scheduler", "workdir", "part_size", "n_jobs",
     # prepare: reading and splitting
     "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",

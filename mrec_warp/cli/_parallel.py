@@ -6,13 +6,15 @@ from typing import Callable, Optional
 
 import click
 
-from ..workers import BACKENDS, cpu_count
+from ..workers import BACKENDS, FORCE_N_JOBS_ENV, cpu_count, n_jobs_forced
 
 
 class NJobs(click.ParamType):
     """``--n-jobs``: a positive number of workers, or joblib's negative counting from the
     cores (``-1`` every core, ``-2`` all but one, down to ``-cores``), resolved here to the
     real number so that logs and workers see it. 0 and values below ``-cores`` are errors.
+    More than the usable cores is capped at them, with a note (unless ``--quiet``), unless
+    ``MREC_WARP_FORCE_N_JOBS=1``.
     """
 
     name = "N"
@@ -26,6 +28,11 @@ class NJobs(click.ParamType):
             except ValueError:
                 self.fail(f"{value!r} is not a whole number (a positive count, or -1 for every core)", param, ctx)
         cores = cpu_count()
+        if n > cores and not n_jobs_forced():
+            if ctx is None or not ctx.params.get("quiet"):  # (--quiet is eager: already parsed)
+                click.echo(f"note: --n-jobs {n} is more than the {cores} usable cores: using {cores} "
+                           f"(set {FORCE_N_JOBS_ENV}=1 to use {n})", err=True)
+            return cores
         if n >= 1:
             return n
         if n == 0:

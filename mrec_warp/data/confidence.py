@@ -19,6 +19,10 @@ from typing import Optional
 import numpy as np
 
 from ..errors import InputError
+from .npz import MAX_FACTOR
+
+#: Largest confidence: what a saved model's weights may hold (:data:`~mrec_warp.data.npz.MAX_FACTOR`).
+MAX_CONFIDENCE = MAX_FACTOR
 
 #: The rules :func:`confidence` knows.
 CONFIDENCES = ("none", "linear", "log")
@@ -86,17 +90,17 @@ def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: f
             path=source, hint="confidence needs counts, hours or ratings >= 0; use `confidence=none` to ignore values",
         )
     scaled = values if kind == "linear" else np.log1p(values / float(eps))
-    with np.errstate(over="ignore"):
-        out = 1.0 + float(alpha) * scaled
-    if out.size and not np.max(out) <= _FLOAT32_MAX:
-        # stored as float32, a larger confidence is infinite: the model could neither train nor load
-        raise InputError(f"`alpha={alpha:g}` makes confidences too large for float32 (1 + alpha x "
-                         f"{float(np.max(scaled)):g} > 3.4e38)", path=source,
-                         hint="lower `alpha`, e.g. `alpha=1`")
-    return out.astype(np.float32)
-
-
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+    with np.errstate(over="ignore"):  # (an overflow is refused below, not printed as a warning)
+        conf = 1.0 + float(alpha) * scaled
+    top = float(conf.max()) if conf.size else 1.0
+    if not top <= MAX_CONFIDENCE:
+        # what a model file accepts on load: a larger confidence would train a model that never loads
+        largest = (MAX_CONFIDENCE - 1.0) / float(scaled.max())
+        raise InputError(f"`alpha={float(alpha):g}` makes confidences up to {top:.3g}, more than the "
+                         f"{MAX_CONFIDENCE:.0e} a model can hold", path=source,
+                         hint=f"use `alpha` <= {largest:.3g} for this data"
+                              + (", or `confidence=log`" if kind == "linear" else ""))
+    return conf.astype(np.float32)
 
 
 def describe_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> str:

@@ -294,6 +294,8 @@ def _compact(codes: np.ndarray, uniques: np.ndarray):
 def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Optional[str],
                    source: Optional[str]) -> None:
     """Refuse a column name the table does not have (listing the ones it has), or has twice."""
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(df).__name__}", path=source)
     for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
                              ("values", value_col, "value_col")):
         if col is None:

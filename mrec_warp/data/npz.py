@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import tokenize
 import zipfile
 import zlib
 from typing import IO, Dict, Optional, Sequence, Tuple, Union
@@ -45,6 +46,9 @@ Shape = Tuple[Optional[int], ...]
 Source = Union[str, os.PathLike, IO[bytes]]
 
 _READ_ERRORS = (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error)
+#: What parsing a damaged ``.npy`` header raises besides: numpy evaluates the header as a Python
+#: literal, and falls back to its tokenizer, whose ``TokenError`` is no ``ValueError``.
+_HEADER_ERRORS = _READ_ERRORS + (SyntaxError, tokenize.TokenError, RecursionError, TypeError, KeyError)
 
 
 class NpzArchive:
@@ -139,7 +143,7 @@ class NpzArchive:
                 else:
                     raise ValueError(f"unsupported .npy version {version}")
                 offset = fh.tell()
-        except _READ_ERRORS as exc:
+        except _HEADER_ERRORS as exc:
             raise self.error(f"array {key!r} is unreadable ({_short(exc)})") from None
         if dtype.hasobject:
             raise self.error(f"array {key!r} holds Python objects (pickled data), which mrec-warp never loads")
@@ -156,7 +160,7 @@ class NpzArchive:
         try:
             with self._zip.open(self._members[key]) as fh:
                 arr = np.lib.format.read_array(fh, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)
-        except _READ_ERRORS as exc:
+        except _HEADER_ERRORS as exc:  # (it parses the header again)
             raise self.error(f"array {key!r} is corrupt ({_short(exc)})") from None
         return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
 

@@ -62,9 +62,23 @@ SPLITS = ("random", "leave-out", "temporal", "global-time", "cold-items", "cold-
 TIME_SPLITS = ("temporal", "global-time")
 COLD_SPLITS = ("cold-items", "cold-users")
 DEFAULT_TEST_FRACTION = 0.2
+#: Most splits one call writes: each is a full copy of the data on disk (and a summary in
+#: memory); cross-validation uses 5 or 10.
+MAX_SPLITS = 1000
+
+
+def check_num_splits(num_splits) -> None:
+    """A whole number of splits from 1 to :data:`MAX_SPLITS`, checked before anything is read."""
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
+        raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. `num_splits=5`")
+    if num_splits > MAX_SPLITS:
+        # each split is a full copy of the data on disk and one summary in memory
+        raise InputError(f"`num_splits={num_splits}` is more than the {MAX_SPLITS:,} splits prepare writes "
+                         "(each one a full copy of the data)", hint=f"use `num_splits` <= {MAX_SPLITS:,}")
 
 
 # -- choosing test rows -----------------------------------------------------------------------
+
 def _test_counts(n: np.ndarray, test_fraction: Optional[float], leave_out: Optional[int]) -> np.ndarray:
     """How many of each user's ``n`` positives go to test (0 for users with fewer than 2)."""
     if leave_out is None and test_fraction == 0:  # everything in train
@@ -253,8 +267,7 @@ def _check_options(
         if test_fraction == 0 and num_splits != 1:
             raise InputError("with `test_fraction=0` every split is the same (all rows in train)",
                              hint="use `num_splits=1`")
-    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 1:
-        raise InputError(f"number of splits must be a positive integer, got {num_splits!r}", hint="e.g. `num_splits=5`")
+    check_num_splits(num_splits)
     if split in TIME_SPLITS and num_splits > 1:
         raise InputError(
             f"a {split} split is the same every time, so several splits would be copies",
@@ -344,7 +357,9 @@ def iter_splits(
     # A test row needs its user and its item in training, except on the side a cold split
     # holds out on purpose: with cold-items the item is new by design, only the user must be known.
     needs = "user" if split == "cold-items" else "item"
-    for i, child in enumerate(np.random.SeedSequence(int(seed)).spawn(int(num_splits))):
+    for i in range(int(num_splits)):
+        # child i of SeedSequence(seed).spawn(num_splits), made when it is needed (not all up front)
+        child = np.random.SeedSequence(int(seed), spawn_key=(i,))
         test = choose(pos, k, n, np.random.default_rng(child))
         codes, n_codes = (pos.user, pos.n_users) if needs == "user" else (pos.item, pos.n_items)
         unknown = test & ~(np.bincount(codes[~test], minlength=n_codes) > 0)[codes]

@@ -41,6 +41,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..files import PathLike, atomic_write
+from ..memory import check_memory
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 
@@ -78,6 +79,14 @@ class SyntheticConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if self.n_users * self.n_items >= 2**63:  # a (user, item) pair is one int64 key
+            raise InputError(f"{self.n_users:,} users x {self.n_items:,} items are more pairs than 2**63",
+                             hint="lower `n_users` or `n_items`")
+        # the world holds about a dozen float64/int64 arrays per item and a few per user,
+        # and a chunk about 20 arrays of CHUNK_ROWS rows: checked before any is drawn
+        need = 96.0 * self.n_items + 32.0 * self.n_users + 160.0 * min(CHUNK_ROWS, self.n_interactions)
+        check_memory(need, f"{self.n_items:,} items and {self.n_users:,} users",
+                     "n_items" if self.n_items >= self.n_users else "n_users")
         if self.n_interactions > self.n_users * self.n_items // 2:
             raise InputError(
                 f"{self.n_interactions:,} interactions do not fit {self.n_users:,} users x {self.n_items:,} items",

@@ -220,7 +220,9 @@ def _per_user_metrics(users, items, pos, space: Space, ks: Tuple[int, ...]) -> D
     # running number of hits within each user's list, counting the current position
     c = np.concatenate([[0], np.cumsum(hit)])
     hits_so_far = c[1:] - c[np.searchsorted(users, users, side="left")]
-    ideal = _discount_cumsum(max(ks))
+    # the ideal DCG is read at min(k, n_test): never longer than the longest test list, so
+    # that memory does not grow with k (k=1e12 on lists of 10)
+    ideal = _discount_cumsum(int(min(max(ks), space.n_test.max(initial=0))))
 
     # only the hits matter from here on: take them, their discounts and AP terms once
     hit_users, hit_pos = users[hit], pos[hit]

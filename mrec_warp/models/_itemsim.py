@@ -118,7 +118,7 @@ class ItemSimilarity(Recommender):
             raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
                              hint="similar users need a warp or hybrid model")
         self._check_fitted()
-        k = _check_k(k)
+        k = min(_check_k(k), max(1, self.n_items))  # longer lists would be only padding
         items, scalar = as_indices(rows, self.n_items, "item")
 
         def weights(block):

@@ -378,7 +378,7 @@ class Recommender:
     def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
         vectors = self._vectors(kind)
         n = vectors.shape[0]
-        k = _check_k(k)
+        k = min(_check_k(k), max(1, n))  # longer lists would be only -1 padding (k=1e12: 7 TiB)
         rows, scalar = as_indices(rows, n, kind)
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         itself = sp.identity(n, dtype=np.float32, format="csr")
@@ -396,7 +396,8 @@ class Recommender:
 
         ``items`` is one column index or a sequence of them. Returns item indices and cosine
         similarities, (len(items), k) -- (k,) for one index -- the item itself excluded,
-        ``-1`` padding when there are fewer than ``k`` other items.
+        ``-1`` padding when there are fewer than ``k`` other items; ``k`` is capped at the
+        number of items.
         """
         return self._neighbours("item", items, k)
 

@@ -12,7 +12,6 @@ matrix is filled from sparse products in row blocks, never a sparse ``X'X`` of i
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
@@ -21,27 +20,13 @@ from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
 from ..errors import InputError
+from .. import memory
 from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
 from .params import check_choice, check_n_jobs, check_number
 
 DTYPES = ("float32", "float64")
-
-
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (Linux MemAvailable, else physical)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        return 8 * 2**30
 
 
 class EASE(ItemSimilarity):
@@ -59,7 +44,8 @@ class EASE(ItemSimilarity):
         Learn the weights among only this many most popular items; others are never
         recommended. ``None``: every item.
     memory_limit_mb : float or None
-        Most memory the fit may use; default: 3/4 of the memory available at fit time.
+        Most memory the fit may use; default: 3/4 of the memory available at fit time
+        (:func:`~mrec_warp.memory.available_bytes`: a container's limit and ``ulimit -v`` count).
     n_jobs : int
         BLAS threads of the factorisation (-1: every core). On a machine whose cores are
         busy with other work, more BLAS threads than free cores make it many times slower
@@ -103,7 +89,7 @@ class EASE(ItemSimilarity):
         n = csr.shape[1]
         need = self.memory_needed(n, self.dtype, csr.nnz)
         limit = (self.memory_limit_mb * 2**20 if self.memory_limit_mb is not None
-                 else 0.75 * available_memory())
+                 else 0.75 * memory.available_bytes())
         if need > limit:
             raise InputError(
                 f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working space), "

@@ -232,6 +232,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._iw_arrays = csr_arrays(self._iw)
         self._cache = None
 
+    def _factor_rows(self, n_users: int, n_items: int) -> int:
+        """Embedding rows: one per user and item feature column (identities included)."""
+        return int(self._users.n_columns) + int(self._items.n_columns)
+
     def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         d = int(self.factors)
         scale = np.float32(self.init_scale / np.sqrt(d))

@@ -7,6 +7,7 @@ Every model's ``_check_params`` goes through these, so that a parameter of the w
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import re
 from typing import Any, Optional
@@ -14,6 +15,14 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..seeds import MAX_SEED
+
+#: Largest whole-number parameter unless a check says otherwise: every count reaches the
+#: kernels as a C ``int`` (int32), where a larger one would overflow (``max_sampled=1e12``).
+MAX_INT = 2**31 - 1
+#: Largest magnitude of a real-valued parameter: the kernels compute in float32, where a
+#: larger value is infinite (``alpha=1e300``, ``l2=1e300``).
+MAX_REAL = float(np.finfo(np.float32).max)
 
 
 def _shown(value: Any) -> str:
@@ -33,6 +42,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def _finite(value: numbers.Real) -> bool:
+    """Finite, for any size of int too (``np.isfinite`` refuses an int beyond 64 bits)."""
+    return isinstance(value, numbers.Integral) or math.isfinite(value)
+
+
 def check_number(
     value: Any,
     name: str,
@@ -46,6 +60,10 @@ def check_number(
     hint: Optional[str] = None,
 ) -> None:
     """Raise ``InputError`` unless ``value`` is a finite number within the bounds given.
+
+    Without an upper bound, whole numbers stop at :data:`MAX_INT` (they reach the kernels as
+    C ints) and real numbers at :data:`MAX_REAL` in magnitude (float32), so that no value
+    overflows after the data is loaded; the message then states that limit.
 
     Parameters
     ----------
@@ -65,15 +83,33 @@ def check_number(
     """
     if optional and value is None:
         return
-    ok = is_number(value) and bool(np.isfinite(value)) and (not integer or float(value).is_integer())
+    ok = is_number(value) and _finite(value) and (not integer or value == int(value))
     if ok:
         ok = ((at_least is None or value >= at_least) and (above is None or value > above)
               and (at_most is None or value <= at_most) and (below is None or value < below))
+    if ok and at_most is None and below is None and abs(value) > (MAX_INT if integer else MAX_REAL):
+        # no bound of its own: the limit of the type the kernels compute in, stated only here
+        ok, at_most, hint = False, MAX_INT if integer else MAX_REAL, None
+        if not integer and value < 0 and at_least is None and above is None:
+            at_least = -MAX_REAL
     if not ok:
         kind = "an integer" if integer else "a number"
-        bounds = _bounds(at_least, above, at_most, below)
+        bounds = _bounds(*(_limit(b) for b in (at_least, above, at_most, below)))
         wanted = f"{kind} {bounds}".strip() + (" or None" if optional else "")
         raise InputError(f"invalid parameter: `{name}` must be {wanted}, got {_shown(value)}", hint=hint)
+
+
+def _limit(bound: Optional[float]) -> Optional[str]:
+    """A bound as a user reads it: ``2147483647``, ``3.4e+38``, ``0.5``."""
+    if bound is None:
+        return None
+    return f"{bound:.2g}" if isinstance(bound, float) and abs(bound) >= 1e16 else str(bound)
+
+
+def check_seed(value: Any, name: str = "random_state") -> None:
+    """A seed: a whole number from 0 to :data:`~mrec_warp.seeds.MAX_SEED` (int64, what a
+    model file stores and the kernels' generators take), or ``None`` (a fresh one)."""
+    check_number(value, name, integer=True, at_least=0, at_most=MAX_SEED, optional=True)
 
 
 def check_flag(value: Any, name: str) -> None:

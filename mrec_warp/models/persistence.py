@@ -180,7 +180,7 @@ def _read_meta(archive: NpzArchive) -> Dict[str, Any]:
     text = archive.read("__meta__", "U", (), max_chars=MAX_META_CHARS)
     try:
         meta = json.loads(str(text))
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # (ValueError: also an int of over 4,300 digits)
         raise archive.error("model metadata is not valid JSON") from None
     if not isinstance(meta, dict):
         raise archive.error(f"model metadata is a JSON {type(meta).__name__}, expected an object")
@@ -239,7 +239,8 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
             ok = False
         if ok and (_is_int(value) or isinstance(value, float)):
             # ranges are the class's own check (_check_params); attributes are counts
-            ok = math.isfinite(value) and (section == "params" or value >= 0)
+            # (an int is finite however large: math.isfinite would overflow converting it)
+            ok = (_is_int(value) or math.isfinite(value)) and (section == "params" or value >= 0)
         if not ok:
             raise archive.error(f"model {section[:-1]} {key!r} has the invalid value {str(value)[:40]!r}")
         out[key] = value

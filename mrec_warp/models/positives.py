@@ -83,14 +83,17 @@ def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
     return merged
 
 
-def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str) -> None:
+def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str,
+                     alpha: Optional[float] = None) -> None:
     """Raise :class:`TrainingDivergedError` when an array is not finite or has blown up.
 
     Blown up: its typical vector length (root mean square of the row norms; of the values
     for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
+    ``alpha``: the confidence scale, when confidences weight each step (the hint names it).
     """
     hint = (f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
-            "or add regularisation")
+            + (f"lower `alpha` from {alpha:g} (confidences multiply each step), " if alpha else "")
+            + "or add regularisation")
     limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
     for a in arrays:
         if a.size == 0:

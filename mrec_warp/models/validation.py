@@ -9,10 +9,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..memory import check_memory
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
-from .params import check_flag, check_n_jobs, check_number
+from .params import check_flag, check_n_jobs, check_number, check_seed
 
 
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -153,7 +154,24 @@ def check_epoch_params(model) -> None:
 def check_common_params(model) -> None:
     """``n_jobs`` and ``random_state``, as the iterative models take them."""
     check_n_jobs(model.n_jobs)
-    check_number(model.random_state, "random_state", integer=True, at_least=0, optional=True)
+    check_seed(model.random_state)
+
+
+def check_factor_memory(model, n_users: int, n_items: int) -> None:
+    """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
+
+    The estimate counts float32 factor rows (``model._factor_rows``, default users + items)
+    times ``model.factors``, times the copies the fit keeps (``model._state_copies``: WARP's
+    adagrad accumulators double it), plus the best snapshot early stopping keeps, plus
+    ``model._gram_copies`` factors x factors matrices (WRMF's Gram matrix and solves).
+    """
+    rows_of = getattr(model, "_factor_rows", None)
+    rows = rows_of(n_users, n_items) if rows_of is not None else n_users + n_items
+    copies = getattr(model, "_state_copies", 1) + (1 if model.epochs is None else 0)
+    d = float(model.factors)
+    need = 4.0 * d * rows * copies + 4.0 * d * d * getattr(model, "_gram_copies", 0)
+    check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
+                 "factors")
 
 
 def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,
@@ -169,6 +187,7 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     The model provides ``_init_state``, ``_train`` (given ``train_options`` on every call, e.g.
     WRMF's workers) and, for the warm refit, ``_restart_steps``.
     """
+    check_factor_memory(model, *csr.shape)
     if model.epochs is not None:
         model._init_state(*csr.shape, rng)
         model._train(csr, int(model.epochs), progress, callbacks, **train_options)

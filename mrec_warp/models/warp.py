@@ -202,6 +202,9 @@ class WARP(Recommender):
         self.confidence_use = confidence_use
 
     # -- checks ------------------------------------------------------------------------------
+    #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
+    _state_copies = 2
+
     def _check_params(self) -> None:
         check_number(self.factors, "factors", integer=True, at_least=1)
         check_choice(self.loss, "loss", sorted(LOSSES))
@@ -296,8 +299,9 @@ class WARP(Recommender):
                 totals += r
         self.epochs_done_ += 1
         n_updates, total_weight, total_loss, n_compared = totals
+        weighted = self._confidence_kind() != "none" and self.confidence_use == "weight"
         check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
-                         f"training diverged at epoch {self.epochs_done_}")
+                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None)
         return {
             "updates": n_updates / max(nnz, 1),
             "mean_weight": total_weight / max(n_updates, 1),

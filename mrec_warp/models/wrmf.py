@@ -128,6 +128,9 @@ class WRMF(Recommender):
         self.verbose = verbose
 
     # -- checks ------------------------------------------------------------------------------
+    #: factors x factors matrices a fit holds: the Gram matrix, and one system per solve.
+    _gram_copies = 2
+
     def _check_params(self) -> None:
         check_number(self.factors, "factors", integer=True, at_least=1)
         check_confidence(self.confidence, self.alpha, self.eps)

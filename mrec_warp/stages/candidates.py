@@ -88,9 +88,22 @@ def check_grid(grid: Any, source: Optional[str] = None, family: str = "warp") ->
     return out
 
 
+#: Most candidates one search tries (each is a model fit, and a result file in the work
+#: folder): checked before any is made, so that ``random=1e12`` or a grid of a dozen long
+#: lists is one line, not hours of building a list.
+MAX_TRIALS = 10_000
+
+
+def _check_trials(n: int, what: str, hint: str) -> None:
+    if n > MAX_TRIALS:
+        raise InputError(f"{what}: {n:,} candidates, more than the {MAX_TRIALS:,} a search tries", hint=hint)
+
+
 def grid_points(grid: Dict[str, List[Any]]) -> List[Dict[str, Any]]:
-    """Every combination of a grid, in a stable order."""
+    """Every combination of a grid, in a stable order (at most :data:`MAX_TRIALS`)."""
     names = sorted(grid)
+    _check_trials(math.prod(len(grid[n]) for n in names), "the grid", "give fewer values, or sample "
+                  "the grid with `random`")
     return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
 
 
@@ -100,6 +113,7 @@ def random_points(n: int, space: Optional[Dict[str, Any]] = None, seed: int = DE
     ``("logint", lo, hi)`` log-uniformly rounded to an int, ``("log0", lo, hi)`` is 0 a
     quarter of the time and log-uniform otherwise. The default space is the family's
     (:data:`~mrec_warp.models.families.FAMILIES`), which contains its defaults."""
+    _check_trials(int(n), f"`random={n}`", f"use `random` <= {MAX_TRIALS:,}")
     rng = np.random.default_rng(seed)
     space = space or FAMILIES[family].space
     points = []

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import List, Union
 
-from ..data.split import prepare
+from ..data.split import check_num_splits, prepare
 from ..data.split_folder import SPLIT_FILES
 
 PathLike = Union[str, os.PathLike]
@@ -28,6 +28,7 @@ def split_folders(outdir: PathLike, num_splits: int = 1) -> List[Path]:
 def prepare_outputs(outdir: PathLike, num_splits: int = 1, features: bool = False) -> List[Path]:
     """Every file :func:`prepare` may write for these options (to check before any work
     that none of them is an input)."""
+    check_num_splits(num_splits)  # before listing them: a million splits would take a while
     written = [folder / name for folder in split_folders(outdir, num_splits) for name in SPLIT_FILES]
     if features:
         written += [Path(outdir) / name for name in FEATURE_FILES]

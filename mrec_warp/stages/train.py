@@ -206,11 +206,6 @@ def train(
     merged = dict(load_params(params_file))
     kind = given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none")
     _check_confidence(estimator, model_name, kind, given)
-    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
-    # the row rules' counts in prepare's words, then the matrix they made
-    progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
-                 f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
@@ -232,9 +227,16 @@ def train(
         accepted = [p for p in names if p not in EXECUTION_PARAMS]
         raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
     estimator.set_params(**merged)
+    if hasattr(estimator, "_check_params"):
+        estimator._check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
     if sub_models and model_name != "warp":
         raise InputError(f"`sub_models` needs `model=warp`, not `model={model_name}`", hint="drop `sub_models`")
+    # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
+    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
+    # the row rules' counts in prepare's words, then the matrix they made
+    progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
+                 f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
     if model_name == "warp" and (sub_models or backend == "dask"):
         if kind != "none":

@@ -54,6 +54,17 @@ def _load_split(path: str, values: bool = False):
     return cached(f"split-{values:d}", path, load)
 
 
+def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: int):
+    """The unfitted model of one trial: WARP with ``base`` under its values, WRMF with the
+    seed only (its own patience), the other families with their values alone."""
+    if family == "warp":
+        return WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k})
+    if family == "wrmf":  # scored on every validation user
+        return WRMF(**{"random_state": base.get("random_state"), **values, "epochs": None, "n_jobs": 1,
+                       "eval_k": k, "validation_users": 10**9})
+    return FAMILIES[family].cls(**values)
+
+
 def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any], k: int,
               workdir: Optional[str] = None, use_values: bool = False) -> Dict[str, Any]:
     """Fit one candidate with early stopping and return its row of the results table.
@@ -77,7 +88,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     row: Dict[str, Any] = {"trial": trial, MODEL: family, **values}
     try:
         if family == "warp":
-            model = WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k})
+            model = _trial_model(family, base, values, k)
             model.fit(binary_csr(fit) if use_values else fit, validation=val)
             score = float(model.best_score_)
             if np.count_nonzero(np.diff(val.indptr)) > model.validation_users:
@@ -85,12 +96,11 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
                 score = float(precision_at_k(model.score_users, model.n_items, fit, val, k))
             row.update({f"precision@{k}": score, "epochs": int(model.best_epoch_)})
         elif family == "wrmf":  # early-stopped too, with its own patience (ALS converges in few iterations)
-            model = WRMF(**{"random_state": base.get("random_state"), **values, "epochs": None, "n_jobs": 1,
-                            "eval_k": k, "validation_users": 10**9})  # scored on every validation user
+            model = _trial_model(family, base, values, k)
             model.fit(fit, validation=val, use_values=use_values)
             row.update({f"precision@{k}": float(model.best_score_), "epochs": int(model.best_epoch_)})
         else:  # no epochs: fit once, score the validation users
-            other = FAMILIES[family].cls(**values)
+            other = _trial_model(family, base, values, k)
             other.fit(binary_csr(fit) if use_values else fit)  # values are WRMF's confidences only
             row[f"precision@{k}"] = float(precision_at_k(other.score_users, other.n_items, fit, val, k))
     except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
@@ -261,6 +271,11 @@ def tune(
                              hint="tune it with the family it belongs to")
     rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
                       min_value=min_value)
+    base = {**(base or {}), "random_state": seed}
+    for p in points:  # a value no model takes is the search's error, found before the data is read
+        model = _trial_model(p.get(MODEL, "warp"), base, {n: v for n, v in p.items() if n != MODEL}, k)
+        if hasattr(model, "_check_params"):  # (popularity has no parameters to check)
+            model._check_params()
     wrmf_trials = any(p.get(MODEL, "warp") == "wrmf" for p in points)
     if isinstance(train, (str, os.PathLike)):
         train = load_interactions(train, format, values=wrmf_trials, required=False, rows=rows)
@@ -274,7 +289,6 @@ def tune(
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
     fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and wrmf_trials)
-    base = {**(base or {}), "random_state": seed}
     metric = f"precision@{k}"
     description = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base,
                    "k": k}
