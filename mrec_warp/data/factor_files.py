@@ -106,6 +106,7 @@ def read_factors_npz(path: PathLike) -> Dict[str, object]:
     (or None) and ``id_encoding`` of a factors archive."""
     hint = "an .npz with user_factors, item_factors (2-D), optionally item_bias, user_ids, item_ids"
     source = str(path)
+    check_readable(path, "factors .npz", empty_hint=hint)  # a zip is read by seeking: no device or pipe
     with NpzArchive(path, "a factors .npz", hint) as archive:
         out: Dict[str, object] = {}
         for key in ("user_factors", "item_factors"):

@@ -28,6 +28,7 @@ lists, indices in range, values finite; each defect is one :class:`InputError` l
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -40,7 +41,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from ..files import PathLike, atomic_path
 from .id_lines import check_unique, read_paired_id_lines, write_id_lines
-from .inputs import output_encoding
+from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
 from .ratings import MAX_ABS_VALUE, read_ratings
@@ -111,6 +112,8 @@ def read_matrix(path: PathLike, fmt: Optional[str] = None, reader: Optional[Dict
 
 
 def _id_lists_of(path: PathLike) -> Tuple[Path, Path]:
+    """The id lists beside ``path``, which must exist (as the matrix itself, checked first)."""
+    check_readable(path, "matrix file", empty_hint=_HINT_MTX if matrix_format(path) == "mtx" else _HINT_NPZ)
     users, items = id_list_paths(path)
     for p, kind in ((users, "user"), (items, "item")):
         if not p.exists():
@@ -159,12 +162,13 @@ def _csr(user: np.ndarray, item: np.ndarray, value: np.ndarray, shape: Tuple[int
     return csr
 
 
-def _check_values(values: np.ndarray, source: str, hint: str) -> np.ndarray:
+def _check_values(values: np.ndarray, source: str) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     try:
         check_finite(values, "the matrix", limit=MAX_ABS_VALUE)
     except ValueError as exc:
-        raise InputError(f"{exc} (the limit is {MAX_ABS_VALUE:g} in magnitude)", path=source, hint=hint) from None
+        raise InputError(f"{exc} (the limit is {MAX_ABS_VALUE:g} in magnitude)", path=source,
+                         hint="a value is the strength of an interaction: fix those entries or drop them") from None
     return values
 
 
@@ -186,6 +190,7 @@ def _mtx_header(path: PathLike) -> Tuple[str, Tuple[int, int, int], int]:
     """The field, the declared (rows, columns, entries) and the byte size of a ``.mtx``,
     checked before ``mmread`` allocates anything."""
     source = str(path)
+    check_readable(path, "Matrix Market file", empty_hint=_HINT_MTX)  # a device or pipe never ends a line
     try:
         with open(path, "rb") as fh:
             first = fh.readline(4096)
@@ -241,7 +246,9 @@ def _read_mtx(path: PathLike, n_users: int, n_items: int) -> Tuple[np.ndarray, n
         coo = scipy.io.mmread(source)
     except (ValueError, OverflowError, IndexError, TypeError, RuntimeError, EOFError) as exc:
         what = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise InputError(f"unreadable Matrix Market data ({what})", path=source, hint=_HINT_MTX) from None
+        at = re.match(r"Line (\d+): (.*)", what)  # fast_matrix_market names the line
+        raise InputError(f"unreadable Matrix Market data ({at.group(2) if at else what})", path=source,
+                         line=int(at.group(1)) if at else None, hint=_HINT_MTX) from None
     if not sp.issparse(coo):
         raise InputError("not a sparse (coordinate) Matrix Market file", path=source, hint=_HINT_MTX)
     coo = coo.tocoo()
@@ -250,7 +257,7 @@ def _read_mtx(path: PathLike, n_users: int, n_items: int) -> Tuple[np.ndarray, n
                          f"its header declares {nnz:,} of {n_rows:,} x {n_cols:,}", path=source, hint=_HINT_MTX)
     rows, cols = np.asarray(coo.row, np.int64), np.asarray(coo.col, np.int64)
     _check_coordinates(rows, cols, (n_rows, n_cols), source, 1, _HINT_MTX)
-    values = np.ones(nnz) if fld == "pattern" else _check_values(coo.data, source, _HINT_MTX)
+    values = np.ones(nnz) if fld == "pattern" else _check_values(coo.data, source)
     return rows, cols, values
 
 
@@ -268,11 +275,12 @@ def _write_mtx(m: Matrix, path: PathLike) -> None:
 def _read_npz(path: PathLike):
     """Ids, encoding and 0-based coordinates of a scipy sparse ``.npz`` (with or without ids)."""
     source = str(path)
+    check_readable(path, "sparse matrix .npz", empty_hint=_HINT_NPZ)  # a zip is read by seeking: no device or pipe
     with NpzArchive(path, "a sparse matrix .npz", _HINT_NPZ) as archive:
         if "format" not in archive or "shape" not in archive:
             raise archive.error("not a scipy sparse matrix archive (no 'format' or 'shape' member)")
-        kind = str(archive.read("format", "US", ()).item())
-        kind = kind.decode("ascii", "replace") if isinstance(kind, bytes) else kind
+        kind = archive.read("format", "US", ()).item()
+        kind = kind.decode("ascii", "replace") if isinstance(kind, bytes) else str(kind)
         if kind not in ("csr", "csc", "coo"):
             raise archive.error(f"sparse format {kind[:20]!r} is not read here (csr, csc or coo)")
         shape = archive.read("shape", "iu", (2,))
@@ -308,7 +316,7 @@ def _read_npz(path: PathLike):
             major = np.repeat(np.arange(n_major, dtype=np.int64), steps)
             rows, cols = (major, minor) if kind == "csr" else (minor, major)
     _check_coordinates(rows, cols, (n_rows, n_cols), source, 0, _HINT_NPZ)
-    return users, items, encoding, (rows, cols, _check_values(data, source, _HINT_NPZ))
+    return users, items, encoding, (rows, cols, _check_values(data, source))
 
 
 def _write_npz(m: Matrix, path: PathLike) -> None:
