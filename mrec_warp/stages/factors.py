@@ -207,6 +207,9 @@ def export_factors(model: Union[PathLike, Recommender], outdir: PathLike) -> Lis
     """Write the factors of a factor model (a file or a fitted model) into ``outdir`` (see
     :func:`mrec_warp.data.factor_files.export_factors`); returns the paths written."""
     source = None if isinstance(model, Recommender) else str(model)
+    if os.path.exists(outdir) and not os.path.isdir(outdir):
+        raise InputError("the export folder is a file", path=str(outdir),
+                         hint="give a folder (created if needed) for the exported files")
     if source is not None:
         check_outputs({"`outdir`": [os.path.join(str(outdir), n) for n in _EXPORTED]}, [source])
     m = model if isinstance(model, Recommender) else load(model)
