@@ -309,3 +309,18 @@ def test_factors_api_checks_its_arrays():
         Factors.from_arrays(u, v, ["a", "a"], ["w", "x", "y", "z"])
     with pytest.raises(InputError, match="not trained here"):
         model.fit(None)
+
+
+def test_python_api_reads_writes_and_saves(tmp_path):
+    import mrec_warp as mw
+
+    (tmp_path / "r.tsv").write_text("a\tx\t0\nb\ty\t2.5\n")
+    m = mw.read_matrix(tmp_path / "r.tsv")
+    assert m.matrix.nnz == 2 and m.matrix.dtype == np.float64 and m.matrix[0, 0] == 0
+    mw.write_matrix(m, tmp_path / "r.npz")
+    assert mw.read_matrix(tmp_path / "r.npz").matrix.toarray().tolist() == [[0.0, 0.0], [0.0, 2.5]]
+    model = mw.Factors.from_arrays(np.eye(2), np.eye(2), m.user_ids, m.item_ids, train=m.matrix)
+    model.save(tmp_path / "f.npz")
+    again = load(tmp_path / "f.npz")
+    assert again.train_.nnz == 2  # the stored 0 is an interaction: excluded like the others
+    assert again.recommend_frame(k=2)["item"].tolist() == ["y", "x"]
