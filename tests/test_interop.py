@@ -92,6 +92,13 @@ def test_coordinates_stored_twice_merge_by_the_duplicates_rule(tmp_path):
     assert pairs_of(tmp_path / "max.tsv") == [("a", "x", "5"), ("b", "y", "0")]
 
 
+def test_rules_that_leave_nothing_write_nothing(tmp_path):
+    (tmp_path / "r.tsv").write_text("a\tx\t1\nb\ty\t2\n")
+    assert_one_line_error(run("convert", tmp_path / "r.tsv", tmp_path / "o.mtx", "--min-value", "5"),
+                          "no interactions left", "2 pairs below", "--min-value")
+    assert not (tmp_path / "o.mtx").exists() and not (tmp_path / "o.users.txt").exists()
+
+
 def test_scipy_csc_and_pattern_matrices_are_read_with_id_lists_beside(tmp_path):
     m = sp.csc_matrix(np.array([[0, 3.0], [1.5, 0]]))
     sp.save_npz(tmp_path / "s.npz", m)
@@ -290,6 +297,12 @@ def test_bad_npy_inputs_and_foreign_train_are_refused(tmp_path):
                  "--item-bias", tmp_path / "b.npy")
     assert_one_line_error(result, "3 item biases for 2 items")
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_export_writes_every_file_or_none(warp_model, tmp_path):
+    (tmp_path / "out" / "item_factors.tsv").mkdir(parents=True)
+    assert_one_line_error(run("factors", "--export", warp_model / "warp.npz", tmp_path / "out"), "is a folder")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["item_factors.tsv"]
 
 
 def test_export_refuses_a_model_without_factors(tmp_path):

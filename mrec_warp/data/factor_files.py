@@ -26,6 +26,7 @@ and line.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -209,22 +210,21 @@ def _is_number(text: str) -> bool:
 # -- writing ---------------------------------------------------------------------------------------
 def write_text_vectors(path: PathLike, ids: np.ndarray, values: np.ndarray, encoding: str = "utf-8") -> None:
     """``id<TAB>v1 v2 ...`` rows, values with 9 significant digits (every float32 reads back
-    exactly), ids as they are; an id holding a tab or line break is refused first."""
-    ids = np.asarray(ids, dtype=str)
+    exactly), ids as they are, written atomically; an id holding a tab or line break is
+    refused first."""
     check_text_ids(ids, path)
-    matrix = values.reshape(len(ids), -1)
+    with atomic_path(path) as tmp:
+        _text_vectors_into(tmp, ids, values, encoding)
+
+
+def _text_vectors_into(name: PathLike, ids: np.ndarray, values: np.ndarray, encoding: str) -> None:
+    matrix = np.asarray(values).reshape(len(ids), -1)
     body = io.StringIO()
     np.savetxt(body, matrix, fmt="%.9g", delimiter=" ")
-    text = "".join(f"{i}\t{row}\n" for i, row in zip(ids.tolist(), body.getvalue().splitlines()))
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=output_encoding(encoding), newline="") as fh:
-            fh.write(text)
-
-
-def write_npy(path: PathLike, arr: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+    text = "".join(f"{i}\t{row}\n" for i, row in zip(np.asarray(ids, dtype=str).tolist(),
+                                                      body.getvalue().splitlines()))
+    with open(name, "w", encoding=output_encoding(encoding), newline="") as fh:
+        fh.write(text)
 
 
 def export_factors(outdir: PathLike, user_ids: np.ndarray, item_ids: np.ndarray, user_factors: np.ndarray,
@@ -234,34 +234,34 @@ def export_factors(outdir: PathLike, user_ids: np.ndarray, item_ids: np.ndarray,
 
     ``factors.npz`` (everything, ids inside); ``user_factors.npy``, ``item_factors.npy``,
     ``item_bias.npy`` with ``user_ids.txt`` / ``item_ids.txt``; ``user_factors.tsv``,
-    ``item_factors.tsv``, ``item_bias.tsv`` (text). Ids that a text file cannot hold (a tab
+    ``item_factors.tsv``, ``item_bias.tsv`` (text). All are written or none: each goes to a
+    temporary name, and all are renamed at the end. Ids that a text file cannot hold (a tab
     or line break) are refused before anything is written.
     """
     out = Path(outdir)
     for ids in (user_ids, item_ids):
         check_text_ids(ids, out)
-    out.mkdir(parents=True, exist_ok=True)
     arrays = {"user_factors": user_factors, "item_factors": item_factors}
     if item_bias is not None:
         arrays["item_bias"] = item_bias
-    written = []
-    npz = {**arrays, "user_ids": np.asarray(user_ids, dtype=str), "item_ids": np.asarray(item_ids, dtype=str),
-           "id_encoding": np.array(encoding)}
-    with atomic_path(out / "factors.npz") as tmp:
-        with open(tmp, "wb") as fh:
-            write_npz(fh, npz)
-    written.append(str(out / "factors.npz"))
-    for name, arr in arrays.items():
-        write_npy(out / f"{name}.npy", arr)
-        written.append(str(out / f"{name}.npy"))
-    for ids, kind in ((user_ids, "user"), (item_ids, "item")):
-        write_id_lines(out / f"{kind}_ids.txt", ids, encoding, kind)
-        written.append(str(out / f"{kind}_ids.txt"))
-    for name, arr in arrays.items():
-        ids = user_ids if name == "user_factors" else item_ids
-        write_text_vectors(out / f"{name}.tsv", ids, arr, encoding)
-        written.append(str(out / f"{name}.tsv"))
-    return written
+    side_ids = {"user_factors": user_ids, "item_factors": item_ids, "item_bias": item_ids}
+    names = ["factors.npz", *(f"{k}.npy" for k in arrays), "user_ids.txt", "item_ids.txt", *(f"{k}.tsv" for k in arrays)]
+    folder = next((out / n for n in names if (out / n).is_dir()), None)
+    if folder is not None:  # found now, not by a rename after others were made
+        raise InputError("is a folder, where the export writes a file; nothing was written", path=str(folder),
+                         hint="export into another folder, or move that one away")
+    with contextlib.ExitStack() as stack:
+        tmp = {n: stack.enter_context(atomic_path(out / n)) for n in names}
+        with open(tmp["factors.npz"], "wb") as fh:
+            write_npz(fh, {**arrays, "user_ids": np.asarray(user_ids, dtype=str),
+                           "item_ids": np.asarray(item_ids, dtype=str), "id_encoding": np.array(encoding)})
+        for key, arr in arrays.items():
+            with open(tmp[f"{key}.npy"], "wb") as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+            _text_vectors_into(tmp[f"{key}.tsv"], side_ids[key], arr, encoding)
+        for ids, kind in ((user_ids, "user"), (item_ids, "item")):
+            write_id_lines(out / f"{kind}_ids.txt", ids, encoding, kind, tmp=tmp[f"{kind}_ids.txt"])
+    return [str(out / n) for n in names]
 
 
 def check_text_ids(ids: np.ndarray, where: PathLike) -> None:

@@ -91,23 +91,35 @@ def _as_latin1(ids: np.ndarray) -> np.ndarray:
     return np.asarray([s.encode("utf-8").decode("latin-1") for s in ids.tolist()], dtype=str)
 
 
-def write_id_lines(path: PathLike, ids: Sequence[str], encoding: str = "utf-8", what: str = "user") -> None:
-    """Write ``ids`` one per line (``\\n`` endings), each exactly as it is, atomically.
+def write_id_lines(path: PathLike, ids: Sequence[str], encoding: str = "utf-8", what: str = "user",
+                   tmp: Optional[PathLike] = None) -> None:
+    """Write ``ids`` one per line (``\\n`` endings), each exactly as it is, atomically (or
+    into ``tmp``, a temporary name the caller renames to ``path`` with the files written
+    along with it).
 
     An id holding a line break, or an empty one, cannot be written (it would not read back
     as one row): refused in one line before anything is written.
     """
+    check_writable_ids(ids, what, path)
+    text = "".join(f"{s}\n" for s in np.asarray(ids, dtype=str).tolist())
+    if tmp is not None:
+        with open(tmp, "w", encoding=output_encoding(encoding), newline="") as fh:
+            fh.write(text)
+        return
+    with atomic_path(path) as name:
+        with open(name, "w", encoding=output_encoding(encoding), newline="") as fh:
+            fh.write(text)
+
+
+def check_writable_ids(ids: Sequence[str], what: str, path: PathLike) -> None:
+    """Refuse ids an id list cannot hold: one with a line break, or an empty one."""
     arr = np.asarray(ids, dtype=str)
     for ch in ("\n", "\r"):
         hit = np.char.find(arr, ch) >= 0 if len(arr) else np.zeros(0, bool)
         if hit.any():
             bad = str(arr[int(np.flatnonzero(hit)[0])])
-            raise InputError(f"{what} id {bad[:80]!r} holds a line break, which an id list cannot hold",
-                             path=str(path), hint="write .npz instead, which keeps the ids in the archive")
+            raise InputError(f"{what} id {bad[:80]!r} holds a line break, which an id list cannot hold; nothing "
+                             "was written", path=str(path), hint="write .npz instead, which keeps the ids in the archive")
     if len(arr) and (np.char.str_len(arr) == 0).any():
-        raise InputError(f"a {what} id is empty, which an id list cannot hold", path=str(path),
+        raise InputError(f"a {what} id is empty, which an id list cannot hold; nothing was written", path=str(path),
                          hint="give every row a non-empty id")
-    text = "".join(f"{s}\n" for s in arr.tolist())
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=output_encoding(encoding), newline="") as fh:
-            fh.write(text)

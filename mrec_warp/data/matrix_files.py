@@ -27,11 +27,11 @@ lists, indices in range, values finite; each defect is one :class:`InputError` l
 """
 from __future__ import annotations
 
-import io
+import contextlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..files import PathLike, atomic_path
-from .id_lines import check_unique, read_paired_id_lines, write_id_lines
+from .id_lines import check_unique, check_writable_ids, read_paired_id_lines, write_id_lines
 from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
@@ -136,6 +136,7 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     i_codes, i_ids = pd.factorize(items, sort=False)
     values = df["value"].to_numpy(dtype=np.float64) if "value" in df else None
     merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=table_locator(df, source=source), **rules)
+    _check_left(merged.counts, source)
     user, u_ids = _compact(merged.user, np.asarray(u_ids, dtype=object))
     item, i_ids = _compact(merged.item, np.asarray(i_ids, dtype=object))
     csr = _csr(user, item, merged.value, (len(u_ids), len(i_ids)))
@@ -151,8 +152,18 @@ def _merged(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, users: np.nd
         return source, None, f"entry {row + 1} (row {rows[row] + 1}, column {cols[row] + 1})"
 
     merged = merge_rows(rows, cols, values, None, len(items), locate=locate, **rules)
+    _check_left(merged.counts, source)
     csr = _csr(merged.user, merged.item, merged.value, (len(users), len(items)))
     return Matrix(csr, users, items, encoding, merged.counts)
+
+
+def _check_left(counts: Dict[str, int], source: str) -> None:
+    """Refuse rules that removed every entry: an empty output is never what was meant (as ``prepare``)."""
+    if counts["rows_read"] and not counts["pairs_kept"]:
+        raise InputError(f"no interactions left: {counts['negative_rows_dropped']:,} negative rows dropped, "
+                         f"{counts['pairs_netted_out']:,} pairs netted out, {counts['rows_below_min_value']:,} pairs "
+                         "below the minimum value; nothing was written", path=source,
+                         hint="lower `min_value`, or check `negatives`")
 
 
 def _csr(user: np.ndarray, item: np.ndarray, value: np.ndarray, shape: Tuple[int, int]) -> sp.csr_matrix:
@@ -261,14 +272,21 @@ def _read_mtx(path: PathLike, n_users: int, n_items: int) -> Tuple[np.ndarray, n
     return rows, cols, values
 
 
-def _write_mtx(m: Matrix, path: PathLike) -> None:
-    coo = m.matrix.tocoo()  # tocoo keeps stored zeros: each is an interaction
-    buffer = io.BytesIO()
-    scipy.io.mmwrite(buffer, coo, field="real", symmetry="general",
-                     comment="mrec-warp interactions: ids of rows and columns in NAME.users.txt / NAME.items.txt")
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(buffer.getbuffer())
+def _write_mtx(m: Matrix, path: PathLike) -> List[str]:
+    """The matrix and its two id lists, all written or none (renamed together at the end)."""
+    users_path, items_path = id_list_paths(path)
+    for ids, what, where in ((m.user_ids, "user", users_path), (m.item_ids, "item", items_path)):
+        check_writable_ids(ids, what, where)
+    with contextlib.ExitStack() as stack:
+        tmp = {p: stack.enter_context(atomic_path(p)) for p in (users_path, items_path, Path(path))}
+        write_id_lines(users_path, m.user_ids, m.encoding, "user", tmp=tmp[users_path])
+        write_id_lines(items_path, m.item_ids, m.encoding, "item", tmp=tmp[items_path])
+        with open(tmp[Path(path)], "wb") as fh:  # a file object: mmwrite would add .mtx to a name
+            # tocoo keeps stored zeros: each is an interaction
+            scipy.io.mmwrite(fh, m.matrix.tocoo(), field="real", symmetry="general",
+                             comment="mrec-warp interactions: ids of rows and columns in NAME.users.txt / "
+                                     "NAME.items.txt")
+    return [str(path), str(users_path), str(items_path)]
 
 
 # -- npz -----------------------------------------------------------------------------------------
@@ -335,7 +353,7 @@ def _write_npz(m: Matrix, path: PathLike) -> None:
 
 
 # -- writing -------------------------------------------------------------------------------------
-def write_matrix(m: Matrix, path: PathLike, fmt: Optional[str] = None) -> list:
+def write_matrix(m: Matrix, path: PathLike, fmt: Optional[str] = None) -> List[str]:
     """Write ``m`` as ``fmt`` (default from the name); returns the paths written.
 
     ``text`` is the package's headerless TSV ``user<TAB>item<TAB>value``; ``mtx`` writes the
@@ -350,16 +368,7 @@ def write_matrix(m: Matrix, path: PathLike, fmt: Optional[str] = None) -> list:
         write_interactions(frame, path, encoding=m.encoding)
         return [str(path)]
     if fmt == "mtx":
-        users_path, items_path = id_list_paths(path)
-        # refuse ids an id list cannot hold before any file is written
-        for ids, what in ((m.user_ids, "user"), (m.item_ids, "item")):
-            if len(ids) and ((np.char.find(ids, "\n") >= 0) | (np.char.find(ids, "\r") >= 0)).any():
-                raise InputError(f"an {what} id holds a line break, which an id list cannot hold", path=str(path),
-                                 hint="write .npz instead, which keeps the ids in the archive")
-        write_id_lines(users_path, m.user_ids, m.encoding, "user")
-        write_id_lines(items_path, m.item_ids, m.encoding, "item")
-        _write_mtx(m, path)
-        return [str(path), str(users_path), str(items_path)]
+        return _write_mtx(m, path)
     if fmt == "npz":
         _write_npz(m, path)
         return [str(path)]
