@@ -233,7 +233,8 @@ def test_without_train_nothing_is_excluded_until_recommend_gets_one(tmp_path):
     result = ok("factors", "-o", tmp_path / "m.npz", "--user-factors", tmp_path / "u.npy", "--user-ids",
                 tmp_path / "u.txt", "--item-factors", tmp_path / "v.npy", "--item-ids", tmp_path / "v.txt")
     assert "excludes nothing unless given --train" in result.stderr
-    ok("recommend", tmp_path / "m.npz", "-o", tmp_path / "all.tsv", "-q")
+    result = ok("recommend", tmp_path / "m.npz", "-o", tmp_path / "all.tsv")
+    assert "stores no training interactions, so nothing is excluded: give --train" in result.stderr
     assert [line.split("\t")[1] for line in (tmp_path / "all.tsv").read_text().splitlines()] == ["x", "y"]
     (tmp_path / "seen.tsv").write_text("alice\tx\n")
     ok("recommend", tmp_path / "m.npz", "-o", tmp_path / "unseen.tsv", "--train", tmp_path / "seen.tsv", "-q")
