@@ -26,6 +26,10 @@ from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
 from .stages import evaluate, explain, prepare, recommend, similar, train, tune  # noqa: E402
+# interoperability (mrec's mrec_convert / mrec_factors): other tools' matrices and factors
+from .models.imported import Factors  # noqa: E402
+from .data.matrix_files import read_matrix, write_matrix  # noqa: E402
+from .stages.factors import export_factors, import_factors  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -57,4 +61,10 @@ __all__ = [
     "similar",
     "explain",
     "tune",
+    # interoperability
+    "Factors",
+    "read_matrix",
+    "write_matrix",
+    "import_factors",
+    "export_factors",
 ]

@@ -11,7 +11,8 @@ from ..signals import stop_on_signals
 from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.
-_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune")
+_COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune",
+             "convert", "factors")
 
 
 class _Group(click.Group):

@@ -57,6 +57,8 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url",
     # evaluate's paired tests and groups; prepare's global time split
     "paired_test", "correction", "groups", "cutoff",
+    # factors (imported factor models)
+    "user_factors", "item_factors", "user_ids", "item_ids", "npz",
 })
 
 

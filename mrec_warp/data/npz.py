@@ -186,7 +186,7 @@ def _short(exc: BaseException) -> str:
 
 
 def _kind_names(kinds: str) -> str:
-    names = {"i": "integers", "u": "integers", "f": "floats", "U": "text", "b": "booleans"}
+    names = {"i": "integers", "u": "integers", "f": "floats", "U": "text", "S": "text", "b": "booleans"}
     return " or ".join(dict.fromkeys(names[k] for k in kinds))
 
 

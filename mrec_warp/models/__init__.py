@@ -7,5 +7,6 @@ from .wrmf import WRMF
 from .itemknn import ItemKNN
 from .slim import SLIM
 from .ease import EASE
+from .imported import Factors
 
-__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "WRMF", "ItemKNN", "SLIM", "EASE", "load"]
+__all__ = ["Recommender", "Popularity", "WARP", "HybridWARP", "WRMF", "ItemKNN", "SLIM", "EASE", "Factors", "load"]

@@ -132,6 +132,9 @@ def recommend(
     elif extended.users is not None:  # user features / history: recommend for those users
         user_ids = extended.users
     exclude = train_exclusion(model, train, progress) if train else "train"
+    if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
+        notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
+                     "the items users have seen")
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)

@@ -1,0 +1,125 @@
+"""Id lists that name the rows or columns of a matrix (``OUT.users.txt`` beside a Matrix
+Market file, ``user_ids.txt`` beside a ``.npy`` of factors): line *n* is the id of row *n*.
+
+Unlike :func:`~mrec_warp.data.idlist.read_id_list` (a list of ids to look up), nothing is
+skipped or merged here: a blank line or a repeated id would shift or alias every later row,
+so both are refused in one line. The id is the whole line without its line ending, byte for
+byte; the file is UTF-8, or Latin-1 when it is not valid UTF-8 (as every reader of the
+package), and :func:`write_id_lines` writes the ids back as the same bytes.
+"""
+from __future__ import annotations
+
+import io
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import InputError
+from ..files import PathLike, atomic_path
+from .inputs import check_readable, decode_input, output_encoding, read_list_bytes
+from .npz import MAX_ID_CHARS, _first_duplicate
+
+
+def read_id_lines(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
+    """The ids of a ``what`` id list, one per line, and the encoding they were read in.
+
+    Returns
+    -------
+    ids : numpy str array
+        Line *n* (1-based) is the id of row *n - 1*.
+    encoding : str
+        ``"utf-8"`` (a leading byte-order mark dropped) or ``"latin-1"``.
+
+    Raises
+    ------
+    InputError
+        A missing or empty file, a blank line, an id over the readers' length limit, or an
+        id that appears twice: each names the file and line.
+    """
+    hint = f"one {what} id per line, line n naming row n"
+    p = check_readable(path, f"{what} id list", empty_hint=hint, stream_ok=True)
+    data = read_list_bytes(p, f"{what} id list")
+    if not data:
+        raise InputError(f"{what} id list is empty", path=str(p), hint=hint)
+    text, encoding = decode_input(data)
+    ids: List[str] = []
+    with io.StringIO(text, newline="") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+            if not body.strip():
+                raise InputError(f"line {lineno} is blank: every line names one {what} (row {lineno})",
+                                 path=str(p), line=lineno, hint=f"remove the line, or give the {what} its id")
+            if len(body) > MAX_ID_CHARS:
+                raise InputError(f"{what} id of {len(body):,} characters (the limit is {MAX_ID_CHARS:,})",
+                                 path=str(p), line=lineno, hint="shorten the ids, e.g. map them to numbers")
+            ids.append(body)
+    arr = np.asarray(ids, dtype=str)
+    check_unique(arr, what, str(p))
+    return arr, "utf-8" if encoding == "utf-8-sig" else encoding
+
+
+def check_unique(ids: np.ndarray, what: str, path: Optional[str]) -> None:
+    """Refuse an id list in which an id names two rows (naming the first repeat and its line)."""
+    dup = _first_duplicate(ids) if len(ids) else None
+    if dup is not None:
+        lines = np.flatnonzero(ids == dup)[:2] + 1
+        raise InputError(f"{what} id {dup[:80]!r} appears twice (lines {lines[0]} and {lines[1]})",
+                         path=path, line=int(lines[1]), hint=f"each {what} must have one row: remove the repeat")
+
+
+def read_paired_id_lines(user_path: PathLike, item_path: PathLike) -> Tuple[np.ndarray, np.ndarray, str]:
+    """Both id lists of a matrix and the one encoding its outputs are written in
+    (:func:`common_encoding`)."""
+    (users, items), encoding = common_encoding([read_id_lines(user_path, "user"), read_id_lines(item_path, "item")])
+    return users, items, encoding
+
+
+def common_encoding(decoded: Sequence[Tuple[np.ndarray, str]]) -> Tuple[List[np.ndarray], str]:
+    """Ids read from several files, each with its encoding, as ids of one encoding.
+
+    When one file was Latin-1 and another valid UTF-8, the UTF-8 ids are re-read as Latin-1
+    (their bytes are valid Latin-1 too), so that writing every id in Latin-1 gives each one
+    back as the bytes it was read as.
+    """
+    if all(output_encoding(enc) == "utf-8" for _, enc in decoded):
+        return [ids for ids, _ in decoded], "utf-8"
+    return [ids if enc == "latin-1" else _as_latin1(ids) for ids, enc in decoded], "latin-1"
+
+
+def _as_latin1(ids: np.ndarray) -> np.ndarray:
+    """Ids read as UTF-8, as Latin-1 reads the same bytes."""
+    return np.asarray([s.encode("utf-8").decode("latin-1") for s in ids.tolist()], dtype=str)
+
+
+def write_id_lines(path: PathLike, ids: Sequence[str], encoding: str = "utf-8", what: str = "user",
+                   tmp: Optional[PathLike] = None) -> None:
+    """Write ``ids`` one per line (``\\n`` endings), each exactly as it is, atomically (or
+    into ``tmp``, a temporary name the caller renames to ``path`` with the files written
+    along with it).
+
+    An id holding a line break, or an empty one, cannot be written (it would not read back
+    as one row): refused in one line before anything is written.
+    """
+    check_writable_ids(ids, what, path)
+    text = "".join(f"{s}\n" for s in np.asarray(ids, dtype=str).tolist())
+    if tmp is not None:
+        with open(tmp, "w", encoding=output_encoding(encoding), newline="") as fh:
+            fh.write(text)
+        return
+    with atomic_path(path) as name:
+        with open(name, "w", encoding=output_encoding(encoding), newline="") as fh:
+            fh.write(text)
+
+
+def check_writable_ids(ids: Sequence[str], what: str, path: PathLike) -> None:
+    """Refuse ids an id list cannot hold: one with a line break, or an empty one."""
+    arr = np.asarray(ids, dtype=str)
+    for ch in ("\n", "\r"):
+        hit = np.char.find(arr, ch) >= 0 if len(arr) else np.zeros(0, bool)
+        if hit.any():
+            bad = str(arr[int(np.flatnonzero(hit)[0])])
+            raise InputError(f"{what} id {bad[:80]!r} holds a line break, which an id list cannot hold; nothing "
+                             "was written", path=str(path), hint="write .npz instead, which keeps the ids in the archive")
+    if len(arr) and (np.char.str_len(arr) == 0).any():
+        raise InputError(f"a {what} id is empty, which an id list cannot hold; nothing was written", path=str(path),
+                         hint="give every row a non-empty id")
