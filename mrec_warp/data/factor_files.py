@@ -141,12 +141,10 @@ def read_text_vectors(path: PathLike, what: str) -> Loaded:
                 lines.append((lineno, body))
     if not lines:
         raise InputError(f"{what} file holds no rows", path=source, hint=_HINT_TEXT)
-    header: Optional[Tuple[int, int]] = None
     if _WORD2VEC_HEADER.match(lines[0][1]) and len(lines) > 1:
         count, width = (int(x) for x in lines[0][1].split())
         if count == len(lines) - 1 and len(_split(lines[1][1], _style(lines[1][1]))[1]) == width:
-            header = (count, width)
-            lines = lines[1:]
+            lines = lines[1:]  # a word2vec header (count, width) that matches the rows
     style = _style(lines[0][1])
     ids: List[str] = []
     rows: List[List[str]] = []
