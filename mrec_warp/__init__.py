@@ -26,6 +26,7 @@ from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
 from .stages import evaluate, explain, prepare, recommend, similar, train, tune  # noqa: E402
+from .experiments import experiment  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -57,4 +58,5 @@ __all__ = [
     "similar",
     "explain",
     "tune",
+    "experiment",
 ]
