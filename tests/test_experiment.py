@@ -162,6 +162,7 @@ BAD = [
     ("[evaluate]", '[evaluate]\ncorrection = "bonferroni"', 'correction = "bonferroni"', "unknown correction"),
     ("seed = 7", "seed = 7\nthreads = 2", "threads = 2", "unknown key 'threads'"),
     ("factors = 4", "factors = 4\nlearning_rate = -1.0", "learning_rate = -1.0", "learning_rate must be a number > 0"),
+    ("epochs = 3", "epochs = 3\nalpha = 2.0", "alpha = 2.0", "only matter with a confidence"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
 ]
 

@@ -47,6 +47,7 @@ from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
 from ..models.families import FAMILIES
 from ..seeds import DEFAULT_SEED
+from ..stages.train import _check_confidence as check_confidence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -395,13 +396,14 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
             if key not in own:
                 check.fail(f"{key!r} is not a parameter of the {family} family", table, key,
                            f"its parameters: {', '.join(own)}" if own else f"the {family} family takes none")
-        _check_model_params(check, cls, params, table)
+        _check_model_params(check, family, params, table)
         out.append(ModelSpec(name=name, family=family, params=params))
     return out
 
 
-def _check_model_params(check: _Checker, cls: type, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
-    """The family's own checks (:mod:`mrec_warp.models.params`), before any training."""
+def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
+    """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
+    cls = FAMILIES[family].cls
     for name in ("user_max_norm", "item_max_norm"):  # train's rule: 0 means no limit
         if params.get(name) == 0:
             params[name] = None
@@ -410,6 +412,8 @@ def _check_model_params(check: _Checker, cls: type, params: Dict[str, Any], tabl
         checker = getattr(model, "_check_params", None)
         if checker is not None:
             checker()
+        kind = params.get("confidence") or getattr(model, "confidence", "none")
+        check_confidence(model, family, kind, params)  # train's rule: confidence settings need a confidence
     except InputError as exc:
         check.relay(exc, table, list(params))
     except (TypeError, ValueError) as exc:

@@ -27,6 +27,7 @@ from .._version import __version__
 from ..evaluation.formatting import _markdown_table, _table_rows, comparison_lines
 from ..evaluation.report import write_reports
 from ..files import atomic_write
+from ..progress import plural
 
 #: Packages whose versions can change a number of the report.
 VERSIONED = ("numpy", "scipy", "pandas", "joblib", "threadpoolctl", "click", "matplotlib")
@@ -103,7 +104,7 @@ def format_results_markdown(result) -> str:
     for set_name, study in result.studies.items():
         data = study.to_dict()
         split_set = next(s for s in cfg.splits if s.name == set_name)
-        how = (f"{split_set.kind}, {split_set.repeats} split(s), seed {split_set.seed}"
+        how = (f"{split_set.kind}, {plural(split_set.repeats, 'split')}, seed {split_set.seed}"
                + (f", test_fraction {split_set.test_fraction}" if split_set.test_fraction is not None else "")
                + (f", leave_out {split_set.leave_out}" if split_set.leave_out is not None else "")
                + (f", cutoff {split_set.cutoff}" if split_set.cutoff is not None else ""))
