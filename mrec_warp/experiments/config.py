@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import numbers
 import re
 import sys
@@ -284,7 +285,7 @@ def read_config(path) -> Config:
     return Config(path=path, text=raw_bytes, data=data, splits=splits, models=models, ks=evaluation["k"],
                   metrics=evaluation["metrics"], baseline=baseline, paired_test=evaluation["paired_test"],
                   correction=evaluation["correction"], beyond=evaluation["beyond"], seed=seed,
-                  output=None if output is None else (path.parent / output), raw=raw)
+                  output=None if output is None else Path(os.path.normpath(path.parent / output)), raw=raw)
 
 
 def _check_duplicate_models(check: _Checker, text: str) -> None:
@@ -311,7 +312,7 @@ def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str,
         check.fail(f"data file {str(resolved)!r} does not exist" if not resolved.exists()
                    else f"data file {str(resolved)!r} is not a file", table, "path",
                    "paths are relative to the experiment file's folder")
-    out["path"] = str(resolved)
+    out["path"] = os.path.normpath(resolved)
     if out["format"] not in FORMATS:
         check.fail(f"unknown format {out['format']!r}", table, "format", f"one of {', '.join(FORMATS)}")
     for key in ("sep",):

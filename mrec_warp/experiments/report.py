@@ -133,8 +133,8 @@ def render_plot(result) -> bytes:
     k = max(result.config.ks)
     studies = list(result.studies.items())
     metrics = studies[0][1].to_dict()["metrics"]
-    accuracy = next((m for m in metrics if m.split("@")[0] in ("ndcg", "precision", "recall", "map", "hit_rate")
-                     and m.endswith(f"@{k}")), None)
+    accuracy = next((f"{m}@{k}" for m in ("ndcg", "precision", "recall", "map", "hit_rate") if f"{m}@{k}" in metrics),
+                    None)
     xs = [m for m in (f"novelty@{k}", f"coverage@{k}") if m in metrics]
     if accuracy is None or not xs:
         return b""
