@@ -114,6 +114,13 @@ def test_rerun_is_byte_identical(setup, tmp_path):
     assert b"/a/" not in (tmp / "a" / "results.md").read_bytes()
 
 
+def test_processes_give_the_same_tables(setup):
+    tmp, cfg = setup  # the units are pickled to other processes: paths and plain values only
+    mw.experiment(cfg, tmp / "threads")
+    mw.experiment(cfg, tmp / "procs", context=ExecutionContext("processes", n_jobs=2))
+    assert tables(tmp / "threads") == tables(tmp / "procs")
+
+
 def test_resume_skips_finished_runs(setup, monkeypatch):
     tmp, cfg = setup
     monkeypatch.setenv(FAULT_ENV, "raise:2")  # the third run fails once
