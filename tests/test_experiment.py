@@ -225,3 +225,22 @@ def test_cli_runs_and_errors_are_one_line(setup):
     assert bad.stderr == (f"Error: {cfg}:{line}: invalid parameter: factors must be an integer >= 1, got -2\n")
     missing = runner.invoke(main, ["experiment", str(tmp / "none.toml")])
     assert missing.exit_code == 2 and missing.stderr.count("\n") == 1 and "not found" in missing.stderr
+
+
+def test_without_matplotlib_the_plot_is_skipped_with_a_note(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # import matplotlib fails
+    result = mw.experiment(cfg)
+    assert not (tmp / "report" / "accuracy-vs-novelty.png").exists()
+    assert any("matplotlib is not installed" in n for n in result.notes)
+    assert (tmp / "report" / "results.md").exists()
+
+
+def test_cli_dask_backend_gives_the_same_tables(setup):
+    pytest.importorskip("distributed")
+    tmp, cfg = setup
+    mw.experiment(cfg, tmp / "threads")
+    res = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(tmp / "dask"), "--backend", "dask",
+                                    "--n-jobs", "2", "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert tables(tmp / "threads") == tables(tmp / "dask")
