@@ -170,6 +170,8 @@ BAD = [
     ("seed = 7", "seed = 7\nthreads = 2", "threads = 2", "unknown key 'threads'"),
     ("factors = 4", "factors = 4\nlearning_rate = -1.0", "learning_rate = -1.0", "learning_rate must be a number > 0"),
     ("epochs = 3", "epochs = 3\nalpha = 2.0", "alpha = 2.0", "only matter with a confidence"),
+    ("[splits.random]", '[splits."../up"]', '[splits."../up"]', "split set name '../up' is not a plain folder"),
+    ("[splits.random]", "[splits.work]", "[splits.work]", "split set name 'work'"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
 ]
 
@@ -244,3 +246,13 @@ def test_cli_dask_backend_gives_the_same_tables(setup):
                                     "--n-jobs", "2", "-q"])
     assert res.exit_code == 0, res.output + res.stderr
     assert tables(tmp / "threads") == tables(tmp / "dask")
+
+
+def test_report_never_replaces_an_input(setup):
+    tmp, cfg = setup
+    (tmp / "ratings.tsv").rename(tmp / "results.csv")
+    cfg.write_text(CONFIG.replace('path = "ratings.tsv"', 'path = "results.csv"').replace('"report"', '"."'))
+    before = (tmp / "results.csv").read_bytes()
+    with pytest.raises(InputError, match="results.csv"):
+        mw.experiment(cfg)
+    assert (tmp / "results.csv").read_bytes() == before

@@ -78,6 +78,9 @@ BEYOND_METRICS = tuple(PER_USER_AT_K) + tuple(GLOBAL_AT_K)
 METRICS = ACCURACY_METRICS + BEYOND_METRICS
 #: Parameters the experiment sets itself, as train does (``seed`` at the top sets random_state).
 RESERVED_PARAMS = ("random_state", "n_jobs", "backend", "scheduler", "verbose")
+#: A split set's name is the folder of its reports; the work folder's name is taken.
+_FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+WORK_NAME = "work"
 
 
 @dataclass
@@ -345,6 +348,10 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
         table = ("splits", name)
         if not isinstance(spec, dict):
             check.fail(f"splits.{name} must be a table, [splits.{name}]", ("splits",), name)
+        if not _FOLDER_NAME.match(name) or name == WORK_NAME:
+            # the set's reports go to OUTPUT/NAME: a path or the work folder would write elsewhere
+            check.fail(f"split set name {name!r} is not a plain folder name", table, None,
+                       f"use letters, digits, '_', '-' and '.' (not {WORK_NAME!r})")
         check.unknown_keys(spec, list(SPLIT_KEYS), table, f"[splits.{name}]")
         values = {**SPLIT_KEYS, **spec}
         if values["kind"] not in EXPERIMENT_SPLITS:

@@ -163,6 +163,13 @@ def render_plot(result) -> bytes:
     return buf.getvalue()
 
 
+def report_files(cfg, output) -> List[str]:
+    """Every file the report folder may get (checked against the inputs before any work)."""
+    names = ["results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json", PLOT_FILE]
+    names += [f"{s.name}/{f}" for s in cfg.splits for f in ("report.md", "report.json", "per_user.csv")]
+    return [str(output / name) for name in names]
+
+
 def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
     """Write the report folder (see the module docstring); returns the paths written."""
     out = result.output
@@ -204,4 +211,4 @@ def write_timing(result) -> str:
     return str(path)
 
 
-__all__ = ["write_report", "write_timing", "results_rows", "reproduce_info"]
+__all__ = ["write_report", "report_files", "write_timing", "results_rows", "reproduce_info"]

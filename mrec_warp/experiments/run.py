@@ -30,7 +30,7 @@ from ..data.split import prepare
 from ..data.split_folder import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
-from ..files import PathLike, atomic_write
+from ..files import PathLike, atomic_write, check_outputs
 from ..jobs import Job, job_manifest, maybe_inject_fault, unit_of_job
 from ..models.families import FAMILIES
 from ..progress import SILENT, Progress, plural
@@ -39,12 +39,12 @@ from ..stages.prepare import split_folders
 from ..stages.recommend import recommend
 from ..stages.train import train
 from ..workers import one_blas_thread
-from .config import Config, read_config
+from .config import WORK_NAME, Config, read_config
 
 #: Version of the work folder's layout, part of the job's description.
 EXPERIMENT_VERSION = 1
 #: The report folder's work folder when the context names none.
-WORK_FOLDER = "work"
+WORK_FOLDER = WORK_NAME
 
 
 @dataclass
@@ -150,7 +150,7 @@ def experiment(
     InputError
         A bad configuration (naming the file and its line) or data, before any training.
     """
-    from .report import write_report, write_timing
+    from .report import report_files, write_report, write_timing
 
     t0 = time.perf_counter()
     cfg = config if isinstance(config, Config) else read_config(config)
@@ -160,6 +160,8 @@ def experiment(
     output = Path(output) if output is not None else cfg.output
     if output.exists() and not output.is_dir():
         raise InputError("the report folder is a file", path=str(output), hint="give a folder")
+    # the folder may be the data's or the file's: never replace either
+    check_outputs({"`output`": report_files(cfg, output)}, [str(cfg.path), cfg.data["path"]])
     context = context if context is not None else local_context()
     workdir = context.folder(output / WORK_FOLDER)
     description = {"kind": "experiment", "version": EXPERIMENT_VERSION, "data": file_digest(cfg.data["path"]),
