@@ -172,6 +172,8 @@ BAD = [
     ("epochs = 3", "epochs = 3\nalpha = 2.0", "alpha = 2.0", "only matter with a confidence"),
     ("[splits.random]", '[splits."../up"]', '[splits."../up"]', "split set name '../up' is not a plain folder"),
     ("[splits.random]", "[splits.work]", "[splits.work]", "split set name 'work'"),
+    ('family = "popularity"', 'family = "popularity"\ntune = 4', "tune = 4", "the popularity family cannot be tuned"),
+    ("epochs = 3", "epochs = 3\ntune = 0", "tune = 0", "tune must be an integer >= 1"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
 ]
 
@@ -256,3 +258,19 @@ def test_report_never_replaces_an_input(setup):
     with pytest.raises(InputError, match="results.csv"):
         mw.experiment(cfg)
     assert (tmp / "results.csv").read_bytes() == before
+
+
+def test_tune_budget_picks_parameters_per_split(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace('family = "warp"\nfactors = 4\nepochs = 3',
+                                  'family = "ease"\ntune = 2').replace("repeats = 2", "repeats = 1"))
+    result = mw.experiment(cfg)
+    assert [t["model"] for t in result.tuned] == ["mf"]
+    chosen = result.tuned[0]["params"]
+    assert set(chosen) == {"l2"} and chosen["l2"] > 0
+    saved = json.loads((tmp / "report" / "tuned.json").read_text())
+    assert saved == [{"model": "mf", "params": chosen, "split": None, "split_set": "random"}]
+    first = (tmp / "report" / "results.csv").read_bytes()
+    mw.experiment(cfg, tmp / "again")
+    assert (tmp / "again" / "results.csv").read_bytes() == first
+    assert (tmp / "again" / "tuned.json").read_bytes() == (tmp / "report" / "tuned.json").read_bytes()

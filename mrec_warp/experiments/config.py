@@ -46,7 +46,7 @@ from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
-from ..models.families import FAMILIES
+from ..models.families import FAMILIES, TUNABLE_FAMILIES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import _check_confidence as check_confidence
 
@@ -65,7 +65,7 @@ SPLIT_KEYS = {"kind": "random", "repeats": 1, "test_fraction": None, "leave_out"
 EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_test": DEFAULT_TEST,
                  "correction": DEFAULT_CORRECTION, "beyond": True}
 #: Keys of a model table besides the family's parameters.
-MODEL_KEYS = ("family",)
+MODEL_KEYS = ("family", "tune")
 TABLES = ("data", "splits", "models", "evaluate")
 #: Families an experiment can run (the hybrid needs feature files, which an experiment does not pass yet).
 EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if f != "hybrid")
@@ -108,6 +108,7 @@ class ModelSpec:
     name: str
     family: str
     params: Dict[str, Any]
+    tune: Optional[int] = None  # random trials per split (the other parameters held fixed)
 
 
 @dataclass
@@ -405,7 +406,13 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
                 check.fail(f"{key!r} is not a parameter of the {family} family", table, key,
                            f"its parameters: {', '.join(own)}" if own else f"the {family} family takes none")
         _check_model_params(check, family, params, table)
-        out.append(ModelSpec(name=name, family=family, params=params))
+        tune = spec.get("tune")
+        if tune is not None:
+            check.integer(tune, table, "tune", 1)
+            if family not in TUNABLE_FAMILIES:
+                check.fail(f"the {family} family cannot be tuned", table, "tune",
+                           f"tunable: {', '.join(TUNABLE_FAMILIES)}")
+        out.append(ModelSpec(name=name, family=family, params=params, tune=tune))
     return out
 
 

@@ -8,7 +8,8 @@ Per split set ``NAME``, evaluate's own reports of the study (:mod:`mrec_warp.eva
 * ``results.csv`` -- the same numbers, one row per (split set, model, metric);
 * ``accuracy-vs-novelty.png`` -- accuracy against novelty and coverage (needs matplotlib);
 * ``experiment.toml`` (the file's exact bytes) and ``reproduce.json`` (data and config
-  digests, seeds, package versions, the command).
+  digests, seeds, package versions, the command);
+* ``tuned.json`` -- with models that ``tune``: the parameters chosen on each split.
 
 All but the plot are text rendered from the study's plain structure, so the same file gives
 the same bytes. Run times are not in them: they are logged, and kept in ``timing.json``.
@@ -165,7 +166,7 @@ def render_plot(result) -> bytes:
 
 def report_files(cfg, output) -> List[str]:
     """Every file the report folder may get (checked against the inputs before any work)."""
-    names = ["results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json", PLOT_FILE]
+    names = ["results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json", PLOT_FILE]
     names += [f"{s.name}/{f}" for s in cfg.splits for f in ("report.md", "report.json", "per_user.csv")]
     return [str(output / name) for name in names]
 
@@ -184,6 +185,8 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
                 (out / "results.csv", format_results_csv(results_rows(result)).encode()),
                 (out / "experiment.toml", result.config.text),
                 (out / "reproduce.json", (json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
+    if result.tuned:
+        contents.append((out / "tuned.json", (json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -37,7 +37,9 @@ from ..progress import SILENT, Progress, plural
 from ..stages.evaluate import evaluate
 from ..stages.prepare import split_folders
 from ..stages.recommend import recommend
+from ..stages.candidates import MODEL, candidates
 from ..stages.train import train
+from ..stages.tune import tune as tune_stage
 from ..workers import one_blas_thread
 from .config import WORK_NAME, Config, read_config
 
@@ -66,6 +68,9 @@ class ExperimentResult:
         What the caller should hear about (e.g. the plot skipped without matplotlib).
     seconds : float
         Wall time of this call.
+    tuned : list of dict
+        For each run of a model with ``tune``: ``model``, ``split_set``, ``split`` and the
+        ``params`` tuning chose.
     """
 
     config: Config
@@ -76,6 +81,7 @@ class ExperimentResult:
     files: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
+    tuned: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -97,22 +103,39 @@ def file_digest(path: PathLike) -> str:
 
 
 def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: str, params: Dict[str, Any],
-             seed: int, k: int) -> Dict[str, Any]:
-    """One (model, split) run: fit on one thread, write the top ``k`` of every training user,
+             seed: int, k: int, trials: Optional[int] = None) -> Dict[str, Any]:
+    """One (model, split) run: fit on one thread (after ``trials`` random tuning trials on a
+    hold-out of the training file, when given), write the top ``k`` of every training user,
     then the part file ``run-NNNN.json`` that marks it done (returned as a dict)."""
     maybe_inject_fault(workdir, index)
     started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     t0 = time.perf_counter()
     seeded = "random_state" in FAMILIES[family].cls._param_names()
     with one_blas_thread():  # a product's bits depend on BLAS's thread count: one, always
+        if trials:
+            params = tuned_params(train_file, family, params, trials, seed)
         fitted = train(train_file, None, model=family, params=params, seed=seed if seeded else None,
                        context=local_context(1))
         written = recommend(fitted.model, recs_file, k=k, context=local_context(1))
     row = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
            "n_items": fitted.n_items, "seconds": round(time.perf_counter() - t0, 3)}
+    if trials:
+        row["params"] = params
     with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
         json.dump(row, fh)
     return row
+
+
+def tuned_params(train_file: str, family: str, fixed: Dict[str, Any], trials: int, seed: int) -> Dict[str, Any]:
+    """The best of the family's defaults and ``trials`` random points around them (the
+    ``fixed`` parameters in every one), by validation precision@10 on a hold-out of the
+    training file (:func:`~mrec_warp.stages.tune.tune`, one thread)."""
+    drawn = [{**p, **fixed} for p in candidates([family], None, trials, seed=seed)]
+    varied = sorted({n for p in drawn for n in p if n != MODEL})
+    # the defaults first, named in full so that the table says what they are when they win
+    points = [{MODEL: family, **FAMILIES[family].defaults(varied), **fixed}] + drawn
+    found = tune_stage(train_file, points, seed=seed, context=local_context(1), with_defaults=False)
+    return {**found.best_params, **fixed}
 
 
 def part_name(index: int) -> str:
@@ -185,19 +208,28 @@ def experiment(
             recs = _recs_file(workdir, sp, m)
             recs.parent.mkdir(parents=True, exist_ok=True)
             tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
-                          cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k))
+                          cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
         done = job.skipped
         for row in job.run(run_unit, tasks, desc="runs", unit="run"):
             done += 1
             m, sp = units[row["index"]]
             where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
+            chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
+                      if "params" in row else "")
             progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
-                         f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s")
+                         f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
         job.check_complete()
+        tuned = []  # the parameters tuning chose, this run's and an earlier one's alike
+        for i, (m, sp) in enumerate(units):
+            if cfg.models[m].tune:
+                row = json.loads(job.part(i).read_text())
+                tuned.append({"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name,
+                              "split": sp.label, "params": row.get("params")})
         studies = {}
         for s, split_set in enumerate(cfg.splits):
             studies[split_set.name] = _evaluate_set(cfg, s, splits[s], workdir, context, progress)
-        result = ExperimentResult(config=cfg, output=output, studies=studies, runs=len(units), skipped=job.skipped)
+        result = ExperimentResult(config=cfg, output=output, studies=studies, runs=len(units), skipped=job.skipped,
+                                  tuned=tuned)
         result.files = write_report(result, notes=result.notes)
         if not context.keep_parts:
             for sub in ("recs", "splits"):
