@@ -19,6 +19,9 @@ The layout (README "Experiments" lists every key and its default)::
     [models.warp]
     family = "warp"
     factors = 64
+    [models.ease]
+    family = "ease"
+    tune = 8                           # 8 random trials and the defaults, on each split
 
     [evaluate]
     k = [5, 10, 20]
@@ -200,9 +203,7 @@ def line_of(text: str, table: Tuple[str, ...] = (), key: Optional[str] = None) -
             k = _KEY.match(line)
             if k and _key_name(k.group(1)) == key:
                 return n
-    if key is None:
-        return header or None
-    return header or None  # a key the scan cannot place (an inline table): its table's line
+    return header or None  # without key, or a key the scan cannot place (an inline table): the table's line
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,6 +102,12 @@ def format_results_markdown(result) -> str:
     cfg = result.config
     out = ["# Experiment report", "", f"Produced by mrec-warp {__version__} from `experiment.toml` "
            f"(sha256 {cfg.digest[:12]}); data `{cfg.data['path']}`.", ""]
+    for model in cfg.models:
+        given = ", ".join(f"{n}={v}" for n, v in model.params.items()) or "defaults"
+        tuned = f"; tuned on each split ({model.tune} random trials and the defaults: tuned.json)" if model.tune else ""
+        baseline = " (baseline)" if model.name == cfg.baseline else ""
+        out.append(f"- **{model.name}**{baseline}: {model.family}, {given}{tuned}")
+    out.append("")
     for set_name, study in result.studies.items():
         data = study.to_dict()
         split_set = next(s for s in cfg.splits if s.name == set_name)
