@@ -274,3 +274,16 @@ def test_tune_budget_picks_parameters_per_split(setup):
     mw.experiment(cfg, tmp / "again")
     assert (tmp / "again" / "results.csv").read_bytes() == first
     assert (tmp / "again" / "tuned.json").read_bytes() == (tmp / "report" / "tuned.json").read_bytes()
+
+
+def test_global_time_split_with_a_toml_date(setup):
+    tmp, cfg = setup  # timestamps run from 1000 to 1499 s after 1970-01-01T00:00:00Z
+    cfg.write_text(CONFIG.replace('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3',
+                                  'kind = "global-time"\ncutoff = 1970-01-01T00:23:20Z'))
+    result = mw.experiment(cfg, context=ExecutionContext("threads", keep_parts=True))
+    assert result.studies["random"].splits == [] and result.runs == 2
+    split = tmp / "report" / "work" / "splits" / "s0"
+    train = np.loadtxt(split / "train.tsv", usecols=3)
+    test = np.loadtxt(split / "test.tsv", usecols=3)
+    assert train.max() <= 1400 < test.min()
+    assert "cutoff 1970-01-01T00:23:20+00:00" in (tmp / "report" / "results.md").read_text()

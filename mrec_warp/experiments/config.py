@@ -32,6 +32,7 @@ table header and ``key =``; a fault it cannot place names the file only.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import math
 import os
@@ -358,6 +359,8 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
         values = {**SPLIT_KEYS, **spec}
         if values["kind"] not in EXPERIMENT_SPLITS:
             check.fail(f"unknown split kind {values['kind']!r}", table, "kind", f"one of {', '.join(EXPERIMENT_SPLITS)}")
+        if isinstance(values["cutoff"], (datetime.date, datetime.time)):
+            values["cutoff"] = values["cutoff"].isoformat()  # a bare TOML date: prepare reads its ISO text
         repeats = check.integer(values["repeats"], table, "repeats", 1)
         seed = check.integer(values["seed"], table, "seed", 0)
         try:
