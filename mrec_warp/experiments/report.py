@@ -101,7 +101,7 @@ def format_results_markdown(result) -> str:
     """Each split set's headline table and verdicts, as evaluate's reports show them."""
     cfg = result.config
     out = ["# Experiment report", "", f"Produced by mrec-warp {__version__} from `experiment.toml` "
-           f"(sha256 {cfg.digest[:12]}); data `{cfg.data['path']}`.", ""]
+           f"(sha256 {cfg.digest[:12]}); data `{cfg.raw['data']['path']}` (relative to the file).", ""]
     for model in cfg.models:
         given = ", ".join(f"{n}={v}" for n, v in model.params.items()) or "defaults"
         tuned = f"; tuned on each split ({model.tune} random trials and the defaults: tuned.json)" if model.tune else ""
