@@ -203,7 +203,7 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
         if png:
             contents.append((out / PLOT_FILE, png))
         elif notes is not None:
-            notes.append("no plot: it needs an accuracy metric and novelty or coverage in `metrics`")
+            notes.append("no plot: it needs an accuracy metric and novelty or coverage in the metrics list")
     for path, content in contents:
         with atomic_write(path, mode="wb") as fh:
             fh.write(content)
