@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
 #   make test   install with the test extras, then run the suite
+#   make experiment   every family against popularity on MovieLens 100k (data/experiment-ml100k.toml)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +10,7 @@ OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
 SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test experiment bench clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +34,11 @@ demo: install
 test: install
 	$(PY) -m pytest -q tests
 
+# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (README "Experiments")
+EXPERIMENT ?= data/experiment-ml100k.toml
+experiment: install
+	$(MW) experiment $(EXPERIMENT) --n-jobs 2 --verbose
+
 # Peers (LightFM, implicit) live only in the benchmark's own environment, never in .venv.
 BENCH_VENV ?= .venv-bench
 bench:
@@ -44,5 +50,5 @@ bench:
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
-	rm -rf build dist *.egg-info $(OUT) .pytest_cache
+	rm -rf build dist *.egg-info $(OUT) experiment-ml100k .pytest_cache
 	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +

@@ -26,6 +26,7 @@ from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
 from .stages import evaluate, explain, prepare, recommend, similar, train, tune  # noqa: E402
+from .experiments import experiment  # noqa: E402
 # interoperability (mrec's mrec_convert / mrec_factors): other tools' matrices and factors
 from .models.imported import Factors  # noqa: E402
 from .data.matrix_files import read_matrix, write_matrix  # noqa: E402
@@ -61,6 +62,7 @@ __all__ = [
     "similar",
     "explain",
     "tune",
+    "experiment",
     # interoperability
     "Factors",
     "read_matrix",

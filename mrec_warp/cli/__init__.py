@@ -12,7 +12,7 @@ from ._common import DEBUG_ENV, report_error, report_interrupt
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune",
-             "convert", "factors")
+             "experiment", "convert", "factors")
 
 
 class _Group(click.Group):

@@ -1,0 +1,56 @@
+"""``mrec-warp experiment``: every model of a TOML file on every split, one report folder."""
+from __future__ import annotations
+
+import click
+
+from ..context import ExecutionContext
+from ..experiments.run import experiment as run_experiment
+from ._common import friendly_errors, make_progress, quiet_option, say
+from ._parallel import N_JOBS, parallel_options
+
+
+@click.command(short_help="Compare models on several splits from one TOML file (paired, corrected tests).",
+               epilog="""\b
+Examples:
+  mrec-warp experiment data/experiment-ml100k.toml --n-jobs 2
+  mrec-warp experiment exp.toml -o report/ --backend dask --scheduler tcp://10.0.0.5:8786
+
+\b
+CONFIG names the data and its reader options ([data]), one or more split sets
+([splits.NAME]: kind, repeats, test_fraction, seed), the models ([models.NAME]: family and
+its parameters), the cut-offs, metrics, baseline, paired test and correction ([evaluate]);
+README "Experiments" lists every key. The whole file is checked before any training: a
+fault is one line naming the file and its line.
+
+\b
+Each (model, split) run fits on one thread; --n-jobs runs that many at once. Finished runs
+are kept in the work folder (OUTPUT/work): rerunning an interrupted experiment skips them.
+The report folder holds results.md / results.csv (mean ± interval per model and metric,
+paired differences to the baseline with corrected p-values), each split set's evaluate
+reports, accuracy-vs-novelty.png (with matplotlib), the config and reproduce.json.
+The same file gives byte-identical tables.
+""")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="Report folder [the file's output key, relative to the file].")
+@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
+              help="Runs at once, each on one thread (-1: every core; with dask and no --scheduler: local workers).")
+@parallel_options(workdir_help="Folder of the finished runs [OUTPUT/work]; a rerun skips them.")
+@click.option("--keep-work", is_flag=True, help="Keep the work folder (splits, recommendations) after the report.")
+@quiet_option
+@friendly_errors
+def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, quiet, verbose):
+    """Run every model of CONFIG on every split and write one report folder.
+
+    The headline table goes to standard output, also with --quiet; one log line per
+    finished run goes to standard error.
+    """
+    progress = make_progress(quiet, verbose)
+    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, keep_parts=keep_work)
+    result = run_experiment(config, output, context=context, progress=progress)
+    click.echo((result.output / "results.md").read_text(), nl=False)
+    if not quiet:
+        for note in result.notes:
+            say(f"note: {note}", err=True)
+        say(f"wrote {result.output}/ ({result.runs} runs, {result.skipped} from an earlier run; "
+            f"{result.seconds:.0f}s)", err=True)

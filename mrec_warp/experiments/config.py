@@ -1,0 +1,480 @@
+"""An experiment's TOML file: read, checked in full before any work, every fault named by its line.
+
+The layout (README "Experiments" lists every key and its default)::
+
+    seed = 42                          # seeds the models and the permutation test
+    output = "experiment-out"          # report folder, relative to this file
+
+    [data]                             # prepare's reader and row options
+    path = "ratings.tsv"               # relative to this file
+    min_value = 4
+
+    [splits.random]                    # one table per split set, each its own report
+    kind = "random"
+    repeats = 5
+    test_fraction = 0.2
+
+    [models.popularity]                # one table per model: its name, family and parameters
+    family = "popularity"
+    [models.warp]
+    family = "warp"
+    factors = 64
+    [models.ease]
+    family = "ease"
+    tune = 8                           # 8 random trials and the defaults, on each split
+
+    [evaluate]
+    k = [5, 10, 20]
+    baseline = "popularity"
+
+TOML gives no positions, so :func:`line_of` finds a key's line by scanning the text for its
+table header and ``key =``; a fault it cannot place names the file only.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import math
+import os
+import numbers
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..data.ratings import FORMATS
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
+from ..data.split import SPLITS, _check_options as check_split_options
+from ..errors import InputError, spell_parameters
+from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
+from ..evaluation.result import AT_K_METRICS
+from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
+from ..models.families import FAMILIES, TUNABLE_FAMILIES
+from ..seeds import DEFAULT_SEED
+from ..stages.train import _check_confidence as check_confidence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+#: Keys of each table, with their defaults (``None``: not set).
+TOP_KEYS = {"seed": DEFAULT_SEED, "output": None}
+DATA_KEYS = {"path": None, "format": "auto", "sep": None, "header": None, "columns": None,
+             "duplicates": DEFAULT_DUPLICATES, "negatives": DEFAULT_NEGATIVES, "min_value": None,
+             "min_user_items": 1}
+SPLIT_KEYS = {"kind": "random", "repeats": 1, "test_fraction": None, "leave_out": None, "cutoff": None,
+              "seed": DEFAULT_SEED}
+EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_test": DEFAULT_TEST,
+                 "correction": DEFAULT_CORRECTION, "beyond": True}
+#: Keys of a model table besides the family's parameters.
+MODEL_KEYS = ("family", "tune")
+TABLES = ("data", "splits", "models", "evaluate")
+#: Families an experiment can run (the hybrid needs feature files, which an experiment does not pass yet).
+EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if f != "hybrid")
+#: Split kinds an experiment can run: the per-user and global ones (a cold split leaves test
+#: users or items the models never saw, which recommend cannot score).
+EXPERIMENT_SPLITS = tuple(s for s in SPLITS if not s.startswith("cold"))
+#: Metric names a ``metrics`` list may hold (each at every k, except ``mrr``).
+ACCURACY_METRICS = tuple(AT_K_METRICS) + ("mrr", "coverage")
+BEYOND_METRICS = tuple(PER_USER_AT_K) + tuple(GLOBAL_AT_K)
+METRICS = ACCURACY_METRICS + BEYOND_METRICS
+#: Parameters the experiment sets itself, as train does (``seed`` at the top sets random_state).
+RESERVED_PARAMS = ("random_state", "n_jobs", "backend", "scheduler", "verbose")
+#: A split set's name is the folder of its reports; the work folder's name is taken.
+_FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+WORK_NAME = "work"
+
+
+@dataclass
+class SplitSet:
+    """One ``[splits.NAME]`` table: how to cut the data, and how many times."""
+
+    name: str
+    kind: str
+    repeats: int
+    test_fraction: Optional[float]
+    leave_out: Optional[int]
+    cutoff: Any
+    seed: int
+
+    def prepare_options(self) -> Dict[str, Any]:
+        """The split options of :func:`~mrec_warp.data.split.prepare`."""
+        return {"split": self.kind, "num_splits": self.repeats, "test_fraction": self.test_fraction,
+                "leave_out": self.leave_out, "cutoff": self.cutoff, "seed": self.seed}
+
+
+@dataclass
+class ModelSpec:
+    """One ``[models.NAME]`` table."""
+
+    name: str
+    family: str
+    params: Dict[str, Any]
+    tune: Optional[int] = None  # random trials per split (the other parameters held fixed)
+
+
+@dataclass
+class Config:
+    """A checked experiment configuration.
+
+    Attributes
+    ----------
+    path : Path
+        The TOML file.
+    text : bytes
+        Its exact bytes (copied into the report for reproduction).
+    data : dict
+        ``path`` (resolved against the file's folder) and prepare's reader and row options.
+    splits : list of SplitSet
+    models : list of ModelSpec
+        In file order, the baseline first.
+    ks : list of int
+    metrics : list of str
+        Metric families shown and tested (``precision`` ... ``gini``).
+    baseline, paired_test, correction : str
+    beyond : bool
+    seed : int
+    output : Path or None
+        The report folder the file names (resolved against its folder).
+    """
+
+    path: Path
+    text: bytes
+    data: Dict[str, Any]
+    splits: List[SplitSet]
+    models: List[ModelSpec]
+    ks: List[int]
+    metrics: List[str]
+    baseline: str
+    paired_test: str
+    correction: str
+    beyond: bool
+    seed: int
+    output: Optional[Path] = None
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the file's bytes."""
+        return hashlib.sha256(self.text).hexdigest()
+
+    def metric_columns(self, columns: Sequence[str]) -> List[str]:
+        """The ones of a study's metric names (``ndcg@10``, ``mrr``) that :attr:`metrics` selects."""
+        return [c for c in columns if c.split("@")[0] in self.metrics]
+
+
+# ---------------------------------------------------------------------------------------------
+# finding a key's line
+# ---------------------------------------------------------------------------------------------
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=")
+
+
+def _header_parts(text: str) -> Tuple[str, ...]:
+    """``models."my warp"`` -> ``("models", "my warp")`` (dotted, bare or quoted parts)."""
+    parts = re.findall(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)", text)
+    return tuple(a or b or c for a, b, c in parts)
+
+
+def _key_name(raw: str) -> str:
+    return raw[1:-1] if raw[:1] in "\"'" else raw
+
+
+def header_lines(text: str) -> List[Tuple[int, Tuple[str, ...]]]:
+    """(line number, table path) of every ``[table]`` header, in order."""
+    return [(n, _header_parts(m.group(1))) for n, line in enumerate(text.splitlines(), 1)
+            if (m := _HEADER.match(line))]
+
+
+def line_of(text: str, table: Tuple[str, ...] = (), key: Optional[str] = None) -> Optional[int]:
+    """The line of ``key`` in ``[table]`` (top level for ``()``), or of the table's header
+    without ``key``; ``None`` when the scan does not find it."""
+    current: Tuple[str, ...] = ()
+    header = None if table else 0
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _HEADER.match(line)
+        if m:
+            current = _header_parts(m.group(1))
+            if current == tuple(table) and header is None:
+                header = n
+            continue
+        if key is not None and current == tuple(table):
+            k = _KEY.match(line)
+            if k and _key_name(k.group(1)) == key:
+                return n
+    return header or None  # without key, or a key the scan cannot place (an inline table): the table's line
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and checking
+# ---------------------------------------------------------------------------------------------
+class _Checker:
+    """Raises one-line :class:`InputError` s that name the file and the line of the fault."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.text = path, text
+
+    def fail(self, message: str, table: Tuple[str, ...] = (), key: Optional[str] = None,
+             hint: Optional[str] = None) -> None:
+        # a config key is named as written in the file, never as a command's flag
+        def plain(name, value):
+            return name if value is None else f"{name} = {value}"
+        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line_of(self.text, table, key),
+                         hint=None if hint is None else spell_parameters(hint, plain))
+
+    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str]) -> None:
+        """An error of a library check, placed on the line of the first key it names."""
+        named = [p for p in exc.params if p in keys]
+        self.fail(exc.message, table, named[0] if named else None, exc.hint)
+
+    def unknown_keys(self, found: Dict[str, Any], allowed: Sequence[str], table: Tuple[str, ...], what: str) -> None:
+        for key in found:
+            if key not in allowed:
+                self.fail(f"unknown key {key!r} in {what}", table, key, f"allowed: {', '.join(allowed)}")
+
+    def table(self, raw: Dict[str, Any], name: str) -> Dict[str, Any]:
+        value = raw.get(name, {})
+        if not isinstance(value, dict):
+            self.fail(f"{name!r} must be a table, [{name}]", (), name)
+        return value
+
+    def integer(self, value: Any, table, key: str, at_least: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < at_least:
+            self.fail(f"{key} must be an integer >= {at_least}, got {value!r}", table, key)
+        return int(value)
+
+
+def read_config(path) -> Config:
+    """Read and check an experiment file: every table, key, family, parameter, metric and
+    the data file, before any work.
+
+    Raises
+    ------
+    InputError
+        One line naming the file and the line of the first fault, and how to fix it.
+    """
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("experiment file not found", path=str(path), hint="give the path of a TOML file") from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not an experiment file", path=str(path), hint="give a TOML file") from None
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw_bytes[:exc.start].count(b"\n") + 1
+        raise InputError("not UTF-8 text (TOML files are UTF-8)", path=str(path), line=line,
+                         hint="save the file as UTF-8") from None
+    check = _Checker(path, text)
+    _check_duplicate_models(check, text)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        what = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc)) or "not valid TOML"
+        raise InputError(f"not valid TOML: {what}", path=str(path), line=int(found.group(1)) if found else None,
+                         hint="see toml.io for the syntax") from None
+    check.unknown_keys(raw, list(TOP_KEYS) + list(TABLES), (), "the experiment file")
+    seed = check.integer(raw.get("seed", DEFAULT_SEED), (), "seed", 0)
+    output = raw.get("output")
+    if output is not None and (not isinstance(output, str) or not output):
+        check.fail(f"output must be a folder name, got {output!r}", (), "output")
+    data = _read_data(check, check.table(raw, "data"), path.parent)
+    splits = _read_splits(check, check.table(raw, "splits"), data)
+    models = _read_models(check, check.table(raw, "models"))
+    evaluation = _read_evaluate(check, check.table(raw, "evaluate"), models)
+    baseline = evaluation["baseline"]
+    models = sorted(models, key=lambda m: m.name != baseline)  # stable: the baseline first, then file order
+    return Config(path=path, text=raw_bytes, data=data, splits=splits, models=models, ks=evaluation["k"],
+                  metrics=evaluation["metrics"], baseline=baseline, paired_test=evaluation["paired_test"],
+                  correction=evaluation["correction"], beyond=evaluation["beyond"], seed=seed,
+                  output=None if output is None else Path(os.path.normpath(path.parent / output)), raw=raw)
+
+
+def _check_duplicate_models(check: _Checker, text: str) -> None:
+    """Two ``[models.NAME]`` tables of one name: TOML refuses them too, but says less."""
+    first: Dict[str, int] = {}
+    for n, parts in header_lines(text):
+        if len(parts) == 2 and parts[0] == "models":
+            if parts[1] in first:
+                raise InputError(f"model {parts[1]!r} is defined twice (first at line {first[parts[1]]})",
+                                 path=str(check.path), line=n, hint="give each model table its own name")
+            first[parts[1]] = n
+
+
+def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str, Any]:
+    table = ("data",)
+    check.unknown_keys(data, list(DATA_KEYS), table, "[data]")
+    if "path" not in data:
+        check.fail("[data] has no path", table, None, "add path = \"ratings.tsv\" (relative to this file)")
+    out = {**DATA_KEYS, **data}
+    if not isinstance(out["path"], str) or not out["path"]:
+        check.fail(f"path must be a file name, got {out['path']!r}", table, "path")
+    resolved = folder / out["path"]
+    if not resolved.is_file():
+        check.fail(f"data file {str(resolved)!r} does not exist" if not resolved.exists()
+                   else f"data file {str(resolved)!r} is not a file", table, "path",
+                   "paths are relative to the experiment file's folder")
+    out["path"] = os.path.normpath(resolved)
+    if out["format"] not in FORMATS:
+        check.fail(f"unknown format {out['format']!r}", table, "format", f"one of {', '.join(FORMATS)}")
+    for key in ("sep",):
+        if out[key] is not None and (not isinstance(out[key], str) or out[key] == ""):
+            check.fail(f"sep must be a delimiter such as \",\" or \"\\t\", got {out[key]!r}", table, key)
+    if out["header"] is not None and not isinstance(out["header"], bool):
+        check.fail(f"header must be true or false, got {out['header']!r}", table, "header")
+    columns = out["columns"]
+    if columns is not None:
+        if isinstance(columns, list) and all(isinstance(c, (str, int)) and not isinstance(c, bool) for c in columns):
+            out["columns"] = ",".join(str(c) for c in columns)
+        elif not isinstance(columns, str) or not columns:
+            check.fail(f"columns must be a list such as [\"userId\", \"movieId\", \"rating\", \"timestamp\"] "
+                       f"or [0, 1, 2, 3], got {columns!r}", table, "columns")
+    if out["min_value"] is not None and (isinstance(out["min_value"], bool) or not isinstance(out["min_value"], numbers.Real)
+                                         or not math.isfinite(out["min_value"])):
+        check.fail(f"min_value must be a number, got {out['min_value']!r}", table, "min_value")
+    check.integer(out["min_user_items"], table, "min_user_items", 1)
+    for key, choices in (("duplicates", DUPLICATES), ("negatives", NEGATIVES)):
+        if out[key] not in choices:
+            check.fail(f"unknown {key} rule {out[key]!r}", table, key, f"one of {', '.join(choices)}")
+    return out
+
+
+def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) -> List[SplitSet]:
+    if not splits:
+        check.fail("no [splits.NAME] table", (), None, "add e.g. [splits.random] with kind = \"random\", repeats = 5")
+    out = []
+    for name, spec in splits.items():
+        table = ("splits", name)
+        if not isinstance(spec, dict):
+            check.fail(f"splits.{name} must be a table, [splits.{name}]", ("splits",), name)
+        if not _FOLDER_NAME.match(name) or name == WORK_NAME:
+            # the set's reports go to OUTPUT/NAME: a path or the work folder would write elsewhere
+            check.fail(f"split set name {name!r} is not a plain folder name", table, None,
+                       f"use letters, digits, '_', '-' and '.' (not {WORK_NAME!r})")
+        check.unknown_keys(spec, list(SPLIT_KEYS), table, f"[splits.{name}]")
+        values = {**SPLIT_KEYS, **spec}
+        if values["kind"] not in EXPERIMENT_SPLITS:
+            check.fail(f"unknown split kind {values['kind']!r}", table, "kind", f"one of {', '.join(EXPERIMENT_SPLITS)}")
+        if isinstance(values["cutoff"], (datetime.date, datetime.time)):
+            values["cutoff"] = values["cutoff"].isoformat()  # a bare TOML date: prepare reads its ISO text
+        repeats = check.integer(values["repeats"], table, "repeats", 1)
+        seed = check.integer(values["seed"], table, "seed", 0)
+        try:
+            check_split_options(values["test_fraction"], values["leave_out"], values["kind"], repeats,
+                                data["min_user_items"], data["min_value"], seed, data["duplicates"], data["negatives"],
+                                values["cutoff"])
+        except InputError as exc:
+            spelled = InputError(spell_parameters(exc.message, _split_key), hint=spell_parameters(exc.hint or "", _split_key)
+                                 or None)
+            check.relay(spelled, table, list(SPLIT_KEYS))
+        out.append(SplitSet(name=name, kind=values["kind"], repeats=repeats, test_fraction=values["test_fraction"],
+                            leave_out=values["leave_out"], cutoff=values["cutoff"], seed=seed))
+    return out
+
+
+def _split_key(name: str, value: Optional[str]) -> Optional[str]:
+    """prepare's parameter names as an experiment's split table spells them."""
+    key = {"split": "kind", "num_splits": "repeats"}.get(name, name)
+    return f"`{key}`" if value is None else f"`{key}={value}`"
+
+
+def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
+    if not models:
+        check.fail("no [models.NAME] table", (), None, "add e.g. [models.popularity] with family = \"popularity\"")
+    out = []
+    for name, spec in models.items():
+        table = ("models", name)
+        if not isinstance(spec, dict):
+            check.fail(f"models.{name} must be a table, [models.{name}]", ("models",), name)
+        if not name.strip() or any(ord(c) < 32 for c in name):
+            check.fail(f"model name {name!r} is empty or holds control characters", table)
+        if "family" not in spec:
+            check.fail(f"[models.{name}] has no family", table, None, f"add family = one of {', '.join(EXPERIMENT_FAMILIES)}")
+        family = spec["family"]
+        if family not in EXPERIMENT_FAMILIES:
+            hint = ("the hybrid family needs feature files, which an experiment does not pass yet"
+                    if family == "hybrid" else f"one of {', '.join(EXPERIMENT_FAMILIES)}")
+            check.fail(f"unknown model family {family!r}", table, "family", hint)
+        params = {k: v for k, v in spec.items() if k not in MODEL_KEYS}
+        cls = FAMILIES[family].cls
+        own = [p for p in cls._param_names() if p not in RESERVED_PARAMS]
+        for key in params:
+            if key in RESERVED_PARAMS:
+                check.fail(f"{key!r} is set by the experiment", table, key,
+                           "the top-level seed seeds every model; models fit on one thread each")
+            if key not in own:
+                check.fail(f"{key!r} is not a parameter of the {family} family", table, key,
+                           f"its parameters: {', '.join(own)}" if own else f"the {family} family takes none")
+        _check_model_params(check, family, params, table)
+        tune = spec.get("tune")
+        if tune is not None:
+            check.integer(tune, table, "tune", 1)
+            if family not in TUNABLE_FAMILIES:
+                check.fail(f"the {family} family cannot be tuned", table, "tune",
+                           f"tunable: {', '.join(TUNABLE_FAMILIES)}")
+        out.append(ModelSpec(name=name, family=family, params=params, tune=tune))
+    return out
+
+
+def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
+    """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
+    cls = FAMILIES[family].cls
+    for name in ("user_max_norm", "item_max_norm"):  # train's rule: 0 means no limit
+        if params.get(name) == 0:
+            params[name] = None
+    try:
+        model = cls(**params)
+        checker = getattr(model, "_check_params", None)
+        if checker is not None:
+            checker()
+        kind = params.get("confidence") or getattr(model, "confidence", "none")
+        check_confidence(model, family, kind, params)  # train's rule: confidence settings need a confidence
+    except InputError as exc:
+        check.relay(exc, table, list(params))
+    except (TypeError, ValueError) as exc:
+        check.fail(f"invalid parameters: {exc}", table)
+
+
+def _read_evaluate(check: _Checker, spec: Dict[str, Any], models: List[ModelSpec]) -> Dict[str, Any]:
+    table = ("evaluate",)
+    check.unknown_keys(spec, list(EVALUATE_KEYS), table, "[evaluate]")
+    out = {**EVALUATE_KEYS, **spec}
+    ks = out["k"]
+    if isinstance(ks, int) and not isinstance(ks, bool):
+        ks = [ks]
+    if (not isinstance(ks, list) or not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks)
+            or len(set(ks)) != len(ks)):
+        check.fail(f"k must be a list of distinct positive integers, got {out['k']!r}", table, "k", "e.g. k = [5, 10, 20]")
+    out["k"] = sorted(ks)
+    if not isinstance(out["beyond"], bool):
+        check.fail(f"beyond must be true or false, got {out['beyond']!r}", table, "beyond")
+    metrics = out["metrics"]
+    default = list(ACCURACY_METRICS) + ([m for m in BEYOND_METRICS] if out["beyond"] else [])
+    if metrics is None:
+        metrics = default
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        check.fail(f"metrics must be a list of names, got {metrics!r}", table, "metrics", f"from {', '.join(METRICS)}")
+    for m in metrics:
+        if m not in METRICS:
+            wanted = m.split("@")[0]
+            hint = (f"name it without a cut-off ({wanted!r}): k sets the cut-offs" if wanted in METRICS
+                    else f"one of {', '.join(METRICS)}")
+            check.fail(f"unknown metric {m!r}", table, "metrics", hint)
+        if m in BEYOND_METRICS and not out["beyond"]:
+            check.fail(f"metric {m!r} needs beyond = true", table, "metrics")
+    out["metrics"] = list(dict.fromkeys(metrics))
+    names = [m.name for m in models]
+    if out["baseline"] is None:
+        out["baseline"] = names[0]
+    elif out["baseline"] not in names:
+        check.fail(f"baseline {out['baseline']!r} is not a model of this file", table, "baseline",
+                   f"one of {', '.join(names)}")
+    if out["paired_test"] not in TESTS:
+        check.fail(f"unknown paired test {out['paired_test']!r}", table, "paired_test", f"one of {', '.join(TESTS)}")
+    if out["correction"] not in CORRECTIONS:
+        check.fail(f"unknown correction {out['correction']!r}", table, "correction", f"one of {', '.join(CORRECTIONS)}")
+    return out

@@ -1,0 +1,223 @@
+"""An experiment's report folder.
+
+Per split set ``NAME``, evaluate's own reports of the study (:mod:`mrec_warp.evaluation.report`):
+``NAME/report.md``, ``NAME/report.json`` and ``NAME/per_user.csv``; at the top:
+
+* ``results.md`` -- each split set's headline table (mean ± interval per model and metric,
+  paired difference to the baseline with its corrected p-value) and the verdicts in words;
+* ``results.csv`` -- the same numbers, one row per (split set, model, metric);
+* ``accuracy-vs-novelty.png`` -- accuracy against novelty and coverage (needs matplotlib);
+* ``experiment.toml`` (the file's exact bytes) and ``reproduce.json`` (data and config
+  digests, seeds, package versions, the command);
+* ``tuned.json`` -- with models that ``tune``: the parameters chosen on each split.
+
+All but the plot are text rendered from the study's plain structure, so the same file gives
+the same bytes. Run times are not in them: they are logged, and kept in ``timing.json``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import platform
+import sys
+from importlib import metadata
+from typing import Any, Dict, List, Optional
+
+from .._version import __version__
+from ..evaluation.formatting import _markdown_table, _table_rows, comparison_lines
+from ..evaluation.report import write_reports
+from ..files import atomic_write
+from ..progress import plural
+
+#: Packages whose versions can change a number of the report.
+VERSIONED = ("numpy", "scipy", "pandas", "joblib", "threadpoolctl", "click", "matplotlib")
+PLOT_FILE = "accuracy-vs-novelty.png"
+
+
+def _versions() -> Dict[str, Optional[str]]:
+    found: Dict[str, Optional[str]] = {"mrec-warp": __version__, "python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def reproduce_info(result) -> Dict[str, Any]:
+    """What reproducing the report needs: the config and data digests, every seed, the versions."""
+    cfg = result.config
+    return {
+        "command": "mrec-warp experiment experiment.toml",
+        "config": {"file": str(cfg.path), "sha256": cfg.digest},
+        "data": {"file": cfg.data["path"], "sha256": _data_digest(cfg.data["path"])},
+        "seeds": {"models": cfg.seed, "paired_test": cfg.seed,
+                  "splits": {s.name: s.seed for s in cfg.splits}},
+        "threads": "one per model fit, BLAS on one thread",
+        "versions": _versions(),
+        "platform": {"system": platform.system(), "machine": platform.machine(),
+                     "byteorder": sys.byteorder},
+    }
+
+
+def _data_digest(path: str) -> str:
+    from .run import file_digest
+    return file_digest(path)
+
+
+def _cell(stat: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: stat.get(k) for k in ("mean", "plus_minus", "kind")}
+
+
+def results_rows(result) -> List[Dict[str, Any]]:
+    """One row per (split set, model, metric): the headline number, and for challengers the
+    paired difference to the baseline with its raw and corrected p-values."""
+    rows = []
+    for set_name, study in result.studies.items():
+        data = study.to_dict()
+        for run in data["runs"]:
+            for m in data["metrics"]:
+                s = run["summary"][m]
+                d = (run["difference_to_first"] or {}).get(m) or {}
+                rows.append({"split_set": set_name, "model": run["name"], "metric": m, "mean": s["mean"],
+                             "plus_minus": s["plus_minus"], "interval": s["kind"],
+                             "difference": d.get("mean"), "difference_plus_minus": d.get("plus_minus"),
+                             "p": d.get("p"), "p_adjusted": d.get("p_adjusted"),
+                             "significant": d.get("significant")})
+    return rows
+
+
+def format_results_csv(rows: List[Dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:  # repr of a float is exact and the same on every run; blank where none applies
+        writer.writerow({k: "" if v is None else (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def format_results_markdown(result) -> str:
+    """Each split set's headline table and verdicts, as evaluate's reports show them."""
+    cfg = result.config
+    out = ["# Experiment report", "", f"Produced by mrec-warp {__version__} from `experiment.toml` "
+           f"(sha256 {cfg.digest[:12]}); data `{cfg.raw['data']['path']}` (relative to the file).", ""]
+    for model in cfg.models:
+        given = ", ".join(f"{n}={v}" for n, v in model.params.items()) or "defaults"
+        tuned = f"; tuned on each split ({model.tune} random trials and the defaults: tuned.json)" if model.tune else ""
+        baseline = " (baseline)" if model.name == cfg.baseline else ""
+        out.append(f"- **{model.name}**{baseline}: {model.family}, {given}{tuned}")
+    out.append("")
+    for set_name, study in result.studies.items():
+        data = study.to_dict()
+        split_set = next(s for s in cfg.splits if s.name == set_name)
+        how = (f"{split_set.kind}, {plural(split_set.repeats, 'split')}, seed {split_set.seed}"
+               + (f", test_fraction {split_set.test_fraction}" if split_set.test_fraction is not None else "")
+               + (f", leave_out {split_set.leave_out}" if split_set.leave_out is not None else "")
+               + (f", cutoff {split_set.cutoff}" if split_set.cutoff is not None else ""))
+        n = data["n_users"]
+        users = n if isinstance(n, int) else (f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}")
+        interval = ("mean over splits ± standard error" if data["uncertainty"] == "se"
+                    else "mean ± 95% CI over users")
+        c = data.get("comparison") or {}
+        out += [f"## {set_name} ({how})", "",
+                f"{users} evaluated users per split; values: {interval}."
+                + (f" Δ: paired difference to {c['baseline']}; p: {c['correction']}-adjusted p of the "
+                   f"{c['test']} over the {c['n_tests']} tests of this table; * = adjusted p < {c['alpha']:g}."
+                   if c else ""), "", *_markdown_table(_table_rows(data)), ""]
+        out += [f"- {line}" for line in comparison_lines(data)] + [""]
+    out += ["Per split, per user and the protocol: `SPLIT_SET/report.md`, `SPLIT_SET/per_user.csv`; "
+            "reproduce with `reproduce.json`.", ""]
+    return "\n".join(out)
+
+
+def render_plot(result) -> bytes:
+    """PNG: the first accuracy metric at the largest cut-off against novelty and coverage,
+    one row of panels per split set, one point (with its interval) per model."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    k = max(result.config.ks)
+    studies = list(result.studies.items())
+    metrics = studies[0][1].to_dict()["metrics"]
+    accuracy = next((f"{m}@{k}" for m in ("ndcg", "precision", "recall", "map", "hit_rate") if f"{m}@{k}" in metrics),
+                    None)
+    xs = [m for m in (f"novelty@{k}", f"coverage@{k}") if m in metrics]
+    if accuracy is None or not xs:
+        return b""
+    fig = Figure(figsize=(5.5 * len(xs), 4.5 * len(studies)), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(studies), len(xs), squeeze=False)
+    for r, (name, study) in enumerate(studies):
+        data = study.to_dict()
+        for c, x in enumerate(xs):
+            ax = axes[r][c]
+            for run in data["runs"]:
+                sx, sy = run["summary"][x], run["summary"][accuracy]
+                if sx["mean"] is None or sy["mean"] is None:
+                    continue
+                ax.errorbar(sx["mean"], sy["mean"], xerr=sx["plus_minus"] or 0, yerr=sy["plus_minus"] or 0,
+                            marker="o", capsize=3)
+                ax.annotate(run["name"], (sx["mean"], sy["mean"]), textcoords="offset points", xytext=(4, 4),
+                            fontsize=8)
+            ax.set_xlabel(x)
+            ax.set_ylabel(accuracy)
+            ax.set_title(name)
+            ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def report_files(cfg, output) -> List[str]:
+    """Every file the report folder may get (checked against the inputs before any work)."""
+    names = ["results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json", PLOT_FILE]
+    names += [f"{s.name}/{f}" for s in cfg.splits for f in ("report.md", "report.json", "per_user.csv")]
+    return [str(output / name) for name in names]
+
+
+def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
+    """Write the report folder (see the module docstring); returns the paths written."""
+    out = result.output
+    out.mkdir(parents=True, exist_ok=True)
+    written: List[str] = []
+    for set_name, study in result.studies.items():
+        folder = out / set_name
+        folder.mkdir(exist_ok=True)
+        written += write_reports(study, markdown=folder / "report.md", json_path=folder / "report.json",
+                                 per_user=folder / "per_user.csv", notes=notes)
+    contents = [(out / "results.md", format_results_markdown(result).encode()),
+                (out / "results.csv", format_results_csv(results_rows(result)).encode()),
+                (out / "experiment.toml", result.config.text),
+                (out / "reproduce.json", (json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
+    if result.tuned:
+        contents.append((out / "tuned.json", (json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        if notes is not None:
+            notes.append("no plot: matplotlib is not installed (pip install mrec-warp[plot])")
+    else:
+        png = render_plot(result)
+        if png:
+            contents.append((out / PLOT_FILE, png))
+        elif notes is not None:
+            notes.append("no plot: it needs an accuracy metric and novelty or coverage in the metrics list")
+    for path, content in contents:
+        with atomic_write(path, mode="wb") as fh:
+            fh.write(content)
+        written.append(str(path))
+    return written
+
+
+def write_timing(result) -> str:
+    """``timing.json``: the wall time (the only file that differs between reruns)."""
+    path = result.output / "timing.json"
+    with atomic_write(path) as fh:
+        json.dump({"seconds": round(result.seconds, 1), "runs": result.runs, "skipped": result.skipped}, fh)
+        fh.write("\n")
+    return str(path)
+
+
+__all__ = ["write_report", "report_files", "write_timing", "results_rows", "reproduce_info"]

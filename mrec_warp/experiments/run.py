@@ -1,0 +1,292 @@
+"""Running an experiment: every model on every split, through the pipeline's own stages.
+
+:func:`experiment` reads and checks the whole configuration first (:mod:`.config`), then
+
+1. **prepares** each split set with :func:`~mrec_warp.data.split.prepare` into the work folder
+   (a split folder that is already complete is kept: the same options give the same bytes);
+2. runs one **unit** per (model, split) on the execution context's workers through the job
+   engine (:mod:`mrec_warp.jobs`): :func:`~mrec_warp.stages.train.train` on one thread, then
+   :func:`~mrec_warp.stages.recommend.recommend` of the largest cut-off; each finished unit
+   leaves a part file, so a rerun after an interruption skips it;
+3. **evaluates** each split set's recommendations with
+   :func:`~mrec_warp.stages.evaluate.evaluate` (paired tests against the baseline, corrected),
+4. writes the **report folder** (:mod:`.report`).
+
+Every random choice has a seed in the file, every fit runs on one thread and BLAS on one
+thread, so the same file gives byte-identical tables.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from ..context import ExecutionContext, local_context
+from ..data.split import prepare
+from ..data.split_folder import SPLIT_FILES
+from ..errors import InputError
+from ..evaluation.report import Study
+from ..files import PathLike, atomic_write, check_outputs
+from ..jobs import Job, job_manifest, maybe_inject_fault, unit_of_job
+from ..models.families import FAMILIES
+from ..progress import SILENT, Progress, plural
+from ..stages.evaluate import evaluate
+from ..stages.prepare import split_folders
+from ..stages.recommend import recommend
+from ..stages.candidates import MODEL, candidates
+from ..stages.train import train
+from ..stages.tune import tune as tune_stage
+from ..workers import one_blas_thread
+from .config import WORK_NAME, Config, read_config
+
+#: Version of the work folder's layout, part of the job's description.
+EXPERIMENT_VERSION = 1
+#: The report folder's work folder when the context names none.
+WORK_FOLDER = WORK_NAME
+
+
+@dataclass
+class ExperimentResult:
+    """What :func:`experiment` did.
+
+    Attributes
+    ----------
+    config : Config
+    output : Path
+        The report folder.
+    studies : dict
+        Split set name -> :class:`~mrec_warp.evaluation.report.Study` (baseline first).
+    runs, skipped : int
+        (model, split) runs in all, and those an earlier, interrupted run had finished.
+    files : list of str
+        Report files written.
+    notes : list of str
+        What the caller should hear about (e.g. the plot skipped without matplotlib).
+    seconds : float
+        Wall time of this call.
+    tuned : list of dict
+        For each run of a model with ``tune``: ``model``, ``split_set``, ``split`` and the
+        ``params`` tuning chose.
+    """
+
+    config: Config
+    output: Path
+    studies: Dict[str, Study]
+    runs: int
+    skipped: int
+    files: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+    tuned: List[Dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """One split of a split set: its label (``None`` when the set has one split) and folder."""
+
+    set_index: int
+    label: Optional[str]
+    folder: Path
+
+
+def file_digest(path: PathLike) -> str:
+    """SHA-256 of a file's bytes (the data file is part of the job's identity)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: str, params: Dict[str, Any],
+             seed: int, k: int, trials: Optional[int] = None) -> Dict[str, Any]:
+    """One (model, split) run: fit on one thread (after ``trials`` random tuning trials on a
+    hold-out of the training file, when given), write the top ``k`` of every training user,
+    then the part file ``run-NNNN.json`` that marks it done (returned as a dict)."""
+    maybe_inject_fault(workdir, index)
+    started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
+    t0 = time.perf_counter()
+    seeded = "random_state" in FAMILIES[family].cls._param_names()
+    with one_blas_thread():  # a product's bits depend on BLAS's thread count: one, always
+        if trials:
+            params = tuned_params(train_file, family, params, trials, seed)
+        fitted = train(train_file, None, model=family, params=params, seed=seed if seeded else None,
+                       context=local_context(1))
+        written = recommend(fitted.model, recs_file, k=k, context=local_context(1))
+    row = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
+           "n_items": fitted.n_items, "seconds": round(time.perf_counter() - t0, 3)}
+    if trials:
+        row["params"] = params
+    with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
+        json.dump(row, fh)
+    return row
+
+
+def tuned_params(train_file: str, family: str, fixed: Dict[str, Any], trials: int, seed: int) -> Dict[str, Any]:
+    """The best of the family's defaults and ``trials`` random points around them (the
+    ``fixed`` parameters in every one), by validation precision@10 on a hold-out of the
+    training file (:func:`~mrec_warp.stages.tune.tune`, one thread)."""
+    drawn = [{**p, **fixed} for p in candidates([family], None, trials, seed=seed)]
+    varied = sorted({n for p in drawn for n in p if n != MODEL})
+    # the defaults first, named in full so that the table says what they are when they win
+    points = [{MODEL: family, **FAMILIES[family].defaults(varied), **fixed}] + drawn
+    found = tune_stage(train_file, points, seed=seed, context=local_context(1), with_defaults=False)
+    return {**found.best_params, **fixed}
+
+
+def part_name(index: int) -> str:
+    return f"run-{index:04d}.json"
+
+
+def experiment(
+    config: Union[PathLike, Config],
+    output: Optional[PathLike] = None,
+    *,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+) -> ExperimentResult:
+    """Run every model of an experiment file on every split and write its report folder.
+
+    Parameters
+    ----------
+    config : path-like or Config
+        The TOML file (:mod:`mrec_warp.experiments.config`), checked in full before any work.
+    output : path-like, optional
+        The report folder; default: the file's ``output`` key.
+    context : ExecutionContext, optional
+        Where the runs go (each fits on one thread; J workers run J fits at once) and the
+        work folder (default ``OUTPUT/work``): a rerun resumes from it, skipping finished
+        runs. It is removed after a complete run unless ``keep_parts``. Default: one thread.
+    progress : Progress
+        One line per finished run, and what each stage does.
+
+    Returns
+    -------
+    ExperimentResult
+
+    Raises
+    ------
+    InputError
+        A bad configuration (naming the file and its line) or data, before any training.
+    """
+    from .report import report_files, write_report, write_timing
+
+    t0 = time.perf_counter()
+    cfg = config if isinstance(config, Config) else read_config(config)
+    if output is None and cfg.output is None:
+        raise InputError("no report folder given", path=str(cfg.path),
+                         hint="add output = \"FOLDER\" at the top of the file, or give `output`")
+    output = Path(output) if output is not None else cfg.output
+    if output.exists() and not output.is_dir():
+        raise InputError("the report folder is a file", path=str(output), hint="give a folder")
+    # the folder may be the data's or the file's: never replace either
+    check_outputs({"`output`": report_files(cfg, output)}, [str(cfg.path), cfg.data["path"]])
+    context = context if context is not None else local_context()
+    workdir = context.folder(output / WORK_FOLDER)
+    description = {"kind": "experiment", "version": EXPERIMENT_VERSION, "data": file_digest(cfg.data["path"]),
+                   "config": {key: value for key, value in cfg.raw.items() if key != "output"}}
+    splits: List[List[_Split]] = []
+    for s, split_set in enumerate(cfg.splits):
+        folders = split_folders(workdir / "splits" / f"s{s}", split_set.repeats)
+        splits.append([_Split(s, None if split_set.repeats == 1 else folder.name, folder) for folder in folders])
+    units = [(m, sp) for sps in splits for sp in sps for m in range(len(cfg.models))]
+    k = max(cfg.ks)
+    with context:
+        job = Job(context, description, [part_name(i) for i in range(len(units))], folder=workdir, progress=progress)
+        _prepare_splits(cfg, splits, progress)
+        progress.log(f"experiment: {plural(len(cfg.models), 'model')} x {plural(len(units) // len(cfg.models), 'split')}"
+                     f" = {plural(len(units), 'run')} ({job.skipped} already done) on {context.describe()}")
+        for sp in {split for sps in splits for split in sps}:
+            job.read_by_workers(sp.folder / "train.tsv")
+        tasks = []
+        for i in job.todo:
+            m, sp = units[i]
+            recs = _recs_file(workdir, sp, m)
+            recs.parent.mkdir(parents=True, exist_ok=True)
+            tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
+                          cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
+        done = job.skipped
+        for row in job.run(run_unit, tasks, desc="runs", unit="run"):
+            done += 1
+            m, sp = units[row["index"]]
+            where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
+            chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
+                      if "params" in row else "")
+            progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
+                         f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
+        job.check_complete()
+        tuned = []  # the parameters tuning chose, this run's and an earlier one's alike
+        for i, (m, sp) in enumerate(units):
+            if cfg.models[m].tune:
+                row = json.loads(job.part(i).read_text())
+                tuned.append({"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name,
+                              "split": sp.label, "params": row.get("params")})
+        studies = {}
+        for s, split_set in enumerate(cfg.splits):
+            studies[split_set.name] = _evaluate_set(cfg, s, splits[s], workdir, context, progress)
+        result = ExperimentResult(config=cfg, output=output, studies=studies, runs=len(units), skipped=job.skipped,
+                                  tuned=tuned)
+        result.files = write_report(result, notes=result.notes)
+        if not context.keep_parts:
+            for sub in ("recs", "splits"):
+                shutil.rmtree(job.path / sub, ignore_errors=True)
+        job.finish()
+    result.seconds = time.perf_counter() - t0
+    result.files.append(write_timing(result))
+    return result
+
+
+def _prepare_splits(cfg: Config, splits: List[List[_Split]], progress: Progress) -> None:
+    """Each split set's folders, unless an earlier run wrote them whole (summary.json last)."""
+    data = cfg.data
+    for s, split_set in enumerate(cfg.splits):
+        if all((sp.folder / SPLIT_FILES[-1]).exists() for sp in splits[s]):
+            continue
+        progress.log(f"preparing split set {split_set.name!r}: {split_set.kind}, "
+                     f"{plural(split_set.repeats, 'split')}")
+        prepare(data["path"], splits[s][0].folder if split_set.repeats == 1 else splits[s][0].folder.parent,
+                format=data["format"], sep=data["sep"], header=data["header"], columns=data["columns"],
+                min_rating=data["min_value"], min_user_items=data["min_user_items"], duplicates=data["duplicates"],
+                negatives=data["negatives"], **split_set.prepare_options())
+
+
+def _recs_file(workdir: Path, sp: _Split, model: int) -> Path:
+    return workdir / "recs" / f"s{sp.set_index}" / f"m{model}" / f"{sp.label or 'all'}.tsv"
+
+
+def _evaluate_set(cfg: Config, s: int, splits: List[_Split], workdir: Path, context: ExecutionContext,
+                  progress: Progress) -> Study:
+    """The study of one split set: every model's recommendations on each of its splits."""
+    many = splits[0].label is not None
+    base = workdir / "splits" / f"s{s}"
+    folder = base / "{split}" if many else base
+    recs = [workdir / "recs" / f"s{s}" / f"m{m}" / ("{split}.tsv" if many else "all.tsv")
+            for m in range(len(cfg.models))]
+    progress.log(f"evaluating split set {cfg.splits[s].name!r}")
+    study = evaluate(str(folder / "train.tsv"), str(folder / "test.tsv"), [str(r) for r in recs],
+                     names=[m.name for m in cfg.models], ks=cfg.ks,
+                     splits=[sp.label for sp in splits] if many else None, context=context, progress=progress,
+                     beyond=cfg.beyond, paired_test=cfg.paired_test, correction=cfg.correction, seed=cfg.seed)
+    return _selected(study, cfg)
+
+
+def _selected(study: Study, cfg: Config) -> Study:
+    """The study with only the configuration's metrics: the table's rows, and the family of
+    tests its correction covers. Paths are shown relative to the work folder's split sets."""
+    keep = cfg.metric_columns(study.metrics)
+    evaluations = []
+    for row in study.evaluations:
+        evaluations.append([_select_evaluation(ev, keep, study.metrics) for ev in row])
+    return replace(study, evaluations=evaluations, train="train.tsv of each split", test="test.tsv of each split",
+                   sources=[f"model {n}" for n in study.names], _dict=None)
+
+
+def _select_evaluation(ev, keep: List[str], metrics: List[str]):
+    dropped = [m for m in metrics if m not in keep]
+    per_user = ev.per_user.drop(columns=[c for c in dropped if c in ev.per_user.columns])
+    return replace(ev, per_user=per_user, summary=ev.summary.loc[[m for m in ev.summary.index if m in keep]],
+                   groups={})

@@ -1,0 +1,290 @@
+"""mrec-warp experiment: one TOML file -> every model on every split -> one report folder."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import mrec_warp as mw
+from mrec_warp.cli import main
+from mrec_warp.context import ExecutionContext
+from mrec_warp.errors import InputError
+from mrec_warp.experiments.config import line_of, read_config
+from mrec_warp.jobs import FAULT_ENV
+
+CONFIG = """\
+# a small comparison
+seed = 7
+output = "report"
+
+[data]
+path = "ratings.tsv"
+min_value = 2
+
+[splits.random]
+kind = "random"
+repeats = 2
+test_fraction = 0.25
+seed = 3
+
+[models.pop]
+family = "popularity"
+
+[models.mf]
+family = "warp"
+factors = 4
+epochs = 3
+
+[evaluate]
+k = [3, 5]
+metrics = ["precision", "ndcg", "novelty", "coverage"]
+baseline = "pop"
+"""
+
+
+def write_ratings(path: Path, seed: int = 0) -> None:
+    """40 users x 30 items, two taste groups, ratings 1-5 and timestamps; a few repeated rows."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for u in range(40):
+        group = u % 2
+        items = rng.choice(np.arange(group * 12, group * 12 + 18), size=9, replace=False)
+        for i in items:
+            lines.append(f"u{u}\ti{i}\t{rng.integers(1, 6)}\t{1000 + rng.integers(0, 500)}")
+    lines += [lines[0], lines[5]]  # repeated rows merge by the default rule (sum)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    write_ratings(tmp_path / "ratings.tsv")
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(CONFIG)
+    return tmp_path, cfg
+
+
+def tables(folder: Path):
+    return {name: (folder / name).read_bytes() for name in
+            ("results.md", "results.csv", "random/report.md", "random/report.json", "random/per_user.csv")}
+
+
+def test_report_files_and_columns(setup):
+    tmp, cfg = setup
+    result = mw.experiment(cfg)
+    out = tmp / "report"
+    assert result.output == out and result.runs == 4 and result.skipped == 0
+    for name in ("results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json",
+                 "random/report.md", "random/report.json", "random/per_user.csv", "accuracy-vs-novelty.png"):
+        assert (out / name).is_file(), name
+    assert (out / "experiment.toml").read_bytes() == cfg.read_bytes()
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert list(rows[0]) == ["split_set", "model", "metric", "mean", "plus_minus", "interval", "difference",
+                             "difference_plus_minus", "p", "p_adjusted", "significant"]
+    metrics = {r["metric"] for r in rows}
+    assert metrics == {"precision@3", "precision@5", "ndcg@3", "ndcg@5", "novelty@3", "novelty@5",
+                       "coverage@3", "coverage@5"}
+    assert {r["model"] for r in rows} == {"pop", "mf"}
+    assert all(r["interval"] == "se" for r in rows)  # two splits: mean over splits +- standard error
+    assert all(r["p"] == "" for r in rows if r["model"] == "pop")  # the baseline is not tested against itself
+    # the test family is the table's metrics: coverage is tested over splits too
+    assert sum(1 for r in rows if r["model"] == "mf" and r["p_adjusted"]) == 8
+    report = json.loads((out / "random/report.json").read_text())
+    assert [r["name"] for r in report["runs"]] == ["pop", "mf"]
+    assert report["splits"] == ["split-0", "split-1"]
+    assert report["comparison"]["correction"].lower().startswith("holm")
+    repro = json.loads((out / "reproduce.json").read_text())
+    assert repro["seeds"] == {"models": 7, "paired_test": 7, "splits": {"random": 3}}
+    assert repro["versions"]["numpy"] == np.__version__
+    # mean of the splits' values is the headline number
+    per_split = report["runs"][1]["summary"]["ndcg@5"]
+    assert per_split["mean"] == pytest.approx(np.mean(per_split["values"]))
+    assert not (out / "work").exists()  # removed after a complete run
+
+
+def test_rerun_is_byte_identical(setup, tmp_path):
+    tmp, cfg = setup
+    mw.experiment(cfg, tmp / "a")
+    mw.experiment(cfg, tmp / "b", context=ExecutionContext("threads", n_jobs=2))  # two runs at once
+    assert tables(tmp / "a") == tables(tmp / "b")
+    # the tables name no path of the report folder or of the file, so they compare across folders too
+    assert str(tmp).encode() not in (tmp / "a" / "results.md").read_bytes()
+    assert str(tmp).encode() not in (tmp / "a" / "results.csv").read_bytes()
+
+
+def test_processes_give_the_same_tables(setup):
+    tmp, cfg = setup  # the units are pickled to other processes: paths and plain values only
+    mw.experiment(cfg, tmp / "threads")
+    mw.experiment(cfg, tmp / "procs", context=ExecutionContext("processes", n_jobs=2))
+    assert tables(tmp / "threads") == tables(tmp / "procs")
+
+
+def test_resume_skips_finished_runs(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setenv(FAULT_ENV, "raise:2")  # the third run fails once
+    with pytest.raises(RuntimeError, match="injected failure in part 2"):
+        mw.experiment(cfg, tmp / "r")
+    monkeypatch.delenv(FAULT_ENV)
+    work = tmp / "r" / "work"
+    done = sorted(p.name for p in work.glob("run-*.json"))
+    assert done == ["run-0000.json", "run-0001.json"]
+    stamps = {p: p.stat().st_mtime_ns for p in (work / "recs").rglob("*.tsv")}
+    result = mw.experiment(cfg, tmp / "r", context=ExecutionContext("threads", keep_parts=True))
+    assert result.skipped == 2 and result.runs == 4
+    for path, stamp in stamps.items():  # finished runs were not redone
+        assert path.stat().st_mtime_ns == stamp
+    mw.experiment(cfg, tmp / "fresh")
+    assert tables(tmp / "r") == tables(tmp / "fresh")
+
+
+def test_changed_config_is_not_mixed_with_old_runs(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setenv(FAULT_ENV, "raise:1")
+    with pytest.raises(RuntimeError):
+        mw.experiment(cfg, tmp / "r")
+    monkeypatch.delenv(FAULT_ENV)
+    cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
+    with pytest.raises(InputError, match="different job"):
+        mw.experiment(cfg, tmp / "r")
+
+
+BAD = [
+    # (replace this, with that, expected line (None: of the new text's first key), message part)
+    ('family = "warp"', 'family = "wrap"', "family = \"wrap\"", "unknown model family 'wrap'"),
+    ("factors = 4", "factors = 0", "factors = 0", "factors must be an integer >= 1"),
+    ("factors = 4", "factor = 4", "factor = 4", "'factor' is not a parameter of the warp family"),
+    ("epochs = 3", "epochs = 3\nrandom_state = 1", "random_state = 1", "set by the experiment"),
+    ('path = "ratings.tsv"', 'path = "missing.tsv"', 'path = "missing.tsv"', "does not exist"),
+    ("[models.mf]", "[models.pop]", "[models.pop]", "model 'pop' is defined twice (first at line"),
+    ('metrics = ["precision", "ndcg", "novelty", "coverage"]', 'metrics = ["precision", "ndcg@10"]',
+     'metrics = ["precision", "ndcg@10"]', "unknown metric 'ndcg@10'"),
+    ('baseline = "pop"', 'baseline = "nobody"', 'baseline = "nobody"', "baseline 'nobody' is not a model"),
+    ("repeats = 2", "repeats = 2\nshuffle = true", "shuffle = true", "unknown key 'shuffle' in [splits.random]"),
+    ('kind = "random"', 'kind = "temporal"', "repeats = 2", "several splits would be copies"),
+    ("test_fraction = 0.25", "test_fraction = 1.5", "test_fraction = 1.5", "test fraction must be at least 0"),
+    ("min_value = 2", 'duplicates = "mean"', 'duplicates = "mean"', "duplicates"),
+    ("k = [3, 5]", "k = [3, 0]", "k = [3, 0]", "k must be a list of distinct positive integers"),
+    ("[evaluate]", '[evaluate]\ncorrection = "bonferroni"', 'correction = "bonferroni"', "unknown correction"),
+    ("seed = 7", "seed = 7\nthreads = 2", "threads = 2", "unknown key 'threads'"),
+    ("factors = 4", "factors = 4\nlearning_rate = -1.0", "learning_rate = -1.0", "learning_rate must be a number > 0"),
+    ("epochs = 3", "epochs = 3\nalpha = 2.0", "alpha = 2.0", "only matter with a confidence"),
+    ("[splits.random]", '[splits."../up"]', '[splits."../up"]', "split set name '../up' is not a plain folder"),
+    ("[splits.random]", "[splits.work]", "[splits.work]", "split set name 'work'"),
+    ('family = "popularity"', 'family = "popularity"\ntune = 4', "tune = 4", "the popularity family cannot be tuned"),
+    ("epochs = 3", "epochs = 3\ntune = 0", "tune = 0", "tune must be an integer >= 1"),
+    ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("old,new,line_text,message", BAD, ids=[b[3][:30] for b in BAD])
+def test_bad_config_names_its_line(setup, old, new, line_text, message):
+    tmp, cfg = setup
+    text = CONFIG.replace(old, new, 1)
+    assert text != CONFIG
+    cfg.write_text(text)
+    start = CONFIG[:CONFIG.index(old)].count("\n")  # the line the change begins on
+    expected = text.splitlines().index(line_text, start) + 1
+    with pytest.raises(InputError) as info:
+        mw.experiment(cfg)
+    err = info.value
+    assert err.path == str(cfg) and err.line == expected, str(err)
+    assert message in str(err)
+    assert "\n" not in str(err)
+    assert not (tmp / "report").exists()  # nothing ran, nothing written
+
+
+def test_hybrid_and_missing_file(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace('family = "warp"', 'family = "hybrid"'))
+    with pytest.raises(InputError, match="feature files"):
+        read_config(cfg)
+    with pytest.raises(InputError, match="experiment file not found"):
+        read_config(tmp / "nope.toml")
+
+
+def test_line_of_finds_quoted_tables_and_keys():
+    text = 'a = 1\n[models."my model"]\nfamily = "ease"\n  l2 = 5 # x\n[evaluate]\nk = 1\n'
+    assert line_of(text, (), "a") == 1
+    assert line_of(text, ("models", "my model")) == 2
+    assert line_of(text, ("models", "my model"), "l2") == 4
+    assert line_of(text, ("evaluate",), "k") == 6
+    assert line_of(text, ("evaluate",), "baseline") == 5  # not in the file: its table
+
+
+def test_cli_runs_and_errors_are_one_line(setup):
+    tmp, cfg = setup
+    runner = CliRunner()
+    res = runner.invoke(main, ["experiment", str(cfg), "-o", str(tmp / "cli"), "-v"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert "# Experiment report" in res.stdout and "| precision@3 |" in res.stdout
+    assert res.stderr.count("run ") >= 4 and "run 4/4: mf on random split-1" in res.stderr
+    quiet = runner.invoke(main, ["experiment", str(cfg), "-o", str(tmp / "q"), "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    cfg.write_text(CONFIG.replace("factors = 4", "factors = -2"))
+    bad = runner.invoke(main, ["experiment", str(cfg)])
+    assert bad.exit_code == 2
+    line = CONFIG.splitlines().index("factors = 4") + 1
+    assert bad.stderr == (f"Error: {cfg}:{line}: invalid parameter: factors must be an integer >= 1, got -2\n")
+    missing = runner.invoke(main, ["experiment", str(tmp / "none.toml")])
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1 and "not found" in missing.stderr
+
+
+def test_without_matplotlib_the_plot_is_skipped_with_a_note(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # import matplotlib fails
+    result = mw.experiment(cfg)
+    assert not (tmp / "report" / "accuracy-vs-novelty.png").exists()
+    assert any("matplotlib is not installed" in n for n in result.notes)
+    assert (tmp / "report" / "results.md").exists()
+
+
+def test_cli_dask_backend_gives_the_same_tables(setup):
+    pytest.importorskip("distributed")
+    tmp, cfg = setup
+    mw.experiment(cfg, tmp / "threads")
+    res = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(tmp / "dask"), "--backend", "dask",
+                                    "--n-jobs", "2", "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert tables(tmp / "threads") == tables(tmp / "dask")
+
+
+def test_report_never_replaces_an_input(setup):
+    tmp, cfg = setup
+    (tmp / "ratings.tsv").rename(tmp / "results.csv")
+    cfg.write_text(CONFIG.replace('path = "ratings.tsv"', 'path = "results.csv"').replace('"report"', '"."'))
+    before = (tmp / "results.csv").read_bytes()
+    with pytest.raises(InputError, match="results.csv"):
+        mw.experiment(cfg)
+    assert (tmp / "results.csv").read_bytes() == before
+
+
+def test_tune_budget_picks_parameters_per_split(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace('family = "warp"\nfactors = 4\nepochs = 3',
+                                  'family = "ease"\ntune = 2').replace("repeats = 2", "repeats = 1"))
+    result = mw.experiment(cfg)
+    assert [t["model"] for t in result.tuned] == ["mf"]
+    chosen = result.tuned[0]["params"]
+    assert set(chosen) == {"l2"} and chosen["l2"] > 0
+    saved = json.loads((tmp / "report" / "tuned.json").read_text())
+    assert saved == [{"model": "mf", "params": chosen, "split": None, "split_set": "random"}]
+    first = (tmp / "report" / "results.csv").read_bytes()
+    mw.experiment(cfg, tmp / "again")
+    assert (tmp / "again" / "results.csv").read_bytes() == first
+    assert (tmp / "again" / "tuned.json").read_bytes() == (tmp / "report" / "tuned.json").read_bytes()
+
+
+def test_global_time_split_with_a_toml_date(setup):
+    tmp, cfg = setup  # timestamps run from 1000 to 1499 s after 1970-01-01T00:00:00Z
+    cfg.write_text(CONFIG.replace('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3',
+                                  'kind = "global-time"\ncutoff = 1970-01-01T00:23:20Z'))
+    result = mw.experiment(cfg, context=ExecutionContext("threads", keep_parts=True))
+    assert result.studies["random"].splits == [] and result.runs == 2
+    split = tmp / "report" / "work" / "splits" / "s0"
+    train = np.loadtxt(split / "train.tsv", usecols=3)
+    test = np.loadtxt(split / "test.tsv", usecols=3)
+    assert train.max() <= 1400 < test.min()
+    assert "cutoff 1970-01-01T00:23:20+00:00" in (tmp / "report" / "results.md").read_text()
