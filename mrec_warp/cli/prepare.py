@@ -64,7 +64,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                    "occupation), or a synth folder's item_tags.tsv.")
 @quiet_option
 @friendly_errors
-def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, min_user_items,
+def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, min_user_items,
             test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False, cutoff=None):
     """Merge, filter and split a ratings file into train and test files per user.
 
@@ -77,7 +77,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
     result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_value=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
+        min_value=min_value, duplicates=duplicates, negatives=negatives, empty_ids=empty_ids, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features, cutoff=cutoff,
     )
