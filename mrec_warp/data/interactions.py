@@ -344,7 +344,7 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
         row = int(np.argmax(empty))
         path, line, words = locate(row)
         what = "a missing (NA)" if missing[row] else "an empty" + (" (only spaces)" if text.iloc[row] else "")
-        raise empty_ids_error(int(empty.sum()), role, f"in {words} (column {col!r})", path=path, line=line,
+        raise empty_ids_error(int(empty.sum()), role, f"column {col!r}", f"in {words}", path=path, line=line,
                               what=what)
     return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
 

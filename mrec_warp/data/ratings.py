@@ -278,15 +278,16 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
                              line=lineno, hint=columns_hint(sep))
         if first is None:
             pos = next(p for p in used[:2] if not fields[p].strip())
-            first = lineno, pos, CANONICAL_COLUMNS[used.index(pos)]
+            first = lineno, pos, CANONICAL_COLUMNS[used.index(pos)], "an empty" + (" (only spaces)" if fields[pos] else "")
             if empty_ids != "drop":
                 break
         rows.discard(row)
         if not rows:
             break
     if empty_ids != "drop":
-        lineno, pos, role = first
-        raise empty_ids_error(int(empty.sum()), role, f"on this line (column {pos})", path=str(path), line=lineno)
+        lineno, pos, role, what = first
+        raise empty_ids_error(int(empty.sum()), role, f"column {pos}", "on this line", path=str(path), line=lineno,
+                              what=what)
     return empty
 
 

@@ -108,13 +108,13 @@ def check_empty_ids(empty_ids: str) -> None:
         raise InputError(f"unknown empty_ids rule {empty_ids!r}", hint=f"use one of {', '.join(EMPTY_IDS)}")
 
 
-def empty_ids_error(n_rows: int, role: str, where: str, path: Optional[str] = None, line: Optional[int] = None,
-                    what: str = "an empty") -> InputError:
+def empty_ids_error(n_rows: int, role: str, column: str, where: str, path: Optional[str] = None,
+                    line: Optional[int] = None, what: str = "an empty") -> InputError:
     """The one refusal of rows without a user or item id (``empty_ids="refuse"``), in the
     reader and in :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe` alike:
     how many rows, the first one, and the option that leaves them out."""
-    return InputError(f"{plural(n_rows, 'row')} {'has' if n_rows == 1 else 'have'} {what} {role} id, the first "
-                      f"{where}", path=path, line=line,
+    return InputError(f"{plural(n_rows, 'row')} {'has' if n_rows == 1 else 'have'} {what} {role} id ({column}), "
+                      f"the first {where}", path=path, line=line,
                       hint=f"fill in the {role} ids, or leave those rows out with `empty_ids=drop`, which counts them")
 
 
