@@ -491,7 +491,8 @@ def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
 
 @pytest.mark.parametrize("text, sep, suggested", [
     (STEAM, ";", "','"),  # the user's --sep is never the one suggested
-    ("u1;i1;5\nu2;i2;4\n", None, "';'"),  # guessed as whitespace: names the one that splits
+    # lines ';' does not split alike are guessed as whitespace: the error names the one that splits line 1
+    ("u1;i1;5\nu2;i2\n", None, "';'"),
     ("u1|i1|5\nu2|i2|4\n", "\t", "'|'"),
 ])
 def test_a_separator_that_does_not_split_line_1_names_the_line_and_one_that_does(tmp_path, text, sep, suggested):

@@ -430,7 +430,7 @@ def test_hints_name_only_the_flags_the_command_has(tmp_path):
     train.write_text("".join(f"u{u}\ti{(u + k) % 6}\n" for u in range(8) for k in range(3)))
     assert run("train", train, "-o", tmp_path / "m.npz", "--model", "popularity").exit_code == 0
     semi = tmp_path / "semi.txt"
-    semi.write_text("u0;i1;1\nu1;i2;1\n")
+    semi.write_text("u0;i1;1\nu1;i2\n")  # ';' splits its lines unalike: not guessed
     for args in (["recommend", tmp_path / "m.npz", "-o", tmp_path / "r.tsv", "--train", semi],
                  ["evaluate", "--train", semi, "--test", semi, "--recs", train]):
         result = run(*args)
@@ -504,7 +504,7 @@ def test_a_validation_file_in_another_layout_gets_a_hint_without_trains_flags(tm
     train = tmp_path / "train.tsv"
     train.write_text("".join(f"u{u}\ti{(u + k) % 6}\t1\n" for u in range(8) for k in range(3)))
     semi = tmp_path / "val.txt"
-    semi.write_text("u0;i4;1\nu1;i5;1\n")
+    semi.write_text("u0;i4;1\nu1;i5\n")  # ';' splits its lines unalike: not guessed
     result = run("train", train, "-o", tmp_path / "m.npz", "--model", "wrmf", "--validation", semi)
     one_line_error(result, f"{semi}:1:", "';' as delimiter")
     assert "--sep" not in result.output  # --sep would describe TRAIN, not this file

@@ -144,12 +144,30 @@ def data_line(path: Path, row: int, sep: str, skip: int, encoding: Optional[str]
     return -1, ""  # pragma: no cover - rows always come from the file
 
 
-def detect_separator(line: str) -> str:
-    """Guess the delimiter of a ratings line: ``::``, tab, comma, then whitespace."""
+def detect_separator(line: str, others: Sequence[str] = ()) -> str:
+    """Guess the delimiter of a ratings file from its first line (and the next ones, ``others``).
+
+    ``::``, then tab, then comma when line 1 holds one; otherwise, or when commas do not
+    split the lines into the same number (>= 2) of fields while ``;`` (then ``|``) does,
+    quotes respected (the book-ratings layout ``"User-ID";"ISBN";"Book-Rating"``), that
+    one; else runs of whitespace. Lines that no delimiter splits alike are left to the
+    whitespace reading, whose error suggests one.
+    """
     if "::" in line:
         return "::"
     if "\t" in line:
         return "\t"
+    lines = [line, *others]
+
+    def splits(sep: str) -> bool:
+        counts = {len(split_fields(text, sep)) for text in lines}
+        return len(counts) == 1 and min(counts) >= 2
+
+    if "," in line and splits(","):
+        return ","
+    for sep in (";", "|"):
+        if sep in line and splits(sep):
+            return sep
     if "," in line:
         return ","
     return WHITESPACE

@@ -169,10 +169,10 @@ def read_ratings(
         return out
     p = check_readable(p)
     encoding = detect_encoding(p)
-    lines = first_lines(p, encoding=encoding)
+    lines = first_lines(p, n=5, encoding=encoding)  # five: ';' and '|' are guessed when they split them alike
     first_lineno, first = lines[0]
     if sep is None:
-        sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first)
+        sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first, [text for _, text in lines[1:]])
     if sep in ("\\t", "tab"):  # what people type on a command line
         sep = "\t"
     if sep == "":
