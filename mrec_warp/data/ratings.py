@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, spell_parameters
+from ..errors import PARAMETER, InputError, spell_parameters
 from ..files import PathLike
 from .delimited import (
     WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
@@ -84,7 +84,11 @@ def _without_options(exc: InputError, missing) -> InputError:
         return words[name] if value is None else (f"{value} {words[name]}" if name == "sep" else
                                                   f"{words[name]} {value}")
 
-    hint = (f"{spell_parameters(exc.hint, spell)}; " if exc.hint else "") + (
+    # a clause that only names an option to use ("use `columns` to choose columns") is left
+    # out: worded without the option it says nothing; one with a value keeps it in words
+    clauses = [c for c in (exc.hint or "").split("; ") if c and not any(
+        m.group(1) in missing and m.group(2) is None for m in PARAMETER.finditer(c))]
+    hint = "".join(f"{spell_parameters(c, spell)}; " for c in clauses) + (
         "this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
         "them: prepare reads any layout and writes that one")
     return InputError(spell_parameters(exc.message, spell), path=exc.path, line=exc.line, hint=hint)

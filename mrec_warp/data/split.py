@@ -619,12 +619,12 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
 
 
 def _value_words(v: Dict[str, Any]) -> str:
-    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
+    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 pairs dropped" (pairs, as the row rules count them)."""
     if v["use"] == "none":
         return "no value column: every row is a positive"
     column = f"value {v['column']}" if v["column"].startswith("column ") else f"value column {v['column']!r}"
     if v["use"] == "binarised":
-        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'row')} dropped "
+        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'pair')} dropped "
                 "(the values left stay in the third field of train.tsv / test.tsv)")
     return (f"{column}: kept as the third field of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
             "every row is a positive; training with `confidence=log` weighs rows by it")
