@@ -144,20 +144,21 @@ def data_line(path: Path, row: int, sep: str, skip: int, encoding: Optional[str]
     return -1, ""  # pragma: no cover - rows always come from the file
 
 
-def detect_separator(line: str, others: Sequence[str] = ()) -> str:
+def detect_separator(line: str, others: Optional[Sequence[str]] = None) -> str:
     """Guess the delimiter of a ratings file from its first line (and the next ones, ``others``).
 
     ``::``, then tab, then comma when line 1 holds one; otherwise, or when commas do not
     split the lines into the same number (>= 2) of fields while ``;`` (then ``|``) does,
     quotes respected (the book-ratings layout ``"User-ID";"ISBN";"Book-Rating"``), that
     one; else runs of whitespace. Lines that no delimiter splits alike are left to the
-    whitespace reading, whose error suggests one.
+    whitespace reading, whose error suggests one. Without ``others`` (feature files, whose
+    feature names may hold ``;``) only ``::``, tab, comma and whitespace are guessed.
     """
     if "::" in line:
         return "::"
     if "\t" in line:
         return "\t"
-    lines = [line, *others]
+    lines = [line, *(others or ())]
 
     def splits(sep: str) -> bool:
         counts = {len(split_fields(text, sep)) for text in lines}
@@ -165,7 +166,7 @@ def detect_separator(line: str, others: Sequence[str] = ()) -> str:
 
     if "," in line and splits(","):
         return ","
-    for sep in (";", "|"):
+    for sep in (";", "|") if others is not None else ():
         if sep in line and splits(sep):
             return sep
     if "," in line:

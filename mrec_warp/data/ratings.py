@@ -121,8 +121,10 @@ def read_ratings(
         :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
-        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
-        ``::``, then tab, then comma, then runs of whitespace. With every one-character
+        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first lines:
+        ``::``, then tab, then comma (when line 1 holds one), then ``;`` or ``|`` when they
+        split the first five lines alike (quotes respected) and a comma does not, then runs
+        of whitespace. With every one-character
         delimiter (comma, tab, ``;``, ``|``, ...) fields follow RFC 4180: a field starting
         with a quote loses its quotes and may hold the delimiter, line breaks and doubled
         quotes (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); other fields are kept
