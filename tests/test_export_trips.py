@@ -241,6 +241,10 @@ def test_a_history_hint_names_no_option_the_command_lacks(model_file, tmp_path):
     result = run("recommend", model_file, "--history", history, "-o", tmp_path / "r.tsv")
     one_line_error(result, "rating 'lots' is not a finite number", "this command guesses the layout")
     assert "columns to choose" not in result.output and "--columns" not in result.output
+    history.write_text("new\tABC\n\tz\n")  # an empty id: recommend has no --empty-ids, prepare has
+    result = run("recommend", model_file, "--history", history, "-o", tmp_path / "r.tsv")
+    one_line_error(result, "1 row has an empty user id", "prepare --empty-ids drop leaves those rows out")
+    assert "with --empty-ids" not in result.output and "`" not in result.output
 
 
 def test_from_dataframe_refuses_an_empty_table():

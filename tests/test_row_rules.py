@@ -213,7 +213,7 @@ def test_empty_id_gets_the_same_words_from_the_cli(tmp_path):
     path = tmp_path / "r.tsv"
     path.write_text("a\tx\t1\n\ty\t2\n")
     one_line_error(run("prepare", path, "-o", tmp_path / "o"), "r.tsv:2: 1 row has an empty user id (column 0)",
-                   "fill in the user ids, or leave those rows out with --empty-ids drop")
+                   "fill in the user ids; or leave those rows out with --empty-ids drop")
 
 
 # -- a raw export to a model on all of it -------------------------------------------------------

@@ -73,24 +73,22 @@ def _offering_options(read):
 
 
 def _without_options(exc: InputError, missing) -> InputError:
-    words = {"format": "the format", "sep": "as delimiter", "header": "a header line", "columns": "columns",
-             "empty_ids": "rows with empty ids dropped"}
+    words = {"format": "the format", "sep": "as delimiter", "header": "a header line", "columns": "columns"}
 
     def spell(name: str, value: Optional[str]) -> Optional[str]:
         if name not in missing:
             return None
-        if name == "empty_ids":
-            return words[name]
         return words[name] if value is None else (f"{value} {words[name]}" if name == "sep" else
                                                   f"{words[name]} {value}")
 
     # a clause that only names an option to use ("use `columns` to choose columns") is left
     # out: worded without the option it says nothing; one with a value keeps it in words
     clauses = [c for c in (exc.hint or "").split("; ") if c and not any(
-        m.group(1) in missing and m.group(2) is None for m in PARAMETER.finditer(c))]
-    hint = "".join(f"{spell_parameters(c, spell)}; " for c in clauses) + (
-        "this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
-        "them: prepare reads any layout and writes that one")
+        m.group(1) in missing and (m.group(2) is None or m.group(1) == "empty_ids") for m in PARAMETER.finditer(c))]
+    tail = ("this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
+            "them: prepare reads any layout and writes that one" if missing - {"empty_ids"} else
+            "prepare --empty-ids drop leaves those rows out and counts them")
+    hint = "".join(f"{spell_parameters(c, spell)}; " for c in clauses) + tail
     return InputError(spell_parameters(exc.message, spell), path=exc.path, line=exc.line, hint=hint)
 
 

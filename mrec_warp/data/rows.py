@@ -115,7 +115,7 @@ def empty_ids_error(n_rows: int, role: str, column: str, where: str, path: Optio
     how many rows, the first one, and the option that leaves them out."""
     return InputError(f"{plural(n_rows, 'row')} {'has' if n_rows == 1 else 'have'} {what} {role} id ({column}), "
                       f"the first {where}", path=path, line=line,
-                      hint=f"fill in the {role} ids, or leave those rows out with `empty_ids=drop`, which counts them")
+                      hint=f"fill in the {role} ids; or leave those rows out with `empty_ids=drop`, which counts them")
 
 
 def empty_id_rows(df, columns: Sequence[str]) -> np.ndarray:
