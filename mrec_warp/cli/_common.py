@@ -283,7 +283,8 @@ def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
         for option in reversed((
             click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
                          help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), or guess "
-                              "from the first line."),
+                              "the delimiter from the first lines: '::', tab, comma, then ';' or '|' when they "
+                              "split the lines alike, then whitespace."),
             click.option("--sep", callback=check_sep,
                          help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
                               "With every one-character delimiter a field in double quotes may hold it "

@@ -23,11 +23,12 @@ Examples:
   mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
   mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
   mrec-warp prepare ml-100k/u.data -o future/ --min-rating 4 --split global-time --cutoff 1998-03-01
-  mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --test-fraction 0  # all in train
+  mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --empty-ids drop --test-fraction 0
   mrec-warp prepare ml-100k/u.data -o cold/ --min-rating 4 --split cold-items --test-fraction 0.2 --features
 
 \b
-Rules, in order: negative values are refused (--negatives drop|net to keep the file);
+Rules, in order: rows with an empty user or item id are refused (--empty-ids drop leaves
+them out); negative values are refused (--negatives drop|net to keep the file);
 repeated (user, item) rows are merged by --duplicates (default: values summed, earliest
 time); pairs valued below --min-value (alias --min-rating) are dropped, a 0 is kept;
 users with fewer than --min-user-items rows left are dropped; then each user's rows are split (users with one row stay in train), and
