@@ -188,6 +188,9 @@ def test_the_quoted_semicolon_book_layout_is_guessed_as_published(tmp_path):
     assert result.exit_code == 0, result.output
     pipes = write(tmp_path, "p.txt", "u1|i1|3\nu2|i2|4\nu3|i 3|5\n")
     assert read_ratings(pipes)["item"].tolist() == ["i1", "i2", "i 3"]
+    # whitespace-separated, ids holding ';': whitespace splits the lines alike, into the values
+    spaced = write(tmp_path, "s.txt", "u1 a;b 5\nu2 c;d 4\n")
+    assert read_ratings(spaced)["item"].tolist() == ["a;b", "c;d"]
 
 
 # -- 8. minor trips ------------------------------------------------------------------------------------

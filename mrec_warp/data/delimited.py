@@ -151,8 +151,10 @@ def detect_separator(line: str, others: Optional[Sequence[str]] = None) -> str:
     split the lines into the same number (>= 2) of fields while ``;`` (then ``|``) does,
     quotes respected (the book-ratings layout ``"User-ID";"ISBN";"Book-Rating"``), that
     one; else runs of whitespace. Lines that no delimiter splits alike are left to the
-    whitespace reading, whose error suggests one. Without ``others`` (feature files, whose
-    feature names may hold ``;``) only ``::``, tab, comma and whitespace are guessed.
+    whitespace reading, whose error suggests one. Lines that whitespace splits alike, into
+    more numbers (``u1 a;b 5``: ids holding ``;``), stay whitespace-separated. Without
+    ``others`` (feature files, whose feature names may hold ``;``) only ``::``, tab, comma
+    and whitespace are guessed.
     """
     if "::" in line:
         return "::"
@@ -164,11 +166,17 @@ def detect_separator(line: str, others: Optional[Sequence[str]] = None) -> str:
         counts = {len(split_fields(text, sep)) for text in lines}
         return len(counts) == 1 and min(counts) >= 2
 
+    def numbers(sep: str) -> int:
+        return sum(looks_numeric(f.strip()) for text in lines for f in split_fields(text, sep))
+
     if "," in line and splits(","):
         return ","
     for sep in (";", "|") if others is not None else ():
         if sep in line and splits(sep):
-            return sep
+            # a whitespace-separated file whose ids hold the character (u1 a;b 5) splits alike
+            # on whitespace too, and into more numbers (its values): whitespace is its delimiter
+            if not (splits(WHITESPACE) and numbers(WHITESPACE) > numbers(sep)):
+                return sep
     if "," in line:
         return ","
     return WHITESPACE
