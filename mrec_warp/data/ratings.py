@@ -160,7 +160,11 @@ def read_ratings(
         when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
         data line. ``attrs["reading"]`` says what was found: the delimiter, whether line 1
         is a header (guessed or given, and why), each role's 0-based ``position`` and header
-        ``name``, and the ``ignored_columns`` (an unnamed or all-empty trailing column).
+        ``name``, the ``ignored_columns`` (an unnamed or all-empty trailing column),
+        ``empty_trailing_lines`` (lines read without their empty extra fields) and
+        ``empty_id_rows`` (rows kept for ``empty_ids="drop"``). ``attrs["source"]`` is the
+        file, so that refusals of the row rules name its lines; the index labels are the
+        data rows (0 for the first).
     """
     check_empty_ids(empty_ids)
     if format not in FORMATS:
@@ -169,7 +173,7 @@ def read_ratings(
     if is_pipe(p):  # a pipe (<(...), /dev/stdin, -): read it once; a device or folder is refused
         with as_regular_file(p) as copy:
             out = read_ratings(copy, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
-        out.attrs["reading"]["path"] = str(path)  # the pipe, read once: rows are named, not its lines
+        out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
         return out
     p = check_readable(p)
     encoding = detect_encoding(p)
@@ -254,7 +258,7 @@ def read_ratings(
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
     out.attrs["reading"]["rows"] = len(out)  # labels 0..rows-1 are data rows: the row rules name lines by them
-    out.attrs["reading"]["path"] = str(p)  # so the row rules name its lines without being told the file
+    out.attrs["source"] = str(p)  # so the row rules name its lines without being told the file
     out.attrs["reading"]["empty_trailing_lines"] = int(trailing)
     out.attrs["reading"]["empty_id_rows"] = int(empty.sum()) if empty is not None else 0
     return out

@@ -358,7 +358,7 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
     that are no data rows), the line is left out rather than guessed.
     """
     reading = df.attrs.get("reading")
-    source = source or (reading or {}).get("path")  # read_ratings' table knows its file
+    source = source or (df.attrs.get("source") if reading is not None else None)  # read_ratings' knows its file
     original = reading is not None and source is not None and _reader_index(df.index, reading.get("rows"))
 
     def locate(row: int):
