@@ -124,6 +124,16 @@ def test_empty_ids_drop_leaves_anonymous_rows_out_and_counts_them_in_cli_and_api
     assert data.nnz == 6
 
 
+def test_empty_ids_drop_that_leaves_nothing_is_refused_saying_why(tmp_path):
+    path = write(tmp_path, "anon.csv", "user,item,qty\n,x,1\n  ,y,2\n")
+    one_line_error(run("prepare", path, "-o", tmp_path / "o", "--empty-ids", "drop"),
+                   "no interactions left: 2 rows with an empty id dropped (check --columns")
+    with pytest.raises(InputError, match="no interactions left: 2 rows with an empty id dropped"):
+        Interactions.from_dataframe(pd.DataFrame({"user": ["", None], "item": ["x", "y"]}), empty_ids="drop")
+    # rows outside given ids are no refusal: an empty reindex is asked for
+    assert Interactions.from_dataframe(pd.DataFrame({"user": ["a"], "item": ["x"]}), user_ids=["b"]).nnz == 0
+
+
 def test_empty_ids_drop_still_refuses_a_line_cut_short(tmp_path):
     path = write(tmp_path, "r.csv", "u1,i1,1\nu2\nu3,i3,3\n")
     with pytest.raises(InputError, match=r"r\.csv:2: expected 3 columns like the first line, found 1"):

@@ -256,10 +256,12 @@ class Interactions:
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value, source=source,
                           locate=table_locator(df, user_col, item_col, source, positions))
+        merged = rows.counts["rows_read"]  # 0 when every row is outside the given ids: an empty reindex
         rows.counts["rows_read"] = n_rows
         rows.counts["empty_id_rows_dropped"] = n_empty
-        if rows.counts["rows_read"] and not rows.counts["pairs_kept"]:  # as prepare
-            raise nothing_left(rows.counts, source)
+        if (merged or n_empty) and not rows.counts["pairs_kept"]:  # as prepare
+            raise nothing_left(rows.counts, source, **({} if merged else {
+                "hint": "every row has an empty user or item id: check `user_col` and `item_col`"}))
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = _compact(user, u_uniques)

@@ -290,7 +290,10 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
     if len(pos) == 0:
         c = pos.counts
         raise nothing_left(c, source, [f"{plural(c['rows_of_users_below_min_user_items'], 'row')} of users "
-                                       "with too few items"], hint="lower `min_value` or `min_user_items`")
+                                       "with too few items"] if c["rows_of_users_below_min_user_items"] else [],
+                           hint="check `columns`: every row has an empty user or item id"
+                           if c.get("empty_id_rows_dropped") == c["rows_read"] else
+                           "lower `min_value` or `min_user_items`")
     n = np.bincount(pos.user, minlength=pos.n_users)
     if not all_train and split != "global-time" and not (n >= 2).any():
         raise InputError(
