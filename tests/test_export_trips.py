@@ -96,6 +96,9 @@ def test_anonymous_rows_are_refused_with_their_count_and_the_option(tmp_path):
     result = run("prepare", path, "-o", tmp_path / "o", "--columns", "CustomerID,StockCode,Quantity")
     one_line_error(result, f"{path}:5: 2 rows have an empty user id (column 3), the first on this line",
                    "--empty-ids drop")
+    both = write(tmp_path, "both.csv", "u1,i1,1\n,i2,1\nu3,,1\n")  # the count covers both id columns
+    with pytest.raises(InputError, match=r"both\.csv:2: 2 rows have an empty user or item id \(columns 0 and 1"):
+        read_ratings(both)
 
 
 def test_empty_ids_drop_leaves_anonymous_rows_out_and_counts_them_in_cli_and_api(tmp_path):

@@ -271,8 +271,12 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
     naming the first line and the option. A line too short to have the field is refused
     as such, whichever the rule."""
     empty = np.zeros(len(raw), dtype=bool)
-    for pos in used[:2]:
-        empty |= (raw[pos].str.strip() == "").to_numpy(dtype=bool)
+    roles = []  # the roles that have an empty id somewhere, for the count's words
+    for role, pos in zip(CANONICAL_COLUMNS, used[:2]):
+        blank = (raw[pos].str.strip() == "").to_numpy(dtype=bool)
+        if blank.any():
+            empty |= blank
+            roles.append(role)
     if not empty.any():
         return None
     rows = set(np.flatnonzero(empty).tolist())
@@ -294,8 +298,9 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
             break
     if empty_ids != "drop":
         lineno, pos, role, what = first
-        raise empty_ids_error(int(empty.sum()), role, f"column {pos}", "on this line", path=str(path), line=lineno,
-                              what=what)
+        column = f"column {pos}" if len(roles) == 1 else f"columns {used[0]} and {used[1]}, here column {pos}"
+        raise empty_ids_error(int(empty.sum()), " or ".join(roles), column, "on this line", path=str(path),
+                              line=lineno, what=what)
     return empty
 
 
