@@ -13,8 +13,8 @@ from ..errors import InputError
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
-    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_ids_error, merge_rows, nothing_left, shown,
-    table_locator,
+    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, merge_rows,
+    nothing_left, shown, table_locator,
 )
 
 #: Column names of the canonical interactions table (what ratings files are read into).
@@ -338,14 +338,13 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
 def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
     """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses
     it (``empty_ids="drop"`` has removed those rows before)."""
-    column = df[col]
-    missing = column.isna().to_numpy(dtype=bool)
-    text = column.astype(str)
-    empty = missing | (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
+    text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
+    empty = empty_id_rows(df, [col], {col: text})
     if empty.any():
         row = int(np.argmax(empty))
         path, line, words = locate(row)
-        what = "a missing (NA)" if missing[row] else "an empty" + (" (only spaces)" if text.iloc[row] else "")
+        cell = df[col].iloc[row]
+        what = "a missing (NA)" if pd.isna(cell) else "an empty" + (" (only spaces)" if str(cell) else "")
         raise empty_ids_error(int(empty.sum()), role, f"column {col!r}", f"in {words}", path=path, line=line,
                               what=what)
     return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects

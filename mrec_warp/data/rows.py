@@ -118,13 +118,15 @@ def empty_ids_error(n_rows: int, role: str, column: str, where: str, path: Optio
                       hint=f"fill in the {role} ids; or leave those rows out with `empty_ids=drop`, which counts them")
 
 
-def empty_id_rows(df, columns: Sequence[str]) -> np.ndarray:
-    """Which rows of ``df`` have an empty (only spaces), NA or missing id in one of ``columns``."""
+def empty_id_rows(df, columns: Sequence[str], texts: Optional[Dict[str, pd.Series]] = None) -> np.ndarray:
+    """Which rows of ``df`` have an empty (only spaces), NA or missing id in one of ``columns``
+    (``texts``: a column already as text, not converted again)."""
     empty = np.zeros(len(df), dtype=bool)
     for col in columns:
         column = df[col]
         missing = column.isna().to_numpy(dtype=bool)
-        text = column.astype(str)
+        text = (texts or {}).get(col)
+        text = column.astype(str) if text is None else text
         empty |= missing | (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
     return empty
 
@@ -341,7 +343,8 @@ def nothing_left(counts: Dict[str, int], source: Optional[str] = None, also: Seq
     """The one refusal of rules that removed every row (an empty model is never what was
     meant), saying what removed them; ``also`` adds the caller's own steps."""
     removed = [f"{plural(counts[key], noun)} {verb}" for key, noun, verb in (
-        ("empty_id_rows_dropped", "row", "with an empty id dropped"), ("negative_rows_dropped", "negative row", "dropped"), ("pairs_netted_out", "pair", "netted out"),
+        ("empty_id_rows_dropped", "row", "with an empty id dropped"),
+        ("negative_rows_dropped", "negative row", "dropped"), ("pairs_netted_out", "pair", "netted out"),
         ("rows_below_min_value", "pair", "below the minimum value")) if counts.get(key)]
     return InputError("no interactions left: " + (", ".join([*removed, *also]) or "no rows"), path=source, hint=hint)
 
