@@ -58,7 +58,7 @@ def test_lines_with_empty_trailing_fields_are_read_and_counted_on_both_parser_pa
         df = read_ratings(path, columns="CustomerID,StockCode,Quantity", empty_ids="drop")
         wide = text.count(",,\n")
         assert df.attrs["reading"]["empty_trailing_lines"] == wide
-        assert f"{wide} lines had empty trailing fields (beyond the 5 columns of line 1), ignored" in \
+        assert f"{wide} lines had empty trailing fields (beyond the 5 columns of the first line), ignored" in \
             describe_reading(df.attrs["reading"])
         assert df["item"].tolist()[:3] == ["85123A", "71053", "85123A"] and df["value"].sum() == 39
     # the text path (a value that is no number) names the right line past the wider ones
@@ -85,7 +85,7 @@ def test_prepare_says_once_how_many_lines_had_empty_trailing_fields(tmp_path):
     result = run("prepare", path, "-o", tmp_path / "o", "--columns", "CustomerID,StockCode,Quantity",
                  "--empty-ids", "drop", "--test-fraction", 0)
     assert result.exit_code == 0, result.output
-    assert result.stdout.count("3 lines had empty trailing fields (beyond the 5 columns of line 1), ignored") == 1
+    assert result.stdout.count("3 lines had empty trailing fields (beyond the 5 columns of the first line), ignored") == 1
     reading = json.loads((tmp_path / "o" / "summary.json").read_text())["reading"]
     assert reading["empty_trailing_lines"] == 3
 

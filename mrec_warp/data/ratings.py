@@ -289,7 +289,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
             raise InputError(f"expected {n_fields} columns like the first line, found {len(fields)}", path=str(path),
                              line=lineno, hint=columns_hint(sep))
         if first is None:
-            pos = next(p for p in used[:2] if not fields[p].strip())
+            pos = next((p for p in used[:2] if not fields[p].strip()), used[0])
             first = lineno, pos, CANONICAL_COLUMNS[used.index(pos)], "an empty" + (" (only spaces)" if fields[pos] else "")
             if empty_ids != "drop":
                 break
@@ -520,6 +520,6 @@ def describe_reading(r: Dict[str, Any]) -> str:
     ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
     if r.get("empty_trailing_lines"):
         ignored += (f"\n{plural(r['empty_trailing_lines'], 'line')} had empty trailing fields (beyond the "
-                    f"{r['fields']} columns of line 1), ignored")
+                    f"{r['fields']} columns of the first line), ignored")
     again = ",".join(str(c["position"]) for c in r["columns"].values())
     return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"
