@@ -266,3 +266,13 @@ def test_a_history_hint_names_no_option_the_command_lacks(model_file, tmp_path):
 def test_from_dataframe_refuses_an_empty_table():
     with pytest.raises(InputError, match="the table has no rows"):
         Interactions.from_dataframe(pd.DataFrame({"user": [], "item": []}))
+
+
+def test_feature_files_read_empty_trailing_fields_and_refuse_others_also_on_the_first_data_line(tmp_path):
+    from mrec_warp.data.features import read_features
+
+    path = write(tmp_path, "f.csv", "item,feature,weight\ni1,f1,1,,\ni2,f2,2,,,\ni3,f3,3\n")
+    assert read_features(path, kind="item")["feature"].tolist() == ["f1", "f2", "f3"]
+    path.write_text("item,feature,weight\ni1,f1,1,,\ni2,f2,2,x\n")  # pandas would cut line 3 short
+    with pytest.raises(InputError, match=r"f\.csv:3: expected 3 columns like the first line, found 4"):
+        read_features(path, kind="item")

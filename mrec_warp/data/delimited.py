@@ -300,11 +300,16 @@ def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int
     # separator in an id must be reported, not read with its columns shifted.
     names = list(range(n_fields))
     try:
-        with warnings.catch_warnings():
-            # "names do not match the data" is the first line read, longer than the header:
-            # read_ratings checks that line itself
-            warnings.simplefilter("ignore", pd.errors.ParserWarning)
-            return _read_csv(source, text_sep, skip, names, numeric, encoding, sep)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pd.errors.ParserWarning)
+            table = _read_csv(source, text_sep, skip, names, numeric, encoding, sep)
+        for w in caught:
+            # "names do not match the data": the first line read is longer, and pandas took its
+            # width for every line, cutting each one short without a word: scan for the extra fields
+            if issubclass(w.category, pd.errors.ParserWarning) and "names does not match" in str(w.message):
+                raise _TooManyFields(n_fields + 1, None)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)  # others as they were
+        return table
     except pd.errors.ParserError as exc:
         opened = unclosed_quote(path, sep, skip, n_fields, encoding) if quoted(sep) else None
         if opened is not None:
