@@ -78,7 +78,7 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     assert header == "  no header line (column 2 holds '1', a number)"
     assert columns == ("  columns (counted from 0): user = column 0, item = column 1, value = column 2, "
                        "timestamp = column 3 (--columns 0,1,2,3)")
-    assert f"value column 2: binarised at >= 2: {summary['rows_below_min_rating']:,} rows dropped" in third
+    assert f"value column 2: binarised at >= 2: {summary['rows_below_min_rating']:,} pairs dropped" in third
     assert result.stderr == ""  # no progress chatter when not on a terminal
 
 

@@ -228,7 +228,7 @@ def test_prepare_says_what_binarising_dropped(tmp_path):
     summary = json.loads((tmp_path / "split" / "summary.json").read_text())
     dropped = summary["rows_below_min_rating"]
     assert dropped > 0 and summary["value_column"]["use"] == "binarised"
-    assert f"value column 'hours': binarised at >= 1: {dropped:,} rows dropped" in result.output
+    assert f"value column 'hours': binarised at >= 1: {dropped:,} pairs dropped" in result.output
 
 
 @pytest.mark.parametrize("extra, fragment", [

@@ -208,7 +208,7 @@ def test_too_few_columns_in_a_file_without_ratings(tmp_path):
 
 
 def test_empty_id_names_the_line(tmp_path):
-    with pytest.raises(InputError, match=r"e\.tsv:3: column 1 \(item\) is empty \(only spaces\)"):
+    with pytest.raises(InputError, match=r"e\.tsv:3: 1 row has an empty \(only spaces\) item id \(column 1\), the first on this line"):
         read_ratings(write(tmp_path, "e.tsv", "u1\ti1\t5\nu2\ti2\t3\nu3\t \t4\n"))
 
 
@@ -291,8 +291,8 @@ def test_a_first_data_line_longer_than_the_header_is_named_not_shifted(tmp_path)
     text = GAME_LOG.replace(",\n", "\n")
     with pytest.raises(InputError) as info:
         read_ratings(write(tmp_path, "games.csv", text))
-    assert "games.csv:2: expected 3 columns like the first line, found 4" in str(info.value)
-    assert "empty" not in str(info.value)
+    assert "games.csv:2: expected 3 columns like the first line, found 4 (the extra ones not empty)" in str(info.value)
+    assert "is empty" not in str(info.value)
 
 
 def test_headerless_trailing_separator_is_not_a_column(tmp_path):
@@ -400,7 +400,7 @@ def test_values_that_cannot_be_represented_are_refused(tmp_path, row, fragment):
 def test_empty_id_error_does_not_blame_the_separator(tmp_path):
     with pytest.raises(InputError) as info:
         read_ratings(write(tmp_path, "e.csv", "u1,i1,5\n,i2,3\n"))
-    assert "e.csv:2: column 0 (user) is empty" in str(info.value)
+    assert "e.csv:2: 1 row has an empty user id (column 0)" in str(info.value)
     assert "--sep" not in str(info.value)
 
 
@@ -491,7 +491,8 @@ def test_a_trailing_unnamed_column_past_the_fourth_is_ignored_by_name(tmp_path):
 
 @pytest.mark.parametrize("text, sep, suggested", [
     (STEAM, ";", "','"),  # the user's --sep is never the one suggested
-    ("u1;i1;5\nu2;i2;4\n", None, "';'"),  # guessed as whitespace: names the one that splits
+    # lines ';' does not split alike are guessed as whitespace: the error names the one that splits line 1
+    ("u1;i1;5\nu2;i2\n", None, "';'"),
     ("u1|i1|5\nu2|i2|4\n", "\t", "'|'"),
 ])
 def test_a_separator_that_does_not_split_line_1_names_the_line_and_one_that_does(tmp_path, text, sep, suggested):

@@ -222,7 +222,7 @@ def test_files_and_summary(tmp_path):
     assert summary["input"] == str(path)
     assert summary["parameters"] == {
         "format": "auto", "sep": None, "header": None, "columns": None,
-        "duplicates": "max", "negatives": "refuse", "min_value": 3, "min_rating": 3,
+        "duplicates": "max", "negatives": "refuse", "empty_ids": "refuse", "min_value": 3, "min_rating": 3,
         "min_user_items": 1, "split": "random", "test_fraction": 0.2, "leave_out": None,
         "num_splits": 1, "seed": 1,
     }

@@ -215,11 +215,12 @@ def test_a_fit_with_nothing_to_learn_is_refused(family, shape, what):
     assert "\n" not in str(info.value)
 
 
-def test_an_all_na_frame_is_refused_at_fit_not_fitted_as_0_by_0():
-    data = Interactions.from_dataframe(pd.DataFrame({"user": pd.Series([], dtype=str),
-                                                     "item": pd.Series([], dtype=str)}))
+def test_an_empty_table_is_refused_at_from_dataframe_and_an_empty_matrix_at_fit():
+    with pytest.raises(InputError, match="the table has no rows"):  # as the CLI refuses an empty file
+        Interactions.from_dataframe(pd.DataFrame({"user": pd.Series([], dtype=str),
+                                                  "item": pd.Series([], dtype=str)}))
     with pytest.raises(InputError, match="nothing to learn"):
-        WARP(epochs=1).fit(data)
+        WARP(epochs=1).fit(Interactions(sp.csr_matrix((0, 0), dtype=np.float32), [], []))
 
 
 # -- 3. nothing changes the matrix it is given ---------------------------------------------------

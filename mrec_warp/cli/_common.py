@@ -18,7 +18,7 @@ from click.core import ParameterSource
 
 from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
 from ..jobs import remove_dead_units_temps, resumable_folders
 from ..errors import InputError, ParameterError, printable
 from ..files import file_identity, take_discarded
@@ -283,7 +283,8 @@ def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
         for option in reversed((
             click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
                          help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), or guess "
-                              "from the first line."),
+                              "the delimiter from the first lines: '::', tab, comma, then ';' or '|' when they "
+                              "split the lines alike, then whitespace."),
             click.option("--sep", callback=check_sep,
                          help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
                               "With every one-character delimiter a field in double quotes may hold it "
@@ -303,7 +304,7 @@ def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
 
 
 def row_options(func: Callable) -> Callable:
-    """``--duplicates``, ``--negatives`` and ``--min-value``: the row rules of
+    """``--duplicates``, ``--negatives``, ``--min-value`` and ``--empty-ids``: the row rules of
     :mod:`mrec_warp.data.rows`, declared once for prepare, train and tune."""
     options = (
         # no default value: with --min-value, repeated pairs need the rule chosen (rows.merge_rows)
@@ -320,6 +321,9 @@ def row_options(func: Callable) -> Callable:
                      help="Drop (merged) pairs valued below R, e.g. ratings below 4 [keep all: a value is a "
                           "strength, 0 the lowest; train --confidence weighs rows by it]. Needs a value column, "
                           "or --duplicates count (pairs of at least R rows)."),
+        click.option("--empty-ids", type=click.Choice(EMPTY_IDS), default=DEFAULT_EMPTY_IDS, show_default=True,
+                     help="Rows whose user or item id is empty (anonymous rows, e.g. no customer id): refuse the "
+                          "file, or drop those rows (the summary counts them)."),
     )
     for option in reversed(options):
         func = option(func)

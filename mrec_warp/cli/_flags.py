@@ -48,7 +48,7 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
     "split", "num_splits", "features", "seed",
     # prepare, train, tune: the row rules
-    "duplicates", "negatives", "min_value",
+    "duplicates", "negatives", "min_value", "empty_ids",
     # recommend (and train's output)
     "output", "users", "exclude_items", "block_size",
     # similar

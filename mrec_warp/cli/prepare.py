@@ -23,11 +23,12 @@ Examples:
   mrec-warp prepare ratings.csv -o split/ --columns userId,movieId,rating,timestamp --split temporal
   mrec-warp prepare ratings.tsv -o cv/ --num-splits 5        # cv/split-0 ... cv/split-4
   mrec-warp prepare ml-100k/u.data -o future/ --min-rating 4 --split global-time --cutoff 1998-03-01
-  mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --test-fraction 0  # all in train
+  mrec-warp prepare invoices.csv -o all/ --columns 6,1,3 --negatives net --empty-ids drop --test-fraction 0
   mrec-warp prepare ml-100k/u.data -o cold/ --min-rating 4 --split cold-items --test-fraction 0.2 --features
 
 \b
-Rules, in order: negative values are refused (--negatives drop|net to keep the file);
+Rules, in order: rows with an empty user or item id are refused (--empty-ids drop leaves
+them out); negative values are refused (--negatives drop|net to keep the file);
 repeated (user, item) rows are merged by --duplicates (default: values summed, earliest
 time); pairs valued below --min-value (alias --min-rating) are dropped, a 0 is kept;
 users with fewer than --min-user-items rows left are dropped; then each user's rows are split (users with one row stay in train), and
@@ -64,7 +65,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                    "occupation), or a synth folder's item_tags.tsv.")
 @quiet_option
 @friendly_errors
-def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, min_user_items,
+def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, min_user_items,
             test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False, cutoff=None):
     """Merge, filter and split a ratings file into train and test files per user.
 
@@ -77,7 +78,7 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
     result = prepare_split(
         input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_value=min_value, duplicates=duplicates, negatives=negatives, min_user_items=min_user_items, test_fraction=test_fraction,
+        min_value=min_value, duplicates=duplicates, negatives=negatives, empty_ids=empty_ids, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features, cutoff=cutoff,
     )

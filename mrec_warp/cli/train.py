@@ -113,7 +113,7 @@ Examples:
                    "[with --backend dask: 1, one model on one Dask worker].")
 @quiet_option
 @friendly_errors
-def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, validation_file,
+def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, validation_file,
           params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
@@ -135,7 +135,7 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     result = train_model(train, output, model=model_name, params=params, params_file=params_file, format=fmt,
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
                          progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
-                         negatives=negatives, min_value=min_value, **features)
+                         negatives=negatives, min_value=min_value, empty_ids=empty_ids, **features)
     if quiet:
         return
     for note in result.notes:

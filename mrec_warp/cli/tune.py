@@ -71,7 +71,7 @@ alone, from a default space.
 @quiet_option
 @friendly_errors
 def tune(train, models, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
-         patience, fmt, sep, header, columns, duplicates, negatives, min_value, seed, n_jobs, backend, scheduler,
+         patience, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, seed, n_jobs, backend, scheduler,
          workdir, quiet, verbose):
     """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
 
@@ -100,7 +100,7 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     result = tune_stage(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
                         base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
                         progress=progress, format=fmt, sep=sep, header=header, columns=columns,
-                        duplicates=duplicates, negatives=negatives, min_value=min_value)
+                        duplicates=duplicates, negatives=negatives, min_value=min_value, empty_ids=empty_ids)
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 import zlib
 from pathlib import Path
 from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
@@ -143,12 +144,39 @@ def data_line(path: Path, row: int, sep: str, skip: int, encoding: Optional[str]
     return -1, ""  # pragma: no cover - rows always come from the file
 
 
-def detect_separator(line: str) -> str:
-    """Guess the delimiter of a ratings line: ``::``, tab, comma, then whitespace."""
+def detect_separator(line: str, others: Optional[Sequence[str]] = None) -> str:
+    """Guess the delimiter of a ratings file from its first line (and the next ones, ``others``).
+
+    ``::``, then tab, then comma when line 1 holds one; otherwise, or when commas do not
+    split the lines into the same number (>= 2) of fields while ``;`` (then ``|``) does,
+    quotes respected (the book-ratings layout ``"User-ID";"ISBN";"Book-Rating"``), that
+    one; else runs of whitespace. Lines that no delimiter splits alike are left to the
+    whitespace reading, whose error suggests one. Lines that whitespace splits alike, into
+    more numbers (``u1 a;b 5``: ids holding ``;``), stay whitespace-separated. Without
+    ``others`` (feature files, whose feature names may hold ``;``) only ``::``, tab, comma
+    and whitespace are guessed.
+    """
     if "::" in line:
         return "::"
     if "\t" in line:
         return "\t"
+    lines = [line, *(others or ())]
+
+    def splits(sep: str) -> bool:
+        counts = {len(split_fields(text, sep)) for text in lines}
+        return len(counts) == 1 and min(counts) >= 2
+
+    def numbers(sep: str) -> int:
+        return sum(looks_numeric(f.strip()) for text in lines for f in split_fields(text, sep))
+
+    if "," in line and splits(","):
+        return ","
+    for sep in (";", "|") if others is not None else ():
+        if sep in line and splits(sep):
+            # a whitespace-separated file whose ids hold the character (u1 a;b 5) splits alike
+            # on whitespace too, and into more numbers (its values): whitespace is its delimiter
+            if not (splits(WHITESPACE) and numbers(WHITESPACE) > numbers(sep)):
+                return sep
     if "," in line:
         return ","
     return WHITESPACE
@@ -206,7 +234,7 @@ class _ReplacingReader:
 
 
 def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = (),
-                 encoding: Optional[str] = None) -> pd.DataFrame:
+                 encoding: Optional[str] = None, wide_first: bool = False) -> pd.DataFrame:
     """The fields of every data row, one column per field position.
 
     Fields at the ``numeric`` positions are parsed as float64 (a ``ValueError`` when one is
@@ -214,8 +242,55 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     others are strings, exactly as in the file. A line with more fields than ``n_fields`` is
     an error, except the first one read, which pandas silently cuts short: the caller checks
     that one itself. A shorter line has its missing fields empty.
+
+    Lines whose fields beyond ``n_fields`` are all empty (``...,Country,,``: a spreadsheet's
+    trailing empty columns) are read without them; how many there were is in
+    ``result.attrs["empty_trailing_lines"]``. Extra fields holding anything refuse the file,
+    naming the line. ``wide_first``: the caller found the first data line longer (with
+    empty extra fields); pandas would take its width for every line, cutting longer ones
+    short without a word, so the file is scanned for extra fields first.
     """
     encoding = encoding or detect_encoding(path)
+    found, line = n_fields, None
+    if not wide_first:
+        try:
+            return _parse(path, sep, skip, n_fields, numeric, encoding)
+        except _TooManyFields as exc:
+            found, line = exc.args
+    n_lines, widest, bad = trailing_fields(path, sep, skip, n_fields, encoding)
+    if bad is not None:
+        raise InputError(f"expected {n_fields} columns like the first line, found {bad[1]} (the extra ones not "
+                         "empty)", path=str(path), line=bad[0], hint=columns_hint(sep))
+    if widest <= n_fields:  # pragma: no cover - the parser saw a longer line, the scan must too
+        raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
+                         line=line, hint=columns_hint(sep))
+    raw = _parse(path, sep, skip, widest, numeric, encoding)  # every extra field is empty: drop them
+    raw = raw[list(range(n_fields))]
+    raw.attrs["empty_trailing_lines"] = n_lines
+    return raw
+
+
+class _TooManyFields(Exception):
+    """pandas' C parser met a line with more fields than expected: (fields found, line)."""
+
+
+def trailing_fields(path: Path, sep: str, skip: int, n_fields: int, encoding: Optional[str] = None
+                    ) -> Tuple[int, int, Optional[Tuple[int, int]]]:
+    """``(lines with fields beyond n_fields, the most fields of a line, (line, fields) of
+    the first line whose extra fields are not all empty, or None)``: one pass over the data
+    rows, run only when the parser met a line with too many fields."""
+    n_lines, widest = 0, n_fields
+    for lineno, text in data_lines(path, sep, skip, encoding=encoding):
+        fields = split_fields(text, sep)
+        if len(fields) <= n_fields:
+            continue
+        if any(f.strip(" \t") for f in fields[n_fields:]):
+            return n_lines, widest, (lineno, len(fields))
+        n_lines, widest = n_lines + 1, max(widest, len(fields))
+    return n_lines, widest, None
+
+
+def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int], encoding: str) -> pd.DataFrame:
     text_sep, fh = sep, None
     source: Union[Path, _ReplacingReader] = path
     if sep == "::":
@@ -225,15 +300,16 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     # separator in an id must be reported, not read with its columns shifted.
     names = list(range(n_fields))
     try:
-        return pd.read_csv(
-            source, sep=text_sep, header=None, skiprows=skip, names=names,
-            dtype={i: (np.float64 if i in numeric else str) for i in names},
-            encoding=encoding, engine="c", index_col=False,
-            skip_blank_lines=True, keep_default_na=False, na_values=[],
-            # RFC 4180 quoting for one-character delimiters (see quoted()); "::" is read as a
-            # tab here, but has no quoting
-            quoting=csv.QUOTE_MINIMAL if quoted(sep) else csv.QUOTE_NONE, doublequote=True,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pd.errors.ParserWarning)
+            table = _read_csv(source, text_sep, skip, names, numeric, encoding, sep)
+        for w in caught:
+            # "names do not match the data": the first line read is longer, and pandas took its
+            # width for every line, cutting each one short without a word: scan for the extra fields
+            if issubclass(w.category, pd.errors.ParserWarning) and "names does not match" in str(w.message):
+                raise _TooManyFields(n_fields + 1, None)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)  # others as they were
+        return table
     except pd.errors.ParserError as exc:
         opened = unclosed_quote(path, sep, skip, n_fields, encoding) if quoted(sep) else None
         if opened is not None:
@@ -245,17 +321,26 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
             raise InputError(f"cannot parse: {exc}", path=str(path),
                              hint="check `sep` / `format`" + (" and that quotes are balanced" if quoted(sep) else "")) from None
         line = int(m.group(1))
-        raise InputError(
-            f"expected {n_fields} columns like the first line, found {m.group(2)}",
-            path=str(path), line=_file_line(path, sep, line, encoding) if quoted(sep) else line,
-            hint=columns_hint(sep),
-        ) from None
+        raise _TooManyFields(int(m.group(2)), _file_line(path, sep, line, encoding) if quoted(sep) else line) from None
     except (EOFError, OSError, zlib.error) as exc:
         raise InputError(f"cannot read the file ({exc})", path=str(path),
                          hint="the file is truncated or corrupt; re-create or re-download it") from None
     finally:
         if fh is not None:
             fh.close()
+
+
+def _read_csv(source, text_sep: str, skip: int, names: List[int], numeric: Sequence[int], encoding: str,
+              sep: str) -> pd.DataFrame:
+    return pd.read_csv(
+        source, sep=text_sep, header=None, skiprows=skip, names=names,
+        dtype={i: (np.float64 if i in numeric else str) for i in names},
+        encoding=encoding, engine="c", index_col=False,
+        skip_blank_lines=True, keep_default_na=False, na_values=[],
+        # RFC 4180 quoting for one-character delimiters (see quoted()); "::" is read as a
+        # tab here, but has no quoting
+        quoting=csv.QUOTE_MINIMAL if quoted(sep) else csv.QUOTE_NONE, doublequote=True,
+    )
 
 
 def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
@@ -300,7 +385,7 @@ def columns_hint(sep: str) -> str:
 
 def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
                   encoding: str, roles: Sequence[str], id_roles: Sequence[str],
-                  hint: Optional[str] = None) -> None:
+                  hint: Optional[str] = None, allow_empty: Optional[np.ndarray] = None) -> None:
     """Reject an empty user / item / value / timestamp (or a line too short to have one).
 
     Only the columns in use are checked: an unused column may be empty or missing. Ids are
@@ -309,13 +394,16 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
     longer than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters. ``roles``
     names the used columns in messages (a ratings file's are ``user, item, value,
     timestamp``, a feature file's ``id, feature, weight``) and ``id_roles`` the ones holding
-    ids; ``hint`` replaces the column-count hint.
+    ids; ``hint`` replaces the column-count hint. Rows in ``allow_empty`` may have empty
+    ids (``empty_ids="drop"``: the row rules drop them).
     """
     for role, pos in zip(roles, used):
         if raw[pos].dtype == np.float64:  # numbers, parsed and checked finite already
             continue
         col = raw[pos]
         empty = (col.str.strip() == "").to_numpy()  # checked stripped, kept as they are
+        if allow_empty is not None and role in id_roles:
+            empty = empty & ~allow_empty
         if empty.any():
             row = int(np.flatnonzero(empty)[0])
             lineno, text = data_line(path, row, sep, skip, encoding)

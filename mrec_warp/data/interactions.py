@@ -12,7 +12,10 @@ import scipy.sparse as sp
 from ..errors import InputError
 from .near_ids import did_you_mean
 from ..progress import plural
-from .rows import DEFAULT_NEGATIVES, merge_rows, nothing_left, table_locator
+from .rows import (
+    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, merge_rows,
+    nothing_left, shown, table_locator,
+)
 
 #: Column names of the canonical interactions table (what ratings files are read into).
 CANONICAL_COLUMNS = ("user", "item", "value", "timestamp")
@@ -167,6 +170,7 @@ class Interactions:
         negatives: str = DEFAULT_NEGATIVES,
         min_value: Optional[float] = None,
         source: Optional[str] = None,
+        empty_ids: str = DEFAULT_EMPTY_IDS,
     ) -> "Interactions":
         """Build from a table of (user, item[, value]) rows, by the same row rules as the CLI.
 
@@ -202,23 +206,35 @@ class Interactions:
             ``value_col`` unless ``duplicates="count"``.
         source : str, optional
             The file ``df`` was read from, named in errors (with the line, when ``df`` came
-            from :func:`~mrec_warp.data.ratings.read_ratings`).
+            from :func:`~mrec_warp.data.ratings.read_ratings`, which also names its file
+            without ``source``).
+        empty_ids : {"refuse", "drop"}
+            Rows whose user or item id is empty (only spaces) or NA (anonymous rows, e.g. an
+            empty customer id): refused by default, naming how many and the first;
+            ``drop`` leaves them out, counted in ``row_counts["empty_id_rows_dropped"]``
+            (``prepare --empty-ids``).
 
         The counts of the row rules (rows read, merged, dropped, pairs kept) are in the
         result's ``row_counts``.
         """
         _check_columns(df, user_col, item_col, value_col, source)
-        users = _ids_of(df, user_col, "user", source)
-        items = _ids_of(df, item_col, "item", source)
+        if not len(df):  # as the CLI refuses an empty file: a model of nothing is never what was meant
+            raise InputError("the table has no rows", path=source, hint="expected one interaction per row")
+        n_rows = len(df)
+        df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
+        locate = table_locator(df, user_col, item_col, source)
+        users = _ids_of(df, user_col, "user", locate)
+        items = _ids_of(df, item_col, "item", locate)
         values = None
         if value_col is not None:
             values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             bad = ~np.isfinite(values)
             if bad.any():
                 row = int(np.argmax(bad))
-                raise InputError(f"value {_shown(df[value_col].iloc[row])} of row {df.index[row]!r} in column "
-                                 f"{value_col!r} is not a finite number ({plural(int(bad.sum()), 'such row')})",
-                                 path=source, hint="values are counts, hours or ratings; fix or drop those rows")
+                path, line, words = locate(row)
+                raise InputError(f"value {shown(df[value_col].iloc[row])} in column {value_col!r} is not a finite "
+                                 f"number ({plural(int(bad.sum()), 'such row')}), the first in {words}",
+                                 path=path, line=line, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
             u_codes, u_uniques = pd.factorize(users, sort=False)
             u_uniques = np.asarray(u_uniques, dtype=object)
@@ -240,8 +256,12 @@ class Interactions:
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value, source=source,
                           locate=table_locator(df, user_col, item_col, source, positions))
-        if rows.counts["rows_read"] and not rows.counts["pairs_kept"]:  # as prepare
-            raise nothing_left(rows.counts, source)
+        merged = rows.counts["rows_read"]  # 0 when every row is outside the given ids: an empty reindex
+        rows.counts["rows_read"] = n_rows
+        rows.counts["empty_id_rows_dropped"] = n_empty
+        if (merged or n_empty) and not rows.counts["pairs_kept"]:  # as prepare
+            raise nothing_left(rows.counts, source, **({} if merged else {
+                "hint": "every row has an empty user or item id: check `user_col` and `item_col`"}))
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = _compact(user, u_uniques)
@@ -296,10 +316,15 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
     """Refuse a column name the table does not have (listing the ones it has), or has twice."""
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(df).__name__}", path=source)
+    given = {}
     for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
                              ("values", value_col, "value_col")):
         if col is None:
             continue
+        if col in given:  # as the CLI refuses `--columns 0,0`: one column cannot hold two roles
+            raise InputError(f"column {col!r} is chosen twice (`{given[col]}` and `{param}`)", path=source,
+                             hint="give each column once")
+        given[col] = param
         if col not in df.columns:
             have = ", ".join(repr(c) for c in df.columns) or "none"
             raise InputError(f"no column {col!r} for the {role}; the table has {have}", path=source,
@@ -310,28 +335,18 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
                              hint="rename or drop the extra ones, e.g. `df.loc[:, ~df.columns.duplicated()]`")
 
 
-def _shown(value) -> str:
-    """A cell as a message shows it: ``inf``, ``'lots'``, never ``np.float64(inf)``."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def _ids_of(df: pd.DataFrame, col: str, role: str, source: Optional[str]) -> pd.Series:
-    """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses it."""
-    column = df[col]
-    missing = column.isna().to_numpy()
-    if missing.any():
-        row = int(np.argmax(missing))
-        n_missing = int(missing.sum())
-        raise InputError(f"{plural(n_missing, 'row')} {'has' if n_missing == 1 else 'have'} no {role} id "
-                         f"(NA in column {col!r}), the first "
-                         f"row {df.index[row]!r}", path=source,
-                         hint=f"drop them first, e.g. `df.dropna(subset=[{col!r}])`, or fill them in")
-    text = column.astype(str)
-    empty = (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
+def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
+    """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses
+    it (``empty_ids="drop"`` has removed those rows before)."""
+    text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
+    empty = empty_id_rows(df, [col], {col: text})
     if empty.any():
         row = int(np.argmax(empty))
-        raise InputError(f"column {col!r} ({role}) is empty" + (" (only spaces)" if text.iloc[row] else "")
-                         + f" in row {df.index[row]!r}", path=source, hint=f"fill in the {role} or remove the row")
+        path, line, words = locate(row)
+        cell = df[col].iloc[row]
+        what = "a missing (NA)" if pd.isna(cell) else "an empty" + (" (only spaces)" if str(cell) else "")
+        raise empty_ids_error(int(empty.sum()), role, f"column {col!r}", f"in {words}", path=path, line=line,
+                              what=what)
     return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
 
 

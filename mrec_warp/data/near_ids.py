@@ -11,6 +11,15 @@ import math
 from typing import Container, Iterable, List, Optional
 
 
+def _number(text: str) -> Optional[float]:
+    """The finite number ``text`` spells, or None."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _numeric_forms(text: str) -> List[str]:
     """Other spellings of the number ``text`` is, if it is one (``17850.0`` -> ``17850``)."""
     try:
@@ -27,7 +36,8 @@ def _numeric_forms(text: str) -> List[str]:
 
 def close_id(bad: str, known: Container[str], candidates: Optional[Iterable[str]] = None) -> Optional[str]:
     """A known id that ``bad`` differs from only by surrounding spaces, its numeric
-    spelling, or case; ``None`` when there is none.
+    spelling (``17850.0``, leading zeros: ``7`` for ``007``), or case; ``None`` when there
+    is none. Only a suggestion: ids are still matched byte for byte.
 
     ``known`` answers ``x in known`` (a dict or set of ids); ``candidates`` lists them for
     the case-insensitive match (scanned once, only on this error path).
@@ -40,9 +50,14 @@ def close_id(bad: str, known: Container[str], candidates: Optional[Iterable[str]
             return form
     if candidates is not None:
         folded = bad.strip().casefold()
+        number = _number(bad.strip())
         for candidate in candidates:
             if candidate != bad and candidate.strip().casefold() == folded:
                 return candidate
+        if number is not None:  # the same number with leading zeros (7 for 007), which no spelling above gives
+            for candidate in candidates:
+                if candidate != bad and candidate[:1].isdigit() and _number(candidate.strip()) == number:
+                    return candidate
     return None
 
 

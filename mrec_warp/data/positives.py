@@ -26,7 +26,7 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from .rows import DEFAULT_NEGATIVES, merge_rows, table_locator
+from .rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, merge_rows, table_locator
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Positives:
 
 def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1,
              duplicates: Optional[str] = None, negatives: str = DEFAULT_NEGATIVES,
-             source: Optional[str] = None) -> Positives:
+             source: Optional[str] = None, empty_ids: str = DEFAULT_EMPTY_IDS) -> Positives:
     """Apply the row rules, then drop users with too few rows.
 
     Parameters
@@ -95,12 +95,17 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
         :mod:`mrec_warp.data.rows`.
     source : str, optional
         The file ``df`` was read from, for the line of a refused negative value.
+    empty_ids : {"refuse", "drop"}
+        ``drop`` leaves out rows whose user or item id is empty (read with
+        ``read_ratings(empty_ids="drop")``), counted as ``empty_id_rows_dropped``.
 
     Returns
     -------
     Positives
         Sorted by user then item, ids in order of first appearance in ``df``.
     """
+    n_rows = len(df)
+    df, n_empty = drop_empty_ids(df, empty_ids)
     user, user_ids = pd.factorize(df["user"], sort=False)
     item, item_ids = pd.factorize(df["item"], sort=False)
     value = df["value"].to_numpy(dtype=np.float64) if "value" in df else None  # None: every row a positive
@@ -108,7 +113,7 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     rows = merge_rows(user, item, value, timestamp, len(item_ids), duplicates=duplicates, negatives=negatives,
                       min_value=min_rating, locate=table_locator(df, source=source), source=source)
     user, item, value, timestamp = rows.user, rows.item, rows.value, rows.timestamp
-    counts = dict(rows.counts)
+    counts = {**rows.counts, "rows_read": n_rows, "empty_id_rows_dropped": n_empty}
     counts["rows_below_min_rating"] = counts["rows_below_min_value"]  # prepare's name for it
     per_user = np.bincount(user, minlength=len(user_ids))
     user_ok = per_user >= min_user_items

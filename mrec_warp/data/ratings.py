@@ -16,18 +16,20 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, spell_parameters
+from ..errors import PARAMETER, InputError, spell_parameters
 from ..files import PathLike
 from .delimited import (
     WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
     parse_table, quoted, split_fields,
 )
+from ..progress import plural
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
+from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
 
 FORMATS = ("auto", "tsv", "csv", "movielens")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
-READER_OPTIONS = ("format", "sep", "header", "columns")
+READER_OPTIONS = ("format", "sep", "header", "columns", "empty_ids")
 
 #: Header names that give a header away even when every column holds text ids; compared
 #: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
@@ -79,9 +81,14 @@ def _without_options(exc: InputError, missing) -> InputError:
         return words[name] if value is None else (f"{value} {words[name]}" if name == "sep" else
                                                   f"{words[name]} {value}")
 
-    hint = (f"{spell_parameters(exc.hint, spell)}; " if exc.hint else "") + (
-        "this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
-        "them: prepare reads any layout and writes that one")
+    # a clause that only names an option to use ("use `columns` to choose columns") is left
+    # out: worded without the option it says nothing; one with a value keeps it in words
+    clauses = [c for c in (exc.hint or "").split("; ") if c and not any(
+        m.group(1) in missing and (m.group(2) is None or m.group(1) == "empty_ids") for m in PARAMETER.finditer(c))]
+    tail = ("this command guesses the layout, so write user, item[, value] with tabs, commas or spaces between "
+            "them: prepare reads any layout and writes that one" if missing - {"empty_ids"} else
+            "prepare --empty-ids drop leaves those rows out and counts them")
+    hint = "".join(f"{spell_parameters(c, spell)}; " for c in clauses) + tail
     return InputError(spell_parameters(exc.message, spell), path=exc.path, line=exc.line, hint=hint)
 
 
@@ -92,6 +99,7 @@ def read_ratings(
     sep: Optional[str] = None,
     header: Optional[bool] = None,
     columns: Optional[Sequence] = None,
+    empty_ids: str = DEFAULT_EMPTY_IDS,
 ) -> pd.DataFrame:
     """Read a delimited ratings file into the canonical table.
 
@@ -111,8 +119,10 @@ def read_ratings(
         :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
     format : {"auto", "tsv", "csv", "movielens"}
         ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
-        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first line:
-        ``::``, then tab, then comma, then runs of whitespace. With every one-character
+        1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first lines:
+        ``::``, then tab, then comma (when line 1 holds one), then ``;`` or ``|`` when they
+        split the first five lines alike (quotes respected) and a comma does not, then runs
+        of whitespace. With every one-character
         delimiter (comma, tab, ``;``, ``|``, ...) fields follow RFC 4180: a field starting
         with a quote loses its quotes and may hold the delimiter, line breaks and doubled
         quotes (``"Warhammer 40,000"``, ``"The ""Quoted"" Game"``); other fields are kept
@@ -133,8 +143,14 @@ def read_ratings(
         position). By default the first four fields, in that order (with a header, up to the
         first unnamed column; without one, a last column empty on every line is dropped).
         Only these columns must be present and non-empty; others may be empty or missing.
+    empty_ids : {"refuse", "drop"}
+        A line whose user or item field is empty (an anonymous row, e.g. an empty customer
+        id) refuses the file by default, saying how many there are; with ``drop`` such rows
+        are kept in the table as they are, for the row rules to leave out and count
+        (``from_dataframe(empty_ids="drop")``, ``prepare``); a line too short to have the
+        field is refused either way.
     reader_options : sequence of str
-        Which of ``format``, ``sep``, ``header`` and ``columns`` the caller offers its
+        Which of ``format``, ``sep``, ``header``, ``columns`` and ``empty_ids`` the caller offers its
         users (default: all); a refusal is worded without the others.
 
     Returns
@@ -144,20 +160,27 @@ def read_ratings(
         when present, ``value`` (float64) and ``timestamp`` (int64 Unix seconds), one row per
         data line. ``attrs["reading"]`` says what was found: the delimiter, whether line 1
         is a header (guessed or given, and why), each role's 0-based ``position`` and header
-        ``name``, and the ``ignored_columns`` (an unnamed or all-empty trailing column).
+        ``name``, the ``ignored_columns`` (an unnamed or all-empty trailing column),
+        ``empty_trailing_lines`` (lines read without their empty extra fields) and
+        ``empty_id_rows`` (rows kept for ``empty_ids="drop"``). ``attrs["source"]`` is the
+        file, so that refusals of the row rules name its lines; the index labels are the
+        data rows (0 for the first).
     """
+    check_empty_ids(empty_ids)
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
     p = input_path(path)
     if is_pipe(p):  # a pipe (<(...), /dev/stdin, -): read it once; a device or folder is refused
         with as_regular_file(p) as copy:
-            return read_ratings(copy, format=format, sep=sep, header=header, columns=columns)
+            out = read_ratings(copy, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
+        out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
+        return out
     p = check_readable(p)
     encoding = detect_encoding(p)
-    lines = first_lines(p, encoding=encoding)
+    lines = first_lines(p, n=5, encoding=encoding)  # five: ';' and '|' are guessed when they split them alike
     first_lineno, first = lines[0]
     if sep is None:
-        sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first)
+        sep = {"tsv": "\t", "csv": ","}.get(format) or detect_separator(first, [text for _, text in lines[1:]])
     if sep in ("\\t", "tab"):  # what people type on a command line
         sep = "\t"
     if sep == "":
@@ -182,7 +205,7 @@ def read_ratings(
             header, why = True, "the --columns names are on it"
         if named and not header:
             raise InputError(
-                f"`columns` names columns, but the file has no header line (line {first_lineno}: {first[:60]!r}; {why})",
+                f"`columns` names columns, but the file has no header line (line {first_lineno}: {_cut(first, 60)}; {why})",
                 path=str(p), hint="give 0-based positions, e.g. `columns=0,1,2`, or add `header`",
             )
     header_names = tokens if header else None
@@ -191,16 +214,22 @@ def read_ratings(
 
     # Data starts after the header line (and any blank lines before it).
     skip = first_lineno if header else 0
+    trailing = 0
     if header and len(lines) > 1 and len(split_fields(lines[1][1], sep)) > n_fields:
-        # pandas would cut the first data line down to the header's width without a word
-        raise InputError(f"expected {n_fields} columns like the first line, found "
-                         f"{len(split_fields(lines[1][1], sep))}", path=str(p), line=lines[1][0],
-                         hint=columns_hint(sep))
-    raw = _read_fast(p, sep, skip, n_fields, used, encoding)
+        # pandas would cut the first data line down to the header's width without a word:
+        # fine for empty trailing fields (a spreadsheet's), not for anything else
+        extra = split_fields(lines[1][1], sep)
+        if any(f.strip(" \t") for f in extra[n_fields:]):
+            raise InputError(f"expected {n_fields} columns like the first line, found {len(extra)} (the extra ones "
+                             "not empty)", path=str(p), line=lines[1][0], hint=columns_hint(sep))
+        trailing = 1
+    raw = _read_fast(p, sep, skip, n_fields, used, encoding, wide_first=bool(trailing))
     if raw is None:  # some field is bad: read everything as text to say which line
-        raw = parse_table(p, sep, skip, n_fields, encoding=encoding)
+        raw = parse_table(p, sep, skip, n_fields, encoding=encoding, wide_first=bool(trailing))
     if len(raw) == 0:
         raise InputError("file has a header but no data lines", path=str(p), hint="expected one interaction per line")
+    # the parser's count, when it met such lines past the first, includes the first
+    trailing = raw.attrs.get("empty_trailing_lines", trailing)
     ignored = []
     if columns is None and header:
         # the columns that would have been read but for an unnamed one, and every unnamed
@@ -213,7 +242,9 @@ def read_ratings(
         while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
             ignored.insert(0, {"position": used[-1], "why": "empty on every line"})
             used = used[:-1]
-    check_fields(raw, used, n_fields, p, sep, skip, encoding, roles=CANONICAL_COLUMNS, id_roles=CANONICAL_COLUMNS[:2])
+    empty = _empty_ids(raw, used, n_fields, p, sep, skip, encoding, empty_ids)
+    check_fields(raw, used, n_fields, p, sep, skip, encoding, roles=CANONICAL_COLUMNS, id_roles=CANONICAL_COLUMNS[:2],
+                 allow_empty=empty)
 
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
@@ -227,7 +258,50 @@ def read_ratings(
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
     out.attrs["reading"]["rows"] = len(out)  # labels 0..rows-1 are data rows: the row rules name lines by them
+    out.attrs["source"] = str(p)  # so the row rules name its lines without being told the file
+    out.attrs["reading"]["empty_trailing_lines"] = int(trailing)
+    out.attrs["reading"]["empty_id_rows"] = int(empty.sum()) if empty is not None else 0
     return out
+
+
+def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int, encoding: str,
+               empty_ids: str) -> Optional[np.ndarray]:
+    """The rows with an empty user or item field, which ``empty_ids="drop"`` keeps for the
+    row rules to drop (None when there are none); with ``refuse`` a refusal saying how many,
+    naming the first line and the option. A line too short to have the field is refused
+    as such, whichever the rule."""
+    empty = np.zeros(len(raw), dtype=bool)
+    roles = []  # the roles that have an empty id somewhere, for the count's words
+    for role, pos in zip(CANONICAL_COLUMNS, used[:2]):
+        blank = (raw[pos].str.strip() == "").to_numpy(dtype=bool)
+        if blank.any():
+            empty |= blank
+            roles.append(role)
+    if not empty.any():
+        return None
+    rows = set(np.flatnonzero(empty).tolist())
+    first = None
+    for row, (lineno, text) in enumerate(data_lines(path, sep, skip, encoding=encoding)):
+        if row not in rows:
+            continue
+        fields = split_fields(text, sep)
+        if len(fields) <= max(used[:2]):  # no empty id: a line cut short
+            raise InputError(f"expected {n_fields} columns like the first line, found {len(fields)}", path=str(path),
+                             line=lineno, hint=columns_hint(sep))
+        if first is None:
+            pos = next((p for p in used[:2] if not fields[p].strip()), used[0])
+            first = lineno, pos, CANONICAL_COLUMNS[used.index(pos)], "an empty" + (" (only spaces)" if fields[pos] else "")
+            if empty_ids != "drop":
+                break
+        rows.discard(row)
+        if not rows:
+            break
+    if empty_ids != "drop":
+        lineno, pos, role, what = first
+        column = f"column {pos}" if len(roles) == 1 else f"columns {used[0]} and {used[1]}, here column {pos}"
+        raise empty_ids_error(int(empty.sum()), " or ".join(roles), column, "on this line", path=str(path),
+                              line=lineno, what=what)
+    return empty
 
 
 def _reading_record(sep: str, header: bool, guessed: bool, why: str, lineno: int, first: str,
@@ -252,7 +326,7 @@ def _reading_record(sep: str, header: bool, guessed: bool, why: str, lineno: int
 
 
 def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],
-               encoding: str) -> Optional[pd.DataFrame]:
+               encoding: str, wide_first: bool = False) -> Optional[pd.DataFrame]:
     """Parse ratings and timestamps as numbers straight away (4x faster than text + convert).
 
     Returns ``None`` when any of them is not a finite number (or a timestamp is a date, or a
@@ -261,9 +335,9 @@ def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],
     """
     numeric = used[2:]
     if not numeric:
-        return parse_table(path, sep, skip, n_fields, encoding=encoding)
+        return parse_table(path, sep, skip, n_fields, encoding=encoding, wide_first=wide_first)
     try:
-        raw = parse_table(path, sep, skip, n_fields, numeric, encoding=encoding)
+        raw = parse_table(path, sep, skip, n_fields, numeric, encoding=encoding, wide_first=wide_first)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise
@@ -287,7 +361,7 @@ def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError
     shown = dict(_SEPARATORS).get(sep, repr(sep))
     hint = (f"the delimiter is {shown}, which this line does not hold; try `sep={fits[0]}`" if fits else
             "put a delimiter (tab, comma, ...) between user and item, and give it with `sep`")
-    return InputError(f"expected at least 2 columns (user, item), found 1: {text[:60]!r}",
+    return InputError(f"expected at least 2 columns (user, item), found 1: {_cut(text, 60)}",
                       path=str(path), line=lineno, hint=hint)
 
 
@@ -424,13 +498,18 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodi
     return np.where(is_number, numeric, seconds).astype(np.int64)
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` quoted as Python does, cut to ``limit`` characters with an ellipsis when longer."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
 def describe_reading(r: Dict[str, Any]) -> str:
     """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
     column became user, item, value and timestamp. Columns count from 0 here as in
     ``--columns`` (which the line repeats) and in every message."""
     if r["header"]:
         line = r["header_line"]
-        first = (f"line {line['line']} taken as a header: {line['text'][:80]!r} "
+        first = (f"line {line['line']} taken as a header: {_cut(line['text'], 80)} "
                  f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
                  f"line {line['line']} is a header ({r['header_reason']})")
     else:
@@ -439,5 +518,8 @@ def describe_reading(r: Dict[str, Any]) -> str:
     roles = ", ".join(f"{role} = column {c['position']}" + (f" {c['name']!r}" if c["name"] is not None else "")
                       for role, c in r["columns"].items())
     ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
+    if r.get("empty_trailing_lines"):
+        ignored += (f"\n{plural(r['empty_trailing_lines'], 'line')} had empty trailing fields (beyond the "
+                    f"{r['fields']} columns of the first line), ignored")
     again = ",".join(str(c["position"]) for c in r["columns"].values())
     return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"

@@ -51,6 +51,9 @@ from ..progress import plural
 DUPLICATES = ("sum", "max", "first", "last", "count")
 #: What negative values do; the first is the default everywhere.
 NEGATIVES = ("refuse", "drop", "net")
+#: What a row with an empty (or missing) user or item id does; the first is the default.
+EMPTY_IDS = ("refuse", "drop")
+DEFAULT_EMPTY_IDS = EMPTY_IDS[0]
 DEFAULT_DUPLICATES = DUPLICATES[0]
 DEFAULT_NEGATIVES = NEGATIVES[0]
 #: ``net``: a pair whose net is within this share of the quantities its rows moved is netted out.
@@ -98,6 +101,50 @@ def check_row_options(duplicates: Optional[str], negatives: str, min_value: Opti
     if min_value is not None and (isinstance(min_value, bool) or not isinstance(min_value, numbers.Real)
                                   or not math.isfinite(min_value)):
         raise InputError(f"minimum value must be a number, got {min_value!r}", hint="e.g. `min_value=1`")
+
+
+def check_empty_ids(empty_ids: str) -> None:
+    if empty_ids not in EMPTY_IDS:
+        raise InputError(f"unknown empty_ids rule {empty_ids!r}", hint=f"use one of {', '.join(EMPTY_IDS)}")
+
+
+def empty_ids_error(n_rows: int, role: str, column: str, where: str, path: Optional[str] = None,
+                    line: Optional[int] = None, what: str = "an empty") -> InputError:
+    """The one refusal of rows without a user or item id (``empty_ids="refuse"``), in the
+    reader and in :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe` alike:
+    how many rows, the first one, and the option that leaves them out."""
+    return InputError(f"{plural(n_rows, 'row')} {'has' if n_rows == 1 else 'have'} {what} {role} id ({column}), "
+                      f"the first {where}", path=path, line=line,
+                      hint=f"fill in the {role} ids; or leave those rows out with `empty_ids=drop`, which counts them")
+
+
+def empty_id_rows(df, columns: Sequence[str], texts: Optional[Dict[str, pd.Series]] = None) -> np.ndarray:
+    """Which rows of ``df`` have an empty (only spaces), NA or missing id in one of ``columns``
+    (``texts``: a column already as text, not converted again)."""
+    empty = np.zeros(len(df), dtype=bool)
+    for col in columns:
+        column = df[col]
+        missing = column.isna().to_numpy(dtype=bool)
+        text = (texts or {}).get(col)
+        text = column.astype(str) if text is None else text
+        empty |= missing | (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
+    return empty
+
+
+def drop_empty_ids(df, empty_ids: str, user_col: str = "user", item_col: str = "item"):
+    """``df`` without its rows of an empty or NA user or item id when ``empty_ids="drop"``
+    (the index labels kept, so refusals still name the file's lines), and how many there
+    were; with ``refuse`` ``df`` itself and 0 (the caller refuses, naming the first row).
+    The one implementation of ``empty_ids`` (``prepare --empty-ids``, ``from_dataframe``)."""
+    check_empty_ids(empty_ids)
+    if empty_ids != "drop":
+        return df, 0
+    empty = empty_id_rows(df, [user_col, item_col])
+    if not empty.any():
+        return df, 0
+    kept = df[~empty]
+    kept.attrs = dict(df.attrs)
+    return kept, int(empty.sum())
 
 
 def signed_ratings(duplicates: str, negatives: str, min_value: Optional[float]) -> bool:
@@ -153,6 +200,10 @@ def merge_rows(
         raise InputError("`min_value` compares each pair's value, and the table has only user and item",
                          path=source, hint="name the value column (`columns` for a file, value_col= for a table), "
                                            "or use `duplicates=count` to keep pairs of at least that many rows")
+    if value is None and negatives != DEFAULT_NEGATIVES:  # chosen, and nothing to apply it to: no silent no-op
+        raise InputError(f"`negatives={negatives}` acts on negative values, and the table has only user and item",
+                         path=source, hint="name the value column (`columns` for a file, value_col= for a table), "
+                                           "or leave out `negatives`")
     user = np.asarray(user, dtype=np.int64)
     item = np.asarray(item, dtype=np.int64)
     n = len(user)
@@ -199,8 +250,10 @@ def merge_rows(
             np.zeros(0, dtype=np.int64)
     counts["duplicates_merged"] = int(len(key) - len(starts))
     if min_value is not None and not chosen and counts["duplicates_merged"] and negatives != "net":
-        raise _merge_error(row[order[starts[int(np.argmax(ends - starts > 1))] + 1]], counts["duplicates_merged"],
-                           locate)
+        # the first repeat in file order: the earliest row that is not the first of its pair
+        repeat = np.ones(len(order), dtype=bool)
+        repeat[np.minimum.reduceat(order, starts)] = False
+        raise _merge_error(int(row[int(np.argmax(repeat))]), counts["duplicates_merged"], locate)
     key = key[starts]
 
     keep = np.ones(len(key), dtype=bool)
@@ -268,6 +321,8 @@ def describe_counts(counts: Dict[str, int], duplicates: Optional[str], negatives
     named; ``read=False`` leaves out the rows read). The one wording for ``prepare``'s
     summary and ``train``'s log; a step that removed nothing is not mentioned."""
     parts = []
+    if counts.get("empty_id_rows_dropped"):
+        parts.append(f"{plural(counts['empty_id_rows_dropped'], 'row')} with an empty id dropped")
     if counts["duplicates_merged"]:
         parts.append(f"{plural(counts['duplicates_merged'], 'duplicate')} merged ({duplicates or DEFAULT_DUPLICATES})")
     if counts["negative_rows_dropped"]:
@@ -288,6 +343,7 @@ def nothing_left(counts: Dict[str, int], source: Optional[str] = None, also: Seq
     """The one refusal of rules that removed every row (an empty model is never what was
     meant), saying what removed them; ``also`` adds the caller's own steps."""
     removed = [f"{plural(counts[key], noun)} {verb}" for key, noun, verb in (
+        ("empty_id_rows_dropped", "row", "with an empty id dropped"),
         ("negative_rows_dropped", "negative row", "dropped"), ("pairs_netted_out", "pair", "netted out"),
         ("rows_below_min_value", "pair", "below the minimum value")) if counts.get(key)]
     return InputError("no interactions left: " + (", ".join([*removed, *also]) or "no rows"), path=source, hint=hint)
@@ -305,14 +361,15 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
     that are no data rows), the line is left out rather than guessed.
     """
     reading = df.attrs.get("reading")
+    source = source or (df.attrs.get("source") if reading is not None else None)  # read_ratings' knows its file
     original = reading is not None and source is not None and _reader_index(df.index, reading.get("rows"))
 
     def locate(row: int):
         at = int(row if positions is None else positions[row])
-        label = df.index[at]
-        words = f"user {df[user_col].iloc[at]!r}, item {df[item_col].iloc[at]!r}"
+        label = plain(df.index[at])
+        words = f"user {shown(df[user_col].iloc[at])}, item {shown(df[item_col].iloc[at])}"
         if not original:
-            return source, None, f"row {label!r} ({words})"
+            return source, None, f"row {shown(label)} ({words})"
         # only a regular file is read again for the line (a pipe was read once, and is gone)
         if Path(source).is_file():
             from .delimited import data_line  # here: delimited -> tsv -> interactions -> rows
@@ -328,6 +385,16 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
         return source, None, f"data row {int(label) + 1} ({words})"
 
     return locate
+
+
+def plain(value):
+    """A numpy scalar as the Python number it holds (``4``, never ``np.int64(4)``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def shown(value) -> str:
+    """A cell or row label as a message shows it: ``4``, ``inf``, ``'lots'``, never ``np.int64(4)``."""
+    return repr(plain(value))
 
 
 def _reader_index(index, n_rows: Optional[int]) -> bool:

@@ -50,7 +50,7 @@ from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
 from .features import write_features
 from .positives import Positives, binarise
-from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, check_row_options, nothing_left
+from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options, nothing_left
 from .ratings import describe_reading, read_ratings
 from .side_features import side_features
 from .split_folder import write_split
@@ -290,7 +290,10 @@ def _check_data(pos: Positives, df: pd.DataFrame, split: str, min_rating: Option
     if len(pos) == 0:
         c = pos.counts
         raise nothing_left(c, source, [f"{plural(c['rows_of_users_below_min_user_items'], 'row')} of users "
-                                       "with too few items"], hint="lower `min_value` or `min_user_items`")
+                                       "with too few items"] if c["rows_of_users_below_min_user_items"] else [],
+                           hint="check `columns`: every row has an empty user or item id"
+                           if c.get("empty_id_rows_dropped") == c["rows_read"] else
+                           "lower `min_value` or `min_user_items`")
     n = np.bincount(pos.user, minlength=pos.n_users)
     if not all_train and split != "global-time" and not (n >= 2).any():
         raise InputError(
@@ -322,6 +325,7 @@ def iter_splits(
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
     cutoff: Any = None,
+    empty_ids: str = DEFAULT_EMPTY_IDS,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
 
@@ -333,12 +337,13 @@ def iter_splits(
     test_fraction, leave_out, split = _check_options(
         test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives, cutoff
     )
+    check_empty_ids(empty_ids)
     pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items, duplicates=duplicates,
-                   negatives=negatives, source=source)
+                   negatives=negatives, source=source, empty_ids=empty_ids)
     _check_data(pos, df, split, min_rating, source, all_train=test_fraction == 0 and leave_out is None)
     if split == "global-time":
         yield _global_time_split(pos, cutoff, test_fraction, source, {
-            "duplicates": duplicates, "negatives": negatives, "min_rating": min_rating,
+            "duplicates": duplicates, "negatives": negatives, "empty_ids": empty_ids, "min_rating": min_rating,
             "min_user_items": int(min_user_items), "split": split, "cutoff": None if cutoff is None else str(cutoff),
             "test_fraction": test_fraction, "num_splits": 1})
         return
@@ -349,7 +354,8 @@ def iter_splits(
         choose = functools.partial(choose, fraction=test_fraction)
     params = {
         # the rule used (sum when none was chosen); min_rating: the older name, kept for readers of it
-        "duplicates": duplicates or DEFAULT_DUPLICATES, "negatives": negatives, "min_value": min_rating,
+        "duplicates": duplicates or DEFAULT_DUPLICATES, "negatives": negatives, "empty_ids": empty_ids,
+        "min_value": min_rating,
         "min_rating": min_rating,
         "min_user_items": int(min_user_items), "split": split,
         "test_fraction": test_fraction, "leave_out": leave_out, "num_splits": int(num_splits), "seed": int(seed),
@@ -413,6 +419,7 @@ def _summary(
         "parameters": dict(params),
         "rows_read": c["rows_read"],
         "malformed_rows": 0,  # a malformed line is an error, never skipped
+        "empty_id_rows_dropped": c.get("empty_id_rows_dropped", 0),  # only by `empty_ids=drop`
         "duplicates_merged": c["duplicates_merged"],
         "negative_rows": c["negative_rows"],
         "negative_rows_dropped": c["negative_rows_dropped"],
@@ -475,6 +482,7 @@ def prepare(
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
     cutoff: Any = None,
+    empty_ids: str = DEFAULT_EMPTY_IDS,
 ) -> Dict[str, Any]:
     """Read a ratings file, merge / binarise / filter it and write train and test files.
 
@@ -526,6 +534,9 @@ def prepare(
     cutoff : str or number, optional
         With ``split="global-time"``: rows later than this (an ISO date or date-time, UTC
         unless a zone is given, or a unix timestamp) go to test; instead of ``test_fraction``.
+    empty_ids : {"refuse", "drop"}
+        Rows whose user or item id is empty (anonymous rows): refused (default, saying how
+        many) or dropped, counted as ``empty_id_rows_dropped``.
 
     Returns
     -------
@@ -542,13 +553,14 @@ def prepare(
     min_rating = min_value_of(min_value, min_rating)
     _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
                    negatives, cutoff)
+    check_empty_ids(empty_ids)
     side: Dict[str, pd.DataFrame] = {}
     if features:
         side = side_features(input)
         if not side:
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
                              path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
-    df = read_ratings(input, format=format, sep=sep, header=header, columns=columns)
+    df = read_ratings(input, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
     encoding = df.attrs.get("encoding", "utf-8")
     progress.log(f"read {plural(len(df), 'row')} from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     found = df.attrs.get("reading")
@@ -563,7 +575,7 @@ def prepare(
     splits = iter_splits(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
-        duplicates=duplicates, negatives=negatives, cutoff=cutoff,
+        duplicates=duplicates, negatives=negatives, cutoff=cutoff, empty_ids=empty_ids,
     )
     value_column = describe_value_column(df, columns, min_rating, header)
     value_column["duplicates"] = duplicates or DEFAULT_DUPLICATES
@@ -610,12 +622,12 @@ def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rat
 
 
 def _value_words(v: Dict[str, Any]) -> str:
-    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 rows dropped"."""
+    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 pairs dropped" (pairs, as the row rules count them)."""
     if v["use"] == "none":
         return "no value column: every row is a positive"
     column = f"value {v['column']}" if v["column"].startswith("column ") else f"value column {v['column']!r}"
     if v["use"] == "binarised":
-        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'row')} dropped "
+        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'pair')} dropped "
                 "(the values left stay in the third field of train.tsv / test.tsv)")
     return (f"{column}: kept as the third field of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
             "every row is a positive; training with `confidence=log` weighs rows by it")

@@ -18,7 +18,7 @@ import pandas as pd
 from ..data.interactions import Interactions
 from ..data.inputs import check_readable, output_encoding
 from ..data.ratings import READER_OPTIONS, read_ratings
-from ..data.rows import DEFAULT_NEGATIVES, check_row_options
+from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options
 from ..data.features import read_features
 from ..errors import InputError
 from ..models import Recommender, load
@@ -41,29 +41,35 @@ class RowOptions:
     duplicates: Optional[str] = None  # sum, but not chosen: see mrec_warp.data.rows.merge_rows
     negatives: str = DEFAULT_NEGATIVES
     min_value: Optional[float] = None
+    empty_ids: str = DEFAULT_EMPTY_IDS
 
     def __post_init__(self) -> None:
         check_row_options(self.duplicates, self.negatives, self.min_value)
+        check_empty_ids(self.empty_ids)
 
 
 def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,
-                      rows: Optional[RowOptions] = None, reader_options: Sequence[str] = READER_OPTIONS
-                      ) -> Interactions:
+                      rows: Optional[RowOptions] = None, reader_options: Sequence[str] = READER_OPTIONS,
+                      own_layout: bool = False) -> Interactions:
     """Read a ratings file by the row rules (:mod:`mrec_warp.data.rows`, ``rows``' options;
     by default duplicates summed and negative values refused); with ``values`` the matrix
     holds the merged value column, else every kept pair is 1. A file without a value column
     is refused when ``required``, else read as ones (``has_values`` says which it was).
     The counts of the row rules are in ``row_counts``; ``reader_options`` are those the
-    caller offers for this file (:func:`~mrec_warp.data.ratings.read_ratings`)."""
+    caller offers for this file (:func:`~mrec_warp.data.ratings.read_ratings`); ``own_layout``:
+    the file is not the one the options describe (a validation file), so ``negatives`` applies
+    only where it has values."""
     rows = rows or RowOptions()
     df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns,
-                      reader_options=reader_options)
+                      empty_ids=rows.empty_ids, reader_options=reader_options)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
+    # a validation file (own_layout) may hold no values where TRAIN's have returns to net
+    negatives = rows.negatives if "value" in df or not own_layout else DEFAULT_NEGATIVES
     data = Interactions.from_dataframe(df, value_col="value" if "value" in df else None,
-                                       duplicates=rows.duplicates, negatives=rows.negatives,
-                                       min_value=rows.min_value, source=str(path))
+                                       duplicates=rows.duplicates, negatives=negatives,
+                                       min_value=rows.min_value, source=str(path), empty_ids=rows.empty_ids)
     if not (values and "value" in df):  # the value decided which pairs are kept; the model sees presence
         data.matrix.data[:] = 1.0
     data.has_values = values and "value" in df
@@ -83,8 +89,8 @@ def load_validation(path: PathLike, train: Interactions, rows: Optional[RowOptio
     """
     rows = rows or RowOptions()
     val = load_interactions(path, "auto", rows=RowOptions(duplicates=rows.duplicates, negatives=rows.negatives,
-                                                          min_value=rows.min_value),
-                            reader_options=())  # --sep & co. are TRAIN's: a hint must not suggest them
+                                                          min_value=rows.min_value, empty_ids=rows.empty_ids),
+                            reader_options=(), own_layout=True)  # --sep & co. are TRAIN's: a hint must not suggest them
     known = val.reindex(train.user_ids, train.item_ids)
     if known.nnz == 0:
         users = int(pd.Index(val.user_ids).isin(train.user_ids).sum())

@@ -38,8 +38,9 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
         near = next(((u, n) for u in unknown for n in [did_you_mean(u, index)] if n), None)
         if near is not None:
             raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
-                             line=ids.index(near[0]) + 1, hint="write the ids as the training data does; "
-                             "users not in the model get the most popular items")
+                             line=ids.index(near[0]) + 1, hint="write the ids as the training data does: this one looks "
+                             "like a known user's, whose own items would not be excluded if it were served "
+                             "as a new user")
         model._append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
                      "(give their history with `history` to exclude what they have seen)")

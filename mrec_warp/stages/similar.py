@@ -110,10 +110,28 @@ def _unknown_item_hint(bad: str, items: str, model) -> str:
     """How to fix an unknown id of a comma-separated list: spaces kept as given, or an id cut at a comma."""
     if bad.strip() != bad and (model.item_indices([bad.strip()], strict=False) >= 0).all():
         return "`items` takes ids exactly as given between commas, spaces included: write `items='a,b'`, not 'a, b'"
-    if "," in items:
-        return ("`items` splits at commas, so an id holding a comma is cut in pieces: "
+    whole = _cut_id(bad, items, model)
+    if whole is not None:
+        return (f"`items` splits at commas, so the id {whole!r} is cut in pieces: "
                 "put ids with commas in a file, one id per line, and give it with `items_file`")
     return "use item ids present in the training data"
+
+
+#: The most pieces one id holding commas is looked for in (the search is quadratic in it).
+_MAX_CUT = 8
+
+
+def _cut_id(bad: str, items: str, model) -> Optional[str]:
+    """The known id holding a comma that the unknown piece ``bad`` was cut from, if any:
+    a run of two to :data:`_MAX_CUT` comma-separated pieces of ``items``, ``bad`` among them."""
+    pieces = items.split(",")
+    for at in (i for i, piece in enumerate(pieces) if piece == bad):
+        for start in range(max(0, at - _MAX_CUT + 1), at + 1):
+            for end in range(max(at + 1, start + 2), min(len(pieces), start + _MAX_CUT) + 1):
+                joined = ",".join(pieces[start:end])
+                if (model.item_indices([joined], strict=False) >= 0).all():
+                    return joined
+    return None
 
 
 def _without_neighbours(ids: List[str], frame: pd.DataFrame, model) -> str:

@@ -26,7 +26,7 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
-from ..data.rows import DEFAULT_NEGATIVES, describe_counts
+from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
 from ._inputs import (FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, load_validation,
                       params_model)
 
@@ -133,6 +133,7 @@ def train(
     duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
+    empty_ids: str = DEFAULT_EMPTY_IDS,
 ) -> TrainResult:
     """Fit a model on a ratings file and save it.
 
@@ -173,12 +174,13 @@ def train(
         thread.
     progress : Progress, optional
         Where to log what happens; silent by default.
-    duplicates, negatives, min_value
+    duplicates, negatives, min_value, empty_ids
         The row rules of :mod:`mrec_warp.data.rows`, as ``prepare`` applies them: repeated
         (user, item) rows merge by ``duplicates`` (default ``sum``; with ``min_value`` and
         repeated pairs it must be chosen), negative values are refused unless ``negatives``
         is ``drop`` or ``net`` (or ``min_value`` >= 0 makes them ratings below it), pairs
-        below ``min_value`` are dropped. ``validation`` is read by the same row rules but
+        below ``min_value`` are dropped, rows with an empty id are refused unless
+        ``empty_ids="drop"``. ``validation`` is read by the same row rules but
         with its own layout (``format``, ``sep``, ``header``, ``columns`` describe TRAIN).
 
     Returns
@@ -194,7 +196,7 @@ def train(
     progress = progress or SILENT
     check_outputs({"`output`": output}, [train, validation, params_file, item_features, user_features])
     rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
-                      min_value=min_value)
+                      min_value=min_value, empty_ids=empty_ids)
     context = context or local_context()
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []

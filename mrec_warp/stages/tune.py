@@ -36,7 +36,7 @@ from ..models.params import integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
-from ..data.rows import DEFAULT_NEGATIVES
+from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions, load_validation
 from .candidates import MODEL, with_defaults as defaults_first
 
@@ -219,6 +219,7 @@ def tune(
     duplicates: Optional[str] = None,
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
+    empty_ids: str = DEFAULT_EMPTY_IDS,
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
 
@@ -251,7 +252,7 @@ def tune(
     format, sep, header, columns : optional
         How the file ``train`` names is read (default: guessed); ``validation`` is read with
         its own layout guessed, as :func:`~mrec_warp.stages.train.train` reads it.
-    duplicates, negatives, min_value
+    duplicates, negatives, min_value, empty_ids
         What the rows of both files become (default: duplicates summed, negative values
         refused): :mod:`mrec_warp.data.rows`.
 
@@ -270,7 +271,7 @@ def tune(
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
     rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
-                      min_value=min_value)
+                      min_value=min_value, empty_ids=empty_ids)
     base = {**(base or {}), "random_state": seed}
     for p in points:  # a value no model takes is the search's error, found before the data is read
         model = _trial_model(p.get(MODEL, "warp"), base, {n: v for n, v in p.items() if n != MODEL}, k)
