@@ -89,7 +89,7 @@ class LogRelay:
             self.drain()
 
     def __enter__(self) -> "LogRelay":
-        if self._offsets and self.progress.verbose:
+        if self._offsets and self.progress.shown:
             self._thread = threading.Thread(target=self._watch, name="mrec-warp-log-relay", daemon=True)
             self._thread.start()
         return self

@@ -28,6 +28,7 @@ from ..tables import neutralised_note, write_table as write_table_file
 from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
 from ._flags import FlagProgress, as_flags, error_line
+from ._logs import configure as configure_logging, log_file
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -337,9 +338,11 @@ def quiet_option(func: Callable) -> Callable:
 
 
 def make_progress(quiet: bool, verbose: bool) -> Progress:
-    if quiet:
-        return FlagProgress(verbose=False)
-    return FlagProgress(verbose=True if verbose else None)
+    """The command's progress: its records shown as ``-q``, ``-v``, the terminal and the
+    global ``--log-file`` say (:func:`~mrec_warp.cli._logs.configure`); bars on a terminal
+    unless ``-q``."""
+    configure_logging(quiet, verbose, log_file())
+    return FlagProgress(verbose=False if quiet else None)
 
 
 def parse_int_list(text: str, name: str) -> List[int]:
