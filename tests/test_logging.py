@@ -109,3 +109,24 @@ def test_an_unwritable_log_file_is_one_line(ratings, tmp_path):
                                        "-o", str(tmp_path / "m.npz"), "--epochs", "1"])
     assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
     assert result.stderr.count("\n") == 1 and "run.log" in result.stderr and "--log-file" in result.stderr
+
+
+def test_log_file_gets_the_epochs_of_sub_models_on_worker_processes_even_with_quiet(ratings, tmp_path):
+    # the units' lines come back through the file relay (unit_logs) and are the driver's records
+    log, work = tmp_path / "run.log", tmp_path / "work"
+    proc = subprocess.run([sys.executable, "-m", "mrec_warp", "--log-file", str(log), "train", str(ratings),
+                           "-o", str(tmp_path / "m.npz"), "--epochs", "2", "--factors", "4", "--sub-models", "2",
+                           "--backend", "processes", "--n-jobs", "2", "--workdir", str(work), "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    text = log.read_text(encoding="utf-8")
+    for i in (0, 1):
+        assert text.count(f"sub-model {i}: fit epoch ") == 2, text
+
+
+def test_a_command_without_progress_of_its_own_still_opens_the_log_file(ratings, tmp_path):
+    _train(ratings, tmp_path, "-q")
+    result = CliRunner().invoke(main, ["--log-file", str(tmp_path / "s.log"), "similar", str(tmp_path / "m.npz"),
+                                       "--items", "i1", "-k", "2"])
+    assert result.exit_code == 0 and (tmp_path / "s.log").exists()
+    assert [type(h) for h in logging.getLogger("mrec_warp").handlers] == [logging.NullHandler]

@@ -95,8 +95,17 @@ def log_file_option(func):
         ctx.meta[LOG_FILE_KEY] = value
         return value
 
-    return click.option("--log-file", type=click.Path(dir_okay=False), callback=remember, expose_value=False,
+    return click.option("--log-file", type=click.Path(dir_okay=False), metavar="PATH", callback=remember, expose_value=False,
                         help="Also append every log line (all levels, time-stamped) to PATH, whatever -q says.")(func)
+
+
+def start_log_file() -> None:
+    """Open the global ``--log-file`` for the whole run, so that a command that shows no
+    progress of its own still writes its records there (:func:`configure` again, from the
+    command, adds standard error as ``-q`` / ``-v`` say)."""
+    path = log_file()
+    if path:
+        configure(quiet=True, verbose=False, log_file=path)
 
 
 def log_file() -> Optional[str]:
