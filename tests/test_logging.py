@@ -130,3 +130,16 @@ def test_a_command_without_progress_of_its_own_still_opens_the_log_file(ratings,
                                        "--items", "i1", "-k", "2"])
     assert result.exit_code == 0 and (tmp_path / "s.log").exists()
     assert [type(h) for h in logging.getLogger("mrec_warp").handlers] == [logging.NullHandler]
+
+
+def test_on_a_terminal_lines_and_bars_show_and_quiet_silences_both(ratings, tmp_path, monkeypatch):
+    import mrec_warp.cli._logs as cli_logs
+    import mrec_warp.progress as progress
+
+    monkeypatch.setattr(cli_logs, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress, "is_terminal", lambda stream: True)
+    shown = _train(ratings, tmp_path).stderr
+    pieces = re.split(r"[\r\n]", shown)  # a bar is cleared with a carriage return before each line
+    assert sum(bool(LINE.match(piece)) and "fit epoch" in piece for piece in pieces) == 2, shown
+    assert "chunk" in shown  # the epochs' tqdm bars, drawn on standard error
+    assert _train(ratings, tmp_path, "-q").stderr == ""
