@@ -143,3 +143,11 @@ def test_on_a_terminal_lines_and_bars_show_and_quiet_silences_both(ratings, tmp_
     assert sum(bool(LINE.match(piece)) and "fit epoch" in piece for piece in pieces) == 2, shown
     assert "chunk" in shown  # the epochs' tqdm bars, drawn on standard error
     assert _train(ratings, tmp_path, "-q").stderr == ""
+
+
+def test_a_log_file_that_is_an_input_is_refused_and_the_input_kept(ratings, tmp_path):
+    before = ratings.read_bytes()
+    result = CliRunner().invoke(main, ["--log-file", str(ratings), "train", str(ratings), "-o", str(tmp_path / "m.npz"),
+                                       "--epochs", "1", "-v"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--log-file is an input file" in result.stderr
+    assert ratings.read_bytes() == before and not (tmp_path / "m.npz").exists()

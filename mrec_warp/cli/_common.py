@@ -92,6 +92,19 @@ def check_standard_output(ctx: Optional[click.Context]) -> None:
                          "overwrite or extend it", hint="redirect standard output to another file")
 
 
+def check_log_file(ctx: Optional[click.Context]) -> None:
+    """Refuse a ``--log-file`` that is one of the command's input files: its lines would be
+    appended to the data the command reads (compared as :func:`check_standard_output` does)."""
+    path = log_file()
+    target = file_identity(path) if path else None
+    if ctx is None or target is None:
+        return
+    clash = next((p for p in _input_files(ctx) if file_identity(p, reading=True) == target), None)
+    if clash is not None:
+        raise InputError(f"--log-file is an input file ({clash}): the log lines would be appended to it",
+                         hint="give --log-file another path")
+
+
 def say(text: str, err: bool = False) -> None:
     """``click.echo`` for lines that hold user text (paths, ids): each line made printable
     (:func:`~mrec_warp.errors.printable`), the line breaks of ``text`` kept."""
@@ -257,6 +270,7 @@ def friendly_errors(func: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             check_standard_output(click.get_current_context(silent=True))
+            check_log_file(click.get_current_context(silent=True))
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
