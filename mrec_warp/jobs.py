@@ -385,7 +385,7 @@ class Job:
     def unit_log(self, index: int) -> Optional[str]:
         """The file unit ``index`` logs to (:func:`~mrec_warp.unit_logs.unit_progress`), or
         ``None`` when this run shows no log lines."""
-        if not self.progress.shown:
+        if not self.progress.verbose:
             return None
         path = self.folder.file(log_name(self.parts[index])).resolve()
         self._logs.append(path)

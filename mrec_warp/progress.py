@@ -68,13 +68,18 @@ class Progress:
         Where printed lines and bars go [standard error].
     logger : logging.Logger, optional
         Where the records go [``logging.getLogger("mrec_warp")``].
+
+    Attributes
+    ----------
+    prints : bool
+        Whether :meth:`log` prints lines itself (``verbose=True``).
     """
 
     def __init__(self, verbose: Optional[bool] = None, bars: Optional[bool] = None, stream=None,
                  logger: Optional[logging.Logger] = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
-        self.verbose = verbose is True
+        self.prints = verbose is True
         self._bars = bars if bars is not None else (None if verbose is not False else False)
         self._t0 = time.perf_counter()
 
@@ -83,7 +88,13 @@ class Progress:
         """Whether a line logged now reaches someone: printed (``verbose=True``), or a
         logging handler takes INFO records. Work that makes lines only to show them (the
         log files of units on workers, :mod:`mrec_warp.unit_logs`) asks first."""
-        return self.verbose or self.logger.isEnabledFor(logging.INFO)
+        return self.prints or self.logger.isEnabledFor(logging.INFO)
+
+    @property
+    def verbose(self) -> bool:
+        """Same as :attr:`shown` (what this attribute meant before the library logged through
+        :mod:`logging`: whether lines are shown)."""
+        return self.shown
 
     @property
     def bars(self) -> bool:
@@ -97,7 +108,7 @@ class Progress:
         of echoed paths and ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""
         text = printable(message)
         self.logger.info(text)
-        if self.verbose:
+        if self.prints:
             line = elapsed_line(time.perf_counter() - self._t0, text)
             write_line(line, self.stream)
 
