@@ -104,7 +104,7 @@ class Progress:
         return (is_terminal(self.stream) or in_notebook()) and self.shown
 
     def log(self, message: str) -> None:
-        """One line: a record on the logger, printed too when ``verbose``. Control characters
+        """One line: a record on the logger, printed too with ``verbose=True``. Control characters
         of echoed paths and ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""
         text = printable(message)
         self.logger.info(text)

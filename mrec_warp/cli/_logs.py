@@ -21,7 +21,7 @@ from typing import List, Optional
 import click
 
 from ..errors import InputError
-from ..progress import LOGGER_NAME, is_terminal, write_line, elapsed_line
+from ..progress import LOGGER_NAME, elapsed_line, is_terminal, write_line
 
 #: Where the root context keeps the global ``--log-file``.
 LOG_FILE_KEY = "mrec_warp.log_file"
@@ -95,7 +95,8 @@ def log_file_option(func):
         ctx.meta[LOG_FILE_KEY] = value
         return value
 
-    return click.option("--log-file", type=click.Path(dir_okay=False), metavar="PATH", callback=remember, expose_value=False,
+    return click.option("--log-file", type=click.Path(dir_okay=False), metavar="PATH", callback=remember,
+                        expose_value=False,
                         help="Also append every log line (all levels, time-stamped) to PATH, whatever -q says.")(func)
 
 
