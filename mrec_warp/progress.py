@@ -1,6 +1,14 @@
-"""Progress feedback: log lines and bars on a terminal, silence in pipes or when asked."""
+"""Progress feedback: log records on the ``mrec_warp`` logger, and bars on a terminal.
+
+The library never configures logging (the package logger has only a
+:class:`logging.NullHandler`): what becomes of its records is the application's choice,
+``logging.basicConfig(level=logging.INFO)`` shows them. The CLI installs its own handler
+(:mod:`mrec_warp.cli._logs`). ``Progress(verbose=True)`` also prints each line itself, for
+a script or a notebook that has not configured logging.
+"""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Iterable, Iterator, Optional, TypeVar
@@ -9,6 +17,9 @@ from .errors import printable
 
 T = TypeVar("T")
 
+#: The package logger's name; modules may log on its children (``mrec_warp.workers``...).
+LOGGER_NAME = "mrec_warp"
+
 
 def plural(n: int, noun: str, nouns: Optional[str] = None) -> str:
     """``n`` and the noun that goes with it: ``"1 row"``, ``"2,345 rows"`` (``nouns``: an
@@ -16,44 +27,113 @@ def plural(n: int, noun: str, nouns: Optional[str] = None) -> str:
     return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
+def elapsed_line(elapsed: float, message: str) -> str:
+    """A log line as the CLI and ``Progress(verbose=True)`` show it: ``[    1.2s] message``."""
+    return f"[{elapsed:7.1f}s] {message}"
+
+
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (where :mod:`tqdm.auto` draws a widget)."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal (``False`` for one without ``isatty`` or closed)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
 class Progress:
     """Where long-running work reports what it is doing.
+
+    Each line is a logging record (INFO) on the ``mrec_warp`` logger, or on ``logger``;
+    whether it is shown is the application's logging configuration.
 
     Parameters
     ----------
     verbose : bool or None
-        ``True`` prints log lines, ``False`` prints nothing, ``None`` (default) prints only
-        when standard error is a terminal, so pipes and CI logs stay quiet.
+        ``True`` also prints each line on ``stream`` (``[    1.2s] message``) whatever the
+        logging configuration, as before the library logged through :mod:`logging`.
+        ``None`` (default) and ``False`` leave showing lines to logging; ``False`` also
+        turns bars off.
     bars : bool or None
-        Progress bars; by default only on a terminal, never when ``verbose`` is False.
+        Progress bars (:mod:`tqdm.auto`: a widget in a notebook). By default on a terminal
+        or in a notebook, when lines are shown at all (:attr:`shown`) and ``verbose`` is not
+        ``False``.
+    stream : file, optional
+        Where printed lines and bars go [standard error].
+    logger : logging.Logger, optional
+        Where the records go [``logging.getLogger("mrec_warp")``].
+
+    Attributes
+    ----------
+    prints : bool
+        Whether :meth:`log` prints lines itself (``verbose=True``).
     """
 
-    def __init__(self, verbose: Optional[bool] = None, bars: Optional[bool] = None, stream=None) -> None:
+    def __init__(self, verbose: Optional[bool] = None, bars: Optional[bool] = None, stream=None,
+                 logger: Optional[logging.Logger] = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.verbose = tty if verbose is None else bool(verbose)
-        self.bars = (tty if bars is None else bool(bars)) and self.verbose
+        self.logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
+        self.prints = verbose is True
+        self._bars = bars if bars is not None else (None if verbose is not False else False)
         self._t0 = time.perf_counter()
 
+    @property
+    def shown(self) -> bool:
+        """Whether a line logged now reaches someone: printed (``verbose=True``), or a
+        logging handler takes INFO records. Work that makes lines only to show them (the
+        log files of units on workers, :mod:`mrec_warp.unit_logs`) asks first."""
+        return self.prints or self.logger.isEnabledFor(logging.INFO)
+
+    @property
+    def verbose(self) -> bool:
+        """Same as :attr:`shown` (what this attribute meant before the library logged through
+        :mod:`logging`: whether lines are shown)."""
+        return self.shown
+
+    @property
+    def bars(self) -> bool:
+        """Whether :meth:`iterate` draws a bar."""
+        if self._bars is not None:
+            return bool(self._bars)
+        return (is_terminal(self.stream) or in_notebook()) and self.shown
+
     def log(self, message: str) -> None:
-        """One line, prefixed with the elapsed time; control characters of echoed paths and
-        ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""
-        if self.verbose:
-            elapsed = time.perf_counter() - self._t0
-            print(f"[{elapsed:7.1f}s] {printable(message)}", file=self.stream, flush=True)
+        """One line: a record on the logger, printed too with ``verbose=True``. Control characters
+        of echoed paths and ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""
+        text = printable(message)
+        self.logger.info(text)
+        if self.prints:
+            line = elapsed_line(time.perf_counter() - self._t0, text)
+            write_line(line, self.stream)
 
     def iterate(self, items: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "it") -> Iterator[T]:
-        """Wrap an iterable in a progress bar when bars are on (tqdm if installed)."""
+        """Wrap an iterable in a progress bar when bars are on."""
         if not self.bars:
             yield from items
             return
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # bars are a nicety; tqdm is optional
-            yield from items
-            return
+        from tqdm.auto import tqdm
+
         with tqdm(items, total=total, desc=desc, unit=unit, file=self.stream, leave=False) as bar:
             yield from bar
 
 
+def write_line(line: str, stream) -> None:
+    """``line`` on ``stream`` above any bar being drawn there (:meth:`tqdm.tqdm.write`)."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=stream)
+    stream.flush()
+
+
+# the standard idiom of a library: records go nowhere until the application says where
+# (and never to logging's "last resort" handler, which would print warnings on stderr)
+logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
+
 SILENT = Progress(verbose=False)
+"""Progress that prints nothing and draws no bars; its records still go to the logger."""

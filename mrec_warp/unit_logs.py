@@ -10,7 +10,19 @@ logs them on the driver's :class:`~mrec_warp.progress.Progress` (so they follow 
 folder is already on a filesystem every worker shares -- and need no connection back to
 the driver.
 
-Only a driver that shows log lines asks for them: a quiet run gives the units no file.
+On the driver the relayed lines are records of the ``mrec_warp`` logger like any other
+(:meth:`~mrec_warp.progress.Progress.log`), so ``--log-file`` and an application's logging
+configuration get them. Only a driver whose lines someone sees
+(:attr:`~mrec_warp.progress.Progress.shown`) asks for them: a quiet run gives the units no file.
+
+Why not Dask's ``Client.forward_logging()``: it registers a plugin on every worker of the
+cluster and sends records on one event topic per logger name, so every client of a shared
+cluster that forwards ``mrec_warp`` receives the records of the others' jobs too; the
+workers' loggers would need their level set (more state left on a cluster we do not own);
+the records travel as scheduler events, unordered with the task results, so a unit's epochs
+could arrive after the line reporting it done (the relay reads the files first,
+:meth:`LogRelay.drain`);
+and loky processes have no equivalent, so the files stay for them anyway.
 """
 from __future__ import annotations
 
@@ -89,7 +101,7 @@ class LogRelay:
             self.drain()
 
     def __enter__(self) -> "LogRelay":
-        if self._offsets and self.progress.verbose:
+        if self._offsets and self.progress.shown:
             self._thread = threading.Thread(target=self._watch, name="mrec-warp-log-relay", daemon=True)
             self._thread.start()
         return self

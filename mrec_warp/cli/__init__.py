@@ -9,6 +9,7 @@ import click
 from .._version import __version__
 from ..signals import stop_on_signals
 from ._common import DEBUG_ENV, report_error, report_interrupt
+from ._logs import log_file_option, start_log_file
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune",
@@ -36,6 +37,7 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="mrec-warp")
 @click.option("--debug", is_flag=True,
               help=f"Show the Python traceback behind an error (or set {DEBUG_ENV}=1).")
+@log_file_option
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Recommendations from implicit feedback with WARP matrix factorisation.
@@ -55,6 +57,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     removed) with status 128 + the signal's number: 130, 143, 129.
     """
     ctx.meta["mrec_warp.debug"] = debug
+    start_log_file()
     # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise
     # (its wording: "N tasks have been successfully executed but not used. Additionally, M
     # tasks which were still being processed by the workers have been cancelled. ...")

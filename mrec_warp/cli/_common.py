@@ -28,6 +28,7 @@ from ..tables import neutralised_note, write_table as write_table_file
 from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
 from ._flags import FlagProgress, as_flags, error_line
+from ._logs import configure as configure_logging, log_file
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -89,6 +90,19 @@ def check_standard_output(ctx: Optional[click.Context]) -> None:
     if clash is not None:
         raise InputError(f"standard output is an input file ({clash}): what the command writes would "
                          "overwrite or extend it", hint="redirect standard output to another file")
+
+
+def check_log_file(ctx: Optional[click.Context]) -> None:
+    """Refuse a ``--log-file`` that is one of the command's input files: its lines would be
+    appended to the data the command reads (compared as :func:`check_standard_output` does)."""
+    path = log_file()
+    target = file_identity(path) if path else None
+    if ctx is None or target is None:
+        return
+    clash = next((p for p in _input_files(ctx) if file_identity(p, reading=True) == target), None)
+    if clash is not None:
+        raise InputError(f"--log-file is an input file ({clash}): the log lines would be appended to it",
+                         hint="give --log-file another path")
 
 
 def say(text: str, err: bool = False) -> None:
@@ -256,6 +270,7 @@ def friendly_errors(func: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             check_standard_output(click.get_current_context(silent=True))
+            check_log_file(click.get_current_context(silent=True))
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -341,9 +356,11 @@ def quiet_option(func: Callable) -> Callable:
 
 
 def make_progress(quiet: bool, verbose: bool) -> Progress:
-    if quiet:
-        return FlagProgress(verbose=False)
-    return FlagProgress(verbose=True if verbose else None)
+    """The command's progress: its records shown as ``-q``, ``-v``, the terminal and the
+    global ``--log-file`` say (:func:`~mrec_warp.cli._logs.configure`); bars on a terminal
+    unless ``-q``."""
+    configure_logging(quiet, verbose, log_file())
+    return FlagProgress(verbose=False if quiet else None)
 
 
 def parse_int_list(text: str, name: str) -> List[int]:

@@ -1,0 +1,153 @@
+"""Logs the standard way: the library emits records on the ``mrec_warp`` logger and configures
+nothing; the CLI shows them as ``[    1.2s] message`` by -q / -v / terminal, and --log-file."""
+from __future__ import annotations
+
+import io
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import mrec_warp as mw
+from mrec_warp.cli import main
+from mrec_warp.progress import SILENT, Progress
+
+LINE = re.compile(r"^\[ *\d+\.\ds\] ")
+
+
+@pytest.fixture()
+def ratings(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_text("".join(f"u{u}\ti{(u * 3 + j) % 9}\t{1 + j % 5}\n" for u in range(15) for j in range(4)))
+    return path
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_library_prints_nothing_and_its_records_reach_the_application(ratings, capsys, caplog):
+    with caplog.at_level(logging.INFO, logger="mrec_warp"):
+        mw.train(ratings, params={"factors": 4, "epochs": 2})
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("mrec_warp")]
+    assert any("15 users x 9 items" in m for m in messages), messages
+    assert sum("fit epoch" in m for m in messages) == 2 and all(r.levelno == logging.INFO for r in caplog.records)
+
+
+def test_without_configuration_nothing_reaches_standard_error_and_basic_config_shows_it(ratings):
+    # a fresh interpreter: no pytest handlers; the package's NullHandler keeps logging's
+    # "last resort" handler quiet even with the package logger at INFO
+    code = ("import logging, sys, mrec_warp as mw\n"
+            "logging.getLogger('mrec_warp').setLevel(logging.INFO)\n"
+            "mw.train(sys.argv[1], params={'factors': 4, 'epochs': 1})\n"
+            "print('trained', flush=True)\n"
+            "logging.basicConfig(level=logging.INFO, format='%(name)s|%(message)s')\n"
+            "mw.train(sys.argv[1], params={'factors': 4, 'epochs': 1})\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(ratings)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "trained\n"
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("mrec_warp|") for line in lines), proc.stderr
+    assert sum("fit epoch" in line for line in lines) == 1
+
+
+def test_verbose_progress_still_prints_its_lines_and_emits_records(caplog):
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="mrec_warp"):
+        Progress(verbose=True, stream=out).log("read 3 rows of `factors`")
+        SILENT.log("a silent line is still a record")
+    assert LINE.match(out.getvalue()) and out.getvalue().endswith("] read 3 rows of `factors`\n")
+    assert [r.getMessage() for r in caplog.records] == ["read 3 rows of `factors`", "a silent line is still a record"]
+
+
+def test_bars_on_a_terminal_when_lines_are_shown_never_for_silent_progress(caplog):
+    tty = Terminal()
+    assert not Progress(stream=tty).bars  # nobody shows INFO records: no bar either
+    assert not Progress(stream=io.StringIO(), verbose=True).bars  # a pipe: lines, no bar
+    with caplog.at_level(logging.INFO, logger="mrec_warp"):
+        assert Progress(stream=tty).bars and Progress(stream=tty, verbose=True).bars
+        assert not Progress(stream=tty, verbose=False).bars and not SILENT.bars
+        assert list(Progress(stream=tty).iterate(range(3), total=3, desc="epoch 1")) == [0, 1, 2]
+    assert "epoch 1:" in tty.getvalue() and "/3 [" in tty.getvalue()  # tqdm drew on it
+
+
+def _train(ratings, tmp_path, *flags, before=()):
+    result = CliRunner().invoke(main, [*before, "train", str(ratings), "-o", str(tmp_path / "m.npz"),
+                                       "--epochs", "2", "--factors", "4", *flags])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_cli_shows_lines_with_verbose_none_in_a_pipe_or_with_quiet(ratings, tmp_path):
+    verbose = _train(ratings, tmp_path, "-v").stderr.splitlines()
+    assert all(LINE.match(line) for line in verbose) and sum("fit epoch" in line for line in verbose) == 2, verbose
+    assert _train(ratings, tmp_path).stderr == ""  # a pipe: no log lines
+    assert _train(ratings, tmp_path, "-q").stderr == ""
+    # the command's handlers go with it: the library is back to configuring nothing
+    package = logging.getLogger("mrec_warp")
+    assert [type(h) for h in package.handlers] == [logging.NullHandler] and package.level == logging.NOTSET
+
+
+def test_log_file_gets_every_line_even_with_quiet(ratings, tmp_path):
+    log = tmp_path / "run.log"
+    result = _train(ratings, tmp_path, "-q", before=("--log-file", str(log)))
+    assert result.stderr == "" and result.stdout == ""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert sum(" INFO mrec_warp [" in line and "fit epoch" in line for line in lines) == 2, lines
+    _train(ratings, tmp_path, "-q", before=("--log-file", str(log)))  # appended, not replaced
+    assert sum("fit epoch" in line for line in log.read_text().splitlines()) == 4
+
+
+def test_an_unwritable_log_file_is_one_line(ratings, tmp_path):
+    result = CliRunner().invoke(main, ["--log-file", str(tmp_path / "no" / "such" / "run.log"), "train", str(ratings),
+                                       "-o", str(tmp_path / "m.npz"), "--epochs", "1"])
+    assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
+    assert result.stderr.count("\n") == 1 and "run.log" in result.stderr and "--log-file" in result.stderr
+
+
+def test_log_file_gets_the_epochs_of_sub_models_on_worker_processes_even_with_quiet(ratings, tmp_path):
+    # the units' lines come back through the file relay (unit_logs) and are the driver's records
+    log, work = tmp_path / "run.log", tmp_path / "work"
+    proc = subprocess.run([sys.executable, "-m", "mrec_warp", "--log-file", str(log), "train", str(ratings),
+                           "-o", str(tmp_path / "m.npz"), "--epochs", "2", "--factors", "4", "--sub-models", "2",
+                           "--backend", "processes", "--n-jobs", "2", "--workdir", str(work), "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    text = log.read_text(encoding="utf-8")
+    for i in (0, 1):
+        assert text.count(f"sub-model {i}: fit epoch ") == 2, text
+
+
+def test_a_command_without_progress_of_its_own_still_opens_the_log_file(ratings, tmp_path):
+    _train(ratings, tmp_path, "-q")
+    result = CliRunner().invoke(main, ["--log-file", str(tmp_path / "s.log"), "similar", str(tmp_path / "m.npz"),
+                                       "--items", "i1", "-k", "2"])
+    assert result.exit_code == 0 and (tmp_path / "s.log").exists()
+    assert [type(h) for h in logging.getLogger("mrec_warp").handlers] == [logging.NullHandler]
+
+
+def test_on_a_terminal_lines_and_bars_show_and_quiet_silences_both(ratings, tmp_path, monkeypatch):
+    import mrec_warp.cli._logs as cli_logs
+    import mrec_warp.progress as progress
+
+    monkeypatch.setattr(cli_logs, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress, "is_terminal", lambda stream: True)
+    shown = _train(ratings, tmp_path).stderr
+    pieces = re.split(r"[\r\n]", shown)  # a bar is cleared with a carriage return before each line
+    assert sum(bool(LINE.match(piece)) and "fit epoch" in piece for piece in pieces) == 2, shown
+    assert "chunk" in shown  # the epochs' tqdm bars, drawn on standard error
+    assert _train(ratings, tmp_path, "-q").stderr == ""
+
+
+def test_a_log_file_that_is_an_input_is_refused_and_the_input_kept(ratings, tmp_path):
+    before = ratings.read_bytes()
+    result = CliRunner().invoke(main, ["--log-file", str(ratings), "train", str(ratings), "-o", str(tmp_path / "m.npz"),
+                                       "--epochs", "1", "-v"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--log-file is an input file" in result.stderr
+    assert ratings.read_bytes() == before and not (tmp_path / "m.npz").exists()
