@@ -60,16 +60,18 @@ dist:
 	$(DIST_PY) scripts/wheel_demo.py $(DIST)/*.whl
 	@ls -l $(DIST)
 
-# The suite against the installed wheel rather than the source tree: pytest's importlib mode
-# and PYTHONSAFEPATH keep the checkout off sys.path, MW_TEST_INSTALLED makes
-# tests/test_packaging.py check where mrec_warp was imported from.
+# The suite against the installed wheel rather than the source tree. pytest runs from a
+# folder that holds only a link to tests/, so the checkout's mrec_warp is never on sys.path,
+# while `tests` stays importable (PYTHONPATH) for the worker processes that unpickle test
+# functions. MW_TEST_INSTALLED makes tests/test_packaging.py check where mrec_warp came from.
 WHEEL_VENV ?= .venv-wheel
 test-wheel:
 	test -n "$$(ls $(DIST)/*.whl 2>/dev/null)" || $(MAKE) --no-print-directory dist
 	rm -rf $(WHEEL_VENV) && $(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet --only-binary :all: "$$(ls $(DIST)/*.whl)[test,plot]"
-	MW_TEST_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-		--import-mode=importlib $(or $(TESTS),tests)
+	mkdir -p $(WHEEL_VENV)/suite && ln -s $(CURDIR)/tests $(WHEEL_VENV)/suite/tests
+	cd $(WHEEL_VENV)/suite && MW_TEST_INSTALLED=1 PYTHONPATH="$$PWD" ../bin/python -m pytest -q \
+		-p no:cacheprovider $(or $(TESTS),tests)
 
 # Peers (LightFM, implicit) live only in the benchmark's own environment, never in .venv.
 BENCH_VENV ?= .venv-bench
