@@ -6,7 +6,6 @@ import importlib.util
 import io
 import os
 import tarfile
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ def load_script(name: str):
 
 
 def test_version_is_written_once_and_reported_everywhere():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+; the package supports 3.10
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"]
     assert "version" in project["project"]["dynamic"]
