@@ -61,15 +61,18 @@ dist:
 	@ls -l $(DIST)
 
 # The suite against the installed wheel rather than the source tree. pytest runs from a
-# folder that holds only a link to tests/, so the checkout's mrec_warp is never on sys.path,
-# while `tests` stays importable (PYTHONPATH) for the worker processes that unpickle test
-# functions. MW_TEST_INSTALLED makes tests/test_packaging.py check where mrec_warp came from.
+# folder that links the checkout's files the tests read (tests/, data/, scripts/,
+# pyproject.toml, README.rst) but not mrec_warp/, so the source package is never on
+# sys.path, while `tests` stays importable (PYTHONPATH) for the worker processes that
+# unpickle test functions. MW_TEST_INSTALLED makes tests/test_packaging.py check where
+# mrec_warp came from. Uses the wheel in dist/: run `make dist` first after a change.
+SUITE_LINKS := tests data scripts pyproject.toml README.rst
 WHEEL_VENV ?= .venv-wheel
 test-wheel:
 	test -n "$$(ls $(DIST)/*.whl 2>/dev/null)" || $(MAKE) --no-print-directory dist
 	rm -rf $(WHEEL_VENV) && $(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet --only-binary :all: "$$(ls $(DIST)/*.whl)[test,plot]"
-	mkdir -p $(WHEEL_VENV)/suite && ln -s $(CURDIR)/tests $(WHEEL_VENV)/suite/tests
+	mkdir -p $(WHEEL_VENV)/suite && for f in $(SUITE_LINKS); do ln -s $(CURDIR)/$$f $(WHEEL_VENV)/suite/; done
 	cd $(WHEEL_VENV)/suite && MW_TEST_INSTALLED=1 PYTHONPATH="$$PWD" ../bin/python -m pytest -q \
 		-p no:cacheprovider $(or $(TESTS),tests)
 

@@ -102,5 +102,5 @@ def test_suite_runs_on_the_installed_wheel_not_the_source_tree():
 
     for module in (mrec_warp, warp):
         where = Path(module.__file__).resolve()
-        assert ROOT not in where.parents, f"{module.__name__} imported from the checkout: {where}"
+        assert ROOT / "mrec_warp" not in where.parents, f"{module.__name__} imported from the checkout: {where}"
         assert "site-packages" in where.parts
