@@ -55,7 +55,7 @@ dist:
 	@# The wheel is built from the unpacked sdist, so a file missing from the sdist fails here.
 	$(DIST_PY) -m build --outdir $(DIST)/built .
 	$(DIST_PY) scripts/check_sdist.py --list $(DIST)/built/*.tar.gz
-	PATH="$(CURDIR)/$(DIST_VENV)/bin:$$PATH" $(DIST_VENV)/bin/auditwheel repair --strip --wheel-dir $(DIST) $(DIST)/built/*.whl
+	PATH="$(abspath $(DIST_VENV))/bin:$$PATH" $(DIST_VENV)/bin/auditwheel repair --strip --wheel-dir $(DIST) $(DIST)/built/*.whl
 	mv $(DIST)/built/*.tar.gz $(DIST)/ && rm -rf $(DIST)/built
 	$(DIST_PY) scripts/wheel_demo.py $(DIST)/*.whl
 	@ls -l $(DIST)
