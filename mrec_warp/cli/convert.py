@@ -34,7 +34,8 @@ carried (the matrix formats hold none).
 @row_options
 @quiet_option
 @friendly_errors
-def convert(input_file, output, fmt, sep, header, columns, duplicates, negatives, min_value, quiet, verbose):
+def convert(input_file, output, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, quiet,
+            verbose):
     """Convert the interactions of INPUT into OUTPUT, ids byte for byte."""
     in_fmt, out_fmt = matrix_format(input_file), matrix_format(output)
     if in_fmt != "text" and (fmt != "auto" or sep or header is not None or columns):
@@ -43,7 +44,7 @@ def convert(input_file, output, fmt, sep, header, columns, duplicates, negatives
     inputs = [input_file, *(map(str, id_list_paths(input_file)) if in_fmt != "text" else ())]
     outputs = [output, *(map(str, id_list_paths(output)) if out_fmt == "mtx" else ())]
     check_outputs({"OUTPUT": outputs}, inputs)
-    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns}
+    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
     m = read_matrix(input_file, reader=reader, duplicates=duplicates, negatives=negatives, min_value=min_value)
     written = write_matrix(m, output)
     if quiet:

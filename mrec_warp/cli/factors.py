@@ -47,7 +47,7 @@ given --train.
 @quiet_option
 @friendly_errors
 def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, npz, train_file, fmt, sep, header,
-            columns, duplicates, negatives, min_value, regularization, export, quiet, verbose):
+            columns, duplicates, negatives, min_value, empty_ids, regularization, export, quiet, verbose):
     """Wrap user/item factors computed elsewhere as a model file that recommend, evaluate
     and similar use like their own (mrec's mrec_factors); or, with --export, write a model's
     factors and ids as .npz, .npy + id lists and text vectors."""
@@ -60,7 +60,7 @@ def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, n
         return
     if not output:
         raise click.UsageError("give -o MODEL (or --export MODEL OUTDIR)")
-    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns}
+    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
     s = import_factors(output, user_factors=user_factors, item_factors=item_factors, item_bias=item_bias,
                        user_ids=user_ids, item_ids=item_ids, npz=npz, train=train_file, reader=reader,
                        duplicates=duplicates, negatives=negatives, min_value=min_value, regularization=regularization)

@@ -261,7 +261,7 @@ class Interactions:
         rows.counts["empty_id_rows_dropped"] = n_empty
         if (merged or n_empty) and not rows.counts["pairs_kept"]:  # as prepare
             raise nothing_left(rows.counts, source, **({} if merged else {
-                "hint": "every row has an empty user or item id: check `user_col` and `item_col`"}))
+                "hint": "every row has an empty user or item id: check user_col and item_col"}))
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = _compact(user, u_uniques)

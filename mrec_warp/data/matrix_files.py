@@ -45,7 +45,7 @@ from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
 from .ratings import MAX_ABS_VALUE, read_ratings
-from .rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, merge_rows, table_locator
+from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, merge_rows, table_locator
 from .tsv import check_tsv_ids, write_interactions
 
 #: The formats :func:`read_matrix` and :func:`write_matrix` know.
@@ -95,7 +95,7 @@ def read_matrix(path: PathLike, fmt: Optional[str] = None, reader: Optional[Dict
                 min_value: Optional[float] = None) -> Matrix:
     """Read an interaction matrix in any of :data:`MATRIX_FORMATS` (``fmt``, default from
     the name); ``reader`` holds :func:`~mrec_warp.data.ratings.read_ratings`' options
-    (``format``, ``sep``, ``header``, ``columns``) for a ratings file. The row rules
+    (``format``, ``sep``, ``header``, ``columns``, ``empty_ids``) for a ratings file. The row rules
     (``duplicates``, ``negatives``, ``min_value``) apply to every format."""
     fmt = fmt or matrix_format(path)
     rules = dict(duplicates=duplicates, negatives=negatives, min_value=min_value)
@@ -125,7 +125,8 @@ def _id_lists_of(path: PathLike) -> Tuple[Path, Path]:
 
 def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     df = read_ratings(path, format=reader.get("format", "auto"), sep=reader.get("sep"),
-                      header=reader.get("header"), columns=reader.get("columns"))
+                      header=reader.get("header"), columns=reader.get("columns"),
+                      empty_ids=reader.get("empty_ids", DEFAULT_EMPTY_IDS))
     source = str(path)
     users = _ids_of(df, "user", "user", source)
     items = _ids_of(df, "item", "item", source)
