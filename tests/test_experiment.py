@@ -288,3 +288,70 @@ def test_global_time_split_with_a_toml_date(setup):
     test = np.loadtxt(split / "test.tsv", usecols=3)
     assert train.max() <= 1400 < test.min()
     assert "cutoff 1970-01-01T00:23:20+00:00" in (tmp / "report" / "results.md").read_text()
+
+
+DATA_FAULTS = [
+    # (replace this, with that, the line the error names, message part): faults only the data shows
+    ('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3', 'kind = "global-time"\ncutoff = 2030-01-01',
+     "cutoff = 2030-01-01", "not before the latest interaction"),
+    ('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3', 'kind = "global-time"\ncutoff = "01/06/2021"',
+     'cutoff = "01/06/2021"', "is not an ISO 8601 date"),
+    ("min_value = 2", 'min_value = 2\ncolumns = ["user", "item", "stars"]', 'columns = ["user", "item", "stars"]',
+     "stars"),
+]
+
+
+@pytest.mark.parametrize("old,new,line_text,message", DATA_FAULTS, ids=["late-cutoff", "us-date", "bad-column"])
+def test_data_faults_are_found_before_any_work_on_the_config_line(setup, old, new, line_text, message):
+    tmp, cfg = setup
+    ratings = tmp / "ratings.tsv"
+    if "stars" in new:  # a file with a header, naming other columns
+        ratings.write_text("user\titem\trating\ttime\n" + ratings.read_text())
+    text = CONFIG.replace(old, new, 1)
+    assert text != CONFIG
+    cfg.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_config(cfg)  # the check alone finds it: no work folder, no report folder
+    err = info.value
+    assert err.path == str(cfg) and err.line == text.splitlines().index(line_text) + 1, str(err)
+    assert message in str(err) and "\n" not in str(err) and "--" not in str(err)
+    with pytest.raises(InputError):
+        mw.experiment(cfg)
+    assert not (tmp / "report").exists()
+
+
+def test_global_time_on_a_file_without_timestamps_names_the_kind_line(setup):
+    tmp, cfg = setup
+    rows = [line.rsplit("\t", 1)[0] for line in (tmp / "ratings.tsv").read_text().splitlines()]
+    (tmp / "ratings.tsv").write_text("\n".join(rows) + "\n")
+    text = CONFIG.replace('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3',
+                          'kind = "global-time"\ntest_fraction = 0.2')
+    cfg.write_text(text)
+    with pytest.raises(InputError) as info:
+        mw.experiment(cfg)
+    err = info.value
+    assert err.line == text.splitlines().index('kind = "global-time"') + 1
+    assert "needs timestamps" in str(err) and "ratings.tsv" in str(err) and "--columns" not in str(err)
+    assert not (tmp / "report").exists()
+
+
+def test_a_job_failing_before_any_run_finished_leaves_nothing_and_the_fixed_config_runs(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setenv(FAULT_ENV, "raise:0")  # the first run fails (with one worker: before any other)
+    with pytest.raises(RuntimeError, match="injected failure in part 0"):
+        mw.experiment(cfg)
+    monkeypatch.delenv(FAULT_ENV)
+    assert not (tmp / "report").exists()  # no job.json, no split folders to block another config
+    cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
+    result = mw.experiment(cfg)
+    assert result.skipped == 0 and (tmp / "report" / "results.md").exists()
+
+
+def test_a_failing_job_keeps_a_report_folder_it_did_not_make(setup, monkeypatch):
+    tmp, cfg = setup
+    (tmp / "report").mkdir()
+    (tmp / "report" / "mine.txt").write_text("x")
+    monkeypatch.setenv(FAULT_ENV, "raise:0")
+    with pytest.raises(RuntimeError):
+        mw.experiment(cfg)
+    assert sorted(p.name for p in (tmp / "report").iterdir()) == ["mine.txt"]

@@ -45,7 +45,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..data.split import SPLITS, _check_options as check_split_options
+from ..data.ratings import read_ratings
+from ..data.split import SPLITS, TIME_SPLITS, _check_options as check_split_options, iter_splits
 from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
@@ -224,10 +225,12 @@ class _Checker:
         raise InputError(spell_parameters(message, plain), path=str(self.path), line=line_of(self.text, table, key),
                          hint=None if hint is None else spell_parameters(hint, plain))
 
-    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str]) -> None:
-        """An error of a library check, placed on the line of the first key it names."""
+    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str],
+              fallback: Optional[str] = None) -> None:
+        """An error of a library check, placed on the line of the first key it names (else
+        of ``fallback``, else of the table)."""
         named = [p for p in exc.params if p in keys]
-        self.fail(exc.message, table, named[0] if named else None, exc.hint)
+        self.fail(exc.message, table, named[0] if named else fallback, exc.hint)
 
     def unknown_keys(self, found: Dict[str, Any], allowed: Sequence[str], table: Tuple[str, ...], what: str) -> None:
         for key in found:
@@ -284,6 +287,7 @@ def read_config(path) -> Config:
         check.fail(f"output must be a folder name, got {output!r}", (), "output")
     data = _read_data(check, check.table(raw, "data"), path.parent)
     splits = _read_splits(check, check.table(raw, "splits"), data)
+    _check_data_file(check, data, splits)
     models = _read_models(check, check.table(raw, "models"))
     evaluation = _read_evaluate(check, check.table(raw, "evaluate"), models)
     baseline = evaluation["baseline"]
@@ -374,6 +378,48 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
         out.append(SplitSet(name=name, kind=values["kind"], repeats=repeats, test_fraction=values["test_fraction"],
                             leave_out=values["leave_out"], cutoff=values["cutoff"], seed=seed))
     return out
+
+
+def _check_data_file(check: _Checker, data: Dict[str, Any], splits: List[SplitSet]) -> None:
+    """Read the data file as prepare will, and make each split set's first split in memory:
+    a column name not in the header, a time split of a file without timestamps, a cut-off
+    outside the data or nothing left to split fail here, on the line of the config key at
+    fault, before the work folder exists (the file is read once more by the run)."""
+    source = data["path"]
+    try:
+        df = read_ratings(source, format=data["format"], sep=data["sep"], header=data["header"],
+                          columns=data["columns"])
+    except InputError as exc:
+        check.relay(_about_data(exc, source), ("data",), ["columns", "sep", "header", "format"], fallback="path")
+    for split_set in splits:
+        table = ("splits", split_set.name)
+        try:
+            next(iter_splits(df, min_value=data["min_value"], min_user_items=data["min_user_items"],
+                             duplicates=data["duplicates"], negatives=data["negatives"], source=source,
+                             split=split_set.kind, num_splits=split_set.repeats,
+                             test_fraction=split_set.test_fraction, leave_out=split_set.leave_out,
+                             cutoff=split_set.cutoff, seed=split_set.seed))
+        except InputError as exc:
+            exc = _about_data(exc, source)
+            named = [p for p in exc.params if p in SPLIT_KEYS or p in ("split", "num_splits")]
+            if named:
+                spelled = InputError(spell_parameters(exc.message, _split_key),
+                                     hint=spell_parameters(exc.hint or "", _split_key) or None)
+                check.relay(spelled, table, list(SPLIT_KEYS), fallback="kind")
+            if split_set.kind in TIME_SPLITS and "timestamp" in exc.message:
+                check.fail(exc.message, table, "kind", exc.hint)  # the kind asks for what the file lacks
+            data_keys = [p for p in exc.params if p in DATA_KEYS]
+            if data_keys:
+                check.relay(exc, ("data",), list(DATA_KEYS))
+            check.fail(exc.message, table, None, exc.hint)
+
+
+def _about_data(exc: InputError, source: str) -> InputError:
+    """A data file's error with the file (and its line) in the message: the error itself
+    names the config file's line."""
+    where = Path(source).name if exc.path is None or exc.path == source else exc.path
+    where += "" if exc.line is None else f" line {exc.line}"
+    return InputError(f"{exc.message} (data file {where})", hint=exc.hint)
 
 
 def _split_key(name: str, value: Optional[str]) -> Optional[str]:

@@ -17,13 +17,14 @@ thread, so the same file gives byte-identical tables.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..context import ExecutionContext, local_context
 from ..data.split import prepare
@@ -186,6 +187,7 @@ def experiment(
     # the folder may be the data's or the file's: never replace either
     check_outputs({"`output`": report_files(cfg, output)}, [str(cfg.path), cfg.data["path"]])
     context = context if context is not None else local_context()
+    made_output = not output.exists()  # removed again if the job fails before any run finished
     workdir = context.folder(output / WORK_FOLDER)
     description = {"kind": "experiment", "version": EXPERIMENT_VERSION, "data": file_digest(cfg.data["path"]),
                    "config": {key: value for key, value in cfg.raw.items() if key != "output"}}
@@ -197,27 +199,13 @@ def experiment(
     k = max(cfg.ks)
     with context:
         job = Job(context, description, [part_name(i) for i in range(len(units))], folder=workdir, progress=progress)
-        _prepare_splits(cfg, splits, progress)
-        progress.log(f"experiment: {plural(len(cfg.models), 'model')} x {plural(len(units) // len(cfg.models), 'split')}"
-                     f" = {plural(len(units), 'run')} ({job.skipped} already done) on {context.describe()}")
-        for sp in {split for sps in splits for split in sps}:
-            job.read_by_workers(sp.folder / "train.tsv")
-        tasks = []
-        for i in job.todo:
-            m, sp = units[i]
-            recs = _recs_file(workdir, sp, m)
-            recs.parent.mkdir(parents=True, exist_ok=True)
-            tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
-                          cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
-        done = job.skipped
-        for row in job.run(run_unit, tasks, desc="runs", unit="run"):
-            done += 1
-            m, sp = units[row["index"]]
-            where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
-            chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
-                      if "params" in row else "")
-            progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
-                         f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
+        try:
+            _prepare_splits(cfg, splits, progress)
+            _run_units(cfg, job, splits, units, workdir, k, context, progress)
+        except BaseException:
+            if not any(job.folder.done(name) for name in job.parts):
+                _forget(job, output if made_output else None)  # nothing to resume: the fixed file must run
+            raise
         job.check_complete()
         tuned = []  # the parameters tuning chose, this run's and an earlier one's alike
         for i, (m, sp) in enumerate(units):
@@ -238,6 +226,44 @@ def experiment(
     result.seconds = time.perf_counter() - t0
     result.files.append(write_timing(result))
     return result
+
+
+def _run_units(cfg: Config, job: Job, splits: List[List[_Split]], units: List[Tuple[int, _Split]], workdir: Path,
+               k: int, context: ExecutionContext, progress: Progress) -> None:
+    """Every (model, split) unit of the to-do on the context's workers, one log line each."""
+    progress.log(f"experiment: {plural(len(cfg.models), 'model')} x {plural(len(units) // len(cfg.models), 'split')}"
+                 f" = {plural(len(units), 'run')} ({job.skipped} already done) on {context.describe()}")
+    for sp in {split for sps in splits for split in sps}:
+        job.read_by_workers(sp.folder / "train.tsv")
+    tasks = []
+    for i in job.todo:
+        m, sp = units[i]
+        recs = _recs_file(workdir, sp, m)
+        recs.parent.mkdir(parents=True, exist_ok=True)
+        tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
+                      cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
+    done = job.skipped
+    for row in job.run(run_unit, tasks, desc="runs", unit="run"):
+        done += 1
+        m, sp = units[row["index"]]
+        where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
+        chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
+                  if "params" in row else "")
+        progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
+                     f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
+
+
+def _forget(job: Job, made_output: Optional[Path]) -> None:
+    """Remove what a job that failed before any run finished left: its split folders and
+    recommendations (the lock's release then removes the work folder it made), and the
+    report folder this call made, if empty. Nothing in them could be resumed, and a
+    corrected file would otherwise be refused as a different job."""
+    for sub in ("recs", "splits"):
+        shutil.rmtree(job.path / sub, ignore_errors=True)
+    job.folder.cleanup([])
+    if made_output is not None:
+        with contextlib.suppress(OSError):
+            made_output.rmdir()
 
 
 def _prepare_splits(cfg: Config, splits: List[List[_Split]], progress: Progress) -> None:
