@@ -355,3 +355,47 @@ def test_a_failing_job_keeps_a_report_folder_it_did_not_make(setup, monkeypatch)
     with pytest.raises(RuntimeError):
         mw.experiment(cfg)
     assert sorted(p.name for p in (tmp / "report").iterdir()) == ["mine.txt"]
+
+
+def test_runs_csv_and_results_show_each_runs_epochs(setup):
+    # an early stop at epoch 2 makes WARP close to popularity: the reader must see it
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("epochs = 3", "max_epochs = 6"))
+    result = mw.experiment(cfg)
+    rows = list(csv.DictReader(open(tmp / "report" / "runs.csv")))
+    assert [(r["model"], r["split"]) for r in rows] == [("pop", "split-0"), ("mf", "split-0"),
+                                                         ("pop", "split-1"), ("mf", "split-1")]
+    for r in rows:
+        if r["model"] == "pop":
+            assert r["best_epoch"] == r["epochs_trained"] == r["max_epochs"] == ""
+        else:
+            assert 1 <= int(r["best_epoch"]) <= int(r["epochs_trained"]) <= 6 and r["max_epochs"] == "6"
+            assert int(r["users"]) == 40
+    mf = [r for r in rows if r["model"] == "mf"]
+    best = sorted(int(r["best_epoch"]) for r in mf)
+    span = str(best[0]) if best[0] == best[-1] else f"{best[0]}-{best[-1]}"
+    assert f"early stopping kept epoch {span} of" in (tmp / "report" / "results.md").read_text()
+    assert [r["best_epoch"] for r in result.run_rows if r["model"] == "mf"] == [int(r["best_epoch"]) for r in mf]
+    mw.experiment(cfg, tmp / "again")  # epochs are seeded: the same bytes
+    assert (tmp / "again" / "runs.csv").read_bytes() == (tmp / "report" / "runs.csv").read_bytes()
+
+
+def test_fixed_epochs_are_listed_without_early_stopping_words(setup):
+    tmp, cfg = setup
+    mw.experiment(cfg)
+    rows = [r for r in csv.DictReader(open(tmp / "report" / "runs.csv")) if r["model"] == "mf"]
+    assert {(r["best_epoch"], r["epochs_trained"], r["max_epochs"]) for r in rows} == {("3", "3", "")}
+    assert "early stopping" not in (tmp / "report" / "results.md").read_text()
+
+
+def test_results_say_what_a_star_means_and_that_only_the_baseline_is_compared(setup):
+    tmp, cfg = setup
+    mw.experiment(cfg)
+    text = (tmp / "report" / "results.md").read_text()
+    assert "A star says the difference is consistent across splits, not that it is large" in text
+    assert "Coverage is one number per split: tested over splits" in text
+    assert "Only differences to the baseline (pop) are tested" in text and "`baseline` in `[evaluate]`" in text
+    cfg.write_text(CONFIG.replace("repeats = 2", "repeats = 1"))
+    mw.experiment(cfg, tmp / "one")
+    text = (tmp / "one" / "results.md").read_text()
+    assert "consistent across users, not that it is large" in text and "Coverage is one number per split: shown, not tested" in text

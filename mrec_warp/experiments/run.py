@@ -72,6 +72,10 @@ class ExperimentResult:
     tuned : list of dict
         For each run of a model with ``tune``: ``model``, ``split_set``, ``split`` and the
         ``params`` tuning chose.
+    run_rows : list of dict
+        For each run: ``model``, ``split_set``, ``split``, training ``users`` and ``items``,
+        and for iterative families ``best_epoch``, ``epochs_trained``, ``max_epochs``
+        (:func:`epochs_of`; ``runs.csv``).
     """
 
     config: Config
@@ -83,6 +87,7 @@ class ExperimentResult:
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
     tuned: List[Dict[str, Any]] = field(default_factory=list)
+    run_rows: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -120,11 +125,27 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
         written = recommend(fitted.model, recs_file, k=k, context=local_context(1))
     row = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
            "n_items": fitted.n_items, "seconds": round(time.perf_counter() - t0, 3)}
+    row.update(epochs_of(fitted.model))
     if trials:
         row["params"] = params
     with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
         json.dump(row, fh)
     return row
+
+
+def epochs_of(model) -> Dict[str, Any]:
+    """How long an iterative model trained, so that a reader sees an early stop (a WARP that
+    stopped at epoch 2 on small data is close to popularity): ``best_epoch`` (the epochs
+    kept), ``epochs_trained`` (the passes before stopping, without the refit) and
+    ``max_epochs`` (``None``: ``epochs`` was fixed). Empty for families without epochs."""
+    best = getattr(model, "best_epoch_", None)
+    if best is None:
+        return {}
+    history = getattr(model, "history_", None) or []
+    trained = sum(1 for h in history if h.get("phase") == "fit") or int(best)
+    fixed = getattr(model, "epochs", None) is not None
+    return {"best_epoch": int(best), "epochs_trained": int(trained),
+            "max_epochs": None if fixed else int(getattr(model, "max_epochs", 0) or 0) or None}
 
 
 def tuned_params(train_file: str, family: str, fixed: Dict[str, Any], trials: int, seed: int) -> Dict[str, Any]:
@@ -208,16 +229,19 @@ def experiment(
             raise
         job.check_complete()
         tuned = []  # the parameters tuning chose, this run's and an earlier one's alike
+        runs = []  # what each run did, but its time (the same on every rerun)
         for i, (m, sp) in enumerate(units):
+            row = json.loads(job.part(i).read_text())
+            where = {"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name, "split": sp.label}
+            runs.append({**where, "users": row["n_users"], "items": row["n_items"],
+                         **{key: row.get(key) for key in ("best_epoch", "epochs_trained", "max_epochs")}})
             if cfg.models[m].tune:
-                row = json.loads(job.part(i).read_text())
-                tuned.append({"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name,
-                              "split": sp.label, "params": row.get("params")})
+                tuned.append({**where, "params": row.get("params")})
         studies = {}
         for s, split_set in enumerate(cfg.splits):
             studies[split_set.name] = _evaluate_set(cfg, s, splits[s], workdir, context, progress)
         result = ExperimentResult(config=cfg, output=output, studies=studies, runs=len(units), skipped=job.skipped,
-                                  tuned=tuned)
+                                  tuned=tuned, run_rows=runs)
         result.files = write_report(result, notes=result.notes)
         if not context.keep_parts:
             for sub in ("recs", "splits"):
