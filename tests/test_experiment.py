@@ -176,6 +176,10 @@ BAD = [
     ('family = "popularity"', 'family = "popularity"\ntune = 4', "tune = 4", "the popularity family cannot be tuned"),
     ("epochs = 3", "epochs = 3\ntune = 0", "tune = 0", "tune must be an integer >= 1"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
+    ('family = "warp"', 'famly = "warp"', 'famly = "warp"', "[models.mf] has no family: unknown key 'famly'"),
+    ("[evaluate]", "[evalute]", "[evalute]", "unknown key 'evalute' in the experiment file"),
+    ("factors = 4", 'factors = "4"', 'factors = "4"', "factors must be a number, got the text '4'"),
+    ("epochs = 3", 'epochs = 3\nrefit = "false"', 'refit = "false"', "refit must be true or false"),
 ]
 
 
@@ -399,3 +403,49 @@ def test_results_say_what_a_star_means_and_that_only_the_baseline_is_compared(se
     mw.experiment(cfg, tmp / "one")
     text = (tmp / "one" / "results.md").read_text()
     assert "consistent across users, not that it is large" in text and "Coverage is one number per split: shown, not tested" in text
+
+
+def test_a_quoted_number_is_a_type_fault_without_the_range_hint(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace('family = "warp"\nfactors = 4\nepochs = 3', 'family = "ease"\nl2 = "100"'))
+    with pytest.raises(InputError) as info:
+        read_config(cfg)
+    text = str(info.value)
+    assert "l2 must be a number, got the text '100'" in text and "without quotes" in text
+    assert "singular" not in text and "> 0" not in text
+
+
+def test_top_level_seed_seeds_splits_without_their_own(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("seed = 3\n", ""))
+    assert [s.seed for s in read_config(cfg).splits] == [7]
+    cfg.write_text(CONFIG.replace("seed = 3\n", "").replace("seed = 7\n", ""))
+    assert [s.seed for s in read_config(cfg).splits] == [42]
+    cfg.write_text(CONFIG)
+    assert [s.seed for s in read_config(cfg).splits] == [3]
+
+
+def test_reproduce_json_paths_are_relative_to_the_config_file(setup, monkeypatch):
+    tmp, cfg = setup
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    mw.experiment(cfg)
+    repro = json.loads((tmp / "report" / "reproduce.json").read_text())
+    assert repro["config"]["file"] == "exp.toml" and repro["data"]["file"] == "ratings.tsv"
+    assert repro["data"]["relative_to"] == "the config file's folder"
+
+
+def test_one_split_report_says_the_split_not_each_split(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("repeats = 2", "repeats = 1"))
+    mw.experiment(cfg)
+    text = (tmp / "report" / "random" / "report.md").read_text()
+    assert "train.tsv of the split" in text and "of each split" not in text
+
+
+def test_plot_labels_of_close_points_are_offset():
+    from mrec_warp.experiments.report import _label_offsets
+    placed = _label_offsets([("pop", 0.10, 0.200), ("warp", 0.101, 0.2001), ("ease", 0.5, 0.4)], None)
+    offsets = {label: dy for label, _, _, dy in placed}
+    assert abs(offsets["pop"] - offsets["warp"]) >= 10 and offsets["ease"] == 4.0

@@ -2,7 +2,7 @@
 
 The layout (README "Experiments" lists every key and its default)::
 
-    seed = 42                          # seeds the models and the permutation test
+    seed = 42                          # seeds the models, the permutation test and (by default) the splits
     output = "experiment-out"          # report folder, relative to this file
 
     [data]                             # prepare's reader and row options
@@ -33,6 +33,7 @@ table header and ``key =``; a fault it cannot place names the file only.
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import math
 import os
@@ -66,7 +67,7 @@ DATA_KEYS = {"path": None, "format": "auto", "sep": None, "header": None, "colum
              "duplicates": DEFAULT_DUPLICATES, "negatives": DEFAULT_NEGATIVES, "min_value": None,
              "min_user_items": 1}
 SPLIT_KEYS = {"kind": "random", "repeats": 1, "test_fraction": None, "leave_out": None, "cutoff": None,
-              "seed": DEFAULT_SEED}
+              "seed": DEFAULT_SEED}  # seed: the top-level seed when the file has one
 EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_test": DEFAULT_TEST,
                  "correction": DEFAULT_CORRECTION, "beyond": True}
 #: Keys of a model table besides the family's parameters.
@@ -222,7 +223,10 @@ class _Checker:
         # a config key is named as written in the file, never as a command's flag
         def plain(name, value):
             return name if value is None else f"{name} = {value}"
-        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line_of(self.text, table, key),
+        line = line_of(self.text, table, key)
+        if line is None and key is not None:  # not a key but a table: [evalute] (or [evalute.x])
+            line = next((n for n, parts in header_lines(self.text) if parts[:len(table) + 1] == (*table, key)), None)
+        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line,
                          hint=None if hint is None else spell_parameters(hint, plain))
 
     def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str],
@@ -286,7 +290,7 @@ def read_config(path) -> Config:
     if output is not None and (not isinstance(output, str) or not output):
         check.fail(f"output must be a folder name, got {output!r}", (), "output")
     data = _read_data(check, check.table(raw, "data"), path.parent)
-    splits = _read_splits(check, check.table(raw, "splits"), data)
+    splits = _read_splits(check, check.table(raw, "splits"), data, seed)
     _check_data_file(check, data, splits)
     models = _read_models(check, check.table(raw, "models"))
     evaluation = _read_evaluate(check, check.table(raw, "evaluate"), models)
@@ -347,7 +351,8 @@ def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str,
     return out
 
 
-def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) -> List[SplitSet]:
+def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any], seed: int) -> List[SplitSet]:
+    """The split sets; a set without its own ``seed`` takes the top-level one."""
     if not splits:
         check.fail("no [splits.NAME] table", (), None, "add e.g. [splits.random] with kind = \"random\", repeats = 5")
     out = []
@@ -360,7 +365,7 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
             check.fail(f"split set name {name!r} is not a plain folder name", table, None,
                        f"use letters, digits, '_', '-' and '.' (not {WORK_NAME!r})")
         check.unknown_keys(spec, list(SPLIT_KEYS), table, f"[splits.{name}]")
-        values = {**SPLIT_KEYS, **spec}
+        values = {**SPLIT_KEYS, "seed": seed, **spec}
         if values["kind"] not in EXPERIMENT_SPLITS:
             check.fail(f"unknown split kind {values['kind']!r}", table, "kind", f"one of {', '.join(EXPERIMENT_SPLITS)}")
         if isinstance(values["cutoff"], (datetime.date, datetime.time)):
@@ -439,6 +444,11 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
         if not name.strip() or any(ord(c) < 32 for c in name):
             check.fail(f"model name {name!r} is empty or holds control characters", table)
         if "family" not in spec:
+            # a misspelt family key is the likely cause: name it, on its line
+            near = [k for k in spec if difflib.get_close_matches(k, ["family"], n=1, cutoff=0.7)]
+            if near:
+                check.fail(f"[models.{name}] has no family: unknown key {near[0]!r}", table, near[0],
+                           f"did you mean family? family = one of {', '.join(EXPERIMENT_FAMILIES)}")
             check.fail(f"[models.{name}] has no family", table, None, f"add family = one of {', '.join(EXPERIMENT_FAMILIES)}")
         family = spec["family"]
         if family not in EXPERIMENT_FAMILIES:
@@ -469,6 +479,15 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
 def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
     """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
     cls = FAMILIES[family].cls
+    defaults = cls().get_params() if hasattr(cls, "get_params") else {}
+    for name, value in params.items():
+        # a quoted number is a type fault: say so alone, without the range the family's check adds
+        default = defaults.get(name)
+        if isinstance(value, str) and isinstance(default, numbers.Real) and not isinstance(default, bool):
+            check.fail(f"{name} must be a number, got the text {value!r}", table, name,
+                       f"write it without quotes: {name} = {value}")
+        if isinstance(default, bool) and not isinstance(value, bool):
+            check.fail(f"{name} must be true or false, got {value!r}", table, name)
     for name in ("user_max_norm", "item_max_norm"):  # train's rule: 0 means no limit
         if params.get(name) == 0:
             params[name] = None

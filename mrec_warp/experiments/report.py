@@ -51,8 +51,11 @@ def reproduce_info(result) -> Dict[str, Any]:
     cfg = result.config
     return {
         "command": "mrec-warp experiment experiment.toml",
-        "config": {"file": str(cfg.path), "sha256": cfg.digest},
-        "data": {"file": cfg.data["path"], "sha256": _data_digest(cfg.data["path"])},
+        # paths as the file gives them, relative to its folder (results.md says so too), not to
+        # where the command happened to run
+        "config": {"file": cfg.path.name, "sha256": cfg.digest},
+        "data": {"file": cfg.raw["data"]["path"], "relative_to": "the config file's folder",
+                 "sha256": _data_digest(cfg.data["path"])},
         "seeds": {"models": cfg.seed, "paired_test": cfg.seed,
                   "splits": {s.name: s.seed for s in cfg.splits}},
         "threads": "one per model fit, BLAS on one thread",
@@ -188,29 +191,51 @@ def render_plot(result) -> bytes:
     xs = [m for m in (f"novelty@{k}", f"coverage@{k}") if m in metrics]
     if accuracy is None or not xs:
         return b""
-    fig = Figure(figsize=(5.5 * len(xs), 4.5 * len(studies)), dpi=100)
+    fig = Figure(figsize=(5.5 * len(xs), 4.5 * len(studies) + 0.4), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(studies), len(xs), squeeze=False)
     for r, (name, study) in enumerate(studies):
         data = study.to_dict()
+        bars = "bars: standard error over splits" if data["uncertainty"] == "se" else "bars: 95% CI over users"
         for c, x in enumerate(xs):
             ax = axes[r][c]
+            points = []
             for run in data["runs"]:
                 sx, sy = run["summary"][x], run["summary"][accuracy]
                 if sx["mean"] is None or sy["mean"] is None:
                     continue
                 ax.errorbar(sx["mean"], sy["mean"], xerr=sx["plus_minus"] or 0, yerr=sy["plus_minus"] or 0,
                             marker="o", capsize=3)
-                ax.annotate(run["name"], (sx["mean"], sy["mean"]), textcoords="offset points", xytext=(4, 4),
-                            fontsize=8)
+                points.append((run["name"], sx["mean"], sy["mean"]))
+            for label, px, py, dy in _label_offsets(points, ax):
+                ax.annotate(label, (px, py), textcoords="offset points", xytext=(5, dy), fontsize=8)
             ax.set_xlabel(x)
             ax.set_ylabel(accuracy)
-            ax.set_title(name)
+            ax.set_title(f"{name} ({bars})", fontsize=9)
             ax.grid(alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
+
+
+def _label_offsets(points, ax, step: float = 10.0):
+    """``(label, x, y, dy)``: each point's label raised ``dy`` points above the last label it
+    would overlap (points close in both axes, as models near popularity are), so no two labels
+    print over each other."""
+    xs = [p[1] for p in points] or [0.0]
+    ys = [p[2] for p in points] or [0.0]
+    wx, wy = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    placed: List[tuple] = []
+    out = []
+    for label, x, y in sorted(points, key=lambda p: (p[2], p[1], p[0])):
+        dy = 4.0
+        for _, px, py, pdy in placed:
+            if abs(px - x) < 0.12 * wx and abs(py - y) < 0.06 * wy and abs(pdy - dy) < step:
+                dy = pdy + step
+        placed.append((label, x, y, dy))
+        out.append((label, x, y, dy))
+    return out
 
 
 def report_files(cfg, output) -> List[str]:

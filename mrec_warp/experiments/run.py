@@ -331,7 +331,8 @@ def _selected(study: Study, cfg: Config) -> Study:
     evaluations = []
     for row in study.evaluations:
         evaluations.append([_select_evaluation(ev, keep, study.metrics) for ev in row])
-    return replace(study, evaluations=evaluations, train="train.tsv of each split", test="test.tsv of each split",
+    each = "of each split" if study.splits else "of the split"
+    return replace(study, evaluations=evaluations, train=f"train.tsv {each}", test=f"test.tsv {each}",
                    sources=[f"model {n}" for n in study.names], _dict=None)
 
 
