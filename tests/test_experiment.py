@@ -449,3 +449,19 @@ def test_plot_labels_of_close_points_are_offset():
     placed = _label_offsets([("pop", 0.10, 0.200), ("warp", 0.101, 0.2001), ("ease", 0.5, 0.4)], None)
     offsets = {label: dy for label, _, _, dy in placed}
     assert abs(offsets["pop"] - offsets["warp"]) >= 10 and offsets["ease"] == 4.0
+
+
+def test_item_popularity_groups_say_list_metrics_are_of_whole_lists():
+    # the head table's coverage is of the whole lists of users with a head test item, over the
+    # whole catalogue -- not coverage of head items: the report must say so
+    import pandas as pd
+    from mrec_warp.evaluation.formatting import format_markdown
+    from mrec_warp.stages.evaluate import evaluate
+    train = pd.DataFrame([(f"u{u}", "hit") for u in range(6)] + [("u0", "t1"), ("u1", "t2"), ("u2", "t3")],
+                         columns=["user", "item"])
+    test = pd.DataFrame([("u3", "t1"), ("u4", "t2"), ("u5", "hit2")], columns=["user", "item"])
+    recs = pd.DataFrame([("u3", "t1", 1), ("u4", "t3", 1), ("u5", "t3", 1)], columns=["user", "item", "rank"])
+    study = evaluate(train, test, [recs], ks=(1,), groups="item-popularity")
+    text = format_markdown(study.to_dict())
+    assert "coverage, Gini, novelty and popularity describe the whole lists of the group's users over the whole " \
+           "catalogue (not the group's items only)" in text
