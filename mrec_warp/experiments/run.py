@@ -45,7 +45,7 @@ from ..workers import one_blas_thread
 from .config import WORK_NAME, Config, read_config
 
 #: Version of the work folder's layout, part of the job's description.
-EXPERIMENT_VERSION = 1
+EXPERIMENT_VERSION = 2  # 2: split sets default to the top-level seed; parts record epochs
 #: The report folder's work folder when the context names none.
 WORK_FOLDER = WORK_NAME
 
