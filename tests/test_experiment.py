@@ -176,6 +176,7 @@ BAD = [
     ('family = "popularity"', 'family = "popularity"\ntune = 4', "tune = 4", "the popularity family cannot be tuned"),
     ("epochs = 3", "epochs = 3\ntune = 0", "tune = 0", "tune must be an integer >= 1"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
+    ("repeats = 2", 'repeats = "2"', 'repeats = "2"', "repeats must be an integer, got '2' (write it without quotes"),
     ('family = "warp"', 'famly = "warp"', 'famly = "warp"', "[models.mf] has no family: unknown key 'famly'"),
     ("[evaluate]", "[evalute]", "[evalute]", "unknown key 'evalute' in the experiment file"),
     ("factors = 4", 'factors = "4"', 'factors = "4"', "factors must be a number, got the text '4'"),

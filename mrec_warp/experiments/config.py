@@ -248,7 +248,10 @@ class _Checker:
         return value
 
     def integer(self, value: Any, table, key: str, at_least: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < at_least:
+        if isinstance(value, bool) or not isinstance(value, int):  # a type fault: no range in it
+            hint = f"write it without quotes: {key} = {value}" if isinstance(value, str) else None
+            self.fail(f"{key} must be an integer, got {value!r}", table, key, hint)
+        if value < at_least:
             self.fail(f"{key} must be an integer >= {at_least}, got {value!r}", table, key)
         return int(value)
 
