@@ -44,9 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..data.ratings import FORMATS
+from ..data.ratings import FORMATS, read_ratings
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..data.ratings import read_ratings
 from ..data.split import SPLITS, TIME_SPLITS, _check_options as check_split_options, iter_splits
 from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
