@@ -143,8 +143,8 @@ def _star_words(data: Dict[str, Any], set_name: str, cfg) -> str:
              "it is large: read Δ and its interval beside it.")
     global_ = [m for m in ("coverage", "gini") if m in cfg.metrics]
     if global_:
-        names = " and ".join({"coverage": "Coverage", "gini": "Gini"}[m] if i == 0 else {"coverage": "coverage", "gini": "Gini"}[m]
-                             for i, m in enumerate(global_))
+        names = " and ".join({"coverage": "coverage", "gini": "Gini"}[m] for m in global_)
+        names = names[0].upper() + names[1:]
         words += (f" {names} {'is' if len(global_) == 1 else 'are'} one number per split: "
                   + ("tested over splits like the per-user metrics (a t-test on the per-split values), so a tiny "
                      "but steady difference can be starred." if several else "shown, not tested."))
