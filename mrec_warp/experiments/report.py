@@ -241,7 +241,8 @@ def _label_offsets(points, ax, step: float = 10.0):
 
 def report_files(cfg, output) -> List[str]:
     """Every file the report folder may get (checked against the inputs before any work)."""
-    names = ["results.md", "results.csv", "runs.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json", PLOT_FILE]
+    names = ["results.md", "results.csv", "runs.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json",
+             PLOT_FILE]
     names += [f"{s.name}/{f}" for s in cfg.splits for f in ("report.md", "report.json", "per_user.csv")]
     return [str(output / name) for name in names]
 
