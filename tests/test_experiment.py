@@ -176,6 +176,11 @@ BAD = [
     ('family = "popularity"', 'family = "popularity"\ntune = 4', "tune = 4", "the popularity family cannot be tuned"),
     ("epochs = 3", "epochs = 3\ntune = 0", "tune = 0", "tune must be an integer >= 1"),
     ("epochs = 3", "epochs = 3 3", "epochs = 3 3", "not valid TOML"),
+    ("repeats = 2", 'repeats = "2"', 'repeats = "2"', "repeats must be an integer, got '2' (write it without quotes"),
+    ('family = "warp"', 'famly = "warp"', 'famly = "warp"', "[models.mf] has no family: unknown key 'famly'"),
+    ("[evaluate]", "[evalute]", "[evalute]", "unknown key 'evalute' in the experiment file"),
+    ("factors = 4", 'factors = "4"', 'factors = "4"', "factors must be a number, got the text '4'"),
+    ("epochs = 3", 'epochs = 3\nrefit = "false"', 'refit = "false"', "refit must be true or false"),
 ]
 
 
@@ -288,3 +293,176 @@ def test_global_time_split_with_a_toml_date(setup):
     test = np.loadtxt(split / "test.tsv", usecols=3)
     assert train.max() <= 1400 < test.min()
     assert "cutoff 1970-01-01T00:23:20+00:00" in (tmp / "report" / "results.md").read_text()
+
+
+DATA_FAULTS = [
+    # (replace this, with that, the line the error names, message part): faults only the data shows
+    ('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3', 'kind = "global-time"\ncutoff = 2030-01-01',
+     "cutoff = 2030-01-01", "not before the latest interaction"),
+    ('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3', 'kind = "global-time"\ncutoff = "01/06/2021"',
+     'cutoff = "01/06/2021"', "is not an ISO 8601 date"),
+    ("min_value = 2", 'min_value = 2\ncolumns = ["user", "item", "stars"]', 'columns = ["user", "item", "stars"]',
+     "stars"),
+]
+
+
+@pytest.mark.parametrize("old,new,line_text,message", DATA_FAULTS, ids=["late-cutoff", "us-date", "bad-column"])
+def test_data_faults_are_found_before_any_work_on_the_config_line(setup, old, new, line_text, message):
+    tmp, cfg = setup
+    ratings = tmp / "ratings.tsv"
+    if "stars" in new:  # a file with a header, naming other columns
+        ratings.write_text("user\titem\trating\ttime\n" + ratings.read_text())
+    text = CONFIG.replace(old, new, 1)
+    assert text != CONFIG
+    cfg.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_config(cfg)  # the check alone finds it: no work folder, no report folder
+    err = info.value
+    assert err.path == str(cfg) and err.line == text.splitlines().index(line_text) + 1, str(err)
+    assert message in str(err) and "\n" not in str(err) and "--" not in str(err)
+    with pytest.raises(InputError):
+        mw.experiment(cfg)
+    assert not (tmp / "report").exists()
+
+
+def test_global_time_on_a_file_without_timestamps_names_the_kind_line(setup):
+    tmp, cfg = setup
+    rows = [line.rsplit("\t", 1)[0] for line in (tmp / "ratings.tsv").read_text().splitlines()]
+    (tmp / "ratings.tsv").write_text("\n".join(rows) + "\n")
+    text = CONFIG.replace('kind = "random"\nrepeats = 2\ntest_fraction = 0.25\nseed = 3',
+                          'kind = "global-time"\ntest_fraction = 0.2')
+    cfg.write_text(text)
+    with pytest.raises(InputError) as info:
+        mw.experiment(cfg)
+    err = info.value
+    assert err.line == text.splitlines().index('kind = "global-time"') + 1
+    assert "needs timestamps" in str(err) and "ratings.tsv" in str(err) and "--columns" not in str(err)
+    assert not (tmp / "report").exists()
+
+
+def test_a_job_failing_before_any_run_finished_leaves_nothing_and_the_fixed_config_runs(setup, monkeypatch):
+    tmp, cfg = setup
+    monkeypatch.setenv(FAULT_ENV, "raise:0")  # the first run fails (with one worker: before any other)
+    with pytest.raises(RuntimeError, match="injected failure in part 0"):
+        mw.experiment(cfg)
+    monkeypatch.delenv(FAULT_ENV)
+    assert not (tmp / "report").exists()  # no job.json, no split folders to block another config
+    cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
+    result = mw.experiment(cfg)
+    assert result.skipped == 0 and (tmp / "report" / "results.md").exists()
+
+
+def test_a_failing_job_keeps_a_report_folder_it_did_not_make(setup, monkeypatch):
+    tmp, cfg = setup
+    (tmp / "report").mkdir()
+    (tmp / "report" / "mine.txt").write_text("x")
+    monkeypatch.setenv(FAULT_ENV, "raise:0")
+    with pytest.raises(RuntimeError):
+        mw.experiment(cfg)
+    assert sorted(p.name for p in (tmp / "report").iterdir()) == ["mine.txt"]
+
+
+def test_runs_csv_and_results_show_each_runs_epochs(setup):
+    # an early stop at epoch 2 makes WARP close to popularity: the reader must see it
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("epochs = 3", "max_epochs = 6"))
+    result = mw.experiment(cfg)
+    rows = list(csv.DictReader(open(tmp / "report" / "runs.csv")))
+    assert [(r["model"], r["split"]) for r in rows] == [("pop", "split-0"), ("mf", "split-0"),
+                                                         ("pop", "split-1"), ("mf", "split-1")]
+    for r in rows:
+        if r["model"] == "pop":
+            assert r["best_epoch"] == r["epochs_trained"] == r["max_epochs"] == ""
+        else:
+            assert 1 <= int(r["best_epoch"]) <= int(r["epochs_trained"]) <= 6 and r["max_epochs"] == "6"
+            assert int(r["users"]) == 40
+    mf = [r for r in rows if r["model"] == "mf"]
+    best = sorted(int(r["best_epoch"]) for r in mf)
+    span = str(best[0]) if best[0] == best[-1] else f"{best[0]}-{best[-1]}"
+    assert f"early stopping kept epoch {span} of" in (tmp / "report" / "results.md").read_text()
+    assert [r["best_epoch"] for r in result.run_rows if r["model"] == "mf"] == [int(r["best_epoch"]) for r in mf]
+    mw.experiment(cfg, tmp / "again")  # epochs are seeded: the same bytes
+    assert (tmp / "again" / "runs.csv").read_bytes() == (tmp / "report" / "runs.csv").read_bytes()
+
+
+def test_fixed_epochs_are_listed_without_early_stopping_words(setup):
+    tmp, cfg = setup
+    mw.experiment(cfg)
+    rows = [r for r in csv.DictReader(open(tmp / "report" / "runs.csv")) if r["model"] == "mf"]
+    assert {(r["best_epoch"], r["epochs_trained"], r["max_epochs"]) for r in rows} == {("3", "3", "")}
+    assert "early stopping" not in (tmp / "report" / "results.md").read_text()
+
+
+def test_results_say_what_a_star_means_and_that_only_the_baseline_is_compared(setup):
+    tmp, cfg = setup
+    mw.experiment(cfg)
+    text = (tmp / "report" / "results.md").read_text()
+    assert "A star says the difference is consistent across splits, not that it is large" in text
+    assert "Coverage is one number per split: tested over splits" in text
+    assert "Only differences to the baseline (pop) are tested" in text and "`baseline` in `[evaluate]`" in text
+    cfg.write_text(CONFIG.replace("repeats = 2", "repeats = 1"))
+    mw.experiment(cfg, tmp / "one")
+    text = (tmp / "one" / "results.md").read_text()
+    assert "consistent across users, not that it is large" in text and "Coverage is one number per split: shown, not tested" in text
+
+
+def test_a_quoted_number_is_a_type_fault_without_the_range_hint(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace('family = "warp"\nfactors = 4\nepochs = 3', 'family = "ease"\nl2 = "100"'))
+    with pytest.raises(InputError) as info:
+        read_config(cfg)
+    text = str(info.value)
+    assert "l2 must be a number, got the text '100'" in text and "without quotes" in text
+    assert "singular" not in text and "> 0" not in text
+
+
+def test_top_level_seed_seeds_splits_without_their_own(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("seed = 3\n", ""))
+    assert [s.seed for s in read_config(cfg).splits] == [7]
+    cfg.write_text(CONFIG.replace("seed = 3\n", "").replace("seed = 7\n", ""))
+    assert [s.seed for s in read_config(cfg).splits] == [42]
+    cfg.write_text(CONFIG)
+    assert [s.seed for s in read_config(cfg).splits] == [3]
+
+
+def test_reproduce_json_paths_are_relative_to_the_config_file(setup, monkeypatch):
+    tmp, cfg = setup
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    mw.experiment(cfg)
+    repro = json.loads((tmp / "report" / "reproduce.json").read_text())
+    assert repro["config"]["file"] == "exp.toml" and repro["data"]["file"] == "ratings.tsv"
+    assert repro["data"]["relative_to"] == "the config file's folder"
+
+
+def test_one_split_report_says_the_split_not_each_split(setup):
+    tmp, cfg = setup
+    cfg.write_text(CONFIG.replace("repeats = 2", "repeats = 1"))
+    mw.experiment(cfg)
+    text = (tmp / "report" / "random" / "report.md").read_text()
+    assert "train.tsv of the split" in text and "of each split" not in text
+
+
+def test_plot_labels_of_close_points_are_offset():
+    from mrec_warp.experiments.report import _label_offsets
+    placed = _label_offsets([("pop", 0.10, 0.200), ("warp", 0.101, 0.2001), ("ease", 0.5, 0.4)], None)
+    offsets = {label: dy for label, _, _, dy in placed}
+    assert abs(offsets["pop"] - offsets["warp"]) >= 10 and offsets["ease"] == 4.0
+
+
+def test_item_popularity_groups_say_list_metrics_are_of_whole_lists():
+    # the head table's coverage is of the whole lists of users with a head test item, over the
+    # whole catalogue -- not coverage of head items: the report must say so
+    import pandas as pd
+    from mrec_warp.evaluation.formatting import format_markdown
+    from mrec_warp.stages.evaluate import evaluate
+    train = pd.DataFrame([(f"u{u}", "hit") for u in range(6)] + [("u0", "t1"), ("u1", "t2"), ("u2", "t3")],
+                         columns=["user", "item"])
+    test = pd.DataFrame([("u3", "t1"), ("u4", "t2"), ("u5", "hit2")], columns=["user", "item"])
+    recs = pd.DataFrame([("u3", "t1", 1), ("u4", "t3", 1), ("u5", "t3", 1)], columns=["user", "item", "rank"])
+    study = evaluate(train, test, [recs], ks=(1,), groups="item-popularity")
+    text = format_markdown(study.to_dict())
+    assert "coverage, Gini, novelty and popularity describe the whole lists of the group's users over the whole " \
+           "catalogue (not the group's items only)" in text

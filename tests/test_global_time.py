@@ -73,8 +73,8 @@ def test_test_fraction_puts_the_cutoff_at_the_quantile():
 @pytest.mark.parametrize("options, fragment", [
     ({"cutoff": "2020-01-01"}, "before the earliest interaction"),
     ({"cutoff": T0 + 9 * DAY}, "not before the latest interaction"),
-    ({"cutoff": "next tuesday"}, "neither an ISO date nor a unix timestamp"),
-    ({"cutoff": "now"}, "neither an ISO date"),
+    ({"cutoff": "next tuesday"}, "is not an ISO 8601 date"),
+    ({"cutoff": "now"}, "is not an ISO 8601 date"),
     ({"cutoff": T0, "test_fraction": 0.2}, "both a cut-off and a test fraction"),
     ({"leave_out": 1}, "one time"),
     ({"cutoff": T0, "num_splits": 3}, "same every time"),
@@ -116,3 +116,28 @@ def test_prepare_file_api_takes_a_cutoff(tmp_path):
     summary = prepare(src, tmp_path / "out", split="global-time", cutoff="2020-09-18T12:26:40")
     assert summary["cutoff"]["latest_train_timestamp"] <= summary["cutoff"]["timestamp"]
     assert summary["parameters"]["cutoff"] == "2020-09-18T12:26:40"
+
+
+@pytest.mark.parametrize("cutoff", ["01/06/2021", "06/01/2021", "2021/06/01", "1 June 2021", "June 1, 2021",
+                                    "2021-6-1", "2021-13-45"])
+def test_cutoff_other_than_iso_8601_or_a_number_is_refused_not_read_in_some_order(cutoff):
+    # "01/06/2021" used to be read silently as 6 January (US order)
+    with pytest.raises(InputError, match="is not an ISO 8601 date"):
+        parse_cutoff(cutoff)
+
+
+@pytest.mark.parametrize("cutoff, expected", [
+    ("2020-09-18", 1600387200), ("2020-09-18T12:26:40Z", T0 + 5 * DAY), ("2020-09-18 12:26:40", T0 + 5 * DAY),
+    ("2020-09-18T12:26", T0 + 5 * DAY - 40), ("2020-09-18T14:26:40+02:00", T0 + 5 * DAY), ("1600387200", 1600387200),
+    ("1600387200.5", 1600387200)])
+def test_cutoff_iso_8601_forms_and_numbers_are_read(cutoff, expected):
+    assert parse_cutoff(cutoff) == expected
+
+
+def test_prepare_cli_refuses_a_day_first_or_month_first_cutoff(tmp_path):
+    src = tmp_path / "plays.tsv"
+    table(messy_rows()).to_csv(src, sep="\t", header=False, index=False)
+    out = CliRunner().invoke(prepare_cli, [str(src), "-o", str(tmp_path / "o"), "--split", "global-time",
+                                         "--cutoff", "01/06/2021"])
+    assert out.exit_code != 0 and "is not an ISO 8601 date" in out.output and "Traceback" not in out.output
+    assert not (tmp_path / "o").exists()

@@ -53,8 +53,9 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
               help="Choose test rows at random, the latest by timestamp (temporal), every row after one "
                    "cut-off (global-time: --cutoff, or --test-fraction of the rows by time), or hold out "
                    "whole items / users (cold-items, cold-users: --test-fraction of them, all their rows).")
-@click.option("--cutoff", metavar="DATE", help="With --split global-time: rows later than this ISO date "
-                                             "(2020-01-31, 2020-01-31T12:00:00; UTC) or unix timestamp go to test; "
+@click.option("--cutoff", metavar="DATE", help="With --split global-time: rows later than this ISO 8601 date "
+                                             "(2020-01-31, 2020-01-31T12:00:00, ...+02:00; UTC unless zoned) or unix "
+                                             "timestamp go to test (01/06/2021 and other orders are refused); "
                                              "test rows whose user or item has no earlier row are dropped.")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
               help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -142,9 +143,19 @@ def _global_time_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.rand
     return pos.timestamp > cutoff
 
 
+#: The only date forms a cut-off takes: ISO 8601 ``YYYY-MM-DD[THH:MM[:SS[.f]]][Z|+hh:mm]`` (a space
+#: may stand for the ``T``). Anything else (``01/06/2021``: 6 January or 1 June?) is refused
+#: rather than read in one locale's order.
+_ISO_CUTOFF = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+#: What a cut-off that is not one of them is told.
+CUTOFF_FORMS = "an ISO 8601 date YYYY-MM-DD[THH:MM[:SS]][Z|+hh:mm] or a unix timestamp"
+
+
 def parse_cutoff(cutoff: Any) -> int:
-    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO date or
-    date-time (``2020-01-31``, ``2020-01-31T12:00:00``; UTC unless it names a zone).
+    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO 8601 date
+    or date-time (``2020-01-31``, ``2020-01-31T12:00:00``, ``2020-01-31T12:00+02:00``; UTC
+    unless it names a zone). Other date forms (``01/06/2021``, ``31 Jan 2020``) are refused:
+    their day and month order is a guess.
 
     A fractional timestamp is rounded down: timestamps are whole seconds, and a row at
     second ``t`` is later than a cut-off ``t - 0.5`` as it is than ``t - 1``.
@@ -158,12 +169,14 @@ def parse_cutoff(cutoff: Any) -> int:
         try:
             value = float(text)
         except ValueError:
-            try:  # pandas also takes "now" and "today": a split must not depend on when it is made
-                stamp = None if text.lower() in ("now", "today") else pd.Timestamp(text)
-            except (ValueError, TypeError):
-                stamp = None
+            stamp = None
+            if _ISO_CUTOFF.match(text):
+                try:
+                    stamp = pd.Timestamp(text)
+                except (ValueError, TypeError):  # 2020-13-45: the form, not a date
+                    stamp = None
             if stamp is None or stamp is pd.NaT:
-                raise InputError(f"cut-off {cutoff!r} is neither an ISO date nor a unix timestamp",
+                raise InputError(f"cut-off {cutoff!r} is not {CUTOFF_FORMS}",
                                  hint="e.g. `cutoff=2020-01-31`, `cutoff=2020-01-31T12:00:00` or `cutoff=1580428800`") from None
             stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
             return int(np.floor(stamp.timestamp()))

@@ -32,7 +32,9 @@ RULES = {
                      "<= 2/3 quantile < heavy",
     "item-popularity": f"head: the most-interacted training items holding {HEAD_SHARE:.0%} of training "
                        "interactions (ties included); tail: every other item; each group scored on its own "
-                       "test items, the lists unchanged",
+                       "test items, the lists unchanged, so coverage, Gini, novelty and popularity describe the "
+                       "whole lists of the group's users over the whole catalogue (not the group's items only): "
+                       "read the accuracy metrics across groups",
 }
 
 

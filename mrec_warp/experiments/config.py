@@ -2,7 +2,7 @@
 
 The layout (README "Experiments" lists every key and its default)::
 
-    seed = 42                          # seeds the models and the permutation test
+    seed = 42                          # seeds the models, the permutation test and (by default) the splits
     output = "experiment-out"          # report folder, relative to this file
 
     [data]                             # prepare's reader and row options
@@ -33,6 +33,7 @@ table header and ``key =``; a fault it cannot place names the file only.
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import math
 import os
@@ -43,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..data.ratings import FORMATS
+from ..data.ratings import FORMATS, read_ratings
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..data.split import SPLITS, _check_options as check_split_options
+from ..data.split import SPLITS, TIME_SPLITS, _check_options as check_split_options, iter_splits
 from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
@@ -65,7 +66,7 @@ DATA_KEYS = {"path": None, "format": "auto", "sep": None, "header": None, "colum
              "duplicates": DEFAULT_DUPLICATES, "negatives": DEFAULT_NEGATIVES, "min_value": None,
              "min_user_items": 1}
 SPLIT_KEYS = {"kind": "random", "repeats": 1, "test_fraction": None, "leave_out": None, "cutoff": None,
-              "seed": DEFAULT_SEED}
+              "seed": DEFAULT_SEED}  # seed: the top-level seed when the file has one
 EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_test": DEFAULT_TEST,
                  "correction": DEFAULT_CORRECTION, "beyond": True}
 #: Keys of a model table besides the family's parameters.
@@ -221,13 +222,18 @@ class _Checker:
         # a config key is named as written in the file, never as a command's flag
         def plain(name, value):
             return name if value is None else f"{name} = {value}"
-        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line_of(self.text, table, key),
+        line = line_of(self.text, table, key)
+        if line is None and key is not None:  # not a key but a table: [evalute] (or [evalute.x])
+            line = next((n for n, parts in header_lines(self.text) if parts[:len(table) + 1] == (*table, key)), None)
+        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line,
                          hint=None if hint is None else spell_parameters(hint, plain))
 
-    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str]) -> None:
-        """An error of a library check, placed on the line of the first key it names."""
+    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str],
+              fallback: Optional[str] = None) -> None:
+        """An error of a library check, placed on the line of the first key it names (else
+        of ``fallback``, else of the table)."""
         named = [p for p in exc.params if p in keys]
-        self.fail(exc.message, table, named[0] if named else None, exc.hint)
+        self.fail(exc.message, table, named[0] if named else fallback, exc.hint)
 
     def unknown_keys(self, found: Dict[str, Any], allowed: Sequence[str], table: Tuple[str, ...], what: str) -> None:
         for key in found:
@@ -241,7 +247,10 @@ class _Checker:
         return value
 
     def integer(self, value: Any, table, key: str, at_least: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < at_least:
+        if isinstance(value, bool) or not isinstance(value, int):  # a type fault: no range in it
+            hint = f"write it without quotes: {key} = {value}" if isinstance(value, str) else None
+            self.fail(f"{key} must be an integer, got {value!r}", table, key, hint)
+        if value < at_least:
             self.fail(f"{key} must be an integer >= {at_least}, got {value!r}", table, key)
         return int(value)
 
@@ -283,7 +292,8 @@ def read_config(path) -> Config:
     if output is not None and (not isinstance(output, str) or not output):
         check.fail(f"output must be a folder name, got {output!r}", (), "output")
     data = _read_data(check, check.table(raw, "data"), path.parent)
-    splits = _read_splits(check, check.table(raw, "splits"), data)
+    splits = _read_splits(check, check.table(raw, "splits"), data, seed)
+    _check_data_file(check, data, splits)
     models = _read_models(check, check.table(raw, "models"))
     evaluation = _read_evaluate(check, check.table(raw, "evaluate"), models)
     baseline = evaluation["baseline"]
@@ -343,7 +353,8 @@ def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str,
     return out
 
 
-def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) -> List[SplitSet]:
+def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any], seed: int) -> List[SplitSet]:
+    """The split sets; a set without its own ``seed`` takes the top-level one."""
     if not splits:
         check.fail("no [splits.NAME] table", (), None, "add e.g. [splits.random] with kind = \"random\", repeats = 5")
     out = []
@@ -356,7 +367,7 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
             check.fail(f"split set name {name!r} is not a plain folder name", table, None,
                        f"use letters, digits, '_', '-' and '.' (not {WORK_NAME!r})")
         check.unknown_keys(spec, list(SPLIT_KEYS), table, f"[splits.{name}]")
-        values = {**SPLIT_KEYS, **spec}
+        values = {**SPLIT_KEYS, "seed": seed, **spec}
         if values["kind"] not in EXPERIMENT_SPLITS:
             check.fail(f"unknown split kind {values['kind']!r}", table, "kind", f"one of {', '.join(EXPERIMENT_SPLITS)}")
         if isinstance(values["cutoff"], (datetime.date, datetime.time)):
@@ -376,6 +387,48 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any]) 
     return out
 
 
+def _check_data_file(check: _Checker, data: Dict[str, Any], splits: List[SplitSet]) -> None:
+    """Read the data file as prepare will, and make each split set's first split in memory:
+    a column name not in the header, a time split of a file without timestamps, a cut-off
+    outside the data or nothing left to split fail here, on the line of the config key at
+    fault, before the work folder exists (the file is read once more by the run)."""
+    source = data["path"]
+    try:
+        df = read_ratings(source, format=data["format"], sep=data["sep"], header=data["header"],
+                          columns=data["columns"])
+    except InputError as exc:
+        check.relay(_about_data(exc, source), ("data",), ["columns", "sep", "header", "format"], fallback="path")
+    for split_set in splits:
+        table = ("splits", split_set.name)
+        try:
+            next(iter_splits(df, min_value=data["min_value"], min_user_items=data["min_user_items"],
+                             duplicates=data["duplicates"], negatives=data["negatives"], source=source,
+                             split=split_set.kind, num_splits=split_set.repeats,
+                             test_fraction=split_set.test_fraction, leave_out=split_set.leave_out,
+                             cutoff=split_set.cutoff, seed=split_set.seed))
+        except InputError as exc:
+            exc = _about_data(exc, source)
+            named = [p for p in exc.params if p in SPLIT_KEYS or p in ("split", "num_splits")]
+            if named:
+                spelled = InputError(spell_parameters(exc.message, _split_key),
+                                     hint=spell_parameters(exc.hint or "", _split_key) or None)
+                check.relay(spelled, table, list(SPLIT_KEYS), fallback="kind")
+            if split_set.kind in TIME_SPLITS and "timestamp" in exc.message:
+                check.fail(exc.message, table, "kind", exc.hint)  # the kind asks for what the file lacks
+            data_keys = [p for p in exc.params if p in DATA_KEYS]
+            if data_keys:
+                check.relay(exc, ("data",), list(DATA_KEYS))
+            check.fail(exc.message, table, None, exc.hint)
+
+
+def _about_data(exc: InputError, source: str) -> InputError:
+    """A data file's error with the file (and its line) in the message: the error itself
+    names the config file's line."""
+    where = Path(source).name if exc.path is None or exc.path == source else exc.path
+    where += "" if exc.line is None else f" line {exc.line}"
+    return InputError(f"{exc.message} (data file {where})", hint=exc.hint)
+
+
 def _split_key(name: str, value: Optional[str]) -> Optional[str]:
     """prepare's parameter names as an experiment's split table spells them."""
     key = {"split": "kind", "num_splits": "repeats"}.get(name, name)
@@ -393,6 +446,11 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
         if not name.strip() or any(ord(c) < 32 for c in name):
             check.fail(f"model name {name!r} is empty or holds control characters", table)
         if "family" not in spec:
+            # a misspelt family key is the likely cause: name it, on its line
+            near = [k for k in spec if difflib.get_close_matches(k, ["family"], n=1, cutoff=0.7)]
+            if near:
+                check.fail(f"[models.{name}] has no family: unknown key {near[0]!r}", table, near[0],
+                           f"did you mean family? family = one of {', '.join(EXPERIMENT_FAMILIES)}")
             check.fail(f"[models.{name}] has no family", table, None, f"add family = one of {', '.join(EXPERIMENT_FAMILIES)}")
         family = spec["family"]
         if family not in EXPERIMENT_FAMILIES:
@@ -423,6 +481,15 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
 def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
     """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
     cls = FAMILIES[family].cls
+    defaults = cls().get_params() if hasattr(cls, "get_params") else {}
+    for name, value in params.items():
+        # a quoted number is a type fault: say so alone, without the range the family's check adds
+        default = defaults.get(name)
+        if isinstance(value, str) and isinstance(default, numbers.Real) and not isinstance(default, bool):
+            check.fail(f"{name} must be a number, got the text {value!r}", table, name,
+                       f"write it without quotes: {name} = {value}")
+        if isinstance(default, bool) and not isinstance(value, bool):
+            check.fail(f"{name} must be true or false, got {value!r}", table, name)
     for name in ("user_max_norm", "item_max_norm"):  # train's rule: 0 means no limit
         if params.get(name) == 0:
             params[name] = None

@@ -6,6 +6,7 @@ Per split set ``NAME``, evaluate's own reports of the study (:mod:`mrec_warp.eva
 * ``results.md`` -- each split set's headline table (mean ± interval per model and metric,
   paired difference to the baseline with its corrected p-value) and the verdicts in words;
 * ``results.csv`` -- the same numbers, one row per (split set, model, metric);
+* ``runs.csv`` -- one row per (model, split): training size, epochs kept and trained;
 * ``accuracy-vs-novelty.png`` -- accuracy against novelty and coverage (needs matplotlib);
 * ``experiment.toml`` (the file's exact bytes) and ``reproduce.json`` (data and config
   digests, seeds, package versions, the command);
@@ -50,8 +51,11 @@ def reproduce_info(result) -> Dict[str, Any]:
     cfg = result.config
     return {
         "command": "mrec-warp experiment experiment.toml",
-        "config": {"file": str(cfg.path), "sha256": cfg.digest},
-        "data": {"file": cfg.data["path"], "sha256": _data_digest(cfg.data["path"])},
+        # paths as the file gives them, relative to its folder (results.md says so too), not to
+        # where the command happened to run
+        "config": {"file": cfg.path.name, "sha256": cfg.digest},
+        "data": {"file": cfg.raw["data"]["path"], "relative_to": "the config file's folder",
+                 "sha256": _data_digest(cfg.data["path"])},
         "seeds": {"models": cfg.seed, "paired_test": cfg.seed,
                   "splits": {s.name: s.seed for s in cfg.splits}},
         "threads": "one per model fit, BLAS on one thread",
@@ -106,8 +110,9 @@ def format_results_markdown(result) -> str:
         given = ", ".join(f"{n}={v}" for n, v in model.params.items()) or "defaults"
         tuned = f"; tuned on each split ({model.tune} random trials and the defaults: tuned.json)" if model.tune else ""
         baseline = " (baseline)" if model.name == cfg.baseline else ""
-        out.append(f"- **{model.name}**{baseline}: {model.family}, {given}{tuned}")
-    out.append("")
+        out.append(f"- **{model.name}**{baseline}: {model.family}, {given}{tuned}{_epochs_words(result, model.name)}")
+    out += ["", f"Only differences to the baseline ({cfg.baseline}) are tested; to compare two other models, "
+            "make one of them the baseline (`baseline` in `[evaluate]`) and rerun.", ""]
     for set_name, study in result.studies.items():
         data = study.to_dict()
         split_set = next(s for s in cfg.splits if s.name == set_name)
@@ -124,11 +129,53 @@ def format_results_markdown(result) -> str:
                 f"{users} evaluated users per split; values: {interval}."
                 + (f" Δ: paired difference to {c['baseline']}; p: {c['correction']}-adjusted p of the "
                    f"{c['test']} over the {c['n_tests']} tests of this table; * = adjusted p < {c['alpha']:g}."
-                   if c else ""), "", *_markdown_table(_table_rows(data)), ""]
+                   + _star_words(data, set_name, cfg) if c else ""), "", *_markdown_table(_table_rows(data)), ""]
         out += [f"- {line}" for line in comparison_lines(data)] + [""]
     out += ["Per split, per user and the protocol: `SPLIT_SET/report.md`, `SPLIT_SET/per_user.csv`; "
             "reproduce with `reproduce.json`.", ""]
     return "\n".join(out)
+
+
+def _star_words(data: Dict[str, Any], set_name: str, cfg) -> str:
+    """What a star does and does not say, and how the one-number metrics are tested."""
+    several = data["uncertainty"] == "se"
+    words = (f" A star says the difference is consistent across {'splits' if several else 'users'}, not that "
+             "it is large: read Δ and its interval beside it.")
+    global_ = [m for m in ("coverage", "gini") if m in cfg.metrics]
+    if global_:
+        names = " and ".join({"coverage": "coverage", "gini": "Gini"}[m] for m in global_)
+        names = names[0].upper() + names[1:]
+        words += (f" {names} {'is' if len(global_) == 1 else 'are'} one number per split: "
+                  + ("tested over splits like the per-user metrics (a t-test on the per-split values), so a tiny "
+                     "but steady difference can be starred." if several else "shown, not tested."))
+    return words
+
+
+def _epochs_words(result, model: str) -> str:
+    """``; early stopping kept epoch 2 of 5 trained (max 200)`` over the model's runs (ranges
+    across splits), or nothing for a model without epochs or with ``epochs`` fixed."""
+    rows = [r for r in result.run_rows if r["model"] == model and r.get("best_epoch") is not None
+            and r.get("max_epochs") is not None]
+    if not rows:
+        return ""
+
+    def span(key):
+        lo, hi = min(r[key] for r in rows), max(r[key] for r in rows)
+        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return (f"; early stopping kept epoch {span('best_epoch')} of {span('epochs_trained')} trained "
+            f"(max {span('max_epochs')}; per run: runs.csv)")
+
+
+def format_runs_csv(rows: List[Dict[str, Any]]) -> str:
+    """``runs.csv``: one row per (model, split): training size and, for iterative families,
+    the epochs kept and trained (blank: no epochs, or ``epochs`` fixed)."""
+    buf = io.StringIO()
+    fields = ["split_set", "split", "model", "users", "items", "best_epoch", "epochs_trained", "max_epochs"]
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
+    return buf.getvalue()
 
 
 def render_plot(result) -> bytes:
@@ -145,24 +192,27 @@ def render_plot(result) -> bytes:
     xs = [m for m in (f"novelty@{k}", f"coverage@{k}") if m in metrics]
     if accuracy is None or not xs:
         return b""
-    fig = Figure(figsize=(5.5 * len(xs), 4.5 * len(studies)), dpi=100)
+    fig = Figure(figsize=(5.5 * len(xs), 4.5 * len(studies) + 0.4), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(studies), len(xs), squeeze=False)
     for r, (name, study) in enumerate(studies):
         data = study.to_dict()
+        bars = "bars: standard error over splits" if data["uncertainty"] == "se" else "bars: 95% CI over users"
         for c, x in enumerate(xs):
             ax = axes[r][c]
+            points = []
             for run in data["runs"]:
                 sx, sy = run["summary"][x], run["summary"][accuracy]
                 if sx["mean"] is None or sy["mean"] is None:
                     continue
                 ax.errorbar(sx["mean"], sy["mean"], xerr=sx["plus_minus"] or 0, yerr=sy["plus_minus"] or 0,
                             marker="o", capsize=3)
-                ax.annotate(run["name"], (sx["mean"], sy["mean"]), textcoords="offset points", xytext=(4, 4),
-                            fontsize=8)
+                points.append((run["name"], sx["mean"], sy["mean"]))
+            for label, px, py, dy in _label_offsets(points, ax):
+                ax.annotate(label, (px, py), textcoords="offset points", xytext=(5, dy), fontsize=8)
             ax.set_xlabel(x)
             ax.set_ylabel(accuracy)
-            ax.set_title(name)
+            ax.set_title(f"{name} ({bars})", fontsize=9)
             ax.grid(alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
@@ -170,9 +220,29 @@ def render_plot(result) -> bytes:
     return buf.getvalue()
 
 
+def _label_offsets(points, ax, step: float = 10.0):
+    """``(label, x, y, dy)``: each point's label raised ``dy`` points above the last label it
+    would overlap (points close in both axes, as models near popularity are), so no two labels
+    print over each other."""
+    xs = [p[1] for p in points] or [0.0]
+    ys = [p[2] for p in points] or [0.0]
+    wx, wy = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    placed: List[tuple] = []
+    out = []
+    for label, x, y in sorted(points, key=lambda p: (p[2], p[1], p[0])):
+        dy = 4.0
+        for _, px, py, pdy in placed:
+            if abs(px - x) < 0.12 * wx and abs(py - y) < 0.06 * wy and abs(pdy - dy) < step:
+                dy = pdy + step
+        placed.append((label, x, y, dy))
+        out.append((label, x, y, dy))
+    return out
+
+
 def report_files(cfg, output) -> List[str]:
     """Every file the report folder may get (checked against the inputs before any work)."""
-    names = ["results.md", "results.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json", PLOT_FILE]
+    names = ["results.md", "results.csv", "runs.csv", "experiment.toml", "reproduce.json", "timing.json", "tuned.json",
+             PLOT_FILE]
     names += [f"{s.name}/{f}" for s in cfg.splits for f in ("report.md", "report.json", "per_user.csv")]
     return [str(output / name) for name in names]
 
@@ -189,6 +259,7 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
                                  per_user=folder / "per_user.csv", notes=notes)
     contents = [(out / "results.md", format_results_markdown(result).encode()),
                 (out / "results.csv", format_results_csv(results_rows(result)).encode()),
+                (out / "runs.csv", format_runs_csv(result.run_rows).encode()),
                 (out / "experiment.toml", result.config.text),
                 (out / "reproduce.json", (json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
     if result.tuned:

@@ -17,13 +17,14 @@ thread, so the same file gives byte-identical tables.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..context import ExecutionContext, local_context
 from ..data.split import prepare
@@ -44,7 +45,7 @@ from ..workers import one_blas_thread
 from .config import WORK_NAME, Config, read_config
 
 #: Version of the work folder's layout, part of the job's description.
-EXPERIMENT_VERSION = 1
+EXPERIMENT_VERSION = 2  # 2: split sets default to the top-level seed; parts record epochs
 #: The report folder's work folder when the context names none.
 WORK_FOLDER = WORK_NAME
 
@@ -71,6 +72,10 @@ class ExperimentResult:
     tuned : list of dict
         For each run of a model with ``tune``: ``model``, ``split_set``, ``split`` and the
         ``params`` tuning chose.
+    run_rows : list of dict
+        For each run: ``model``, ``split_set``, ``split``, training ``users`` and ``items``,
+        and for iterative families ``best_epoch``, ``epochs_trained``, ``max_epochs``
+        (:func:`epochs_of`; ``runs.csv``).
     """
 
     config: Config
@@ -82,6 +87,7 @@ class ExperimentResult:
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
     tuned: List[Dict[str, Any]] = field(default_factory=list)
+    run_rows: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,27 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
         written = recommend(fitted.model, recs_file, k=k, context=local_context(1))
     row = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
            "n_items": fitted.n_items, "seconds": round(time.perf_counter() - t0, 3)}
+    row.update(epochs_of(fitted.model))
     if trials:
         row["params"] = params
     with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
         json.dump(row, fh)
     return row
+
+
+def epochs_of(model) -> Dict[str, Any]:
+    """How long an iterative model trained, so that a reader sees an early stop (a WARP that
+    stopped at epoch 2 on small data is close to popularity): ``best_epoch`` (the epochs
+    kept), ``epochs_trained`` (the passes before stopping, without the refit) and
+    ``max_epochs`` (``None``: ``epochs`` was fixed). Empty for families without epochs."""
+    best = getattr(model, "best_epoch_", None)
+    if best is None:
+        return {}
+    history = getattr(model, "history_", None) or []
+    trained = sum(1 for h in history if h.get("phase") == "fit") or int(best)
+    fixed = getattr(model, "epochs", None) is not None
+    return {"best_epoch": int(best), "epochs_trained": int(trained),
+            "max_epochs": None if fixed else int(getattr(model, "max_epochs", 0) or 0) or None}
 
 
 def tuned_params(train_file: str, family: str, fixed: Dict[str, Any], trials: int, seed: int) -> Dict[str, Any]:
@@ -186,6 +208,7 @@ def experiment(
     # the folder may be the data's or the file's: never replace either
     check_outputs({"`output`": report_files(cfg, output)}, [str(cfg.path), cfg.data["path"]])
     context = context if context is not None else local_context()
+    made_output = not output.exists()  # removed again if the job fails before any run finished
     workdir = context.folder(output / WORK_FOLDER)
     description = {"kind": "experiment", "version": EXPERIMENT_VERSION, "data": file_digest(cfg.data["path"]),
                    "config": {key: value for key, value in cfg.raw.items() if key != "output"}}
@@ -197,39 +220,28 @@ def experiment(
     k = max(cfg.ks)
     with context:
         job = Job(context, description, [part_name(i) for i in range(len(units))], folder=workdir, progress=progress)
-        _prepare_splits(cfg, splits, progress)
-        progress.log(f"experiment: {plural(len(cfg.models), 'model')} x {plural(len(units) // len(cfg.models), 'split')}"
-                     f" = {plural(len(units), 'run')} ({job.skipped} already done) on {context.describe()}")
-        for sp in {split for sps in splits for split in sps}:
-            job.read_by_workers(sp.folder / "train.tsv")
-        tasks = []
-        for i in job.todo:
-            m, sp = units[i]
-            recs = _recs_file(workdir, sp, m)
-            recs.parent.mkdir(parents=True, exist_ok=True)
-            tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
-                          cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
-        done = job.skipped
-        for row in job.run(run_unit, tasks, desc="runs", unit="run"):
-            done += 1
-            m, sp = units[row["index"]]
-            where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
-            chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
-                      if "params" in row else "")
-            progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
-                         f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
+        try:
+            _prepare_splits(cfg, splits, progress)
+            _run_units(cfg, job, splits, units, workdir, k, context, progress)
+        except BaseException:
+            if not any(job.folder.done(name) for name in job.parts):
+                _forget(job, output if made_output else None)  # nothing to resume: the fixed file must run
+            raise
         job.check_complete()
         tuned = []  # the parameters tuning chose, this run's and an earlier one's alike
+        runs = []  # what each run did, but its time (the same on every rerun)
         for i, (m, sp) in enumerate(units):
+            row = json.loads(job.part(i).read_text())
+            where = {"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name, "split": sp.label}
+            runs.append({**where, "users": row["n_users"], "items": row["n_items"],
+                         **{key: row.get(key) for key in ("best_epoch", "epochs_trained", "max_epochs")}})
             if cfg.models[m].tune:
-                row = json.loads(job.part(i).read_text())
-                tuned.append({"model": cfg.models[m].name, "split_set": cfg.splits[sp.set_index].name,
-                              "split": sp.label, "params": row.get("params")})
+                tuned.append({**where, "params": row.get("params")})
         studies = {}
         for s, split_set in enumerate(cfg.splits):
             studies[split_set.name] = _evaluate_set(cfg, s, splits[s], workdir, context, progress)
         result = ExperimentResult(config=cfg, output=output, studies=studies, runs=len(units), skipped=job.skipped,
-                                  tuned=tuned)
+                                  tuned=tuned, run_rows=runs)
         result.files = write_report(result, notes=result.notes)
         if not context.keep_parts:
             for sub in ("recs", "splits"):
@@ -238,6 +250,44 @@ def experiment(
     result.seconds = time.perf_counter() - t0
     result.files.append(write_timing(result))
     return result
+
+
+def _run_units(cfg: Config, job: Job, splits: List[List[_Split]], units: List[Tuple[int, _Split]], workdir: Path,
+               k: int, context: ExecutionContext, progress: Progress) -> None:
+    """Every (model, split) unit of the to-do on the context's workers, one log line each."""
+    progress.log(f"experiment: {plural(len(cfg.models), 'model')} x {plural(len(units) // len(cfg.models), 'split')}"
+                 f" = {plural(len(units), 'run')} ({job.skipped} already done) on {context.describe()}")
+    for sp in {split for sps in splits for split in sps}:
+        job.read_by_workers(sp.folder / "train.tsv")
+    tasks = []
+    for i in job.todo:
+        m, sp = units[i]
+        recs = _recs_file(workdir, sp, m)
+        recs.parent.mkdir(parents=True, exist_ok=True)
+        tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
+                      cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
+    done = job.skipped
+    for row in job.run(run_unit, tasks, desc="runs", unit="run"):
+        done += 1
+        m, sp = units[row["index"]]
+        where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")
+        chosen = (" with " + ", ".join(f"{n}={v}" for n, v in sorted(row["params"].items()))
+                  if "params" in row else "")
+        progress.log(f"run {done}/{len(units)}: {cfg.models[m].name} on {where}: "
+                     f"{plural(row['users'], 'user')}, {row['seconds']:.1f}s{chosen}")
+
+
+def _forget(job: Job, made_output: Optional[Path]) -> None:
+    """Remove what a job that failed before any run finished left: its split folders and
+    recommendations (the lock's release then removes the work folder it made), and the
+    report folder this call made, if empty. Nothing in them could be resumed, and a
+    corrected file would otherwise be refused as a different job."""
+    for sub in ("recs", "splits"):
+        shutil.rmtree(job.path / sub, ignore_errors=True)
+    job.folder.cleanup([])
+    if made_output is not None:
+        with contextlib.suppress(OSError):
+            made_output.rmdir()
 
 
 def _prepare_splits(cfg: Config, splits: List[List[_Split]], progress: Progress) -> None:
@@ -281,7 +331,8 @@ def _selected(study: Study, cfg: Config) -> Study:
     evaluations = []
     for row in study.evaluations:
         evaluations.append([_select_evaluation(ev, keep, study.metrics) for ev in row])
-    return replace(study, evaluations=evaluations, train="train.tsv of each split", test="test.tsv of each split",
+    each = "of each split" if study.splits else "of the split"
+    return replace(study, evaluations=evaluations, train=f"train.tsv {each}", test=f"test.tsv {each}",
                    sources=[f"model {n}" for n in study.names], _dict=None)
 
 
