@@ -19,6 +19,7 @@ from ..data.interactions import Interactions, as_csr, binary_csr
 from ..data.npz import source_name
 from ..errors import InputError, spell_parameters
 from ..topk import block_to_frame, iter_top_k
+from . import single_user
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
@@ -338,6 +339,10 @@ class Recommender:
         else:
             users, scalar = as_indices(users, self.n_users, "user")
         mask = self._item_mask(filter_items)
+        if len(users) <= single_user.MAX_USERS:  # one matrix-vector product per user, same lists
+            few = single_user.recommend_few(self, users, k, self._exclusion_matrix(exclude), mask)
+            if few is not None:
+                return (few[0][0], few[1][0]) if scalar else few
         items = np.empty((len(users), k), dtype=np.int64)
         scores = np.empty((len(users), k), dtype=np.float32)
         pos = 0
@@ -350,6 +355,24 @@ class Recommender:
             scores[pos:pos + n] = block_scores
             pos += n
         return (items[0], scores[0]) if scalar else (items, scores)
+
+    def recommend_history(self, items: IndexArg, k: int = 10,
+                          filter_items: Optional[IndexArg] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Top-k for an anonymous history, without changing the model: the list that
+        :meth:`fold_in` of that one history and :meth:`recommend` of the new user would give
+        (its items excluded), in one matrix-vector product after the fold-in.
+
+        ``items`` are the history's item indices (repeats count once); WARP and WRMF fold it
+        in, item-item models and popularity score it directly; a hybrid model needs
+        :meth:`fold_in` (its users have features). Returns item indices and scores, (k,),
+        padded with ``-1`` / ``-inf`` as :meth:`recommend`.
+        """
+        self._check_fitted()
+        k = min(_check_k(k), max(1, self.n_items))
+        rows, _ = as_indices(items, self.n_items, "item")
+        if len(rows) == 0:
+            raise InputError("the history names no item", hint="give at least one item the model knows")
+        return single_user.recommend_history(self, rows, k, self._item_mask(filter_items))
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
                         filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:

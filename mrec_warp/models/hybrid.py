@@ -472,6 +472,9 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._users = side
         self._refresh_weights()
 
+    #: An anonymous history's vector also needs the user's features: not served one at a time.
+    _history_vector = None
+
     def _fold_in_problem(self, users: np.ndarray):
         self._give_identities(users)
         users_f, items_f, bias = self._representations()
