@@ -203,9 +203,14 @@ class Recommender:
     def _interactions(self) -> Interactions:
         self._check_fitted()
         cached = getattr(self, "_interactions_cache", None)
-        if cached is None or cached.matrix is not self.train_:
+        # keyed on what it was built from: Interactions wraps the matrix in a new object, so
+        # comparing with cached.matrix never matched and every id look-up rebuilt the id maps
+        source = getattr(self, "_interactions_of", ())
+        if cached is None or len(source) != 3 or any(a is not b for a, b in zip(
+                source, (self.train_, self.user_ids, self.item_ids))):
             cached = Interactions(self.train_, self.user_ids, self.item_ids)
             self._interactions_cache = cached
+            self._interactions_of = (self.train_, self.user_ids, self.item_ids)
         return cached
 
     # -- what subclasses provide -----------------------------------------------------------
