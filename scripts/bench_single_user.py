@@ -8,6 +8,7 @@ over ``--calls`` calls (default 10,000) of, in one run:
 * ``bare``: ``item_factors @ user + bias`` and ``argpartition`` top 10 (no exclusions);
 * ``recommend(u, k=10)``: top 10 of a known user, training items excluded;
 * ``recommend_frame(id, k=10)``: the same as a table of ids;
+* ``similar_items(i, k=10)``: the 10 nearest items by cosine;
 * ``recommend_history(items, k=10)``: an anonymous 20-item history folded in and ranked
   (absent on older versions: then ``fold_in`` + ``recommend``, on ``--slow-calls`` calls);
 * ``fold_in + recommend``: the mutating library API, on ``--slow-calls`` calls.
@@ -113,6 +114,10 @@ def main() -> None:
             results.append(dict(model=name, **row("recommend_frame(id, k=10)",
                                                   timings(lambda u: model.recommend_frame(ids[u], k=10),
                                                           [(u,) for u in users]), bare_p50)))
+            items_asked = rng.integers(0, a.items, a.calls)
+            results.append(dict(model=name, **row("similar_items(i, k=10)",
+                                                  timings(lambda i: model.similar_items(int(i), k=10),
+                                                          [(i,) for i in items_asked]), bare_p50)))
             if hasattr(model, "recommend_history"):
                 results.append(dict(model=name, **row("recommend_history(20 items, k=10)",
                                                       timings(lambda h: model.recommend_history(h, k=10),

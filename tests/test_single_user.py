@@ -80,6 +80,10 @@ def test_exact_ties_fall_back_to_the_batch_order(data):
     batch_items, _ = model.recommend(k=6)
     items, _ = _one_by_one(model, 6)
     np.testing.assert_array_equal(items, batch_items)
+    # at the user's own row of the file's grid (the server's way) the lists are the same
+    for user in range(0, model.n_users, 5):
+        few_items, _ = single_user.recommend_few(model, np.array([user]), 6, model.train_, None, positions=[user])
+        np.testing.assert_array_equal(few_items[0], batch_items[user])
     # a tie goes to the lower index, as in the batch kernel: an odd item leads a list only
     # when its even twin is one of the user's training items
     for user, first in enumerate(items[:, 0]):
@@ -140,3 +144,15 @@ def test_history_of_unknown_kind_is_refused(data, planted):
         model.recommend_history([1, 2], k=3)
     with pytest.raises(InputError, match="out of range"):
         WARP(factors=4, epochs=1, random_state=0).fit(data).recommend_history([10**6], k=3)
+
+
+@pytest.mark.parametrize("name", ["warp", "wrmf"])
+def test_one_item_gets_the_batch_neighbours(name, request):
+    model = request.getfixturevalue(name)
+    every = np.arange(model.n_items)
+    batch_items, batch_scores = model.similar_items(every, k=6)  # all items: the batch grid
+    for item in range(0, model.n_items, 7):
+        items, scores = model.similar_items(item, k=6)
+        np.testing.assert_array_equal(items, batch_items[item])
+        np.testing.assert_allclose(scores, batch_scores[item], rtol=1e-5)
+        assert item not in items

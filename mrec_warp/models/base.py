@@ -408,7 +408,10 @@ class Recommender:
         n = vectors.shape[0]
         k = _check_k(k)
         rows, scalar = as_indices(rows, n, kind)
-        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        if kind == "item" and len(rows) <= single_user.MAX_USERS:  # one product per item, same lists
+            found = single_user.similar_few(self, vectors, rows, k)
+            return (found[0][0], found[1][0]) if scalar else found
+        unit = single_user.unit_rows(vectors)
         itself = sp.identity(n, dtype=np.float32, format="csr")
         out_items = np.empty((len(rows), k), dtype=np.int64)
         out_scores = np.empty((len(rows), k), dtype=np.float32)

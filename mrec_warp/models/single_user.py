@@ -133,26 +133,43 @@ def top_k_vector(side: ItemSide, vector: np.ndarray, k: int, excluded: np.ndarra
 
 
 def _settled(side: ItemSide, vector: np.ndarray, items: np.ndarray, best: np.ndarray, k: int) -> bool:
-    """Whether no rounding difference between this path and the batch path can change the
-    list: each of the best items must lead the next by more than both their scores' error
-    bounds, and the k-th the rest by more than its bound and the largest one."""
-    scale = SAFETY * 2.0 * _gamma(side.items.shape[1] + 2)  # |this - batch| <= scale * (sum |p q| + |b|)
-    mass = np.abs(side.items[items]).astype(np.float64) @ np.abs(vector).astype(np.float64)
+    """Whether the batch path's rounding is certain to give this list.
+
+    The listed items' exact scores ``x`` (float64: a float32 product is exact there) are
+    each within ``E_i`` of the batch path's; so the order holds where each leads the next by
+    more than both bounds, and no item further down (here at most ``best[k]``, so in the
+    batch path at most ``best[k] + 2 E_max``) can pass the k-th.
+    """
+    scale = SAFETY * _gamma(side.items.shape[1] + 2)  # |batch - exact| <= scale * (sum |p q| + |b|)
+    rows = side.items[items].astype(np.float64)
+    vec = vector.astype(np.float64)
+    exact = rows @ vec
+    mass = np.abs(rows) @ np.abs(vec)
     if side.bias is not None:
+        exact += side.bias[items]
         mass += np.abs(side.bias[items])
     bound = scale * mass
-    gaps = best[:-1].astype(np.float64) - best[1:]
-    if len(items) <= k:  # every eligible item is listed: only their order can change
-        return bool(np.all(gaps > bound[:-1] + bound[1:]))
-    largest = scale * (float(np.sqrt(np.square(vector, dtype=np.float64).sum())) * side.max_norm + side.max_bias)
-    return bool(np.all(gaps[:k - 1] > bound[:k - 1] + bound[1:k]) and gaps[k - 1] > bound[k - 1] + largest)
+    listed = min(len(items), k)
+    if not np.all(exact[:listed - 1] - exact[1:listed] > bound[:listed - 1] + bound[1:listed]):
+        return False
+    if len(items) <= k:  # every eligible item is listed: only their order could change
+        return True
+    largest = scale * (float(np.sqrt(np.square(vec).sum())) * side.max_norm + side.max_bias)
+    return bool(exact[k - 1] - bound[k - 1] > float(best[k]) + 2.0 * largest)
 
 
 def recommend_few(model, users: np.ndarray, k: int, exclude: Optional[sp.csr_matrix],
-                  item_mask: Optional[np.ndarray]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+                  item_mask: Optional[np.ndarray], positions: Optional[np.ndarray] = None,
+                  ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     """:meth:`~mrec_warp.models.base.Recommender.recommend`'s lists for a few users of a
     factor model, each from :func:`top_k_vector` or, for a close call, the batch path's
-    own block of one; ``None`` when the model has no factors."""
+    own block of one; ``None`` when the model has no factors.
+
+    ``positions`` are the users' places in the job's list of users, which decide the row of
+    the batch path's BLAS call, and so its last bits (:mod:`mrec_warp.topk`): by default
+    0, 1, ... as when ``recommend`` is given these users; the user's own index gives the
+    list of the file ``mrec-warp recommend`` writes for every user.
+    """
     side = item_side(model)
     if side is None:
         return None
@@ -163,8 +180,45 @@ def recommend_few(model, users: np.ndarray, k: int, exclude: Optional[sp.csr_mat
         user = int(user)
         found = top_k_vector(side, user_vectors[user], k, exclusion_row(exclude, user), item_mask)
         if found is None:
+            where = pos if positions is None else int(positions[pos])
             _, block_items, block_scores = top_k_block(model.score_users, np.array([user], dtype=np.int64), k,
-                                                       exclude, position=pos, item_mask=item_mask)
+                                                       exclude, position=where, item_mask=item_mask)
+            found = block_items[0], block_scores[0]
+        out_items[pos], out_scores[pos] = found
+    return out_items, out_scores
+
+
+# -- neighbours of a few items ---------------------------------------------------------------------
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` scaled to length 1 (cosine similarity is then a dot product)."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def similar_few(model, vectors: np.ndarray, rows: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """:meth:`~mrec_warp.models.base.Recommender.similar_items` for a few items: each from
+    one product with the unit item vectors (kept until the item factors change), a close
+    call the batch way, as :func:`recommend_few`."""
+    key = (id(vectors), getattr(model, "epochs_done_", None))
+    cached = model.__dict__.get("_unit_cache")
+    if cached is None or cached[0] is not vectors or cached[1] != key:
+        unit = np.ascontiguousarray(unit_rows(vectors), dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", unit, unit, dtype=np.float64))
+        cached = (vectors, key, ItemSide(unit, None, float(norms.max(initial=0.0)), 0.0, key))
+        model.__dict__["_unit_cache"] = cached
+    side = cached[2]
+    unit = side.items
+    n = len(unit)
+    out_items = np.empty((len(rows), k), dtype=np.int64)
+    out_scores = np.empty((len(rows), k), dtype=np.float32)
+    itself = None
+    for pos, row in enumerate(rows):
+        row = int(row)
+        found = top_k_vector(side, unit[row], k, np.array([row], dtype=np.int32))
+        if found is None:
+            if itself is None:
+                itself = sp.identity(n, dtype=np.float32, format="csr")
+            _, block_items, block_scores = top_k_block(lambda r: unit[r] @ unit.T, np.array([row], dtype=np.int64),
+                                                       k, itself, position=pos)
             found = block_items[0], block_scores[0]
         out_items[pos], out_scores[pos] = found
     return out_items, out_scores

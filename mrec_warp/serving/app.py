@@ -55,10 +55,11 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _rank_user(model, user: int, k: int, mask: Optional[np.ndarray], exclude_seen: bool):
-    """The user's list as ``recommend`` makes it: one matrix-vector product for a factor
-    model, the batch path for the others."""
+    """The user's list as ``mrec-warp recommend`` writes it for every user: one
+    matrix-vector product for a factor model (a close call scored at the user's row of the
+    file's scoring grid), the batch path for the others."""
     few = single_user.recommend_few(model, np.array([user], dtype=np.int64), k,
-                                    model.train_ if exclude_seen else None, mask)
+                                    model.train_ if exclude_seen else None, mask, positions=[user])
     if few is not None:
         return few[0][0], few[1][0]
     filtered = None if mask is None else np.flatnonzero(mask)
