@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import Interactions, as_csr, binary_csr
+from ..data.interactions import Interactions, as_csr, binary_csr, lookup_ids
 from ..data.npz import source_name
 from ..errors import InputError, spell_parameters
 from ..topk import block_to_frame, iter_top_k
@@ -178,13 +178,28 @@ class Recommender:
         int64 array, of one element for a single id.
         """
         self._warn_generated_ids(ids, "user")
-        return self._interactions().user_indices(ids, strict=strict, source=source)
+        return lookup_ids(self.id_map("user"), ids, "user", strict, source)
 
     def item_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
         """Column indices of item ids (``-1`` for unknown ones when not ``strict``); as
         :meth:`user_indices`."""
         self._warn_generated_ids(ids, "item")
-        return self._interactions().item_indices(ids, strict=strict, source=source)
+        return lookup_ids(self.id_map("item"), ids, "item", strict, source)
+
+    def id_map(self, kind: str) -> Dict[str, int]:
+        """Id -> row (``kind="user"``) or column (``"item"``) index, built once per id array.
+
+        Kept apart from the training matrix: fold-in changes ``train_`` and the users on every
+        call, and rebuilding the item map (and checking every id again) with them made the
+        id look-ups most of a one-user fold-in.
+        """
+        self._check_fitted()
+        ids = self.user_ids if kind == "user" else self.item_ids
+        maps = self.__dict__.setdefault("_id_maps", {})
+        cached = maps.get(kind)
+        if cached is None or cached[0] is not ids:
+            cached = maps[kind] = (ids, {x: i for i, x in enumerate(ids.tolist())})
+        return cached[1]
 
     def _warn_generated_ids(self, ids, kind: str) -> None:
         """Say once that a model fitted on a plain matrix knows its rows only by number."""

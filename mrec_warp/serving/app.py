@@ -87,11 +87,10 @@ class Service:
             raise BadRequest(400, "give the user: /recommend?user=ID&k=10 (or POST a history)")
         k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
         exclude_seen = parse_flag(one(params, "exclude_seen"), "exclude_seen", True)
-        interactions = model._interactions()
 
         def work():
-            user = int(lookup(interactions.user_index, [user_id], "user", status=404)[0])
-            mask = item_mask(interactions.item_index, model.n_items, params.get("include"), params.get("exclude"))
+            user = int(lookup(model.id_map("user"), [user_id], "user", status=404)[0])
+            mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
             return _rank_user(model, user, k, mask, exclude_seen)
 
         items, scores = await run_in_threadpool(work)
@@ -105,10 +104,9 @@ class Service:
         history = id_list(data, "items", required=True)
         include, exclude = id_list(data, "include"), id_list(data, "exclude")
         k = parse_k(data.get("k", DEFAULT_K), self.max_k, model.n_items)
-        interactions = model._interactions()
 
         def work():
-            index = interactions.item_index
+            index = model.id_map("item")
             rows = np.fromiter((index.get(x, -1) for x in history), dtype=np.int64, count=len(history))
             known = rows[rows >= 0]
             if len(known) == 0:  # refused with the first id, and a did-you-mean where one fits
@@ -136,10 +134,9 @@ class Service:
         if item_id is None:
             raise BadRequest(400, "give the item: /similar?item=ID&k=10")
         k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
-        interactions = model._interactions()
 
         def work():
-            item = int(lookup(interactions.item_index, [item_id], "item", status=404)[0])
+            item = int(lookup(model.id_map("item"), [item_id], "item", status=404)[0])
             others = min(k, model.n_items - 1)
             if others < 1:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)
