@@ -61,5 +61,30 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level):
         return
     os.environ[CONFIG_ENV] = json.dumps({"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k,
                                          "max_body": max_body, "poll": 1.0})
-    uvicorn.run("mrec_warp.serving.app:app_from_environment", factory=True, host=host, port=port, workers=workers,
-                log_level=log_level, access_log=log_level == "debug")
+    _run_workers(uvicorn.Config("mrec_warp.serving.app:app_from_environment", factory=True, host=host, port=port,
+                                workers=workers, log_level=log_level, access_log=log_level == "debug"))
+
+
+def _run_workers(config) -> None:
+    """uvicorn's supervisor over ``config.workers`` processes, on a socket made here.
+
+    uvicorn makes its shared socket with protocol 0, so the workers' connections never get
+    TCP_NODELAY (asyncio sets it only on sockets that say TCP), and every keep-alive answer
+    waited for the client's delayed ACK: 44 ms instead of 2. A socket created as TCP fixes it.
+    """
+    import socket
+
+    from uvicorn.supervisors import Multiprocess
+
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        raise InputError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
+                         hint="choose another --port, or stop what is using this one") from None
+    sock.set_inheritable(True)
+    logging.getLogger("mrec_warp.serve").info("listening on http://%s:%d with %d workers", config.host,
+                                              sock.getsockname()[1], config.workers)
+    Multiprocess(config, sockets=[sock]).run()

@@ -32,6 +32,7 @@ from starlette.routing import Route
 
 from ..errors import InputError
 from ..models import single_user
+from ..workers import _blas_controller
 from .holder import ModelHolder, Served
 from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
                        parse_k, parse_query)
@@ -93,7 +94,7 @@ class Service:
             mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
             return _rank_user(model, user, k, mask, exclude_seen)
 
-        items, scores = await run_in_threadpool(work)
+        items, scores = work()
         return _answer(served, items, scores)
 
     async def recommend_post(self, request: Request) -> JSONResponse:
@@ -123,7 +124,7 @@ class Service:
                 raise BadRequest(400, exc.render()) from None
             return found, int((rows < 0).sum())
 
-        (items, scores), unknown = await run_in_threadpool(work)
+        (items, scores), unknown = work()
         return _answer(served, items, scores, unknown_items=unknown)
 
     async def similar(self, request: Request) -> JSONResponse:
@@ -146,7 +147,7 @@ class Service:
                 raise BadRequest(400, exc.render()) from None
             return model.item_indices(frame["similar_item"].to_numpy()), frame["score"].to_numpy()
 
-        items, scores = await run_in_threadpool(work)
+        items, scores = work()
         return _answer(served, items, scores)
 
     async def health(self, request: Request) -> JSONResponse:
@@ -210,6 +211,10 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        # one BLAS thread for the whole process: requests run side by side on the thread pool
+        # (and workers side by side), and OpenBLAS threads spinning under each of them made
+        # 8 concurrent clients 20 times slower than one
+        blas = _blas_controller().limit(limits=1, user_api="blas")
         if reload:
             holder.watch(poll)
         loop = asyncio.get_running_loop()
@@ -221,6 +226,7 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
             if own_signals and hasattr(signal, "SIGHUP"):
                 loop.remove_signal_handler(signal.SIGHUP)
             holder.stop()
+            blas.restore_original_limits()
 
     routes = [
         Route("/recommend", service.recommend_get, methods=["GET"]),
