@@ -178,15 +178,15 @@ class Recommender:
         int64 array, of one element for a single id.
         """
         self._warn_generated_ids(ids, "user")
-        return lookup_ids(self.id_map("user"), ids, "user", strict, source)
+        return lookup_ids(self._id_map("user"), ids, "user", strict, source)
 
     def item_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
         """Column indices of item ids (``-1`` for unknown ones when not ``strict``); as
         :meth:`user_indices`."""
         self._warn_generated_ids(ids, "item")
-        return lookup_ids(self.id_map("item"), ids, "item", strict, source)
+        return lookup_ids(self._id_map("item"), ids, "item", strict, source)
 
-    def id_map(self, kind: str) -> Dict[str, int]:
+    def _id_map(self, kind: str) -> Dict[str, int]:
         """Id -> row (``kind="user"``) or column (``"item"``) index, built once per id array.
 
         Kept apart from the training matrix: fold-in changes ``train_`` and the users on every
