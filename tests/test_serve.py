@@ -231,6 +231,13 @@ def test_bad_bodies_get_one_json_line(served, body, status, phrase):
     assert phrase in answer["error"] and "\n" not in answer["error"]
 
 
+def test_plus_in_a_query_is_a_space(served):
+    server, _, _ = served
+    got, answer = server.request("/recommend?user=x+y")  # unescaped '+': form encoding reads a space
+    assert got == 404 and "write '+' as %2B" in answer["error"]
+    assert server.request("/recommend?user=x%2By")[0] == 200
+
+
 def test_wrong_method(served):
     server, _, _ = served
     got, answer = server.request("/model", method="DELETE")

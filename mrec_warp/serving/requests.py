@@ -94,6 +94,8 @@ def lookup(index: Dict[str, int], ids: Iterable[str], kind: str, status: int = 4
     if (out < 0).any():
         bad = ids[int(np.argmax(out < 0))]
         near = did_you_mean(bad, index, index.keys())
+        if not near and " " in bad and bad.replace(" ", "+") in index:  # '+' in a query string means a space
+            near = f"did you mean {bad.replace(' ', '+')!r}? write '+' as %2B in a query string"
         raise BadRequest(status, f"unknown {kind} {json.dumps(bad, ensure_ascii=False)}"
                                  + (f" ({near})" if near else f": not an id of the model's {kind}s"))
     return out
