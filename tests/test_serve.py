@@ -238,6 +238,24 @@ def test_plus_in_a_query_is_a_space(served):
     assert server.request("/recommend?user=x%2By")[0] == 200
 
 
+def test_arrays_are_mapped_from_a_private_copy(tmp_path):
+    path = tmp_path / "model.npz"
+    model = _fit(seed=3)
+    model.save(path)
+    server = Server(path)
+    try:
+        described = server.get("/model")[1]
+        assert set(described["memory_mapped"]) >= {"user_factors", "item_factors"}
+        before = server.get("/recommend", user="Zoë", k=5)[1]
+        with open(path, "r+b") as fh:  # overwritten in place (as cp does): the server must not see it
+            fh.write(b"\0" * path.stat().st_size)
+        assert server.get("/recommend", user="Zoë", k=5)[1] == before
+        assert server.get("/similar", item="i7", k=3)[0] == 200
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
+
+
 def test_wrong_method(served):
     server, _, _ = served
     got, answer = server.request("/model", method="DELETE")

@@ -13,6 +13,7 @@ the checksum is the checksum of what is served even while the file is being repl
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io
@@ -25,6 +26,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import InputError
 from ..models.base import Recommender, load
 from ..models.families import FAMILIES
+from .mapped import map_arrays, private_copy
 
 log = logging.getLogger("mrec_warp.serve")
 
@@ -40,6 +42,7 @@ class Served:
     sha256: str
     description: Dict[str, Any]
     loaded_at: str = field(default="")
+    mapped_file: Optional[str] = None  # the private copy the arrays are mapped from
 
 
 def _now() -> str:
@@ -73,6 +76,11 @@ def read_model(path: str) -> Served:
     source.name = path  # messages name the file, not "<file object>"
     model = load(source)
     check_rankable(model, path)
+    copy = private_copy(data, sha)
+    mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache
+    if copy and not mapped:  # nothing to share (no dense arrays): no copy to keep
+        with contextlib.suppress(OSError):
+            os.unlink(copy)
     description = {
         "family": _family(model),
         "class": type(model).__name__,
@@ -87,8 +95,9 @@ def read_model(path: str) -> Served:
         "file_modified": _dt.datetime.fromtimestamp(stat.st_mtime, _dt.timezone.utc).isoformat(timespec="seconds"),
         "file_bytes": len(data),
         "sha256": sha,
+        "memory_mapped": {name: size for name, size in sorted(mapped.items())},
     }
-    return Served(model, sha, description, _now())
+    return Served(model, sha, description, _now(), copy if mapped else None)
 
 
 class ModelHolder:
@@ -136,6 +145,9 @@ class ModelHolder:
             old = self.current
             self.current = served  # one reference assignment: requests see the old or the new model
             self.last_error = None
+            if old.mapped_file and old.mapped_file != served.mapped_file:
+                with contextlib.suppress(OSError):  # mappings outlive the name; a new worker maps the new file
+                    os.unlink(old.mapped_file)
             log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
             return True
 
@@ -159,7 +171,12 @@ class ModelHolder:
             self.reload("file changed")
 
     def stop(self) -> None:
+        """Stop watching, and remove the private copy the arrays are mapped from (this
+        process's mappings, and any other worker's, outlive its name)."""
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
             self._watcher = None
+        if self.current.mapped_file:
+            with contextlib.suppress(OSError):
+                os.unlink(self.current.mapped_file)
