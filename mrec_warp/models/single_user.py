@@ -6,12 +6,16 @@ block. For one user that is 256 times the arithmetic: 14 ms instead of 0.1 ms on
 x 64 factors. Here a user is scored with one matrix-vector product instead, which rounds
 differently in the last bits; the list is still the batch path's, by an error bound:
 
-Both products are float32 dot products of length ``K`` plus a bias, so each is within
-``gamma(K + 2) * (|p_u| |q_i| + |b_i|)`` of the exact value (``gamma(n) = n u / (1 - n u)``,
-``u = 2**-24``, any summation order, with or without FMA), and the two within twice that
-of each other. When the k + 1 best scores here are each more than four times that apart, no rounding can reorder them, nor bring an item from further down into the top k,
-so the items and their order are exactly the batch path's. A user whose list has a closer
-call (a tie, near-identical items) is scored the batch way instead (:func:`recommend_few`),
+The batch path's score is a float32 dot product of length ``K`` plus a bias, so it is
+within ``E_i = gamma(K + 2) * (sum |p_u q_i| + |b_i|)`` of the exact score ``x_i``
+(``gamma(n) = n u / (1 - n u)``, ``u = 2**-24``, whatever the summation order, with or
+without FMA). The k + 1 best items of the matrix-vector product are scored exactly (in
+float64, where products of float32 numbers are exact); when each of the k best leads the
+next by more than both bounds, and the k-th every item further down by more than its
+bound and the largest one, no rounding can reorder them or bring another item in, so the
+items and their order are exactly the batch path's (:func:`_settled`, with a safety
+factor of 2). A user whose list is a closer call (a tie, near-identical items; ~1% of
+users of a random 64-factor model) is scored the batch way instead (:func:`recommend_few`),
 so the answer never depends on the path. Scores agree with the batch path's to float32
 rounding (the last bit or two).
 
