@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.models import EASE, WARP, WRMF, ItemKNN, Popularity
+from mrec_warp.models import EASE, WARP, WRMF, HybridWARP, ItemKNN, Popularity
 from mrec_warp.models import single_user
 from mrec_warp.stages.recommend import write_recommendations
 
@@ -114,8 +114,9 @@ def test_short_catalogue_pads_like_the_batch(data):
 @pytest.mark.parametrize("make", [lambda d: WARP(factors=16, epochs=3, random_state=0).fit(d),
                                   lambda d: WRMF(factors=16, epochs=2, random_state=0).fit(d),
                                   lambda d: ItemKNN().fit(d), lambda d: EASE().fit(d),
-                                  lambda d: Popularity().fit(d)],
-                         ids=["warp", "wrmf", "itemknn", "ease", "popularity"])
+                                  lambda d: Popularity().fit(d),
+                                  lambda d: HybridWARP(factors=8, epochs=2, random_state=0).fit(d)],
+                         ids=["warp", "wrmf", "itemknn", "ease", "popularity", "hybrid"])
 def test_history_gets_the_fold_in_list(make, data):
     model = make(data)
     history = ["i4", "i9", "i9", "i120", "i33"]  # a repeat counts once
@@ -135,24 +136,20 @@ def test_wrmf_fold_in_uses_one_cached_gram(wrmf):
     np.testing.assert_allclose(g1, wrmf._gram(wrmf.item_factors_), rtol=1e-5)
 
 
-def test_history_of_unknown_kind_is_refused(data, planted):
+def test_history_of_unknown_items_is_refused(data):
     from mrec_warp import InputError
-    from mrec_warp.models import HybridWARP
 
-    model = HybridWARP(factors=4, epochs=1, random_state=0).fit(data)
-    with pytest.raises(InputError, match="cannot score an anonymous history"):
-        model.recommend_history([1, 2], k=3)
     with pytest.raises(InputError, match="out of range"):
         WARP(factors=4, epochs=1, random_state=0).fit(data).recommend_history([10**6], k=3)
 
 
-@pytest.mark.parametrize("name", ["warp", "wrmf"])
-def test_one_item_gets_the_batch_neighbours(name, request):
-    model = request.getfixturevalue(name)
-    every = np.arange(model.n_items)
-    batch_items, batch_scores = model.similar_items(every, k=6)  # all items: the batch grid
-    for item in range(0, model.n_items, 7):
-        items, scores = model.similar_items(item, k=6)
-        np.testing.assert_array_equal(items, batch_items[item])
-        np.testing.assert_allclose(scores, batch_scores[item], rtol=1e-5)
-        assert item not in items
+def test_hybrid_with_features_folds_in_an_anonymous_history(data):
+    users = pd.DataFrame({"id": data.user_ids, "feature": [f"g{n % 3}" for n in range(data.n_users)]})
+    items = pd.DataFrame({"id": data.item_ids, "feature": [f"t{n % 5}" for n in range(data.n_items)]})
+    model = HybridWARP(factors=8, epochs=2, random_state=0).fit(data, user_features=users, item_features=items)
+    history = ["i4", "i9", "i120"]
+    items_out, scores = model.recommend_history(model.item_indices(history), k=8)
+    folded = copy.deepcopy(model).fold_in([("someone new", i) for i in history])
+    expected, expected_scores = folded.recommend(folded.user_indices("someone new")[0], k=8)
+    np.testing.assert_array_equal(items_out, expected)
+    np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)

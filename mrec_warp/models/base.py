@@ -382,10 +382,10 @@ class Recommender:
         :meth:`fold_in` of that one history and :meth:`recommend` of the new user would give
         (its items excluded), in one matrix-vector product after the fold-in.
 
-        ``items`` are the history's item indices (repeats count once); WARP and WRMF fold it
-        in, item-item models and popularity score it directly; a hybrid model needs
-        :meth:`fold_in` (its users have features). Returns item indices and scores, (k,),
-        padded with ``-1`` / ``-inf`` as :meth:`recommend`.
+        ``items`` are the history's item indices (repeats count once); WARP, hybrid (as a
+        user without features) and WRMF fold it in, item-item models and popularity score it
+        directly. Returns item indices and scores, (k,), padded with ``-1`` / ``-inf`` as
+        :meth:`recommend`.
         """
         self._check_fitted()
         k = min(_check_k(k), max(1, self.n_items))

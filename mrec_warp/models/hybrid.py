@@ -28,6 +28,7 @@ from .base import factor_scores
 from .feature_sides import FeatureSide, build_side
 from .foldin import append_empty_rows as _append_empty_rows, fold_in
 from .params import check_flag, check_number
+from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
 
@@ -472,8 +473,13 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._users = side
         self._refresh_weights()
 
-    #: An anonymous history's vector also needs the user's features: not served one at a time.
-    _history_vector = None
+    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The vector :meth:`fold_in` fits for a new user without features whose history is
+        ``items`` (sorted unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+        if not self.identity:
+            raise InputError("a hybrid model without identities cannot fold in a history",
+                             hint="train it with identities (the default) to fold in new users")
+        return warp_vector(self, items, scale=anonymous_weight(self))
 
     def _fold_in_problem(self, users: np.ndarray):
         self._give_identities(users)

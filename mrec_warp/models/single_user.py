@@ -24,6 +24,7 @@ model (:func:`item_side`); exclusion rows are slices of the model's CSR, never c
 """
 from __future__ import annotations
 
+import copy
 import threading
 from typing import NamedTuple, Optional, Tuple
 
@@ -260,9 +261,13 @@ def _settings(model, cached: dict, epochs: int) -> list:
     return kept[:epochs]
 
 
-def warp_vector(model, items: np.ndarray, epochs: Optional[int] = None) -> np.ndarray:
+def warp_vector(model, items: np.ndarray, epochs: Optional[int] = None, scale: Optional[float] = None) -> np.ndarray:
     """The factor row :func:`~mrec_warp.models.foldin.fold_in` fits for one new user whose
-    history is ``items`` (sorted unique indices), bit for bit, leaving the model as it is."""
+    history is ``items`` (sorted unique indices), bit for bit, leaving the model as it is.
+
+    ``scale``: the weight of the user's own (identity) row in its vector, for a hybrid
+    model's featureless user (``p_u = scale * row``); ``None`` for WARP (``p_u = row``).
+    """
     from ..kernels import hybrid as _hybrid
     from ..kernels import rng as _rng
     from ..seeds import spawn_seed
@@ -279,13 +284,37 @@ def warp_vector(model, items: np.ndarray, epochs: Optional[int] = None) -> np.nd
     pos_users = np.zeros(n, dtype=np.int32)
     order = np.arange(n, dtype=np.int32)
     state = _rng.seed_state(spawn_seed(model.random_state) ^ FOLD_IN_SALT)
-    no_offset, no_scale = np.zeros((0, d), np.float32), np.zeros(0, np.float32)
+    if scale is None:
+        offset, scales = np.zeros((0, d), np.float32), np.zeros(0, np.float32)
+    else:  # a featureless user: nothing but its own row, weighted
+        offset, scales = np.zeros((1, d), np.float32), np.full(1, scale, np.float32)
     for epoch, settings in enumerate(_settings(model, cached, epochs)):
         _rng.shuffle(order, state)
-        _hybrid.fold_in_shard(rows, accum, no_offset, no_scale, cached["side"].items, cached["bias"],
+        _hybrid.fold_in_shard(rows, accum, offset, scales, cached["side"].items, cached["bias"],
                               indptr, items, pos_users, order, 0, n, cached["rank_weights"], state, settings)
     check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
-    return rows[0]
+    return rows[0] if scale is None else (np.float32(scale) * rows[0]).astype(np.float32)
+
+
+def anonymous_weight(model) -> float:
+    """The weight a hybrid model gives the identity of a new user without features (what
+    its fold-in scales that user's row by), found once on a shallow copy of the model."""
+    key = (id(model._users), float(model.identity_weight), bool(model.normalize), bool(model.identity))
+    cached = model.__dict__.get("_anonymous_weight")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    probe = copy.copy(model)  # the hooks replace attributes, never change them in place
+    name = "\x00anonymous"
+    while name in model._id_map("user"):
+        name += "_"
+    probe._append_users(np.array([name]), None)
+    user = np.array([probe.n_users - 1])
+    probe._give_identities(user)
+    if np.diff(probe._uw.indptr)[user[0]] != 1:  # features kept for this id: not anonymous after all
+        raise RuntimeError("an anonymous user unexpectedly has features")
+    weight = float(probe._uw[user[0], probe._users.identity[user[0]]])
+    model.__dict__["_anonymous_weight"] = (key, weight)
+    return weight
 
 
 def gram(model) -> np.ndarray:
@@ -323,8 +352,9 @@ def recommend_history(model, items: np.ndarray, k: int,
     """Top ``k`` for an anonymous history (item indices), excluding its items: the list
     ``fold_in`` of that one history and ``recommend`` would give, the model unchanged.
 
-    Factor models fold the history in (:func:`warp_vector`, :func:`wrmf_vector`);
-    item-item models and popularity score the history row directly.
+    Factor models fold the history in (:func:`warp_vector`, :func:`wrmf_vector`; a hybrid
+    model as a user without features); item-item models and popularity score the history
+    row directly.
     """
     from ..errors import InputError
 
@@ -346,7 +376,7 @@ def recommend_history(model, items: np.ndarray, k: int,
     scorer = getattr(model, "_history_scores_row", None)
     if scorer is None:
         raise InputError(f"a {type(model).__name__} model cannot score an anonymous history",
-                         hint="use a warp, wrmf, popularity or item-item model (itemknn, slim, ease)")
+                         hint="use a warp, hybrid, wrmf, popularity or item-item model (itemknn, slim, ease)")
     return _top_k_scores(np.ascontiguousarray(scorer(row), dtype=np.float32), k, row, item_mask)
 
 
