@@ -312,6 +312,33 @@ def test_reload_keeps_the_old_model_on_a_bad_file(tmp_path, how):
     assert "still serving" in log and "Traceback" not in log
 
 
+def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(first)
+    _fit(seed=5).save(second)
+    live = tmp_path / "live.npz"
+    shutil.copyfile(first, live)
+    server = Server(live, "--workers", "2")
+    try:
+        sha_first = server.get("/health")[1]["sha256"]
+        garbage = tmp_path / "garbage.npz"
+        garbage.write_bytes(b"junk")
+        _replace(live, garbage)
+        server.proc.send_signal(signal.SIGHUP)  # uvicorn replaces workers one by one; none can load junk
+        for _ in range(20):
+            status, health = server.get("/health")
+            assert status == 200 and health["sha256"] == sha_first
+            time.sleep(0.2)
+        _replace(live, second)
+        server.proc.send_signal(signal.SIGHUP)
+        sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
+        server.wait_for(lambda: all(server.get("/health")[1]["sha256"] == sha_second for _ in range(4)),
+                        "every worker on the new model", seconds=120)
+    finally:
+        log = server.stop()
+    assert "not starting a worker" in log
+
+
 def test_several_workers_answer_alike(tmp_path):
     path = tmp_path / "model.npz"
     model = _fit(ItemKNN, seed=2)
