@@ -113,6 +113,13 @@ class Recommender:
             setattr(self, name, value)
         return self
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """The model's state without the caches of one-user scoring and id look-ups: they are
+        rebuilt on demand, and a pickled model (process and Dask workers) or a copy would
+        otherwise carry a second item matrix and the id maps."""
+        drop = set(single_user.CACHES) | {"_id_maps"}
+        return {k: v for k, v in self.__dict__.items() if k not in drop}
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"

@@ -43,6 +43,10 @@ MAX_USERS = 16
 #: rounds the bias addition or the accumulation once more than assumed).
 SAFETY = 2.0
 
+#: What this module keeps on a model (see :func:`item_side` and friends): derived data,
+#: dropped when a model is pickled or copied (:meth:`Recommender.__getstate__`).
+CACHES = ("_item_side_cache", "_fold_cache", "_gram_cache", "_unit_cache", "_anonymous_weight")
+
 _UNIT = 2.0 ** -24
 _NO_MASK = np.zeros(0, dtype=np.uint8)
 _ZERO_INDPTR = np.zeros(2, dtype=np.int64)
