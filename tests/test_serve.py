@@ -324,7 +324,7 @@ def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
         garbage = tmp_path / "garbage.npz"
         garbage.write_bytes(b"junk")
         _replace(live, garbage)
-        server.proc.send_signal(signal.SIGHUP)  # uvicorn replaces workers one by one; none can load junk
+        server.proc.send_signal(signal.SIGHUP)  # the supervisor checks the file first: junk restarts nothing
         for _ in range(20):
             status, health = server.get("/health")
             assert status == 200 and health["sha256"] == sha_first
@@ -336,7 +336,31 @@ def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
                         "every worker on the new model", seconds=120)
     finally:
         log = server.stop()
-    assert "not starting a worker" in log
+    assert "SIGHUP" in log and "still serving" in log and "Traceback" not in log
+
+
+def test_a_worker_started_on_a_bad_file_serves_the_last_good_model(tmp_path):
+    live, garbage = tmp_path / "live.npz", tmp_path / "garbage.npz"
+    _fit(seed=0).save(live)
+    garbage.write_bytes(b"junk")
+    server = Server(live, "--workers", "2")
+    try:
+        sha = server.get("/health")[1]["sha256"]
+        first = server.get("/model")[1]["pid"]
+        _replace(live, garbage)
+        os.kill(first, signal.SIGKILL)  # uvicorn starts a replacement, which finds junk
+        seen = set()
+
+        def replaced():
+            status, described = server.get("/model")
+            assert status == 200 and described["sha256"] == sha
+            seen.add(described["pid"])
+            return len(seen - {first}) >= 2  # the other original worker and the replacement
+
+        server.wait_for(replaced, "a replacement worker", seconds=120)
+    finally:
+        log = server.stop()
+    assert "serving the last good model" in log and "Traceback" not in log
 
 
 def test_several_workers_answer_alike(tmp_path):

@@ -59,22 +59,45 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level):
                          max_body=max_body)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
         return
-    os.environ[CONFIG_ENV] = json.dumps({"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k,
-                                         "max_body": max_body, "poll": 1.0})
-    _run_workers(uvicorn.Config("mrec_warp.serving.app:app_from_environment", factory=True, host=host, port=port,
-                                workers=workers, log_level=log_level, access_log=log_level == "debug"))
+    holder = ModelHolder(model_file, served)  # the supervisor's: it checks a new file before any worker does
+    settings = {"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k, "max_body": max_body,
+                "poll": 1.0}
+
+    def publish(current) -> None:  # what a worker loads when the file is bad: the last good model
+        os.environ[CONFIG_ENV] = json.dumps({**settings, "fallback": current.copy_file,
+                                             "fallback_sha256": current.sha256})
+
+    publish(served)
+    holder.on_swap = publish
+    if reload_:
+        holder.watch()
+    try:
+        _run_workers(uvicorn.Config("mrec_warp.serving.app:app_from_environment", factory=True, host=host,
+                                    port=port, workers=workers, log_level=log_level,
+                                    access_log=log_level == "debug"), holder)
+    finally:
+        holder.stop()
 
 
-def _run_workers(config) -> None:
+def _run_workers(config, holder) -> None:
     """uvicorn's supervisor over ``config.workers`` processes, on a socket made here.
 
     uvicorn makes its shared socket with protocol 0, so the workers' connections never get
     TCP_NODELAY (asyncio sets it only on sockets that say TCP), and every keep-alive answer
     waited for the client's delayed ACK: 44 ms instead of 2. A socket created as TCP fixes it.
+
+    On SIGHUP the supervisor loads and checks the file first: a bad one is logged and the
+    workers keep serving; a good one becomes the fallback, then uvicorn replaces the workers
+    one at a time.
     """
     import socket
 
     from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def handle_hup(self) -> None:
+            if holder.reload("SIGHUP"):
+                super().handle_hup()
 
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -87,4 +110,4 @@ def _run_workers(config) -> None:
     sock.set_inheritable(True)
     logging.getLogger("mrec_warp.serve").info("listening on http://%s:%d with %d workers", config.host,
                                               sock.getsockname()[1], config.workers)
-    Multiprocess(config, sockets=[sock]).run()
+    Supervisor(config, sockets=[sock]).run()

@@ -242,14 +242,25 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
 
 
 def app_from_environment() -> Starlette:
-    """The application of one worker process (``--workers N``), from :data:`CONFIG_ENV`."""
+    """The application of one worker process (``--workers N``), from :data:`CONFIG_ENV`.
+
+    A worker loads the model file; when it cannot (the file was replaced by a bad one since
+    the supervisor checked it), it serves the supervisor's last good model instead, from
+    its private copy, and says so: a new or restarted worker never takes the server down.
+    """
     from .holder import read_model
 
     config = json.loads(os.environ[CONFIG_ENV])
     try:
-        holder = ModelHolder(config["model"], read_model(config["model"]))
-    except InputError as exc:  # a replacement worker (SIGHUP) on a bad file: say why, and do not start
-        log.error("not starting a worker: %s", exc.render())
-        raise SystemExit(3) from None
+        served = read_model(config["model"])
+    except (InputError, OSError) as exc:
+        message = exc.render() if isinstance(exc, InputError) else str(exc)
+        if not config.get("fallback"):  # no private copy could be written: nothing good to fall back on
+            log.error("worker %d not started: %s", os.getpid(), message)
+            raise SystemExit(3) from None
+        log.warning("worker %d: %s; serving the last good model (sha256 %s) instead", os.getpid(), message,
+                    config["fallback_sha256"][:12])
+        served = read_model(config["fallback"])
+    holder = ModelHolder(config["model"], served, owns_copies=False)
     return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
                       max_body=config["max_body"], poll=config["poll"])

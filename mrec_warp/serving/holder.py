@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import InputError
 from ..models.base import Recommender, load
@@ -42,7 +42,7 @@ class Served:
     sha256: str
     description: Dict[str, Any]
     loaded_at: str = field(default="")
-    mapped_file: Optional[str] = None  # the private copy the arrays are mapped from
+    copy_file: Optional[str] = None  # the private copy of the file (arrays mapped from it)
 
 
 def _now() -> str:
@@ -76,11 +76,8 @@ def read_model(path: str) -> Served:
     source.name = path  # messages name the file, not "<file object>"
     model = load(source)
     check_rankable(model, path)
-    copy = private_copy(data, sha)
+    copy = private_copy(data, sha)  # also the last good model a new worker falls back to
     mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache
-    if copy and not mapped:  # nothing to share (no dense arrays): no copy to keep
-        with contextlib.suppress(OSError):
-            os.unlink(copy)
     description = {
         "family": _family(model),
         "class": type(model).__name__,
@@ -97,7 +94,7 @@ def read_model(path: str) -> Served:
         "sha256": sha,
         "memory_mapped": {name: size for name, size in sorted(mapped.items())},
     }
-    return Served(model, sha, description, _now(), copy if mapped else None)
+    return Served(model, sha, description, _now(), copy)
 
 
 class ModelHolder:
@@ -109,10 +106,19 @@ class ModelHolder:
         The model file.
     served : Served, optional
         An already loaded model (the command loads it once to refuse a bad file at start).
+    owns_copies : bool
+        Remove the private copy of a model that is replaced, and of the last one at
+        :meth:`stop`: the single process, or the supervisor of several workers (whose
+        copies a new worker may still need), never a worker.
+    on_swap : callable, optional
+        Called with the new :class:`Served` after each successful reload.
     """
 
-    def __init__(self, path: str, served: Optional[Served] = None) -> None:
+    def __init__(self, path: str, served: Optional[Served] = None, owns_copies: bool = True,
+                 on_swap: Optional[Callable[[Served], None]] = None) -> None:
         self.path = path
+        self.owns_copies = owns_copies
+        self.on_swap = on_swap
         self.current: Served = served if served is not None else read_model(path)
         self.last_error: Optional[str] = None
         self._lock = threading.Lock()  # one reload at a time; requests never take it
@@ -145,11 +151,13 @@ class ModelHolder:
             old = self.current
             self.current = served  # one reference assignment: requests see the old or the new model
             self.last_error = None
-            if old.mapped_file and old.mapped_file != served.mapped_file:
-                with contextlib.suppress(OSError):  # mappings outlive the name; a new worker maps the new file
-                    os.unlink(old.mapped_file)
+            if self.owns_copies and old.copy_file and old.copy_file != served.copy_file:
+                with contextlib.suppress(OSError):  # mappings outlive the name
+                    os.unlink(old.copy_file)
             log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
-            return True
+        if self.on_swap is not None:
+            self.on_swap(served)
+        return True
 
     # -- watching the file ----------------------------------------------------------------------
     def watch(self, interval: float = POLL_SECONDS) -> None:
@@ -171,12 +179,11 @@ class ModelHolder:
             self.reload("file changed")
 
     def stop(self) -> None:
-        """Stop watching, and remove the private copy the arrays are mapped from (this
-        process's mappings, and any other worker's, outlive its name)."""
+        """Stop watching; the owner also removes the private copy (mappings outlive its name)."""
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
             self._watcher = None
-        if self.current.mapped_file:
+        if self.owns_copies and self.current.copy_file:
             with contextlib.suppress(OSError):
-                os.unlink(self.current.mapped_file)
+                os.unlink(self.current.copy_file)
