@@ -13,7 +13,7 @@ from ._logs import log_file_option, start_log_file
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune",
-             "experiment", "convert", "factors")
+             "experiment", "convert", "factors", "serve")
 
 
 class _Group(click.Group):

@@ -150,11 +150,11 @@ class Interactions:
         ``ids`` is one id (a str is always a single id) or a sequence; numbers are looked
         up as their text.
         """
-        return _lookup(self.user_index, ids, "user", strict, source)
+        return lookup_ids(self.user_index, ids, "user", strict, source)
 
     def item_indices(self, ids: Sequence, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
         """Map item ids to column indices; unknown ids raise (``strict``) or map to -1."""
-        return _lookup(self.item_index, ids, "item", strict, source)
+        return lookup_ids(self.item_index, ids, "item", strict, source)
 
     # -- conversions ---------------------------------------------------------------------
     @classmethod
@@ -358,7 +358,9 @@ def _id_list(ids) -> list:
     return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in ids]
 
 
-def _lookup(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
+def lookup_ids(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
+    """Indices of ``ids`` in an id map (-1 for unknown ones, or an :class:`InputError` with a
+    did-you-mean when ``strict``)."""
     ids = _id_list(ids)
     out = np.fromiter((index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
     if strict and (out < 0).any():

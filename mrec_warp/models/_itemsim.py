@@ -83,6 +83,16 @@ class ItemSimilarity(Recommender):
             return out
         return scores
 
+    def _history_scores_row(self, items: np.ndarray) -> np.ndarray:
+        """Scores (1, n_items) of an anonymous history (sorted unique item indices), as
+        :meth:`score_users` scores a user with that training row (popularity if it is cold)."""
+        hist = sp.csr_matrix((np.ones(len(items), np.float32), items, np.array([0, len(items)])),
+                             shape=(1, self.n_items))
+        scores = self._history_scores(hist)
+        if not np.any(np.nan_to_num(scores, nan=0.0) != 0):
+            scores[0] = self.item_counts_
+        return scores
+
     def _history_scores(self, hist: sp.csr_matrix) -> np.ndarray:
         """``hist @ W`` as a C-contiguous float32 array (hist: CSR rows of histories).
 

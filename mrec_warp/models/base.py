@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import Interactions, as_csr, binary_csr
+from ..data.interactions import Interactions, as_csr, binary_csr, lookup_ids
 from ..data.npz import source_name
 from ..errors import InputError, spell_parameters
 from ..topk import block_to_frame, iter_top_k
+from . import single_user
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
@@ -112,6 +113,13 @@ class Recommender:
             setattr(self, name, value)
         return self
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """The model's state without the caches of one-user scoring and id look-ups: they are
+        rebuilt on demand, and a pickled model (process and Dask workers) or a copy would
+        otherwise carry a second item matrix and the id maps."""
+        drop = set(single_user.CACHES) | {"_id_maps"}
+        return {k: v for k, v in self.__dict__.items() if k not in drop}
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
@@ -177,13 +185,28 @@ class Recommender:
         int64 array, of one element for a single id.
         """
         self._warn_generated_ids(ids, "user")
-        return self._interactions().user_indices(ids, strict=strict, source=source)
+        return lookup_ids(self._id_map("user"), ids, "user", strict, source)
 
     def item_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
         """Column indices of item ids (``-1`` for unknown ones when not ``strict``); as
         :meth:`user_indices`."""
         self._warn_generated_ids(ids, "item")
-        return self._interactions().item_indices(ids, strict=strict, source=source)
+        return lookup_ids(self._id_map("item"), ids, "item", strict, source)
+
+    def _id_map(self, kind: str) -> Dict[str, int]:
+        """Id -> row (``kind="user"``) or column (``"item"``) index, built once per id array.
+
+        Kept apart from the training matrix: fold-in changes ``train_`` and the users on every
+        call, and rebuilding the item map (and checking every id again) with them made the
+        id look-ups most of a one-user fold-in.
+        """
+        self._check_fitted()
+        ids = self.user_ids if kind == "user" else self.item_ids
+        maps = self.__dict__.setdefault("_id_maps", {})
+        cached = maps.get(kind)
+        if cached is None or cached[0] is not ids:
+            cached = maps[kind] = (ids, {x: i for i, x in enumerate(ids.tolist())})
+        return cached[1]
 
     def _warn_generated_ids(self, ids, kind: str) -> None:
         """Say once that a model fitted on a plain matrix knows its rows only by number."""
@@ -202,9 +225,14 @@ class Recommender:
     def _interactions(self) -> Interactions:
         self._check_fitted()
         cached = getattr(self, "_interactions_cache", None)
-        if cached is None or cached.matrix is not self.train_:
+        # keyed on what it was built from: Interactions wraps the matrix in a new object, so
+        # comparing with cached.matrix never matched and every id look-up rebuilt the id maps
+        source = getattr(self, "_interactions_of", ())
+        if cached is None or len(source) != 3 or any(a is not b for a, b in zip(
+                source, (self.train_, self.user_ids, self.item_ids))):
             cached = Interactions(self.train_, self.user_ids, self.item_ids)
             self._interactions_cache = cached
+            self._interactions_of = (self.train_, self.user_ids, self.item_ids)
         return cached
 
     # -- what subclasses provide -----------------------------------------------------------
@@ -338,6 +366,10 @@ class Recommender:
         else:
             users, scalar = as_indices(users, self.n_users, "user")
         mask = self._item_mask(filter_items)
+        if len(users) <= single_user.MAX_USERS:  # one matrix-vector product per user, same lists
+            few = single_user.recommend_few(self, users, k, self._exclusion_matrix(exclude), mask)
+            if few is not None:
+                return (few[0][0], few[1][0]) if scalar else few
         items = np.empty((len(users), k), dtype=np.int64)
         scores = np.empty((len(users), k), dtype=np.float32)
         pos = 0
@@ -350,6 +382,24 @@ class Recommender:
             scores[pos:pos + n] = block_scores
             pos += n
         return (items[0], scores[0]) if scalar else (items, scores)
+
+    def recommend_history(self, items: IndexArg, k: int = 10,
+                          filter_items: Optional[IndexArg] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Top-k for an anonymous history, without changing the model: the list that
+        :meth:`fold_in` of that one history and :meth:`recommend` of the new user would give
+        (its items excluded), in one matrix-vector product after the fold-in.
+
+        ``items`` are the history's item indices (repeats count once); WARP, hybrid (as a
+        user without features) and WRMF fold it in, item-item models and popularity score it
+        directly. Returns item indices and scores, (k,), padded with ``-1`` / ``-inf`` as
+        :meth:`recommend`.
+        """
+        self._check_fitted()
+        k = min(_check_k(k), max(1, self.n_items))
+        rows, _ = as_indices(items, self.n_items, "item")
+        if len(rows) == 0:
+            raise InputError("the history names no item", hint="give at least one item the model knows")
+        return single_user.recommend_history(self, rows, k, self._item_mask(filter_items))
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
                         filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:
@@ -380,7 +430,10 @@ class Recommender:
         n = vectors.shape[0]
         k = min(_check_k(k), max(1, n))  # longer lists would be only -1 padding (k=1e12: 7 TiB)
         rows, scalar = as_indices(rows, n, kind)
-        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        if kind == "item" and len(rows) <= single_user.MAX_USERS:  # one product per item, same lists
+            found = single_user.similar_few(self, vectors, rows, k)
+            return (found[0][0], found[1][0]) if scalar else found
+        unit = single_user.unit_rows(vectors)
         itself = sp.identity(n, dtype=np.float32, format="csr")
         out_items = np.empty((len(rows), k), dtype=np.int64)
         out_scores = np.empty((len(rows), k), dtype=np.float32)

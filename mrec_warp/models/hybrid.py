@@ -28,6 +28,7 @@ from .base import factor_scores
 from .feature_sides import FeatureSide, build_side
 from .foldin import append_empty_rows as _append_empty_rows, fold_in
 from .params import check_flag, check_number
+from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
 
@@ -475,6 +476,14 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             self._user_accum = np.vstack([self._user_accum, np.ones((len(lacking), d), np.float32)])
         self._users = side
         self._refresh_weights()
+
+    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The vector :meth:`fold_in` fits for a new user without features whose history is
+        ``items`` (sorted unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+        if not self.identity:
+            raise InputError("a hybrid model without identities cannot fold in a history",
+                             hint="train it with identities (the default) to fold in new users")
+        return warp_vector(self, items, scale=anonymous_weight(self))
 
     def _fold_in_problem(self, users: np.ndarray):
         self._give_identities(users)

@@ -36,6 +36,10 @@ class Popularity(Recommender):
             return out
         return np.broadcast_to(self.item_counts_, (len(users), self.n_items))
 
+    def _history_scores_row(self, items: np.ndarray) -> np.ndarray:
+        """Scores (1, n_items) of an anonymous history: the counts, whatever it holds."""
+        return self.item_counts_[None, :]
+
     def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
                 user_ids: Optional[Sequence] = None) -> "Popularity":
         """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) in place.

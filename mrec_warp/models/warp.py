@@ -24,6 +24,7 @@ from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from .alignment import known_pairs
 from .base import Recommender, factor_scores
+from .single_user import warp_vector
 from .foldin import fold_in, warp_append_users, warp_problem
 from .positives import TrainingData, check_divergence, merge_seen
 from .params import check_choice, check_flag, check_number
@@ -510,6 +511,16 @@ class WARP(Recommender):
         self._check_fitted()
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
                              self.item_bias_ if self.item_bias else None, out)
+
+    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
+        unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+        return warp_vector(self, items)
+
+    def _factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(user vectors, item vectors, item biases or None): what :meth:`score_users` multiplies,
+        for one-user scoring (:mod:`.single_user`)."""
+        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
 
     @property
     def user_factors(self) -> np.ndarray:

@@ -29,6 +29,7 @@ from .als_blocks import TrainingData as _TrainingData, block_solver, solves_remo
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .base import Recommender, factor_scores
 from .foldin import append_empty_rows
+from .single_user import wrmf_vector
 from .params import check_choice, check_number
 from .validation import check_common_params, check_epoch_params, fit_or_select, run_epochs
 
@@ -306,6 +307,15 @@ class WRMF(Recommender):
     def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self._check_fitted()
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_, None, out)
+
+    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The user vector :meth:`fold_in` solves for a new user with history ``items`` (sorted
+        unique indices, no values), the model unchanged."""
+        return wrmf_vector(self, items)
+
+    def _factor_parts(self) -> Tuple[np.ndarray, np.ndarray, None]:
+        """(user vectors, item vectors, None): what :meth:`score_users` multiplies (:mod:`.single_user`)."""
+        return self.user_factors_, self.item_factors_, None
 
     @property
     def user_factors(self) -> np.ndarray:

@@ -1,0 +1,266 @@
+"""The Starlette application of ``mrec-warp serve``: five endpoints, JSON in and out.
+
+``GET /recommend?user=ID&k=N`` (``include``/``exclude`` item ids, repeatable;
+``exclude_seen=false`` to keep the training items), ``POST /recommend`` with
+``{"items": [...], "k": N, "include": [...], "exclude": [...]}`` for an anonymous history,
+``GET /similar?item=ID&k=N``, ``GET /health`` and ``GET /model``. Lists are
+``{"items": [{"item": ID, "score": S}, ...]}``, best first: for a known user the list
+``mrec-warp recommend`` writes (same items, same order; scores to float32 rounding).
+
+Every refusal is a 4xx with ``{"error": "one line"}``; an unexpected fault is a 500 with
+one line too (its traceback goes to the log, never to the client). A request's work
+(~0.1-0.3 ms) runs on the event loop itself, on one BLAS thread: a thread pool and BLAS
+threads only added hand-offs and contention on 2 cores, and ``--workers`` gives
+parallelism. Each request reads the served model once (:mod:`.holder`), so a reload never
+mixes two models in an answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ..errors import InputError
+from ..models import single_user
+from ..workers import _blas_controller
+from .holder import ModelHolder, Served
+from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
+                       parse_k, parse_query)
+
+log = logging.getLogger("mrec_warp.serve")
+
+#: Largest request body, in bytes (a history of ~50k ids).
+MAX_BODY = 1 << 20
+#: Environment variable carrying the settings to worker processes (``--workers N``).
+CONFIG_ENV = "MREC_WARP_SERVE_CONFIG"
+
+
+def _answer(served: Served, items: np.ndarray, scores: np.ndarray, **extra: Any) -> JSONResponse:
+    ids = served.model.item_ids
+    listed = [{"item": str(ids[i]), "score": float(s)} for i, s in zip(items.tolist(), scores.tolist()) if i >= 0]
+    return JSONResponse({"items": listed, **extra}, headers={"X-Model-SHA256": served.sha256})
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _rank_user(model, user: int, k: int, mask: Optional[np.ndarray], exclude_seen: bool):
+    """The user's list as ``mrec-warp recommend`` writes it for every user: one
+    matrix-vector product for a factor model (a close call scored at the user's row of the
+    file's scoring grid), the batch path for the others."""
+    few = single_user.recommend_few(model, np.array([user], dtype=np.int64), k,
+                                    model.train_ if exclude_seen else None, mask, positions=[user])
+    if few is not None:
+        return few[0][0], few[1][0]
+    filtered = None if mask is None else np.flatnonzero(mask)
+    return model.recommend(user, k=k, exclude="train" if exclude_seen else None, filter_items=filtered)
+
+
+class Service:
+    """The endpoints, over a :class:`ModelHolder`."""
+
+    def __init__(self, holder: ModelHolder, max_k: int = MAX_K, max_body: int = MAX_BODY) -> None:
+        self.holder = holder
+        self.max_k = int(max_k)
+        self.max_body = int(max_body)
+
+    def _encoding(self, served: Served) -> str:
+        return str(getattr(served.model, "id_encoding_", "utf-8") or "utf-8")
+
+    async def recommend_get(self, request: Request) -> JSONResponse:
+        served = self.holder.current
+        model = served.model
+        params = parse_query(request.scope.get("query_string", b""), self._encoding(served),
+                             ("user", "k", "include", "exclude", "exclude_seen"), repeatable=("include", "exclude"))
+        user_id = one(params, "user")
+        if user_id is None:
+            raise BadRequest(400, "give the user: /recommend?user=ID&k=10 (or POST a history)")
+        k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
+        exclude_seen = parse_flag(one(params, "exclude_seen"), "exclude_seen", True)
+
+        def work():
+            user = int(lookup(model._id_map("user"), [user_id], "user", status=404)[0])
+            mask = item_mask(model._id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
+            return _rank_user(model, user, k, mask, exclude_seen)
+
+        items, scores = work()
+        return _answer(served, items, scores)
+
+    async def recommend_post(self, request: Request) -> JSONResponse:
+        served = self.holder.current
+        model = served.model
+        body = await self._body(request)
+        data = parse_body(body, ("items", "k", "include", "exclude"))
+        history = id_list(data, "items", required=True)
+        include, exclude = id_list(data, "include"), id_list(data, "exclude")
+        k = parse_k(data.get("k", DEFAULT_K), self.max_k, model.n_items)
+
+        def work():
+            index = model._id_map("item")
+            rows = np.fromiter((index.get(x, -1) for x in history), dtype=np.int64, count=len(history))
+            known = rows[rows >= 0]
+            if len(known) == 0:  # refused with the first id, and a did-you-mean where one fits
+                try:
+                    lookup(index, history[:1], "item")
+                except BadRequest as exc:
+                    raise BadRequest(400, f"none of the {len(history)} history item(s) is known to the model: "
+                                          f"{exc.message}") from None
+            mask = item_mask(index, model.n_items, include, exclude)
+            filtered = None if mask is None else np.flatnonzero(mask)
+            try:
+                found = model.recommend_history(known, k=k, filter_items=filtered)
+            except InputError as exc:
+                raise BadRequest(400, exc.render()) from None
+            return found, int((rows < 0).sum())
+
+        (items, scores), unknown = work()
+        return _answer(served, items, scores, unknown_items=unknown)
+
+    async def similar(self, request: Request) -> JSONResponse:
+        served = self.holder.current
+        model = served.model
+        params = parse_query(request.scope.get("query_string", b""), self._encoding(served), ("item", "k"))
+        item_id = one(params, "item")
+        if item_id is None:
+            raise BadRequest(400, "give the item: /similar?item=ID&k=10")
+        k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
+
+        def work():
+            item = int(lookup(model._id_map("item"), [item_id], "item", status=404)[0])
+            others = min(k, model.n_items - 1)
+            if others < 1:
+                return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            try:
+                frame = model.similar([model.item_ids[item]], k=others)
+            except InputError as exc:
+                raise BadRequest(400, exc.render()) from None
+            return model.item_indices(frame["similar_item"].to_numpy()), frame["score"].to_numpy()
+
+        items, scores = work()
+        return _answer(served, items, scores)
+
+    async def health(self, request: Request) -> JSONResponse:
+        served = self.holder.current
+        return JSONResponse({"status": "ok", "sha256": served.sha256, "loaded_at": served.loaded_at})
+
+    async def describe(self, request: Request) -> JSONResponse:
+        served = self.holder.current
+        return JSONResponse({**served.description, "loaded_at": served.loaded_at,
+                             "reload_error": self.holder.last_error, "max_k": self.max_k, "pid": os.getpid()})
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise BadRequest(400, f"Content-Length is not a number: {declared!r}")
+            if int(declared) > self.max_body:
+                raise BadRequest(413, f"the body has {int(declared):,} bytes; the most this server takes is "
+                                      f"{self.max_body:,} (--max-body)")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # a chunked body has no length: count as it comes
+            size += len(chunk)
+            if size > self.max_body:
+                raise BadRequest(413, f"the body is over {self.max_body:,} bytes, the most this server takes "
+                                      "(--max-body)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+async def _bad_request(request: Request, exc: BadRequest) -> JSONResponse:
+    return _error(exc.status, exc.message)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    if exc.status_code == 404:
+        return _error(404, f"no endpoint {request.url.path}; there are /recommend, /similar, /health and /model")
+    if exc.status_code == 405:
+        return _error(405, f"{request.method} is not allowed on {request.url.path}")
+    return _error(exc.status_code, str(exc.detail))
+
+
+async def _input_error(request: Request, exc: InputError) -> JSONResponse:
+    return _error(400, exc.render())
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("internal error on %s %s", request.method, request.url.path)
+    return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
+
+
+def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool = False, max_k: int = MAX_K,
+               max_body: int = MAX_BODY, poll: float = 1.0) -> Starlette:
+    """The application over ``holder``.
+
+    ``reload`` watches the model file; ``own_signals`` reloads on SIGHUP in this process
+    (one process: with several workers, uvicorn's supervisor takes SIGHUP and replaces the
+    workers one by one, each loading the file, and keeps an old worker whose replacement
+    cannot load it).
+    """
+    service = Service(holder, max_k=max_k, max_body=max_body)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        # one BLAS thread for the whole process: requests run side by side on the thread pool
+        # (and workers side by side), and OpenBLAS threads spinning under each of them made
+        # 8 concurrent clients 20 times slower than one
+        blas = _blas_controller().limit(limits=1, user_api="blas")
+        if reload:
+            holder.watch(poll)
+        loop = asyncio.get_running_loop()
+        if own_signals and hasattr(signal, "SIGHUP"):
+            loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, holder.reload, "SIGHUP"))
+        try:
+            yield
+        finally:
+            if own_signals and hasattr(signal, "SIGHUP"):
+                loop.remove_signal_handler(signal.SIGHUP)
+            holder.stop()
+            blas.restore_original_limits()
+
+    routes = [
+        Route("/recommend", service.recommend_get, methods=["GET"]),
+        Route("/recommend", service.recommend_post, methods=["POST"]),
+        Route("/similar", service.similar, methods=["GET"]),
+        Route("/health", service.health, methods=["GET"]),
+        Route("/model", service.describe, methods=["GET"]),
+    ]
+    handlers: Dict[Any, Callable] = {BadRequest: _bad_request, HTTPException: _http_error,
+                                     InputError: _input_error, Exception: _internal}
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+
+
+def app_from_environment() -> Starlette:
+    """The application of one worker process (``--workers N``), from :data:`CONFIG_ENV`.
+
+    A worker loads the model file; when it cannot (the file was replaced by a bad one since
+    the supervisor checked it), it serves the supervisor's last good model instead, from
+    its private copy, and says so: a new or restarted worker never takes the server down.
+    """
+    from .holder import read_model
+
+    config = json.loads(os.environ[CONFIG_ENV])
+    try:
+        served = read_model(config["model"])
+    except (InputError, OSError) as exc:
+        message = exc.render() if isinstance(exc, InputError) else str(exc)
+        if not config.get("fallback"):  # no private copy could be written: nothing good to fall back on
+            log.error("worker %d not started: %s", os.getpid(), message)
+            raise SystemExit(3) from None
+        log.warning("worker %d: %s; serving the last good model (sha256 %s) instead", os.getpid(), message,
+                    config["fallback_sha256"][:12])
+        served = read_model(config["fallback"])
+    holder = ModelHolder(config["model"], served, owns_copies=False)
+    return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
+                      max_body=config["max_body"], poll=config["poll"])

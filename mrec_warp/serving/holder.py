@@ -1,0 +1,189 @@
+"""The model a server answers from: loaded and validated before use, swapped atomically.
+
+A :class:`ModelHolder` keeps one :class:`Served` (the model, its file's checksum, its
+description). Every request reads ``holder.current`` once and answers from that, so a
+reload never mixes two models in one answer and never waits for one: the new file is
+read, checked (:func:`~mrec_warp.models.base.load` validates every array, then
+:func:`~mrec_warp.stages.recommend.check_rankable` refuses a model that ranks nothing) and
+only then replaces the reference. A file that fails keeps the old model, and the reason is
+logged and shown by ``GET /model``.
+
+The model file is read once into memory and both hashed and loaded from those bytes, so
+the checksum is the checksum of what is served even while the file is being replaced.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import io
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ..errors import InputError
+from ..models.base import Recommender, load
+from ..models.families import FAMILIES
+from .mapped import map_arrays, private_copy
+
+log = logging.getLogger("mrec_warp.serve")
+
+#: Seconds between two looks at the model file with ``reload``.
+POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Served:
+    """One loaded model and what ``/model`` and ``/health`` say about it."""
+
+    model: Recommender
+    sha256: str
+    description: Dict[str, Any]
+    loaded_at: str = field(default="")
+    copy_file: Optional[str] = None  # the private copy of the file (arrays mapped from it)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _family(model: Recommender) -> str:
+    for name, family in FAMILIES.items():
+        if type(model) is family.cls:
+            return name
+    return type(model).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def read_model(path: str) -> Served:
+    """Load and check the model at ``path``; an :class:`InputError` (one line) if unusable."""
+    from ..stages.recommend import check_rankable
+
+    with open(path, "rb") as fh:
+        data = fh.read()
+    stat = os.stat(path)
+    sha = hashlib.sha256(data).hexdigest()
+    source = io.BytesIO(data)
+    source.name = path  # messages name the file, not "<file object>"
+    model = load(source)
+    check_rankable(model, path)
+    copy = private_copy(data, sha)  # also the last good model a new worker falls back to
+    mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache
+    description = {
+        "family": _family(model),
+        "class": type(model).__name__,
+        "parameters": {k: _jsonable(v) for k, v in model.get_params().items()},
+        "users": int(model.n_users),
+        "items": int(model.n_items),
+        "interactions": int(model.train_.nnz),
+        "epochs": _jsonable(getattr(model, "epochs_done_", None)),
+        # the file format stores no training date: the file's time is the nearest fact
+        "trained": None,
+        "file": os.path.abspath(path),
+        "file_modified": _dt.datetime.fromtimestamp(stat.st_mtime, _dt.timezone.utc).isoformat(timespec="seconds"),
+        "file_bytes": len(data),
+        "sha256": sha,
+        "memory_mapped": {name: size for name, size in sorted(mapped.items())},
+    }
+    return Served(model, sha, description, _now(), copy)
+
+
+class ModelHolder:
+    """The served model and its replacement on a change of the file.
+
+    Parameters
+    ----------
+    path : str
+        The model file.
+    served : Served, optional
+        An already loaded model (the command loads it once to refuse a bad file at start).
+    owns_copies : bool
+        Remove the private copy of a model that is replaced, and of the last one at
+        :meth:`stop`: the single process, or the supervisor of several workers (whose
+        copies a new worker may still need), never a worker.
+    on_swap : callable, optional
+        Called with the new :class:`Served` after each successful reload.
+    """
+
+    def __init__(self, path: str, served: Optional[Served] = None, owns_copies: bool = True,
+                 on_swap: Optional[Callable[[Served], None]] = None) -> None:
+        self.path = path
+        self.owns_copies = owns_copies
+        self.on_swap = on_swap
+        self.current: Served = served if served is not None else read_model(path)
+        self.last_error: Optional[str] = None
+        self._lock = threading.Lock()  # one reload at a time; requests never take it
+        self._stat = self._file_state()
+        self._stop = threading.Event()
+        self._watcher: Optional[threading.Thread] = None
+
+    def _file_state(self) -> Optional[Tuple[int, int, int]]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def reload(self, reason: str = "reload") -> bool:
+        """Load the file again and swap it in if it is valid; return whether it was swapped.
+
+        A file that fails (missing, damaged, of another kind) keeps the current model: the
+        one-line reason is logged and kept in :attr:`last_error`.
+        """
+        with self._lock:
+            self._stat = self._file_state()
+            try:
+                served = read_model(self.path)
+            except (InputError, OSError, ValueError, MemoryError) as exc:
+                message = exc.render() if isinstance(exc, InputError) else f"{self.path}: {exc}"
+                self.last_error = f"{_now()} {reason}: {message}"
+                log.warning("%s: %s; still serving sha256 %s", reason, message, self.current.sha256[:12])
+                return False
+            old = self.current
+            self.current = served  # one reference assignment: requests see the old or the new model
+            self.last_error = None
+            if self.owns_copies and old.copy_file and old.copy_file != served.copy_file:
+                with contextlib.suppress(OSError):  # mappings outlive the name
+                    os.unlink(old.copy_file)
+            log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
+        if self.on_swap is not None:
+            self.on_swap(served)
+        return True
+
+    # -- watching the file ----------------------------------------------------------------------
+    def watch(self, interval: float = POLL_SECONDS) -> None:
+        """Reload whenever the file changes (polled every ``interval`` seconds), in a thread."""
+        if self._watcher is not None:
+            return
+        self._stop.clear()
+        self._watcher = threading.Thread(target=self._poll, args=(interval,), name="mrec-warp-reload", daemon=True)
+        self._watcher.start()
+
+    def _poll(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            state = self._file_state()
+            if state is None or state == self._stat:
+                continue
+            # wait until the file stops changing: a writer that is not atomic is still writing
+            if self._stop.wait(interval / 4) or self._file_state() != state:
+                continue
+            self.reload("file changed")
+
+    def stop(self) -> None:
+        """Stop watching; the owner also removes the private copy (mappings outlive its name)."""
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+            self._watcher = None
+        if self.owns_copies and self.current.copy_file:
+            with contextlib.suppress(OSError):
+                os.unlink(self.current.copy_file)

@@ -1,0 +1,107 @@
+"""A served model's arrays memory-mapped from its file, so worker processes share them.
+
+mrec-warp writes model archives uncompressed: each ``arr_NAME.npy`` member is a plain
+``.npy`` file stored whole inside the zip, at a known offset. After the usual load (every
+check of :func:`~mrec_warp.models.base.load`), each dense numeric array of the model is
+replaced by a read-only :class:`numpy.memmap` of its member, provided the mapped bytes
+equal the array that was checked (a file replaced in between keeps the private copy). The
+pages then live once in the operating system's cache, however many workers map them.
+
+What is mapped is never the user's file, which may be overwritten in place (``cp`` keeps
+the inode) and would change the numbers under a running server, or cut them short
+(SIGBUS), but a private copy named by its SHA-256 (:func:`private_copy`), written once and
+never changed; the workers of one model share it.
+
+Arrays a model converts on load (another dtype, a derived table) stay private; so does
+every array of a file a zip tool recompressed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import tempfile
+import zipfile
+from typing import Dict, Optional
+
+import numpy as np
+
+log = logging.getLogger("mrec_warp.serve")
+
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip local file header, 30 bytes
+
+
+def private_copy(data: bytes, sha256: str) -> Optional[str]:
+    """The path of an unchanging copy of a model file's bytes, ``<tmp>/mrec-warp-serve-UID/SHA.npz``,
+    written (atomically) by the first process that needs it; ``None`` where it cannot be."""
+    folder = os.path.join(tempfile.gettempdir(), f"mrec-warp-serve-{os.getuid()}")
+    path = os.path.join(folder, f"{sha256}.npz")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if os.stat(folder).st_uid != os.getuid():  # someone else's folder: do not trust its files
+            return None
+        if os.path.exists(path) and os.path.getsize(path) == len(data):
+            return path  # (map_arrays compares every mapped array with the checked one)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return path
+    except OSError as exc:
+        log.info("no private copy of the model to map (%s): each worker keeps its own arrays", exc)
+        return None
+
+
+def _member_map(path: str, zf: zipfile.ZipFile, name: str) -> Optional[np.memmap]:
+    """``name`` (an ``.npy`` member) as a read-only memmap, or ``None`` if it is not stored plain."""
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        return None
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        header = _LOCAL_HEADER.unpack(fh.read(_LOCAL_HEADER.size))
+        if header[0] != b"PK\x03\x04":
+            return None
+        fh.seek(header[9] + header[10], 1)  # the member's name and extra field
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            return None
+        offset = fh.tell()
+    if dtype.hasobject or fortran or int(np.prod(shape)) == 0:
+        return None
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="C")
+
+
+def map_arrays(model, path: str) -> Dict[str, int]:
+    """Swap ``model``'s dense arrays for memmaps of ``path`` where they are byte-identical.
+
+    Returns name -> bytes now mapped (empty when nothing could be). The model's own
+    ``_set_arrays`` takes the new arrays, so its checks run again on them.
+    """
+    arrays = model._get_arrays()
+    mapped: Dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name, value in arrays.items():
+                if not isinstance(value, np.ndarray) or value.dtype.kind not in "fiu" or value.size == 0:
+                    continue
+                view = _member_map(path, zf, f"arr_{name}.npy")
+                if view is not None and view.dtype == value.dtype and view.shape == value.shape \
+                        and np.array_equal(view, value):
+                    mapped[name] = view
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:  # the file changed under us: keep the copies
+        log.info("arrays not memory-mapped (%s): each worker keeps its own copy", exc)
+        return {}
+    if not mapped:
+        return {}
+    model._set_arrays({**arrays, **mapped})
+    kept = model._get_arrays()  # (a model may convert what it is given: count what it kept mapped)
+    return {name: int(view.nbytes) for name, view in mapped.items()
+            if isinstance(kept.get(name), np.ndarray) and np.may_share_memory(kept[name], view)}

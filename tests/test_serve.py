@@ -1,0 +1,379 @@
+"""``mrec-warp serve``: a real server on a free port, every endpoint and every refusal."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from mrec_warp.data.interactions import Interactions  # noqa: E402
+from mrec_warp.models import WARP, WRMF, ItemKNN  # noqa: E402
+from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
+
+#: Ids that break naive handling: spaces, a comma, '+', '&', '%', quotes, accents, a tab-free emoji.
+ODD_USERS = ["u 1", "Zoë", "a,b", "x+y", "q&r=s", "50%", 'say "hi"', "\u00e9t\u00e9 \U0001F600"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ratings(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    users = ODD_USERS + [f"user{u}" for u in range(60)]
+    items = ["item 0", "i,1", "i+2", "\u00e72", "i&4"] + [f"i{n}" for n in range(5, 80)]
+    rows = [(u, items[i]) for u in users for i in rng.choice(len(items), 12, replace=False)]
+    return pd.DataFrame(rows, columns=["user", "item"])
+
+
+def _fit(cls=WARP, seed: int = 0, **params):
+    model = cls(**params) if cls is not WARP else WARP(factors=8, epochs=4, random_state=seed)
+    return model.fit(Interactions.from_dataframe(_ratings(seed)))
+
+
+class Server:
+    def __init__(self, model_path: Path, *args: str) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(model_path.parent / f"server-{self.port}.log", "w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "mrec_warp", "serve", str(model_path), "--port",
+                                      str(self.port), *args], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120  # a start-up bound, not a timing assertion
+        while True:
+            try:
+                if self.get("/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.log.seek(0)
+                raise RuntimeError(f"server did not start: {self.log.read()}")
+            time.sleep(0.2)
+
+    def request(self, path: str, body=None, method=None, headers=None):
+        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read().decode("utf-8"))
+
+    def get(self, path: str, **params):
+        query = urllib.parse.urlencode(params, doseq=True, quote_via=urllib.parse.quote)
+        return self.request(path + (f"?{query}" if query else ""))
+
+    def post(self, path: str, payload) -> tuple:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+        return self.request(path, body=body, method="POST", headers={"Content-Type": "application/json"})
+
+    def wait_for(self, predicate, what: str, seconds: float = 60):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"waited {seconds} s for {what}")
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.seek(0)
+        text = self.log.read()
+        self.log.close()
+        return text
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    model = _fit()
+    path = folder / "model.npz"
+    model.save(path)
+    server = Server(path, "--max-k", "50", "--max-body", "4096")
+    yield server, model, path
+    log = server.stop()
+    assert "Traceback" not in log
+
+
+def _listed(answer):
+    return [(entry["item"], entry["score"]) for entry in answer["items"]]
+
+
+def test_known_users_get_the_written_lists(served, tmp_path):
+    server, model, _ = served
+    out = tmp_path / "recs.tsv"
+    write_recommendations(model, out, k=7)
+    written = pd.read_csv(out, sep="\t", header=None, names=["user", "item", "score", "rank"], dtype=str,
+                          keep_default_na=False, quoting=3)
+    for user in ODD_USERS + ["user0", "user59"]:
+        status, answer = server.get("/recommend", user=user, k=7)
+        assert status == 200, answer
+        items = [item for item, _ in _listed(answer)]
+        assert items == written.loc[written["user"] == user, "item"].tolist()
+        scores = np.array([score for _, score in _listed(answer)])
+        np.testing.assert_allclose(scores, written.loc[written["user"] == user, "score"].astype(float), rtol=1e-4)
+        assert not set(items) & set(model.item_ids[model.train_[model.user_indices(user)[0]].indices])
+
+
+def test_filters_and_seen_items(served):
+    server, model, _ = served
+    user = ODD_USERS[0]
+    _, full = server.get("/recommend", user=user, k=10)
+    top = [item for item, _ in _listed(full)]
+    _, without = server.get("/recommend", user=user, k=10, exclude=top[:2])
+    assert [item for item, _ in _listed(without)][:8] == top[2:]
+    allowed = ["i,1", "i+2", "i7", "i9"]
+    _, only = server.get("/recommend", user=user, k=10, include=allowed)
+    seen = set(model.item_ids[model.train_[model.user_indices(user)[0]].indices])
+    assert {item for item, _ in _listed(only)} == set(allowed) - seen
+    _, with_seen = server.get("/recommend", user=user, k=10, exclude_seen="false")
+    expected, _ = model.recommend(model.user_indices(user)[0], k=10, exclude=None)
+    assert [item for item, _ in _listed(with_seen)] == model.item_ids[expected].tolist()
+
+
+def test_anonymous_history_is_folded_in(served):
+    server, model, _ = served
+    history = ["item 0", "i+2", "i40", "i40", "not an item"]
+    status, answer = server.post("/recommend", {"items": history, "k": 6})
+    assert status == 200, answer
+    assert answer["unknown_items"] == 1
+    folded = copy.deepcopy(model).fold_in([("new user", i) for i in history])
+    expected, _ = folded.recommend(folded.user_indices("new user")[0], k=6)
+    assert [item for item, _ in _listed(answer)] == folded.item_ids[expected].tolist()
+    status, filtered = server.post("/recommend", {"items": history[:3], "k": 6, "exclude": ["i7"]})
+    assert status == 200 and "i7" not in [item for item, _ in _listed(filtered)]
+
+
+def test_similar_items(served):
+    server, model, _ = served
+    status, answer = server.get("/similar", item="i,1", k=4)
+    assert status == 200, answer
+    frame = model.similar(["i,1"], k=4)
+    assert [item for item, _ in _listed(answer)] == frame["similar_item"].tolist()
+
+
+def test_health_and_model(served):
+    server, model, path = served
+    status, health = server.get("/health")
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert status == 200 and health["status"] == "ok" and health["sha256"] == sha
+    status, described = server.get("/model")
+    assert status == 200
+    assert described["family"] == "warp" and described["items"] == model.n_items
+    assert described["users"] == model.n_users and described["sha256"] == sha
+    assert described["parameters"]["factors"] == 8 and described["reload_error"] is None
+    assert described["trained"] is None  # the file format keeps no training date; nothing made up
+
+
+@pytest.mark.parametrize("request_args, status, phrase", [
+    (("/recommend", {"user": "zoë", "k": 5}), 404, "did you mean 'Zoë'"),
+    (("/recommend", {"user": "nobody"}), 404, "unknown user"),
+    (("/recommend", {"user": "u 1", "k": 0}), 400, "k must be from 1 to 50"),
+    (("/recommend", {"user": "u 1", "k": 51}), 400, "k must be from 1 to 50"),
+    (("/recommend", {"user": "u 1", "k": "ten"}), 400, "whole number"),
+    (("/recommend", {"user": "u 1", "kk": 5}), 400, "unknown parameter 'kk'"),
+    (("/recommend", {"user": ["u 1", "Zoë"]}), 400, "give it once"),
+    (("/recommend", {"k": 5}), 400, "give the user"),
+    (("/recommend", {"user": "u 1", "exclude": "I7"}), 400, "unknown item"),
+    (("/recommend", {"user": "u 1", "exclude_seen": "maybe"}), 400, "true or false"),
+    (("/similar", {"item": "i 1"}), 404, "unknown item"),
+    (("/nowhere", {}), 404, "no endpoint"),
+])
+def test_bad_queries_get_one_json_line(served, request_args, status, phrase):
+    server, _, _ = served
+    got, answer = server.get(request_args[0], **request_args[1])
+    assert got == status and set(answer) == {"error"}
+    assert phrase in answer["error"] and "\n" not in answer["error"] and "Traceback" not in answer["error"]
+
+
+@pytest.mark.parametrize("body, status, phrase", [
+    (b'{"items": ["i7", ', 400, "malformed JSON"),
+    (b'\xff\xfe{}', 400, "not UTF-8"),
+    (b'["i7"]', 400, "must be a JSON object"),
+    (b'{"items": []}', 400, "is empty"),
+    (b'{"k": 3}', 400, "needs 'items'"),
+    (b'{"items": [7]}', 400, 'ids are strings, write "7"'),
+    (b'{"items": ["i7"], "k": 2.5}', 400, "whole number"),
+    (b'{"items": ["i7"], "k": true}', 400, "whole number"),
+    (b'{"items": ["i7"], "items": ["i8"]}', 400, "twice"),
+    (b'{"items": ["i7"], "user": "u 1"}', 400, "unknown field 'user'"),
+    (b'{"items": ["ITEM 0"]}', 400, "none of the 1 history item(s)"),
+    (json.dumps({"items": ["i7"] * 2000}).encode(), 413, "most this server takes is 4,096"),
+])
+def test_bad_bodies_get_one_json_line(served, body, status, phrase):
+    server, _, _ = served
+    got, answer = server.post("/recommend", body)
+    assert got == status and set(answer) == {"error"}
+    assert phrase in answer["error"] and "\n" not in answer["error"]
+
+
+def test_plus_in_a_query_is_a_space(served):
+    server, _, _ = served
+    got, answer = server.request("/recommend?user=x+y")  # unescaped '+': form encoding reads a space
+    assert got == 404 and "write '+' as %2B" in answer["error"]
+    assert server.request("/recommend?user=x%2By")[0] == 200
+
+
+def test_arrays_are_mapped_from_a_private_copy(tmp_path):
+    path = tmp_path / "model.npz"
+    model = _fit(seed=3)
+    model.save(path)
+    server = Server(path)
+    try:
+        described = server.get("/model")[1]
+        assert set(described["memory_mapped"]) >= {"user_factors", "item_factors"}
+        before = server.get("/recommend", user="Zoë", k=5)[1]
+        with open(path, "r+b") as fh:  # overwritten in place (as cp does): the server must not see it
+            fh.write(b"\0" * path.stat().st_size)
+        assert server.get("/recommend", user="Zoë", k=5)[1] == before
+        assert server.get("/similar", item="i7", k=3)[0] == 200
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
+
+
+def test_wrong_method(served):
+    server, _, _ = served
+    got, answer = server.request("/model", method="DELETE")
+    assert got == 405 and "not allowed" in answer["error"]
+
+
+def test_a_bad_model_file_is_refused_at_start(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a model")
+    run = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(bad), "--port", str(_free_port())],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bad.npz" in lines[0] and "Traceback" not in run.stderr
+
+
+def _replace(path: Path, source: Path) -> None:
+    """Write ``source``'s bytes over ``path`` atomically (as ``save`` writes a model)."""
+    tmp = path.with_suffix(".tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, path)
+
+
+@pytest.mark.parametrize("how", ["reload", "sighup"])
+def test_reload_keeps_the_old_model_on_a_bad_file(tmp_path, how):
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(first)
+    _fit(WRMF, seed=1, factors=4, epochs=2, random_state=1).save(second)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"PK\x03\x04 truncated")
+    live = tmp_path / "live.npz"
+    shutil.copyfile(first, live)
+    server = Server(live, *(["--reload"] if how == "reload" else []))
+    try:
+        sha_first = server.get("/health")[1]["sha256"]
+
+        def nudge():
+            if how == "sighup":
+                server.proc.send_signal(signal.SIGHUP)
+
+        _replace(live, garbage)
+        nudge()
+        server.wait_for(lambda: server.get("/model")[1]["reload_error"] is not None, "the failed reload")
+        assert server.get("/health")[1]["sha256"] == sha_first
+        assert "live.npz" in server.get("/model")[1]["reload_error"]
+        assert server.get("/recommend", user="u 1", k=3)[0] == 200  # still answering from the old model
+        _replace(live, second)
+        nudge()
+        sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
+        server.wait_for(lambda: server.get("/health")[1]["sha256"] == sha_second, "the new model")
+        assert server.get("/model")[1]["family"] == "wrmf"
+    finally:
+        log = server.stop()
+    assert "still serving" in log and "Traceback" not in log
+
+
+def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(first)
+    _fit(seed=5).save(second)
+    live = tmp_path / "live.npz"
+    shutil.copyfile(first, live)
+    server = Server(live, "--workers", "2")
+    try:
+        sha_first = server.get("/health")[1]["sha256"]
+        garbage = tmp_path / "garbage.npz"
+        garbage.write_bytes(b"junk")
+        _replace(live, garbage)
+        server.proc.send_signal(signal.SIGHUP)  # the supervisor checks the file first: junk restarts nothing
+        for _ in range(20):
+            status, health = server.get("/health")
+            assert status == 200 and health["sha256"] == sha_first
+            time.sleep(0.2)
+        _replace(live, second)
+        server.proc.send_signal(signal.SIGHUP)
+        sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
+        server.wait_for(lambda: all(server.get("/health")[1]["sha256"] == sha_second for _ in range(4)),
+                        "every worker on the new model", seconds=120)
+    finally:
+        log = server.stop()
+    assert "SIGHUP" in log and "still serving" in log and "Traceback" not in log
+
+
+def test_a_worker_started_on_a_bad_file_serves_the_last_good_model(tmp_path):
+    live, garbage = tmp_path / "live.npz", tmp_path / "garbage.npz"
+    _fit(seed=0).save(live)
+    garbage.write_bytes(b"junk")
+    server = Server(live, "--workers", "2")
+    try:
+        sha = server.get("/health")[1]["sha256"]
+        first = server.get("/model")[1]["pid"]
+        _replace(live, garbage)
+        os.kill(first, signal.SIGKILL)  # uvicorn starts a replacement, which finds junk
+        seen = set()
+
+        def replaced():
+            status, described = server.get("/model")
+            assert status == 200 and described["sha256"] == sha
+            seen.add(described["pid"])
+            return len(seen - {first}) >= 2  # the other original worker and the replacement
+
+        server.wait_for(replaced, "a replacement worker", seconds=120)
+    finally:
+        log = server.stop()
+    assert "serving the last good model" in log and "Traceback" not in log
+
+
+def test_several_workers_answer_alike(tmp_path):
+    path = tmp_path / "model.npz"
+    model = _fit(ItemKNN, seed=2)
+    model.save(path)
+    server = Server(path, "--workers", "2")
+    try:
+        answers = [server.get("/recommend", user="Zoë", k=5) for _ in range(6)]
+        expected, _ = model.recommend(model.user_indices("Zoë")[0], k=5)
+        for status, answer in answers:
+            assert status == 200 and [item for item, _ in _listed(answer)] == model.item_ids[expected].tolist()
+        assert server.post("/recommend", {"items": ["i7", "i9"], "k": 3})[0] == 200
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
