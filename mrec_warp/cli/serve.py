@@ -61,7 +61,7 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level):
         return
     holder = ModelHolder(model_file, served)  # the supervisor's: it checks a new file before any worker does
     settings = {"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k, "max_body": max_body,
-                "poll": 1.0}
+                "poll": 1.0, "log_level": log_level}
 
     def publish(current) -> None:  # what a worker loads when the file is bad: the last good model
         os.environ[CONFIG_ENV] = json.dumps({**settings, "fallback": current.copy_file,

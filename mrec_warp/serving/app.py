@@ -251,6 +251,10 @@ def app_from_environment() -> Starlette:
     from .holder import read_model
 
     config = json.loads(os.environ[CONFIG_ENV])
+    # a worker is a new process of the serve command: its records need the command's handler
+    # (the package logger only has a NullHandler, which also keeps Python's last-resort one away)
+    logging.basicConfig(level=str(config.get("log_level", "info")).upper(),
+                        format="%(levelname)s: %(name)s: %(message)s")
     try:
         served = read_model(config["model"])
     except (InputError, OSError) as exc:
