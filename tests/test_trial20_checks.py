@@ -2,10 +2,18 @@
 parameters, fits refusing infinite values or no matrix."""
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
+import scipy.sparse as sp
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
+from mrec_warp.data.npz import write_npz
+from mrec_warp.errors import InputError
+from mrec_warp.models import WARP, WRMF
+from mrec_warp.models.base import load
 
 
 def run(*args):
@@ -35,3 +43,73 @@ def test_usage_errors_are_one_line_for_every_command(tmp_path):
     assert "Missing argument" in usage_line(run("train"), "train")
     assert run("--bogus").stderr == "Error: No such option '--bogus'. (see 'mrec-warp --help')\n"
     assert run("nosuch").stderr == "Error: No such command 'nosuch'. (see 'mrec-warp --help')\n"
+
+
+# -- model files: the parameter checks of training, attributes in range, float32 factors ----
+def _small_matrix():
+    rng = np.random.default_rng(0)
+    dense = (rng.random((20, 15)) < 0.3).astype(np.float32)
+    dense[np.arange(20), np.arange(20) % 15] = 1.0
+    return sp.csr_matrix(dense)
+
+
+def _tampered(model, tmp_path, params=None, attrs=None, arrays=None):
+    """``model`` saved, its header's params/attrs or arrays replaced, as a crafted file would."""
+    path = tmp_path / "m.npz"
+    model.save(path)
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    meta = json.loads(str(members["__meta__"]))
+    meta["params"].update(params or {})
+    meta["attrs"].update(attrs or {})
+    members["__meta__"] = np.array(json.dumps(meta))
+    members.update({f"arr_{k}": v for k, v in (arrays or {}).items()})
+    out = tmp_path / "crafted.npz"
+    with open(out, "wb") as fh:
+        write_npz(fh, members)
+    return out
+
+
+def _refused(path, *needles):
+    with pytest.raises(InputError) as info:
+        load(path)
+    text = str(info.value)
+    assert "\n" not in text and "train the model again" in text, text
+    for needle in needles:
+        assert needle in text, text
+    return text
+
+
+@pytest.mark.parametrize("confidence", ["linear", "log"])
+def test_a_model_file_with_an_alpha_training_refuses_is_refused(tmp_path, confidence):
+    model = WRMF(factors=2, epochs=1, random_state=0, confidence=confidence).fit(_small_matrix())
+    _refused(_tampered(model, tmp_path, params={"alpha": 1e300}), "alpha", "1e+300")
+    warp = WARP(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    _refused(_tampered(warp, tmp_path, params={"alpha": 1e300, "confidence": confidence}), "alpha")
+    _refused(_tampered(warp, tmp_path, params={"max_sampled": 10**12}), "max_sampled")
+    assert load(_tampered(model, tmp_path, params={"alpha": 2.0})).alpha == 2.0  # a sane one still loads
+
+
+def test_a_model_file_attribute_out_of_range_is_refused(tmp_path):
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    _refused(_tampered(model, tmp_path, attrs={"best_epoch_": 10**30}), "best_epoch_")
+    _refused(_tampered(model, tmp_path, attrs={"epochs_done_": -1}), "epochs_done_")
+    _refused(_tampered(model, tmp_path, attrs={"best_epoch_": 1e30}), "best_epoch_")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_factor_arrays_of_another_float_type_are_refused(tmp_path, dtype):
+    warp = WARP(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    _refused(_tampered(warp, tmp_path, arrays={"user_factors": warp.user_factors_.astype(dtype)}),
+             "'arr_user_factors'", "expected float32")
+    wrmf = WRMF(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    _refused(_tampered(wrmf, tmp_path, arrays={"item_factors": wrmf.item_factors_.astype(dtype)}),
+             "'arr_item_factors'", "expected float32")
+
+
+def test_a_crafted_model_is_refused_by_recommend_in_one_line(tmp_path):
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    crafted = _tampered(model, tmp_path, params={"alpha": 1e300})
+    result = run("recommend", crafted, "-o", tmp_path / "r.tsv")
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "alpha" in result.stderr and not (tmp_path / "r.tsv").exists()

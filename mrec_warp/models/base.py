@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.confidence import check_confidence
 from ..data.interactions import Interactions, as_csr, binary_csr
 from ..data.npz import source_name
 from ..errors import InputError, spell_parameters
@@ -499,7 +500,10 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
     try:
         if hasattr(model, "_check_params"):
-            model._check_params()
+            model._check_params()  # the checks training makes, on the file's parameters
+        if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its
+            # values; a file has none to check it against
+            check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
         model._set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)

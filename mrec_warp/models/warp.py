@@ -528,8 +528,8 @@ class WARP(Recommender):
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         d = params.get("factors")
-        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
-                "item_bias": ("f", (n_items,))}
+        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
+                "item_bias": ("f4", (n_items,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)

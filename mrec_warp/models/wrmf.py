@@ -353,8 +353,8 @@ class WRMF(Recommender):
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         d = params.get("factors")
-        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
-                "confidence": ("f", (None,))}
+        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
+                "confidence": ("f4", (None,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf, itf, conf = (np.ascontiguousarray(arrays[k], dtype=np.float32)
