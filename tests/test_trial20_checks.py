@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.data.npz import write_npz
 from mrec_warp.errors import InputError
-from mrec_warp.models import WARP, WRMF
+from mrec_warp.models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity
 from mrec_warp.models.base import load
 
 
@@ -113,3 +113,24 @@ def test_a_crafted_model_is_refused_by_recommend_in_one_line(tmp_path):
     result = run("recommend", crafted, "-o", tmp_path / "r.tsv")
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "alpha" in result.stderr and not (tmp_path / "r.tsv").exists()
+
+
+# -- fit: infinite values and no matrix are refused by every family ------------------------
+_FAMILIES = [(WARP, {"factors": 2, "epochs": 1}), (WRMF, {"factors": 2, "epochs": 1}), (Popularity, {}),
+             (ItemKNN, {}), (SLIM, {}), (EASE, {}), (HybridWARP, {"factors": 2, "epochs": 1})]
+
+
+@pytest.mark.parametrize("cls, params", _FAMILIES, ids=[c.__name__ for c, _ in _FAMILIES])
+def test_fit_refuses_an_infinite_value(cls, params):
+    X = _small_matrix()
+    X.data[3] = np.inf
+    with pytest.raises(InputError, match=r"1 stored value is negative or not a number, or infinite \(the first in row"):
+        cls(**params).fit(X)
+
+
+@pytest.mark.parametrize("cls, params", _FAMILIES, ids=[c.__name__ for c, _ in _FAMILIES])
+@pytest.mark.parametrize("bad", [None, 5, [1.0, 2.0]], ids=["None", "number", "1-D"])
+def test_fit_refuses_what_is_no_matrix(cls, params, bad):
+    with pytest.raises(InputError, match="must be a users x items matrix") as info:
+        cls(**params).fit(bad)
+    assert "\n" not in str(info.value)
