@@ -134,3 +134,40 @@ def test_fit_refuses_what_is_no_matrix(cls, params, bad):
     with pytest.raises(InputError, match="must be a users x items matrix") as info:
         cls(**params).fit(bad)
     assert "\n" not in str(info.value)
+
+
+# -- hints that name the parameter at fault ------------------------------------------------
+def _ratings(tmp_path):
+    path = tmp_path / "t.tsv"
+    path.write_text("".join(f"u{u}\ti{(u * 7 + j) % 13}\t{j + 1}\n" for u in range(20) for j in range(4)))
+    return path
+
+
+def test_wrmf_with_a_huge_regularization_is_told_to_lower_it(tmp_path):
+    result = run("train", _ratings(tmp_path), "-o", tmp_path / "m.npz", "--model", "wrmf",
+                 "--regularization", "3e38", "--epochs", "2")
+    line = usage_free_line(result)
+    assert "lower --regularization from 3e+38" in line and "raise" not in line
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_hybrid_with_a_huge_unnormalised_identity_weight_is_told_to_lower_it(tmp_path):
+    features = tmp_path / "f.tsv"
+    features.write_text("i1\tgenre:a\n")
+    result = run("train", _ratings(tmp_path), "-o", tmp_path / "h.npz", "--model", "hybrid", "--item-features",
+                 features, "--identity-weight", "1e30", "--no-normalize", "--epochs", "2")
+    line = usage_free_line(result)
+    assert line.index("lower --identity-weight from 1e+30") < line.index("learning rate"), line
+
+
+def test_tune_names_k_as_the_user_gave_it(tmp_path):
+    result = run("tune", _ratings(tmp_path), "-o", tmp_path / "tune", "--models", "warp", "-k", "1000000000000")
+    line = usage_free_line(result)
+    assert "-k must be an integer >= 1" in line and "eval" not in line
+
+
+def usage_free_line(result):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]

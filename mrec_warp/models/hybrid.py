@@ -209,6 +209,11 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._refresh_weights()
         return csr
 
+    def _step_scales(self) -> Dict[str, float]:
+        """Without normalisation an identity weight above 1 multiplies each step of its id."""
+        w = float(self.identity_weight)
+        return {"identity_weight": w} if not self.normalize and w > 1 else {}
+
     def _refresh_weights(self) -> None:
         """Normalised feature rows and their fast-path columns, from the sides."""
         slot = bool(self.identity)
