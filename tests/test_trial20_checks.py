@@ -171,3 +171,9 @@ def usage_free_line(result):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     return lines[0]
+
+
+def test_a_model_file_with_an_unknown_id_encoding_is_refused(tmp_path):
+    model = WARP(factors=2, epochs=1, random_state=0).fit(_small_matrix())
+    _refused(_tampered(model, tmp_path, attrs={"id_encoding_": "utf-16"}), "id encoding 'utf-16'")
+    assert load(_tampered(model, tmp_path, attrs={"id_encoding_": "latin-1"})).id_encoding_ == "latin-1"

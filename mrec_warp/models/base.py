@@ -501,6 +501,8 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     try:
         if hasattr(model, "_check_params"):
             model._check_params()  # the checks training makes, on the file's parameters
+        if attrs.get("id_encoding_", "utf-8") not in ("utf-8", "latin-1"):  # the two a model is written with
+            raise ValueError(f"id encoding {str(attrs['id_encoding_'])[:40]!r} is not utf-8 or latin-1")
         if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its
             # values; a file has none to check it against
             check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
