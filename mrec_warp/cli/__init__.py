@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 
 import click
 
 from .._version import __version__
 from ..signals import stop_on_signals
+from ..errors import printable
 from ._common import DEBUG_ENV, report_error, report_interrupt
 from ._logs import log_file_option, start_log_file
 
@@ -16,8 +18,33 @@ _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "sim
              "experiment", "convert", "factors", "serve")
 
 
+def report_usage_error(exc: click.UsageError) -> None:
+    """Show a usage error (an unknown option, a bad value, a folder given as a file) as the
+    one line every other error is, pointing to the command's help, and exit with 2.
+
+    click's own display takes four lines (usage, "Try ... --help", a blank line, the error).
+    A command run with no arguments at all still shows its help, as click does.
+    """
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        raise exc
+    names, ctx = [], exc.ctx
+    while ctx is not None and ctx.parent is not None:  # the root is always mrec-warp (also as python -m)
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    path = " ".join(["mrec-warp", *names])
+    message = printable(" ".join(exc.format_message().split()))
+    click.echo(f"Error: {message} (see '{path} --help')", err=True)
+    sys.exit(exc.exit_code)
+
+
 class _Group(click.Group):
     """The command group; a last line of defence so that no command ends in a traceback."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # the group's own options (``mrec-warp --bogus``)
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            report_usage_error(exc)
 
     def invoke(self, ctx: click.Context):
         # SIGTERM and SIGHUP stop a command as Ctrl-C does: every clean-up on the way out
@@ -25,6 +52,8 @@ class _Group(click.Group):
         with stop_on_signals():
             try:
                 return super().invoke(ctx)
+            except click.UsageError as exc:  # a command's options and arguments, parsed here
+                report_usage_error(exc)
             except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
             except KeyboardInterrupt as exc:  # one line and 128 + signal, not click's "Aborted!"

@@ -259,7 +259,8 @@ def friendly_errors(func: Callable) -> Callable:
     """Turn any exception of a command into one line on standard error and a non-zero exit.
 
     A :class:`~mrec_warp.errors.ParameterError` (options that miss or exclude each other) is
-    a usage error, shown as click shows its own.
+    a usage error, shown as click's own are: one line pointing to the command's help
+    (:func:`mrec_warp.cli.report_usage_error`), exit 2.
 
     :class:`InputError` and faults of the environment (a full disk, a read-only folder, a
     truncated ``.gz`` input) exit with 2; anything else is unexpected and exits with 3,

@@ -28,18 +28,30 @@ MAX_CONFIDENCE = MAX_FACTOR
 CONFIDENCES = ("none", "linear", "log")
 
 
-def check_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> None:
+#: Largest ``eps``: the float32 maximum, what the kernels compute in.
+MAX_FLOAT32 = float(np.finfo(np.float32).max)
+
+
+def check_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0, bounded: bool = False) -> None:
     """Raise :class:`~mrec_warp.errors.InputError` unless ``kind``, ``alpha`` and ``eps`` are usable.
 
-    ``alpha`` must be finite and >= 0 (0 makes every confidence 1), ``eps`` finite and > 0.
+    ``alpha`` must be finite and >= 0 (0 makes every confidence 1), ``eps`` finite and > 0,
+    ``eps`` at most the float32 maximum. With ``bounded`` (a model file's parameters, no
+    values at hand) ``alpha`` at most :data:`MAX_CONFIDENCE` too: a larger one makes
+    confidences no model file holds. Otherwise :func:`confidence` checks the largest
+    confidence the values make, naming the largest ``alpha`` that fits them.
     """
     if kind not in CONFIDENCES:
         raise InputError(f"unknown confidence {kind!r}", hint=f"use one of {', '.join(CONFIDENCES)}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
-            or not np.isfinite(alpha) or alpha < 0:
-        raise InputError(f"confidence alpha must be a finite number >= 0, got {alpha!r}", hint="e.g. `alpha=1`")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or not np.isfinite(eps) or eps <= 0:
-        raise InputError(f"confidence eps must be a finite number > 0, got {eps!r}", hint="e.g. `eps=1`")
+            or alpha < 0 or (bounded and alpha > MAX_CONFIDENCE) or not np.isfinite(alpha):  # (a huge int: no float)
+        raise InputError(f"confidence alpha must be a finite number >= 0{f' and <= {MAX_CONFIDENCE:.2g}' if bounded else ''}, "
+                         f"got {alpha!r}",
+                         hint="e.g. `alpha=1`")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or eps <= 0 \
+            or eps > MAX_FLOAT32 or not np.isfinite(eps):
+        raise InputError(f"confidence eps must be a finite number > 0 and <= {MAX_FLOAT32:.2g}, got {eps!r}",
+                         hint="e.g. `eps=1`")
 
 
 def confidence(values: np.ndarray, kind: str = "log", alpha: float = 1.0, eps: float = 1.0,

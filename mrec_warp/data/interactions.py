@@ -28,6 +28,11 @@ def as_csr(matrix) -> sp.csr_matrix:
     """
     if isinstance(matrix, Interactions):
         return matrix.matrix
+    if not sp.issparse(matrix) and (matrix is None or np.ndim(matrix) != 2):
+        # scipy makes None or a number a 1 x 1 matrix: a fit on it would report "1 users x 1 items"
+        got = "None" if matrix is None else f"{type(matrix).__name__} of {np.ndim(matrix)} dimensions"
+        raise InputError(f"the interactions must be a users x items matrix (scipy sparse or 2-D array) or "
+                         f"Interactions, got {got}", hint="e.g. Interactions.from_dataframe(df)")
     csr = sp.csr_matrix(matrix, dtype=np.float32)
     if not csr.has_canonical_format:
         if sp.issparse(matrix) and matrix.format == "csr":  # sorting and merging work in place: never on
@@ -47,7 +52,7 @@ def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
     Raises
     ------
     InputError
-        A stored value is negative or not a number.
+        A stored value is negative, not a number or infinite.
     """
     check_values(csr.data, csr.indptr)
     return sp.csr_matrix((np.ones(csr.nnz, dtype=np.float32), csr.indices.copy(), csr.indptr.copy()),
@@ -55,19 +60,20 @@ def binary_csr(csr: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def check_values(data: np.ndarray, indptr: Optional[np.ndarray] = None) -> None:
-    """Raise :class:`~mrec_warp.errors.InputError` when a stored value is negative or NaN.
+    """Raise :class:`~mrec_warp.errors.InputError` when a stored value is negative, NaN or infinite.
 
     An interaction's value is a strength >= 0 (0 the weakest): no reading of implicit
     feedback makes a negative one a positive, and silently training on it as one would be
     a wrong model. ``indptr`` (of a CSR holding ``data``) lets the message name the row.
     """
-    bad = ~(np.asarray(data) >= 0)
+    data = np.asarray(data)
+    bad = ~(data >= 0) | np.isinf(data)  # an infinite strength weighs nothing else: no model learns from it
     if bad.any():
         where = ""
         if indptr is not None:
             where = f" (the first in row {int(np.searchsorted(indptr, int(np.argmax(bad)), side='right') - 1)})"
         n_bad = int(bad.sum())
-        raise InputError(f"{plural(n_bad, 'stored value')} {'is' if n_bad == 1 else 'are'} negative or not a number{where}; "
+        raise InputError(f"{plural(n_bad, 'stored value')} {'is' if n_bad == 1 else 'are'} negative or not a number, or infinite{where}; "
                          "a value is the strength of an interaction, >= 0 (0 is the weakest)",
                          hint="drop or net those rows first (e.g. returns against purchases)")
 

@@ -106,7 +106,8 @@ class NpzArchive:
     def header(self, key: str, kinds: str, shape: Shape, max_chars: int = MAX_ID_CHARS) -> Tuple[Tuple[int, ...], np.dtype]:
         """Shape and dtype of member ``key``, checked without decompressing its data.
 
-        ``kinds`` lists the accepted dtype kinds (``"iu"``, ``"f"``, ``"U"``); ``shape`` the
+        ``kinds`` lists the accepted dtype kinds (``"iu"``, ``"f"``, ``"U"``), or one kind and
+        its item size (``"f4"``: float32 only, as factors are computed and stored); ``shape`` the
         expected shape, ``None`` for a dimension that may be anything; ``max_chars`` the
         longest string of a text array.
         """
@@ -114,8 +115,13 @@ class NpzArchive:
         if dtype.kind == "U" and dtype.itemsize > 4 * max_chars:
             raise self.error(f"array {key!r} holds strings of up to {dtype.itemsize // 4:,} characters"
                              f" (the limit is {max_chars:,})")
-        if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None:
-            raise self.error(f"array {key!r} has type {dtype.str}, expected {_kind_names(kinds)}")
+        size = int(kinds[1:]) if kinds[1:].isdigit() else None
+        if size is not None:
+            kinds = kinds[0]
+        if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None \
+                or (size is not None and dtype.itemsize != size):
+            expected = np.dtype(f"{kinds}{size}").name if size is not None else _kind_names(kinds)
+            raise self.error(f"array {key!r} has type {dtype.str}, expected {expected}")
         if len(dims) != len(shape) or any(want is not None and got != want for got, want in zip(dims, shape)):
             expected = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
             raise self.error(f"array {key!r} has shape {tuple(dims)}, expected {expected}")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.confidence import check_confidence
 from ..data.interactions import Interactions, as_csr, binary_csr, lookup_ids
 from ..data.npz import source_name
 from ..errors import InputError, spell_parameters
@@ -552,7 +553,12 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
     try:
         if hasattr(model, "_check_params"):
-            model._check_params()
+            model._check_params()  # the checks training makes, on the file's parameters
+        if attrs.get("id_encoding_", "utf-8") not in ("utf-8", "latin-1"):  # the two a model is written with
+            raise ValueError(f"id encoding {str(attrs['id_encoding_'])[:40]!r} is not utf-8 or latin-1")
+        if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its
+            # values; a file has none to check it against
+            check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
         model._set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)

@@ -210,6 +210,11 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._refresh_weights()
         return csr
 
+    def _step_scales(self) -> Dict[str, float]:
+        """Without normalisation an identity weight above 1 multiplies each step of its id."""
+        w = float(self.identity_weight)
+        return {"identity_weight": w} if not self.normalize and w > 1 else {}
+
     def _refresh_weights(self) -> None:
         """Normalised feature rows and their fast-path columns, from the sides."""
         slot = bool(self.identity)
@@ -514,8 +519,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         d = params.get("factors")
-        spec = {"user_embeddings": ("f", (None, d)), "item_embeddings": ("f", (None, d)),
-                "item_feature_bias": ("f", (None,))}
+        spec = {"user_embeddings": ("f4", (None, d)), "item_embeddings": ("f4", (None, d)),
+                "item_feature_bias": ("f4", (None,))}
         for kind, n in (("user", n_users), ("item", n_items)):
             spec[f"{kind}_feature_names"] = ("U", (None,))
             spec[f"{kind}_identity"] = ("iu", (n,))

@@ -140,8 +140,8 @@ class Factors(Recommender):
     @classmethod
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (the width is any, checked equal in ``_set_arrays``)."""
-        return {"user_factors": ("f", (n_users, None)), "item_factors": ("f", (n_items, None)),
-                "item_bias": ("f", (n_items,))}
+        return {"user_factors": ("f4", (n_users, None)), "item_factors": ("f4", (n_items, None)),
+                "item_bias": ("f4", (n_items,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)

@@ -172,6 +172,8 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
 
 #: How to fix a model file that cannot be used (read alike from Python and from the command line).
 HINT = "re-create it: train the model again and save it"
+#: Largest saved attribute (an epoch count): a C int, as every count the kernels take.
+MAX_ATTR = 2**31 - 1
 #: Largest JSON header read, in characters.
 MAX_META_CHARS = 1 << 20
 
@@ -222,7 +224,8 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
 
     Unknown names are dropped (a file from a newer version may have more), so a header can
     never set an attribute the class does not save; numbers must be finite, attributes
-    (epoch counts) not negative.
+    (epoch counts) from 0 to :data:`MAX_ATTR`. Parameters are then checked by value by the
+    class's ``_check_params``, as training checks them.
     """
     out = {}
     for key, value in values.items():
@@ -240,7 +243,7 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
         if ok and (_is_int(value) or isinstance(value, float)):
             # ranges are the class's own check (_check_params); attributes are counts
             # (an int is finite however large: math.isfinite would overflow converting it)
-            ok = (_is_int(value) or math.isfinite(value)) and (section == "params" or value >= 0)
+            ok = (_is_int(value) or math.isfinite(value)) and (section == "params" or 0 <= value <= MAX_ATTR)
         if not ok:
             raise archive.error(f"model {section[:-1]} {key!r} has the invalid value {str(value)[:40]!r}")
         out[key] = value

@@ -8,7 +8,7 @@ use them, so they live below both.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -84,16 +84,21 @@ def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str,
-                     alpha: Optional[float] = None) -> None:
+                     alpha: Optional[float] = None, scales: Optional[Dict[str, float]] = None) -> None:
     """Raise :class:`TrainingDivergedError` when an array is not finite or has blown up.
 
     Blown up: its typical vector length (root mean square of the row norms; of the values
     for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
-    ``alpha``: the confidence scale, when confidences weight each step (the hint names it).
+    ``alpha``: the confidence scale, when confidences weight each step; ``scales``: other
+    parameters that multiply each step (a hybrid's un-normalised ``identity_weight``). The
+    hint names them first, the largest first: a step scaled by ``identity_weight=1e30`` is
+    not fixed by a learning rate ten times lower.
     """
-    hint = (f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
-            + (f"lower `alpha` from {alpha:g} (confidences multiply each step), " if alpha else "")
-            + "or add regularisation")
+    scales = {**({"alpha": alpha} if alpha else {}), **(scales or {})}
+    scaled = "".join(f"lower `{name}` from {value:g} ({'confidences multiply' if name == 'alpha' else 'it multiplies'} "
+                     "each step), " for name, value in sorted(scales.items(), key=lambda kv: -kv[1]))
+    hint = (scaled + f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
+            "or add regularisation")
     limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
     for a in arrays:
         if a.size == 0:

@@ -206,6 +206,11 @@ class WARP(Recommender):
     #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
     _state_copies = 2
 
+    def _step_scales(self) -> Dict[str, float]:
+        """Parameters other than ``alpha`` that multiply each step (named first by a
+        divergence's hint); none here, a hook for subclasses."""
+        return {}
+
     def _check_params(self) -> None:
         check_number(self.factors, "factors", integer=True, at_least=1)
         check_choice(self.loss, "loss", sorted(LOSSES))
@@ -302,7 +307,8 @@ class WARP(Recommender):
         n_updates, total_weight, total_loss, n_compared = totals
         weighted = self._confidence_kind() != "none" and self.confidence_use == "weight"
         check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
-                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None)
+                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None,
+                         scales=self._step_scales())
         return {
             "updates": n_updates / max(nnz, 1),
             "mean_weight": total_weight / max(n_updates, 1),
@@ -539,8 +545,8 @@ class WARP(Recommender):
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         d = params.get("factors")
-        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
-                "item_bias": ("f", (n_items,))}
+        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
+                "item_bias": ("f4", (n_items,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import check_confidence, confidence
+from ..data.confidence import MAX_CONFIDENCE, check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
@@ -189,7 +189,15 @@ class WRMF(Recommender):
         if not (np.isfinite(self.user_factors_.sum(dtype=np.float64))
                 and np.isfinite(self.item_factors_.sum(dtype=np.float64))):
             raise TrainingDivergedError(f"training diverged at iteration {self.epochs_done_}: factors are not finite",
-                                        hint="raise regularization or lower alpha")
+                                        hint=self._divergence_hint())
+
+    def _divergence_hint(self) -> str:
+        """Which way to move: a regularization beyond any confidence (at most 1e15) is what
+        overflows float32 (``regularization=3e38``); otherwise confidences outgrow it."""
+        reg = float(self.regularization)
+        if reg > MAX_CONFIDENCE:
+            return f"lower `regularization` from {reg:g}: the float32 arithmetic overflows, e.g. `regularization=40`"
+        return "raise `regularization` or lower `alpha`"
 
     def loss(self, data: Optional["_TrainingData"] = None) -> float:
         """The objective on the training data (or ``data``): weighted squared error plus L2."""
@@ -363,8 +371,8 @@ class WRMF(Recommender):
     def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         d = params.get("factors")
-        return {"user_factors": ("f", (n_users, d)), "item_factors": ("f", (n_items, d)),
-                "confidence": ("f", (None,))}
+        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
+                "confidence": ("f4", (None,))}
 
     def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf, itf, conf = (np.ascontiguousarray(arrays[k], dtype=np.float32)

@@ -32,7 +32,7 @@ from ..jobs import (INPUTS_FILE, Job, cached, fingerprint, job_manifest, maybe_i
                     write_inputs)
 from ..models import WARP, WRMF
 from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
-from ..models.params import integer_params
+from ..models.params import check_number, integer_params
 from ..models.validation import holdout_split, precision_at_k
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
@@ -262,6 +262,8 @@ def tune(
     """
     if not points:
         raise InputError("no candidates to try", hint="give a grid or a number of random points")
+    # by its own name, before the trials' models take it as their internal `eval_k`
+    check_number(k, "k", integer=True, at_least=1)
     for p in points:
         family = p.get(MODEL, "warp")
         if family not in FAMILIES:
