@@ -227,19 +227,52 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
 
 @pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
                          ids=["SIGTERM", "Ctrl-C on a terminal"])  # Ctrl-C reaches the workers too
-def test_a_signal_stops_process_workers_and_keeps_the_work_folder(data, tmp_path, signum, group):
+def test_a_signal_stops_process_workers_and_removes_a_work_folder_of_no_finished_unit(data, tmp_path, signum,
+                                                                                      group):
     out = tmp_path / "m.npz"
     cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--backend", "processes", "--n-jobs", 2,
                   "--epochs", 100000, "--factors", 4, "-v")
     cmd.wait_for_line("fit epoch")  # a sub-model's epoch, from a worker process
     after = cmd.stop(signum, group)  # returns only once no process holds the pipe
     assert cmd.proc.returncode == 128 + signum
-    assert the_line(after) == f"{stopped_by(signum)} (rerun the same command to resume from its work folder)"
+    # no sub-model finished: nothing to resume, so no promise of it, and the folder the
+    # command made (its staged inputs.npz, job.json) is gone (trial of issue 20, item 5)
+    assert the_line(after) == stopped_by(signum)
     cmd.assert_no_process_left()
+    assert listing(tmp_path) == []
+
+
+def test_a_signal_with_a_finished_sub_model_keeps_the_work_folder(data, tmp_path):
+    out = tmp_path / "m.npz"
+    cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--epochs", 1, "--factors", 4, "-v",
+                  env={FAULT_ENV: "wait:1"})
     parts = tmp_path / "m.npz.parts"
-    assert listing(tmp_path) == ["m.npz.parts"]
+    deadline = time.monotonic() + TIMEOUT
+    while not ((parts / ".fault-wait-1").exists() and (parts / "submodel-000.npz").exists()):
+        assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
+        time.sleep(0.05)
+    after = cmd.stop(signal.SIGTERM)
+    assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
     left = listing(parts)
-    assert "job.json" in left and "lock" not in left and not [n for n in left if n.startswith(".")], left
+    assert "job.json" in left and "submodel-000.npz" in left and "lock" not in left, left
+    assert not [n for n in left if n.startswith(".") and not n.startswith(".fault")], left
+
+
+def test_a_signal_removes_the_partial_parts_of_thread_workers(data, tmp_path):
+    # each part is written through a temporary file by a thread of the command; the signal
+    # comes while one is half written (trial of issue 20, item 3)
+    out, work = tmp_path / "recs.tsv", tmp_path / "W"
+    cmd = Command("mrec_warp.stages.recommend:block_to_frame", 3, "recommend", data["model"], "-o", out,
+                  "--workdir", work, "--part-size", 400, "--block-size", 100, "--n-jobs", 2, "-q",
+                  python_code=HOLD)
+    cmd.wait_for_line("holding")
+    assert [n for n in listing(work) if n.startswith(".part-")], listing(work)  # a part half written
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143
+    assert the_line(after).startswith("Error: stopped by SIGTERM")
+    left = listing(work) if work.exists() else []
+    assert not [n for n in left if n.startswith(".")], left
+    assert not out.exists()
 
 
 def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):

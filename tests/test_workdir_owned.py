@@ -157,3 +157,25 @@ def test_workdir_cleanup_never_removes_a_folder_it_did_not_make(tmp_path):
     wd.cleanup(["part-0.tsv"])
     assert not made.exists() and (tmp_path / "made").is_dir()
     assert os.listdir(tmp_path / "made") == []
+
+
+# -- an output inside the work folder (trial of issue 20, item 1) ----------------------------------------
+@pytest.mark.parametrize("name", ["job.json", "part-00000.tsv", "lock", "sub/r.tsv", "inputs.npz"])
+def test_an_output_inside_the_work_folder_is_refused_before_any_work(data, tmp_path, name):
+    w = tmp_path / "wk"
+    out = w / name
+    args = (("train", data["train"], "-o", out, "--sub-models", 2, "--epochs", 1) if name == "inputs.npz"
+            else ("recommend", data["model"], "-o", out, "-k", 3, "--part-size", 10))
+    r = run(*args, "--workdir", w, "-q")
+    assert r.exit_code == 2, r.output
+    line = one_line_error(r.output)
+    assert "inside the work folder" in line and "--workdir" in line
+    # nothing was written: no folder made, the existing one left empty
+    assert not w.exists() or list(w.iterdir()) == []
+
+
+def test_an_output_beside_the_work_folder_is_fine(data, tmp_path):
+    w = tmp_path / "wk"
+    r = run("recommend", data["model"], "-o", tmp_path / "wk.tsv", "-k", 3, "--part-size", 10, "--workdir", w, "-q")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "wk.tsv").stat().st_size > 0 and not w.exists()

@@ -19,7 +19,7 @@ from click.core import ParameterSource
 from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
-from ..jobs import remove_dead_units_temps, resumable_folders
+from ..jobs import settle_stopped_jobs
 from ..errors import InputError, ParameterError, printable
 from ..files import file_identity, take_discarded
 from ..progress import Progress
@@ -90,6 +90,22 @@ def check_standard_output(ctx: Optional[click.Context]) -> None:
     if clash is not None:
         raise InputError(f"standard output is an input file ({clash}): what the command writes would "
                          "overwrite or extend it", hint="redirect standard output to another file")
+
+
+def check_outputs_outside_workdir(ctx: Optional[click.Context]) -> None:
+    """Refuse an output inside ``--workdir`` (or the folder itself), before any work: the
+    folder is the job's, and what it holds goes when the job ends -- a finished output named
+    like one of its files (``job.json``, ``part-00000.tsv``, ``lock``) would be deleted, or
+    taken for one, right after the command said it wrote it."""
+    workdir = ctx.params.get("workdir") if ctx is not None else None
+    if not workdir:
+        return
+    folder = Path(os.path.realpath(workdir))
+    for out in _param_paths(ctx, output=True):
+        target = Path(os.path.realpath(out))
+        if target == folder or folder in target.parents:
+            raise InputError(f"the output {out} is inside the work folder {workdir}, whose files go when "
+                             "the job ends", hint="give an output outside `workdir`, or another `workdir`")
 
 
 def check_log_file(ctx: Optional[click.Context]) -> None:
@@ -228,7 +244,7 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     files were kept -- and exit with ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM).
 
     ``ctx`` (the subcommand's context) names the outputs; whether part files were kept is
-    what the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from
+    what the job engine says (:func:`~mrec_warp.jobs.settle_stopped_jobs`), not a guess from
     options.
 
     Outputs are written to temporary names that the interrupt removed on its way here, so
@@ -236,8 +252,9 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     are kept on purpose, and a rerun of the same command skips the finished ones.
     """
     stop_process_workers()
-    remove_dead_units_temps()  # parts the killed workers were writing
-    kept = resumable_folders()
+    # parts the killed workers and this process's threads were writing go; a job that
+    # finished no unit goes whole (nothing to resume), one that did keeps its folder
+    kept = settle_stopped_jobs()
     # name the outputs given on the command line that were cut short (not a part file in a
     # work folder, nor a file of a temporary folder)
     outputs = [Path(os.path.realpath(p)) for p in _param_paths(ctx, output=True)]
@@ -271,6 +288,7 @@ def friendly_errors(func: Callable) -> Callable:
         try:
             check_standard_output(click.get_current_context(silent=True))
             check_log_file(click.get_current_context(silent=True))
+            check_outputs_outside_workdir(click.get_current_context(silent=True))
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
