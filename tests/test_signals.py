@@ -339,6 +339,34 @@ def test_sighup_ignored_by_nohup_stays_ignored(data, tmp_path):
     assert listing(tmp_path) == []
 
 
+#: The command's first second: the package imported (as the console script imports it), the
+#: rest of its imports and its own handlers not yet there.
+STARTING = """
+import sys, time
+sys.argv[0] = "mrec-warp"
+import mrec_warp
+sys.stderr.write("imported\\n"); sys.stderr.flush()
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_while_the_command_starts_gets_its_line(signum):
+    cmd = Command(python_code=STARTING)
+    cmd.wait_for_line("imported")
+    after = cmd.stop(signum)
+    assert cmd.proc.returncode == 128 + signum  # (trial of issue 20, item 8)
+    assert after == [stopped_by(signum)]
+
+
+def test_importing_the_library_changes_no_signal_handler():
+    code = ("import signal, mrec_warp; "
+            "print([signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler) "
+            "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.stdout.strip() == "[True, True, True]", out.stderr
+
+
 # -- what killed runs left: removed by the next run, and only that ------------------------------------
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
