@@ -239,7 +239,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         path = Path(os.path.realpath(path))
     if _STOPPING_WRITES.is_set():
         raise RuntimeError(f"not writing {path}: the run is stopping")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     remove_stale_temps(path.parent)  # what killed runs left beside any output of this folder
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
     os.close(fd)
@@ -257,6 +257,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         if guard is not None:
             guard(path)
         os.replace(tmp, path)
+        record_finished(path)
     except BaseException as exc:
         # Ctrl-C or a signal: the CLI names the outputs dropped half written (not those
         # whose writing had not begun)
@@ -281,6 +282,63 @@ def _meant(path: str) -> str:
         if m is not None:
             return str(Path(*parts[:i], m.group("stem") + (m.group("suffix") or "")))
     return path
+
+
+#: Folders this process made for its outputs, in order (:func:`make_folders`).
+_MADE_FOLDERS: List[Path] = []
+#: Outputs this process put in place whole (:func:`record_finished`).
+_FINISHED: List[str] = []
+
+
+def make_folders(folder: PathLike) -> None:
+    """``folder`` and its missing parents, created and remembered: a run stopped before its
+    output appears removes them again if they are still empty (:func:`remove_made_folders`)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir()
+        except FileExistsError:  # made meanwhile by another writer: not ours to remove
+            continue
+        _MADE_FOLDERS.append(made)
+
+
+def forget_outputs() -> None:
+    """Start a new run's account of made folders and finished outputs (a program that runs
+    several commands in one process)."""
+    _MADE_FOLDERS.clear()
+    _FINISHED.clear()
+
+
+def remove_made_folders() -> List[str]:
+    """Remove the folders :func:`make_folders` created that are empty now, deepest first
+    (called when a run stops on a signal); returns them."""
+    removed = []
+    for folder in reversed(_MADE_FOLDERS):
+        try:
+            folder.rmdir()
+        except OSError:  # holds something (a finished output, someone's file): it stays
+            continue
+        removed.append(str(folder))
+    _MADE_FOLDERS.clear()
+    return removed
+
+
+def record_finished(path: PathLike) -> None:
+    """Remember that ``path`` (a file or a folder) was put in place whole; one written
+    inside a temporary folder is not finished until that folder is renamed."""
+    if _meant(str(path)) == str(path):
+        _FINISHED.append(str(path))
+
+
+def take_finished() -> List[str]:
+    """The outputs put in place whole since the last call, in order, without repeats."""
+    found = list(dict.fromkeys(_FINISHED))
+    _FINISHED.clear()
+    return found
 
 
 def take_discarded() -> List[str]:

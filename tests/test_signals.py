@@ -225,6 +225,30 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
     assert {p.name: p.read_bytes() for p in split.iterdir()} == before
 
 
+def test_a_signal_mid_prepare_says_which_splits_were_kept_and_which_removed(data, tmp_path):
+    out = tmp_path / "new" / "splits"  # both folders made by the command
+    # held at split-1's train.tsv (to_csv: split-0's train, test, then split-1's train)
+    cmd = Command("pandas:DataFrame.to_csv", 3, "prepare", data["train"], "-o", out, "--num-splits", 3, "-q",
+                  python_code=HOLD)
+    cmd.wait_for_line("holding")
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143  # (trial of issue 20, item 9)
+    assert the_line(after) == (f"Error: stopped by SIGTERM; removed the partial {out / 'split-1'}; "
+                               f"kept the finished {out / 'split-0'}")
+    assert listing(out) == ["split-0"] and listing(out / "split-0") == ["summary.json", "test.tsv", "train.tsv"]
+
+
+def test_a_signal_removes_the_empty_folders_made_for_the_output(data, tmp_path):
+    out = tmp_path / "outdir" / "deeper" / "recs.tsv"
+    cmd = Command("mrec_warp.stages.recommend:block_to_frame", 2, "recommend", data["model"], "-o", out,
+                  "--block-size", 100, "-q", python_code=HOLD)
+    cmd.wait_for_line("holding")
+    after = cmd.stop(signal.SIGINT)
+    assert cmd.proc.returncode == 130
+    assert the_line(after) == f"Error: interrupted; removed the partial {out}"
+    assert listing(tmp_path) == []  # outdir/deeper, made for recs.tsv, went with it
+
+
 @pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
                          ids=["SIGTERM", "Ctrl-C on a terminal"])  # Ctrl-C reaches the workers too
 def test_a_signal_stops_process_workers_and_removes_a_work_folder_of_no_finished_unit(data, tmp_path, signum,

@@ -21,7 +21,7 @@ from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
 from ..jobs import settle_stopped_jobs
 from ..errors import InputError, ParameterError, printable
-from ..files import file_identity, take_discarded
+from ..files import file_identity, forget_outputs, remove_made_folders, take_discarded, take_finished
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..tables import neutralised_note, write_table as write_table_file
@@ -258,14 +258,22 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     # name the outputs given on the command line that were cut short (not a part file in a
     # work folder, nor a file of a temporary folder)
     outputs = [Path(os.path.realpath(p)) for p in _param_paths(ctx, output=True)]
-    partial = [path for path in take_discarded()
-               if any(out == Path(os.path.realpath(path)) or out in Path(os.path.realpath(path)).parents
-                      for out in outputs)]
+
+    def asked(path: str) -> bool:  # an output of the command line, or inside one
+        real = Path(os.path.realpath(path))
+        return any(out == real or out in real.parents for out in outputs)
+
+    partial = [path for path in take_discarded() if asked(path)]
+    # what was finished before the signal stays, and the line says so; folders made for
+    # outputs that never came go again
+    finished = [path for path in take_finished() if asked(path) and os.path.exists(path)]
+    remove_made_folders()
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     signum = signal_of(exc)
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {Stopped(signum).name}"
     removed = f"; removed the partial {', '.join(partial)}" if partial else ""
+    removed += f"; kept the finished {', '.join(finished)}" if finished else ""
     # only a job that kept its work folder can be resumed: ask the job engine, not the options
     tail = " (rerun the same command to resume from its work folder)" if kept else ""
     click.echo(f"Error: {what}{removed}{tail}", err=True)
@@ -289,6 +297,7 @@ def friendly_errors(func: Callable) -> Callable:
             check_standard_output(click.get_current_context(silent=True))
             check_log_file(click.get_current_context(silent=True))
             check_outputs_outside_workdir(click.get_current_context(silent=True))
+            forget_outputs()
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
