@@ -5,6 +5,7 @@ Every case runs the real command in its own session, so that any process it leav
 (a loky worker holding the caller's pipes) is found by its session id."""
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -297,6 +298,33 @@ def test_a_signal_removes_the_partial_parts_of_thread_workers(data, tmp_path):
     left = listing(work) if work.exists() else []
     assert not [n for n in left if n.startswith(".")], left
     assert not out.exists()
+
+
+def test_loky_s_resource_tracker_is_started_silenced(data, tmp_path):
+    # the tracker reports what a command stopped by a signal left registered (semaphores,
+    # memory-mapped folders) as a UserWarning on the inherited standard error, after the
+    # command's one line (trial of issue 20, item 4: `timeout 5 ... --backend processes`,
+    # 3 runs of 12); it inherits the command's environment, and the filter with it
+    parts = tmp_path / "recs.tsv.parts"
+    cmd = Command("recommend", data["model"], "-o", tmp_path / "recs.tsv", "--backend", "processes",
+                  "--n-jobs", 2, "--part-size", 500, "-v", env={FAULT_ENV: "wait:0"})
+    cmd.wait_for_line("running 3 parts")
+    deadline = time.monotonic() + TIMEOUT
+    while not (parts / ".fault-wait-0").exists():  # the pool is up, part 0 held in a worker
+        assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
+        time.sleep(0.05)
+    trackers = []
+    for pid in cmd.session():
+        with contextlib.suppress(OSError):
+            if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                trackers.append(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+    line = the_line(cmd.stop(signal.SIGTERM))
+    cmd.assert_no_process_left()
+    assert line.startswith("Error: stopped by SIGTERM")
+    assert trackers, "no resource tracker found"
+    for environ in trackers:
+        filters = [v for v in environ if v.startswith(b"PYTHONWARNINGS=")]
+        assert filters and b"ignore:resource_tracker:UserWarning" in filters[0], filters
 
 
 def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):
