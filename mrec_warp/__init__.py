@@ -14,6 +14,9 @@ Or stage by stage, as the CLI runs them:
 >>> mw.recommend("model.npz", "recs.tsv", k=10).rows                        # doctest: +SKIP
 """
 from ._version import __version__
+from .signals import stop_early as _stop_early
+
+_stop_early()  # the command: a signal during the imports below ends it with one line
 from .errors import InputError, TrainingDivergedError  # noqa: E402
 from .data.interactions import Interactions  # noqa: E402
 from .data.ratings import read_ratings  # noqa: E402

@@ -18,6 +18,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -104,21 +105,38 @@ def _listdir(folder: PathLike) -> List[str]:
         return []
 
 
-def remove_stale_temps(folder: PathLike, prefix: str = ".") -> List[str]:
+def remove_stale_temps(folder: PathLike, prefix: str = ".", mine: bool = False) -> List[str]:
     """Remove the temporary files and folders in ``folder`` named ``prefix`` followed by an
     owner tag (see :func:`owner_tag`) whose process is dead on this machine.
 
     With the default prefix ``"."``, every :func:`atomic_path` temporary of the folder is
     meant, whatever its target (:func:`is_temp_name`). Returns the names removed. Names not
     exactly of this form -- the user's own files -- and temporaries of live processes or of
-    other machines are left alone.
+    other machines are left alone. ``mine``: this process's own temporaries go too (a run
+    that is stopping: its threads' writes are cut short by the exit).
     """
+    me = owner_tag()
+
+    def gone(match: "Optional[re.Match[str]]", name: str) -> bool:
+        return _owner_is_dead(match) or (mine and match is not None and me in name)
+
     if prefix == ".":
-        stale = [n for n in _listdir(folder) if _owner_is_dead(_ATOMIC_TEMP.fullmatch(n))]
+        stale = [n for n in _listdir(folder) if gone(_ATOMIC_TEMP.fullmatch(n), n)]
     else:
         stale = [n for n in _listdir(folder)
-                 if n.startswith(prefix) and _owner_is_dead(_TEMP_TAIL.fullmatch(n, len(prefix)))]
+                 if n.startswith(prefix) and gone(_TEMP_TAIL.fullmatch(n, len(prefix)), n)]
     return _remove(folder, stale)
+
+
+#: Set when the run is stopping on a signal (:func:`stop_atomic_writes`).
+_STOPPING_WRITES = threading.Event()
+
+
+def stop_atomic_writes() -> None:
+    """From now on, :func:`atomic_path` starts no new temporary file and renames none into
+    place: a run stopped by a signal removes its threads' temporaries, and the threads,
+    still running until the process exits, must not make new ones nor publish half a job."""
+    _STOPPING_WRITES.set()
 
 
 def is_temp_name(name: str) -> bool:
@@ -219,7 +237,9 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     if path.is_symlink():
         # replace the file the link points to, not the link (a user's ``latest.tsv -> v3.tsv``)
         path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if _STOPPING_WRITES.is_set():
+        raise RuntimeError(f"not writing {path}: the run is stopping")
+    make_folders(path.parent)
     remove_stale_temps(path.parent)  # what killed runs left beside any output of this folder
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{owner_tag()}", suffix=path.suffix, dir=str(path.parent))
     os.close(fd)
@@ -231,10 +251,13 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         finally:
             os.close(fd)
         os.chmod(tmp, FILE_MODE)
+        if _STOPPING_WRITES.is_set():
+            raise RuntimeError(f"not writing {path}: the run is stopping")
         guard = _RENAME_GUARD.get()
         if guard is not None:
             guard(path)
         os.replace(tmp, path)
+        record_finished(path)
     except BaseException as exc:
         # Ctrl-C or a signal: the CLI names the outputs dropped half written (not those
         # whose writing had not begun)
@@ -259,6 +282,63 @@ def _meant(path: str) -> str:
         if m is not None:
             return str(Path(*parts[:i], m.group("stem") + (m.group("suffix") or "")))
     return path
+
+
+#: Folders this process made for its outputs, in order (:func:`make_folders`).
+_MADE_FOLDERS: List[Path] = []
+#: Outputs this process put in place whole (:func:`record_finished`).
+_FINISHED: List[str] = []
+
+
+def make_folders(folder: PathLike) -> None:
+    """``folder`` and its missing parents, created and remembered: a run stopped before its
+    output appears removes them again if they are still empty (:func:`remove_made_folders`)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir()
+        except FileExistsError:  # made meanwhile by another writer: not ours to remove
+            continue
+        _MADE_FOLDERS.append(made)
+
+
+def forget_outputs() -> None:
+    """Start a new run's account of made folders and finished outputs (a program that runs
+    several commands in one process)."""
+    _MADE_FOLDERS.clear()
+    _FINISHED.clear()
+
+
+def remove_made_folders() -> List[str]:
+    """Remove the folders :func:`make_folders` created that are empty now, deepest first
+    (called when a run stops on a signal); returns them."""
+    removed = []
+    for folder in reversed(_MADE_FOLDERS):
+        try:
+            folder.rmdir()
+        except OSError:  # holds something (a finished output, someone's file): it stays
+            continue
+        removed.append(str(folder))
+    _MADE_FOLDERS.clear()
+    return removed
+
+
+def record_finished(path: PathLike) -> None:
+    """Remember that ``path`` (a file or a folder) was put in place whole; one written
+    inside a temporary folder is not finished until that folder is renamed."""
+    if _meant(str(path)) == str(path):
+        _FINISHED.append(str(path))
+
+
+def take_finished() -> List[str]:
+    """The outputs put in place whole since the last call, in order, without repeats."""
+    found = list(dict.fromkeys(_FINISHED))
+    _FINISHED.clear()
+    return found
 
 
 def take_discarded() -> List[str]:

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .context import ExecutionContext
-from .files import PathLike, atomic_path, owner_tag, remove_stale_temps, rename_guard
+from .files import PathLike, atomic_path, owner_tag, remove_stale_temps, rename_guard, stop_atomic_writes
 from .data.npz import NpzArchive, check_csr, read_arrays, write_npz
 from .errors import InputError
 from .models import load as load_model
@@ -224,6 +224,8 @@ def check_workdir_visible(workers: Workers, workdir: Path, *inputs: PathLike) ->
 
 #: Work folders that jobs of this process keep for a rerun to resume (not temporary ones).
 _KEPT_FOLDERS: List[str] = []
+#: The jobs of those folders, to settle them when the run is stopped (:func:`settle_stopped_jobs`).
+_KEPT_JOBS: List["Job"] = []
 
 
 def resumable_folders() -> List[str]:
@@ -238,6 +240,27 @@ def remove_dead_units_temps() -> None:
     killed workers were writing (their temporaries; called once the workers are gone)."""
     for folder in _KEPT_FOLDERS:
         remove_stale_temps(folder)
+
+
+def settle_stopped_jobs() -> List[str]:
+    """What a run stopped by a signal leaves of its jobs; returns the folders a rerun resumes.
+
+    Called once the worker processes are gone and the run is about to exit: part files
+    being written -- by killed workers, and by this process's own threads, which the exit
+    cuts short -- are removed (:func:`~mrec_warp.files.stop_atomic_writes` keeps the threads
+    from starting new ones). A job with no finished unit has nothing to resume: its staged
+    inputs, ``job.json`` and the folder (if the tool made it) go too, as at the end of a
+    finished job. A job with finished units keeps its folder for a rerun.
+    """
+    stop_atomic_writes()
+    kept = []
+    for job in list(_KEPT_JOBS):
+        remove_stale_temps(job.path, mine=True)
+        if any(job.folder.done(name) for name in job.parts):
+            kept.append(str(job.path))
+        else:
+            job.finish(force_cleanup=True)
+    return kept
 
 
 class StaleUnitError(RuntimeError):
@@ -344,6 +367,7 @@ class Job:
                               progress)
         if self.temporary is None:
             _KEPT_FOLDERS.append(str(self.folder.path))
+            _KEPT_JOBS.append(self)
         self.parts = list(parts)
         self.todo = [i for i, name in enumerate(self.parts) if not self.folder.done(name)]
         self.inputs: List[str] = []  # files the workers read, checked for visibility before the run
@@ -414,15 +438,18 @@ class Job:
         if missing:  # pragma: no cover - every unit either writes its part or raises
             raise RuntimeError(f"{len(missing)} parts missing after the run, e.g. {missing[0]}")
 
-    def finish(self, staged: Sequence[str] = ()) -> None:
+    def finish(self, staged: Sequence[str] = (), force_cleanup: bool = False) -> None:
         """Remove the parts and staged inputs (kept with ``keep_parts``, except in a
         temporary folder), then the lock. ``staged`` names inputs an earlier run may have
         staged though this one (with nothing left to do) did not. The units' log files go
-        in any case."""
+        in any case. ``force_cleanup``: remove the job's files even with ``keep_parts``
+        (a stopped job that finished no unit)."""
+        with contextlib.suppress(ValueError):
+            _KEPT_JOBS.remove(self)
         # only units that log leave log files (sub-models): list them once, not one per part
         parts = {log_name(name) for name in self.parts}
         logs = [p.name for p in self.folder.path.glob("*.log") if p.name in parts]
-        if not self.context.keep_parts or self.temporary is not None:
+        if force_cleanup or not self.context.keep_parts or self.temporary is not None:
             self.folder.cleanup(self.parts + self._staged + list(staged) + logs)
             with contextlib.suppress(ValueError):  # nothing left to resume
                 _KEPT_FOLDERS.remove(str(self.folder.path))

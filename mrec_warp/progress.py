@@ -103,6 +103,14 @@ class Progress:
             return bool(self._bars)
         return (is_terminal(self.stream) or in_notebook()) and self.shown
 
+    def note(self, message: str) -> None:
+        """A line the user should see even when progress lines are not shown (a stale lock
+        taken over): a WARNING record, printed too with ``verbose=True``. Nothing with ``-q``."""
+        text = printable(message)
+        self.logger.warning(text)
+        if self.prints:
+            write_line(elapsed_line(time.perf_counter() - self._t0, text), self.stream)
+
     def log(self, message: str) -> None:
         """One line: a record on the logger, printed too with ``verbose=True``. Control characters
         of echoed paths and ids are shown escaped (:func:`~mrec_warp.errors.printable`)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from typing import Iterator, Tuple
 
@@ -56,6 +57,34 @@ def signal_of(exc: BaseException) -> int:
     return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
 
 
+def _stop_at_start(signum: int, frame) -> None:
+    """The handler while the command starts (imports, option parsing): nothing is written
+    yet, so there is nothing to clean up -- one line and ``128 + signal``, at once."""
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {Stopped(signum).name}"
+    with contextlib.suppress(OSError):
+        os.write(2, f"Error: {what}\n".encode())
+    os._exit(128 + signum)
+
+
+def _is_command() -> bool:
+    """Whether this process runs the ``mrec-warp`` command (its console script, or
+    ``python -m mrec_warp``: ``-m`` while the package is imported to find ``__main__``)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    return os.path.basename(argv0).removesuffix(".exe") == "mrec-warp" or argv0 == "-m"
+
+
+def stop_early() -> None:
+    """When this process is the ``mrec-warp`` command, make SIGINT, SIGTERM and SIGHUP end
+    it with one line from the first moment the package is imported (a second of imports
+    before the command's own handlers, :func:`stop_on_signals`, take over). A signal
+    ignored (``nohup``) or handled by the program stays so; a library import changes nothing."""
+    if not _is_command() or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(signum, _stop_at_start)
+
+
 _STOPPING = threading.Event()  # set by the first signal; a second one then ends the process
 
 
@@ -86,7 +115,7 @@ def stop_on_signals(signals: Tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
     previous = {}
     for signum in signals:
         current = signal.getsignal(signum)
-        if current in (signal.SIG_DFL, signal.default_int_handler):
+        if current in (signal.SIG_DFL, signal.default_int_handler, _stop_at_start):
             previous[signum] = signal.signal(signum, _raise_stopped)
     if previous:
         _STOPPING.clear()

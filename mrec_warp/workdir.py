@@ -180,7 +180,7 @@ class WorkDir:
                         hint=f"wait for it to finish, or use another `workdir`; if that run is gone, "
                              f"remove {lock}") from None
                 if not mine:
-                    progress.log(f"note: taking over the lock of {self.path} from "
+                    progress.note(f"note: taking over the lock of {self.path} from "
                                  f"{_describe_holder(holder)}, which is no longer running")
                 self._break(lock, holder)
                 continue

@@ -472,6 +472,25 @@ def stop_process_workers() -> None:
         executor.shutdown(wait=True, kill_workers=True)
 
 
+#: A warnings filter (``PYTHONWARNINGS`` syntax) for the loky resource tracker's own lines.
+TRACKER_WARNINGS = "ignore:resource_tracker:UserWarning"
+
+
+def quiet_resource_tracker() -> None:
+    """Keep loky's resource tracker from printing on the command's standard error.
+
+    The tracker is a process of its own that outlives the command by a moment: when the
+    command stops on a signal before joblib released its semaphores and memory-mapped
+    folders, the tracker removes them -- and says so in a ``UserWarning`` ("There appear
+    to be 8 leaked semlock objects"), after the command's last line. It inherits the
+    environment when it starts, so the filter goes into ``PYTHONWARNINGS`` (added to the
+    user's own filters) before the first worker process; only the CLI calls this.
+    """
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if TRACKER_WARNINGS not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, TRACKER_WARNINGS]))
+
+
 def workers_for(workers: "Optional[Workers]" = None, n_jobs: Optional[int] = 1):
     """A context manager giving :class:`Workers`: ``workers`` itself when given (already
     entered, left open), else ``n_jobs`` local threads made (and closed) here."""

@@ -5,6 +5,7 @@ Every case runs the real command in its own session, so that any process it leav
 (a loky worker holding the caller's pipes) is found by its session id."""
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -225,21 +226,105 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
     assert {p.name: p.read_bytes() for p in split.iterdir()} == before
 
 
+def test_a_signal_mid_prepare_says_which_splits_were_kept_and_which_removed(data, tmp_path):
+    out = tmp_path / "new" / "splits"  # both folders made by the command
+    # held at split-1's train.tsv (to_csv: split-0's train, test, then split-1's train)
+    cmd = Command("pandas:DataFrame.to_csv", 3, "prepare", data["train"], "-o", out, "--num-splits", 3, "-q",
+                  python_code=HOLD)
+    cmd.wait_for_line("holding")
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143  # (trial of issue 20, item 9)
+    assert the_line(after) == (f"Error: stopped by SIGTERM; removed the partial {out / 'split-1'}; "
+                               f"kept the finished {out / 'split-0'}")
+    assert listing(out) == ["split-0"] and listing(out / "split-0") == ["summary.json", "test.tsv", "train.tsv"]
+
+
+def test_a_signal_removes_the_empty_folders_made_for_the_output(data, tmp_path):
+    out = tmp_path / "outdir" / "deeper" / "recs.tsv"
+    cmd = Command("mrec_warp.stages.recommend:block_to_frame", 2, "recommend", data["model"], "-o", out,
+                  "--block-size", 100, "-q", python_code=HOLD)
+    cmd.wait_for_line("holding")
+    after = cmd.stop(signal.SIGINT)
+    assert cmd.proc.returncode == 130
+    assert the_line(after) == f"Error: interrupted; removed the partial {out}"
+    assert listing(tmp_path) == []  # outdir/deeper, made for recs.tsv, went with it
+
+
 @pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
                          ids=["SIGTERM", "Ctrl-C on a terminal"])  # Ctrl-C reaches the workers too
-def test_a_signal_stops_process_workers_and_keeps_the_work_folder(data, tmp_path, signum, group):
+def test_a_signal_stops_process_workers_and_removes_a_work_folder_of_no_finished_unit(data, tmp_path, signum,
+                                                                                      group):
     out = tmp_path / "m.npz"
     cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--backend", "processes", "--n-jobs", 2,
                   "--epochs", 100000, "--factors", 4, "-v")
     cmd.wait_for_line("fit epoch")  # a sub-model's epoch, from a worker process
     after = cmd.stop(signum, group)  # returns only once no process holds the pipe
     assert cmd.proc.returncode == 128 + signum
-    assert the_line(after) == f"{stopped_by(signum)} (rerun the same command to resume from its work folder)"
+    # no sub-model finished: nothing to resume, so no promise of it, and the folder the
+    # command made (its staged inputs.npz, job.json) is gone (trial of issue 20, item 5)
+    assert the_line(after) == stopped_by(signum)
     cmd.assert_no_process_left()
+    assert listing(tmp_path) == []
+
+
+def test_a_signal_with_a_finished_sub_model_keeps_the_work_folder(data, tmp_path):
+    out = tmp_path / "m.npz"
+    cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--epochs", 1, "--factors", 4, "-v",
+                  env={FAULT_ENV: "wait:1"})
     parts = tmp_path / "m.npz.parts"
-    assert listing(tmp_path) == ["m.npz.parts"]
+    deadline = time.monotonic() + TIMEOUT
+    while not ((parts / ".fault-wait-1").exists() and (parts / "submodel-000.npz").exists()):
+        assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
+        time.sleep(0.05)
+    after = cmd.stop(signal.SIGTERM)
+    assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
     left = listing(parts)
-    assert "job.json" in left and "lock" not in left and not [n for n in left if n.startswith(".")], left
+    assert "job.json" in left and "submodel-000.npz" in left and "lock" not in left, left
+    assert not [n for n in left if n.startswith(".") and not n.startswith(".fault")], left
+
+
+def test_a_signal_removes_the_partial_parts_of_thread_workers(data, tmp_path):
+    # each part is written through a temporary file by a thread of the command; the signal
+    # comes while one is half written (trial of issue 20, item 3)
+    out, work = tmp_path / "recs.tsv", tmp_path / "W"
+    cmd = Command("mrec_warp.stages.recommend:block_to_frame", 3, "recommend", data["model"], "-o", out,
+                  "--workdir", work, "--part-size", 400, "--block-size", 100, "--n-jobs", 2, "-q",
+                  python_code=HOLD)
+    cmd.wait_for_line("holding")
+    assert [n for n in listing(work) if n.startswith(".part-")], listing(work)  # a part half written
+    after = cmd.stop(signal.SIGTERM)
+    assert cmd.proc.returncode == 143
+    assert the_line(after).startswith("Error: stopped by SIGTERM")
+    left = listing(work) if work.exists() else []
+    assert not [n for n in left if n.startswith(".")], left
+    assert not out.exists()
+
+
+def test_loky_s_resource_tracker_is_started_silenced(data, tmp_path):
+    # the tracker reports what a command stopped by a signal left registered (semaphores,
+    # memory-mapped folders) as a UserWarning on the inherited standard error, after the
+    # command's one line (trial of issue 20, item 4: `timeout 5 ... --backend processes`,
+    # 3 runs of 12); it inherits the command's environment, and the filter with it
+    parts = tmp_path / "recs.tsv.parts"
+    cmd = Command("recommend", data["model"], "-o", tmp_path / "recs.tsv", "--backend", "processes",
+                  "--n-jobs", 2, "--part-size", 500, "-v", env={FAULT_ENV: "wait:0"})
+    cmd.wait_for_line("running 3 parts")
+    deadline = time.monotonic() + TIMEOUT
+    while not (parts / ".fault-wait-0").exists():  # the pool is up, part 0 held in a worker
+        assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
+        time.sleep(0.05)
+    trackers = []
+    for pid in cmd.session():
+        with contextlib.suppress(OSError):
+            if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                trackers.append(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+    line = the_line(cmd.stop(signal.SIGTERM))
+    cmd.assert_no_process_left()
+    assert line.startswith("Error: stopped by SIGTERM")
+    assert trackers, "no resource tracker found"
+    for environ in trackers:
+        filters = [v for v in environ if v.startswith(b"PYTHONWARNINGS=")]
+        assert filters and b"ignore:resource_tracker:UserWarning" in filters[0], filters
 
 
 def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):
@@ -249,8 +334,10 @@ def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):
     cmd.wait_for_line("fit epoch")  # a sub-model's epoch, from a Dask worker
     after = cmd.stop(signal.SIGTERM)
     assert cmd.proc.returncode == 143
-    assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
+    # no sub-model finished: nothing to resume, and the folder the command made is gone
+    assert the_line(after) == "Error: stopped by SIGTERM"
     cmd.assert_no_process_left()  # the scheduler, nannies and workers went with it
+    assert not (tmp_path / "m.npz.parts").exists()
 
 
 def test_resume_is_promised_only_when_a_part_was_kept(data, tmp_path):
@@ -304,6 +391,34 @@ def test_sighup_ignored_by_nohup_stays_ignored(data, tmp_path):
     after = cmd.stop(signal.SIGTERM)
     assert the_line(after) == "Error: stopped by SIGTERM" and cmd.proc.returncode == 143
     assert listing(tmp_path) == []
+
+
+#: The command's first second: the package imported (as the console script imports it), the
+#: rest of its imports and its own handlers not yet there.
+STARTING = """
+import sys, time
+sys.argv[0] = "mrec-warp"
+import mrec_warp
+sys.stderr.write("imported\\n"); sys.stderr.flush()
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_while_the_command_starts_gets_its_line(signum):
+    cmd = Command(python_code=STARTING)
+    cmd.wait_for_line("imported")
+    after = cmd.stop(signum)
+    assert cmd.proc.returncode == 128 + signum  # (trial of issue 20, item 8)
+    assert after == [stopped_by(signum)]
+
+
+def test_importing_the_library_changes_no_signal_handler():
+    code = ("import signal, mrec_warp; "
+            "print([signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler) "
+            "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.stdout.strip() == "[True, True, True]", out.stderr
 
 
 # -- what killed runs left: removed by the next run, and only that ------------------------------------

@@ -157,3 +157,51 @@ def test_workdir_cleanup_never_removes_a_folder_it_did_not_make(tmp_path):
     wd.cleanup(["part-0.tsv"])
     assert not made.exists() and (tmp_path / "made").is_dir()
     assert os.listdir(tmp_path / "made") == []
+
+
+# -- an output inside the work folder (trial of issue 20, item 1) ----------------------------------------
+@pytest.mark.parametrize("name", ["job.json", "part-00000.tsv", "lock", "sub/r.tsv", "inputs.npz"])
+def test_an_output_inside_the_work_folder_is_refused_before_any_work(data, tmp_path, name):
+    w = tmp_path / "wk"
+    out = w / name
+    args = (("train", data["train"], "-o", out, "--sub-models", 2, "--epochs", 1) if name == "inputs.npz"
+            else ("recommend", data["model"], "-o", out, "-k", 3, "--part-size", 10))
+    r = run(*args, "--workdir", w, "-q")
+    assert r.exit_code == 2, r.output
+    line = one_line_error(r.output)
+    assert "inside the work folder" in line and "--workdir" in line
+    # nothing was written: no folder made, the existing one left empty
+    assert not w.exists() or list(w.iterdir()) == []
+
+
+def test_an_output_beside_the_work_folder_is_fine(data, tmp_path):
+    w = tmp_path / "wk"
+    r = run("recommend", data["model"], "-o", tmp_path / "wk.tsv", "-k", 3, "--part-size", 10, "--workdir", w, "-q")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "wk.tsv").stat().st_size > 0 and not w.exists()
+
+
+def listing_of(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_taking_over_a_dead_runs_lock_says_so_without_verbose(data, tmp_path):
+    # README: "a lock left by a killed run is taken over, with a note" -- shown as a warning,
+    # so it reaches a user who did not ask for progress lines (trial of issue 20, item 6)
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    w = tmp_path / "w"
+    w.mkdir()
+    (w / LOCK_FILE).write_text(json.dumps({"pid": dead.pid, "host": host_name(), "started": 0}))
+    r = run("recommend", data["model"], "-o", tmp_path / "r.tsv", "-k", 3, "--workdir", w)
+    assert r.exit_code == 0, r.output
+    notes = [ln for ln in r.output.splitlines() if "taking over the lock" in ln]
+    assert len(notes) == 1 and f"process {dead.pid}" in notes[0] and "no longer running" in notes[0], r.output
+    assert (tmp_path / "r.tsv").exists()
+    assert listing_of(w) == []  # the user's folder stays, empty
+    (w / LOCK_FILE).write_text(json.dumps({"pid": dead.pid, "host": host_name(), "started": 0}))
+    q = run("recommend", data["model"], "-o", tmp_path / "r2.tsv", "-k", 3, "--workdir", w, "-q")
+    assert q.exit_code == 0 and q.output == ""

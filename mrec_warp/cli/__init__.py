@@ -10,6 +10,7 @@ import click
 from .._version import __version__
 from ..signals import stop_on_signals
 from ..errors import printable
+from ..workers import quiet_resource_tracker
 from ._common import DEBUG_ENV, report_error, report_interrupt
 from ._logs import log_file_option, start_log_file
 
@@ -87,6 +88,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.meta["mrec_warp.debug"] = debug
     start_log_file()
+    quiet_resource_tracker()  # no warning of loky's after the line of a stopped command
     # an interrupted job cancels its queued blocks on purpose: joblib's warning about it is noise
     # (its wording: "N tasks have been successfully executed but not used. Additionally, M
     # tasks which were still being processed by the workers have been cancelled. ...")

@@ -19,9 +19,9 @@ from click.core import ParameterSource
 from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
-from ..jobs import remove_dead_units_temps, resumable_folders
+from ..jobs import settle_stopped_jobs
 from ..errors import InputError, ParameterError, printable
-from ..files import file_identity, take_discarded
+from ..files import file_identity, forget_outputs, remove_made_folders, take_discarded, take_finished
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..tables import neutralised_note, write_table as write_table_file
@@ -90,6 +90,22 @@ def check_standard_output(ctx: Optional[click.Context]) -> None:
     if clash is not None:
         raise InputError(f"standard output is an input file ({clash}): what the command writes would "
                          "overwrite or extend it", hint="redirect standard output to another file")
+
+
+def check_outputs_outside_workdir(ctx: Optional[click.Context]) -> None:
+    """Refuse an output inside ``--workdir`` (or the folder itself), before any work: the
+    folder is the job's, and what it holds goes when the job ends -- a finished output named
+    like one of its files (``job.json``, ``part-00000.tsv``, ``lock``) would be deleted, or
+    taken for one, right after the command said it wrote it."""
+    workdir = ctx.params.get("workdir") if ctx is not None else None
+    if not workdir:
+        return
+    folder = Path(os.path.realpath(workdir))
+    for out in _param_paths(ctx, output=True):
+        target = Path(os.path.realpath(out))
+        if target == folder or folder in target.parents:
+            raise InputError(f"the output {out} is inside the work folder {workdir}, whose files go when "
+                             "the job ends", hint="give an output outside `workdir`, or another `workdir`")
 
 
 def check_log_file(ctx: Optional[click.Context]) -> None:
@@ -228,7 +244,7 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     files were kept -- and exit with ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM).
 
     ``ctx`` (the subcommand's context) names the outputs; whether part files were kept is
-    what the job engine says (:func:`~mrec_warp.jobs.resumable_folders`), not a guess from
+    what the job engine says (:func:`~mrec_warp.jobs.settle_stopped_jobs`), not a guess from
     options.
 
     Outputs are written to temporary names that the interrupt removed on its way here, so
@@ -236,19 +252,28 @@ def report_interrupt(exc: BaseException, ctx: Optional[click.Context] = None) ->
     are kept on purpose, and a rerun of the same command skips the finished ones.
     """
     stop_process_workers()
-    remove_dead_units_temps()  # parts the killed workers were writing
-    kept = resumable_folders()
+    # parts the killed workers and this process's threads were writing go; a job that
+    # finished no unit goes whole (nothing to resume), one that did keeps its folder
+    kept = settle_stopped_jobs()
     # name the outputs given on the command line that were cut short (not a part file in a
     # work folder, nor a file of a temporary folder)
     outputs = [Path(os.path.realpath(p)) for p in _param_paths(ctx, output=True)]
-    partial = [path for path in take_discarded()
-               if any(out == Path(os.path.realpath(path)) or out in Path(os.path.realpath(path)).parents
-                      for out in outputs)]
+
+    def asked(path: str) -> bool:  # an output of the command line, or inside one
+        real = Path(os.path.realpath(path))
+        return any(out == real or out in real.parents for out in outputs)
+
+    partial = [path for path in take_discarded() if asked(path)]
+    # what was finished before the signal stays, and the line says so; folders made for
+    # outputs that never came go again
+    finished = [path for path in take_finished() if asked(path) and os.path.exists(path)]
+    remove_made_folders()
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     signum = signal_of(exc)
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {Stopped(signum).name}"
     removed = f"; removed the partial {', '.join(partial)}" if partial else ""
+    removed += f"; kept the finished {', '.join(finished)}" if finished else ""
     # only a job that kept its work folder can be resumed: ask the job engine, not the options
     tail = " (rerun the same command to resume from its work folder)" if kept else ""
     click.echo(f"Error: {what}{removed}{tail}", err=True)
@@ -272,6 +297,8 @@ def friendly_errors(func: Callable) -> Callable:
         try:
             check_standard_output(click.get_current_context(silent=True))
             check_log_file(click.get_current_context(silent=True))
+            check_outputs_outside_workdir(click.get_current_context(silent=True))
+            forget_outputs()
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise

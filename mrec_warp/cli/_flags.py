@@ -102,3 +102,6 @@ class FlagProgress(Progress):
 
     def log(self, message: str) -> None:
         super().log(as_flags(message))
+
+    def note(self, message: str) -> None:
+        super().note(as_flags(message))

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import pandas as pd
 
-from ..files import DIR_MODE, atomic_path, atomic_write, owner_tag, remove_stale_temps
+from ..files import DIR_MODE, atomic_path, atomic_write, make_folders, owner_tag, record_finished, remove_stale_temps
 from .tsv import write_interactions
 
 #: What :func:`~mrec_warp.data.split.prepare` writes into each split's folder; summary.json,
@@ -31,7 +31,7 @@ def write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: 
     summary.json, so the folder never claims to hold a split it does not. Train and test
     are written in the input's encoding (see :func:`~mrec_warp.data.inputs.output_encoding`).
     """
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(folder.parent)
     if not folder.exists() or not any(folder.iterdir()):
         remove_stale_temps(folder.parent)  # what killed runs left beside it, for any output
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
@@ -39,6 +39,7 @@ def write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: 
             _write_split_files(tmp, train, test, summary, encoding)
             os.chmod(tmp, DIR_MODE)  # mkdtemp makes it private
             os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
+            record_finished(folder)
             return
         except OSError:
             if not (folder.is_dir() and any(folder.iterdir())):
@@ -55,6 +56,7 @@ def write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: 
         # the old marker goes before any file changes, so no moment pairs it with new files
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / "summary.json")
+    record_finished(folder)
 
 
 def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
