@@ -399,7 +399,7 @@ def test_results_say_what_a_star_means_and_that_only_the_baseline_is_compared(se
     text = (tmp / "report" / "results.md").read_text()
     assert "A star says the difference is consistent across splits, not that it is large" in text
     assert "Coverage is one number per split: tested over splits" in text
-    assert "Only differences to the baseline (pop) are tested" in text and "`baseline` in `[evaluate]`" in text
+    assert "Only differences to the baseline (pop) are tested" in text and "the baseline key of [evaluate]" in text
     cfg.write_text(CONFIG.replace("repeats = 2", "repeats = 1"))
     mw.experiment(cfg, tmp / "one")
     text = (tmp / "one" / "results.md").read_text()

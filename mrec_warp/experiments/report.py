@@ -112,7 +112,7 @@ def format_results_markdown(result) -> str:
         baseline = " (baseline)" if model.name == cfg.baseline else ""
         out.append(f"- **{model.name}**{baseline}: {model.family}, {given}{tuned}{_epochs_words(result, model.name)}")
     out += ["", f"Only differences to the baseline ({cfg.baseline}) are tested; to compare two other models, "
-            "make one of them the baseline (``baseline`` in ``[evaluate]``) and rerun.", ""]
+            "make one of them the baseline (the baseline key of [evaluate]) and rerun.", ""]
     for set_name, study in result.studies.items():
         data = study.to_dict()
         split_set = next(s for s in cfg.splits if s.name == set_name)
