@@ -200,6 +200,9 @@ def test_default_sub_models_give_the_same_model_on_any_number_of_workers(tmp_pat
     from mrec_warp.jobs import FAULT_ENV
     from mrec_warp.stages.submodels import DEFAULT_SUB_MODELS, fit_submodels
 
+    from mrec_warp.workers import FORCE_N_JOBS_ENV
+
+    monkeypatch.setenv(FORCE_N_JOBS_ENV, "1")  # 3 workers even on a 2-core machine: the count is the point
     data, params = _planted_data(), {"factors": 6, "epochs": 3}
     plain = WARP(**params, random_state=4, n_jobs=1).fit(data)  # one sub-model is the plain fit
     for n in (1, 2, 3):
