@@ -70,7 +70,14 @@ def _is_command() -> bool:
     """Whether this process runs the ``mrec-warp`` command (its console script, or
     ``python -m mrec_warp``: ``-m`` while the package is imported to find ``__main__``)."""
     argv0 = sys.argv[0] if sys.argv else ""
-    return os.path.basename(argv0).removesuffix(".exe") == "mrec-warp" or argv0 == "-m"
+    if os.path.basename(argv0).removesuffix(".exe") == "mrec-warp":
+        return True
+    # ``python -m X`` imports X's package with argv[0] == "-m": it must be this package, not
+    # another program whose package happens to import mrec_warp
+    orig = list(getattr(sys, "orig_argv", []))
+    if argv0 != "-m" or "-m" not in orig or orig.index("-m") + 1 >= len(orig):
+        return False
+    return orig[orig.index("-m") + 1].split(".")[0] == __name__.split(".")[0]
 
 
 def stop_early() -> None:
