@@ -221,15 +221,19 @@ def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None
                                hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
                                     "'dask worker ADDRESS', or omit `scheduler` for a local cluster") from None
         # A lost scheduler is reported once, as a ClusterError; the client's own reconnect
-        # attempts would log it again as tracebacks.
-        client_logger = logging.getLogger("distributed.client")
-        level = client_logger.level
-        client_logger.setLevel(logging.CRITICAL)
+        # attempts would log it again as tracebacks, and its comms ("Batched Comm Closed",
+        # at INFO with a traceback) would add theirs on the command's standard error.
+        quieted = {"distributed.client": logging.CRITICAL, "distributed": logging.ERROR}
+        levels = {name: logging.getLogger(name).level for name in quieted}
+        for name, quiet in quieted.items():
+            logger = logging.getLogger(name)
+            logger.setLevel(max(quiet, logger.level))
         try:
             yield client
         finally:
             _close_quietly(client)
-            client_logger.setLevel(level)
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
         return
     n = effective_n_jobs(n_workers) if n_workers else cpu_count()
     # Workers are processes with one thread each: the kernels already use a core fully, and
