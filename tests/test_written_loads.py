@@ -44,8 +44,8 @@ def test_saving_runs_the_loaders_checks_on_the_written_file(tmp_path):
     """A fitted model whose arrays the loader refuses (here a count made infinite) is never
     written, to a path or to a file object."""
     model = fitted_popularity(["u1", "u2"])
-    model._get_arrays = lambda: {name: np.full_like(a, np.inf) if a.dtype.kind == "f" else a
-                                 for name, a in type(model)._get_arrays(model).items()}
+    model.get_arrays = lambda: {name: np.full_like(a, np.inf) if a.dtype.kind == "f" else a
+                                 for name, a in type(model).get_arrays(model).items()}
     import io
     buffer = io.BytesIO()
     for target in (tmp_path / "m.npz", buffer):

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.npz import check_ids, csr_arrays, read_csr
 from .feature_weights import feature_names, raw_rows, weighted_rows
 
 
@@ -82,3 +83,50 @@ def build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -
     ident = (len(names) + np.arange(n)) if identity else np.full(n, -1)
     side = FeatureSide(names, raw, ident.astype(np.int64), len(names) + (n if identity else 0), new_ids, new_raw)
     return side, info
+
+
+# -- the sides in a model file -------------------------------------------------------------------
+def sides_arrays(users: FeatureSide, items: FeatureSide) -> Dict[str, np.ndarray]:
+    """The arrays a model file holds for the two sides (names, identities, raw weights, new ids)."""
+    out = {}
+    for kind, side in (("user", users), ("item", items)):
+        out[f"{kind}_feature_names"] = side.names.astype(str)
+        out[f"{kind}_identity"] = side.identity.astype(np.int64)
+        out[f"new_{kind}_ids"] = side.new_ids.astype(str)
+        for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
+            out[f"{prefix}_indptr"], out[f"{prefix}_indices"], out[f"{prefix}_data"] = csr_arrays(m)
+    return out
+
+
+def sides_spec(n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+    """Kind and shape of each array of :func:`sides_arrays` (``None``: any size)."""
+    spec: Dict[str, Tuple[str, Tuple]] = {}
+    for kind, n in (("user", n_users), ("item", n_items)):
+        spec[f"{kind}_feature_names"] = ("U", (None,))
+        spec[f"{kind}_identity"] = ("iu", (n,))
+        spec[f"new_{kind}_ids"] = ("U", (None,))
+        for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
+            spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
+            spec[f"{prefix}_indices"] = ("iu", (None,))
+            spec[f"{prefix}_data"] = ("f", (None,))
+    return spec
+
+
+def read_sides(arrays: Dict[str, np.ndarray], n_ids: Tuple[int, int],
+               n_columns: Tuple[int, int]) -> Tuple[FeatureSide, FeatureSide]:
+    """The (users, items) sides of a model file's arrays, for ``n_ids`` users and items whose
+    embedding tables have ``n_columns`` rows; ``ValueError`` for what does not fit together."""
+    sides = []
+    for kind, n, columns in (("user", n_ids[0], n_columns[0]), ("item", n_ids[1], n_columns[1])):
+        names = np.asarray(arrays[f"{kind}_feature_names"])
+        new_ids = np.asarray(arrays[f"new_{kind}_ids"])
+        check_ids(names, f"{kind} feature names")
+        check_ids(new_ids, f"new {kind} ids")
+        identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
+        raw = read_csr(arrays, f"{kind}_raw", (n, len(names)))
+        new_raw = read_csr(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
+        if identity.shape != (n,) or columns < len(names) or (identity < -1).any() \
+                or (identity >= columns).any() or ((identity >= 0) & (identity < len(names))).any():
+            raise ValueError(f"{kind} identity columns do not match the embeddings")
+        sides.append(FeatureSide(names, raw, identity, columns, new_ids, new_raw))
+    return sides[0], sides[1]

@@ -18,15 +18,14 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
-from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
+from ..data.npz import check_finite, check_shape, csr_arrays
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
-from .base import factor_scores
-from .feature_sides import FeatureSide, build_side
-from .foldin import append_empty_rows as _append_empty_rows, fold_in
+from .feature_sides import FeatureSide, build_side, read_sides, sides_arrays, sides_spec
+from .foldin import append_empty_rows as _append_empty_rows
 from .params import check_flag, check_number
 from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
@@ -75,6 +74,11 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """
+
+    uses_features = True
+    supports_confidence = False
+    supports_sub_models = False
+    LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
 
     def __init__(
         self,
@@ -171,22 +175,23 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         validation, callbacks, progress, user_ids, item_ids
             As for :meth:`WARP.fit`.
         """
-        self._pending_tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
-        self._pending_sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
-                                      for f in (user_features, item_features))
-        self._progress_for_features = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        try:
-            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress,
-                               user_ids=user_ids, item_ids=item_ids)
-        finally:
-            for name in ("_pending_tables", "_pending_sources", "_progress_for_features"):
-                self.__dict__.pop(name, None)
+        tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
+        sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
+                        for f in (user_features, item_features))
+        self._check_params()
+        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        X = self._with_ids(X, user_ids, item_ids)
+        csr = self.set_training_data(X, tables, sources, progress)
+        self._fit_prepared(csr, validation, callbacks, progress, warm_epochs=int(self.warm_epochs))
+        return self
 
-    def _set_training_data(self, X) -> sp.csr_matrix:
-        csr = super()._set_training_data(X)
-        user_table, item_table = getattr(self, "_pending_tables", (None, None))
-        sources = getattr(self, "_pending_sources", (None, None))
-        progress = getattr(self, "_progress_for_features", SILENT)
+    def set_training_data(self, X, tables: Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]] = (None, None),
+                          sources: Tuple[Optional[str], Optional[str]] = (None, None),
+                          progress: Progress = SILENT) -> sp.csr_matrix:
+        """The contract's :meth:`~mrec_warp.models.base.Recommender.set_training_data`, plus the
+        feature sides built from the user and item feature ``tables`` (read from ``sources``)."""
+        csr = super().set_training_data(X)
+        user_table, item_table = tables
         sides = []
         for kind, ids, table, source in (("user", self.user_ids, user_table, sources[0]),
                                          ("item", self.item_ids, item_table, sources[1])):
@@ -242,7 +247,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         """Embedding rows: one per user and item feature column (identities included)."""
         return int(self._users.n_columns) + int(self._items.n_columns)
 
-    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+    def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         d = int(self.factors)
         scale = np.float32(self.init_scale / np.sqrt(d))
         us, its = self._users, self._items
@@ -263,11 +268,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self.epochs_done_ = 0
         self._cache = None
 
-    def _snapshot(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_embeddings_.copy(), self.item_embeddings_.copy(), self.item_feature_bias_.copy())
-
-    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
-        self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = snap
+    def restore(self, snap: Tuple[np.ndarray, ...]) -> None:
+        super().restore(snap)
         self._cache = None
 
     def _fit_shard(self, data, start, stop, state, cfg):
@@ -280,15 +282,12 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             start, stop, data.rank_weights, state, cfg, n_item_content=self._items.n_content,
         )
 
-    def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_)
-
     # -- representations and scoring -----------------------------------------------------------
     def _representations(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(user factors, item factors, item biases), computed once per change of the model."""
         cache = self._cache
         if cache is None:
-            self._check_fitted()
+            self.check_fitted()
             users = np.ascontiguousarray(self._uw @ self.user_embeddings_, dtype=np.float32)
             items = np.ascontiguousarray(self._iw @ self.item_embeddings_, dtype=np.float32)
             bias = np.asarray(self._ib @ self.item_feature_bias_, dtype=np.float32).ravel()
@@ -315,10 +314,6 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         if getattr(self, "item_feature_bias_", None) is None:
             raise AttributeError("item_bias_")
         return self._representations()[2]
-
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        users_f, items_f, bias = self._representations()
-        return factor_scores(users_f[np.asarray(users)], items_f, bias if self.item_bias else None, out)
 
     @property
     def user_feature_names(self) -> np.ndarray:
@@ -378,7 +373,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             items sit after the trained ones (or alone) in ``item_ids`` and are never in a
             user's training row. Feature names the model never saw are ignored.
         """
-        self._check_fitted()
+        self.check_fitted()
         table = as_feature_table(item_features, "item")
         ids = self._new_ids(self._items, self.item_ids, table)
         ids, raw = self._items.take_new(ids, table)
@@ -419,11 +414,11 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             New users are appended to ``user_ids`` with empty training rows; their
             representation is the weighted sum of their features' embeddings.
         """
-        self._check_fitted()
+        self.check_fitted()
         table = as_feature_table(user_features, "user")
         ids = self._new_ids(self._users, self.user_ids, table)
         model = copy.copy(self)
-        model._append_users(ids, table)  # replaces, never mutates, what the copy shares
+        model.append_users(ids, table)  # replaces, never mutates, what the copy shares
         return model
 
     @staticmethod
@@ -434,22 +429,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         return ids[pd.Index(known).get_indexer(ids) < 0]
 
     # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
-    def fold_in(self, history, user_features: FeaturesLike = None, epochs: Optional[int] = None,
-                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "HybridWARP":
-        """Add users from a short history without refitting (in place; returns ``self``).
-
-        Each user of ``history`` gets an identity embedding (a new one, starting at zero,
-        for new users) fitted with ``epochs`` WARP passes over their history (default
-        :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`) against the fixed item
-        representations; their other features stay as trained. New users take their features from ``user_features``, else from the
-        features kept at :meth:`fit`, else they have their identity only. Known users are
-        refined from their training items plus the history. Every history item joins the
-        user's training row, so it is excluded from their recommendations.
-        """
-        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
-                       user_ids=user_ids)
-
-    def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
+    def append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
         """Append users (empty training rows) with their features; attributes are replaced,
         not changed in place, so a shallow copy of the model can call this safely."""
         table = as_feature_table(user_features, "user")
@@ -482,7 +462,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._users = side
         self._refresh_weights()
 
-    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The vector :meth:`fold_in` fits for a new user without features whose history is
         ``items`` (sorted unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
         if not self.identity:
@@ -503,35 +483,18 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self.user_embeddings_[self._users.identity[users]] = rows
         self._cache = None
 
-    # -- persistence ---------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
-        out = {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
-               "item_feature_bias": self.item_feature_bias_}
-        for kind, side in (("user", self._users), ("item", self._items)):
-            out[f"{kind}_feature_names"] = side.names.astype(str)
-            out[f"{kind}_identity"] = side.identity.astype(np.int64)
-            out[f"new_{kind}_ids"] = side.new_ids.astype(str)
-            for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
-                out[f"{prefix}_indptr"], out[f"{prefix}_indices"], out[f"{prefix}_data"] = csr_arrays(m)
-        return out
+    # -- persistence (the sides' arrays: mrec_warp.models.feature_sides) ------------------------------
+    def get_arrays(self) -> Dict[str, np.ndarray]:
+        return {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
+                "item_feature_bias": self.item_feature_bias_, **sides_arrays(self._users, self._items)}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         d = params.get("factors")
-        spec = {"user_embeddings": ("f4", (None, d)), "item_embeddings": ("f4", (None, d)),
-                "item_feature_bias": ("f4", (None,))}
-        for kind, n in (("user", n_users), ("item", n_items)):
-            spec[f"{kind}_feature_names"] = ("U", (None,))
-            spec[f"{kind}_identity"] = ("iu", (n,))
-            spec[f"new_{kind}_ids"] = ("U", (None,))
-            for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
-                spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
-                spec[f"{prefix}_indices"] = ("iu", (None,))
-                spec[f"{prefix}_data"] = ("f", (None,))
-        return spec
+        return {"user_embeddings": ("f4", (None, d)), "item_embeddings": ("f4", (None, d)),
+                "item_feature_bias": ("f4", (None,)), **sides_spec(n_users, n_items)}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
@@ -540,20 +503,6 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         check_shape(ib, (ie.shape[0],), "item feature biases")
         for arr, what in ((ue, "user embeddings"), (ie, "item embeddings"), (ib, "item feature biases")):
             check_finite(arr, what)
-        sides = []
-        for kind, n, emb in (("user", self.n_users, ue), ("item", self.n_items, ie)):
-            names = np.asarray(arrays[f"{kind}_feature_names"])
-            new_ids = np.asarray(arrays[f"new_{kind}_ids"])
-            check_ids(names, f"{kind} feature names")
-            check_ids(new_ids, f"new {kind} ids")
-            identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
-            raw = read_csr(arrays, f"{kind}_raw", (n, len(names)))
-            new_raw = read_csr(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
-            if identity.shape != (n,) or emb.shape[0] < len(names) or (identity < -1).any() \
-                    or (identity >= emb.shape[0]).any() or ((identity >= 0) & (identity < len(names))).any():
-                raise ValueError(f"{kind} identity columns do not match the embeddings")
-            sides.append(FeatureSide(names, raw, identity, emb.shape[0], new_ids, new_raw))
-        self._users, self._items = sides
+        self._users, self._items = read_sides(arrays, (self.n_users, self.n_items), (ue.shape[0], ie.shape[0]))
         self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = ue, ie, ib
         self._refresh_weights()
-

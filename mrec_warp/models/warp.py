@@ -8,7 +8,7 @@ the estimator, over ~450 lines because ~90 of them document its parameters.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,12 +23,12 @@ from ..kernels import warp as _warp
 from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from .alignment import known_pairs
-from .base import Recommender, factor_scores
+from .factor_model import FactorModel
 from .single_user import warp_vector
-from .foldin import fold_in, warp_append_users, warp_problem
+from .foldin import fold_in, warp_problem
 from .positives import TrainingData, check_divergence, merge_seen
 from .params import check_choice, check_flag, check_number
-from .validation import check_common_params, check_epoch_params, fit_or_select, need, run_epochs
+from .validation import check_common_params, check_epoch_params, need, run_epochs
 
 LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
@@ -45,7 +45,7 @@ Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
 
 
 
-class WARP(Recommender):
+class WARP(FactorModel):
     """Matrix factorisation trained with the WARP ranking loss (Weston et al., 2010).
 
     ``f(u, i) = p_u . q_i + b_i``. For each training positive (u, i), items are drawn until
@@ -135,6 +135,12 @@ class WARP(Recommender):
         beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (README,
         "The value column"); neither is clearly ahead of the other.
     """
+
+    supports_confidence = True
+    fold_in_epochs = True
+    supports_sub_models = True
+    hogwild = True
+    LEARNED = ("user_factors_", "item_factors_", "item_bias_")
 
     def __init__(
         self,
@@ -242,7 +248,7 @@ class WARP(Recommender):
             check_choice(self.confidence_use, "confidence_use", CONFIDENCE_USES)
 
     # -- state -------------------------------------------------------------------------------
-    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+    def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         d = int(self.factors)
         scale = np.float32(self.init_scale / np.sqrt(d))
         self.user_factors_ = (seed_rng.standard_normal((n_users, d), dtype=np.float32) * scale)
@@ -262,17 +268,11 @@ class WARP(Recommender):
             np.ones_like(a) for a in self._learned_arrays())
         self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
 
-    def _restart_steps(self) -> None:
+    def restart_steps(self) -> None:
         """Adagrad's accumulators back at 1 (the learned arrays and the sampler stay): the
         next steps are as large as the first epoch's."""
         for accum in (self._user_accum, self._item_accum, self._bias_accum):
             accum.fill(1.0)
-
-    def _snapshot(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
-
-    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
-        self.user_factors_, self.item_factors_, self.item_bias_ = snap
 
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
@@ -346,7 +346,7 @@ class WARP(Recommender):
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
         """The arrays training writes, checked for divergence after every epoch."""
-        return (self.user_factors_, self.item_factors_, self.item_bias_)
+        return tuple(getattr(self, name) for name in self.LEARNED)
 
     # -- public training API -----------------------------------------------------------------
     def fit(
@@ -383,10 +383,8 @@ class WARP(Recommender):
         self._check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
-        csr = self._with_confidence(X, self._set_training_data(X))
-        self.history_: List[Dict[str, Any]] = []
-        fit_or_select(self, csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
-                      warm_epochs=int(self.warm_epochs))
+        csr = self._with_confidence(X, self.set_training_data(X))
+        self._fit_prepared(csr, validation, callbacks, progress, warm_epochs=int(self.warm_epochs))
         return self
 
     def partial_fit(self, X, epochs: int = 1, progress: Optional[Progress] = None) -> "WARP":
@@ -414,8 +412,8 @@ class WARP(Recommender):
             raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         if getattr(self, "train_", None) is None:
-            csr = self._with_confidence(X, self._set_training_data(X))
-            self._init_state(*csr.shape, np.random.default_rng(self.random_state))
+            csr = self._with_confidence(X, self.set_training_data(X))
+            self.init_state(*csr.shape, np.random.default_rng(self.random_state))
             data = self._training_data(csr)
             summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
                        "unknown_users": 0, "unknown_items": 0}
@@ -439,10 +437,10 @@ class WARP(Recommender):
             progress.log(f"warning: {message}")
         if not hasattr(self, "history_"):
             self.history_ = []
-        self._train(data, int(epochs), progress, ())
+        self.train_epochs(data, int(epochs), progress, ())
         return self
 
-    def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
         ``validation``, early-stop and keep the best."""
         data = csr if isinstance(csr, TrainingData) else self._training_data(csr)
@@ -466,8 +464,8 @@ class WARP(Recommender):
                              use=self.confidence_use)
 
     def _confidence_kind(self) -> str:
-        # subclasses whose constructor does not take ``confidence`` (the hybrid) train without it
-        return getattr(self, "confidence", "none") if "confidence" in self._param_names() else "none"
+        # a subclass that does not support a confidence (the hybrid) trains without one
+        return getattr(self, "confidence", "none") if self.supports_confidence else "none"
 
     def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
         """``binary`` (the positives) with each positive's confidence as its value.
@@ -487,24 +485,22 @@ class WARP(Recommender):
         return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "WARP":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
         Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
         Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
         per model item whose rows are the users ``user_ids``) gets a factor row fitted by
-        ``epochs`` WARP passes over their items against the fixed item factors; new users
-        are appended to ``user_ids``, known ones are refined from their training items plus
-        the history. Nothing else changes. See
-        :func:`mrec_warp.models.foldin.fold_in`.
+        ``epochs`` WARP passes (default :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`)
+        over their items against the fixed item factors; new users are appended to
+        ``user_ids``, known ones are refined from their training items plus the history;
+        every history item joins the user's training row, so it is excluded from their
+        recommendations. Nothing else changes. ``user_features``: a hybrid's new users'
+        features (a plain WARP refuses them). See :func:`mrec_warp.models.foldin.fold_in`.
         """
-        return fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
-
-    def _append_users(self, ids, user_features=None) -> None:
-        if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
-        warp_append_users(self, ids)
+        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
+                       user_ids=user_ids)
 
     def _fold_in_problem(self, users: np.ndarray):
         return warp_problem(self, users)
@@ -512,57 +508,25 @@ class WARP(Recommender):
     def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
         self.user_factors_[users] = rows
 
-    # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self._check_fitted()
-        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
-                             self.item_bias_ if self.item_bias else None, out)
-
-    def _history_vector(self, items: np.ndarray) -> np.ndarray:
-        """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
-        unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
         return warp_vector(self, items)
 
-    def _factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """(user vectors, item vectors, item biases or None): what :meth:`score_users` multiplies,
-        for one-user scoring (:mod:`.single_user`)."""
-        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
-
-    @property
-    def user_factors(self) -> np.ndarray:
-        return self.user_factors_
-
-    @property
-    def item_factors(self) -> np.ndarray:
-        return self.item_factors_
-
     # -- persistence -------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "item_bias": self.item_bias_}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (``None``: any size), checked before loading."""
-        d = params.get("factors")
-        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
-                "item_bias": ("f4", (n_items,))}
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        return {**cls._factor_spec(params, n_users, n_items), "item_bias": ("f4", (n_items,))}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
-        itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        uf, itf = self._checked_factors(arrays)
         ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)
-        d = uf.shape[1] if uf.ndim == 2 else -1
-        check_shape(uf, (self.n_users, d), "user factors")
-        check_shape(itf, (self.n_items, d), "item factors")
         check_shape(ib, (self.n_items,), "item biases")
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
             check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
-
-    def _get_attrs(self) -> Dict[str, Any]:
-        return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
-                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
 
 
 def _limit(max_norm: Optional[float]) -> float:

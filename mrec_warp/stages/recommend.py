@@ -237,7 +237,7 @@ def write_recommendations(
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
-    mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
+    mask = None if filter_items is None else model.item_mask(model.item_indices(filter_items))
     if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
         check_tsv_ids(model.user_ids, model.item_ids, path=path)
     context = context if context is not None else local_context()
@@ -250,14 +250,14 @@ def write_recommendations(
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
-                exclude = _with_items(model._exclusion_matrix(exclude), mask, model.n_users)
+                exclude = _with_items(model.exclusion_matrix(exclude), mask, model.n_users)
             info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
                                       exclude=exclude if isinstance(exclude, str) or exclude is None
-                                      else model._exclusion_matrix(exclude),
+                                      else model.exclusion_matrix(exclude),
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
                                       model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
-        blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
+        blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
                             block_size=block_size, progress=progress, workers=context, item_mask=mask)
         # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
         # not by the garbage collector while the interpreter shuts down

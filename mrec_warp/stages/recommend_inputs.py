@@ -30,7 +30,7 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     if not (idx < 0).any():
         return False
     unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
-    index, known = model._interactions().user_index, model.user_ids.tolist()
+    index, known = model.interactions().user_index, model.user_ids.tolist()
     if isinstance(model, Popularity):
         # a new user is served the overall ranking, but an id that is a known one written
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
@@ -41,7 +41,7 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
                              line=ids.index(near[0]) + 1, hint="write the ids as the training data does: this one looks "
                              "like a known user's, whose own items would not be excluded if it were served "
                              "as a new user")
-        model._append_users(unknown)
+        model.append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
                      "(give their history with `history` to exclude what they have seen)")
         return True
@@ -73,7 +73,7 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
             first = int(np.argmax(unknown))
             kind = "user" if users[first] < 0 else "item"
             example = rows[kind].iloc[first]
-            near = did_you_mean(example, getattr(model._interactions(), f"{kind}_index"), getattr(model, f"{kind}_ids").tolist())
+            near = did_you_mean(example, getattr(model.interactions(), f"{kind}_index"), getattr(model, f"{kind}_ids").tolist())
             raise InputError(f"`train` does not match the model: {what}, e.g. {example!r}"
                              + (f" ({near})" if near else ""), path=path,
                              hint="give the training file of this model; without `train` the model's own "

@@ -96,7 +96,7 @@ def similar(
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
-        near = did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
+        near = did_you_mean(bad, model.interactions().item_index, model.item_ids.tolist())
         hint = _unknown_item_hint(bad, text, model) if text is not None else "use item ids present in the training data"
         raise InputError(f"item {bad!r} is not in the model" + (f" ({near})" if near else ""),
                          path=None if items_file is None else str(items_file), hint=hint)
