@@ -37,19 +37,19 @@ _REGISTRY: Dict[str, Type["Recommender"]] = {}
 #: promises. Stages and the command line ask these, never a family's name or class.
 CAPABILITIES: Dict[str, str] = {
     "supports_fold_in": "fold_in(history, ...) adds or refines users without refitting",
-    "fold_in_epochs": "fold-in iterates: fold_in's `epochs` is used, not ignored",
+    "fold_in_epochs": "fold-in iterates: fold_in's epochs is used, not ignored",
     "uses_features": "fit takes user_features / item_features; the model has with_new_users, "
                      "with_new_items, featureless_users and new_user_ids / new_item_ids",
     "has_factors": "user_factors / item_factors (neighbours by cosine; factor_parts for one-user scoring)",
-    "supports_confidence": "a `confidence` parameter weighs each row by its value",
+    "supports_confidence": "a confidence parameter weighs each row by its value",
     "weighs_without_values": "observed pairs are weighted (alpha) even without a value column",
     "early_stopping": "trained in epochs, choosing their count on a validation split "
-                      "(fit takes `validation` and `progress`)",
-    "draws_random_numbers": "the fit is random: it takes `random_state` (the seed)",
+                      "(fit takes validation and progress)",
+    "draws_random_numbers": "the fit is random: it takes random_state (the seed)",
     "appends_unknown_users": "serves users it never saw (they are appended) instead of refusing them",
-    "supports_sub_models": "can be fitted as sub-models on workers and merged (`sub_models`)",
+    "supports_sub_models": "can be fitted as sub-models on workers and merged (sub_models)",
     "hogwild": "fit writes shared arrays from several threads: it runs on threads, never processes",
-    "fits_on_workers": "fit takes `workers` (processes or a Dask cluster) and `use_values`",
+    "fits_on_workers": "fit takes workers (processes or a Dask cluster) and use_values",
 }
 
 

@@ -19,8 +19,7 @@ from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender
-from ..models.hybrid import HybridWARP
-from ..models.warp import WARP
+from ..models.families import families_with
 from ..progress import SILENT, Progress
 from ._inputs import FeatureFiles
 
@@ -91,21 +90,25 @@ def cold_start(
     files = FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
                          columns=feature_columns)
     user_table, item_table = files.read(getattr(model, "id_encoding_", None))
-    hybrid = isinstance(model, HybridWARP)
+    features = model.uses_features
     kind = type(model).__name__
-    if not hybrid:
+    if not features:
+        with_features = " or ".join(families_with("uses_features"))
         for name, given in (("user_features", user_table is not None), ("item_features", item_table is not None),
                             ("include_new_items", include_new_items), ("new_items_only", new_items_only)):
             if given:
-                raise InputError(f"`{name}` needs a hybrid model, this is a {kind}", path=model_file,
-                                 hint="train a hybrid model (`model=hybrid`)")
-    if history and not hasattr(model, "fold_in"):
-        raise InputError(f"`history` needs a warp or hybrid model, this is a {kind}", path=model_file)
-    if fold_in_epochs is not None and not isinstance(model, WARP):
+                raise InputError(f"`{name}` needs a {with_features} model, this is a {kind}", path=model_file,
+                                 hint=f"train a {with_features} model (`model={families_with('uses_features')[0]}`)")
+    if history and not model.supports_fold_in:
+        raise InputError(f"`history` needs a model that folds users in, this is a {kind}, which cannot",
+                         path=model_file, hint=f"use a model of {', '.join(families_with('supports_fold_in'))}, "
+                                               "or retrain with the history")
+    if fold_in_epochs is not None and not model.fold_in_epochs:
         # WRMF solves each user exactly, the others add the history as it is: an epoch count
         # would be ignored, and the user would believe it was used
         raise InputError(f"`fold_in_epochs` does not apply to a {kind}, whose fold-in has no epochs",
-                         path=model_file, hint="drop `fold_in_epochs`: it is for warp and hybrid models")
+                         path=model_file, hint=f"drop `fold_in_epochs`: it is for "
+                                               f"{' and '.join(families_with('fold_in_epochs'))} models")
     changed = False
     focus: List[str] = []
 
@@ -122,7 +125,7 @@ def cold_start(
             changed = True
         known = model.user_indices(ids, strict=False) >= 0
         focus.extend(ids[known].tolist())
-    if requested_users and hybrid and len(model.new_user_ids):
+    if requested_users and features and len(model.new_user_ids):
         trained = set(model.user_ids.tolist())
         unknown = [u for u in requested_users if u not in trained]
         kept = set(model.new_user_ids.tolist())

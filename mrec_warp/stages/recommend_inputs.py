@@ -13,7 +13,6 @@ from ..data.near_ids import did_you_mean
 from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
-from ..models.popularity import Popularity
 
 
 #: Most of a ``train`` file's rows that may name users or items the model does not know. A
@@ -23,15 +22,15 @@ MAX_UNKNOWN_TRAIN_SHARE = 0.05
 
 
 def check_known_users(model, ids: List[str], path: str, progress) -> bool:
-    """Refuse unknown users (from the ``users`` file ``path``), except for a popularity model,
-    which serves them its overall ranking (they have no history). Returns whether the
-    model gained users."""
+    """Refuse unknown users (from the ``users`` file ``path``), except for a model that
+    ``appends_unknown_users`` (popularity serves them its overall ranking: they have no
+    history). Returns whether the model gained users."""
     idx = model.user_indices(ids, strict=False)
     if not (idx < 0).any():
         return False
     unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
     index, known = model.interactions().user_index, model.user_ids.tolist()
-    if isinstance(model, Popularity):
+    if model.appends_unknown_users:
         # a new user is served the overall ranking, but an id that is a known one written
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
         # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
