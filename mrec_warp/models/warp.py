@@ -1,32 +1,32 @@
 """WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
 
-The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; the epoch
-loop and early stopping in :mod:`.validation`, fold-in in :mod:`.foldin`, the positives'
-arrays in :mod:`.positives`, new data's ids in :mod:`.alignment`. What is left is one job,
-the estimator, over ~450 lines because ~90 of them document its parameters.
+The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; one epoch
+in :mod:`.warp_epoch`, the epoch loop and early stopping in :mod:`.validation`, what every
+factor model shares in :mod:`.factor_model`, fold-in in :mod:`.foldin`, ``partial_fit`` in
+:mod:`.partial_fit`, the positives' arrays in :mod:`.positives`. What is left is the
+estimator, a third of it the documentation of its parameters.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.confidence import check_confidence, confidence as confidence_of
-from ..data.interactions import Interactions, as_csr
+from ..data.confidence import check_confidence
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError
-from ..progress import SILENT, Progress, plural
+from ..progress import SILENT, Progress
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
-from ..seeds import spawn_seed, spawn_seeds
-from ..workers import effective_n_jobs, thread_map
-from .alignment import known_pairs
+from ..seeds import spawn_seed
+from ..workers import effective_n_jobs
 from .factor_model import FactorModel
 from .single_user import warp_vector
 from .foldin import fold_in, warp_problem
-from .positives import TrainingData, check_divergence, merge_seen
+from .partial_fit import partial_fit
+from .warp_epoch import run_epoch, with_confidence
+from .positives import TrainingData
 from .params import check_choice, check_flag, check_number
 from .validation import check_common_params, check_epoch_params, need, run_epochs
 
@@ -37,12 +37,7 @@ SCHEDULES = ("adagrad", "sgd")
 #: How WARP uses a confidence: draw positives in proportion to it, or scale each step by it.
 CONFIDENCE_USES = ("sample", "weight")
 
-#: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
-#: enough that the Python overhead between calls is negligible.
-CHUNK = 262144
-
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
-
 
 
 class WARP(FactorModel):
@@ -276,45 +271,8 @@ class WARP(FactorModel):
 
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
-        """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
-        if data.alias is not None:
-            _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
-        else:
-            _rng.shuffle(data.order, self._rng_state)
-        cfg = self._step_settings(self.epochs_done_)
-        nnz = len(data.order)
-        n_jobs = effective_n_jobs(self.n_jobs)
-
-        def run(start: int, stop: int, state: np.ndarray):
-            return self._fit_shard(data, start, stop, state, cfg)
-
-        totals = np.zeros(4)
-        if n_jobs == 1:
-            chunks = [(s, min(s + CHUNK, nnz)) for s in range(0, nnz, CHUNK)]
-            for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
-                totals += run(s, e, self._rng_state)
-        else:
-            bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
-            # one independent sampler per thread, seeded from the model's state and the epoch
-            seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
-            states = [_rng.seed_state(int(x)) for x in seeds]
-            self._rng_state = _rng.seed_state(int(self._rng_state[1]))
-            # one hogwild shard per thread, on the fitting threads every model shares
-            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
-            for r in thread_map(run, shards, n_jobs):
-                totals += r
-        self.epochs_done_ += 1
-        n_updates, total_weight, total_loss, n_compared = totals
-        weighted = self._confidence_kind() != "none" and self.confidence_use == "weight"
-        check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
-                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None,
-                         scales=self._step_scales())
-        return {
-            "updates": n_updates / max(nnz, 1),
-            "mean_weight": total_weight / max(n_updates, 1),
-            "loss": total_loss / max(nnz, 1),
-            "compared_per_positive": n_compared / max(nnz, 1),
-        }
+        """One epoch on ``data`` (:func:`.warp_epoch.run_epoch`): its statistics."""
+        return run_epoch(self, data, progress)
 
     def _step_settings(self, epoch: int) -> Dict[str, Any]:
         """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
@@ -407,38 +365,7 @@ class WARP(FactorModel):
             Passes over ``X`` (at least 1).
         progress : Progress, optional
         """
-        self._check_params()
-        if int(epochs) < 1:
-            raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
-        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        if getattr(self, "train_", None) is None:
-            csr = self._with_confidence(X, self.set_training_data(X))
-            self.init_state(*csr.shape, np.random.default_rng(self.random_state))
-            data = self._training_data(csr)
-            summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
-                       "unknown_users": 0, "unknown_items": 0}
-        else:
-            if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
-                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
-            new, summary = known_pairs(X, self, keep_values=self._confidence_kind() != "none")
-            values = self._with_confidence(new, new).data if self._confidence_kind() != "none" else None
-            new.data[:] = 1.0
-            seen = merge_seen(self.train_, new)
-            summary["new_pairs"] = int(seen.nnz - self.train_.nnz)
-            data = self._training_data(seen, visit=new, values=values)
-            self.train_ = seen
-            self._interactions_cache = None
-        self.partial_fit_summary_: Dict[str, int] = summary
-        if summary["skipped_pairs"]:
-            message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
-                       f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
-                       "the model does not know (add new users with fold_in; new items need a refit)")
-            warnings.warn(message, UserWarning, stacklevel=2)
-            progress.log(f"warning: {message}")
-        if not hasattr(self, "history_"):
-            self.history_ = []
-        self.train_epochs(data, int(epochs), progress, ())
-        return self
+        return partial_fit(self, X, epochs, progress)
 
     def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
@@ -468,21 +395,9 @@ class WARP(FactorModel):
         return getattr(self, "confidence", "none") if self.supports_confidence else "none"
 
     def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
-        """``binary`` (the positives) with each positive's confidence as its value.
-
-        Without a confidence, ``binary`` itself. The values come from ``X`` (the same stored
-        entries as ``binary``: a value of 0 is a positive of the lowest confidence); the visit
-        order and hold-out splits only look at the structure, so they do not change with the
-        confidence.
-        """
-        if self._confidence_kind() == "none":
-            return binary
-
-        raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's _set_training_data
-            raise ValueError("confidence values do not line up with the positives")
-        conf = confidence_of(raw.data, self.confidence, self.alpha, self.eps)
-        return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
+        """``binary`` with each positive's confidence as its value (:func:`.warp_epoch.with_confidence`)."""
+        kind = self._confidence_kind()
+        return binary if kind == "none" else with_confidence(X, binary, kind, self.alpha, self.eps)
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
