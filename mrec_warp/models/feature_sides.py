@@ -5,6 +5,7 @@ their features (cold start). The weighting maths is :mod:`mrec_warp.models.featu
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -13,6 +14,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.npz import check_ids, csr_arrays, read_csr
+from ..errors import InputError
 from .feature_weights import feature_names, raw_rows, weighted_rows
 
 
@@ -50,6 +52,62 @@ class FeatureSide:
             raw = lil.tocsr()
             raw.sort_indices()
         return ids, raw
+
+    def unknown_ids(self, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
+        """The ids of ``table`` not in ``known`` (the trained ids), or without a table the ids
+        kept as new at training."""
+        if table is None:
+            return self.new_ids.copy()
+        ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
+        return ids[pd.Index(known).get_indexer(ids) < 0]
+
+    def added(self, ids: np.ndarray, raw: sp.csr_matrix, only: bool = False) -> "FeatureSide":
+        """A copy with the rows ``raw`` of ``ids`` (no identities) after its own rows -- or
+        instead of them, ``only`` -- and those ids no longer kept as new. Nothing of this
+        side changes: a shallow copy of a model may share it."""
+        side = copy.copy(self)
+        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
+        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
+        no_identity = np.full(len(ids), -1, dtype=np.int64)
+        side.raw = raw if only else sp.vstack([side.raw, raw], format="csr")
+        side.identity = no_identity if only else np.concatenate([side.identity, no_identity])
+        return side
+
+    def with_identities(self, rows: np.ndarray) -> "FeatureSide":
+        """A copy that gives ``rows`` (ids without an identity) new identity columns, after the
+        last column (their embeddings are the caller's to append)."""
+        side = copy.copy(self)
+        side.identity = side.identity.copy()
+        side.identity[rows] = side.n_columns + np.arange(len(rows))
+        side.n_columns += len(rows)
+        return side
+
+
+def sides_weights(sides: Tuple[FeatureSide, FeatureSide], normalize: bool, identity: bool,
+                  identity_weight: float) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The (users, items) weighted feature rows of a model (:meth:`FeatureSide.weights`);
+    an :class:`InputError` naming ``identity_weight`` when they overflow float32."""
+    w = identity_weight
+    overflow = InputError(f"`identity_weight={w:g}` makes feature weights infinite in float32",
+                          hint="lower `identity_weight`, e.g. `identity_weight=2`")
+    # float32 weights: an identity weight beyond 3.4e38 is infinite, and every score it
+    # touches NaN: a model that trains, saves and then ranks nothing
+    if not w <= float(np.finfo(np.float32).max):
+        raise overflow
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+        weights = tuple(side.weights(normalize, identity, w) for side in sides)
+    if not all(np.isfinite(m.data).all() for m in weights):
+        raise overflow
+    return weights[0], weights[1]
+
+
+def describe_side(kind: str, n_ids: int, info: Dict[str, int]) -> str:
+    """The log line of one side's features, from :func:`build_side`'s ``info``."""
+    unknown = info["rows_with_unknown_features"]
+    return (f"{kind} features: {info['features']} features on {n_ids - info['ids_without_features']} of "
+            f"{n_ids} training {kind}s ({info['ids_without_features']} with identity only); "
+            f"{info['new_ids']} new {kind}s kept for cold start"
+            + (f"; {unknown} rows of new {kind}s name features no training {kind} has (ignored)" if unknown else ""))
 
 
 def build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -> Tuple[FeatureSide, Dict[str, int]]:

@@ -4,9 +4,9 @@ The Python side of the model; the per-interaction work is in :mod:`mrec_warp.ker
 Training, early stopping, refit, callbacks and hogwild threads are WARP's own
 (:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
 the scoring and the handling of features and of ids that appear after training.
-One job, the estimator, over ~450 lines: its cold-start methods (``with_new_items``,
-``with_new_users``, ``fold_in``) change the same embedding tables and feature sides
-(:mod:`.feature_sides`) as training, so they stay with it.
+Its cold-start methods (``with_new_items``, ``with_new_users``, fold-in's hooks) change
+the same embedding tables as training, so they stay with it; what they do to the feature
+sides, and the sides' arrays in a model file, are in :mod:`.feature_sides`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
-from .feature_sides import FeatureSide, build_side, read_sides, sides_arrays, sides_spec
+from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
 from .foldin import append_empty_rows as _append_empty_rows
 from .params import check_flag, check_number
 from .single_user import anonymous_weight, warp_vector
@@ -199,13 +199,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
                 check_ids_match(table, ids, kind, source)
             side, info = build_side(ids, table, bool(self.identity))
             if table is not None:
-                progress.log(
-                    f"{kind} features: {info['features']} features on {len(ids) - info['ids_without_features']} of "
-                    f"{len(ids)} training {kind}s ({info['ids_without_features']} with identity only); "
-                    f"{info['new_ids']} new {kind}s kept for cold start"
-                    + (f"; {info['rows_with_unknown_features']} rows of new {kind}s name features no training "
-                       f"{kind} has (ignored)" if info["rows_with_unknown_features"] else "")
-                )
+                progress.log(describe_side(kind, len(ids), info))
             if not self.identity:
                 bare = int((np.diff(side.raw.indptr) == 0).sum())
                 if bare:
@@ -222,19 +216,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
 
     def _refresh_weights(self) -> None:
         """Normalised feature rows and their fast-path columns, from the sides."""
-        slot = bool(self.identity)
-        w = float(self.identity_weight)
-        overflow = InputError(f"`identity_weight={w:g}` makes feature weights infinite in float32",
-                              hint="lower `identity_weight`, e.g. `identity_weight=2`")
-        # float32 weights: an identity weight beyond 3.4e38 is infinite, and every score it
-        # touches NaN: a model that trains, saves and then ranks nothing
-        if not w <= float(np.finfo(np.float32).max):
-            raise overflow
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
-            self._uw = self._users.weights(bool(self.normalize), slot, w)
-            self._iw = self._items.weights(bool(self.normalize), slot, w)
-        if not (np.isfinite(self._uw.data).all() and np.isfinite(self._iw.data).all()):
-            raise overflow
+        self._uw, self._iw = sides_weights((self._users, self._items), bool(self.normalize), bool(self.identity),
+                                           float(self.identity_weight))
         self._ib = self._iw  # item biases weighted like the embeddings
         self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
@@ -375,26 +358,15 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         """
         self.check_fitted()
         table = as_feature_table(item_features, "item")
-        ids = self._new_ids(self._items, self.item_ids, table)
-        ids, raw = self._items.take_new(ids, table)
+        ids, raw = self._items.take_new(self._items.unknown_ids(self.item_ids, table), table)
         keep = np.diff(raw.indptr) > 0  # an item with no known feature cannot be scored
         ids, raw = ids[keep], raw[keep]
         model = copy.copy(self)
-        side = copy.copy(self._items)
-        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
-        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
-        no_identity = np.full(len(ids), -1, dtype=np.int64)
-        if only:
-            side.raw, side.identity = raw, no_identity
-            model.item_ids = ids
-            model.train_ = sp.csr_matrix(self.train_.shape[:1] + (len(ids),), dtype=np.float32)
-        else:
-            side.raw = sp.vstack([side.raw, raw], format="csr")
-            side.identity = np.concatenate([side.identity, no_identity])
-            model.item_ids = np.concatenate([self.item_ids, ids])
-            model.train_ = sp.csr_matrix((self.train_.data, self.train_.indices, self.train_.indptr),
-                                         shape=(self.n_users, len(model.item_ids)))
-        model._items = side
+        model._items = self._items.added(ids, raw, only=only)
+        model.item_ids = ids if only else np.concatenate([self.item_ids, ids])
+        train = self.train_
+        model.train_ = (sp.csr_matrix(train.shape[:1] + (len(ids),), dtype=np.float32) if only else
+                        sp.csr_matrix((train.data, train.indices, train.indptr), shape=(self.n_users, model.n_items)))
         model._interactions_cache = None
         model._refresh_weights()
         return model
@@ -416,17 +388,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         """
         self.check_fitted()
         table = as_feature_table(user_features, "user")
-        ids = self._new_ids(self._users, self.user_ids, table)
+        ids = self._users.unknown_ids(self.user_ids, table)
         model = copy.copy(self)
         model.append_users(ids, table)  # replaces, never mutates, what the copy shares
         return model
-
-    @staticmethod
-    def _new_ids(side: FeatureSide, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
-        if table is None:
-            return side.new_ids.copy()
-        ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
-        return ids[pd.Index(known).get_indexer(ids) < 0]
 
     # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
     def append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
@@ -434,12 +399,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         not changed in place, so a shallow copy of the model can call this safely."""
         table = as_feature_table(user_features, "user")
         ids, raw = self._users.take_new(np.asarray(ids, dtype=str), table)
-        side = copy.copy(self._users)
-        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
-        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
-        side.raw = sp.vstack([side.raw, raw], format="csr")
-        side.identity = np.concatenate([side.identity, np.full(len(ids), -1, dtype=np.int64)])
-        self._users = side
+        self._users = self._users.added(ids, raw)
         self.user_ids = np.concatenate([self.user_ids, ids])
         self.train_ = _append_empty_rows(self.train_, len(ids))
         self._interactions_cache = None
@@ -447,14 +407,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
 
     def _give_identities(self, users: np.ndarray) -> None:
         """Identity columns (zero embeddings) for those of ``users`` that have none."""
-        side = self._users
-        lacking = users[side.identity[users] < 0]
+        lacking = users[self._users.identity[users] < 0]
         if len(lacking) == 0:
             return
-        side = copy.copy(side)
-        side.identity = side.identity.copy()
-        side.identity[lacking] = side.n_columns + np.arange(len(lacking))
-        side.n_columns += len(lacking)
+        side = self._users.with_identities(lacking)
         d = self.user_embeddings_.shape[1]
         self.user_embeddings_ = np.vstack([self.user_embeddings_, np.zeros((len(lacking), d), np.float32)])
         if getattr(self, "_user_accum", None) is not None:
