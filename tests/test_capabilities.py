@@ -14,8 +14,7 @@ from mrec_warp.models import WARP, WRMF, HybridWARP, Popularity
 from mrec_warp.models.base import _REGISTRY, CAPABILITIES, Recommender
 from mrec_warp.models.factor_model import FactorModel
 from mrec_warp.models.families import FAMILIES, families_with, model_classes, named_families
-from mrec_warp.stages.cold_start import cold_start
-from mrec_warp.stages.recommend_inputs import check_known_users
+from mrec_warp.stages.recommend_inputs import check_known_users, cold_start
 from mrec_warp.progress import SILENT
 
 

@@ -22,7 +22,9 @@ import scipy.sparse as sp
 from ..data.confidence import check_confidence
 from ..data.interactions import as_csr
 from ..data.npz import source_name
+from ..data.inputs import check_readable
 from ..errors import InputError, spell_parameters
+from ..files import PathLike
 from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
 from . import single_user
@@ -401,3 +403,11 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         raise InputError(f"model file is invalid: {message}", path=name, hint=MODEL_FILE_HINT) from None
     model.set_attrs(attrs)
     return model
+
+
+def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Optional[str]]:
+    """(model, the file it came from): ``model`` itself, or loaded from a model file."""
+    if isinstance(model, Recommender):
+        return model, None
+    check_readable(model, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
+    return load(model), str(model)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..models import Recommender
-from ._inputs import open_model
+from ..models.base import open_model
 from .similar import split_id_list
 
 PathLike = Union[str, os.PathLike]

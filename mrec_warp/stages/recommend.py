@@ -1,7 +1,10 @@
 """The recommend stage: top-k lists for many users of a fitted model, written to one file.
 
-:func:`recommend` is the stage as the command runs it (a model file, its cold start, the
-users asked for, exclusions); :func:`write_recommendations` the writing, for a model in hand.
+:func:`recommend` is the stage as the command runs it, one straight line: its inputs (the
+model file, its cold start, the users asked for, exclusions:
+:func:`~mrec_warp.stages.recommend_inputs.recommend_inputs`), then the model's scores as
+candidates, their top k (:mod:`mrec_warp.topk`) and the writer (:mod:`mrec_warp.tables`);
+:func:`write_recommendations` is that second half, for a model in hand.
 
 With local threads and no work folder the users' blocks are scored on the context's
 threads and streamed to the file (:func:`~mrec_warp.topk.iter_top_k`). Otherwise
@@ -13,7 +16,6 @@ scoring grid of :mod:`mrec_warp.topk`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -32,12 +34,9 @@ from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, neutralised_note, output_format, write_frames
-from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
+from ..topk import KernelExclusion, block_to_frame, capped_k, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
-from ..data.idlist import read_id_list
-from ._inputs import capped_k, open_model
-from .cold_start import cold_start
-from .recommend_inputs import check_known_users, filtered_items, train_exclusion
+from .recommend_inputs import recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
 #: large enough that a 20M-interaction job has tens of parts, not thousands.
@@ -107,42 +106,26 @@ def recommend(
         Item ids never recommended to anyone.
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
-        Cold start, as :func:`~mrec_warp.stages.cold_start.cold_start`.
+        Cold start, as :func:`~mrec_warp.stages.recommend_inputs.cold_start`.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
     """
     check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
                                         exclude_items, history, item_features, user_features])
-    given = isinstance(model, Recommender)
-    model, model_file = open_model(model)
-    if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
-        model = copy.deepcopy(model)
-    notes: List[str] = []
-    requested = read_id_list(users, unique=True, note=notes.append) if users else None
-    extended = cold_start(model, model_file, item_features=item_features, user_features=user_features,
-                          feature_sep=feature_sep, feature_header=feature_header, feature_columns=feature_columns,
-                          include_new_items=include_new_items, new_items_only=new_items_only, history=history,
-                          fold_in_epochs=fold_in_epochs, requested_users=requested, progress=progress)
-    model, changed = extended.model, extended.changed
-    user_ids: Optional[List[str]] = None
-    if users:
-        user_ids = requested
-        changed = check_known_users(model, user_ids, users, progress) or changed
-    elif extended.users is not None:  # user features / history: recommend for those users
-        user_ids = extended.users
-    exclude = train_exclusion(model, train, progress) if train else "train"
-    if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
-        notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
-                     "the items users have seen")
-    filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
+    inputs = recommend_inputs(  # 1. inputs: the model extended for newcomers, users, exclusions
+        model, users=users, train=train, exclude_items=exclude_items, progress=progress,
+        cold=dict(item_features=item_features, user_features=user_features, feature_sep=feature_sep,
+                  feature_header=feature_header, feature_columns=feature_columns, include_new_items=include_new_items,
+                  new_items_only=new_items_only, history=history, fold_in_epochs=fold_in_epochs))
+    model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
-    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
-                                 filter_items=filtered, block_size=block_size, part_size=part_size,
-                                 model_file=None if changed else model_file, context=context, progress=progress,
-                                 notes=notes)
+    # 2-5. the model's candidates, their top k, the writer
+    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
+                                 filter_items=inputs.filtered, block_size=block_size, part_size=part_size,
+                                 model_file=inputs.model_file, context=context, progress=progress, notes=notes)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "

@@ -16,7 +16,8 @@ from ..data.idlist import read_id_list
 from ..data.near_ids import did_you_mean
 from ..errors import InputError, ParameterError
 from ..models import Recommender
-from ._inputs import capped_k, open_model
+from ..models.base import open_model
+from ..topk import capped_k
 
 PathLike = Union[str, os.PathLike]
 

@@ -27,7 +27,8 @@ from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
-from ._inputs import (FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, load_validation,
+from ..data.features import FeatureFiles
+from ._inputs import (RowOptions, keep_encoding, load_interactions, load_params, load_validation,
                       params_model)
 
 PathLike = Union[str, os.PathLike]
