@@ -74,6 +74,8 @@ def test_the_capabilities_say_what_the_shipped_families_do():
     assert set(families_with("fold_in_epochs")) == {"warp", "hybrid"}
     assert set(families_with("supports_confidence")) == {"warp", "wrmf"}
     assert families_with("appends_unknown_users") == ["popularity"]
+    assert families_with("explains") == ["wrmf"]
+    assert "popularity" not in families_with("finds_similar_items")
     assert all(model_classes()[n].supports_fold_in for n in FAMILIES)
     assert named_families("supports_confidence") == "`model=warp` or wrmf"
     # a capability and the parameters agree: a seed where random numbers are drawn

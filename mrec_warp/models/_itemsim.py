@@ -39,6 +39,7 @@ class ItemSimilarity(Recommender):
     _dense_weights = False
 
     supports_fold_in = True
+    finds_similar_items = True
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -52,6 +52,8 @@ CAPABILITIES: Dict[str, str] = {
     "supports_sub_models": "can be fitted as sub-models on workers and merged (sub_models)",
     "hogwild": "fit writes shared arrays from several threads: it runs on threads, never processes",
     "fits_on_workers": "fit takes workers (processes or a Dask cluster) and use_values",
+    "finds_similar_items": "similar_items / similar rank neighbours (by factors or item-item weights)",
+    "explains": "explain / explain_frame split a score into the contributions of the user's history",
 }
 
 
@@ -82,6 +84,8 @@ class Recommender(ModelIds, Neighbours, abc.ABC):
     supports_sub_models: ClassVar[bool] = False
     hogwild: ClassVar[bool] = False
     fits_on_workers: ClassVar[bool] = False
+    finds_similar_items: ClassVar[bool] = False
+    explains: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

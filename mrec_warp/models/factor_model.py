@@ -43,6 +43,7 @@ class FactorModel(Recommender):
     early_stopping = True
     draws_random_numbers = True
     supports_fold_in = True
+    finds_similar_items = True
 
     #: Names of the arrays training writes: what :meth:`snapshot` copies and :meth:`restore` puts back.
     LEARNED: Tuple[str, ...] = ("user_factors_", "item_factors_")

@@ -40,6 +40,7 @@ class Factors(Recommender):
 
     supports_fold_in = True
     has_factors = True
+    finds_similar_items = True
 
     def __init__(self, item_bias: bool = False, regularization: float = 0.01) -> None:
         self.item_bias = item_bias

@@ -89,6 +89,7 @@ class WRMF(FactorModel):
     supports_confidence = True
     weighs_without_values = True
     fits_on_workers = True
+    explains = True
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ import pandas as pd
 from ..errors import InputError
 from ..models import Recommender
 from ..models.base import open_model
+from ..models.families import families_with
 from .similar import split_id_list
 
 PathLike = Union[str, os.PathLike]
@@ -67,9 +68,10 @@ def explain(
         within a small margin of it).
     """
     model, model_file = open_model(model)
-    if not hasattr(model, "explain_frame"):
+    if not model.explains:
         raise InputError(f"a {type(model).__name__} model cannot explain its scores", path=model_file,
-                         hint="train a wrmf model (`model=wrmf`)")
+                         hint=f"train a {' or '.join(families_with('explains'))} model "
+                              f"(`model={families_with('explains')[0]}`)")
     if model.user_indices([user], strict=False)[0] < 0:
         raise InputError(f"user {user!r} is not in the model", hint="use a user id of the training data")
     item_ids = None

@@ -17,6 +17,7 @@ from ..data.near_ids import did_you_mean
 from ..errors import InputError, ParameterError
 from ..models import Recommender
 from ..models.base import open_model
+from ..models.families import families_with
 from ..topk import capped_k
 
 PathLike = Union[str, os.PathLike]
@@ -82,9 +83,9 @@ def similar(
     SimilarResult
     """
     model, model_file = open_model(model)
-    if getattr(model, "item_factors", None) is None and getattr(model, "weights_", None) is None:
+    if not model.finds_similar_items:
         raise InputError(f"a {type(model).__name__} model has no item factors or item-item weights",
-                         path=model_file, hint="train a warp, hybrid, wrmf, itemknn, slim or ease model")
+                         path=model_file, hint=f"train a {', '.join(families_with('finds_similar_items'))} model")
     if (items is None) == (items_file is None):
         raise ParameterError("give exactly one of `items` or `items_file`")
     text = items if isinstance(items, str) else None
