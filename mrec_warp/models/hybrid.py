@@ -47,7 +47,9 @@ class HybridWARP(WARP):
 
     Cold start: features of ids absent from the training data are kept; new items are
     ranked with :meth:`with_new_items`, new users with :meth:`with_new_users`, and users
-    with a short history are added without refitting by :meth:`fold_in`.
+    with a short history are added without refitting by :meth:`fold_in` (WARP's): each gets
+    its identity embedding (a new one, from zero) fitted against the fixed items, its other
+    features as trained; new users' features come from ``user_features``, else from ``fit``'s.
 
     Parameters
     ----------
