@@ -165,3 +165,21 @@ def test_train_refuses_what_a_family_cannot_take(tmp_path):
     assert caught.value.path == str(validation)
     with pytest.raises(InputError, match=r"`sub_models` needs `model=warp`, not `model=wrmf`"):
         mw.train(train, model="wrmf", sub_models=2)
+
+
+def test_the_recommend_path_is_a_straight_line():
+    """stages.recommend calls its inputs step and then topk / tables; the inputs step calls
+    no other stage module back (cold start is part of it; feature files are data's)."""
+    import ast
+    from pathlib import Path
+
+    stages = Path(mw.__file__).parent / "stages"
+
+    def stage_imports(name):
+        tree = ast.parse((stages / f"{name}.py").read_text())
+        return {node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+
+    assert stage_imports("recommend") == {"recommend_inputs"}
+    assert stage_imports("recommend_inputs") == set()
+    assert not (stages / "cold_start.py").exists()
