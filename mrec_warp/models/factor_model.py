@@ -47,6 +47,15 @@ class FactorModel(Recommender):
 
     #: Names of the arrays training writes: what :meth:`snapshot` copies and :meth:`restore` puts back.
     LEARNED: Tuple[str, ...] = ("user_factors_", "item_factors_")
+    #: Arrays of the factors' size a fit keeps (WARP: the factors and their adagrad accumulators),
+    #: and factors x factors matrices it holds (WRMF: the Gram matrix and one system per solve):
+    #: what the memory check before a fit counts (:func:`.validation.check_factor_memory`).
+    STATE_COPIES: int = 1
+    GRAM_COPIES: int = 0
+
+    def factor_rows(self, n_users: int, n_items: int) -> int:
+        """Rows of factors a fit allocates (the hybrid: one per feature column)."""
+        return n_users + n_items
 
     # -- early-stopping hooks (called by validation.fit_or_select / run_epochs) -----------------
     @abc.abstractmethod

@@ -228,7 +228,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._iw_arrays = csr_arrays(self._iw)
         self._cache = None
 
-    def _factor_rows(self, n_users: int, n_items: int) -> int:
+    def factor_rows(self, n_users: int, n_items: int) -> int:
         """Embedding rows: one per user and item feature column (identities included)."""
         return int(self._users.n_columns) + int(self._items.n_columns)
 

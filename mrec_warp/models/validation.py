@@ -160,16 +160,16 @@ def check_common_params(model) -> None:
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
 
-    The estimate counts float32 factor rows (``model._factor_rows``, default users + items)
-    times ``model.factors``, times the copies the fit keeps (``model._state_copies``: WARP's
-    adagrad accumulators double it), plus the best snapshot early stopping keeps, plus
-    ``model._gram_copies`` factors x factors matrices (WRMF's Gram matrix and solves).
+    The estimate counts float32 factor rows (``model.factor_rows``) times ``model.factors``,
+    times the copies the fit keeps (``model.STATE_COPIES``: WARP's adagrad accumulators
+    double it), plus the best snapshot early stopping keeps, plus ``model.GRAM_COPIES``
+    factors x factors matrices (WRMF's Gram matrix and solves): see
+    :class:`~mrec_warp.models.factor_model.FactorModel`.
     """
-    rows_of = getattr(model, "_factor_rows", None)
-    rows = rows_of(n_users, n_items) if rows_of is not None else n_users + n_items
-    copies = getattr(model, "_state_copies", 1) + (1 if model.epochs is None else 0)
+    rows = model.factor_rows(n_users, n_items)
+    copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
     d = float(model.factors)
-    need = 4.0 * d * rows * copies + 4.0 * d * d * getattr(model, "_gram_copies", 0)
+    need = 4.0 * d * rows * copies + 4.0 * d * d * model.GRAM_COPIES
     check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
                  "factors")
 

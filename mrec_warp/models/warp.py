@@ -205,7 +205,7 @@ class WARP(FactorModel):
 
     # -- checks ------------------------------------------------------------------------------
     #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
-    _state_copies = 2
+    STATE_COPIES = 2
 
     def _step_scales(self) -> Dict[str, float]:
         """Parameters other than ``alpha`` that multiply each step (named first by a

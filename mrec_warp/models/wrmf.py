@@ -135,7 +135,7 @@ class WRMF(FactorModel):
 
     # -- checks ------------------------------------------------------------------------------
     #: factors x factors matrices a fit holds: the Gram matrix, and one system per solve.
-    _gram_copies = 2
+    GRAM_COPIES = 2
 
     def _check_params(self) -> None:
         check_number(self.factors, "factors", integer=True, at_least=1)
