@@ -183,3 +183,17 @@ def test_the_recommend_path_is_a_straight_line():
     assert stage_imports("recommend") == {"recommend_inputs"}
     assert stage_imports("recommend_inputs") == set()
     assert not (stages / "cold_start.py").exists()
+
+
+def test_the_hybrid_takes_warps_parameters_without_relisting_them():
+    warp = set(WARP._param_names())
+    hybrid = set(HybridWARP._param_names())
+    assert hybrid == warp - {"confidence", "alpha", "eps", "confidence_use"} | {"identity", "identity_weight",
+                                                                                "normalize"}
+    model = HybridWARP(16, patience=3)  # positional and keyword, as an explicit list takes them
+    assert (model.factors, model.patience, model.learning_rate, model.identity_weight) == (16, 3, None, 2.0)
+    assert model.max_epochs == WARP().max_epochs  # WARP's defaults, not a copy of them
+    assert type(model)(**model.get_params()).get_params() == model.get_params()  # clone
+    with pytest.raises(TypeError, match="confidence"):
+        HybridWARP(confidence="log")
+    assert not HybridWARP.supports_confidence

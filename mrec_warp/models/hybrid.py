@@ -11,6 +11,7 @@ sides, and the sides' arrays in a model file, are in :mod:`.feature_sides`.
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -82,51 +83,14 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
     supports_sub_models = False
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
 
-    def __init__(
-        self,
-        factors: int = 64,
-        loss: str = "warp",
-        learning_rate: Optional[float] = None,
-        learning_schedule: str = "adagrad",
-        decay: float = 0.0,
-        user_reg: float = 0.0,
-        item_reg: float = 0.0,
-        max_sampled: int = 50,
-        user_max_norm: Optional[float] = 1.25,
-        item_max_norm: Optional[float] = None,
-        kos_k: int = 5,
-        kos_n: int = 10,
-        item_bias: bool = True,
-        epochs: Optional[int] = None,
-        max_epochs: int = 200,
-        patience: int = 6,
-        eval_every: int = 2,
-        eval_k: int = 10,
-        min_improvement: float = 0.002,
-        validation_fraction: float = 0.1,
-        validation_users: int = 5000,
-        refit: bool = True,
-        warm_epochs: int = 0,
-        init_scale: float = 0.1,
-        n_jobs: int = 1,
-        random_state: Optional[int] = None,
-        verbose: bool = False,
-        identity: bool = True,
-        identity_weight: float = 2.0,
-        normalize: bool = True,
-    ) -> None:
-        super().__init__(
-            factors=factors, loss=loss, learning_rate=learning_rate, learning_schedule=learning_schedule,
-            decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled,
-            user_max_norm=user_max_norm, item_max_norm=item_max_norm, kos_k=kos_k, kos_n=kos_n, item_bias=item_bias,
-            epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
-            min_improvement=min_improvement, validation_fraction=validation_fraction,
-            validation_users=validation_users, refit=refit, warm_epochs=warm_epochs,
-            init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
-        )
-        self.identity = identity
-        self.identity_weight = identity_weight
-        self.normalize = normalize
+    def __init__(self, *args: Any, **params: Any) -> None:
+        # The parameters are WARP's, without a confidence (the hybrid trains without one) and
+        # with learning_rate=None (resolved from the data), then the hybrid's own: the
+        # signature below the class (_SIGNATURE), which get_params, clone and model files read.
+        bound = _SIGNATURE.bind(self, *args, **params)  # the TypeError an explicit list would raise
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
 
     #: The default step with content features (see ``learning_rate``).
     FEATURE_LEARNING_RATE = 0.05
@@ -464,3 +428,19 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._users, self._items = read_sides(arrays, (self.n_users, self.n_items), (ue.shape[0], ie.shape[0]))
         self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = ue, ie, ib
         self._refresh_weights()
+
+
+def _hybrid_signature() -> inspect.Signature:
+    """WARP's ``__init__`` signature without its confidence parameters, ``learning_rate``
+    defaulting to ``None``, and the hybrid's ``identity``, ``identity_weight`` and ``normalize``."""
+    warp = inspect.signature(WARP.__init__)
+    kept = [p.replace(default=None, annotation=Optional[float]) if p.name == "learning_rate" else p
+            for p in warp.parameters.values() if p.name not in ("confidence", "alpha", "eps", "confidence_use")]
+    own = [inspect.Parameter("identity", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool),
+           inspect.Parameter("identity_weight", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=2.0, annotation=float),
+           inspect.Parameter("normalize", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool)]
+    return warp.replace(parameters=kept + own)
+
+
+_SIGNATURE = _hybrid_signature()
+HybridWARP.__init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
