@@ -30,3 +30,17 @@ html_theme = "alabaster"
 html_title = f"mrec-warp {release}"
 html_theme_options = {"description": "Recommendations from implicit feedback", "fixed_sidebar": True}
 html_static_path: list[str] = []
+
+
+def _literal_stars(app, ctx, lines: list[str]) -> None:
+    """Click's help texts are plain text, which sphinx-click passes on as reST: a ``*`` in
+    them (``1 + alpha*value``, ``*.npy``) would open an emphasis. Escape every star outside
+    directive lines."""
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(".. "):
+            lines[i] = line.replace("*", r"\*")
+
+
+def setup(app):
+    for part in ("description", "usage", "options", "arguments", "epilog"):
+        app.connect(f"sphinx-click-process-{part}", _literal_stars)

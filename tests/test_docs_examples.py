@@ -280,3 +280,24 @@ def test_parser_reads_both_kinds_and_skips(tmp_path):
         ("console", 10, None), ("console", 18, "needs the network"), ("python", 20, None)]
     assert _commands(parsed.examples[0].text) == ["mrec-warp --version # continued"]
     assert [(lit.line, lit.lang) for lit in parsed.literals] == [(6, ""), (26, "text")]
+
+
+def test_python_versions_match_the_package_metadata():
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    oldest = re.fullmatch(r">=\s*(3\.\d+)", project["requires-python"]).group(1)
+    listed = [c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+              if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    newest = max(listed, key=lambda v: int(v.split(".")[1]))
+    assert min(listed, key=lambda v: int(v.split(".")[1])) == oldest
+    readme = (ROOT / "README.rst").read_text()
+    assert f"Python {oldest}+" in readme and f"CPython {oldest} to {newest}" in readme
+    for page in PAGES:
+        text = page.read_text()
+        for found in re.findall(r"Python (3\.\d+)\+", text):
+            assert found == oldest, f"{page.relative_to(ROOT)} says Python {found}+, the package requires {oldest}"
+        for low, high in re.findall(r"CPython (3\.\d+) to (3\.\d+)", text):
+            assert (low, high) == (oldest, newest), f"{page.relative_to(ROOT)} says CPython {low} to {high}"
