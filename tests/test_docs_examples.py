@@ -7,7 +7,9 @@ Two kinds of example, run in document order, one temporary folder per page:
   CliRunner, anything else in bash with the interpreter's bin folder first on PATH. Lines
   without ``$`` are shown output and are not compared;
 * Python examples, ``>>>`` blocks: doctest, one namespace per page, output compared
-  (ELLIPSIS and NORMALIZE_WHITESPACE on).
+  (ELLIPSIS and NORMALIZE_WHITESPACE on);
+* files the examples read, a code-block with a ``:caption: NAME`` option (e.g. a ``toml``
+  block captioned ``exp.toml``): written to NAME in the page's folder, where it stands.
 
 The folder starts with small data the fixture makes (`_seed_folder`): ``ml-100k/`` a stand-in
 for MovieLens 100k in its own format (``u.data``, ``u.item``, ``u.user``; 200 users, 200
@@ -23,6 +25,7 @@ when it is a table or output.
 from __future__ import annotations
 
 import doctest
+import logging
 import os
 import re
 import shlex
@@ -51,9 +54,10 @@ CODE_BLOCK = re.compile(r"^(?P<indent>\s*)\.\. code-block:: (?P<lang>\S+)\s*$")
 class Example:
     page: Path
     line: int  # 1-based line of the block's first line of code
-    kind: str  # "console" or "python"
+    kind: str  # "console", "python" or "file" (a block written to the file its caption names)
     text: str  # the block's code, dedented
     skip: str | None = None
+    caption: str | None = None
 
     @property
     def name(self) -> str:
@@ -111,7 +115,10 @@ def parse(page: Path) -> Page:
         if cb:
             body, first = _block(lines, i, len(cb["indent"]))
             text = "\n".join(body) + "\n"
-            if cb["lang"] == "console":
+            caption = next((m[1] for o in lines[i + 1:first] if (m := re.match(r"\s+:caption: (\S+)\s*$", o))), None)
+            if caption:
+                out.examples.append(Example(page, first + 1, "file", text, skip, caption))
+            elif cb["lang"] == "console":
                 out.examples.append(Example(page, first + 1, "console", text, skip))
             elif cb["lang"] in ("pycon", "python") and ">>>" in text:
                 out.examples.append(Example(page, first + 1, "python", text, skip))
@@ -239,11 +246,24 @@ def test_page_examples_run(page, seed_folder, tmp_path, monkeypatch):
     shutil.copytree(seed_folder, folder)
     monkeypatch.chdir(folder)
     globs: dict = {"__name__": "__docs__"}
+    # an example may configure logging (the Python API page does): restored afterwards
+    root, ours = logging.getLogger(), logging.getLogger("mrec_warp")
+    saved = root.handlers[:], root.level, ours.level
+    try:
+        _run_page(page, folder, globs)
+    finally:
+        root.handlers[:], ours.level = saved[0], saved[2]
+        root.setLevel(saved[1])
+
+
+def _run_page(page: Path, folder: Path, globs: dict) -> None:
     for example in PARSED[page].examples:
         if example.skip:
             continue
         if example.kind == "console":
             _run_console(example, folder)
+        elif example.kind == "file":
+            (folder / example.caption).write_text(example.text, encoding="utf-8")
         else:
             _run_python(example, globs)
 
@@ -268,7 +288,7 @@ def test_examples_are_found():
     # the parser finding nothing would pass every test above; these pages have examples
     executed = [e for e in EXAMPLES if not e.skip]
     assert len(executed) >= 20, [e.name for e in executed]
-    assert {e.kind for e in executed} == {"console", "python"}
+    assert {e.kind for e in executed} >= {"console", "python"}
     assert any(e.page.name == "README.rst" for e in executed)
 
 
