@@ -324,3 +324,13 @@ def test_python_versions_match_the_package_metadata():
             assert found == oldest, f"{page.relative_to(ROOT)} says Python {found}+, the package requires {oldest}"
         for low, high in re.findall(r"CPython (3\.\d+) to (3\.\d+)", text):
             assert (low, high) == (oldest, newest), f"{page.relative_to(ROOT)} says CPython {low} to {high}"
+
+
+def test_readme_renders_without_sphinx():
+    # README.rst is the package's long description: PyPI and GitHub render it with plain
+    # docutils, where a Sphinx role (:doc:, :ref:) or a broken link is an error
+    docutils_core = pytest.importorskip("docutils.core")
+    docutils_core.publish_doctree((ROOT / "README.rst").read_text(),
+                                  settings_overrides={"halt_level": 2, "report_level": 5})
+    links = re.findall(r"<(docs/[^>]+\.rst)>`_", (ROOT / "README.rst").read_text())
+    assert links and all((ROOT / link).is_file() for link in links), [l for l in links if not (ROOT / l).is_file()]
