@@ -43,7 +43,7 @@ demo-steps:
 test: install
 	$(PY) -m pytest -q tests
 
-# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (README "Experiments")
+# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (docs/tutorials/experiments.rst)
 EXPERIMENT ?= data/experiment-ml100k.toml
 experiment: install
 	$(MW) experiment $(EXPERIMENT) --n-jobs 2 --verbose
