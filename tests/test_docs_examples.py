@@ -334,3 +334,13 @@ def test_readme_renders_without_sphinx():
                                   settings_overrides={"halt_level": 2, "report_level": 5})
     links = re.findall(r"<(docs/[^>]+\.rst)>`_", (ROOT / "README.rst").read_text())
     assert links and all((ROOT / link).is_file() for link in links), [l for l in links if not (ROOT / l).is_file()]
+
+
+def test_api_reference_lists_every_export():
+    # the API reference is generated from what autosummary names: a new export must be named
+    import mrec_warp
+
+    listed = set(re.findall(r"^   (\w+)$", (DOCS / "reference" / "api.rst").read_text(), re.M))
+    missing = sorted(set(mrec_warp.__all__) - {"__version__"} - listed)
+    assert not missing, f"docs/reference/api.rst does not list {missing} (add them to an autosummary)"
+    assert not listed - set(mrec_warp.__all__), "docs/reference/api.rst lists names mrec_warp does not export"
