@@ -1,6 +1,6 @@
 """An experiment's TOML file: read, checked in full before any work, every fault named by its line.
 
-The layout (README "Experiments" lists every key and its default)::
+The layout (docs/tutorials/experiments.rst lists every key and its default)::
 
     seed = 42                          # seeds the models, the permutation test and (by default) the splits
     output = "experiment-out"          # report folder, relative to this file
