@@ -40,9 +40,6 @@ class ItemSimilarity(Recommender):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _check_params(self) -> None:
-        """Raise ``ValueError`` for impossible parameters (subclasses extend)."""
-
     def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
             progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
         """Learn the item-item weights from ``X`` (Interactions or users x items sparse; with a
@@ -50,7 +47,7 @@ class ItemSimilarity(Recommender):
         if kwargs.get("validation") is not None:
             raise InputError(f"{type(self).__name__} has no early stopping to validate",
                              hint="drop `validation` (it is for warp)")
-        self._check_params()
+        self.check_params()
         csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, top_k_per_row
-from .params import check_choice, check_n_jobs, check_number
+from .declared import Param, n_jobs_param
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
 
@@ -53,6 +53,20 @@ class ItemKNN(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    PARAMETERS = (
+        Param("neighbours", int, 200, "Similar items kept per item.", low=1, tune=("logint", 50, 800),
+              grid=(100, 200, 400)),
+        Param("similarity", str, "tfidf", "Weighting and similarity.", choices=SIMILARITIES,
+              tune=list(SIMILARITIES), grid=SIMILARITIES),
+        Param("shrink", float, 0.0, "Added to the cosine denominator (bm25 ignores it).", low=0,
+              tune=("log0", 1.0, 100.0)),
+        Param("bm25_k1", float, 1.2, "BM25's saturation.", low=0, tunable=True),
+        Param("bm25_b", float, 0.75, "BM25's length normalisation.", low=0, high=1, tunable=True),
+        Param("memory_mb", float, 256.0, "Budget in MB for one block of dense similarities per worker.", low=0,
+              low_open=True),
+        n_jobs_param("Threads computing blocks at once (-1: every core)."),
+    )
+
     def __init__(self, neighbours: int = 200, similarity: str = "tfidf", shrink: float = 0.0,
                  bm25_k1: float = 1.2, bm25_b: float = 0.75, memory_mb: float = 256.0, n_jobs: int = 1) -> None:
         self.neighbours = neighbours
@@ -62,15 +76,6 @@ class ItemKNN(ItemSimilarity):
         self.bm25_b = bm25_b
         self.memory_mb = memory_mb
         self.n_jobs = n_jobs
-
-    def _check_params(self) -> None:
-        check_choice(self.similarity, "similarity", SIMILARITIES)
-        check_number(self.neighbours, "neighbours", integer=True, at_least=1)
-        check_number(self.shrink, "shrink", at_least=0)
-        check_number(self.bm25_k1, "bm25_k1", at_least=0)
-        check_number(self.bm25_b, "bm25_b", at_least=0, at_most=1)
-        check_number(self.memory_mb, "memory_mb", above=0)
-        check_n_jobs(self.n_jobs)
 
     def weighted(self, csr: sp.csr_matrix) -> sp.csc_matrix:
         """The weighted users x items matrix ``V`` whose column dot products are similarities
