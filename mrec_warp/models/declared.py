@@ -62,7 +62,8 @@ class Param:
         The ``train`` option, only when it is not ``--`` + the name with dashes
         (``dtype``: ``--ease-dtype``).
     option : bool
-        ``train`` has an option for it (``random_state`` has ``--seed`` of its own).
+        ``train`` has an option for it; ``False``: set from ``--params`` files and the API
+        only (``random_state`` has ``--seed`` of its own).
     placement : bool
         Where and how the work runs, not what is learned (see the module docstring).
     hint : str, optional

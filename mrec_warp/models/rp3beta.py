@@ -55,7 +55,7 @@ class RP3beta(ItemSimilarity):
               grid=(100, 200, 400)),
         Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tunable=True),
         Param("memory_mb", float, 256.0, "Budget in MB for one block of dense weights per worker.", low=0,
-              low_open=True),
+              low_open=True, option=False),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
     )
 

@@ -50,9 +50,9 @@ class SLIM(ItemSimilarity):
               grid=(1.0, 2.0, 5.0)),
         Param("l2", float, 200.0, "L2 penalty.", low=0, tune=("log", 50.0, 800.0), grid=(100.0, 200.0, 500.0)),
         Param("topk", int, 200, "Largest weights kept per item.", low=1, tunable=True),
-        Param("max_iter", int, 100, "Most coordinate-descent sweeps per item.", low=1),
+        Param("max_iter", int, 100, "Most coordinate-descent sweeps per item.", low=1, option=False),
         Param("tol", float, 1e-4, "Stop an item's sweeps when no weight moves by more than this times the largest.",
-              low=0),
+              low=0, option=False),
         n_jobs_param("Workers solving blocks of items at once (-1: every core)."),
         # where the blocks run: checked by the backend itself
         Param("backend", str, "threads", "Where the blocks run.", choices=("threads", "processes", "dask"),

@@ -144,7 +144,7 @@ class WARP(Recommender):
         Param("loss", str, "warp", "Ranking loss.", choices=tuple(LOSSES), tunable=True),
         Param("learning_rate", float, 0.02, "Base step size.", low=0, low_open=True, tune=("log", 0.007, 0.06)),
         Param("learning_schedule", str, "adagrad", "Step rule.", choices=SCHEDULES, tunable=True),
-        Param("decay", float, 0.0, "SGD: decay of the rate per epoch (adagrad ignores it).", low=0),
+        Param("decay", float, 0.0, "SGD: decay of the rate per epoch (adagrad ignores it).", low=0, option=False),
         Param("user_reg", float, 0.0, "L2 penalty on user vectors.", low=0, tune=("log0", 1e-7, 1e-4)),
         Param("item_reg", float, 0.0, "L2 penalty on item vectors.", low=0, tune=("log0", 1e-7, 1e-4)),
         Param("max_sampled", int, 50, "Most negatives compared per positive.", low=1, tune=[20, 50, 100]),
@@ -164,14 +164,16 @@ class WARP(Recommender):
         Param("warm_epochs", int, 0, "Refit: continue N epochs on all data from the best epoch's factors (about "
               "half the time, up to 2% lower P@10 on long-tail data); 0 = retrain from scratch for the best "
               "epoch count.", low=0, hint="0: refit from scratch"),
-        Param("init_scale", float, 0.1, "Initial factors' standard deviation times sqrt(factors).", low=0),
+        Param("init_scale", float, 0.1, "Initial factors' standard deviation times sqrt(factors).", low=0,
+              option=False),
         n_jobs_param("Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core)."),
         seed_param(),
         verbose_param(),
         Param("confidence", str, "none", "Weigh each row by its value: linear c = 1 + alpha*value, log "
               "c = 1 + alpha*log1p(value/eps); none = every row counts 1.", choices=CONFIDENCES),
-        Param("alpha", float, 1.0, "Confidence scale alpha.", low=0),
-        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True),
+        Param("alpha", float, 1.0, "Confidence scale alpha.", low=0, check=False),  # the confidence rule's
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+              check=False),
         Param("confidence_use", str, "weight", "Scale each step by confidence (over its mean), or draw positives "
               "in proportion to it.", choices=CONFIDENCE_USES),
     )

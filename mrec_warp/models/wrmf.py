@@ -91,19 +91,22 @@ class WRMF(Recommender):
                                                  "the best iteration count.")
     PARAMETERS = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
-        Param("alpha", float, 1.0, "Confidence slope: an observed pair weighs 1 + alpha*f(value).", low=0,
+        Param("alpha", float, 1.0, "Confidence slope: an observed pair weighs 1 + alpha*f(value).", low=0, check=False,
               tune=("log", 0.1, 20.0), grid=(0.3, 1.0, 3.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
-        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True),
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+              check=False),  # alpha and eps: the confidence rule's (_check_extra)
         Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
               grid=(10.0, 40.0, 160.0)),
         Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
-              choices=SOLVERS),
-        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True),
+              choices=SOLVERS, option=False),
+        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
+              option=False),
         *map(_STOPPING.get, ("epochs", "max_epochs", "patience", "eval_every", "eval_k", "validation_fraction",
                              "validation_users", "refit")),
-        Param("init_scale", float, 1.0, "Initial item factors' standard deviation times sqrt(factors).", low=0),
+        Param("init_scale", float, 1.0, "Initial item factors' standard deviation times sqrt(factors).", low=0,
+              option=False),
         n_jobs_param("Threads solving blocks of rows at once (-1: every core)."),
         seed_param(),
         verbose_param(),
