@@ -49,7 +49,7 @@ class RP3beta(ItemSimilarity):
     PARAMETERS = (
         Param("alpha", float, 1.0, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),
-        Param("beta", float, 0.5, "Popularity penalty: item j's weights are divided by its user count ** beta.",
+        Param("beta", float, 0.5, "Popularity penalty: item j's weights are divided by its user count to the power beta.",
               low=0, tune=("log0", 0.05, 1.0), grid=(0.0, 0.3, 0.6)),
         Param("neighbours", int, 200, "Largest weights kept per item.", low=1, tune=("logint", 50, 800),
               grid=(100, 200, 400)),
