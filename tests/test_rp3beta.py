@@ -26,10 +26,10 @@ POPULARITY = np.array([2.0, 2.0, 1.0, 2.0])  # users per item
 
 
 def test_hand_computed_weights_without_and_with_the_popularity_penalty():
-    np.testing.assert_allclose(RP3beta(beta=0.0).fit(X).weights_.toarray(), WALK, rtol=1e-6)
+    np.testing.assert_allclose(RP3beta(alpha=1.0, beta=0.0).fit(X).weights_.toarray(), WALK, rtol=1e-6)
     # beta = 1: each column divided by its item's user count
     want = np.array([[0, 1 / 8, 0, 1 / 8], [1 / 8, 0, 1 / 6, 1 / 12], [0, 1 / 6, 0, 1 / 6], [1 / 8, 1 / 12, 1 / 6, 0]])
-    model = RP3beta(beta=1.0).fit(X)
+    model = RP3beta(alpha=1.0, beta=1.0).fit(X)
     np.testing.assert_allclose(model.weights_.toarray(), want, rtol=1e-6)
     # u0 (i0, i1) scores rows i0 + i1 = [1/8, 1/8, 1/6, 5/24]: i3 then i2, its own items excluded
     np.testing.assert_allclose(model.score_users(np.array([0]))[0], [1 / 8, 1 / 8, 1 / 6, 5 / 24], rtol=1e-6)
@@ -40,9 +40,9 @@ def test_hand_computed_weights_without_and_with_the_popularity_penalty():
 
 def test_neighbours_keep_each_items_largest_weights_and_normalize_makes_rows_sum_one():
     # beta = 1, two neighbours: i1 and i3 drop their 1/12
-    got = RP3beta(beta=1.0, neighbours=2).fit(X).weights_.toarray()
+    got = RP3beta(alpha=1.0, beta=1.0, neighbours=2).fit(X).weights_.toarray()
     assert got[1].tolist() == pytest.approx([1 / 8, 0, 1 / 6, 0]) and got[3].tolist() == pytest.approx([1 / 8, 0, 1 / 6, 0])
-    normal = RP3beta(beta=0.0, normalize=True).fit(X).weights_.toarray()
+    normal = RP3beta(alpha=1.0, beta=0.0, normalize=True).fit(X).weights_.toarray()
     np.testing.assert_allclose(normal.sum(axis=1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(normal, WALK / WALK.sum(axis=1, keepdims=True), rtol=1e-6)
 

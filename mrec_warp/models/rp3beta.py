@@ -33,6 +33,9 @@ class RP3beta(ItemSimilarity):
     ----------
     alpha : float
         Exponent of every transition probability (1: plain random-walk probabilities).
+        The defaults (alpha 0.8, beta 0.5, 400 neighbours) scored best, summed over ml-100k
+        and ml-latest-small, among alpha 0.5/0.8/1, beta 0/0.3/0.5/0.7 and 100/200/400
+        neighbours on ``tune``'s validation hold-out of each training file.
     beta : float
         Popularity penalty: column ``j`` of ``W`` is divided by ``popularity(j) ** beta``
         (0: none, P3alpha).
@@ -47,19 +50,19 @@ class RP3beta(ItemSimilarity):
     """
 
     PARAMETERS = (
-        Param("alpha", float, 1.0, "Exponent of each transition probability of the walk.", low=0,
+        Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),
         Param("beta", float, 0.5, "Popularity penalty: item j's weights are divided by its user count to the power beta.",
-              low=0, tune=("log0", 0.05, 1.0), grid=(0.0, 0.3, 0.6)),
-        Param("neighbours", int, 200, "Largest weights kept per item.", low=1, tune=("logint", 50, 800),
-              grid=(100, 200, 400)),
+              low=0, tune=("log0", 0.05, 1.0), grid=(0.3, 0.5, 0.7)),
+        Param("neighbours", int, 400, "Largest weights kept per item.", low=1, tune=("logint", 50, 1600),
+              grid=(200, 400, 800)),
         Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tunable=True),
         Param("memory_mb", float, 256.0, "Budget in MB for one block of dense weights per worker.", low=0,
               low_open=True, option=False),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
     )
 
-    def __init__(self, alpha: float = 1.0, beta: float = 0.5, neighbours: int = 200, normalize: bool = False,
+    def __init__(self, alpha: float = 0.8, beta: float = 0.5, neighbours: int = 400, normalize: bool = False,
                  memory_mb: float = 256.0, n_jobs: int = 1) -> None:
         self.alpha = alpha
         self.beta = beta
