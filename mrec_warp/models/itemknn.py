@@ -25,9 +25,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, top_k_per_row
+from ._itemsim import ItemSimilarity, top_k_by_blocks
 from .declared import Param, n_jobs_param
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
@@ -105,25 +104,14 @@ class ItemKNN(ItemSimilarity):
             V = V @ sp.diags(1.0 / np.maximum(norms, 1e-300))
             V = sp.csc_matrix(V)
         VT = sp.csr_matrix(V.T)  # rows = items: a block's rows are a cheap slice
-        # one block of float64 similarities (and its argpartition) within the budget
-        block = int(max(1, min(n_items, self.memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-        workers = effective_n_jobs(self.n_jobs)
-        if workers > 1:  # a few blocks per worker, so every worker has work to the end
-            block = max(1, min(block, -(-n_items // (4 * workers))))
-        starts = list(range(0, n_items, block))
         shrink = float(self.shrink) if cosine else 0.0
 
-        def run(start: int) -> sp.csr_matrix:
-            stop = min(start + block, n_items)
+        def rows(start: int, stop: int) -> np.ndarray:
             sims = (VT[start:stop] @ V).toarray()
             if cosine and shrink:
                 sims /= norms[start:stop, None] * norms[None, :] + shrink
-            sims[np.arange(stop - start), np.arange(start, stop)] = 0.0  # never your own neighbour
-            return top_k_per_row(sims, int(self.neighbours))
+            return sims
 
-        with Workers("threads", n_jobs=self.n_jobs) as be:
-            parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts),
-                                          desc="itemknn", unit="block"))
-        weights = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
+        weights = top_k_by_blocks(rows, n_items, int(self.neighbours), self.memory_mb, self.n_jobs, progress, "itemknn")
         progress.log(f"itemknn: {self.similarity} similarities, {weights.nnz:,} kept for {n_items:,} items")
         return weights

@@ -12,8 +12,9 @@ each item keeps its ``neighbours`` largest weights, optionally scaled to sum 1 p
 (``normalize``), and a user's scores are their history times ``W``
 (:class:`~mrec_warp.models._itemsim.ItemSimilarity` does the scoring, fold-in and saving).
 
-``W`` is built ``block`` source items at a time -- one sparse product per block, densified
-within ``memory_mb`` -- on the execution backend's threads, as item-kNN's similarities are.
+``W`` is built a block of source items at a time -- one sparse product per block, densified
+within ``memory_mb`` -- on threads, as item-kNN's similarities are
+(:func:`~mrec_warp.models._itemsim.top_k_by_blocks`).
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ..workers import Workers, effective_n_jobs
-from ._itemsim import ItemSimilarity, top_k_per_row
+from ._itemsim import ItemSimilarity, top_k_by_blocks
 from .declared import Param, n_jobs_param
 
 
@@ -92,25 +92,13 @@ class RP3beta(ItemSimilarity):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         P_iu, P_ui, penalty = self.transitions(csr)
         n_items = csr.shape[1]
-        # one block of float64 weights (and its argpartition) within the budget
-        block = int(max(1, min(n_items, self.memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-        workers = effective_n_jobs(self.n_jobs)
-        if workers > 1:  # a few blocks per worker, so every worker has work to the end
-            block = max(1, min(block, -(-n_items // (4 * workers))))
-        k = int(self.neighbours)
 
-        def run(start: int) -> sp.csr_matrix:
-            stop = min(start + block, n_items)
+        def rows(start: int, stop: int) -> np.ndarray:
             walks = (P_iu[start:stop] @ P_ui).toarray()
             walks *= penalty[None, :]
-            walks[np.arange(stop - start), np.arange(start, stop)] = 0.0  # never your own neighbour
-            return top_k_per_row(walks, k)
+            return walks
 
-        with Workers("threads", n_jobs=self.n_jobs) as be:
-            starts = list(range(0, n_items, block))
-            parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts),
-                                          desc="rp3beta", unit="block"))
-        weights = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
+        weights = top_k_by_blocks(rows, n_items, int(self.neighbours), self.memory_mb, self.n_jobs, progress, "rp3beta")
         if self.normalize:
             sums = np.asarray(weights.sum(axis=1), dtype=np.float64).ravel()
             weights = sp.csr_matrix(sp.diags(1.0 / np.where(sums > 0, sums, 1.0)) @ weights, dtype=np.float32)
