@@ -27,7 +27,7 @@ from ..seeds import spawn_seed
 from .base import factor_scores
 from .feature_sides import FeatureSide, build_side
 from .foldin import append_empty_rows as _append_empty_rows, fold_in
-from .params import check_flag, check_number
+from .declared import Param, with_params
 from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
@@ -75,6 +75,17 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """
+
+    PARAMETERS = with_params(
+        WARP.PARAMETERS, drop=("confidence", "alpha", "eps", "confidence_use"),
+        replace=[Param("learning_rate", float, None, "Base step size.",
+                       low=0, low_open=True, nullable=True, tune=("log", 0.007, 0.06),
+                       shown="0.05 with features, else 0.02")],
+        add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
+             Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
+                   low=0, low_open=True),
+             Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
+                   "length.")])
 
     def __init__(
         self,
@@ -133,19 +144,6 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         if any(side is not None and side.n_content > 0 for side in sides):
             return self.FEATURE_LEARNING_RATE
         return float(WARP().learning_rate)
-
-    def _check_params(self) -> None:
-        check_number(self.identity_weight, "identity_weight", above=0)
-        check_flag(self.identity, "identity")
-        check_flag(self.normalize, "normalize")
-        if self.learning_rate is None:
-            saved, self.learning_rate = self.learning_rate, 1.0  # checked when resolved
-            try:
-                super()._check_params()
-            finally:
-                self.learning_rate = saved
-        else:
-            super()._check_params()
 
     def fit(
         self,

@@ -279,7 +279,9 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
         raise InputError(f"`confidence` is used by `model=warp` or wrmf, not `model={model_name}`",
                          hint="drop `confidence`, or train `model=warp`")
     # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
-    if kind == "none" and model_name != "wrmf" and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
+    # (a family without a confidence may have parameters of these names of its own: rp3beta's alpha)
+    if kind == "none" and model_name != "wrmf" and "confidence" in estimator._param_names() \
+            and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
         raise InputError("`alpha`, `eps` and `confidence_use` only matter with a confidence",
                          hint="add `confidence=log` (or linear), or drop them")
 
