@@ -10,10 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
+from .conftest import run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def ok(result):

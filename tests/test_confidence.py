@@ -19,10 +19,8 @@ from mrec_warp.errors import InputError
 from mrec_warp.models import WARP
 from mrec_warp.kernels import rng as _rng
 from mrec_warp.models.validation import precision_at_k
+from .conftest import run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 # -- the rule -------------------------------------------------------------------------------

@@ -11,10 +11,8 @@ from mrec_warp.cli import main
 from mrec_warp.workers import cpu_count
 
 from .conftest import planted_low_rank
+from .conftest import run_strict as run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line_error(result, *needles):

@@ -25,11 +25,10 @@ from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.workdir import LOCK_FILE, WorkDir
 from mrec_warp.errors import InputError
 
+from .conftest import run_strict as run
+
 N_USERS, N_ITEMS = 200, 40
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def cli(*args, env=None, **kwargs):

@@ -26,6 +26,7 @@ from mrec_warp.stages import UnknownParameterError, cold_start
 from mrec_warp.stages.prepare import prepare_outputs
 
 from .conftest import planted_low_rank
+from .conftest import run
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +43,6 @@ def files(tmp_path_factory):
     tags.to_csv(d / "items.tsv", sep="\t", header=False, index=False)
     return SimpleNamespace(folder=d, train=d / "train.tsv", items=d / "items.tsv")
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def read_tsv(path_or_text, names):
