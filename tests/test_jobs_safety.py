@@ -267,7 +267,7 @@ def test_prepare_into_the_input_folder_is_refused_only_when_it_would_replace_the
 # -- prepare: never a mixed split -------------------------------------------------------------------
 _KILL_AT_SECOND_RENAME = """
 import os, signal, sys
-from mrec_warp.data import split
+from mrec_warp.stages.prepare import prepare
 real, calls = os.replace, []
 def replace(src, dst):
     if os.path.basename(str(dst)) in ("train.tsv", "test.tsv", "summary.json"):
@@ -282,7 +282,7 @@ def rename(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)
     return real_rename(src, dst)
 os.rename = rename
-split.prepare(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))
+prepare(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))
 """
 
 

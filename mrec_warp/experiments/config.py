@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..data.ratings import FORMATS, read_ratings
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..data.split import SPLITS, TIME_SPLITS, _check_options as check_split_options, iter_splits
+from ..data.split import SPLITS, TIME_SPLITS, check_split_options, iter_splits
 from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
@@ -101,7 +101,7 @@ class SplitSet:
     seed: int
 
     def prepare_options(self) -> Dict[str, Any]:
-        """The split options of :func:`~mrec_warp.data.split.prepare`."""
+        """The split options of :func:`~mrec_warp.stages.prepare.prepare`."""
         return {"split": self.kind, "num_splits": self.repeats, "test_fraction": self.test_fraction,
                 "leave_out": self.leave_out, "cutoff": self.cutoff, "seed": self.seed}
 

@@ -2,7 +2,7 @@
 
 :func:`experiment` reads and checks the whole configuration first (:mod:`.config`), then
 
-1. **prepares** each split set with :func:`~mrec_warp.data.split.prepare` into the work folder
+1. **prepares** each split set with :func:`~mrec_warp.stages.prepare.prepare` into the work folder
    (a split folder that is already complete is kept: the same options give the same bytes);
 2. runs one **unit** per (model, split) on the execution context's workers through the job
    engine (:mod:`mrec_warp.jobs`): :func:`~mrec_warp.stages.train.train` on one thread, then
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..context import ExecutionContext, local_context
-from ..data.split import prepare
+from ..stages.prepare import prepare
 from ..data.split_folder import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
