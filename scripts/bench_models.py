@@ -31,7 +31,6 @@ import platform
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from .conftest import run
 
 

@@ -7,9 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data.confidence import confidence
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.ratings import read_ratings

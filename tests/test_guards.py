@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.workers import cpu_count
 
 from .conftest import planted_low_rank

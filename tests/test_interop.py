@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.errors import InputError
 from mrec_warp.models import Factors, load
 from .conftest import run

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data import datasets
 from mrec_warp.files import atomic_write, host_name
 from mrec_warp.jobs import FAULT_ENV
@@ -28,7 +26,6 @@ from mrec_warp.errors import InputError
 from .conftest import run_strict as run
 
 N_USERS, N_ITEMS = 200, 40
-
 
 
 def cli(*args, env=None, **kwargs):

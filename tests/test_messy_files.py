@@ -195,7 +195,7 @@ def test_hybrid_with_messy_feature_files_keeps_every_id_and_feature(tmp_path, en
 
     split = tmp_path / "split"
     run_ok("prepare", source, "-o", split, "--test-fraction", "0.2", "-q")
-    train, test = split / "train.tsv", split / "test.tsv"
+    train = split / "train.tsv"
     model = tmp_path / "hybrid.npz"
     run_ok("train", train, "-o", model, "--model", "hybrid", "--epochs", 2, "--factors", 8, "-q",
         "--item-features", item_file, "--user-features", user_file)

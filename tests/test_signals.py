@@ -18,9 +18,7 @@ from typing import List
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.files import host_name, remove_stale_temps
 from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.signals import STOP_SIGNALS, Stopped, stop_on_signals

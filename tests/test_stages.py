@@ -13,13 +13,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 import mrec_warp as mw
 from mrec_warp import InputError
 from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import PARAMETER, ParameterError
-from mrec_warp.cli import main
 from mrec_warp.cli._flags import as_flags, error_line, flag
 from mrec_warp.models import WARP, WRMF, HybridWARP, load
 from mrec_warp.stages import UnknownParameterError, cold_start

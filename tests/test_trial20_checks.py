@@ -7,9 +7,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data.npz import write_npz
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity

@@ -92,7 +92,7 @@ def data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
                 return
         if quoted(sep) if quoting is None else quoting:
             tap, lineno = _LineTap(fh), skip + 1
-            for _row in _csv_rows(tap, sep, path, lambda: lineno):
+            for _row in _csv_rows(tap, sep, path, lambda: lineno):  # noqa: B023 - the line now, when called
                 taken = tap.take()
                 start, lineno = lineno, lineno + len(taken)
                 text = "".join(taken)
@@ -348,7 +348,7 @@ def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
     every line, blank ones too, but not the line breaks inside quoted fields."""
     with open_text(path, encoding) as fh:
         tap, count, line = _LineTap(fh), 0, 1
-        for _row in _csv_rows(tap, sep, path, lambda: line):
+        for _row in _csv_rows(tap, sep, path, lambda: line):  # noqa: B023 - the line now, when called
             count += 1
             if count == parser_line:
                 return line

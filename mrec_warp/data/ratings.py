@@ -236,7 +236,7 @@ def read_ratings(
         # column (a trailing separator gives one wherever it is, even past the fourth)
         ignored = [{"position": i, "why": "no name in the header" if i == len(used) or i >= 4
                     else "after an unnamed column"}
-                   for i in range(len(used), n_fields) if i < 4 or not header_names[i].strip()]
+                   for i in range(len(used), n_fields) if i < 4 or not tokens[i].strip()]  # the header's names
     if columns is None and not header:
         # a trailing separator on every line (or an unused empty tail) is not a column
         while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
@@ -280,7 +280,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
     if not empty.any():
         return None
     rows = set(np.flatnonzero(empty).tolist())
-    first = None
+    first: Optional[Tuple[int, int, str, str]] = None
     for row, (lineno, text) in enumerate(data_lines(path, sep, skip, encoding=encoding)):
         if row not in rows:
             continue
@@ -297,6 +297,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
         if not rows:
             break
     if empty_ids != "drop":
+        assert first is not None  # the rows above hold an empty id: the loop met the first of them
         lineno, pos, role, what = first
         column = f"column {pos}" if len(roles) == 1 else f"columns {used[0]} and {used[1]}, here column {pos}"
         raise empty_ids_error(int(empty.sum()), " or ".join(roles), column, "on this line", path=str(path),

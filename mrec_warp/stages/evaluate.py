@@ -77,8 +77,8 @@ def evaluate(
     labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
     check_test_options(paired_test, correction)
     # what each unit scores; the tests themselves run here, once every unit is back
-    options = dict(beyond=beyond, item_features=as_feature_table(item_features), groups=groups)
-    tests = dict(paired_test=paired_test, correction=correction, seed=seed)
+    options: Dict[str, Any] = dict(beyond=beyond, item_features=as_feature_table(item_features), groups=groups)
+    tests: Dict[str, Any] = dict(paired_test=paired_test, correction=correction, seed=seed)
     units = [(resolve_split(train, lab), resolve_split(test, lab), resolve_split(r, lab), n, tuple(ks), catalog,
               options) for lab in labels for r, n in zip(recs, names)]
     if len(units) == 1 or context is None or (context.is_local_memory and context.workers == 1):
