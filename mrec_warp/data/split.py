@@ -36,9 +36,7 @@ seed give byte-identical files.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
-import re
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
@@ -48,6 +46,7 @@ from ..errors import InputError
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
 from .binarise import Positives, binarise
+from .cutoff import iso_time, parse_cutoff
 from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options, nothing_left
 
 #: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
@@ -137,48 +136,6 @@ def _global_time_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.rand
     return pos.timestamp > cutoff
 
 
-#: The only date forms a cut-off takes: ISO 8601 ``YYYY-MM-DD[THH:MM[:SS[.f]]][Z|+hh:mm]`` (a space
-#: may stand for the ``T``). Anything else (``01/06/2021``: 6 January or 1 June?) is refused
-#: rather than read in one locale's order.
-_ISO_CUTOFF = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
-#: What a cut-off that is not one of them is told.
-CUTOFF_FORMS = "an ISO 8601 date YYYY-MM-DD[THH:MM[:SS]][Z|+hh:mm] or a unix timestamp"
-
-
-def parse_cutoff(cutoff: Any) -> int:
-    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO 8601 date
-    or date-time (``2020-01-31``, ``2020-01-31T12:00:00``, ``2020-01-31T12:00+02:00``; UTC
-    unless it names a zone). Other date forms (``01/06/2021``, ``31 Jan 2020``) are refused:
-    their day and month order is a guess.
-
-    A fractional timestamp is rounded down: timestamps are whole seconds, and a row at
-    second ``t`` is later than a cut-off ``t - 0.5`` as it is than ``t - 1``.
-    """
-    if isinstance(cutoff, bool):
-        cutoff = str(cutoff)
-    if isinstance(cutoff, numbers.Real):
-        value = float(cutoff)
-    else:
-        text = str(cutoff).strip()
-        try:
-            value = float(text)
-        except ValueError:
-            stamp = None
-            if _ISO_CUTOFF.match(text):
-                try:
-                    stamp = pd.Timestamp(text)
-                except (ValueError, TypeError):  # 2020-13-45: the form, not a date
-                    stamp = None
-            if stamp is None or stamp is pd.NaT:
-                raise InputError(f"cut-off {cutoff!r} is not {CUTOFF_FORMS}",
-                                 hint="e.g. `cutoff=2020-01-31`, `cutoff=2020-01-31T12:00:00` or `cutoff=1580428800`") from None
-            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
-            return int(np.floor(stamp.timestamp()))
-    if not math.isfinite(value):
-        raise InputError(f"cut-off {cutoff!r} is not a finite number", hint="e.g. `cutoff=2020-01-31`")
-    return int(np.floor(value))
-
-
 def _global_cutoff(pos: Positives, cutoff: Any, test_fraction: Optional[float], source: Optional[str]) -> int:
     """The cut-off in seconds: given, or the (1 - test_fraction) quantile of the timestamps;
     refused when it would leave train or test empty."""
@@ -191,22 +148,14 @@ def _global_cutoff(pos: Positives, cutoff: Any, test_fraction: Optional[float], 
         at = int(np.quantile(ts, 1.0 - test_fraction, method="lower"))
     first, last = int(ts.min()), int(ts.max())
     if at < first:
-        raise InputError(f"the cut-off {_iso(at)} is before the earliest interaction ({_iso(first)}): nothing "
+        raise InputError(f"the cut-off {iso_time(at)} is before the earliest interaction ({iso_time(first)}): nothing "
                          "would be left to train on", path=source, hint="give a later `cutoff`")
     if at >= last:
-        raise InputError(f"the cut-off {_iso(at)} is not before the latest interaction ({_iso(last)}): nothing "
+        raise InputError(f"the cut-off {iso_time(at)} is not before the latest interaction ({iso_time(last)}): nothing "
                          "would be left to test on", path=source,
                          hint="give an earlier `cutoff`" if cutoff is not None else
                          "many rows share the latest timestamp: give a larger `test_fraction` or a `cutoff`")
     return at
-
-
-def _iso(seconds: int) -> str:
-    """A unix timestamp as an ISO date-time in UTC (and the number, which is what the data holds)."""
-    try:
-        return f"{pd.Timestamp(seconds, unit='s', tz='UTC').strftime('%Y-%m-%dT%H:%M:%SZ')}, unix {seconds}"
-    except (OverflowError, ValueError):  # timestamps that are not seconds since 1970
-        return str(seconds)
 
 
 _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test,
@@ -403,7 +352,7 @@ def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[floa
                                                           * ~(np.bincount(pos.user[test], minlength=pos.n_users) > 0)))
     summary["users"]["dropped_only_in_test"] = int(((n > 0) & ~(np.bincount(pos.user[train], minlength=pos.n_users) > 0)).sum())
     summary["cutoff"] = {
-        "timestamp": at, "date": _iso(at).split(",")[0],
+        "timestamp": at, "date": iso_time(at).split(",")[0],
         "latest_train_timestamp": latest_train,
         "earliest_test_timestamp": int(pos.timestamp[test].min()) if test.any() else None,
     }
