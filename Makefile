@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
 #   make test   install with the test extras, then run the suite
+#   make lint   ruff (rules that catch bugs) and mypy on the public API; config in pyproject.toml
 #   make experiment   every family against popularity on MovieLens 100k (data/experiment-ml100k.toml)
 #   make docs         the documentation site in docs/_build/html (warnings are errors)
 # Packaging:
@@ -15,7 +16,7 @@ OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
 SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
-.PHONY: install demo demo-steps test experiment docs dist test-wheel bench clean
+.PHONY: install demo demo-steps test lint experiment docs dist test-wheel bench clean
 
 install: $(VENV)/.installed
 
@@ -42,6 +43,12 @@ demo-steps:
 
 test: install
 	$(PY) -m pytest -q tests
+
+# The linters live in .venv too, as the [lint] extra (installed once, on first use).
+lint: install
+	test -x $(VENV)/bin/ruff -a -x $(VENV)/bin/mypy || $(PY) -m pip install --quiet $$($(PY) scripts/extra_requires.py lint)
+	$(VENV)/bin/ruff check mrec_warp tests scripts setup.py
+	$(VENV)/bin/mypy
 
 # reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (docs/tutorials/experiments.rst)
 EXPERIMENT ?= data/experiment-ml100k.toml
