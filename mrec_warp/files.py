@@ -391,8 +391,8 @@ def same_file(a: str, b: str) -> bool:
     return descriptor_of(a) is None and descriptor_of(b) is None and os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_outputs(outputs: Mapping[str, Union[None, str, Sequence[str]]],
-                  inputs: Iterable[Optional[str]]) -> None:
+def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]]],
+                  inputs: Iterable[Optional[PathLike]]) -> None:
     """Refuse, in one line and before any work, an output that would replace an input or
     another output.
 

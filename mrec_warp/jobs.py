@@ -23,8 +23,8 @@ complete or does not exist: a unit that runs twice (Dask re-runs the calls of a 
 died) writes the same bytes to the same name, and nothing is lost or duplicated.
 
 Workers in other processes read their inputs from files -- the model file the job was
-given, or the staged copies -- and keep them in a per-process cache (:func:`cached`), so a
-call ships only a few numbers.
+given, or the staged copies -- and keep them in a per-process cache
+(:func:`~mrec_warp.worker_cache.cached`), so a call ships only a few numbers.
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ import os
 import shutil
 import signal
 import tempfile
-import threading
 import time
 import weakref
 from pathlib import Path
@@ -47,10 +46,10 @@ from .context import ExecutionContext
 from .files import PathLike, atomic_path, owner_tag, remove_stale_temps, rename_guard, stop_atomic_writes
 from .data.npz import NpzArchive, check_csr, read_arrays, write_npz
 from .errors import InputError
-from .models import load as load_model
 from .progress import SILENT, Progress
 from .unit_logs import LogRelay, log_name
 from .workdir import JOB_FILE, WorkDir, holds_work
+from .worker_cache import ModelScorer, cached, cached_model  # noqa: F401 - stages import them from here
 from .workers import Workers
 
 #: Version of the work-folder layout, part of every job's description.
@@ -78,45 +77,6 @@ def read_work_arrays(path: PathLike, spec: Dict[str, Tuple[str, Tuple]]) -> Dict
     """The arrays ``spec`` names (key -> (dtype kinds, shape)) of a work-folder ``.npz``,
     sizes and types checked before decompression (:mod:`mrec_warp.data.npz`)."""
     return read_arrays(path, spec, "a work-folder file", WORK_HINT)
-
-
-# ---------------------------------------------------------------------------------------------
-# per-process cache of inputs read from files (workers load each file once)
-# ---------------------------------------------------------------------------------------------
-_CACHE: Dict[Tuple, Any] = {}
-_CACHE_LOCK = threading.Lock()
-_CACHE_MAX = 4  # a worker rarely needs more than a model and a job's inputs
-
-
-def cached(kind: str, path: PathLike, loader: Callable[[str], Any]) -> Any:
-    """``loader(path)``, memoised per process on (path, size, mtime) so a changed file reloads."""
-    st = os.stat(path)
-    key = (kind, os.path.abspath(path), st.st_size, st.st_mtime_ns)
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            return _CACHE[key]
-    value = loader(str(path))
-    with _CACHE_LOCK:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = value
-    return value
-
-
-def cached_model(path: PathLike):
-    """The model in ``path``, loaded once per process."""
-    return cached("model", path, load_model)
-
-
-class ModelScorer:
-    """A picklable ``score_fn`` for :func:`~mrec_warp.topk.iter_top_k`: pickles as the
-    model file's path, and loads the model once per worker process."""
-
-    def __init__(self, path: PathLike) -> None:
-        self.path = str(path)
-
-    def __call__(self, rows: np.ndarray) -> np.ndarray:
-        return cached_model(self.path).score_users(rows)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def iter_top_k(
 
     Blocks run on ``workers`` (an execution context, for instance) or, without them, on
     ``n_jobs`` threads sharing memory. On processes or Dask ``score_fn`` is pickled to the
-    workers, so it should be cheap to pickle, e.g. :class:`~mrec_warp.jobs.ModelScorer`;
+    workers, so it should be cheap to pickle, e.g. :class:`~mrec_warp.worker_cache.ModelScorer`;
     each block ships only its own rows of ``exclude``. ``item_mask`` (uint8, one entry per
     item) marks items never to recommend.
     """

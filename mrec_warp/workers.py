@@ -41,7 +41,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ._version import __version__
+from .dask_cluster import ClusterError, check_workers, dask_client, require_dask
 from .errors import InputError
 
 BACKENDS = ("threads", "processes", "dask")
@@ -185,125 +185,6 @@ def check_backend(backend: str, scheduler: Optional[str] = None) -> str:
     return backend
 
 
-class ClusterError(InputError):
-    """The Dask cluster failed the job: unreachable, lost mid-job, or its workers cannot run
-    mrec-warp. Printed as one line by the CLI; finished part files stay, so rerunning the
-    same command resumes."""
-
-
-def require_dask() -> None:
-    """Fail in one line when the optional ``dask[distributed]`` extra is missing."""
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise InputError("`backend=dask` needs dask.distributed, which is not installed",
-                         hint="pip install 'mrec-warp[dask]'") from None
-
-
-@contextlib.contextmanager
-def dask_client(scheduler: Optional[str] = None, n_workers: Optional[int] = None):
-    """A ``distributed.Client``: connected to ``scheduler``, or to a new local cluster.
-
-    The local cluster has ``n_workers`` single-threaded worker processes (default: one per
-    core) listening on 127.0.0.1 only, its dashboard on a free port of 127.0.0.1 (a fixed
-    port may be taken: Dask would warn), and is shut down on exit. A client to an
-    existing scheduler is closed on exit; the cluster itself is left running.
-    """
-    require_dask()
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        try:
-            client = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address at all
-            why = "not an address" if isinstance(exc, ValueError) else str(exc)
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({why})",
-                               hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
-                                    "'dask worker ADDRESS', or omit `scheduler` for a local cluster") from None
-        # A lost scheduler is reported once, as a ClusterError; the client's own reconnect
-        # attempts would log it again as tracebacks, and its comms ("Batched Comm Closed",
-        # at INFO with a traceback) would add theirs on the command's standard error.
-        quieted = {"distributed.client": logging.CRITICAL, "distributed": logging.ERROR}
-        levels = {name: logging.getLogger(name).level for name in quieted}
-        for name, quiet in quieted.items():
-            logger = logging.getLogger(name)
-            logger.setLevel(max(quiet, logger.level))
-        try:
-            yield client
-        finally:
-            _close_quietly(client)
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
-        return
-    n = effective_n_jobs(n_workers) if n_workers else cpu_count()
-    # Workers are processes with one thread each: the kernels already use a core fully, and
-    # processes keep one worker's crash from taking the others down.
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-    client = Client(cluster)
-    try:
-        yield client
-    finally:
-        _close_quietly(client)
-        cluster.close()
-
-
-def _close_quietly(client) -> None:
-    """Close a client; a scheduler that is already gone is no news (the error said so)."""
-    dask_logger = logging.getLogger("distributed")
-    level = dask_logger.level
-    dask_logger.setLevel(logging.CRITICAL)  # else a lost scheduler logs its tracebacks at exit
-    try:
-        client.close(timeout=5)
-    except Exception:  # noqa: BLE001 - closing a dead connection may fail in many ways
-        pass
-    finally:
-        dask_logger.setLevel(level)
-
-
-#: Seconds to wait for a scheduler's first worker before giving up.
-WORKER_WAIT = 60
-
-
-def _mrec_warp_version_probe():
-    """A function that reports a worker's mrec-warp version, or ``None`` when it has none.
-
-    Built inside a function so that it is shipped to the workers by value: a worker
-    without mrec-warp cannot unpickle a function that lives in mrec-warp's modules.
-    """
-    def probe():
-        # importlib, not an import statement: this runs on a remote worker, where whether
-        # the package imports at all is the question (it is no dependency of this module)
-        import importlib
-
-        try:
-            mrec_warp = importlib.import_module("mrec_warp")
-        except Exception:  # noqa: BLE001 - not installed, or broken: either way unusable
-            return None
-        return str(getattr(mrec_warp, "__version__", "unknown"))
-
-    return probe
-
-
-def check_workers(client, scheduler: Optional[str] = None) -> None:
-    """The pre-flight check of a Dask cluster: it has a worker, and every worker runs this
-    mrec-warp version (a worker without it, or with another one, would fail each call with a
-    long traceback, or compute something else)."""
-    where = f" at {scheduler}" if scheduler else ""
-    try:
-        client.wait_for_workers(1, timeout=WORKER_WAIT)
-        found = client.run(_mrec_warp_version_probe())
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"the Dask scheduler{where} has no worker that answers ({exc or 'timed out'})",
-                           hint="start workers with 'dask worker ADDRESS'") from None
-    for worker, version in sorted(found.items()):
-        if version != __version__:
-            has = "no mrec-warp" if version is None else f"mrec-warp {version}"
-            raise ClusterError(f"Dask worker {worker} has {has}, this process has mrec-warp {__version__}",
-                               hint=f"install the same mrec-warp version on every worker "
-                                    f"(pip install mrec-warp=={__version__}) and restart the workers")
-
-
 class Workers:
     """Runs lists of independent calls on threads, processes or a Dask cluster.
 
@@ -339,7 +220,8 @@ class Workers:
         if self.name == "dask":
             try:
                 if self.client is None:
-                    self.client = self._stack.enter_context(dask_client(self.scheduler, self.n_jobs))
+                    local = effective_n_jobs(self.n_jobs) if self.n_jobs else cpu_count()
+                    self.client = self._stack.enter_context(dask_client(self.scheduler, local))
                 check_workers(self.client, self.scheduler)
             except BaseException:
                 self._depth = 1

@@ -23,7 +23,7 @@ def movielens_split():
     import tempfile
 
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.data.split import prepare
+    from mrec_warp.stages.prepare import prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         prepare(ML100K, tmp, format="movielens", min_rating=4, test_fraction=0.2, seed=42)

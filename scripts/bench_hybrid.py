@@ -53,7 +53,7 @@ ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"
 from mrec_warp.data.features import read_features  # noqa: E402
 from mrec_warp.data.interactions import Interactions  # noqa: E402
 from mrec_warp.data.ratings import read_ratings  # noqa: E402
-from mrec_warp.data.split import prepare  # noqa: E402
+from mrec_warp.stages.prepare import prepare  # noqa: E402
 from mrec_warp.evaluation.metrics import evaluate_recommendations  # noqa: E402
 from mrec_warp.models import WARP, HybridWARP, Popularity  # noqa: E402
 

@@ -31,7 +31,6 @@ import platform
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -57,7 +56,7 @@ def load_set(name: str, cache: Path):
     """(train Interactions, test Interactions) of a named set."""
     from mrec_warp.data.interactions import Interactions
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.data.split import prepare
+    from mrec_warp.stages.prepare import prepare
 
     folder = cache / name
     if not (folder / "train.tsv").exists():

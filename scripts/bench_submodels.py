@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import pandas as pd
 
 from _benchlib import load_avg, movielens_split

@@ -58,7 +58,7 @@ def _implicit_als(**kw):
 def accuracy(seeds):
     from mrec_warp.data.interactions import Interactions
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.data.split import prepare
+    from mrec_warp.stages.prepare import prepare
     from mrec_warp.evaluation.metrics import evaluate_recommendations
     from threadpoolctl import threadpool_limits
 

@@ -1,11 +1,17 @@
-"""Shared fixtures: MovieLens 100k from ../shared (never copied here) and small planted data."""
+"""Shared fixtures: MovieLens 100k from ../shared (never copied here), small planted data, and
+the in-process CLI runner the command tests share."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from click import Command
+from click.testing import CliRunner, Result
+
+from mrec_warp.cli import main
 
 ML100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-100k"
 
@@ -55,3 +61,24 @@ def step_settings(**changes):
                use_bias=True, user_max_norm=0.0, item_max_norm=0.0, kos_n=10, kos_k=5)
     cfg.update(changes)
     return cfg
+
+
+# -- the command line, in process ------------------------------------------------------------
+def run(*args: Any, command: Optional[Command] = None, catch_exceptions: bool = True) -> Result:
+    """Invoke ``mrec-warp`` (or ``command``, a click command of its own) with ``args``, each
+    turned to text (paths welcome). Standard output and error come back apart
+    (``result.stdout``, ``result.stderr``); the exit code is ``result.exit_code``."""
+    return CliRunner().invoke(command or main, [str(a) for a in args], catch_exceptions=catch_exceptions)
+
+
+def run_strict(*args: Any, command: Optional[Command] = None) -> Result:
+    """:func:`run`, except that an exception the command lets through fails the test with its
+    traceback instead of being kept in ``result.exception`` (a command must never raise)."""
+    return run(*args, command=command, catch_exceptions=False)
+
+
+def run_ok(*args: Any, command: Optional[Command] = None) -> Result:
+    """:func:`run_strict` of a command that must succeed (exit code 0, else the output is shown)."""
+    result = run_strict(*args, command=command)
+    assert result.exit_code == 0, result.output
+    return result

@@ -13,7 +13,8 @@ from mrec_warp.cli.evaluate import evaluate as evaluate_cli
 from mrec_warp.evaluation.beyond import gini, head_items
 from mrec_warp.evaluation.formatting import format_markdown, format_table
 from mrec_warp.evaluation.metrics import evaluate_recommendations
-from mrec_warp.evaluation.report import evaluate, per_user_table
+from mrec_warp.evaluation.report import per_user_table
+from mrec_warp.stages.evaluate import evaluate_here as evaluate
 
 # Training popularity: a 3, e 2, b 1, c 1, d 1; three training users.
 TRAIN = [("u1", "a"), ("u1", "b"), ("u1", "e"), ("u2", "a"), ("u2", "c"), ("u2", "e"), ("u3", "a"), ("u3", "d")]

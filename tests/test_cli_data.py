@@ -11,18 +11,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data import datasets
+from .conftest import run
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 RATINGS = "".join(f"u{u}\ti{i}\t{1 + (u * i) % 5}\t{1000 + 10 * u + i}\n" for u in range(12) for i in range(u % 6 + 1, 9))
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def assert_one_line_error(result, *fragments):

@@ -1,6 +1,7 @@
 """``mrec-warp evaluate``: exit codes, one-line messages, and no output left by a failure."""
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -9,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from mrec_warp.cli.evaluate import evaluate
+
+from .conftest import run as run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,8 +42,7 @@ def files(tmp_path):
     return tmp_path
 
 
-def run(*args):
-    return CliRunner().invoke(evaluate, [str(a) for a in args])
+run = functools.partial(run_cli, command=evaluate)  # the evaluate command alone
 
 
 def base_args(d: Path):

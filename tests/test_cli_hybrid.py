@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
+from .conftest import run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def ok(result):

@@ -14,6 +14,7 @@ from mrec_warp.cli import main
 from mrec_warp.models import WARP, load
 
 from .conftest import planted_low_rank
+from .conftest import run_strict as run
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +27,6 @@ def train_file(tmp_path_factory):
     df.to_csv(path, sep="\t", header=False, index=False)
     return path
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line_error(result, *needles):

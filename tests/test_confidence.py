@@ -7,9 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data.confidence import confidence
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.ratings import read_ratings
@@ -19,10 +17,8 @@ from mrec_warp.errors import InputError
 from mrec_warp.models import WARP
 from mrec_warp.kernels import rng as _rng
 from mrec_warp.models.validation import precision_at_k
+from .conftest import run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 # -- the rule -------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import mrec_warp as mw
 from mrec_warp.cli import main
 from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import InputError
-from mrec_warp.experiments.config import line_of, read_config
+from mrec_warp.experiments.config import read_config
+from mrec_warp.experiments.config_lines import line_of
 from mrec_warp.jobs import FAULT_ENV
 
 CONFIG = """\

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.workers import cpu_count
 
 from .conftest import planted_low_rank
+from .conftest import run_strict as run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line_error(result, *needles):

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.errors import InputError
 from mrec_warp.models import Factors, load
+from .conftest import run
 
 # ids a careless converter breaks: accents, emoji, inner spaces, a comma (quoted in CSV), a
 # leading quote, and a stored 0 (an interaction like any other)
@@ -24,9 +23,6 @@ MESSY_CSV = ('user,item,rating\n'
              'ané,b,1\n'
              'zoë,"""Quoted"" title",3\n')
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def ok(*args):

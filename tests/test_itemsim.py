@@ -1,7 +1,6 @@
 """Item-kNN, SLIM and EASE against references written straight from their definitions."""
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np

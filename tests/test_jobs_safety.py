@@ -16,20 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data import datasets
 from mrec_warp.files import atomic_write, host_name
 from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.workdir import LOCK_FILE, WorkDir
 from mrec_warp.errors import InputError
 
+from .conftest import run_strict as run
+
 N_USERS, N_ITEMS = 200, 40
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def cli(*args, env=None, **kwargs):
@@ -268,7 +264,7 @@ def test_prepare_into_the_input_folder_is_refused_only_when_it_would_replace_the
 # -- prepare: never a mixed split -------------------------------------------------------------------
 _KILL_AT_SECOND_RENAME = """
 import os, signal, sys
-from mrec_warp.data import split
+from mrec_warp.stages.prepare import prepare
 real, calls = os.replace, []
 def replace(src, dst):
     if os.path.basename(str(dst)) in ("train.tsv", "test.tsv", "summary.json"):
@@ -283,7 +279,7 @@ def rename(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)
     return real_rename(src, dst)
 os.rename = rename
-split.prepare(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))
+prepare(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))
 """
 
 

@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 
+from .conftest import run_ok
+
 EMOJI_ITEM = "🎮 Zelda: Breath of the Wild"
 SPECIAL_ITEMS = [
     "Pokémon Gold", EMOJI_ITEM, "Warhammer 40,000 Dawn of War II", 'The "Quoted" Game',
@@ -29,10 +31,9 @@ LATIN1_ITEMS = ["Pokémon Gold", "Ça va", "naïve café", "Universe Sandbox ", 
 LATIN1_USERS = ["Zoë", "José ", "007", "Müller"]
 
 
-def run(*args) -> str:
-    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+def output(*args) -> str:
+    """What a command that must succeed printed."""
+    return run_ok(*args).output
 
 
 def corpus(users: List[str], items: List[str], n_users: int = 40, n_items: int = 30, per_user: int = 10):
@@ -85,7 +86,7 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     all_ids = user_bytes | item_bytes
     split = tmp_path / "split"
 
-    said = run("prepare", source, "-o", split, "--test-fraction", "0.2")
+    said = output("prepare", source, "-o", split, "--test-fraction", "0.2")
     assert ("read as Latin-1" in said) == (encoding == "latin-1")
     train, test = split / "train.tsv", split / "test.tsv"
     # nothing merged, stripped or re-encoded: train + test hold exactly the input's ids
@@ -97,11 +98,11 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     assert summary["duplicates_merged"] == 0
 
     model = tmp_path / "model.npz"
-    run("train", train, "-o", model, "--epochs", 2, "--factors", 8, "-q")
+    run_ok("train", train, "-o", model, "--epochs", 2, "--factors", 8, "-q")
 
     recs_tsv, recs_csv, recs_pq = tmp_path / "recs.tsv", tmp_path / "recs.csv", tmp_path / "recs.parquet"
     for out in (recs_tsv, recs_csv, recs_pq):
-        run("recommend", model, "-o", out, "-k", 5, "-q")
+        run_ok("recommend", model, "-o", out, "-k", 5, "-q")
     assert tsv_ids(recs_tsv, (0,)) == user_bytes  # every user, under their own bytes
     assert tsv_ids(recs_tsv, (1,)) <= item_bytes
     assert csv_ids(recs_csv, encoding) == tsv_ids(recs_tsv)
@@ -116,7 +117,7 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     chosen = [users[0], users[-1], users[0], "u1 " if encoding == "utf-8" else "José "]
     users_file.write_bytes(b"\xef\xbb\xbf" * bom + "\r\n".join(chosen).encode(encoding) + b"\r\n")
     some = tmp_path / "some.tsv"
-    said = run("recommend", model, "-o", some, "-k", 3, "--users", users_file)
+    said = output("recommend", model, "-o", some, "-k", 3, "--users", users_file)
     assert "1 repeated user id(s) ignored" in said
     assert tsv_ids(some, (0,)) == {u.encode(encoding) for u in chosen}
     assert len(some.read_bytes().splitlines()) == 3 * 3  # three distinct users, not four lists
@@ -126,7 +127,7 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
     items_file = tmp_path / "items.txt"
     items_file.write_bytes("\n".join(wanted).encode(encoding) + b"\n")
     similar = tmp_path / "similar.tsv"
-    run("similar", model, "--items-file", items_file, "-k", 3, "-o", similar)
+    run_ok("similar", model, "--items-file", items_file, "-k", 3, "-o", similar)
     assert tsv_ids(similar, (0,)) == {i.encode(encoding) for i in wanted}
     assert tsv_ids(similar, (1,)) <= item_bytes
     if encoding == "utf-8":
@@ -134,7 +135,7 @@ def test_every_id_comes_back_byte_for_byte(tmp_path, encoding, bom):
 
     per_user = tmp_path / "per_user.csv"
     for recs in (recs_tsv, recs_csv) + ((recs_pq,) if encoding == "utf-8" else ()):
-        run("evaluate", "--train", train, "--test", test, "--recs", recs, "-k", 5, "--per-user", per_user, "-q")
+        run_ok("evaluate", "--train", train, "--test", test, "--recs", recs, "-k", 5, "--per-user", per_user, "-q")
         # in the test file's encoding: a Latin-1 user id keeps its bytes too
         assert csv_ids(per_user, encoding, ("user",)) == tsv_ids(test, (0,))
 
@@ -144,10 +145,10 @@ def test_emoji_id_round_trips_exactly(tmp_path):
     rows = corpus(SPECIAL_USERS, SPECIAL_ITEMS)
     source = tmp_path / "games.csv"
     write_csv(source, rows, "utf-8", bom=True)
-    run("prepare", source, "-o", tmp_path / "split", "--test-fraction", "0.2", "-q")
-    run("train", tmp_path / "split/train.tsv", "-o", tmp_path / "m.npz", "--model", "popularity", "-q")
+    run_ok("prepare", source, "-o", tmp_path / "split", "--test-fraction", "0.2", "-q")
+    run_ok("train", tmp_path / "split/train.tsv", "-o", tmp_path / "m.npz", "--model", "popularity", "-q")
     out = tmp_path / "recs.csv"
-    run("recommend", tmp_path / "m.npz", "-o", out, "-k", 30, "-q")
+    run_ok("recommend", tmp_path / "m.npz", "-o", out, "-k", 30, "-q")
     text = out.read_bytes().decode("utf-8")
     assert f"{EMOJI_ITEM}," in text
     assert '"The ""Quoted"" Game"' in text  # quoted exactly once, quotes doubled
@@ -193,10 +194,10 @@ def test_hybrid_with_messy_feature_files_keeps_every_id_and_feature(tmp_path, en
     write_feature_csv(user_file, user_rows, encoding, bom)
 
     split = tmp_path / "split"
-    run("prepare", source, "-o", split, "--test-fraction", "0.2", "-q")
-    train, test = split / "train.tsv", split / "test.tsv"
+    run_ok("prepare", source, "-o", split, "--test-fraction", "0.2", "-q")
+    train = split / "train.tsv"
     model = tmp_path / "hybrid.npz"
-    run("train", train, "-o", model, "--model", "hybrid", "--epochs", 2, "--factors", 8, "-q",
+    run_ok("train", train, "-o", model, "--model", "hybrid", "--epochs", 2, "--factors", 8, "-q",
         "--item-features", item_file, "--user-features", user_file)
 
     # the model file keeps every feature name and new id as it was written
@@ -213,17 +214,17 @@ def test_hybrid_with_messy_feature_files_keeps_every_id_and_feature(tmp_path, en
 
     # recommend with the new items: trained and new ids come back as their bytes
     recs = tmp_path / "recs.tsv"
-    run("recommend", model, "-o", recs, "-k", len(all_items) + 2, "--include-new-items", "-q")
+    run_ok("recommend", model, "-o", recs, "-k", len(all_items) + 2, "--include-new-items", "-q")
     new_bytes = {i.encode(encoding) for i in new_items}
     assert tsv_ids(recs, (1,)) == item_bytes | new_bytes
     recs_csv = tmp_path / "recs.csv"
-    run("recommend", model, "-o", recs_csv, "-k", len(all_items) + 2, "--item-features", item_file, "-q")
+    run_ok("recommend", model, "-o", recs_csv, "-k", len(all_items) + 2, "--item-features", item_file, "-q")
     assert csv_ids(recs_csv, encoding, ("item",)) == item_bytes | new_bytes
 
     # similar: a trailing-space id given on the command line is that id, not its stripped twin
     spaced = next(i for i in items if i.endswith(" "))
     similar = tmp_path / "similar.tsv"
-    run("similar", model, "--items", f"{spaced},007", "-k", 3, "-o", similar)
+    run_ok("similar", model, "--items", f"{spaced},007", "-k", 3, "-o", similar)
     assert tsv_ids(similar, (0,)) == {spaced.encode(encoding), b"007"}
     assert tsv_ids(similar, (1,)) <= item_bytes
 
@@ -233,7 +234,7 @@ def _small_model(tmp_path, encoding: str, model: str = "hybrid", *extra) -> Path
     source = tmp_path / "games.csv"
     write_csv(source, rows, encoding, bom=False)
     out = tmp_path / f"{model}.npz"
-    run("train", source, "-o", out, "--model", model, "--epochs", 1, "--factors", 4, "-q", *extra)
+    run_ok("train", source, "-o", out, "--model", model, "--epochs", 1, "--factors", 4, "-q", *extra)
     return out
 
 
@@ -245,7 +246,7 @@ def test_similar_items_list_takes_ids_as_given(tmp_path):
     assert "item ' 007' is not in the model" in result.output
     assert "did you mean '007'?" in result.output and "Traceback" not in result.output
     out = tmp_path / "similar.tsv"
-    run("similar", model, "--items", "Universe Sandbox ,Pokémon Gold,", "-k", 2, "-o", out)
+    run_ok("similar", model, "--items", "Universe Sandbox ,Pokémon Gold,", "-k", 2, "-o", out)
     assert tsv_ids(out, (0,)) == {b"Universe Sandbox ", "Pokémon Gold".encode()}
 
 
@@ -280,7 +281,7 @@ def test_hybrid_copies_with_new_ids_keep_the_id_encoding(tmp_path):
         copy.save(tmp_path / "copy.npz")
         assert load(tmp_path / "copy.npz").id_encoding_ == "latin-1"
     recs = tmp_path / "recs.tsv"
-    run("recommend", tmp_path / "hybrid.npz", "-o", recs, "-k", 40, "--include-new-items", "--user-features", users)
+    run_ok("recommend", tmp_path / "hybrid.npz", "-o", recs, "-k", 40, "--include-new-items", "--user-features", users)
     assert "Nöel ".encode("latin-1") in tsv_ids(recs, (0,))
     assert "Nouveauté ".encode("latin-1") in tsv_ids(recs, (1,))
 
@@ -325,7 +326,7 @@ def test_quoted_fields_lose_their_quotes_with_every_delimiter(tmp_path, sep, how
     path = tmp_path / "books.csv"
     rows = quoted_export(path, sep)
     options = ["--sep", sep] if how == "sep" else ["--format", "csv", "--sep", sep]
-    run("prepare", path, "-o", tmp_path / "split", "--test-fraction", "0.3", *options)
+    run_ok("prepare", path, "-o", tmp_path / "split", "--test-fraction", "0.3", *options)
     written = tsv_ids(tmp_path / "split" / "train.tsv") | tsv_ids(tmp_path / "split" / "test.tsv")
     # train.tsv holds each id as it is; only the one starting with a quote is written quoted
     expected = {x.encode() for r in rows for x in r[:2]} - {b'"Quoted" first'} | {b'"""Quoted"" first"'}

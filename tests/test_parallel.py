@@ -87,7 +87,7 @@ def test_split_factors():
 
 # -- top-k on processes ---------------------------------------------------------------------------
 def test_iter_top_k_on_processes_matches_threads(fitted):
-    from mrec_warp.jobs import ModelScorer
+    from mrec_warp.worker_cache import ModelScorer
 
     model, path = fitted
     users = np.array([5, 3, 299, 0, 17, 200])
@@ -169,7 +169,7 @@ def test_sub_models_are_reproducible_and_concatenated(planted, tmp_path):
 
 # -- evaluate ------------------------------------------------------------------------------------
 def test_evaluate_parallel_matches_serial(fitted, tmp_path):
-    from mrec_warp.evaluation.report import evaluate
+    from mrec_warp.stages.evaluate import evaluate_here as evaluate
 
     model, _ = fitted
     df = model.interactions().to_dataframe()

@@ -14,7 +14,8 @@ from mrec_warp.evaluation import report as report_mod
 from mrec_warp.evaluation.formatting import format_json, format_markdown, format_table
 from mrec_warp.evaluation.metrics import evaluate_recommendations
 from mrec_warp.evaluation.plot import check_plot_available
-from mrec_warp.evaluation.report import default_names, evaluate, per_user_table, write_reports
+from mrec_warp.evaluation.report import per_user_table, write_reports
+from mrec_warp.stages.evaluate import default_names, evaluate_here as evaluate
 from mrec_warp.evaluation.statistics import paired_difference
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from mrec_warp.data.side_features import (
     age_bucket, movielens_item_features, movielens_user_features, side_features, year_bucket,
 )
-from mrec_warp.data.split import prepare
+from mrec_warp.stages.prepare import prepare
 
 
 def test_buckets():

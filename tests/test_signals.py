@@ -18,19 +18,16 @@ from typing import List
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.files import host_name, remove_stale_temps
 from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.signals import STOP_SIGNALS, Stopped, stop_on_signals
 
+from .conftest import run_strict as run
+
 #: Generous: the machine running the suite may be loaded.
 TIMEOUT = 120
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")

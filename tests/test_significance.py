@@ -13,7 +13,7 @@ from scipy import stats
 from mrec_warp.cli.evaluate import evaluate as evaluate_cli
 from mrec_warp.errors import InputError
 from mrec_warp.evaluation.formatting import format_markdown, format_table
-from mrec_warp.evaluation.report import evaluate
+from mrec_warp.stages.evaluate import evaluate_here as evaluate
 from mrec_warp.evaluation.significance import adjust, paired_splits_test, paired_users_pvalues, paired_users_test
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from mrec_warp.cli._flags import error_line
 from mrec_warp.data.ratings import read_ratings
-from mrec_warp.data.split import iter_splits, prepare
+from mrec_warp.data.split import iter_splits
+from mrec_warp.stages.prepare import prepare
 from mrec_warp.errors import InputError
 
 ML100K = Path(__file__).resolve().parents[2] / "shared/data/ml-100k"

@@ -13,19 +13,18 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 import mrec_warp as mw
 from mrec_warp import InputError
 from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import PARAMETER, ParameterError
-from mrec_warp.cli import main
 from mrec_warp.cli._flags import as_flags, error_line, flag
 from mrec_warp.models import WARP, WRMF, HybridWARP, load
 from mrec_warp.stages import UnknownParameterError, cold_start
 from mrec_warp.stages.prepare import prepare_outputs
 
 from .conftest import planted_low_rank
+from .conftest import run
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +41,6 @@ def files(tmp_path_factory):
     tags.to_csv(d / "items.tsv", sep="\t", header=False, index=False)
     return SimpleNamespace(folder=d, train=d / "train.tsv", items=d / "items.tsv")
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def read_tsv(path_or_text, names):

@@ -7,17 +7,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from click.testing import CliRunner
 
-from mrec_warp.cli import main
 from mrec_warp.data.npz import write_npz
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity
 from mrec_warp.models.base import load
+from .conftest import run_strict as run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def usage_line(result, command):

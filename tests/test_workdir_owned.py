@@ -13,10 +13,8 @@ from mrec_warp.cli import main
 from mrec_warp.errors import InputError
 from mrec_warp.files import host_name
 from mrec_warp.workdir import CREATED_KEY, JOB_FILE, LOCK_FILE, WorkDir
+from .conftest import run_strict as run
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line_error(output: str) -> str:

@@ -11,13 +11,18 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import InputError, printable, spell_parameters
+from ..models.declared import hyper_parameters
+from ..models.families import FAMILIES
 from ..progress import Progress
 from ..stages.train import UnknownParameterError
 
-#: Parameters whose flag is not ``--`` + the name with dashes.
+#: The declared hyper-parameters of every family (:mod:`mrec_warp.models.declared`).
+_DECLARED = [param for fam in FAMILIES.values() for param in hyper_parameters(fam.cls)]
+
+#: Parameters whose flag is not ``--`` + the name with dashes: the declared renames
+#: (``dtype``: ``--ease-dtype``, ``random_state``: ``--seed``), then the commands' own.
 RENAMED = {
-    "dtype": "--ease-dtype",  # train --model ease
-    "random_state": "--seed",
+    **{param.name: param.flag for param in reversed(_DECLARED) if param.flag},
     "outdir": "--output",
     "k": "-k",
     "n_users": "--users",  # synth
@@ -25,17 +30,9 @@ RENAMED = {
     "n_interactions": "--interactions",
 }
 
-#: Model parameters ``train`` has an option for (the others are set from --params files only).
-MODEL_OPTIONS = frozenset({
-    "factors", "loss", "learning_rate", "learning_schedule", "user_reg", "item_reg", "max_sampled", "item_bias",
-    "epochs", "user_max_norm", "item_max_norm", "kos_k", "kos_n", "max_epochs", "patience", "eval_every",
-    "validation_fraction", "refit", "min_improvement", "warm_epochs",
-    "identity", "identity_weight", "normalize",  # hybrid only
-    # item-similarity models (itemknn, slim, ease)
-    "neighbours", "similarity", "shrink", "l1", "l2", "topk", "dtype", "max_items", "memory_limit_mb",
-    "confidence", "alpha", "eps", "confidence_use",  # warp, wrmf
-    "regularization",  # wrmf only
-})
+#: Model parameters ``train`` has an option for (generated from the declarations: see
+#: :mod:`mrec_warp.cli._model_options`); the others are set from --params files only.
+MODEL_OPTIONS = frozenset(param.name for param in _DECLARED if param.option)
 
 #: Other parameters that library messages name and that a command sets with ``--name-with-dashes``.
 PARAMETERS = MODEL_OPTIONS | frozenset({

@@ -16,8 +16,8 @@ from ..evaluation.groups import GROUPINGS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
 from ..seeds import DEFAULT_SEED
 from ..evaluation.plot import check_plot_available
-from ..evaluation.report import SPLIT_PLACEHOLDER, default_names, resolve_split, write_reports
-from ..stages.evaluate import evaluate as evaluate_stage
+from ..evaluation.report import write_reports
+from ..stages.evaluate import SPLIT_PLACEHOLDER, default_names, resolve_split, evaluate as evaluate_stage
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs

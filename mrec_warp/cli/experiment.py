@@ -19,7 +19,7 @@ Examples:
 CONFIG names the data and its reader options ([data]), one or more split sets
 ([splits.NAME]: kind, repeats, test_fraction, seed), the models ([models.NAME]: family and
 its parameters), the cut-offs, metrics, baseline, paired test and correction ([evaluate]);
-README "Experiments" lists every key. The whole file is checked before any work, the data
+docs/tutorials/experiments.rst lists every key. The whole file is checked before any work, the data
 file included (columns, timestamps, cut-off): a fault is one line naming the file and the
 line of the key. A run that fails before any run finished leaves no work folder.
 

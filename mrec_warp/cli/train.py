@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from ..context import ExecutionContext
-from ..data.confidence import CONFIDENCES
+from ..models.families import FAMILIES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ..progress import plural
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._features import feature_file_options, pop_feature_options
 from ._flags import MODEL_OPTIONS, as_flags, option_name
+from ._model_options import model_options
 from ._parallel import N_JOBS, parallel_options
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
@@ -34,74 +35,18 @@ Examples:
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
-@click.option("--model", "model_name", default=None,
-              type=click.Choice(["warp", "hybrid", "popularity", "itemknn", "slim", "ease", "wrmf"]),
+@click.option("--model", "model_name", default=None, type=click.Choice(list(FAMILIES)),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
-                   "itemknn, slim, ease: item-item models; wrmf: implicit ALS with confidence weights) "
-                   "[the one --params names, else warp].")
+                   "each model's options say which families take them) [the one --params names, else warp].")
 @reader_options("TRAIN")
 @row_options
-@click.option("--factors", type=int, help="Latent dimensions [64].")
-@click.option("--loss", type=click.Choice(["warp", "bpr", "warp-kos"]), help="Ranking loss [warp].")
-@click.option("--kos-k", type=int, help="warp-kos: step on the k-th best of the sampled positives [5].")
-@click.option("--kos-n", type=int, help="warp-kos: positives sampled per step, at most 64 [10].")
-@click.option("--learning-rate", type=float, help="Base step size [warp: 0.02; hybrid: 0.05 with features, else 0.02].")
-@click.option("--learning-schedule", type=click.Choice(["adagrad", "sgd"]), help="Step rule [adagrad].")
-@click.option("--user-reg", type=float, help="L2 penalty on user vectors [0].")
-@click.option("--item-reg", type=float, help="L2 penalty on item vectors [0].")
-@click.option("--max-sampled", type=int, help="Most negatives compared per positive [50].")
-@click.option("--user-max-norm", type=click.FloatRange(min=0),
-              help="Longest a user vector may grow; 0 = no limit [1.25].")
-@click.option("--item-max-norm", type=click.FloatRange(min=0), help="Longest an item vector may grow; 0 = no limit [0].")
-@click.option("--item-bias/--no-item-bias", default=None, help="Learn item biases [on].")
-@click.option("--epochs", type=int, help="Train exactly N epochs, no early stopping.")
-@click.option("--max-epochs", type=int, help="Upper bound for early stopping [200].")
-@click.option("--patience", type=int,
-              help="Stop at the first evaluation this many epochs after the last rise of the "
-                   "validation score [warp: 6; wrmf: 3 iterations].")
-@click.option("--eval-every", type=int, help="Epochs between validation evaluations [warp: 2; wrmf: 1].")
-@click.option("--min-improvement", type=click.FloatRange(min=0),
-              help="WARP: a rise resets the patience only when above the last one by more than "
-                   "this fraction of it [0.002].")
-@click.option("--validation-fraction", type=float, help="Share of each user's items held out for early stopping [0.1].")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
               help="Validation file instead of an internal hold-out (no refit then); its layout is "
                    "guessed (--sep/--columns describe TRAIN), the row rules apply.")
-@click.option("--refit/--no-refit", default=None,
-              help="After early stopping, train on all data (WARP: see --warm-epochs; wrmf: "
-                   "from scratch for the best count) [on].")
-@click.option("--warm-epochs", type=click.IntRange(min=0),
-              help="WARP refit: continue N epochs on all data from the best epoch's factors "
-                   "(about half the time, up to 2% lower P@10 on long-tail data); "
-                   "0 = retrain from scratch for the best epoch count [0].")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False),
               help="JSON of parameters (e.g. from 'mrec-warp tune'); explicit options win.")
 @feature_file_options
-@click.option("--identity/--no-identity", default=None,
-              help="Hybrid: give every user and item its own identity feature [on].")
-@click.option("--identity-weight", type=float,
-              help="Hybrid: weight of each id's identity feature before normalisation [2].")
-@click.option("--normalize/--no-normalize", default=None,
-              help="Hybrid: scale each id's feature weights, identity included, to unit Euclidean length [on].")
-@click.option("--neighbours", type=click.IntRange(min=1), help="itemknn: similar items kept per item [200].")
-@click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [tfidf].")
-@click.option("--shrink", type=click.FloatRange(min=0), help="itemknn: cosine shrinkage [0].")
-@click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [2].")
-@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [200]; ease: lambda [400].")
-@click.option("--topk", type=click.IntRange(min=1), help="slim: largest weights kept per item [200].")
-@click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float32].")
-@click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
-@click.option("--memory-limit-mb", type=click.FloatRange(min=1),
-              help="ease: most memory the fit may take [3/4 of the available memory].")
-@click.option("--confidence", type=click.Choice(CONFIDENCES),
-              help="Weigh each row by its value (3rd column: count, hours, rating): linear "
-                   "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
-                   "[warp: none; wrmf: linear, and none = every row 1 + alpha].")
-@click.option("--alpha", type=float, help="Confidence scale alpha [1].")
-@click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
-@click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
-              help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
-@click.option("--regularization", type=click.FloatRange(min=0), help="WRMF: L2 penalty on every vector [40].")
+@model_options
 @click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
               help="Random seed (models that draw no random numbers say so and ignore it).")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,

@@ -44,7 +44,7 @@ alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--models", "models", default="warp", show_default=True, metavar="NAME[,NAME...]",
-              help="Model families to search: warp, itemknn, slim, ease, wrmf.")
+              help=f"Model families to search: {', '.join(search.TUNABLE_FAMILIES)}.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),

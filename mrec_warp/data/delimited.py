@@ -4,8 +4,8 @@ Shared by the readers of ratings files (:mod:`~mrec_warp.data.ratings`), feature
 (:mod:`~mrec_warp.data.features`) and recommendation files
 (:mod:`~mrec_warp.evaluation.recs_file`): which lines are records and what their line numbers
 are (a quoted field may span lines), how a record splits into fields, the guess of the
-delimiter, the parse of the whole table with pandas' C parser, and the checks of the
-columns in use that name the line of the first bad field.
+delimiter, and the parse of the whole table with pandas' C parser. The checks of the
+columns in use are :mod:`~mrec_warp.data.field_checks`'.
 
 Quoting follows RFC 4180 with every one-character delimiter (``,``, ``;``, tab, ``|``,
 ...): a field that starts with ``"`` is quoted, may hold the delimiter, line breaks and
@@ -26,9 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from . import inputs
 from .inputs import MAX_LINE_BYTES, detect_encoding, open_text
-from .tsv import TSV_UNSAFE
 
 #: The ``sep`` meaning any run of whitespace: spaces and tabs, as pandas' C parser splits
 #: (not a no-break space or other Unicode spaces, which stay part of an id).
@@ -92,7 +90,7 @@ def data_lines(path: Path, sep: str, skip: int = 0, limit: Optional[int] = None,
                 return
         if quoted(sep) if quoting is None else quoting:
             tap, lineno = _LineTap(fh), skip + 1
-            for _row in _csv_rows(tap, sep, path, lambda: lineno):
+            for _row in _csv_rows(tap, sep, path, lambda: lineno):  # noqa: B023 - the line now, when called
                 taken = tap.take()
                 start, lineno = lineno, lineno + len(taken)
                 text = "".join(taken)
@@ -348,7 +346,7 @@ def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
     every line, blank ones too, but not the line breaks inside quoted fields."""
     with open_text(path, encoding) as fh:
         tap, count, line = _LineTap(fh), 0, 1
-        for _row in _csv_rows(tap, sep, path, lambda: line):
+        for _row in _csv_rows(tap, sep, path, lambda: line):  # noqa: B023 - the line now, when called
             count += 1
             if count == parser_line:
                 return line
@@ -381,89 +379,3 @@ def columns_hint(sep: str) -> str:
         return (f"every line needs the same columns; check `sep` ({sep!r}), and quote a field that "
                 f'holds it ("a{sep}b")')
     return "every line needs the same columns; check `sep`"
-
-
-def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int,
-                  encoding: str, roles: Sequence[str], id_roles: Sequence[str],
-                  hint: Optional[str] = None, allow_empty: Optional[np.ndarray] = None) -> None:
-    """Reject an empty user / item / value / timestamp (or a line too short to have one).
-
-    Only the columns in use are checked: an unused column may be empty or missing. Ids are
-    left exactly as they are, spaces included; an id holding a tab or a line break (possible
-    only inside a quoted field) is refused, since no TSV output could hold it, and so is one
-    longer than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters. ``roles``
-    names the used columns in messages (a ratings file's are ``user, item, value,
-    timestamp``, a feature file's ``id, feature, weight``) and ``id_roles`` the ones holding
-    ids; ``hint`` replaces the column-count hint. Rows in ``allow_empty`` may have empty
-    ids (``empty_ids="drop"``: the row rules drop them).
-    """
-    for role, pos in zip(roles, used):
-        if raw[pos].dtype == np.float64:  # numbers, parsed and checked finite already
-            continue
-        col = raw[pos]
-        empty = (col.str.strip() == "").to_numpy()  # checked stripped, kept as they are
-        if allow_empty is not None and role in id_roles:
-            empty = empty & ~allow_empty
-        if empty.any():
-            row = int(np.flatnonzero(empty)[0])
-            lineno, text = data_line(path, row, sep, skip, encoding)
-            found = len(split_fields(text, sep))
-            if found <= pos:
-                raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
-                                 line=lineno, hint=hint or columns_hint(sep))
-            raise InputError(f"column {pos} ({role}) is empty" + (" (only spaces)" if col.iloc[row] else ""),
-                             path=str(path), line=lineno,
-                             hint=f"fill in the {role} or remove the line")
-        if role not in id_roles:
-            continue
-        longest, maybe_unsafe = _screen_ids(col)
-        limit = inputs.MAX_ID_LENGTH  # read here, so the one constant rules every reader
-        if longest > limit:
-            long = (col.str.len() > limit).to_numpy()
-            row = int(np.flatnonzero(long)[0])
-            raise InputError(
-                f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
-                f"{len(col.iloc[row]):,} characters long; the limit is {limit:,}",
-                path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
-                hint="a model cannot hold ids this long; check the delimiter and which columns are the ids")
-        if quoted(sep) and maybe_unsafe:
-            bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                value = col.iloc[row]
-                broken = "\n" in value or "\r" in value  # most often a quote left open, not a real id
-                raise InputError(
-                    f"{role if role == 'feature' else role + ' id'} {value!r} holds a tab or line break, "
-                    "which TSV outputs cannot hold",
-                    path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
-                    hint=("if a quote opened on this line is never closed, add the closing quote; otherwise "
-                          if broken else "") + "remove tabs and line breaks from ids",
-                )
-
-
-def _screen_ids(col: pd.Series, block: int = 1 << 20) -> Tuple[int, bool]:
-    """``(longest id in characters, whether some id may hold a tab or line break)``, fast:
-    the rare columns that fail are then searched row by row to name the line.
-
-    An Arrow-backed column (pandas' default strings with pyarrow) is screened on its byte
-    buffer; others by joining the strings in blocks (to bound memory): both 5-20x faster
-    than a regex or ``str.len`` per string.
-    """
-    if len(col) == 0:
-        return 0, False
-    if getattr(col.dtype, "storage", None) == "pyarrow":
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        array = pa.chunked_array(pa.array(col))
-        data = b"".join(c.buffers()[2].to_pybytes() for c in array.chunks if c.buffers()[2] is not None)
-        longest = pc.max(pc.utf8_length(array)).as_py() or 0
-        return int(longest), any(ch in data for ch in (b"\t", b"\r", b"\n"))
-    values = col.to_numpy()
-    longest, unsafe = 0, False
-    for start in range(0, len(values), block):
-        part = values[start:start + block]
-        longest = max(longest, max(map(len, part)))
-        text = "\x00".join(part)
-        unsafe = unsafe or "\t" in text or "\r" in text or "\n" in text
-    return longest, unsafe

@@ -31,7 +31,7 @@ import io
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -102,7 +102,7 @@ def _finite(values: np.ndarray, what: str, source: Optional[str]) -> np.ndarray:
 
 
 # -- .npz ----------------------------------------------------------------------------------------
-def read_factors_npz(path: PathLike) -> Dict[str, object]:
+def read_factors_npz(path: PathLike) -> Dict[str, Any]:
     """``user_factors``, ``item_factors``, ``item_bias`` (or None), ``user_ids``, ``item_ids``
     (or None) and ``id_encoding`` of a factors archive."""
     hint = "an .npz with user_factors, item_factors (2-D), optionally item_bias, user_ids, item_ids"

@@ -33,9 +33,10 @@ import pandas as pd
 from ..errors import InputError
 from ..files import PathLike, atomic_write
 from .delimited import (
-    check_fields, data_line, data_lines, detect_separator, first_lines, looks_numeric, normalise_columns, parse_table,
+    data_line, data_lines, detect_separator, first_lines, looks_numeric, normalise_columns, parse_table,
     quoted, split_fields,
 )
+from .field_checks import check_fields
 from .inputs import check_readable, detect_encoding, output_encoding
 from .tsv import check_tsv_ids, quote_leading_quotes
 

@@ -10,7 +10,7 @@ package), and :func:`write_id_lines` writes the ids back as the same bytes.
 from __future__ import annotations
 
 import io
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -91,7 +91,7 @@ def _as_latin1(ids: np.ndarray) -> np.ndarray:
     return np.asarray([s.encode("utf-8").decode("latin-1") for s in ids.tolist()], dtype=str)
 
 
-def write_id_lines(path: PathLike, ids: Sequence[str], encoding: str = "utf-8", what: str = "user",
+def write_id_lines(path: PathLike, ids: Union[Sequence[str], np.ndarray], encoding: str = "utf-8", what: str = "user",
                    tmp: Optional[PathLike] = None) -> None:
     """Write ``ids`` one per line (``\\n`` endings), each exactly as it is, atomically (or
     into ``tmp``, a temporary name the caller renames to ``path`` with the files written
@@ -111,7 +111,7 @@ def write_id_lines(path: PathLike, ids: Sequence[str], encoding: str = "utf-8", 
             fh.write(text)
 
 
-def check_writable_ids(ids: Sequence[str], what: str, path: PathLike) -> None:
+def check_writable_ids(ids: Union[Sequence[str], np.ndarray], what: str, path: PathLike) -> None:
     """Refuse ids an id list cannot hold: one with a line break, or an empty one."""
     arr = np.asarray(ids, dtype=str)
     for ch in ("\n", "\r"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -292,7 +292,8 @@ class Interactions:
             }
         )
 
-    def reindex(self, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None) -> "Interactions":
+    def reindex(self, user_ids: Optional[Union[Sequence, np.ndarray]] = None,
+                item_ids: Optional[Union[Sequence, np.ndarray]] = None) -> "Interactions":
         """Express the same interactions in another id space (unknown ids dropped, new ones empty).
 
         Only the id lists are looked up, once each; the stored pairs move by their codes.
@@ -322,7 +323,7 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
     """Refuse a column name the table does not have (listing the ones it has), or has twice."""
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(df).__name__}", path=source)
-    given = {}
+    given: Dict[str, Any] = {}
     for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
                              ("values", value_col, "value_col")):
         if col is None:

@@ -44,9 +44,10 @@ from .id_lines import check_unique, check_writable_ids, read_paired_id_lines, wr
 from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
-from .ratings import MAX_ABS_VALUE, read_ratings
+from .ratings import read_ratings
 from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, merge_rows, table_locator
 from .tsv import check_tsv_ids, write_interactions
+from .value_columns import MAX_ABS_VALUE
 
 #: The formats :func:`read_matrix` and :func:`write_matrix` know.
 MATRIX_FORMATS = ("text", "mtx", "npz")
@@ -128,15 +129,16 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
                       header=reader.get("header"), columns=reader.get("columns"),
                       empty_ids=reader.get("empty_ids", DEFAULT_EMPTY_IDS))
     source = str(path)
-    users = _ids_of(df, "user", "user", source)
-    items = _ids_of(df, "item", "item", source)
+    locate = table_locator(df, source=source)  # a missing id is named by its file line
+    users = _ids_of(df, "user", "user", locate)
+    items = _ids_of(df, "item", "item", locate)
     if rules["min_value"] is not None and "value" not in df:
         raise InputError("`min_value` needs a value column, and the file has only user and item", path=source,
                          hint="drop `min_value`, or name the value column with `columns`")
     u_codes, u_ids = pd.factorize(users, sort=False)
     i_codes, i_ids = pd.factorize(items, sort=False)
     values = df["value"].to_numpy(dtype=np.float64) if "value" in df else None
-    merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=table_locator(df, source=source), **rules)
+    merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=locate, **rules)
     _check_left(merged.counts, source)
     user, u_ids = _compact(merged.user, np.asarray(u_ids, dtype=object))
     item, i_ids = _compact(merged.item, np.asarray(i_ids, dtype=object))
@@ -240,7 +242,7 @@ def _mtx_header(path: PathLike) -> Tuple[str, Tuple[int, int, int], int]:
     if len(dims) != 3 or min(dims) < 0:
         raise InputError("the size line is not 'ROWS COLUMNS ENTRIES' (three whole numbers)", path=source,
                          hint=_HINT_MTX)
-    return fld, dims, size  # type: ignore[return-value]
+    return fld, dims, size
 
 
 def _read_mtx(path: PathLike, n_users: int, n_items: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -19,13 +19,15 @@ import pandas as pd
 from ..errors import PARAMETER, InputError, spell_parameters
 from ..files import PathLike
 from .delimited import (
-    WHITESPACE, check_fields, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
+    WHITESPACE, columns_hint, data_lines, detect_separator, first_lines, normalise_columns,
     parse_table, quoted, split_fields,
 )
-from ..progress import plural
+from .field_checks import check_fields
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
+from .reading_words import cut as _cut
+from .value_columns import parse_timestamps, parse_values
 
 FORMATS = ("auto", "tsv", "csv", "movielens")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
@@ -49,11 +51,6 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 #: The start of an ISO date, as a timestamp column may hold.
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
-#: Largest magnitude of a rating / value: beyond it sums and float32 casts lose the number.
-MAX_ABS_VALUE = 1e15
-
-#: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
-MAX_ABS_TIMESTAMP = 2 ** 53
 
 
 def _offering_options(read):
@@ -236,7 +233,7 @@ def read_ratings(
         # column (a trailing separator gives one wherever it is, even past the fourth)
         ignored = [{"position": i, "why": "no name in the header" if i == len(used) or i >= 4
                     else "after an unnamed column"}
-                   for i in range(len(used), n_fields) if i < 4 or not header_names[i].strip()]
+                   for i in range(len(used), n_fields) if i < 4 or not tokens[i].strip()]  # the header's names
     if columns is None and not header:
         # a trailing separator on every line (or an unused empty tail) is not a column
         while len(used) > 2 and raw[used[-1]].dtype != np.float64 and (raw[used[-1]] == "").all():
@@ -248,12 +245,12 @@ def read_ratings(
 
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
     if len(used) > 2:
-        out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
+        out["value"] = parse_values(raw[used[2]], p, sep, skip, encoding)
         # which column the value came from, for prepare's summary: its header name or "column N"
         # (counted from 0, as `columns` counts)
         out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
-        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
+        out["timestamp"] = parse_timestamps(raw[used[3]], p, sep, skip, encoding)
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
@@ -280,7 +277,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
     if not empty.any():
         return None
     rows = set(np.flatnonzero(empty).tolist())
-    first = None
+    first: Optional[Tuple[int, int, str, str]] = None
     for row, (lineno, text) in enumerate(data_lines(path, sep, skip, encoding=encoding)):
         if row not in rows:
             continue
@@ -297,6 +294,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
         if not rows:
             break
     if empty_ids != "drop":
+        assert first is not None  # the rows above hold an empty id: the loop met the first of them
         lineno, pos, role, what = first
         column = f"column {pos}" if len(roles) == 1 else f"columns {used[0]} and {used[1]}, here column {pos}"
         raise empty_ids_error(int(empty.sum()), " or ".join(roles), column, "on this line", path=str(path),
@@ -442,84 +440,3 @@ def _resolve_columns(
             raise InputError(f"column {c!r} is chosen twice", path=str(path), hint="give each column once")
         chosen.append(pos)
     return chosen
-
-
-def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
-                encoding: str, hint: str) -> None:
-    raise InputError(f"{kind} {text!r} {why}", path=str(path),
-                     line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
-
-
-def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
-    hint = "the rating column must be numeric; use `columns` to choose columns"
-    if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
-        parsed, text = values.to_numpy(), values
-    else:
-        text = values.str.strip()
-        parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = ~np.isfinite(parsed)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
-    big = np.abs(parsed) > MAX_ABS_VALUE
-    if big.any():
-        row = int(np.flatnonzero(big)[0])
-        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
-                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
-    return parsed
-
-
-def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
-    """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
-    if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
-        numeric = stamps.to_numpy()
-        is_number = np.ones(len(numeric), dtype=bool)
-    else:
-        text = stamps.str.strip()
-        numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        is_number = np.isfinite(numeric)
-    big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
-    if big.any():
-        row = int(np.flatnonzero(big)[0])
-        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
-                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
-    if is_number.all():
-        return numeric.astype(np.int64)
-    try:
-        parsed = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
-    except (TypeError, ValueError):  # pandas < 2 has no format="ISO8601"
-        parsed = pd.to_datetime(text, errors="coerce", utc=True)
-    bad = parsed.isna().to_numpy() & ~is_number
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
-                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
-    seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
-    return np.where(is_number, numeric, seconds).astype(np.int64)
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` quoted as Python does, cut to ``limit`` characters with an ellipsis when longer."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
-
-
-def describe_reading(r: Dict[str, Any]) -> str:
-    """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
-    column became user, item, value and timestamp. Columns count from 0 here as in
-    ``--columns`` (which the line repeats) and in every message."""
-    if r["header"]:
-        line = r["header_line"]
-        first = (f"line {line['line']} taken as a header: {_cut(line['text'], 80)} "
-                 f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
-                 f"line {line['line']} is a header ({r['header_reason']})")
-    else:
-        first = "no header line" + (f" ({r['header_reason']}" + (
-            "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
-    roles = ", ".join(f"{role} = column {c['position']}" + (f" {c['name']!r}" if c["name"] is not None else "")
-                      for role, c in r["columns"].items())
-    ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
-    if r.get("empty_trailing_lines"):
-        ignored += (f"\n{plural(r['empty_trailing_lines'], 'line')} had empty trailing fields (beyond the "
-                    f"{r['fields']} columns of the first line), ignored")
-    again = ",".join(str(c["position"]) for c in r["columns"].values())
-    return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"

@@ -1,6 +1,6 @@
 """The row rules: what the rows of a ratings table become before any model sees them.
 
-One implementation, used by ``prepare`` (:func:`~mrec_warp.data.positives.binarise`), by
+One implementation, used by ``prepare`` (:func:`~mrec_warp.data.binarise.binarise`), by
 ``train`` / ``tune`` reading a file, and by :meth:`Interactions.from_dataframe
 <mrec_warp.data.interactions.Interactions.from_dataframe>`, so the CLI and the Python API
 give the same values for the same rows and options. In order:

@@ -5,7 +5,7 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
 1. **Negatives and duplicates** (the row rules of :mod:`mrec_warp.data.rows`, shared with
    ``train`` and :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe`),
    2. **binarise** at ``min_rating``, 3. **filter users** below ``min_user_items``:
-   :func:`~mrec_warp.data.positives.binarise`, whose module docstring states these rules.
+   :func:`~mrec_warp.data.binarise.binarise`, whose module docstring states these rules.
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
    user in test also has training data):
 
@@ -36,25 +36,18 @@ seed give byte-identical files.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
-import re
-from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..files import PathLike
-from ..progress import SILENT, Progress, plural
+from ..progress import plural
 from ..seeds import DEFAULT_SEED
-from .features import write_features
-from .positives import Positives, binarise
+from .binarise import Positives, binarise
+from .cutoff import iso_time, parse_cutoff
 from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options, nothing_left
-from .ratings import describe_reading, read_ratings
-from .side_features import side_features
-from .split_folder import write_split
 
 #: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
 #: items (users): a ``test_fraction`` of them, every row of theirs in test.
@@ -143,48 +136,6 @@ def _global_time_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.rand
     return pos.timestamp > cutoff
 
 
-#: The only date forms a cut-off takes: ISO 8601 ``YYYY-MM-DD[THH:MM[:SS[.f]]][Z|+hh:mm]`` (a space
-#: may stand for the ``T``). Anything else (``01/06/2021``: 6 January or 1 June?) is refused
-#: rather than read in one locale's order.
-_ISO_CUTOFF = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
-#: What a cut-off that is not one of them is told.
-CUTOFF_FORMS = "an ISO 8601 date YYYY-MM-DD[THH:MM[:SS]][Z|+hh:mm] or a unix timestamp"
-
-
-def parse_cutoff(cutoff: Any) -> int:
-    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO 8601 date
-    or date-time (``2020-01-31``, ``2020-01-31T12:00:00``, ``2020-01-31T12:00+02:00``; UTC
-    unless it names a zone). Other date forms (``01/06/2021``, ``31 Jan 2020``) are refused:
-    their day and month order is a guess.
-
-    A fractional timestamp is rounded down: timestamps are whole seconds, and a row at
-    second ``t`` is later than a cut-off ``t - 0.5`` as it is than ``t - 1``.
-    """
-    if isinstance(cutoff, bool):
-        cutoff = str(cutoff)
-    if isinstance(cutoff, numbers.Real):
-        value = float(cutoff)
-    else:
-        text = str(cutoff).strip()
-        try:
-            value = float(text)
-        except ValueError:
-            stamp = None
-            if _ISO_CUTOFF.match(text):
-                try:
-                    stamp = pd.Timestamp(text)
-                except (ValueError, TypeError):  # 2020-13-45: the form, not a date
-                    stamp = None
-            if stamp is None or stamp is pd.NaT:
-                raise InputError(f"cut-off {cutoff!r} is not {CUTOFF_FORMS}",
-                                 hint="e.g. `cutoff=2020-01-31`, `cutoff=2020-01-31T12:00:00` or `cutoff=1580428800`") from None
-            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
-            return int(np.floor(stamp.timestamp()))
-    if not math.isfinite(value):
-        raise InputError(f"cut-off {cutoff!r} is not a finite number", hint="e.g. `cutoff=2020-01-31`")
-    return int(np.floor(value))
-
-
 def _global_cutoff(pos: Positives, cutoff: Any, test_fraction: Optional[float], source: Optional[str]) -> int:
     """The cut-off in seconds: given, or the (1 - test_fraction) quantile of the timestamps;
     refused when it would leave train or test empty."""
@@ -197,22 +148,14 @@ def _global_cutoff(pos: Positives, cutoff: Any, test_fraction: Optional[float], 
         at = int(np.quantile(ts, 1.0 - test_fraction, method="lower"))
     first, last = int(ts.min()), int(ts.max())
     if at < first:
-        raise InputError(f"the cut-off {_iso(at)} is before the earliest interaction ({_iso(first)}): nothing "
+        raise InputError(f"the cut-off {iso_time(at)} is before the earliest interaction ({iso_time(first)}): nothing "
                          "would be left to train on", path=source, hint="give a later `cutoff`")
     if at >= last:
-        raise InputError(f"the cut-off {_iso(at)} is not before the latest interaction ({_iso(last)}): nothing "
+        raise InputError(f"the cut-off {iso_time(at)} is not before the latest interaction ({iso_time(last)}): nothing "
                          "would be left to test on", path=source,
                          hint="give an earlier `cutoff`" if cutoff is not None else
                          "many rows share the latest timestamp: give a larger `test_fraction` or a `cutoff`")
     return at
-
-
-def _iso(seconds: int) -> str:
-    """A unix timestamp as an ISO date-time in UTC (and the number, which is what the data holds)."""
-    try:
-        return f"{pd.Timestamp(seconds, unit='s', tz='UTC').strftime('%Y-%m-%dT%H:%M:%SZ')}, unix {seconds}"
-    except (OverflowError, ValueError):  # timestamps that are not seconds since 1970
-        return str(seconds)
 
 
 _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal": _temporal_test,
@@ -221,7 +164,7 @@ _TEST_CHOOSERS = {"random": _random_test, "leave-out": _random_test, "temporal":
 
 
 # -- validation -------------------------------------------------------------------------------
-def _check_options(
+def check_split_options(
     test_fraction: Optional[float], leave_out: Optional[int], split: str, num_splits: int,
     min_user_items: int, min_rating: Optional[float], seed: int,
     duplicates: Optional[str] = None, negatives: str = DEFAULT_NEGATIVES, cutoff: Any = None,
@@ -347,7 +290,7 @@ def iter_splits(
     is the same whatever ``num_splits`` is.
     """
     min_rating = min_value_of(min_value, min_rating)
-    test_fraction, leave_out, split = _check_options(
+    test_fraction, leave_out, split = check_split_options(
         test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates, negatives, cutoff
     )
     check_empty_ids(empty_ids)
@@ -409,7 +352,7 @@ def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[floa
                                                           * ~(np.bincount(pos.user[test], minlength=pos.n_users) > 0)))
     summary["users"]["dropped_only_in_test"] = int(((n > 0) & ~(np.bincount(pos.user[train], minlength=pos.n_users) > 0)).sum())
     summary["cutoff"] = {
-        "timestamp": at, "date": _iso(at).split(",")[0],
+        "timestamp": at, "date": iso_time(at).split(",")[0],
         "latest_train_timestamp": latest_train,
         "earliest_test_timestamp": int(pos.timestamp[test].min()) if test.any() else None,
     }
@@ -472,194 +415,3 @@ def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
         "users": int(np.count_nonzero(np.bincount(pos.user[mask], minlength=pos.n_users))),
         "items": int(np.count_nonzero(np.bincount(pos.item[mask], minlength=pos.n_items))),
     }
-
-
-# -- the file-to-files pipeline step ----------------------------------------------------------
-def prepare(
-    input: PathLike,
-    outdir: PathLike,
-    format: str = "auto",
-    sep: Optional[str] = None,
-    header: Optional[bool] = None,
-    columns: Optional[Sequence] = None,
-    min_rating: Optional[float] = None,
-    min_user_items: int = 1,
-    test_fraction: Optional[float] = None,
-    leave_out: Optional[int] = None,
-    split: str = "random",
-    num_splits: int = 1,
-    seed: int = DEFAULT_SEED,
-    progress: Optional[Progress] = None,
-    features: bool = False,
-    duplicates: Optional[str] = None,
-    negatives: str = DEFAULT_NEGATIVES,
-    min_value: Optional[float] = None,
-    cutoff: Any = None,
-    empty_ids: str = DEFAULT_EMPTY_IDS,
-) -> Dict[str, Any]:
-    """Read a ratings file, merge / binarise / filter it and write train and test files.
-
-    The rules are in this module's docstring. Writes ``train.tsv``, ``test.tsv``
-    (headerless ``user item value [timestamp]``) and ``summary.json`` into ``outdir``, or
-    into ``outdir/split-0`` ... ``split-{N-1}`` when ``num_splits`` is N > 1. Each file is
-    written to a temporary name and renamed when complete; all options are checked before
-    anything is written.
-
-    Parameters
-    ----------
-    input : path-like
-        Ratings file; see :func:`~mrec_warp.data.ratings.read_ratings` for ``format``, ``sep``,
-        ``header`` and ``columns``.
-    outdir : path-like
-        Output folder, created if needed.
-    min_value, min_rating : float, optional
-        Keep (merged) pairs with a value of at least this; ``None`` keeps all (a zero value
-        is a positive with the lowest confidence). ``min_rating`` is the older name of
-        ``min_value`` (as ``--min-rating`` is of ``--min-value``); give one of them.
-    min_user_items : int
-        Drop users with fewer positives than this (default 1: keep everyone).
-    test_fraction : float, optional
-        Share of each user's positives for test, in [0, 1); default 0.2 unless
-        ``leave_out`` is given. Giving both is an error. 0 puts every row in train.tsv and
-        writes an empty test.tsv: the whole export, merged and filtered, to train on.
-    leave_out : int, optional
-        Put this many of each user's positives in test instead (at most n - 1).
-    split : {"random", "leave-out", "temporal", "global-time", "cold-items", "cold-users"}
-        How test rows are chosen: at random, the latest of each user by timestamp, every
-        row after one cut-off (``global-time``), or whole items / users. ``leave_out`` with
-        ``split="random"`` means ``"leave-out"``.
-    num_splits : int
-        Number of independent random splits (not with ``temporal`` or ``global-time``).
-    seed : int
-        Seeds the random choices; the same seed gives byte-identical files.
-    progress : Progress, optional
-        Where to log what is happening; silent by default.
-    features : bool
-        Also write ``item_features.tsv`` / ``user_features.tsv`` into ``outdir`` from the
-        side files found beside ``input`` (MovieLens 100k ``u.item`` / ``u.user``, or a
-        ``mrec-warp synth`` folder's ``item_tags.tsv``); see
-        :func:`~mrec_warp.data.side_features.side_features`. Features cover every id, also
-        those only in test, so cold-start splits can use them.
-    duplicates : {"sum", "max", "first", "last", "count"}
-        How repeated (user, item) rows merge (default ``sum``); see :mod:`mrec_warp.data.rows`.
-    negatives : {"refuse", "drop", "net"}
-        What negative values do (default ``refuse`` the file); see :mod:`mrec_warp.data.rows`.
-    cutoff : str or number, optional
-        With ``split="global-time"``: rows later than this (an ISO date or date-time, UTC
-        unless a zone is given, or a unix timestamp) go to test; instead of ``test_fraction``.
-    empty_ids : {"refuse", "drop"}
-        Rows whose user or item id is empty (anonymous rows): refused (default, saying how
-        many) or dropped, counted as ``empty_id_rows_dropped``.
-
-    Returns
-    -------
-    dict
-        The summary written to ``summary.json`` (one split), or
-        ``{"num_splits": N, "splits": [summary, ...]}``.
-
-    Raises
-    ------
-    InputError
-        Bad options, an unreadable or malformed file, or nothing left to split.
-    """
-    progress = progress or SILENT
-    min_rating = min_value_of(min_value, min_rating)
-    _check_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
-                   negatives, cutoff)
-    check_empty_ids(empty_ids)
-    side: Dict[str, pd.DataFrame] = {}
-    if features:
-        side = side_features(input)
-        if not side:
-            raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
-                             path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
-    df = read_ratings(input, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
-    encoding = df.attrs.get("encoding", "utf-8")
-    progress.log(f"read {plural(len(df), 'row')} from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
-    found = df.attrs.get("reading")
-    if found is not None:  # what became of line 1 and which column is what, as read
-        found = {**found, "description": describe_reading(found)}
-        for line in found["description"].split("\n"):
-            progress.log(line)
-    outdir = Path(outdir)
-    reading = {"format": format, "sep": sep, "header": header,
-               "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
-    summaries: List[Dict[str, Any]] = []
-    splits = iter_splits(
-        df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
-        leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
-        duplicates=duplicates, negatives=negatives, cutoff=cutoff, empty_ids=empty_ids,
-    )
-    value_column = describe_value_column(df, columns, min_rating, header)
-    value_column["duplicates"] = duplicates or DEFAULT_DUPLICATES
-    for train, test, summary in splits:
-        folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
-        summary = {"input": str(input), "encoding": encoding, **({"reading": found} if found else {}), **summary}
-        summary["parameters"] = {**reading, **summary["parameters"]}
-        summary["value_column"] = {**value_column, "rows_below_min_rating": summary["rows_below_min_rating"]}
-        summary["value_column"]["description"] = _value_words(summary["value_column"])
-        if summary["split"] == 0:
-            progress.log(summary["value_column"]["description"])
-        if side:
-            summary["feature_files"] = sorted(str(outdir / name) for name in side)
-        write_split(folder, train, test, summary, encoding)
-        progress.log(
-            f"{folder}: train {plural(summary['train']['rows'], 'row')}, test {plural(summary['test']['rows'], 'row')} "
-            f"({plural(summary['users']['kept'], 'user')}, {plural(summary['items']['kept'], 'item')})"
-        )
-        summaries.append(summary)
-    for name, table in side.items():
-        write_features(table, outdir / name)
-        progress.log(f"{outdir / name}: {plural(len(table), 'row')}, {plural(table['feature'].nunique(), 'feature')}")
-    return summaries[0] if num_splits == 1 else {"num_splits": num_splits, "splits": summaries}
-
-
-def describe_value_column(df: pd.DataFrame, columns: Optional[Sequence], min_rating: Optional[float],
-                          header: Optional[bool]) -> Dict[str, Any]:
-    """Which input column is the value and what prepare made of it, for ``summary.json``.
-
-    ``column`` is the value's header name, or ``"column 2"`` for the third field (columns
-    count from 0, as ``columns`` does). ``use`` is ``"none"`` (no value column: every row a
-    positive), ``"binarised"`` (rows below ``min_rating`` dropped) or ``"kept"`` (every row a positive; the value stays in
-    the third column of train.tsv / test.tsv for ``train --confidence``).
-    """
-    if "value" not in df:
-        return {"column": None, "use": "none", "min_rating": None}
-    name = df.attrs.get("value_column")  # set by read_ratings: header name or "column N"
-    if name is None:  # a table built by hand: --columns' third entry, else the third field
-        given = None if columns is None else _as_list(columns)
-        name = str(given[2]).strip() if given is not None and len(given) > 2 else "2"
-        if name.isdigit():  # a 0-based position, as --columns takes it and every message counts
-            name = f"column {name}"
-    return {"column": name, "use": "kept" if min_rating is None else "binarised", "min_rating": min_rating}
-
-
-def _value_words(v: Dict[str, Any]) -> str:
-    """The ``value_column`` entry in one sentence, e.g. "binarised at >= 4: 12,345 pairs dropped" (pairs, as the row rules count them)."""
-    if v["use"] == "none":
-        return "no value column: every row is a positive"
-    column = f"value {v['column']}" if v["column"].startswith("column ") else f"value column {v['column']!r}"
-    if v["use"] == "binarised":
-        return (f"{column}: binarised at >= {v['min_rating']:g}: {plural(v['rows_below_min_rating'], 'pair')} dropped "
-                "(the values left stay in the third field of train.tsv / test.tsv)")
-    return (f"{column}: kept as the third field of train.tsv / test.tsv ({_MERGED[v.get('duplicates', 'sum')]}); "
-            "every row is a positive; training with `confidence=log` weighs rows by it")
-
-
-#: What a merged pair's value is, by duplicates rule, for the summary's words.
-_MERGED = {"sum": "repeated pairs summed", "max": "largest value of repeated pairs",
-           "first": "first row of repeated pairs", "last": "last row of repeated pairs",
-           "count": "number of rows of each pair"}
-
-
-def _as_list(columns: Union[str, Sequence]) -> List:
-    return columns.split(",") if isinstance(columns, str) else list(columns)
-
-
-#: How the log names the encoding a ratings file was read in.
-_ENCODING_NOTE = {
-    "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a byte-order mark",
-    "latin-1": "not valid UTF-8: read as Latin-1, outputs written in Latin-1 too",
-}
-
-

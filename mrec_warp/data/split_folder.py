@@ -14,7 +14,7 @@ import pandas as pd
 from ..files import DIR_MODE, atomic_path, atomic_write, make_folders, owner_tag, record_finished, remove_stale_temps
 from .tsv import write_interactions
 
-#: What :func:`~mrec_warp.data.split.prepare` writes into each split's folder; summary.json,
+#: What :func:`~mrec_warp.stages.prepare.prepare` writes into each split's folder; summary.json,
 #: written last, says the folder is complete.
 SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
 

@@ -1,14 +1,15 @@
 """Evaluation: top-k ranking metrics with confidence intervals, and their reports.
 
 ``evaluate_recommendations`` scores one recommendations table against one train/test
-split; ``evaluate`` reads files and scores several recommendation files on one or more
-splits, testing each difference to the first (:mod:`.significance`); ``write_reports`` /
-``format_table`` turn the result into reports.
+split; the evaluate stage (:func:`mrec_warp.evaluate`) reads files and scores several
+recommendation files on one or more splits into a :class:`Study`, testing each difference to
+the first (:mod:`.significance`); ``write_reports`` / ``format_table`` turn the result into
+reports.
 """
 from .formatting import format_json, format_markdown, format_table
 from .metrics import evaluate_recommendations
 from .recs_file import read_recs
-from .report import Study, evaluate, per_user_table, write_reports
+from .report import Study, per_user_table, write_reports
 from .result import Evaluation, metric_names
 from .roc_auc import AUCResult, auc
 from .significance import adjust, paired_splits_test, paired_users_pvalues, paired_users_test
@@ -21,7 +22,6 @@ __all__ = [
     "across_splits",
     "adjust",
     "auc",
-    "evaluate",
     "evaluate_recommendations",
     "format_json",
     "format_markdown",

@@ -24,7 +24,7 @@ Protocol (what :func:`evaluate_recommendations` measures)
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -130,7 +130,8 @@ def score_against(space: Space, recs: pd.DataFrame, ks: Sequence[int] = (5, 10, 
     n_recs = np.bincount(users, minlength=space.n_users)
     frame.insert(0, "n_recs", n_recs)
     frame.insert(0, "n_test", space.n_test)
-    extra, extra_global = {}, {}
+    extra: Dict[str, Any] = {}
+    extra_global: Dict[str, Any] = {}
     if beyond or features is not None:
         extra, extra_global = beyond_accuracy(users, items, pos, evaluated, space, ks, features)
         for name, values in extra.items():

@@ -1,7 +1,7 @@
 """Studies (several recommendation files, one or more splits) and their reports.
 
-:func:`evaluate` reads the files and scores every recommendations file on every split;
-:meth:`Study.to_dict` turns the result into one plain, JSON-ready structure, and every
+:func:`mrec_warp.stages.evaluate.evaluate` reads the files and scores every recommendations
+file on every split into a :class:`Study`; :meth:`Study.to_dict` turns the result into one plain, JSON-ready structure, and every
 report (text table, Markdown, JSON: :mod:`~mrec_warp.evaluation.formatting`; plot:
 :mod:`~mrec_warp.evaluation.plot`) is rendered from that structure, so they can never
 disagree. The per-user CSV comes straight from the per-user tables.
@@ -23,41 +23,25 @@ from __future__ import annotations
 
 import io
 import math
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..data.inputs import output_encoding
-from ..data.interactions import Interactions
-from ..data.ratings import read_ratings
-from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..files import PathLike, atomic_write
-from ..progress import SILENT, Progress
 from ..tables import neutralise_cells, neutralised_note
-from ..data.features import as_feature_table
 from ..seeds import DEFAULT_SEED
-from .beyond import feature_matrix
 from .formatting import format_json, format_markdown
-from .groups import GROUPINGS, RULES, group_spaces
-from .metrics import score_against
+from .groups import RULES
 from .plot import render_plot
-from .recs_file import read_recs
 from .result import Evaluation, metric_names
-from .sanity import check_evaluation, check_recs_table, check_test_table
-from .space import build_space
 from .significance import (
-    ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, adjust, check_test_options, describe, paired_splits_test,
-    paired_users_pvalues,
+    ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, adjust, describe, paired_splits_test, paired_users_pvalues,
 )
 from .statistics import across_splits, paired_difference
-
-SPLIT_PLACEHOLDER = "{split}"
 
 PROTOCOL = {
     "users": "test users with at least one test item that is not also in their training items",
@@ -95,9 +79,6 @@ PROTOCOL = {
 }
 
 
-# ----------------------------------------------------------------------------------------
-# running a study
-# ----------------------------------------------------------------------------------------
 @dataclass
 class Study:
     """Every recommendations file scored on every split.
@@ -161,183 +142,6 @@ class Study:
         if self._dict is None:
             self._dict = _clean_json(_study_dict(self))
         return self._dict
-
-
-def resolve_split(pattern: Union[PathLike, Any], split: Optional[str]) -> Any:
-    """Substitute ``split`` for ``{split}`` in a path; anything else is returned as is."""
-    if split is None or not isinstance(pattern, (str, os.PathLike)):
-        return pattern
-    return str(pattern).replace(SPLIT_PLACEHOLDER, str(split))
-
-
-def evaluate(
-    train: Union[PathLike, Interactions, pd.DataFrame],
-    test: Union[PathLike, Interactions, pd.DataFrame],
-    recs: Sequence[Union[PathLike, pd.DataFrame]],
-    names: Optional[Sequence[str]] = None,
-    ks: Sequence[int] = (5, 10, 20),
-    splits: Optional[Sequence[str]] = None,
-    progress: Progress = SILENT,
-    catalog: Optional[Sequence[str]] = None,
-    beyond: bool = False,
-    item_features: Optional[Union[PathLike, pd.DataFrame]] = None,
-    groups: Optional[str] = None,
-    paired_test: str = DEFAULT_TEST,
-    correction: str = DEFAULT_CORRECTION,
-    seed: int = DEFAULT_SEED,
-) -> Study:
-    """Score one or more recommendation files against a train/test split, or several splits.
-
-    Parameters
-    ----------
-    train, test : path-like, Interactions or pandas.DataFrame
-        Training and held-out positives (files are read with
-        :func:`~mrec_warp.data.ratings.read_ratings`; every row is a positive).
-    recs : sequence of path-like or pandas.DataFrame
-        Recommendation files (see :func:`~mrec_warp.evaluation.recs_file.read_recs`) or tables.
-    names : sequence of str, optional
-        Display names; default: derived from the file names.
-    ks : sequence of int
-        Cut-offs.
-    splits : sequence of str, optional
-        Split labels. Every path must then contain ``{split}``, replaced by each label in
-        turn, e.g. ``splits/{split}/train.tsv`` with ``splits=["0", "1", "2"]``.
-    progress : Progress
-    catalog : sequence of str, optional
-        Extra item ids recommendations may name (see
-        :func:`~mrec_warp.evaluation.metrics.evaluate_recommendations`).
-    beyond : bool
-        Add the beyond-accuracy metrics (:mod:`~mrec_warp.evaluation.beyond`).
-    item_features : path-like or pandas.DataFrame, optional
-        Item feature file or table: adds ``diversity@k`` (implies ``beyond``).
-    groups : {"user-activity", "item-popularity"}, optional
-        Also score every group (:mod:`~mrec_warp.evaluation.groups`).
-    paired_test : {"wilcoxon", "permutation"}
-        Paired test over users of the differences to the first file.
-    correction : {"holm", "bh", "none"}
-        Multiple-comparison correction over each table's p-values.
-    seed : int
-        Seed of the permutation test.
-
-    Returns
-    -------
-    Study
-    """
-    check_test_options(paired_test, correction)
-    if groups is not None and groups not in GROUPINGS:
-        raise InputError(f"unknown grouping {groups!r}", hint=f"use `groups` {' or '.join(GROUPINGS)}")
-    features_table = as_feature_table(item_features) if item_features is not None else None
-    recs = list(recs)
-    if not recs:
-        raise ValueError("give at least one recommendations file")
-    names = list(names) if names else default_names(recs)
-    if len(names) != len(recs):
-        raise ValueError(f"{len(names)} names for {len(recs)} recommendation files")
-    labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
-    if splits:
-        _check_placeholders({"train": train, "test": test, **{f"recs {n}": r for n, r in zip(names, recs)}})
-
-    evaluations = []
-    id_encoding = "utf-8"
-    for label in labels:
-        where = "" if label is None else f" (split {label})"
-        train_data = _load_interactions(resolve_split(train, label), "train", progress)
-        test_data = _load_interactions(resolve_split(test, label), "test", progress)
-        id_encoding = _encoding_of(test_data, id_encoding)
-        space = build_space(train_data, test_data, catalog)  # once per split, shared by every file
-        features = None
-        if features_table is not None:  # a feature file in another id format would make every diversity n/a
-            _check_feature_ids(features_table, space.item_ids, _describe(item_features))
-            features = feature_matrix(features_table, space.item_ids)
-        parts = group_spaces(space, groups) if groups else []
-        if not (space.n_test > 0).any():
-            # nothing to average: almost always the wrong file, not a result worth printing
-            raise InputError("no test interaction is left once those also in the training data are removed",
-                             path=_describe(resolve_split(test, label)),
-                             hint="is this the held-out part of the same split as the training file?")
-        row: List[Evaluation] = []
-        for name, source in zip(names, recs):
-            path = resolve_split(source, label)
-            progress.log(f"scoring {name}{where}")
-            table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path
-            where_from = str(path) if isinstance(path, (str, os.PathLike)) else name
-            check_recs_table(table, space.n_items, where_from)
-            result = score_against(space, table, ks=ks, source=where_from, beyond=beyond, features=features)
-            check_evaluation(result.info, result.per_user, where_from, len(space.train_keys),
-                             len(space.test_keys) + space.n_test_in_train)
-            for label, part, bounds in parts:
-                result.groups[label] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
-                                                     features=features)
-                result.group_bounds[label] = bounds
-            row.append(result)
-        evaluations.append(row)
-    return Study(
-        names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
-        evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
-        id_encoding=id_encoding, paired_test=paired_test, correction=correction, seed=int(seed), grouping=groups,
-    )
-
-
-def _check_feature_ids(table: pd.DataFrame, item_ids: pd.Index, source: str) -> None:
-    """An item feature file none of whose ids are items here is in another id format."""
-    ids = pd.unique(table["id"].to_numpy())
-    if not (item_ids.get_indexer(ids) >= 0).any():
-        shown = ", ".join(repr(x) for x in ids[:2])
-        raise InputError(f"none of the {len(ids)} ids of the item feature file are item ids of the training or test "
-                         f"data (file: {shown}; data: {', '.join(repr(x) for x in item_ids[:2])})", path=source,
-                         hint="its first column must hold the same item ids as the training file")
-
-
-def _encoding_of(data: Any, default: str) -> str:
-    """Output encoding of the ids of a table read from a file (``attrs``) or an Interactions."""
-    if isinstance(data, pd.DataFrame):
-        found = data.attrs.get("encoding")
-    else:
-        found = getattr(data, "id_encoding", None)
-    return output_encoding(found) if found else default
-
-
-def default_names(recs: Sequence[Any]) -> List[str]:
-    """File stems (``recs`` for ``recs.tsv``), made longer only where they would clash."""
-    def stem(r, parts):
-        if not isinstance(r, (str, os.PathLike)):
-            return None
-        p = Path(str(r))
-        name = p.name.split(".")[0] or p.name
-        return "/".join(list(p.parent.parts[-parts:]) + [name]) if parts else name
-
-    out = []
-    for i, r in enumerate(recs):
-        for parts in range(0, 4):
-            name = stem(r, parts) or f"recs{i + 1}"
-            if sum(1 for other in recs if (stem(other, parts) or "") == name) <= 1:
-                break
-        out.append(name)
-    # still clashing (same file twice, or tables): number them
-    return [n if out.count(n) == 1 else f"{n}#{i + 1}" for i, n in enumerate(out)]
-
-
-def _check_placeholders(paths: Dict[str, Any]) -> None:
-    missing = [k for k, v in paths.items() if not (isinstance(v, (str, os.PathLike)) and SPLIT_PLACEHOLDER in str(v))]
-    if missing:
-        raise ValueError(f"with splits, every path needs a {SPLIT_PLACEHOLDER} placeholder; missing in: {', '.join(missing)}")
-
-
-def _load_interactions(data: Any, what: str, progress: Progress):
-    if isinstance(data, (str, os.PathLike)):
-        progress.log(f"reading {what} {data}")
-        table = read_ratings(data, reader_options=())  # evaluate has no reader options
-        refuse_negatives(table, str(data))  # a return is no hit, nor an interaction to exclude
-        if what in ("test", "train"):
-            check_test_table(table, str(data), role=what)
-        return table[["user", "item"]]
-    if what == "test" and isinstance(data, pd.DataFrame) and "rank" in data.columns:
-        check_test_table(data[["user"]].assign(timestamp=data["rank"]), None)
-    return data
-
-
-def _describe(x: Any) -> str:
-    return str(x) if isinstance(x, (str, os.PathLike)) else f"<{type(x).__name__}>"
 
 
 # ----------------------------------------------------------------------------------------

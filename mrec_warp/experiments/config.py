@@ -1,6 +1,6 @@
 """An experiment's TOML file: read, checked in full before any work, every fault named by its line.
 
-The layout (README "Experiments" lists every key and its default)::
+The layout (docs/tutorials/experiments.rst lists every key and its default)::
 
     seed = 42                          # seeds the models, the permutation test and (by default) the splits
     output = "experiment-out"          # report folder, relative to this file
@@ -27,8 +27,9 @@ The layout (README "Experiments" lists every key and its default)::
     k = [5, 10, 20]
     baseline = "popularity"
 
-TOML gives no positions, so :func:`line_of` finds a key's line by scanning the text for its
-table header and ``key =``; a fault it cannot place names the file only.
+TOML gives no positions, so :func:`~mrec_warp.experiments.config_lines.line_of` finds a key's
+line by scanning the text for its table header and ``key =``; a fault it cannot place names
+the file only.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..data.ratings import FORMATS, read_ratings
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
-from ..data.split import SPLITS, TIME_SPLITS, _check_options as check_split_options, iter_splits
+from ..data.split import SPLITS, TIME_SPLITS, check_split_options, iter_splits
 from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
@@ -54,6 +55,7 @@ from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_T
 from ..models.families import FAMILIES, TUNABLE_FAMILIES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import _check_confidence as check_confidence
+from .config_lines import Checker, check_duplicate_models
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -101,7 +103,7 @@ class SplitSet:
     seed: int
 
     def prepare_options(self) -> Dict[str, Any]:
-        """The split options of :func:`~mrec_warp.data.split.prepare`."""
+        """The split options of :func:`~mrec_warp.stages.prepare.prepare`."""
         return {"split": self.kind, "num_splits": self.repeats, "test_fraction": self.test_fraction,
                 "leave_out": self.leave_out, "cutoff": self.cutoff, "seed": self.seed}
 
@@ -166,95 +168,6 @@ class Config:
         return [c for c in columns if c.split("@")[0] in self.metrics]
 
 
-# ---------------------------------------------------------------------------------------------
-# finding a key's line
-# ---------------------------------------------------------------------------------------------
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=")
-
-
-def _header_parts(text: str) -> Tuple[str, ...]:
-    """``models."my warp"`` -> ``("models", "my warp")`` (dotted, bare or quoted parts)."""
-    parts = re.findall(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)", text)
-    return tuple(a or b or c for a, b, c in parts)
-
-
-def _key_name(raw: str) -> str:
-    return raw[1:-1] if raw[:1] in "\"'" else raw
-
-
-def header_lines(text: str) -> List[Tuple[int, Tuple[str, ...]]]:
-    """(line number, table path) of every ``[table]`` header, in order."""
-    return [(n, _header_parts(m.group(1))) for n, line in enumerate(text.splitlines(), 1)
-            if (m := _HEADER.match(line))]
-
-
-def line_of(text: str, table: Tuple[str, ...] = (), key: Optional[str] = None) -> Optional[int]:
-    """The line of ``key`` in ``[table]`` (top level for ``()``), or of the table's header
-    without ``key``; ``None`` when the scan does not find it."""
-    current: Tuple[str, ...] = ()
-    header = None if table else 0
-    for n, line in enumerate(text.splitlines(), 1):
-        m = _HEADER.match(line)
-        if m:
-            current = _header_parts(m.group(1))
-            if current == tuple(table) and header is None:
-                header = n
-            continue
-        if key is not None and current == tuple(table):
-            k = _KEY.match(line)
-            if k and _key_name(k.group(1)) == key:
-                return n
-    return header or None  # without key, or a key the scan cannot place (an inline table): the table's line
-
-
-# ---------------------------------------------------------------------------------------------
-# reading and checking
-# ---------------------------------------------------------------------------------------------
-class _Checker:
-    """Raises one-line :class:`InputError` s that name the file and the line of the fault."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path, self.text = path, text
-
-    def fail(self, message: str, table: Tuple[str, ...] = (), key: Optional[str] = None,
-             hint: Optional[str] = None) -> None:
-        # a config key is named as written in the file, never as a command's flag
-        def plain(name, value):
-            return name if value is None else f"{name} = {value}"
-        line = line_of(self.text, table, key)
-        if line is None and key is not None:  # not a key but a table: [evalute] (or [evalute.x])
-            line = next((n for n, parts in header_lines(self.text) if parts[:len(table) + 1] == (*table, key)), None)
-        raise InputError(spell_parameters(message, plain), path=str(self.path), line=line,
-                         hint=None if hint is None else spell_parameters(hint, plain))
-
-    def relay(self, exc: InputError, table: Tuple[str, ...], keys: Sequence[str],
-              fallback: Optional[str] = None) -> None:
-        """An error of a library check, placed on the line of the first key it names (else
-        of ``fallback``, else of the table)."""
-        named = [p for p in exc.params if p in keys]
-        self.fail(exc.message, table, named[0] if named else fallback, exc.hint)
-
-    def unknown_keys(self, found: Dict[str, Any], allowed: Sequence[str], table: Tuple[str, ...], what: str) -> None:
-        for key in found:
-            if key not in allowed:
-                self.fail(f"unknown key {key!r} in {what}", table, key, f"allowed: {', '.join(allowed)}")
-
-    def table(self, raw: Dict[str, Any], name: str) -> Dict[str, Any]:
-        value = raw.get(name, {})
-        if not isinstance(value, dict):
-            self.fail(f"{name!r} must be a table, [{name}]", (), name)
-        return value
-
-    def integer(self, value: Any, table, key: str, at_least: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):  # a type fault: no range in it
-            hint = f"write it without quotes: {key} = {value}" if isinstance(value, str) else None
-            self.fail(f"{key} must be an integer, got {value!r}", table, key, hint)
-        if value < at_least:
-            self.fail(f"{key} must be an integer >= {at_least}, got {value!r}", table, key)
-        return int(value)
-
-
 def read_config(path) -> Config:
     """Read and check an experiment file: every table, key, family, parameter, metric and
     the data file, before any work.
@@ -277,8 +190,8 @@ def read_config(path) -> Config:
         line = raw_bytes[:exc.start].count(b"\n") + 1
         raise InputError("not UTF-8 text (TOML files are UTF-8)", path=str(path), line=line,
                          hint="save the file as UTF-8") from None
-    check = _Checker(path, text)
-    _check_duplicate_models(check, text)
+    check = Checker(path, text)
+    check_duplicate_models(check, text)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -304,18 +217,7 @@ def read_config(path) -> Config:
                   output=None if output is None else Path(os.path.normpath(path.parent / output)), raw=raw)
 
 
-def _check_duplicate_models(check: _Checker, text: str) -> None:
-    """Two ``[models.NAME]`` tables of one name: TOML refuses them too, but says less."""
-    first: Dict[str, int] = {}
-    for n, parts in header_lines(text):
-        if len(parts) == 2 and parts[0] == "models":
-            if parts[1] in first:
-                raise InputError(f"model {parts[1]!r} is defined twice (first at line {first[parts[1]]})",
-                                 path=str(check.path), line=n, hint="give each model table its own name")
-            first[parts[1]] = n
-
-
-def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str, Any]:
+def _read_data(check: Checker, data: Dict[str, Any], folder: Path) -> Dict[str, Any]:
     table = ("data",)
     check.unknown_keys(data, list(DATA_KEYS), table, "[data]")
     if "path" not in data:
@@ -353,7 +255,7 @@ def _read_data(check: _Checker, data: Dict[str, Any], folder: Path) -> Dict[str,
     return out
 
 
-def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any], seed: int) -> List[SplitSet]:
+def _read_splits(check: Checker, splits: Dict[str, Any], data: Dict[str, Any], seed: int) -> List[SplitSet]:
     """The split sets; a set without its own ``seed`` takes the top-level one."""
     if not splits:
         check.fail("no [splits.NAME] table", (), None, "add e.g. [splits.random] with kind = \"random\", repeats = 5")
@@ -387,7 +289,7 @@ def _read_splits(check: _Checker, splits: Dict[str, Any], data: Dict[str, Any], 
     return out
 
 
-def _check_data_file(check: _Checker, data: Dict[str, Any], splits: List[SplitSet]) -> None:
+def _check_data_file(check: Checker, data: Dict[str, Any], splits: List[SplitSet]) -> None:
     """Read the data file as prepare will, and make each split set's first split in memory:
     a column name not in the header, a time split of a file without timestamps, a cut-off
     outside the data or nothing left to split fail here, on the line of the config key at
@@ -435,7 +337,7 @@ def _split_key(name: str, value: Optional[str]) -> Optional[str]:
     return f"`{key}`" if value is None else f"`{key}={value}`"
 
 
-def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
+def _read_models(check: Checker, models: Dict[str, Any]) -> List[ModelSpec]:
     if not models:
         check.fail("no [models.NAME] table", (), None, "add e.g. [models.popularity] with family = \"popularity\"")
     out = []
@@ -478,7 +380,7 @@ def _read_models(check: _Checker, models: Dict[str, Any]) -> List[ModelSpec]:
     return out
 
 
-def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
+def _check_model_params(check: Checker, family: str, params: Dict[str, Any], table: Tuple[str, ...]) -> None:
     """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
     cls = FAMILIES[family].cls
     defaults = cls().get_params() if hasattr(cls, "get_params") else {}
@@ -506,7 +408,7 @@ def _check_model_params(check: _Checker, family: str, params: Dict[str, Any], ta
         check.fail(f"invalid parameters: {exc}", table)
 
 
-def _read_evaluate(check: _Checker, spec: Dict[str, Any], models: List[ModelSpec]) -> Dict[str, Any]:
+def _read_evaluate(check: Checker, spec: Dict[str, Any], models: List[ModelSpec]) -> Dict[str, Any]:
     table = ("evaluate",)
     check.unknown_keys(spec, list(EVALUATE_KEYS), table, "[evaluate]")
     out = {**EVALUATE_KEYS, **spec}

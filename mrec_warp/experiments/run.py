@@ -2,7 +2,7 @@
 
 :func:`experiment` reads and checks the whole configuration first (:mod:`.config`), then
 
-1. **prepares** each split set with :func:`~mrec_warp.data.split.prepare` into the work folder
+1. **prepares** each split set with :func:`~mrec_warp.stages.prepare.prepare` into the work folder
    (a split folder that is already complete is kept: the same options give the same bytes);
 2. runs one **unit** per (model, split) on the execution context's workers through the job
    engine (:mod:`mrec_warp.jobs`): :func:`~mrec_warp.stages.train.train` on one thread, then
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..context import ExecutionContext, local_context
-from ..data.split import prepare
+from ..stages.prepare import prepare
 from ..data.split_folder import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
@@ -123,7 +123,7 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
         fitted = train(train_file, None, model=family, params=params, seed=seed if seeded else None,
                        context=local_context(1))
         written = recommend(fitted.model, recs_file, k=k, context=local_context(1))
-    row = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
+    row: Dict[str, Any] = {"index": index, "rows": written.rows, "users": written.users, "n_users": fitted.n_users,
            "n_items": fitted.n_items, "seconds": round(time.perf_counter() - t0, 3)}
     row.update(epochs_of(fitted.model))
     if trials:
@@ -199,10 +199,11 @@ def experiment(
 
     t0 = time.perf_counter()
     cfg = config if isinstance(config, Config) else read_config(config)
-    if output is None and cfg.output is None:
+    given = output if output is not None else cfg.output
+    if given is None:
         raise InputError("no report folder given", path=str(cfg.path),
                          hint="add output = \"FOLDER\" at the top of the file, or give `output`")
-    output = Path(output) if output is not None else cfg.output
+    output = Path(given)
     if output.exists() and not output.is_dir():
         raise InputError("the report folder is a file", path=str(output), hint="give a folder")
     # the folder may be the data's or the file's: never replace either
@@ -319,7 +320,7 @@ def _evaluate_set(cfg: Config, s: int, splits: List[_Split], workdir: Path, cont
     progress.log(f"evaluating split set {cfg.splits[s].name!r}")
     study = evaluate(str(folder / "train.tsv"), str(folder / "test.tsv"), [str(r) for r in recs],
                      names=[m.name for m in cfg.models], ks=cfg.ks,
-                     splits=[sp.label for sp in splits] if many else None, context=context, progress=progress,
+                     splits=[str(sp.label) for sp in splits] if many else None,  # many: every split has one context=context, progress=progress,
                      beyond=cfg.beyond, paired_test=cfg.paired_test, correction=cfg.correction, seed=cfg.seed)
     return _selected(study, cfg)
 

@@ -8,7 +8,7 @@ saving ``W`` as sparse CSR arrays or one dense array.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,6 +17,7 @@ from ..data.npz import check_csr, check_finite, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
+from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .indices import IndexArg, as_indices, check_k
 from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
@@ -44,9 +45,6 @@ class ItemSimilarity(Recommender):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _check_params(self) -> None:
-        """Raise ``ValueError`` for impossible parameters (subclasses extend)."""
-
     def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
             progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
         """Learn the item-item weights from ``X`` (Interactions or users x items sparse; with a
@@ -54,7 +52,7 @@ class ItemSimilarity(Recommender):
         if kwargs.get("validation") is not None:
             raise InputError(f"{type(self).__name__} has no early stopping to validate",
                              hint="drop `validation` (it is for warp)")
-        self._check_params()
+        self.check_params()
         csr = self.set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items
@@ -261,3 +259,30 @@ def top_k_per_row(block: np.ndarray, k: int) -> sp.csr_matrix:
     out = sp.csr_matrix((vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=(n_rows, n_cols))
     out.sort_indices()
     return out
+
+
+def top_k_by_blocks(rows: Callable[[int, int], np.ndarray], n_items: int, k: int, memory_mb: float, n_jobs,
+                    progress: Progress, desc: str) -> sp.csr_matrix:
+    """``W`` (n_items x n_items CSR) built a block of source items at a time, on threads.
+
+    ``rows(start, stop)`` returns the dense float64 rows ``start:stop`` over every item; each
+    row's own item is zeroed (never your own neighbour) and its ``k`` largest positive
+    entries are kept (:func:`top_k_per_row`). A block and its ``argpartition`` stay within
+    ``memory_mb``; with several threads, a few blocks per thread so that every one has work
+    to the end (sparse products and the top-k selection release the GIL).
+    """
+    block = int(max(1, min(n_items, memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
+    workers = effective_n_jobs(n_jobs)
+    if workers > 1:
+        block = max(1, min(block, -(-n_items // (4 * workers))))
+    starts = list(range(0, n_items, block))
+
+    def run(start: int) -> sp.csr_matrix:
+        stop = min(start + block, n_items)
+        dense = rows(start, stop)
+        dense[np.arange(stop - start), np.arange(start, stop)] = 0.0
+        return top_k_per_row(dense, k)
+
+    with Workers("threads", n_jobs=n_jobs) as be:
+        parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts), desc=desc, unit="block"))
+    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)

@@ -28,6 +28,7 @@ from ..files import PathLike
 from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
 from . import single_user
+from .declared import Param, check_declared
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
 from .neighbours import Neighbours
@@ -97,6 +98,24 @@ class Recommender(ModelIds, Neighbours, abc.ABC):
         return {name: getattr(cls, name) for name in CAPABILITIES}
 
     # -- parameters (scikit-learn conventions) ---------------------------------------------
+    #: The constructor's parameters, declared once (:mod:`~mrec_warp.models.declared`): their
+    #: checks, ``train``'s options, ``tune``'s space and the parameter table come from it.
+    PARAMETERS: Tuple[Param, ...] = ()
+
+    def check_params(self) -> None:
+        """Raise :class:`~mrec_warp.errors.InputError` for an impossible parameter: each declared
+        parameter's own check (:attr:`PARAMETERS`), then the rules between parameters
+        (:meth:`_check_extra`)."""
+        check_declared(self)
+        self._check_extra()
+
+    def _check_extra(self) -> None:
+        """Rules that involve more than one parameter (subclasses extend)."""
+
+    def _check_params(self) -> None:
+        """The former name of :meth:`check_params`, for callers not yet renamed."""
+        self.check_params()
+
     @classmethod
     def _param_names(cls):
         sig = inspect.signature(cls.__init__)
@@ -392,8 +411,7 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     model = cls(**params)
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
     try:
-        if hasattr(model, "_check_params"):
-            model._check_params()  # the checks training makes, on the file's parameters
+        model.check_params()  # the checks training makes, on the file's parameters
         if attrs.get("id_encoding_", "utf-8") not in ("utf-8", "latin-1"):  # the two a model is written with
             raise ValueError(f"id encoding {str(attrs['id_encoding_'])[:40]!r} is not utf-8 or latin-1")
         if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its

@@ -24,7 +24,7 @@ from .. import memory
 from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
-from .params import check_choice, check_n_jobs, check_number
+from .declared import Param, n_jobs_param
 
 DTYPES = ("float32", "float64")
 
@@ -54,6 +54,17 @@ class EASE(ItemSimilarity):
 
     _dense_weights = True
 
+    PARAMETERS = (
+        Param("l2", float, 400.0, "lambda, the L2 penalty on the weights.", low=0, low_open=True,
+              hint="the Gram matrix may be singular", tune=("log", 100.0, 1600.0),
+              grid=(100.0, 200.0, 400.0, 800.0, 1600.0)),
+        Param("dtype", str, "float32", "Precision of the inverse.", choices=DTYPES, flag="--ease-dtype"),
+        Param("max_items", int, None, "Only the N most popular items.", low=1, nullable=True, shown="all"),
+        Param("memory_limit_mb", float, None, "Most memory the fit may take.", low=0, low_open=True, nullable=True,
+              shown="3/4 of the available memory"),
+        n_jobs_param("BLAS threads of the factorisation (-1: every core)."),
+    )
+
     def __init__(self, l2: float = 400.0, dtype: str = "float32", max_items: Optional[int] = None,
                  memory_limit_mb: Optional[float] = None, n_jobs: int = 1) -> None:
         self.l2 = l2
@@ -61,13 +72,6 @@ class EASE(ItemSimilarity):
         self.max_items = max_items
         self.memory_limit_mb = memory_limit_mb
         self.n_jobs = n_jobs
-
-    def _check_params(self) -> None:
-        check_number(self.l2, "l2", above=0, hint="the Gram matrix may be singular")
-        check_choice(self.dtype, "dtype", DTYPES)
-        check_number(self.max_items, "max_items", integer=True, at_least=1, optional=True)
-        check_number(self.memory_limit_mb, "memory_limit_mb", above=0, optional=True)
-        check_n_jobs(self.n_jobs)
 
     @staticmethod
     def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:

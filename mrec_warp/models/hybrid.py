@@ -11,7 +11,6 @@ sides, and the sides' arrays in a model file, are in :mod:`.feature_sides`.
 from __future__ import annotations
 
 import copy
-import inspect
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,9 +24,9 @@ from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
+from .declared import Param, init_signature, with_params
 from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
 from .foldin import append_empty_rows as _append_empty_rows
-from .params import check_flag, check_number
 from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
@@ -78,15 +77,26 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """
 
+    PARAMETERS = with_params(
+        WARP.PARAMETERS, drop=("confidence", "alpha", "eps", "confidence_use"),
+        replace=[Param("learning_rate", float, None, "Base step size.",
+                       low=0, low_open=True, nullable=True, tune=("log", 0.007, 0.06),
+                       shown="0.05 with features, else 0.02")],
+        add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
+             Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
+                   low=0, low_open=True),
+             Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
+                   "length.")])
+
     uses_features = True
     supports_confidence = False
     supports_sub_models = False
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
 
     def __init__(self, *args: Any, **params: Any) -> None:
-        # The parameters are WARP's, without a confidence (the hybrid trains without one) and
-        # with learning_rate=None (resolved from the data), then the hybrid's own: the
-        # signature below the class (_SIGNATURE), which get_params, clone and model files read.
+        # The parameters are declared (PARAMETERS: WARP's, without a confidence, with
+        # learning_rate=None, plus the hybrid's own), never re-listed: the signature is made
+        # from the declaration below the class, and get_params, clone and model files read it.
         bound = _SIGNATURE.bind(self, *args, **params)  # the TypeError an explicit list would raise
         bound.apply_defaults()
         for name, value in list(bound.arguments.items())[1:]:
@@ -103,19 +113,6 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         if any(side is not None and side.n_content > 0 for side in sides):
             return self.FEATURE_LEARNING_RATE
         return float(WARP().learning_rate)
-
-    def _check_params(self) -> None:
-        check_number(self.identity_weight, "identity_weight", above=0)
-        check_flag(self.identity, "identity")
-        check_flag(self.normalize, "normalize")
-        if self.learning_rate is None:
-            saved, self.learning_rate = self.learning_rate, 1.0  # checked when resolved
-            try:
-                super()._check_params()
-            finally:
-                self.learning_rate = saved
-        else:
-            super()._check_params()
 
     def fit(
         self,
@@ -144,7 +141,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
         sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
                         for f in (user_features, item_features))
-        self._check_params()
+        self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         csr = self.set_training_data(X, tables, sources, progress)
@@ -430,17 +427,5 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._refresh_weights()
 
 
-def _hybrid_signature() -> inspect.Signature:
-    """WARP's ``__init__`` signature without its confidence parameters, ``learning_rate``
-    defaulting to ``None``, and the hybrid's ``identity``, ``identity_weight`` and ``normalize``."""
-    warp = inspect.signature(WARP.__init__)
-    kept = [p.replace(default=None, annotation=Optional[float]) if p.name == "learning_rate" else p
-            for p in warp.parameters.values() if p.name not in ("confidence", "alpha", "eps", "confidence_use")]
-    own = [inspect.Parameter("identity", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool),
-           inspect.Parameter("identity_weight", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=2.0, annotation=float),
-           inspect.Parameter("normalize", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool)]
-    return warp.replace(parameters=kept + own)
-
-
-_SIGNATURE = _hybrid_signature()
+_SIGNATURE = init_signature(HybridWARP.PARAMETERS)
 HybridWARP.__init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from ..data.npz import check_finite, check_ids, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from .base import Recommender
+from .declared import Param
 from .factor_model import factor_scores
 from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -38,6 +39,11 @@ class Factors(Recommender):
     ``item_bias_`` (n_items,; zeros without biases), as float32.
     """
 
+    PARAMETERS = (
+        Param("item_bias", bool, False, "Whether the scores add the item biases."),
+        Param("regularization", float, 0.01, "Ridge penalty of fold-in, relative to the mean eigenvalue of the "
+              "item factors' Gram matrix.", low=0),
+    )
     supports_fold_in = True
     has_factors = True
     finds_similar_items = True
@@ -46,12 +52,6 @@ class Factors(Recommender):
         self.item_bias = item_bias
         self.regularization = regularization
 
-    def _check_params(self) -> None:
-        if not isinstance(self.item_bias, bool):
-            raise InputError(f"`item_bias` must be true or false, got {self.item_bias!r}")
-        reg = self.regularization
-        if isinstance(reg, bool) or not isinstance(reg, (int, float)) or not np.isfinite(reg) or reg < 0:
-            raise InputError(f"`regularization` must be a number >= 0, got {reg!r}")
 
     @classmethod
     def from_arrays(cls, user_factors: np.ndarray, item_factors: np.ndarray, user_ids: Sequence,
@@ -63,7 +63,7 @@ class Factors(Recommender):
         default; without it nothing is excluded unless ``recommend`` is given ``train``.
         """
         model = cls(item_bias=item_bias is not None, **params)
-        model._check_params()
+        model.check_params()
         model.user_ids = _ids(user_ids, "user")
         model.item_ids = _ids(item_ids, "item")
         n_users, n_items = len(model.user_ids), len(model.item_ids)

@@ -25,10 +25,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..workers import Workers, effective_n_jobs
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, top_k_per_row
-from .params import check_choice, check_n_jobs, check_number
+from ._itemsim import ItemSimilarity, top_k_by_blocks
+from .declared import Param, n_jobs_param
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
 
@@ -53,6 +52,20 @@ class ItemKNN(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    PARAMETERS = (
+        Param("neighbours", int, 200, "Similar items kept per item.", low=1, tune=("logint", 50, 800),
+              grid=(100, 200, 400)),
+        Param("similarity", str, "tfidf", "Weighting and similarity.", choices=SIMILARITIES,
+              tune=list(SIMILARITIES), grid=SIMILARITIES),
+        Param("shrink", float, 0.0, "Added to the cosine denominator (bm25 ignores it).", low=0,
+              tune=("log0", 1.0, 100.0)),
+        Param("bm25_k1", float, 1.2, "BM25's saturation.", low=0, tunable=True, option=False),
+        Param("bm25_b", float, 0.75, "BM25's length normalisation.", low=0, high=1, tunable=True, option=False),
+        Param("memory_mb", float, 256.0, "Budget in MB for one block of dense similarities per worker.", low=0,
+              low_open=True, option=False),
+        n_jobs_param("Threads computing blocks at once (-1: every core)."),
+    )
+
     def __init__(self, neighbours: int = 200, similarity: str = "tfidf", shrink: float = 0.0,
                  bm25_k1: float = 1.2, bm25_b: float = 0.75, memory_mb: float = 256.0, n_jobs: int = 1) -> None:
         self.neighbours = neighbours
@@ -62,15 +75,6 @@ class ItemKNN(ItemSimilarity):
         self.bm25_b = bm25_b
         self.memory_mb = memory_mb
         self.n_jobs = n_jobs
-
-    def _check_params(self) -> None:
-        check_choice(self.similarity, "similarity", SIMILARITIES)
-        check_number(self.neighbours, "neighbours", integer=True, at_least=1)
-        check_number(self.shrink, "shrink", at_least=0)
-        check_number(self.bm25_k1, "bm25_k1", at_least=0)
-        check_number(self.bm25_b, "bm25_b", at_least=0, at_most=1)
-        check_number(self.memory_mb, "memory_mb", above=0)
-        check_n_jobs(self.n_jobs)
 
     def weighted(self, csr: sp.csr_matrix) -> sp.csc_matrix:
         """The weighted users x items matrix ``V`` whose column dot products are similarities
@@ -100,25 +104,14 @@ class ItemKNN(ItemSimilarity):
             V = V @ sp.diags(1.0 / np.maximum(norms, 1e-300))
             V = sp.csc_matrix(V)
         VT = sp.csr_matrix(V.T)  # rows = items: a block's rows are a cheap slice
-        # one block of float64 similarities (and its argpartition) within the budget
-        block = int(max(1, min(n_items, self.memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-        workers = effective_n_jobs(self.n_jobs)
-        if workers > 1:  # a few blocks per worker, so every worker has work to the end
-            block = max(1, min(block, -(-n_items // (4 * workers))))
-        starts = list(range(0, n_items, block))
         shrink = float(self.shrink) if cosine else 0.0
 
-        def run(start: int) -> sp.csr_matrix:
-            stop = min(start + block, n_items)
+        def rows(start: int, stop: int) -> np.ndarray:
             sims = (VT[start:stop] @ V).toarray()
             if cosine and shrink:
                 sims /= norms[start:stop, None] * norms[None, :] + shrink
-            sims[np.arange(stop - start), np.arange(start, stop)] = 0.0  # never your own neighbour
-            return top_k_per_row(sims, int(self.neighbours))
+            return sims
 
-        with Workers("threads", n_jobs=self.n_jobs) as be:
-            parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts),
-                                          desc="itemknn", unit="block"))
-        weights = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
+        weights = top_k_by_blocks(rows, n_items, int(self.neighbours), self.memory_mb, self.n_jobs, progress, "itemknn")
         progress.log(f"itemknn: {self.similarity} similarities, {weights.nnz:,} kept for {n_items:,} items")
         return weights

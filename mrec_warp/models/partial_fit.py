@@ -14,30 +14,33 @@ import numpy as np
 from ..errors import InputError
 from ..progress import SILENT, Progress, plural
 from .alignment import known_pairs
+from ..kernels import rng as _rng
+from ..seeds import spawn_seed
 from .positives import merge_seen
+from .warp_epoch import training_data
 
 
 def partial_fit(model, X, epochs: int, progress: Optional[Progress]):
     """``epochs`` more epochs of ``model`` (a WARP) on the pairs of ``X``; see :meth:`WARP.partial_fit`."""
-    model._check_params()
+    model.check_params()
     if int(epochs) < 1:
         raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
     progress = progress or (Progress(verbose=True) if model.verbose else SILENT)
     if getattr(model, "train_", None) is None:
         csr = model._with_confidence(X, model.set_training_data(X))
         model.init_state(*csr.shape, np.random.default_rng(model.random_state))
-        data = model._training_data(csr)
+        data = training_data(model, csr)
         summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
                    "unknown_users": 0, "unknown_items": 0}
     else:
         if not hasattr(model, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
-            model._fresh_optimizer_state(np.random.default_rng(model.random_state))
+            fresh_optimizer_state(model, np.random.default_rng(model.random_state))
         new, summary = known_pairs(X, model, keep_values=model._confidence_kind() != "none")
         values = model._with_confidence(new, new).data if model._confidence_kind() != "none" else None
         new.data[:] = 1.0
         seen = merge_seen(model.train_, new)
         summary["new_pairs"] = int(seen.nnz - model.train_.nnz)
-        data = model._training_data(seen, visit=new, values=values)
+        data = training_data(model, seen, visit=new, values=values)
         model.train_ = seen
         model._interactions_cache = None
     model.partial_fit_summary_: Dict[str, int] = summary
@@ -52,3 +55,10 @@ def partial_fit(model, X, epochs: int, progress: Optional[Progress]):
     model.train_epochs(data, int(epochs), progress, ())
     return model
 
+
+def fresh_optimizer_state(model, seed_rng: np.random.Generator) -> None:
+    """Adagrad accumulators (at 1) and a sampler seed for the learned arrays as they are,
+    e.g. to continue training a model loaded from disk."""
+    model._user_accum, model._item_accum, model._bias_accum = (
+        np.ones_like(a) for a in model._learned_arrays())
+    model._rng_state = _rng.seed_state(spawn_seed(seed_rng))

@@ -18,7 +18,7 @@ from ..progress import Progress
 from ..kernels import slim as _slim
 from ._itemsim import ItemSimilarity
 from ..errors import InputError
-from .params import check_n_jobs, check_number
+from .declared import Param, n_jobs_param
 
 
 class SLIM(ItemSimilarity):
@@ -45,6 +45,21 @@ class SLIM(ItemSimilarity):
         Dask scheduler address (with ``backend="dask"``); empty: a local cluster.
     """
 
+    PARAMETERS = (
+        Param("l1", float, 2.0, "L1 penalty (sparsity; larger is faster too).", low=0, tune=("log", 0.5, 10.0),
+              grid=(1.0, 2.0, 5.0)),
+        Param("l2", float, 200.0, "L2 penalty.", low=0, tune=("log", 50.0, 800.0), grid=(100.0, 200.0, 500.0)),
+        Param("topk", int, 200, "Largest weights kept per item.", low=1, tunable=True),
+        Param("max_iter", int, 100, "Most coordinate-descent sweeps per item.", low=1, option=False),
+        Param("tol", float, 1e-4, "Stop an item's sweeps when no weight moves by more than this times the largest.",
+              low=0, option=False),
+        n_jobs_param("Workers solving blocks of items at once (-1: every core)."),
+        # where the blocks run: checked by the backend itself
+        Param("backend", str, "threads", "Where the blocks run.", choices=("threads", "processes", "dask"),
+              placement=True, check=False),
+        Param("scheduler", str, "", "Dask scheduler address; empty: a local cluster.", placement=True, check=False),
+    )
+
     def __init__(self, l1: float = 2.0, l2: float = 200.0, topk: int = 200, max_iter: int = 100,
                  tol: float = 1e-4, n_jobs: int = 1, backend: str = "threads", scheduler: str = "") -> None:
         self.l1 = l1
@@ -56,15 +71,9 @@ class SLIM(ItemSimilarity):
         self.backend = backend
         self.scheduler = scheduler
 
-    def _check_params(self) -> None:
-        check_number(self.l1, "l1", at_least=0)
-        check_number(self.l2, "l2", at_least=0)
+    def _check_extra(self) -> None:
         if self.l1 == 0 and self.l2 == 0:
             raise InputError("invalid parameter: `l1` and `l2` must not both be 0", hint="e.g. `l2=200`")
-        check_number(self.topk, "topk", integer=True, at_least=1)
-        check_number(self.max_iter, "max_iter", integer=True, at_least=1)
-        check_number(self.tol, "tol", at_least=0)
-        check_n_jobs(self.n_jobs)
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         n = csr.shape[1]

@@ -13,6 +13,7 @@ from ..memory import check_memory
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
+from .declared import Param
 from .params import check_flag, check_n_jobs, check_number, check_seed
 
 
@@ -216,3 +217,25 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         progress.log(f"refitting on all training data for {best} {unit}s")
         model.init_state(*csr.shape, np.random.default_rng(init_seed))
         model.train_epochs(csr, best, progress, callbacks, phase="refit", **train_options)
+
+
+def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, refit_help: str,
+                          unit: str = "epoch") -> Dict[str, Param]:
+    """The declared parameters of early stopping (WARP, WRMF), by name, with a family's
+    defaults; each class puts them in its ``__init__`` order."""
+    units = unit + "s"
+    return {p.name: p for p in (
+        Param("epochs", int, None, f"Train exactly this many {units}, no early stopping (>= 1).", nullable=True,
+              shown="early stopping"),
+        Param("max_epochs", int, max_epochs, f"Most {units} early stopping runs.", low=1),
+        Param("patience", int, patience, f"Stop at the first evaluation this many {units} after the last rise "
+              "of the validation score.", low=1),
+        Param("eval_every", int, eval_every, f"{units.capitalize()} between validation evaluations.", low=1),
+        Param("eval_k", int, 10, "The k of the validation precision@k.", low=1, option=False),
+        Param("validation_fraction", float, 0.1, "Share of each user's items held out for early stopping.",
+              low=0, high=1, low_open=True, high_open=True),
+        Param("validation_users", int, 5000, "Most users (drawn at random) scored per validation evaluation.",
+              low=1, option=False),
+        Param("refit", bool, True, refit_help),
+    )}
+

@@ -3,12 +3,13 @@
 :func:`run_epoch` orders the positives (a shuffle, or draws in proportion to their
 confidence), runs the model's kernel on them (in chunks, or one hogwild shard per thread)
 and checks the learned arrays for divergence; :func:`with_confidence` gives each positive
-its confidence. The model supplies the kernel call and the step settings (``_fit_shard``,
-``_step_settings``), so the hybrid runs the same epoch.
+its confidence; :func:`step_settings` is what each kernel step takes, :func:`training_data`
+the kernel's arrays. The model supplies the kernel call (``_fit_shard``) and its learning
+rate (``_base_learning_rate``), so the hybrid runs the same epoch.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +21,8 @@ from ..progress import Progress
 from ..seeds import spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from .positives import TrainingData, check_divergence
+
+LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 
 #: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
 #: enough that the Python overhead between calls is negligible.
@@ -81,3 +84,33 @@ def with_confidence(X, binary: sp.csr_matrix, kind: str, alpha: float, eps: floa
         raise ValueError("confidence values do not line up with the positives")
     conf = confidence_of(raw.data, kind, alpha, eps)
     return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
+
+
+def step_settings(model, epoch: int) -> Dict[str, Any]:
+    """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
+    struct (``kernels/steps.pxd``) wants it: a dict of every field."""
+    lr = model._base_learning_rate()
+    if model.learning_schedule == "sgd":
+        lr = lr / (1.0 + float(model.decay) * epoch)
+    return dict(
+        loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
+        user_reg=float(model.user_reg), item_reg=float(model.item_reg),
+        adagrad=model.learning_schedule == "adagrad", use_bias=bool(model.item_bias),
+        user_max_norm=_limit(model.user_max_norm), item_max_norm=_limit(model.item_max_norm),
+        kos_n=int(model.kos_n), kos_k=int(model.kos_k),
+    )
+
+
+def training_data(model, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
+                   values: Optional[np.ndarray] = None) -> "TrainingData":
+    """The kernel's arrays for ``csr`` (a WARP ``model``'s positives); with a confidence,
+    ``values`` (default ``csr.data``) are the confidences of the visited pairs."""
+    if model._confidence_kind() == "none":
+        return TrainingData(csr, visit)
+    return TrainingData(csr, visit, confidence=csr.data if values is None else values,
+                         use=model.confidence_use)
+
+
+def _limit(max_norm: Optional[float]) -> float:
+    """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
+    return 0.0 if max_norm is None else float(max_norm)

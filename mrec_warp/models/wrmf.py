@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import MAX_CONFIDENCE, check_confidence, confidence
+from ..data.confidence import CONFIDENCES, MAX_CONFIDENCE, check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import TrainingDivergedError
@@ -30,8 +30,8 @@ from .wrmf_users import explain as explain_user, explain_frame as explain_user_f
 from .factor_model import FactorModel
 from .foldin import refuse_features
 from .single_user import wrmf_vector
-from .params import check_choice, check_number
-from .validation import check_common_params, check_epoch_params, run_epochs
+from .declared import Param, n_jobs_param, seed_param, verbose_param
+from .validation import early_stopping_params, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 
@@ -90,6 +90,31 @@ class WRMF(FactorModel):
     weighs_without_values = True
     fits_on_workers = True
     explains = True
+    _STOPPING = early_stopping_params(max_epochs=50, patience=3, eval_every=1, unit="iteration",
+                                      refit_help="After early stopping, refit from scratch on all the data for "
+                                                 "the best iteration count.")
+    PARAMETERS = (
+        Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
+        Param("alpha", float, 1.0, "Confidence slope: an observed pair weighs 1 + alpha*f(value).", low=0, check=False,
+              tune=("log", 0.1, 20.0), grid=(0.3, 1.0, 3.0)),
+        Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
+              "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+              check=False),  # alpha and eps: the confidence rule's (_check_extra)
+        Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
+              grid=(10.0, 40.0, 160.0)),
+        Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
+              choices=SOLVERS, option=False),
+        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
+              option=False),
+        *map(_STOPPING.get, ("epochs", "max_epochs", "patience", "eval_every", "eval_k", "validation_fraction",
+                             "validation_users", "refit")),
+        Param("init_scale", float, 1.0, "Initial item factors' standard deviation times sqrt(factors).", low=0,
+              option=False),
+        n_jobs_param("Threads solving blocks of rows at once (-1: every core)."),
+        seed_param(),
+        verbose_param(),
+    )
 
     def __init__(
         self,
@@ -137,15 +162,11 @@ class WRMF(FactorModel):
     #: factors x factors matrices a fit holds: the Gram matrix, and one system per solve.
     GRAM_COPIES = 2
 
-    def _check_params(self) -> None:
-        check_number(self.factors, "factors", integer=True, at_least=1)
-        check_confidence(self.confidence, self.alpha, self.eps)
-        check_number(self.regularization, "regularization", at_least=0)
-        check_choice(self.solver, "solver", SOLVERS)
-        check_number(self.cg_steps, "cg_steps", integer=True, at_least=1)
-        check_number(self.init_scale, "init_scale", at_least=0)
-        check_epoch_params(self)
-        check_common_params(self)
+    def _check_extra(self) -> None:
+        need(self.epochs is None or int(self.epochs) >= 1,
+             "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
+             "choose the count by early stopping)")
+        check_confidence(self.confidence, self.alpha, self.eps)  # the shared rule of every confidence
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule
@@ -237,7 +258,7 @@ class WRMF(FactorModel):
             process. The model is bit-for-bit the same either way
             (:mod:`~mrec_warp.models.als_blocks`).
         """
-        self._check_params()
+        self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)

@@ -10,7 +10,7 @@ model imported again recommends the same lists, byte for byte.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -84,11 +84,12 @@ def import_factors(
         items = _side(arrays["item_factors"], arrays["item_ids"], enc, item_ids, "item", str(npz))
         npz_bias = arrays["item_bias"]
     else:
+        assert user_factors is not None and item_factors is not None  # checked above
         users = _factor_file(user_factors, user_ids, "user")
         items = _factor_file(item_factors, item_ids, "item")
         npz_bias = None
     bias_file = _bias_file(item_bias) if item_bias is not None else None
-    sources = [(users.ids, users.encoding), (items.ids, items.encoding)]
+    sources: List[Tuple[Any, str]] = [(users.ids, users.encoding), (items.ids, items.encoding)]
     if bias_file is not None and bias_file.ids is not None:
         sources.append((bias_file.ids, bias_file.encoding))
     decoded, encoding = common_encoding(sources)
@@ -213,12 +214,12 @@ def export_factors(model: Union[PathLike, Recommender], outdir: PathLike) -> Lis
     if source is not None:
         check_outputs({"`outdir`": [os.path.join(str(outdir), n) for n in _EXPORTED]}, [source])
     m = model if isinstance(model, Recommender) else load(model)
-    try:
-        uf, itf = m.user_factors_, m.item_factors_
+    try:  # the arrays of a factor model, whatever its class
+        uf, itf = getattr(m, "user_factors_"), getattr(m, "item_factors_")
     except AttributeError:
         raise InputError(f"a {type(m).__name__} model has no factors to export", path=source,
                          hint="export a warp, hybrid, wrmf or imported model") from None
-    bias = m.item_bias_ if getattr(m, "item_bias", False) else None
+    bias = getattr(m, "item_bias_") if getattr(m, "item_bias", False) else None
     return write_export(outdir, m.user_ids, m.item_ids, uf, itf, bias, getattr(m, "id_encoding_", "utf-8"))
 
 

@@ -93,8 +93,11 @@ def similar(
         ids = [text]  # the whole string is an id of the model ("Warhammer 40,000"): do not cut it
     elif text is not None:
         ids = split_id_list(text)
+    elif items is None:
+        assert items_file is not None  # exactly one of them, checked above
+        ids = read_id_list(items_file, "item")
     else:
-        ids = read_id_list(items_file, "item") if items is None else [str(i) for i in items]
+        ids = [str(i) for i in items]
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]

@@ -230,8 +230,7 @@ def train(
         accepted = [p for p in names if p not in EXECUTION_PARAMS]
         raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
     estimator.set_params(**merged)
-    if hasattr(estimator, "_check_params"):
-        estimator._check_params()  # before reading the data: a bad value costs no wait
+    estimator.check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
     if sub_models and not estimator.supports_sub_models:
         raise InputError(f"`sub_models` needs {named_families('supports_sub_models')}, not `model={model_name}`",
@@ -282,8 +281,9 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
         raise InputError(f"`confidence` is used by {named_families('supports_confidence')}, not `model={model_name}`",
                          hint=f"drop `confidence`, or train `model={families_with('supports_confidence')[0]}`")
     # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
-    if kind == "none" and not estimator.weighs_without_values and any(given.get(k) is not None
-                                                                      for k in CONFIDENCE_PARAMS):
+    # (a family without a confidence may have parameters of these names of its own: rp3beta's alpha)
+    if kind == "none" and not estimator.weighs_without_values and estimator.supports_confidence \
+            and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
         raise InputError("`alpha`, `eps` and `confidence_use` only matter with a confidence",
                          hint="add `confidence=log` (or linear), or drop them")
 

@@ -1,6 +1,6 @@
 """From the canonical table to positives: merge duplicates, binarise, filter users.
 
-The first three rules of :func:`~mrec_warp.data.split.prepare`, in the order they are
+The first three rules of :func:`~mrec_warp.stages.prepare.prepare`, in the order they are
 applied (each is counted in ``summary.json``):
 
 1. **Negatives and duplicates.** The row rules of :mod:`mrec_warp.data.rows`: negative

@@ -1,0 +1,75 @@
+"""``train``'s model options, generated from the families' declared parameters.
+
+One option per parameter name over every registered family
+(:data:`~mrec_warp.models.families.FAMILIES`), in registry then declaration order: ``--name``
+(``--flag`` when the declaration renames it), ``--name/--no-name`` for a bool, a choice for a
+parameter with choices. Click only parses the type; the model's own check
+(:meth:`~mrec_warp.models.base.Recommender.check_params`) judges the value, so a value out of
+range is the same one line from the CLI, a ``--params`` file and the API. When families share
+a name but not its help or default, the help says each family's: ``slim: L2 penalty [200];
+ease: lambda [400]``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Tuple
+
+import click
+
+from ..models.declared import Param, hyper_parameters
+from ..models.families import FAMILIES
+from ._flags import as_flags
+
+
+def declared_options() -> Dict[str, List[Tuple[str, Param]]]:
+    """Each parameter ``train`` has an option for -> its (family, declaration) pairs."""
+    out: Dict[str, List[Tuple[str, Param]]] = {}
+    for family, fam in FAMILIES.items():
+        for param in hyper_parameters(fam.cls):
+            if param.option:
+                out.setdefault(param.name, []).append((family, param))
+    return out
+
+
+def flag_of(param: Param) -> str:
+    return param.flag or "--" + param.name.replace("_", "-")
+
+
+def _sentence(text: str) -> str:
+    """Help text as the CLI shows it: parameter names (`` `name` ``) as flags, no final stop."""
+    return as_flags(text).rstrip(".")
+
+
+def option_help(pairs: List[Tuple[str, Param]]) -> str:
+    """One option's help: ``help [default].`` when every family agrees, else each family's."""
+    groups: Dict[Tuple[str, str], List[str]] = {}
+    for family, param in pairs:
+        groups.setdefault((_sentence(param.help), param.default_text()), []).append(family)
+    if len(groups) == 1:
+        (text, default), families = next(iter(groups.items()))
+        return f"{', '.join(families)}: {text} [{default}]."
+    return "; ".join(f"{', '.join(families)}: {text} [{default}]" for (text, default), families in groups.items()) + "."
+
+
+def _click_type(pairs: List[Tuple[str, Param]]):
+    kinds = {p.type for _, p in pairs}
+    choices = [c for _, p in pairs for c in p.choices]
+    if len(kinds) != 1:
+        raise TypeError(f"parameter {pairs[0][1].name!r} is declared with different types by "
+                        f"{', '.join(f for f, _ in pairs)}: give one of them another name")
+    kind = kinds.pop()
+    if choices:
+        return click.Choice(list(dict.fromkeys(choices)))
+    return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
+
+
+def model_options(func: Callable) -> Callable:
+    """Decorate ``train`` with one option per declared parameter (see the module docstring)."""
+    for name, pairs in reversed(list(declared_options().items())):
+        flag = flag_of(pairs[0][1])
+        help_text = re.sub(r"\s+", " ", option_help(pairs))
+        if pairs[0][1].type is bool:
+            func = click.option(f"{flag}/--no-{flag[2:]}", default=None, help=help_text)(func)
+        else:
+            func = click.option(flag, type=_click_type(pairs), help=help_text)(func)
+    return func

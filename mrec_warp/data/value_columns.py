@@ -1,0 +1,76 @@
+"""The value and timestamp columns of a ratings file as numbers: each cell that is not one
+(or too large to stay exact) is refused in one line naming its file line
+(:func:`~mrec_warp.data.ratings.read_ratings`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .delimited import data_line
+
+#: Largest magnitude of a rating / value: beyond it sums and float32 casts lose the number.
+MAX_ABS_VALUE = 1e15
+
+#: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
+MAX_ABS_TIMESTAMP = 2 ** 53
+
+
+def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
+                encoding: str, hint: str) -> None:
+    raise InputError(f"{kind} {text!r} {why}", path=str(path),
+                     line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
+
+
+def parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+    """The value column as finite float64 numbers of at most :data:`MAX_ABS_VALUE`."""
+    hint = "the rating column must be numeric; use `columns` to choose columns"
+    if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        parsed, text = values.to_numpy(), values
+    else:
+        text = values.str.strip()
+        parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(parsed)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
+    big = np.abs(parsed) > MAX_ABS_VALUE
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
+                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
+    return parsed
+
+
+def parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+    """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
+    if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        numeric = stamps.to_numpy()
+        is_number = np.ones(len(numeric), dtype=bool)
+    else:
+        text = stamps.str.strip()
+        numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        is_number = np.isfinite(numeric)
+    big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
+                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
+    if is_number.all():
+        return numeric.astype(np.int64)
+    try:
+        parsed = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    except (TypeError, ValueError):  # pandas < 2 has no format="ISO8601"
+        parsed = pd.to_datetime(text, errors="coerce", utc=True)
+    bad = parsed.isna().to_numpy() & ~is_number
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
+                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+    seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
+    return np.where(is_number, numeric, seconds).astype(np.int64)
+
+
+__all__ = ["MAX_ABS_TIMESTAMP", "MAX_ABS_VALUE", "parse_timestamps", "parse_values"]
