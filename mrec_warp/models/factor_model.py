@@ -63,11 +63,11 @@ class FactorModel(Recommender):
         """Fresh factors (and optimiser state) for ``n_users`` x ``n_items``, drawn from ``seed_rng``."""
 
     @abc.abstractmethod
-    def train_epochs(self, csr, epochs: int, progress: Progress, callbacks: Sequence,
-                     validation=None, phase: str = "fit", **options) -> int:
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs on ``csr`` (through :func:`.validation.run_epochs`); with
         ``validation`` ``(fit, val, rng)``, early-stop and keep the best. Returns the best epoch
-        (with validation) or ``epochs``."""
+        (with validation) or ``epochs``. A family may take more keywords (WRMF: ``workers``),
+        which ``fit_or_select`` passes on every call."""
 
     def snapshot(self) -> Tuple[np.ndarray, ...]:
         """Copies of the :attr:`LEARNED` arrays (the best epoch's, kept by early stopping)."""

@@ -92,6 +92,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
     supports_confidence = False
     supports_sub_models = False
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
+    # the hybrid's own parameters, as attributes (set by __init__ from the declaration)
+    identity: bool
+    identity_weight: float
+    normalize: bool
 
     def __init__(self, *args: Any, **params: Any) -> None:
         # The parameters are declared (PARAMETERS: WARP's, without a confidence, with
@@ -139,12 +143,12 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             As for :meth:`WARP.fit`.
         """
         tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
-        sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
-                        for f in (user_features, item_features))
+        user_source, item_source = (str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
+                                    for f in (user_features, item_features))
         self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
-        csr = self.set_training_data(X, tables, sources, progress)
+        csr = self.set_training_data(X, tables, (user_source, item_source), progress)
         self._fit_prepared(csr, validation, callbacks, progress, warm_epochs=int(self.warm_epochs))
         return self
 
