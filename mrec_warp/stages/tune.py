@@ -82,6 +82,8 @@ def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: i
     return FAMILIES[family].cls(**values)
 
 
+#: The family of the baseline row (a reference in the table, never the pick).
+BASELINE = "popularity"
 #: z of a two-sided 95% normal interval.
 Z95 = 1.959964
 
@@ -235,6 +237,18 @@ class TuneResult:
             out["interval"] = [_plain(row["ci_low"]), _plain(row["ci_high"])]
         return out
 
+    def baseline_note(self) -> Optional[str]:
+        """A line when the pick is not clearly above the popularity baseline (intervals
+        overlapping), else ``None``."""
+        pop = self.table[self.table[MODEL] == BASELINE]
+        if pop.empty or "ci_low" not in self.table or self.best_model == BASELINE:
+            return None
+        best, ref = self.table.iloc[0], pop.iloc[0]
+        if not ref["ci_high"] >= best["ci_low"]:
+            return None
+        return (f"note: {self.best_model} ({best[self.metric]:.4f}) is within noise of the popularity baseline "
+                f"({ref[self.metric]:.4f}): more validation users would tell them apart")
+
     def format_table(self, max_rows: Optional[int] = None) -> str:
         table = self.table if max_rows is None else self.table.head(max_rows)
         shown = table.drop(columns=[c for c in ("defaults", "cost") if c in table.columns])
@@ -380,9 +394,9 @@ def tune(
         use_values = bool(getattr(train, "has_values", False))
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
-    if baseline and not any(p[MODEL] == "popularity" for p in points):
+    if baseline and not any(p[MODEL] == BASELINE for p in points):
         default_trials.add(len(points))  # popularity's only trial: its defaults
-        points = points + [{MODEL: "popularity"}]
+        points = points + [{MODEL: BASELINE}]
     fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and wrmf_trials)
     metric = f"precision@{k}"
     # the units of work: one full trial per point, or with a budget every rung of it
@@ -432,7 +446,11 @@ def tune(
         raise InputError("the time budget ended before any trial finished",
                          hint="give a longer `time_budget`")
     table, tie = _results_table(rows, points, default_trials, metric, {u: costs[u] for u in done})
-    return TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
+    result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
+    reference = result.baseline_note()
+    if reference:
+        progress.note(reference)
+    return result
 
 
 def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str) -> None:
@@ -545,7 +563,7 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
     first_rung = [[by_point[i][0] for i, p in enumerate(points) if p[MODEL] == fam] for fam in families
                   if fam not in skipped]
     queue = [u for turn in itertools.zip_longest(*first_rung) for u in turn if u is not None]
-    queue.sort(key=lambda u: points[units[u][0]][MODEL] != "popularity")
+    queue.sort(key=lambda u: points[units[u][0]][MODEL] != BASELINE)
     run_wave(queue, full_stage=False)
     # later rungs of the early-stopping families: the best third of each rung goes on
     for level in (1, 2):
@@ -596,9 +614,11 @@ def _results_table(rows, points, default_trials, metric: str,
     table["defaults"] = table["trial"].isin(default_trials)
     if costs:
         table["cost"] = table["trial"].map(costs).astype(float)
-    short = table["max_epochs"].notna() if "max_epochs" in table else pd.Series(False, index=table.index)
-    table = table.assign(_short=short).sort_values(["_short", metric, "trial"], ascending=[True, False, True],
-                                                   na_position="last", kind="stable").drop(columns="_short")
+    # full trials, then short ones (a time budget's), then the baseline (a reference, never the pick)
+    rank = (table["max_epochs"].notna() if "max_epochs" in table else pd.Series(False, index=table.index)) \
+        .astype(int) + 2 * (table[MODEL] == BASELINE).astype(int)
+    table = table.assign(_rank=rank).sort_values(["_rank", metric, "trial"], ascending=[True, False, True],
+                                                 na_position="last", kind="stable").drop(columns="_rank")
     if default_trials:
         ref = table[table["defaults"]].set_index(MODEL)[metric]
         ref = ref[~ref.index.duplicated()]
@@ -622,11 +642,12 @@ def _results_table(rows, points, default_trials, metric: str,
 
 def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional[str]]:
     """Statistical ties go to the cheaper model: among the best row of each family whose
-    95% interval overlaps the best row's (full trials only), the one of least estimated
-    cost (``cost``, deterministic: from the data's size and the parameters) comes first.
-    Within a family the higher score stays first."""
+    95% interval overlaps the best row's (full trials only; the popularity baseline is a
+    reference, not a candidate), the one of least estimated cost (``cost``, deterministic:
+    from the data's size and the parameters) comes first. Within a family the higher score
+    stays first."""
     full = table["max_epochs"].isna() if "max_epochs" in table else pd.Series(True, index=table.index)
-    ok = table[full & table[metric].notna()]
+    ok = table[full & table[metric].notna() & (table[MODEL] != BASELINE)]
     if ok.empty or ok.index[0] != 0 or not np.isfinite(ok.loc[0, "ci_low"]):
         return table, None
     best = ok.loc[0]
