@@ -64,25 +64,35 @@ def format_duration(seconds: float) -> str:
 
 
 # -- cost of one trial ------------------------------------------------------------------------------
-#: Seconds per unit of work of each family (one thread), measured on this project's
-#: development machine (2 shared cores) with ml-100k and synthetic sets of 1.9k x 17k and
-#: 6k x 3k: warp per ``nnz x factors`` and epoch; wrmf per ``nnz x factors^2 +
-#: (users + items) x factors^3`` and iteration; itemknn per co-occurrence (``sum n_u^2``)
-#: plus per ``items^2``; slim per Gram entry and sweep; scoring per ``users x items`` of
-#: the validation. The search corrects them by what finished trials took.
-RATES = {"warp": 2.5e-8, "wrmf_f2": 2.0e-9, "wrmf_f3": 2.0e-9, "cooc": 2.0e-8, "square": 1.5e-8,
-         "slim": 3.0e-8, "score": 2.0e-9}
+#: Seconds per unit of work of each family (one thread), measured here (2 shared cores)
+#: on ml-100k and a 1.9k x 16k long-tail synthetic set (scripts in the report): warp per
+#: ``nnz x factors`` and epoch (at 50 sampled negatives); wrmf per ``(users + items) x
+#: factors^2`` and iteration; item-kNN per ``items^2`` (its dense blocks) and per
+#: co-occurrence (``sum n_u^2``); SLIM per ``sum_k deg_k^2`` (``deg_k``: items co-occurring
+#: with ``k``: coordinate descent on a target visits each neighbour's Gram row); scoring per
+#: ``users x items``. The search corrects them by what its finished trials took.
+RATES = {"warp": 3.5e-8, "wrmf": 2.0e-9, "square": 2.6e-8, "cooc": 2.0e-8, "slim": 2.5e-9, "score": 9e-9}
 #: Epochs an early-stopped full trial is assumed to run (its ``max_epochs`` is an upper bound).
 TYPICAL_EPOCHS = {"warp": 60, "wrmf": 15}
+#: Most co-occurrences for which the Gram matrix's structure is counted exactly (else bounded).
+EXACT_GRAM = 5e7
 
 
 def data_shape(fit: sp.csr_matrix, val: sp.csr_matrix) -> Dict[str, float]:
     """The sizes costs depend on."""
+    fit = sp.csr_matrix(fit)
     per_user = np.diff(fit.indptr).astype(np.float64)
-    per_item = np.bincount(fit.indices, minlength=fit.shape[1]).astype(np.float64)
-    return {"users": fit.shape[0], "items": fit.shape[1], "nnz": fit.nnz,
-            "cooc": float((per_user ** 2).sum()), "gram": float(min((per_item ** 2).sum(), fit.shape[1] ** 2)),
-            "val_users": int(np.count_nonzero(np.diff(val.indptr)))}
+    cooc = float((per_user ** 2).sum())
+    n_items = fit.shape[1]
+    if cooc <= EXACT_GRAM:
+        pattern = sp.csr_matrix((np.ones(fit.nnz, np.float32), fit.indices, fit.indptr), shape=fit.shape)
+        gram = (pattern.T @ pattern).tocsr()
+        deg = np.diff(gram.indptr).astype(np.float64)
+    else:  # an upper bound: every item of the item's users
+        deg = np.minimum(n_items, np.bincount(fit.indices, weights=np.repeat(per_user, np.diff(fit.indptr).astype(int)),
+                                              minlength=n_items))
+    return {"users": fit.shape[0], "items": n_items, "nnz": fit.nnz, "cooc": cooc,
+            "deg2": float((deg ** 2).sum()), "val_users": int(np.count_nonzero(np.diff(val.indptr)))}
 
 
 def trial_cost(family: str, params: Dict[str, Any], shape: Dict[str, float], base: Dict[str, Any],
@@ -93,27 +103,29 @@ def trial_cost(family: str, params: Dict[str, Any], shape: Dict[str, float], bas
     EASE trial's :class:`~mrec_warp.models.ease.Cost` (its time is used as is).
     """
     users, items, nnz = shape["users"], shape["items"], shape["nnz"]
-    scoring = RATES["score"] * shape["val_users"] * items
+    val_users = shape["val_users"]
+    scoring = RATES["score"] * val_users * items  # the trial's final scoring of every validation user
+    sample = min(val_users, SHORT_VALIDATION_USERS) if epochs_cap else val_users
     if family == "popularity":
         return scoring
     if family == "warp":
         full = min(int(base.get("max_epochs", 100)), TYPICAL_EPOCHS["warp"])
         epochs = min(epochs_cap, full) if epochs_cap else full
         factors = int(params.get("factors", 64))
-        sampled = min(int(params.get("max_sampled", 50)), 50) / 50  # negatives drawn per positive
-        per_epoch = RATES["warp"] * nnz * factors * (0.5 + sampled) + scoring / 2
+        sampled = min(int(params.get("max_sampled", 50)), 100) / 50  # negatives drawn per positive, about
+        per_epoch = RATES["warp"] * nnz * factors * (0.5 + sampled) / 1.5 \
+            + RATES["score"] * min(sample, 5000) * items / 2  # evaluated every other epoch
         return epochs * per_epoch + scoring
     if family == "wrmf":
         epochs = min(epochs_cap, TYPICAL_EPOCHS["wrmf"]) if epochs_cap else TYPICAL_EPOCHS["wrmf"]
         f = int(params.get("factors", 64))
-        per_epoch = RATES["wrmf_f2"] * nnz * f * f + RATES["wrmf_f3"] * (users + items) * f ** 3 + scoring
+        per_epoch = RATES["wrmf"] * (users + items) * f * f + RATES["score"] * sample * items
         return epochs * per_epoch + scoring
     if family == "itemknn":
-        return RATES["cooc"] * shape["cooc"] + RATES["square"] * items * items + scoring
+        return RATES["square"] * items * items + RATES["cooc"] * shape["cooc"] + scoring
     if family == "slim":
-        sweeps = 10  # coordinate descent converges in a few sweeps at the default tolerance
-        l1 = float(params.get("l1", 2.0))
-        return RATES["slim"] * shape["gram"] * sweeps / max(1.0, math.sqrt(l1)) + RATES["cooc"] * shape["cooc"] \
+        l1 = float(params.get("l1", 2.0))  # a larger l1 leaves fewer neighbours active
+        return RATES["slim"] * shape["deg2"] / max(0.25, math.sqrt(l1 / 2.0)) + RATES["cooc"] * shape["cooc"] \
             + scoring
     if family == "ease":
         return (ease_cost.seconds if ease_cost is not None else 1e-10 * items ** 3) + scoring

@@ -522,7 +522,8 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
                 and not any(units[u][1] is None and points[units[u][0]][MODEL] == f for u in done)]
 
     def reserve(family: str, full: bool) -> float:
-        """What must stay free for each early-stopping family's first full trial."""
+        """What must stay free for each early-stopping family's first full trial (``full``:
+        this trial is its family's full one)."""
         out = 0.0
         for f in epoch_fams_without_full():
             if f == family and full:
@@ -531,9 +532,10 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
             out += estimate(by_point[i][-1])
         return out
 
-    def run_wave(queue: List[int], full_stage: bool) -> None:
-        """Run ``queue`` in waves of ``workers`` trials; a trial whose estimate (plus what the
-        full trials still to come need) does not fit what is left is not started."""
+    def run_wave(queue: List[int], reserving: bool) -> None:
+        """Run ``queue`` in waves of ``workers`` trials; a trial whose estimate (plus, when
+        ``reserving``, what the full trials still to come need) does not fit what is left is
+        not started."""
         not_started: Dict[str, int] = {}
         queue = [u for u in queue if u in todo]  # the others an earlier run finished
         while queue:
@@ -542,7 +544,8 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
             while queue and len(wave) < workers:
                 u = queue.pop(0)
                 fam = points[units[u][0]][MODEL]
-                if left <= 0 or estimate(u) + reserve(fam, full_stage or units[u][1] is None) > left:
+                held = reserve(fam, units[u][1] is None) if reserving else 0.0
+                if left <= 0 or estimate(u) + held > left:
                     not_started[fam] = not_started.get(fam, 0) + 1
                     continue
                 wave.append(u)
@@ -558,23 +561,30 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
             say(f"{fam}: {n} trial(s) not started: they would not fit the "
                 f"{budget.format_duration(max(deadline - time.monotonic(), 0))} left")
 
-    # rung 0: popularity, every family's first trials (short ones for early-stopping families),
-    # families taking turns so that each gets trials early
-    first_rung = [[by_point[i][0] for i, p in enumerate(points) if p[MODEL] == fam] for fam in families
-                  if fam not in skipped]
-    queue = [u for turn in itertools.zip_longest(*first_rung) for u in turn if u is not None]
-    queue.sort(key=lambda u: points[units[u][0]][MODEL] != BASELINE)
-    run_wave(queue, full_stage=False)
-    # later rungs of the early-stopping families: the best third of each rung goes on
-    for level in (1, 2):
+    # 1. the baseline and every family's defaults (short ones for the early-stopping families),
+    # cheapest first, so that each family has a result early
+    defaults_first_rung = sorted((by_point[i][0] for i, p in enumerate(points)
+                                  if p[MODEL] not in skipped and i == min(j for j, q in enumerate(points)
+                                                                          if q[MODEL] == p[MODEL])),
+                                 key=lambda u: (points[units[u][0]][MODEL] != BASELINE, estimate(u)))
+    run_wave(defaults_first_rung, reserving=True)
+    # 2. successive halving of the early-stopping families: every candidate short, then the
+    # best third of each rung on to the next, longer one, up to full trials
+    for level in range(max((len(r) for r in budget.RUNGS.values()), default=1)):
         queue = []
         for fam in families:
             if fam in skipped or fam not in budget.RUNGS or not _is_epoch_family(fam):
                 continue
-            prev = [(i, done[by_point[i][level - 1]][metric]) for i, p in enumerate(points)
-                    if p[MODEL] == fam and len(by_point[i]) > level and by_point[i][level - 1] in done]
-            queue += [by_point[i][level] for i in budget.promoted(prev)]
-        run_wave(queue, full_stage=level == 2)
+            mine = [i for i, p in enumerate(points) if p[MODEL] == fam and len(by_point[i]) > level]
+            if level == 0:
+                queue += [by_point[i][0] for i in mine]
+            else:
+                prev = [(i, done[by_point[i][level - 1]][metric]) for i in mine if by_point[i][level - 1] in done]
+                queue += [by_point[i][level] for i in budget.promoted(prev)]
+        run_wave(queue, reserving=True)
+    # 3. the families without epochs: their other candidates, cheapest first
+    rest = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] not in skipped and len(by_point[i]) == 1]
+    run_wave(sorted(rest, key=estimate), reserving=False)
     return notes
 
 
