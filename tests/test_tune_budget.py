@@ -130,9 +130,9 @@ def test_a_budget_search_on_planted_data_ends_with_full_trials(planted):
     points = candidates(["warp", "itemknn"], {"warp": {"factors": [4, 8]}, "itemknn": {"neighbours": [10]}})
     result = tune(train, points, base={"max_epochs": 6, "patience": 2}, time_budget=600, baseline=True)
     table = result.table
-    full = table[table["max_epochs"].isna() & (table["model"] != "popularity")]
+    full = table[table["epochs_cap"].isna() & (table["model"] != "popularity")]
     assert table.iloc[0]["trial"] in full["trial"].tolist()  # the pick is a full trial
     assert "warp" in set(full["model"])  # short warp trials were promoted to a full one
-    short = table[table["max_epochs"].notna()]
+    short = table[table["epochs_cap"].notna()]
     assert len(short) and (short["model"] == "warp").all()
     assert np.isfinite(result.best_json()["score"])

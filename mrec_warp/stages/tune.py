@@ -82,6 +82,8 @@ def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: i
     return FAMILIES[family].cls(**values)
 
 
+#: The column of a short trial's epoch cap (a time budget's early rungs; empty for full trials).
+SHORT = "epochs_cap"
 #: The family of the baseline row (a reference in the table, never the pick).
 BASELINE = "popularity"
 #: z of a two-sided 95% normal interval.
@@ -140,7 +142,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     t0 = time.perf_counter()
     row: Dict[str, Any] = {"trial": trial, MODEL: family, **values}
     if short is not None:
-        row["max_epochs"] = int(short)
+        row[SHORT] = int(short)
     try:
         model = _trial_model(family, base, values, k, short if _is_epoch_family(family) else None)
         binary = binary_csr(fit) if use_values else fit  # values are WRMF's confidences only
@@ -184,7 +186,7 @@ class TuneResult:
         parameters, ``precision@k``, ``vs_defaults`` (the score relative to the same
         family's defaults, e.g. 0.03 = 3% higher), ``ci_low`` / ``ci_high`` (its 95%
         interval over validation users), ``epochs`` (early-stopping families: the chosen
-        count), ``max_epochs`` (a short trial of a time budget: its cap; such trials are
+        count), ``epochs_cap`` (a short trial of a time budget: its cap; such trials are
         never the pick) and ``seconds``.
     metric : str
         The column the table is sorted by.
@@ -424,7 +426,9 @@ def tune(
         if job.off_process:
             split_src = job.stage(INPUTS_FILE, lambda p: write_inputs(p, {"fit": fit, "val": val},
                                                                       values=["fit"] if use_values else []))
-        progress.log(f"tune: {len(points)} trials ({job.skipped} already done) on {context.describe()}; "
+        n_base = int(baseline and any(p[MODEL] == BASELINE for p in points))
+        progress.log(f"tune: {len(points) - n_base} trials" + (" and the popularity baseline" if n_base else "")
+                     + f" ({job.skipped} already done) on {context.describe()}; "
                      f"{fit.nnz:,} fit / {val.nnz:,} validation interactions"
                      + (f"; budget {budget.format_duration(time_budget)}" if time_budget is not None else ""))
 
@@ -458,8 +462,8 @@ def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], m
     for minutes: a silent one looks hung)."""
     shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
     after = f" after {row['epochs']} epochs" if "epochs" in row else ""
-    if row.get("max_epochs") is not None:
-        after += f" (short trial: at most {row['max_epochs']})"
+    if row.get(SHORT) is not None:
+        after += f" (short trial: at most {row[SHORT]})"
     ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
         and "ci_low" in row else ""
     progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} "
@@ -625,7 +629,7 @@ def _results_table(rows, points, default_trials, metric: str,
     if costs:
         table["cost"] = table["trial"].map(costs).astype(float)
     # full trials, then short ones (a time budget's), then the baseline (a reference, never the pick)
-    rank = (table["max_epochs"].notna() if "max_epochs" in table else pd.Series(False, index=table.index)) \
+    rank = (table[SHORT].notna() if SHORT in table else pd.Series(False, index=table.index)) \
         .astype(int) + 2 * (table[MODEL] == BASELINE).astype(int)
     table = table.assign(_rank=rank).sort_values(["_rank", metric, "trial"], ascending=[True, False, True],
                                                  na_position="last", kind="stable").drop(columns="_rank")
@@ -634,10 +638,10 @@ def _results_table(rows, points, default_trials, metric: str,
         ref = ref[~ref.index.duplicated()]
         table["vs_defaults"] = table[metric] / table[MODEL].map(ref).astype(float) - 1
     front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [
-        metric, "vs_defaults", "ci_low", "ci_high", "epochs", "max_epochs", "seconds"]
+        metric, "vs_defaults", "ci_low", "ci_high", "epochs", SHORT, "seconds"]
     table = table[[c for c in front if c in table.columns] + [c for c in table.columns if c not in front]]
     # counts stay whole numbers beside the families that lack them (pandas makes 6 a 6.0 next to NaN)
-    counts = {"trial", "epochs", "max_epochs"}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
+    counts = {"trial", "epochs", SHORT}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
     for c in table.columns:
         if c in counts and _all_whole(table[c]):
             table[c] = table[c].astype("Int64")
@@ -656,7 +660,7 @@ def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional
     reference, not a candidate), the one of least estimated cost (``cost``, deterministic:
     from the data's size and the parameters) comes first. Within a family the higher score
     stays first."""
-    full = table["max_epochs"].isna() if "max_epochs" in table else pd.Series(True, index=table.index)
+    full = table[SHORT].isna() if SHORT in table else pd.Series(True, index=table.index)
     ok = table[full & table[metric].notna() & (table[MODEL] != BASELINE)]
     if ok.empty or ok.index[0] != 0 or not np.isfinite(ok.loc[0, "ci_low"]):
         return table, None
