@@ -36,7 +36,7 @@ def test_cli_refuses_a_bad_budget_before_reading(tmp_path):
     assert res.exit_code == 2 and "--time-budget" in res.output and "e.g. 90s, 2m" in res.output
 
 
-def test_promotion_keeps_the_best_third_and_never_a_failed_trial():
+def test_promotion_keeps_the_best_half_and_never_a_failed_trial():
     assert promoted([(0, 0.1), (1, 0.3), (2, float("nan")), (3, 0.2), (4, 0.3)]) == [1, 4]
     assert promoted([(7, 0.5)]) == [7] and promoted([]) == []
 

@@ -36,7 +36,7 @@ A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": 
 
 \b
 --time-budget DURATION (90s, 2m, 1h) runs successive halving: warp and wrmf try
-every candidate with a few epochs first and only the best third goes on to longer
+every candidate with a few epochs first and only the best half goes on to longer
 trials; each trial's cost is estimated before it starts, and families that cannot fit
 the budget or the memory are skipped with a line saying so. The table shows each
 trial's 95% interval over validation users (ci95) and the popularity baseline; when the

@@ -347,7 +347,7 @@ def tune(
     time_budget : float, optional
         Seconds the search may take (counted from this call): successive halving
         (:mod:`~mrec_warp.stages.budget`) -- short trials of the early-stopping families
-        first, the best third of each rung promoted to longer ones, up to full trials;
+        first, the best half of each rung promoted to longer ones, up to full trials;
         trials whose estimated cost does not fit what is left are not started, and no
         trial starts after the budget is spent (the one running finishes). ``None``:
         every point, fully.
@@ -449,7 +449,9 @@ def tune(
     if not rows:
         raise InputError("the time budget ended before any trial finished",
                          hint="give a longer `time_budget`")
-    table, tie = _results_table(rows, points, default_trials, metric, {u: costs[u] for u in done})
+    # a default point's rows, in every rung it ran (the table takes its longest as reference)
+    default_units = {u for u, (i, _) in enumerate(units) if i in default_trials}
+    table, tie = _results_table(rows, points, default_units, metric, {u: costs[u] for u in done})
     result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
     reference = result.baseline_note()
     if reference:
@@ -573,7 +575,7 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
                                  key=lambda u: (points[units[u][0]][MODEL] != BASELINE, estimate(u)))
     run_wave(defaults_first_rung, reserving=True)
     # 2. successive halving of the early-stopping families: every candidate short, then the
-    # best third of each rung on to the next, longer one, up to full trials
+    # best half of each rung on to the next, longer one, up to full trials
     for level in range(max((len(r) for r in budget.RUNGS.values()), default=1)):
         queue = []
         for fam in families:
