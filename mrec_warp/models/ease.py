@@ -101,14 +101,16 @@ class EASE(ItemSimilarity):
         check_n_jobs(self.n_jobs)
 
     @staticmethod
-    def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:
+    def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0, topk: int = 0) -> int:
         """Peak bytes a fit over ``n_items`` items and ``nnz`` interactions adds: the ``n^2``
         factorisation buffer, the float32 copy of the weights when factorising in float64,
-        and the working set of the Gram matrix's construction (two copies of the
-        interactions in float64 and a band of sparse products, 32 MB dense)."""
+        the working set of the Gram matrix's construction (two copies of the interactions in
+        float64 and a band of sparse products, 32 MB dense) and, when the weights are
+        sparsified (``topk``), each row's candidates and a band of their selection."""
         itemsize = np.dtype(dtype).itemsize
         square = n_items * n_items * (itemsize + (4 if itemsize != 4 else 0))
-        return square + 3 * 12 * nnz + 96 * 2**20
+        sparsifying = 0 if keeps_dense(n_items, topk) else 16 * n_items * min(n_items, ROW_CAP * topk) + 96 * 2**20
+        return square + 3 * 12 * nnz + 96 * 2**20 + sparsifying
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):
         n_all = csr.shape[1]
@@ -195,22 +197,24 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
 #: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
 SPARSE_RATE = 1.5e8
 #: Bytes per second of the passes over the ``n^2`` matrix (mirroring, scaling, top-k).
-PASS_RATE = 4e8
+PASS_RATE = 2e9
 #: A fixed flop rate for estimates that must not depend on the machine's load (the order of
 #: models in a search's statistical tie); what :func:`flops_rate` measured here, float32.
-REFERENCE_RATE = 2e10
-#: Side of the matrix the flop rate is measured on (about 0.05 s once per process).
-CALIBRATION_SIZE = 1024
-_RATES: Dict[Tuple[str, int], float] = {}
+REFERENCE_RATE = 5e10
+#: Largest side of the matrix the flop rate is measured on (about 0.2 s, once per process).
+CALIBRATION_SIZE = 2048
+_RATES: Dict[Tuple[str, int, int], float] = {}
 
 
-def flops_rate(dtype: str = "float32", threads: int = 1) -> float:
+def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
     """Flop/s of LAPACK's ``potrf`` + ``potri`` here, measured once per process (dtype,
-    threads) on a :data:`CALIBRATION_SIZE` square positive definite matrix. Larger
-    matrices block better, so an estimate from it errs on the long side."""
-    key = (str(dtype), int(threads))
+    threads, size) on a square positive definite matrix of ``n_items`` rows, at most
+    :data:`CALIBRATION_SIZE` (at least 256). Larger matrices block better (ml-latest-small's
+    6,170 items ran at about 1.5 times the rate measured at 2,048), so an estimate from
+    it errs on the long side."""
+    n = int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
+    key = (str(dtype), int(threads), n)
     if key not in _RATES:
-        n = CALIBRATION_SIZE
         rng = np.random.default_rng(0)
         a = rng.random((n, 64)).astype(dtype)
         gram = a @ a.T
@@ -254,9 +258,9 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     n_users, n = csr.shape
     per_user = np.diff(csr.indptr).astype(np.float64)
     itemsize = np.dtype(dtype).itemsize
-    peak = EASE.memory_needed(n, dtype, csr.nnz)
+    peak = EASE.memory_needed(n, dtype, csr.nnz, topk)
     flops = float(n) ** 3
-    seconds = (flops / (rate or flops_rate(dtype, threads)) + float((per_user ** 2).sum()) / SPARSE_RATE
+    seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
                + 6.0 * n * n * itemsize / PASS_RATE)
     rest = 4 * csr.nnz + 8 * (n_users + 1) + 4 * n + 16 * (n_users + n)  # training rows, counts, ids
     dense = 4 * n * n + 8 * n + rest
