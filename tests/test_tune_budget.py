@@ -62,6 +62,8 @@ def test_a_tiny_budget_stops_after_the_running_trial_and_keeps_the_best_so_far(t
     # the baseline, then one trial started with 5 s left; none after the budget was spent
     assert len(table) == 2 and set(table["model"]) == {"popularity", "itemknn"}
     assert "not started" in res.stderr
+    # each trial's cost was estimated before it started, and its line says so
+    assert sum(", estimated " in line for line in res.stderr.splitlines() if " trial " in line) == 2
     best = json.loads(out.read_text())
     assert best["model"] == "itemknn" and best["trials"] == 2
 

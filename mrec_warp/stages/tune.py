@@ -432,12 +432,12 @@ def tune(
                      f"{fit.nnz:,} fit / {val.nnz:,} validation interactions"
                      + (f"; budget {budget.format_duration(time_budget)}" if time_budget is not None else ""))
 
-        def run(todo: Sequence[int]) -> None:
+        def run(todo: Sequence[int], estimates: Optional[Dict[int, float]] = None) -> None:
             tasks = [(split_src, u, dict(points[units[u][0]]), base, k, str(job.path), use_values, units[u][1])
                      for u in todo]
             for row in job.run(run_trial, tasks, desc="trials", unit="trial"):
                 done[row["trial"]] = row
-                _log_trial(progress, row, points[units[row["trial"]][0]], metric)
+                _log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
 
         if time_budget is None:
             run(job.todo)
@@ -459,7 +459,8 @@ def tune(
     return result
 
 
-def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str) -> None:
+def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str,
+               estimate: Optional[float] = None) -> None:
     """One line per finished trial, shown even when standard error is a pipe (a search runs
     for minutes: a silent one looks hung)."""
     shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
@@ -468,8 +469,8 @@ def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], m
         after += f" (short trial: at most {row[SHORT]})"
     ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
         and "ci_low" in row else ""
-    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} "
-                  f"({row['seconds']:.1f}s)  {shown}")
+    took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
+    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")
 
 
 def _unit_cost(point: Dict[str, Any], cap: Optional[int], shape: Dict[str, float], base: Dict[str, Any],
@@ -558,7 +559,7 @@ def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape
             if not wave:
                 break
             raw = {u: _unit_cost(points[units[u][0]], units[u][1], shape, base, fit, measured=True) for u in wave}
-            run(wave)
+            run(wave, {u: estimate(u) for u in wave})
             for u in wave:
                 todo.discard(u)
                 if u in done:
