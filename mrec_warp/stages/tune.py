@@ -187,7 +187,9 @@ class TuneResult:
         family's defaults, e.g. 0.03 = 3% higher), ``ci_low`` / ``ci_high`` (its 95%
         interval over validation users), ``epochs`` (early-stopping families: the chosen
         count), ``epochs_cap`` (a short trial of a time budget: its cap; such trials are
-        never the pick) and ``seconds``.
+        never the pick), ``seconds`` and ``cost`` (the trial's estimated seconds at a fixed
+        reference speed, which the tie rule compares; not shown by :meth:`format_table`).
+        The popularity baseline, when asked for, is the last row: a reference, never the pick.
     metric : str
         The column the table is sorted by.
     base : dict
