@@ -110,9 +110,11 @@ def test_cli_tune_writes_params_that_train_accepts(tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].split()[:6] == ["trial", "model", "factors", "max_sampled", "precision@10", "vs_defaults"]
-    assert len(lines) == 7 and lines[-1].startswith("best: warp, precision@10 ")  # 4 + the defaults
+    # 4 + the defaults + the popularity baseline, and the summary
+    assert len(lines) == 8 and lines[-1].startswith("best: warp, precision@10 ")
+    assert sum(line.split()[1] == "popularity" for line in lines[1:-1]) == 1
     best = json.loads((tmp_path / "best.json").read_text())
-    assert set(best["params"]) == {"factors", "max_sampled", "epochs"} and best["trials"] == 5
+    assert set(best["params"]) == {"factors", "max_sampled", "epochs"} and best["trials"] == 6
     assert best["model"] == "warp" and best["score"] >= best["defaults_score"]
     res = runner.invoke(main, ["train", str(tsv), "--params", str(tmp_path / "best.json"), "-o", str(tmp_path / "m.npz")])
     assert res.exit_code == 0, res.output
@@ -161,8 +163,10 @@ def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
                                "-o", str(tmp_path / "best.json")])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:3] == ["trial", "model", "l2"] and len(lines) == 8  # 2 defaults + 4 + summary
-    assert "vs itemknn defaults" in lines[-1] and "vs ease defaults" in lines[-1]
+    summary = next(i for i, line in enumerate(lines) if line.startswith("best: "))
+    assert lines[0].split()[:3] == ["trial", "model", "l2"] and summary == 8  # 2 defaults + 4 + popularity
+    assert "vs itemknn defaults" in lines[summary] and "vs ease defaults" in lines[summary]
+    assert all(line.startswith("tie: ") for line in lines[summary + 1:])  # the tie rule says what it did
     best = json.loads((tmp_path / "best.json").read_text())
     assert best["model"] in ("itemknn", "ease") and best["score"] >= best["defaults_score"]
     res = runner.invoke(main, ["train", str(tsv), "--params", str(tmp_path / "best.json"), "-o", str(tmp_path / "m.npz")])

@@ -51,7 +51,7 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     # similar
     "items", "items_file",
     # evaluate, tune, fetch
-    "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url",
+    "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url", "time_budget",
     # evaluate's paired tests and groups; prepare's global time split
     "paired_test", "correction", "groups", "cutoff",
     # factors (imported factor models)

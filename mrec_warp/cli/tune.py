@@ -10,6 +10,7 @@ from ..errors import InputError
 from ..seeds import DEFAULT_SEED
 from ..context import ExecutionContext
 from ..stages import candidates as search
+from ..stages.budget import parse_duration
 from ..stages.tune import tune as tune_stage
 from ..files import check_outputs
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
@@ -19,6 +20,7 @@ from ._parallel import N_JOBS, parallel_options
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
 Examples:
+  mrec-warp tune split/train.tsv --time-budget 2m -o best.json   # every family
   mrec-warp tune split/train.tsv --random 16 --n-jobs 2 -o best.json
   mrec-warp tune split/train.tsv --grid grid.json -o best.json --backend dask
   mrec-warp tune split/train.tsv --models warp,itemknn,slim,ease,wrmf -o best.json
@@ -33,6 +35,14 @@ built-in grid; with --random N, N candidates per family are drawn around its def
 A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}.
 
 \b
+--time-budget DURATION (90s, 2m, 1h) runs successive halving: warp and wrmf try
+every candidate with a few epochs first and only the best half goes on to longer
+trials; each trial's cost is estimated before it starts, and families that cannot fit
+the budget or the memory are skipped with a line saying so. The table shows each
+trial's 95% interval over validation users (ci95) and the popularity baseline; when the
+best families' intervals overlap, the cheaper one is picked and a line says so.
+
+\b
 A grid file is a JSON object of parameter -> list of values, e.g.
   {"factors": [32, 64], "learning_rate": [0.02, 0.05], "max_sampled": [20, 50]}
 Tunable: factors, learning_rate, user_reg, item_reg, max_sampled, user_max_norm and
@@ -43,8 +53,11 @@ With --random N and --grid, N points are drawn from the grid's values; with --ra
 alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
-@click.option("--models", "models", default="warp", show_default=True, metavar="NAME[,NAME...]",
-              help=f"Model families to search: {', '.join(search.TUNABLE_FAMILIES)}.")
+@click.option("--models", "models", default="all", show_default=True, metavar="NAME[,NAME...]",
+              help=f"Model families to search: {', '.join(search.TUNABLE_FAMILIES)}, or all (a flat --grid or "
+                   "--random alone without --models: warp).")
+@click.option("--time-budget", "time_budget", metavar="DURATION",
+              help="Search within this time (90s, 2m, 1h): short trials first, the best promoted.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -70,7 +83,7 @@ alone, from a default space.
 @parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option
 @friendly_errors
-def tune(train, models, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
+def tune(train, models, time_budget, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
          patience, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, seed, n_jobs, backend, scheduler,
          workdir, quiet, verbose):
     """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
@@ -80,16 +93,28 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     --n-jobs trials run at once. The table (best first) and a line saying how far the best
     is above the defaults go to standard output, also with --quiet.
     """
-    families = [m.strip() for m in models.split(",") if m.strip()]
+    models_given = click.get_current_context().get_parameter_source("models") != click.core.ParameterSource.DEFAULT
+    seconds = None
+    if time_budget is not None:
+        try:
+            seconds = parse_duration(time_budget)
+        except InputError as exc:
+            raise click.BadParameter(str(exc).replace("`time_budget` ", ""), param_hint="--time-budget") from None
+    if not grid_file and not n_random and not models_given and seconds is None:
+        # a bare `tune TRAIN` is more likely a forgotten option than a wish for every built-in grid
+        raise click.UsageError("give --time-budget DURATION, --grid FILE, --random N, or both "
+                               "(or --models to use built-in grids)")
+    if models.strip() == "all":
+        # a flat grid, or --random alone, searched warp before every family was the default
+        families = list(search.TUNABLE_FAMILIES) if models_given or seconds is not None or not (
+            grid_file or n_random) else _grid_families(grid_file)
+    else:
+        families = [m.strip() for m in models.split(",") if m.strip()]
     unknown = [m for m in families if m not in search.TUNABLE_FAMILIES]
     if not families or unknown:
         raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
-                                 f"{', '.join(search.TUNABLE_FAMILIES)}", param_hint="--models")
+                                 f"{', '.join(search.TUNABLE_FAMILIES)} or all", param_hint="--models")
     families = list(dict.fromkeys(families))
-    models_given = click.get_current_context().get_parameter_source("models") != click.core.ParameterSource.DEFAULT
-    if not grid_file and not n_random and not models_given:
-        # a bare `tune TRAIN` is more likely a forgotten option than a wish for the small warp grid
-        raise click.UsageError("give --grid FILE, --random N, or both (or --models to use built-in grids)")
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
@@ -100,7 +125,8 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     result = tune_stage(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
                         base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
                         progress=progress, format=fmt, sep=sep, header=header, columns=columns,
-                        duplicates=duplicates, negatives=negatives, min_value=min_value, empty_ids=empty_ids)
+                        duplicates=duplicates, negatives=negatives, min_value=min_value, empty_ids=empty_ids,
+                        time_budget=seconds, baseline=True)
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():
@@ -117,3 +143,16 @@ def tune(train, models, grid_file, n_random, output, table_file, validation_file
     if not quiet:
         if output:
             say(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)
+
+
+def _grid_families(grid_file) -> list:
+    """The families a grid file names (a flat grid, or none: warp's)."""
+    if not grid_file:
+        return ["warp"]
+    try:
+        grid = json.loads(open(grid_file).read())
+    except (OSError, ValueError):
+        return ["warp"]  # read_grid says what is wrong with it
+    if isinstance(grid, dict) and grid and all(k in search.FAMILIES for k in grid):
+        return [k for k in grid if k in search.TUNABLE_FAMILIES] or ["warp"]
+    return ["warp"]

@@ -119,7 +119,8 @@ class ItemSimilarity(Recommender):
         pos[kept] = np.arange(len(kept))
         rows = np.zeros((len(items), len(kept)), dtype=np.float32)
         inside = pos[items] >= 0
-        rows[inside] = self.weights_[pos[items[inside]]]
+        found = self.weights_[pos[items[inside]]]
+        rows[inside] = found.toarray() if sp.issparse(found) else found
         return _spread(rows, kept, self.n_items)
 
     def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -173,15 +174,22 @@ class ItemSimilarity(Recommender):
         append_user_ids(self, ids)
 
     # -- persistence -------------------------------------------------------------------------
+    @classmethod
+    def _sparse_file(cls, params: Dict[str, Any], n_items: int) -> bool:
+        """Whether a file of this class with ``params`` over ``n_items`` items holds ``W`` as
+        CSR arrays (else one dense array; EASE's sparsified weights are CSR)."""
+        return not cls._dense_weights
+
     def get_arrays(self) -> Dict[str, np.ndarray]:
         out = {"item_counts": self.item_counts_}
-        if self._dense_weights:
+        if self._dense_weights:  # a model that may cover fewer items says which
             kept = self.kept_items_
             out["kept_items"] = np.arange(self.n_items, dtype=np.int64) if kept is None else kept
-            out["weights"] = self.weights_
-        else:
+        if sp.issparse(self.weights_):
             out.update(weights_indptr=self.weights_.indptr.astype(np.int64), weights_indices=self.weights_.indices,
                        weights_data=self.weights_.data)
+        else:
+            out["weights"] = self.weights_
         return out
 
     @classmethod
@@ -189,31 +197,38 @@ class ItemSimilarity(Recommender):
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         spec = {"item_counts": ("fiu", (n_items,))}
         if cls._dense_weights:
-            spec.update(kept_items=("iu", (None,)), weights=("f", (None, None)))
+            spec["kept_items"] = ("iu", (None,))
+        if cls._sparse_file(params, n_items):
+            # with kept items, W covers only them: its size is checked against them on loading
+            spec.update(weights_indptr=("iu", (None,) if cls._dense_weights else (n_items + 1,)),
+                        weights_indices=("iu", (None,)), weights_data=("f", (None,)))
         else:
-            spec.update(weights_indptr=("iu", (n_items + 1,)), weights_indices=("iu", (None,)),
-                        weights_data=("f", (None,)))
+            spec["weights"] = ("f", (None, None))
         return spec
 
     def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
         check_finite(counts, "item counts", limit=float(2**63))
+        n = self.n_items
         if self._dense_weights:
             kept = np.asarray(arrays["kept_items"], dtype=np.int64)
             if kept.ndim != 1 or (len(kept) and (kept.min() < 0 or kept.max() >= self.n_items
                                                   or np.any(np.diff(kept) <= 0))):
                 raise ValueError("kept items are not increasing item indices")
-            weights = arrays["weights"]
-            check_shape(weights, (len(kept), len(kept)), "weights")
             self.kept_items_ = None if len(kept) == self.n_items else kept
+            n = len(kept)
+        else:
+            self.kept_items_ = None
+        if "weights" in arrays:
+            weights = arrays["weights"]
+            check_shape(weights, (n, n), "weights")
         else:
             indptr, indices = arrays["weights_indptr"].astype(np.int64), arrays["weights_indices"]
             data = arrays["weights_data"]
-            check_csr(indptr, indices, (self.n_items, self.n_items), "weights")
+            check_csr(indptr, indices, (n, n), "weights")
             check_shape(data, indices.shape, "weight values")
-            weights = sp.csr_matrix((data, indices, indptr), shape=(self.n_items, self.n_items))
-            self.kept_items_ = None
+            weights = sp.csr_matrix((data, indices, indptr), shape=(n, n))
         weights = _as_weights(weights, weights.shape[0])
         check_finite(weights.data if sp.issparse(weights) else weights, "weights")
         self.weights_ = weights

@@ -2,9 +2,17 @@
 
 ``P = (X'X + lambda I)^-1`` is the inverse of the regularised Gram matrix; ``B`` is the
 least-squares item-item weight matrix with a zero diagonal. It is dense, so EASE needs
-``n_items^2`` floats: the fit checks that against a memory limit *before* allocating and
-refuses with a one-line error saying how much it needs. ``max_items`` restricts the model
-to the most popular items (the rest are never recommended) for catalogues too large.
+``n_items^2`` floats: before allocating, the fit logs one line with its estimated peak
+memory, time and model-file size (:func:`estimate`) and refuses with a one-line error when
+the peak exceeds the memory limit (``memory_limit_mb`` raises it). ``max_items``
+restricts the model to the most popular items (the rest are never recommended) for
+catalogues too large.
+
+The weights are stored sparsified: the ``topk x n_items`` weights of largest magnitude
+(``topk`` per item on average; negative ones too: they push items down and matter), so
+the model file is a small fraction of the dense ``n_items^2`` matrix. ``topk=0`` keeps
+the dense matrix, and so does a ``topk`` of at least half the items (the sparse form of
+that many entries would be larger than the dense one).
 
 The inverse goes through a Cholesky factorisation done in place by LAPACK (``potrf`` then
 ``potri``), so the Gram matrix, its factor and ``P`` share one ``n^2`` buffer; the Gram
@@ -12,7 +20,9 @@ matrix is filled from sparse products in row blocks, never a sparse ``X'X`` of i
 """
 from __future__ import annotations
 
-from typing import Optional
+import time
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +37,9 @@ from ._itemsim import ItemSimilarity
 from .declared import Param, n_jobs_param
 
 DTYPES = ("float32", "float64")
+#: Default ``topk`` (weights kept per item on average): within 0.4% of the dense matrix's
+#: test P@10 on ml-100k and ml-latest-small (ratings >= 4), scripts/ease_topk.py.
+DEFAULT_TOPK = 200
 
 
 class EASE(ItemSimilarity):
@@ -46,6 +59,10 @@ class EASE(ItemSimilarity):
     memory_limit_mb : float or None
         Most memory the fit may use; default: 3/4 of the memory available at fit time
         (:func:`~mrec_warp.memory.available_bytes`: a container's limit and ``ulimit -v`` count).
+    topk : int
+        Weights kept per item on average: the ``topk x n_items`` of largest magnitude
+        (:func:`sparsify`); 0: keep the dense matrix, as does a ``topk`` of at least half
+        the items.
     n_jobs : int
         BLAS threads of the factorisation (-1: every core). On a machine whose cores are
         busy with other work, more BLAS threads than free cores make it many times slower
@@ -62,28 +79,45 @@ class EASE(ItemSimilarity):
         Param("max_items", int, None, "Only the N most popular items.", low=1, nullable=True, shown="all"),
         Param("memory_limit_mb", float, None, "Most memory the fit may take.", low=0, low_open=True, nullable=True,
               shown="3/4 of the available memory"),
+        Param("topk", int, DEFAULT_TOPK, "Weights kept per item on average (the largest in magnitude); 0: the "
+              "dense matrix.", low=0),
         n_jobs_param("BLAS threads of the factorisation (-1: every core)."),
     )
 
     def __init__(self, l2: float = 400.0, dtype: str = "float32", max_items: Optional[int] = None,
-                 memory_limit_mb: Optional[float] = None, n_jobs: int = 1) -> None:
+                 memory_limit_mb: Optional[float] = None, topk: int = DEFAULT_TOPK, n_jobs: int = 1) -> None:
         self.l2 = l2
         self.dtype = dtype
         self.max_items = max_items
         self.memory_limit_mb = memory_limit_mb
+        self.topk = topk
         self.n_jobs = n_jobs
 
+    @classmethod
+    def _sparse_file(cls, params: Dict, n_items: int) -> bool:
+        # a file without `topk` predates sparsified weights: it holds the dense matrix
+        max_items = params.get("max_items")
+        n = n_items if max_items is None else min(int(max_items), n_items)
+        return not keeps_dense(n, int(params.get("topk", 0)))
+
+    def set_arrays(self, arrays) -> None:
+        super().set_arrays(arrays)
+        if not sp.issparse(self.weights_) and self._sparse_file(self.get_params(), self.n_items):
+            self.topk = 0  # a file from before sparsified weights: the dense matrix, nothing dropped
+
     @staticmethod
-    def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0) -> int:
+    def memory_needed(n_items: int, dtype: str = "float32", nnz: int = 0, topk: int = 0) -> int:
         """Peak bytes a fit over ``n_items`` items and ``nnz`` interactions adds: the ``n^2``
         factorisation buffer, the float32 copy of the weights when factorising in float64,
-        and the working set of the Gram matrix's construction (two copies of the
-        interactions in float64 and a band of sparse products, 32 MB dense)."""
+        the working set of the Gram matrix's construction (two copies of the interactions in
+        float64 and a band of sparse products, 32 MB dense) and, when the weights are
+        sparsified (``topk``), each row's candidates and a band of their selection."""
         itemsize = np.dtype(dtype).itemsize
         square = n_items * n_items * (itemsize + (4 if itemsize != 4 else 0))
-        return square + 3 * 12 * nnz + 96 * 2**20
+        sparsifying = 0 if keeps_dense(n_items, topk) else 16 * n_items * min(n_items, ROW_CAP * topk) + 96 * 2**20
+        return square + 3 * 12 * nnz + 96 * 2**20 + sparsifying
 
-    def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> np.ndarray:
+    def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):
         n_all = csr.shape[1]
         if self.max_items is not None and int(self.max_items) < n_all:
             counts = self.item_counts_
@@ -91,22 +125,152 @@ class EASE(ItemSimilarity):
             self.kept_items_ = np.sort(order[: int(self.max_items)]).astype(np.int64)
             csr = sp.csr_matrix(csr[:, self.kept_items_])
         n = csr.shape[1]
-        need = self.memory_needed(n, self.dtype, csr.nnz)
+        cost = estimate(csr, self.dtype, int(self.topk), effective_n_jobs(self.n_jobs))
         limit = (self.memory_limit_mb * 2**20 if self.memory_limit_mb is not None
                  else 0.75 * memory.available_bytes())
-        if need > limit:
+        if cost.peak_bytes > limit:
             raise InputError(
-                f"EASE on {n:,} items needs {need / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working space), "
-                f"more than the {limit / 2**30:.1f} GiB limit",
+                f"EASE on {n:,} items needs {cost.peak_bytes / 2**30:.1f} GiB ({self.dtype}, n_items^2 and working "
+                f"space), more than the {limit / 2**30:.1f} GiB limit",
                 hint="restrict it to the most popular items with `max_items`"
                      + (", use `dtype=float32`" if self.dtype != "float32" else "")
-                     + ", or pick `model=itemknn` or slim")
+                     + ", raise `memory_limit_mb` if the memory is there, or pick `model=itemknn` or slim")
+        line = f"ease: {n:,} items, {self.dtype}: {cost.describe()}"
+        # a long or large fit is announced even where progress lines are not shown (a pipe)
+        (progress.note if cost.seconds > 60 or cost.peak_bytes > 2**30 else progress.log)(line)
         dtype = np.dtype(self.dtype)
-        progress.log(f"ease: {n:,} items, {need / 2**20:,.0f} MiB in {dtype.name}")
         with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
             gram = gram_matrix(csr, dtype)
             gram[np.diag_indices(n)] += dtype.type(self.l2)
-            return ease_from_gram(gram)
+            weights = ease_from_gram(gram)
+        return sparsify(weights, int(self.topk))
+
+
+def keeps_dense(n_items: int, topk: int) -> bool:
+    """Whether ``topk`` keeps the dense matrix: 0, or so many that CSR (8 bytes an entry)
+    would be larger than dense (4 bytes an entry)."""
+    return topk <= 0 or 2 * topk >= n_items
+
+
+#: Most weights one item may keep, in multiples of ``topk`` (the average).
+ROW_CAP = 4
+
+
+def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = None):
+    """The ``topk x n`` weights of largest magnitude (``topk`` per item on average, at most
+    :data:`ROW_CAP` times that in one item's row) as float32 CSR, or ``weights`` itself when
+    :func:`keeps_dense`. Kept entries are the dense values, bit for bit; zeros are never kept.
+
+    A global threshold rather than ``topk`` in every row: popular items, whose rows weigh
+    on many users, keep more. On ml-100k it lost 0.4% of P@10 at 200 per item where a
+    per-row top 200 lost 2.1% (scripts/ease_topk.py). Works a band of rows at a time: the
+    extra memory is a band and each row's candidates, never ``n^2``.
+    """
+    n = weights.shape[0]
+    if keeps_dense(n, topk):
+        return weights
+    cap = min(n, ROW_CAP * topk)
+    step = rows_per_block or max(1, (32 * 2**20) // (8 * max(n, 1)))
+    cols_parts, vals_parts = [], []
+    for a in range(0, n, step):  # each row's `cap` largest magnitudes: the candidates
+        block = weights[a:a + step]
+        cols = np.argpartition(-np.abs(block), cap - 1, axis=1)[:, :cap] if cap < n \
+            else np.broadcast_to(np.arange(n), block.shape)
+        cols_parts.append(np.asarray(cols, dtype=np.int32))
+        vals_parts.append(np.take_along_axis(block, cols, axis=1))
+    cols = np.concatenate(cols_parts)
+    vals = np.concatenate(vals_parts)
+    budget = topk * n
+    mags = np.abs(vals).ravel()
+    keep = mags > 0
+    if np.count_nonzero(keep) > budget:  # the global threshold among the candidates
+        threshold = np.partition(mags, mags.size - budget)[mags.size - budget]
+        keep &= mags >= threshold
+        over = np.count_nonzero(keep) - budget  # ties at the threshold: the first ones stay
+        if over > 0:
+            tied = np.flatnonzero(keep & (mags == threshold))
+            keep[tied[len(tied) - over:]] = False
+    keep = keep.reshape(vals.shape)
+    rows = np.broadcast_to(np.arange(n)[:, None], vals.shape)
+    out = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(n, n), dtype=np.float32)
+    out.sort_indices()
+    return out
+
+
+# -- what a fit will cost, before it starts -------------------------------------------------------
+#: Sparse multiply-adds per second of the Gram matrix's construction (scipy's sparse
+#: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
+SPARSE_RATE = 1.5e8
+#: Bytes per second of the passes over the ``n^2`` matrix (mirroring, scaling, top-k).
+PASS_RATE = 2e9
+#: A fixed flop rate for estimates that must not depend on the machine's load (the order of
+#: models in a search's statistical tie); what :func:`flops_rate` measured here, float32.
+REFERENCE_RATE = 5e10
+#: Largest side of the matrix the flop rate is measured on (about 0.2 s, once per process).
+CALIBRATION_SIZE = 2048
+_RATES: Dict[Tuple[str, int, int], float] = {}
+
+
+def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
+    """Flop/s of LAPACK's ``potrf`` + ``potri`` here, measured once per process (dtype,
+    threads, size) on a square positive definite matrix of ``n_items`` rows, at most
+    :data:`CALIBRATION_SIZE` (at least 256). Larger matrices block better (ml-latest-small's
+    6,170 items ran at about 1.5 times the rate measured at 2,048), so an estimate from
+    it errs on the long side."""
+    n = int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
+    key = (str(dtype), int(threads), n)
+    if key not in _RATES:
+        rng = np.random.default_rng(0)
+        a = rng.random((n, 64)).astype(dtype)
+        gram = a @ a.T
+        gram[np.diag_indices(n)] += n
+        with threadpool_limits(threads, user_api="blas"):
+            t0 = time.perf_counter()
+            potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (gram,))
+            c, _ = potrf(gram.T, lower=0, overwrite_a=1, clean=0)
+            potri(c, lower=0, overwrite_c=1)
+            seconds = max(time.perf_counter() - t0, 1e-4)
+        _RATES[key] = n ** 3 / seconds  # potrf n^3/3 + potri 2n^3/3
+    return _RATES[key]
+
+
+@dataclass
+class Cost:
+    """What an EASE fit is estimated to take."""
+
+    n_items: int
+    peak_bytes: int
+    seconds: float
+    file_bytes: int
+    dense_file_bytes: int
+
+    def describe(self) -> str:
+        kept = ("dense" if self.file_bytes >= self.dense_file_bytes
+                else f"{self.file_bytes / max(self.dense_file_bytes, 1):.0%} of dense")
+        return (f"estimated peak memory {memory.format_bytes(self.peak_bytes)}, "
+                f"time {self.seconds:,.1f} s, model file {memory.format_bytes(self.file_bytes)} ({kept})")
+
+
+def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOPK, threads: int = 1,
+             rate: Optional[float] = None) -> Cost:
+    """Peak memory, time and model-file size of an EASE fit on ``csr`` (users x items).
+
+    Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
+    ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
+    :data:`SPARSE_RATE`) and a few passes over ``n^2`` floats; the file holds the weights
+    (``n^2`` float32, or ``topk`` value-index pairs per item) besides the training matrix.
+    """
+    n_users, n = csr.shape
+    per_user = np.diff(csr.indptr).astype(np.float64)
+    itemsize = np.dtype(dtype).itemsize
+    peak = EASE.memory_needed(n, dtype, csr.nnz, topk)
+    flops = float(n) ** 3
+    seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
+               + 6.0 * n * n * itemsize / PASS_RATE)
+    rest = 4 * csr.nnz + 8 * (n_users + 1) + 4 * n + 16 * (n_users + n)  # training rows, counts, ids
+    dense = 4 * n * n + 8 * n + rest
+    weights = 4 * n * n if keeps_dense(n, topk) else 8 * n * min(topk, n) + 8 * (n + 1)
+    return Cost(n, int(peak), float(seconds), int(weights + 8 * n + rest), int(dense))
 
 
 def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[int] = None) -> np.ndarray:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from ..context import ExecutionContext, local_context
 from ..data.interactions import Interactions, as_csr, binary_csr, check_values
@@ -33,11 +34,14 @@ from ..jobs import (INPUTS_FILE, Job, cached, fingerprint, job_manifest, maybe_i
 from ..models import WARP, WRMF
 from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
-from ..models.validation import holdout_split, precision_at_k
+from ..models.validation import holdout_split
 from ..progress import SILENT, Progress
+from ..topk import iter_top_k
 from ..seeds import DEFAULT_SEED
+from ..workers import effective_n_jobs
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions, load_validation
+from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
 
 
@@ -54,20 +58,70 @@ def _load_split(path: str, values: bool = False):
     return cached(f"split-{values:d}", path, load)
 
 
-def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: int):
+def _is_epoch_family(family: str) -> bool:
+    """Whether a family's trials early-stop on the validation split (the others fit once).
+
+    The one place tune asks it, so that the family's capability attribute can answer."""
+    return bool(getattr(FAMILIES[family].cls, "early_stopping", family in EPOCH_FAMILIES))
+
+
+def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: int,
+                 short: Optional[int] = None):
     """The unfitted model of one trial: WARP with ``base`` under its values, WRMF with the
-    seed only (its own patience), the other families with their values alone."""
+    seed only (its own patience), the other families with their values alone. ``short``:
+    a short trial of an early-stopping family (at most that many epochs, early stopping on
+    a sample of the validation users)."""
+    cap = {} if short is None else {"max_epochs": int(short),
+                                    "validation_users": budget.SHORT_VALIDATION_USERS}
     if family == "warp":
-        return WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k})
+        return WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k, **cap})
     if family == "wrmf":  # scored on every validation user
         return WRMF(**{"random_state": base.get("random_state"), **values, "epochs": None, "n_jobs": 1,
-                       "eval_k": k, "validation_users": 10**9})
+                       "eval_k": k, "validation_users": 10**9, **cap})
     return FAMILIES[family].cls(**values)
 
 
+#: The column of a short trial's epoch cap (a time budget's early rungs; empty for full trials).
+SHORT = "epochs_cap"
+#: The family of the baseline row (a reference in the table, never the pick).
+BASELINE = "popularity"
+#: z of a two-sided 95% normal interval.
+Z95 = 1.959964
+
+
+def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp.csr_matrix,
+                       k: int) -> np.ndarray:
+    """Precision@k of each user with a ``truth`` item (as :func:`precision_at_k` averages it)."""
+    users = np.flatnonzero(np.diff(truth.indptr) > 0)
+    out = np.zeros(len(users))
+    pos = 0
+    for block_users, items, _ in iter_top_k(score_fn, n_items, users, k, exclude=exclude):
+        sub = truth[block_users]
+        rows = np.repeat(np.arange(len(block_users)), k)
+        flat = items.ravel()
+        valid = flat >= 0
+        hit = np.zeros(len(flat), dtype=bool)
+        hit[valid] = np.asarray(sub[rows[valid], flat[valid]]).ravel() != 0
+        out[pos:pos + len(block_users)] = hit.reshape(len(block_users), k).sum(axis=1) / k
+        pos += len(block_users)
+    return out
+
+
+def interval(score: float, per_user: np.ndarray) -> Tuple[float, float]:
+    """95% interval of a mean over users: ``score +- 1.96 sd / sqrt(n)`` (normal approximation
+    over the per-user precisions; with a thousand users and more the mean is close to normal)."""
+    n = len(per_user)
+    if n < 2 or score != score:
+        return float("nan"), float("nan")
+    half = Z95 * float(np.std(per_user, ddof=1)) / np.sqrt(n)
+    return score - half, score + half
+
+
 def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any], k: int,
-              workdir: Optional[str] = None, use_values: bool = False) -> Dict[str, Any]:
+              workdir: Optional[str] = None, use_values: bool = False, short: Optional[int] = None) -> Dict[str, Any]:
     """Fit one candidate with early stopping and return its row of the results table.
+
+    ``short``: a short trial (at most that many epochs) of an early-stopping family.
 
     ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
     with ``use_values`` the fit matrix holds the training values, which WRMF trials turn
@@ -86,26 +140,29 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     values = {n: v for n, v in params.items() if n != MODEL}
     t0 = time.perf_counter()
     row: Dict[str, Any] = {"trial": trial, MODEL: family, **values}
+    if short is not None:
+        row[SHORT] = int(short)
     try:
+        model = _trial_model(family, base, values, k, short if _is_epoch_family(family) else None)
+        binary = binary_csr(fit) if use_values else fit  # values are WRMF's confidences only
         if family == "warp":
-            model = _trial_model(family, base, values, k)
-            model.fit(binary_csr(fit) if use_values else fit, validation=val)
-            score = float(model.best_score_)
-            if np.count_nonzero(np.diff(val.indptr)) > model.validation_users:
-                # early stopping scored a sample of users; families compare on all of them
-                score = float(precision_at_k(model.score_users, model.n_items, fit, val, k))
-            row.update({f"precision@{k}": score, "epochs": int(model.best_epoch_)})
+            model.fit(binary, validation=val)
         elif family == "wrmf":  # early-stopped too, with its own patience (ALS converges in few iterations)
-            model = _trial_model(family, base, values, k)
             model.fit(fit, validation=val, use_values=use_values)
-            row.update({f"precision@{k}": float(model.best_score_), "epochs": int(model.best_epoch_)})
-        else:  # no epochs: fit once, score the validation users
-            other = _trial_model(family, base, values, k)
-            other.fit(binary_csr(fit) if use_values else fit)  # values are WRMF's confidences only
-            row[f"precision@{k}"] = float(precision_at_k(other.score_users, other.n_items, fit, val, k))
+        else:  # no epochs: fit once
+            model.fit(binary)
+        per_user = per_user_precision(model.score_users, model.n_items, fit, val, k)
+        score = float(per_user.mean()) if len(per_user) else float("nan")
+        if _is_epoch_family(family):
+            if len(per_user) <= model.validation_users:
+                score = float(model.best_score_)  # early stopping scored every user: its best epoch's
+            # else it scored a sample of users; families compare on all of them
+            row["epochs"] = int(model.best_epoch_)
+        row[f"precision@{k}"] = score
+        row["ci_low"], row["ci_high"] = interval(score, per_user)
     except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
         row.update({f"precision@{k}": float("nan"), "error": str(exc)})
-        if family in EPOCH_FAMILIES:
+        if _is_epoch_family(family):
             row["epochs"] = 0
     row["seconds"] = round(time.perf_counter() - t0, 3)
     if part is not None:
@@ -124,18 +181,27 @@ class TuneResult:
     Attributes
     ----------
     table : pandas.DataFrame
-        One row per trial, best first: ``model`` (the family), its parameters,
-        ``precision@k``, ``vs_defaults`` (the score relative to the same family's defaults,
-        e.g. 0.03 = 3% higher), ``epochs`` (WARP: chosen by early stopping) and ``seconds``.
+        One row per trial, the pick first, then best first: ``model`` (the family), its
+        parameters, ``precision@k``, ``vs_defaults`` (the score relative to the same
+        family's defaults, e.g. 0.03 = 3% higher), ``ci_low`` / ``ci_high`` (its 95%
+        interval over validation users), ``epochs`` (early-stopping families: the chosen
+        count), ``epochs_cap`` (a short trial of a time budget: its cap; such trials are
+        never the pick), ``seconds`` and ``cost`` (the trial's estimated seconds at a fixed
+        reference speed, which the tie rule compares; not shown by :meth:`format_table`).
+        The popularity baseline, when asked for, is the last row: a reference, never the pick.
     metric : str
         The column the table is sorted by.
     base : dict
         Parameters shared by every WARP trial.
+    notes : list of str
+        What the search decided that the table alone does not say (a statistical tie
+        broken towards a cheaper model, families skipped for the budget).
     """
 
     table: pd.DataFrame
     metric: str
     base: Dict[str, Any]
+    notes: List[str] = field(default_factory=list)
 
     @property
     def best_model(self) -> str:
@@ -154,7 +220,7 @@ class TuneResult:
                     params[n] = None
                 continue
             params[n] = _cast(fam.tunable[n], row[n])
-        if self.best_model in EPOCH_FAMILIES:
+        if _is_epoch_family(self.best_model):
             params["epochs"] = int(row["epochs"])
         return params
 
@@ -167,27 +233,49 @@ class TuneResult:
     def best_json(self) -> Dict[str, Any]:
         """What ``--output`` holds: ``model`` and ``params`` (for ``train --params``) plus the evidence."""
         row = self.table.iloc[0]
-        return {"model": self.best_model, "params": self.best_params, "metric": self.metric,
-                "score": _plain(row[self.metric]), "defaults_score": self.defaults_score(),
-                "trials": len(self.table)}
+        out = {"model": self.best_model, "params": self.best_params, "metric": self.metric,
+               "score": _plain(row[self.metric]), "defaults_score": self.defaults_score(),
+               "trials": len(self.table)}
+        if "ci_low" in row:
+            out["interval"] = [_plain(row["ci_low"]), _plain(row["ci_high"])]
+        return out
+
+    def baseline_note(self) -> Optional[str]:
+        """A line when the pick is not clearly above the popularity baseline (intervals
+        overlapping), else ``None``."""
+        pop = self.table[self.table[MODEL] == BASELINE]
+        if pop.empty or "ci_low" not in self.table or self.best_model == BASELINE:
+            return None
+        best, ref = self.table.iloc[0], pop.iloc[0]
+        if not ref["ci_high"] >= best["ci_low"]:
+            return None
+        return (f"note: {self.best_model} ({best[self.metric]:.4f}) is within noise of the popularity baseline "
+                f"({ref[self.metric]:.4f}): more validation users would tell them apart")
 
     def format_table(self, max_rows: Optional[int] = None) -> str:
         table = self.table if max_rows is None else self.table.head(max_rows)
-        shown = table.drop(columns=["defaults"])
+        shown = table.drop(columns=[c for c in ("defaults", "cost") if c in table.columns])
+        if "ci_low" in shown.columns:  # one column, right after the score's comparison
+            ci = [("" if lo != lo else f"{lo:.4f}-{hi:.4f}") for lo, hi in zip(shown["ci_low"], shown["ci_high"])]
+            at = list(shown.columns).index("ci_low")
+            shown = shown.drop(columns=["ci_low", "ci_high"])
+            shown.insert(at, "ci95", ci)
         for c in shown.columns:  # whole-number columns: a blank where a family has no such count
             if isinstance(shown[c].dtype, pd.Int64Dtype):
                 shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else str(v))
         return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="") + "\n"
 
     def summary(self) -> str:
-        """One line: the best family and how far it is above its defaults (and the others')."""
+        """One line: the best family and how far it is above its defaults (and the others');
+        then one line per note (a tie broken towards a cheaper model)."""
         best = float(self.table.iloc[0][self.metric])
         parts = []
         for fam in dict.fromkeys(self.table[MODEL]):
             ref = self.defaults_score(fam)
             if ref == ref and ref > 0:
                 parts.append(f"{(best / ref - 1) * 100:+.1f}% vs {fam} defaults ({ref:.4f})")
-        return f"best: {self.best_model}, {self.metric} {best:.4f}; " + ", ".join(parts)
+        return "\n".join([f"best: {self.best_model}, {self.metric} {best:.4f}; " + ", ".join(parts)]
+                         + [n for n in self.notes if n.startswith("tie:")])
 
 
 def _cast(kind: type, v: Any) -> Any:
@@ -220,6 +308,8 @@ def tune(
     negatives: str = DEFAULT_NEGATIVES,
     min_value: Optional[float] = None,
     empty_ids: str = DEFAULT_EMPTY_IDS,
+    time_budget: Optional[float] = None,
+    baseline: bool = False,
 ) -> TuneResult:
     """Fit one model per point (in parallel) and rank them by validation precision@k.
 
@@ -255,11 +345,27 @@ def tune(
     duplicates, negatives, min_value, empty_ids
         What the rows of both files become (default: duplicates summed, negative values
         refused): :mod:`mrec_warp.data.rows`.
+    time_budget : float, optional
+        Seconds the search may take (counted from this call): successive halving
+        (:mod:`~mrec_warp.stages.budget`) -- short trials of the early-stopping families
+        first, the best half of each rung promoted to longer ones, up to full trials;
+        trials whose estimated cost does not fit what is left are not started, and no
+        trial starts after the budget is spent (the one running finishes). ``None``:
+        every point, fully.
+    baseline : bool
+        Add the popularity baseline as a row (a trial with nothing to tune).
+
+    The best row is the highest validation score among full trials, except that a
+    statistical tie (95% intervals over users overlapping) between families goes to
+    the family whose trial is estimated to be cheaper (:attr:`TuneResult.notes` says so).
 
     Returns
     -------
     TuneResult
     """
+    started = time.monotonic()
+    if time_budget is not None:
+        check_number(time_budget, "time_budget", above=0)
     if not points:
         raise InputError("no candidates to try", hint="give a grid or a number of random points")
     # by its own name, before the trials' models take it as their internal `eval_k`
@@ -291,33 +397,203 @@ def tune(
         use_values = bool(getattr(train, "has_values", False))
     points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
+    if baseline and not any(p[MODEL] == BASELINE for p in points):
+        default_trials.add(len(points))  # popularity's only trial: its defaults
+        points = points + [{MODEL: BASELINE}]
     fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and wrmf_trials)
     metric = f"precision@{k}"
+    # the units of work: one full trial per point, or with a budget every rung of it
+    units: List[Tuple[int, Optional[int]]] = []
+    for i, p in enumerate(points):
+        caps = budget.RUNGS.get(p[MODEL], (None,)) if time_budget is not None and _is_epoch_family(p[MODEL]) \
+            else (None,)
+        units.extend((i, cap) for cap in caps)
     description = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base,
                    "k": k}
+    if time_budget is not None:
+        description["units"] = units
     if use_values:
         description["values"] = fingerprint(fit.data)
+    shape = budget.data_shape(fit, val)
+    costs = {u: _unit_cost(points[i], cap, shape, base, fit, measured=False) for u, (i, cap) in enumerate(units)}
+    notes: List[str] = []
     context = context if context is not None else local_context()
     with context:
-        job = Job(context, description, [f"trial-{i:04d}.json" for i in range(len(points))],
+        job = Job(context, description, [f"trial-{u:04d}.json" for u in range(len(units))],
                   folder=context.workdir, progress=progress)
         # finished trials are read here, never sent to a worker again
-        rows = [json.loads(job.part(i).read_text()) for i in range(len(points)) if i not in job.todo]
+        done = {u: json.loads(job.part(u).read_text()) for u in range(len(units)) if u not in job.todo}
         split_src: Any = (fit, val)
         if job.off_process:
             split_src = job.stage(INPUTS_FILE, lambda p: write_inputs(p, {"fit": fit, "val": val},
                                                                       values=["fit"] if use_values else []))
-        progress.log(f"tune: {len(points)} trials ({job.skipped} already done) on {context.describe()}; "
-                     f"{fit.nnz:,} fit / {val.nnz:,} validation interactions")
-        tasks = [(split_src, i, dict(points[i]), base, k, str(job.path), use_values) for i in job.todo]
-        for row in job.run(run_trial, tasks, desc="trials", unit="trial"):
-            rows.append(row)
-            shown = ", ".join(f"{n}={row[n]}" for n in sorted(points[row["trial"]]) if n != MODEL)
-            after = f" after {row['epochs']} epochs" if "epochs" in row else ""
-            progress.log(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{after} "
-                         f"({row['seconds']:.1f}s)  {shown}")
+        n_base = int(baseline and any(p[MODEL] == BASELINE for p in points))
+        progress.log(f"tune: {len(points) - n_base} trials" + (" and the popularity baseline" if n_base else "")
+                     + f" ({job.skipped} already done) on {context.describe()}; "
+                     f"{fit.nnz:,} fit / {val.nnz:,} validation interactions"
+                     + (f"; budget {budget.format_duration(time_budget)}" if time_budget is not None else ""))
+
+        def run(todo: Sequence[int], estimates: Optional[Dict[int, float]] = None) -> None:
+            tasks = [(split_src, u, dict(points[units[u][0]]), base, k, str(job.path), use_values, units[u][1])
+                     for u in todo]
+            for row in job.run(run_trial, tasks, desc="trials", unit="trial"):
+                done[row["trial"]] = row
+                _log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
+
+        if time_budget is None:
+            run(job.todo)
+        else:
+            notes += _run_budget(run, done, points, units, job.todo, shape, base, fit, time_budget, started,
+                                 effective_n_jobs(context.n_jobs), progress, metric)
         job.finish(staged=[INPUTS_FILE])
-    return TuneResult(table=_results_table(rows, points, default_trials, metric), metric=metric, base=base)
+    rows = [done[u] for u in sorted(done)]
+    if not rows:
+        raise InputError("the time budget ended before any trial finished",
+                         hint="give a longer `time_budget`")
+    # a default point's rows, in every rung it ran (the table takes its longest as reference)
+    default_units = {u for u, (i, _) in enumerate(units) if i in default_trials}
+    table, tie = _results_table(rows, points, default_units, metric, {u: costs[u] for u in done})
+    result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
+    reference = result.baseline_note()
+    if reference:
+        progress.note(reference)
+    return result
+
+
+def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str,
+               estimate: Optional[float] = None) -> None:
+    """One line per finished trial, shown even when standard error is a pipe (a search runs
+    for minutes: a silent one looks hung)."""
+    shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
+    after = f" after {row['epochs']} epochs" if "epochs" in row else ""
+    if row.get(SHORT) is not None:
+        after += f" (short trial: at most {row[SHORT]})"
+    ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
+        and "ci_low" in row else ""
+    took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
+    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")
+
+
+def _unit_cost(point: Dict[str, Any], cap: Optional[int], shape: Dict[str, float], base: Dict[str, Any],
+               fit: sp.csr_matrix, measured: bool) -> float:
+    """Estimated seconds of one trial. ``measured``: EASE's time from this machine's flop rate
+    (else from a fixed reference rate, so that the tie rule's costs are reproducible)."""
+    family = point[MODEL]
+    ease_cost = None
+    if family == "ease":
+        from ..models.ease import EASE, REFERENCE_RATE, estimate
+
+        model = EASE(**{n: v for n, v in point.items() if n != MODEL})
+        ease_cost = estimate(fit, model.dtype, int(model.topk), 1, rate=None if measured else REFERENCE_RATE)
+    return budget.trial_cost(family, point, shape, base, cap, ease_cost)
+
+
+def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape, base, fit,
+                time_budget: float, started: float, workers: int, progress: Progress, metric: str) -> List[str]:
+    """Successive halving within ``time_budget`` seconds of ``started``; returns its notes."""
+    notes: List[str] = []
+    model = budget.CostModel()
+    todo = set(todo)
+    deadline = started + time_budget
+    by_point: Dict[int, List[int]] = {}
+    for u, (i, _) in enumerate(units):
+        by_point.setdefault(i, []).append(u)
+    families = list(dict.fromkeys(p[MODEL] for p in points))
+    skipped = set()
+
+    def say(line: str) -> None:
+        notes.append(line)
+        progress.note(line)
+
+    def estimate(u: int) -> float:
+        i, cap = units[u]
+        return model.correct(points[i][MODEL], _unit_cost(points[i], cap, shape, base, fit, measured=True))
+
+    # families that cannot fit: EASE's memory, or a first trial longer than the whole budget
+    for fam in families:
+        first = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] == fam]
+        if fam == "ease":
+            params = {n: v for n, v in points[units[first[0]][0]].items() if n != MODEL}
+            _, refusal = budget.ease_fits(fit, params)
+            if refusal:
+                skipped.add(fam)
+                say(f"skipping ease: {refusal} (raise `memory_limit_mb` or search `max_items`)")
+                continue
+        cheapest = min(estimate(u) for u in first)
+        if cheapest > time_budget:
+            skipped.add(fam)
+            say(f"skipping {fam}: its cheapest trial is estimated at {budget.format_duration(cheapest)}, "
+                f"more than the {budget.format_duration(time_budget)} budget")
+
+    def epoch_fams_without_full() -> List[str]:
+        return [f for f in families if f not in skipped and f in budget.RUNGS and _is_epoch_family(f)
+                and not any(units[u][1] is None and points[units[u][0]][MODEL] == f for u in done)]
+
+    def reserve(family: str, full: bool) -> float:
+        """What must stay free for each early-stopping family's first full trial (``full``:
+        this trial is its family's full one)."""
+        out = 0.0
+        for f in epoch_fams_without_full():
+            if f == family and full:
+                continue
+            i = next(i for i, p in enumerate(points) if p[MODEL] == f)
+            out += estimate(by_point[i][-1])
+        return out
+
+    def run_wave(queue: List[int], reserving: bool) -> None:
+        """Run ``queue`` in waves of ``workers`` trials; a trial whose estimate (plus, when
+        ``reserving``, what the full trials still to come need) does not fit what is left is
+        not started."""
+        not_started: Dict[str, int] = {}
+        queue = [u for u in queue if u in todo]  # the others an earlier run finished
+        while queue:
+            left = deadline - time.monotonic()
+            wave: List[int] = []
+            while queue and len(wave) < workers:
+                u = queue.pop(0)
+                fam = points[units[u][0]][MODEL]
+                held = reserve(fam, units[u][1] is None) if reserving else 0.0
+                if left <= 0 or estimate(u) + held > left:
+                    not_started[fam] = not_started.get(fam, 0) + 1
+                    continue
+                wave.append(u)
+            if not wave:
+                break
+            raw = {u: _unit_cost(points[units[u][0]], units[u][1], shape, base, fit, measured=True) for u in wave}
+            run(wave, {u: estimate(u) for u in wave})
+            for u in wave:
+                todo.discard(u)
+                if u in done:
+                    model.record(done[u][MODEL], raw[u], float(done[u]["seconds"]))
+        for fam, n in not_started.items():
+            say(f"{fam}: {n} trial(s) not started: they would not fit the "
+                f"{budget.format_duration(max(deadline - time.monotonic(), 0))} left")
+
+    # 1. the baseline and every family's defaults (short ones for the early-stopping families),
+    # cheapest first, so that each family has a result early
+    defaults_first_rung = sorted((by_point[i][0] for i, p in enumerate(points)
+                                  if p[MODEL] not in skipped and i == min(j for j, q in enumerate(points)
+                                                                          if q[MODEL] == p[MODEL])),
+                                 key=lambda u: (points[units[u][0]][MODEL] != BASELINE, estimate(u)))
+    run_wave(defaults_first_rung, reserving=True)
+    # 2. successive halving of the early-stopping families: every candidate short, then the
+    # best half of each rung on to the next, longer one, up to full trials
+    for level in range(max((len(r) for r in budget.RUNGS.values()), default=1)):
+        queue = []
+        for fam in families:
+            if fam in skipped or fam not in budget.RUNGS or not _is_epoch_family(fam):
+                continue
+            mine = [i for i, p in enumerate(points) if p[MODEL] == fam and len(by_point[i]) > level]
+            if level == 0:
+                queue += [by_point[i][0] for i in mine]
+            else:
+                prev = [(i, done[by_point[i][level - 1]][metric]) for i in mine if by_point[i][level - 1] in done]
+                queue += [by_point[i][level] for i in budget.promoted(prev)]
+        run_wave(queue, reserving=True)
+    # 3. the families without epochs: their other candidates, cheapest first
+    rest = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] not in skipped and len(by_point[i]) == 1]
+    run_wave(sorted(rest, key=estimate), reserving=False)
+    return notes
 
 
 def _split(train, validation, validation_fraction: float, seed: int, use_values: bool):
@@ -347,23 +623,67 @@ def _split(train, validation, validation_fraction: float, seed: int, use_values:
     return fit, binary_csr(val), use_values
 
 
-def _results_table(rows, points, default_trials, metric: str) -> pd.DataFrame:
-    """One row per trial, best first (on a tie the defaults, the lowest trial numbers, win)."""
+def _results_table(rows, points, default_trials, metric: str,
+                   costs: Optional[Dict[int, float]] = None) -> Tuple[pd.DataFrame, List[str]]:
+    """One row per trial, best first (on a tie the defaults, the lowest trial numbers, win),
+    short trials after the full ones; then the statistical tie rule (:func:`_break_tie`)
+    may move a cheaper family's best row to the top. Returns the table and its notes."""
     table = pd.DataFrame(rows)
     table["defaults"] = table["trial"].isin(default_trials)
-    table = table.sort_values([metric, "trial"], ascending=[False, True], na_position="last", kind="stable")
+    if costs:
+        table["cost"] = table["trial"].map(costs).astype(float)
+    # full trials, then short ones (a time budget's), then the baseline (a reference, never the pick)
+    rank = (table[SHORT].notna() if SHORT in table else pd.Series(False, index=table.index)) \
+        .astype(int) + 2 * (table[MODEL] == BASELINE).astype(int)
+    table = table.assign(_rank=rank).sort_values(["_rank", metric, "trial"], ascending=[True, False, True],
+                                                 na_position="last", kind="stable").drop(columns="_rank")
     if default_trials:
         ref = table[table["defaults"]].set_index(MODEL)[metric]
+        ref = ref[~ref.index.duplicated()]
         table["vs_defaults"] = table[metric] / table[MODEL].map(ref).astype(float) - 1
-    front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [metric, "vs_defaults",
-                                                                                       "epochs", "seconds"]
+    front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [
+        metric, "vs_defaults", "ci_low", "ci_high", "epochs", SHORT, "seconds"]
     table = table[[c for c in front if c in table.columns] + [c for c in table.columns if c not in front]]
     # counts stay whole numbers beside the families that lack them (pandas makes 6 a 6.0 next to NaN)
-    counts = {"trial", "epochs"}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
+    counts = {"trial", "epochs", SHORT}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
     for c in table.columns:
         if c in counts and _all_whole(table[c]):
             table[c] = table[c].astype("Int64")
-    return table.reset_index(drop=True)
+    table = table.reset_index(drop=True)
+    notes: List[str] = []
+    if costs and "ci_low" in table:
+        table, note = _break_tie(table, metric)
+        if note:
+            notes.append(note)
+    return table, notes
+
+
+def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional[str]]:
+    """Statistical ties go to the cheaper model: among the best row of each family whose
+    95% interval overlaps the best row's (full trials only; the popularity baseline is a
+    reference, not a candidate), the one of least estimated cost (``cost``, deterministic:
+    from the data's size and the parameters) comes first. Within a family the higher score
+    stays first."""
+    full = table[SHORT].isna() if SHORT in table else pd.Series(True, index=table.index)
+    ok = table[full & table[metric].notna() & (table[MODEL] != BASELINE)]
+    if ok.empty or ok.index[0] != 0 or not np.isfinite(ok.loc[0, "ci_low"]):
+        return table, None
+    best = ok.loc[0]
+    heads = ok.drop_duplicates(MODEL)  # each family's best row (the table is best first)
+    tied = heads[(heads["ci_high"] >= best["ci_low"]) & (heads["ci_low"] <= best["ci_high"])]
+    if len(tied) < 2:
+        return table, None
+    pick = tied.sort_values(["cost", metric], ascending=[True, False], kind="stable").index[0]
+    others = ", ".join(f"{r[MODEL]} {r[metric]:.4f}" for i, r in tied.iterrows() if i != pick)
+    if pick == 0:
+        note = (f"tie: {best[MODEL]} ({best[metric]:.4f}) is within noise of {others} (95% intervals overlap) "
+                f"and the cheapest of them: kept")
+        return table, note
+    row = table.loc[pick]
+    note = (f"tie: {row[MODEL]} ({row[metric]:.4f}) is within noise of {others} (95% intervals overlap) "
+            f"and cheaper (estimated {row['cost']:.1f} s vs {best['cost']:.1f} s): picked")
+    order = [pick] + [i for i in table.index if i != pick]
+    return table.loc[order].reset_index(drop=True), note
 
 
 def _all_whole(column: pd.Series) -> bool:
