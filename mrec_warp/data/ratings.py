@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from .inputs import as_regular_file, check_readable, detect_encoding, input_path
 from .interactions import CANONICAL_COLUMNS
 from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
 
-FORMATS = ("auto", "tsv", "csv", "movielens")
+FORMATS = ("auto", "tsv", "csv", "movielens", "parquet")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
 READER_OPTIONS = ("format", "sep", "header", "columns", "empty_ids")
 
@@ -117,8 +117,11 @@ def read_ratings(
         bytes, a CR that does not end a line, lines over
         :data:`~mrec_warp.data.inputs.MAX_LINE_BYTES` and ids over
         :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
-    format : {"auto", "tsv", "csv", "movielens"}
-        ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
+    format : {"auto", "tsv", "csv", "movielens", "parquet"}
+        ``parquet`` reads a Parquet file with pyarrow (``pip install mrec-warp[parquet]``;
+        :mod:`~mrec_warp.data.parquet`: ids byte for byte as a text file's, ``columns`` by
+        name or position, errors naming the data row), which ``auto`` picks for a file
+        starting with ``PAR1`` or named ``*.parquet``; ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
         1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first lines:
         ``::``, then tab, then comma (when line 1 holds one), then ``;`` or ``|`` when they
         split the first five lines alike (quotes respected) and a comma does not, then runs
@@ -176,6 +179,10 @@ def read_ratings(
         out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
         return out
     p = check_readable(p)
+    from . import parquet  # here: it reads with this module's parsers
+
+    if parquet.is_parquet(p, format):
+        return parquet.read_parquet_ratings(p, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
     encoding = detect_encoding(p)
     lines = first_lines(p, n=5, encoding=encoding)  # five: ';' and '|' are guessed when they split them alike
     first_lineno, first = lines[0]
@@ -247,13 +254,14 @@ def read_ratings(
                  allow_empty=empty)
 
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
+    refuse = functools.partial(_refuse_row, path=p, sep=sep, skip=skip, encoding=encoding)
     if len(used) > 2:
-        out["value"] = _parse_values(raw[used[2]], p, sep, skip, encoding)
+        out["value"] = _parse_values(raw[used[2]], refuse)
         # which column the value came from, for prepare's summary: its header name or "column N"
         # (counted from 0, as `columns` counts)
         out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
-        out["timestamp"] = _parse_timestamps(raw[used[3]], p, sep, skip, encoding)
+        out["timestamp"] = _parse_timestamps(raw[used[3]], refuse)
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)
@@ -444,13 +452,18 @@ def _resolve_columns(
     return chosen
 
 
-def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
-                encoding: str, hint: str) -> None:
+def _refuse_row(kind: str, text: str, why: str, row: int, hint: str, path: Path, sep: str, skip: int,
+                encoding: str) -> None:
     raise InputError(f"{kind} {text!r} {why}", path=str(path),
                      line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
 
 
-def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+#: How the value and timestamp parsers refuse a row: (kind, text, why, row, hint) -> raises;
+#: a text file names the row's line, a Parquet file its data row.
+Refuse = Callable[[str, str, str, int, str], None]
+
+
+def _parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
     hint = "the rating column must be numeric; use `columns` to choose columns"
     if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
         parsed, text = values.to_numpy(), values
@@ -460,16 +473,16 @@ def _parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: 
         bad = ~np.isfinite(parsed)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
+            refuse("rating", values.iloc[row], "is not a finite number", row, hint)
     big = np.abs(parsed) > MAX_ABS_VALUE
     if big.any():
         row = int(np.flatnonzero(big)[0])
-        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
-                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
+        refuse("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row,
+               "scale the values down, e.g. hours instead of milliseconds")
     return parsed
 
 
-def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+def _parse_timestamps(stamps: pd.Series, refuse: Refuse) -> np.ndarray:
     """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
     if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
         numeric = stamps.to_numpy()
@@ -481,8 +494,8 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodi
     big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
     if big.any():
         row = int(np.flatnonzero(big)[0])
-        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
-                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
+        refuse("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row,
+               "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
     if is_number.all():
         return numeric.astype(np.int64)
     try:
@@ -492,8 +505,8 @@ def _parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodi
     bad = parsed.isna().to_numpy() & ~is_number
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
-                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+        refuse("timestamp", stamps.iloc[row], "is neither a number nor a date", row,
+               "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
     seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
     return np.where(is_number, numeric, seconds).astype(np.int64)
 
@@ -507,7 +520,11 @@ def describe_reading(r: Dict[str, Any]) -> str:
     """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
     column became user, item, value and timestamp. Columns count from 0 here as in
     ``--columns`` (which the line repeats) and in every message."""
-    if r["header"]:
+    if r.get("format") == "parquet":
+        from .parquet import describe
+
+        first = describe(r)
+    elif r["header"]:
         line = r["header_line"]
         first = (f"line {line['line']} taken as a header: {_cut(line['text'], 80)} "
                  f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
