@@ -44,7 +44,7 @@ def test_index_round_trip_and_recall(warp, tmp_path):
     ann.save(built, target)
     loaded = ann.load(target, model, ann.file_sha256(path), path)
     assert loaded.header["items_sha256"] == built.header["items_sha256"] and loaded.index.ntotal == model.n_items
-    assert loaded.header["dim"] == 17  # 16 factors + the item bias
+    assert loaded.header["dim"] == 18  # 16 factors, the item bias, the lift to equal lengths
     users = np.arange(model.n_users)
     got_items, got_scores = ann.top_k(loaded, model, users, 10, model.train_)
     want_items, want_scores = _exact(model, users, 10, model.train_)
@@ -59,7 +59,7 @@ def test_wrmf_without_bias_is_indexed_on_its_factors(tmp_path):
     train, _ = planted_low_rank(n_users=200, n_items=150, per_user=20, seed=4)
     model = WRMF(factors=8, epochs=3, random_state=0).fit(train)
     built = ann.build(model, model_sha256="x")
-    assert built.header["dim"] == 8 and not built.header["bias_dimension"]
+    assert built.header["dim"] == 9 and not built.header["bias_dimension"]
     got, _ = ann.top_k(built, model, np.arange(50), 5, model.train_)
     want, _ = _exact(model, np.arange(50), 5, model.train_)
     assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(got, want)]) >= RECALL_FLOOR

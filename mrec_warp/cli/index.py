@@ -22,14 +22,14 @@ Examples:
               help="Candidates kept while building (more: better graph, slower build) [200].")
 @click.option("--ef-search", type=click.IntRange(min=1), default=None,
               help="Candidates kept while searching, at least the fetch (more: better recall, slower "
-                   "queries) [128]; stored in the index.")
+                   "queries) [64]; stored in the index.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Threads building the graph (1 builds the same graph every time).")
 @quiet_option
 @friendly_errors
 def index(model_file, M, ef_construction, ef_search, threads, quiet, verbose):
     """Build the ANN index of MODEL (a warp, hybrid or wrmf model; faiss HNSW on the model's
-    own scores: inner product plus item bias) and write it beside it as MODEL.ann, bound
+    own scores: inner product plus item bias, lifted to L2) and write it beside it as MODEL.ann, bound
     to the model file's SHA-256: a changed model needs a new index, and --ann refuses a
     stale one. The default recommendations stay exact.
     """
