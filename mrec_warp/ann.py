@@ -58,15 +58,21 @@ EXACT_SHARE = 0.2
 HINT = "pip install 'mrec-warp[ann]' (faiss-cpu)"
 
 
+_FAISS: Any = None
+
+
 def _faiss():
-    # faiss' loader logs at INFO which CPU build it tried (AVX512, AVX2, generic), tracebacks
-    # included: noise for a command whose log level is INFO (serve)
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    try:
-        import faiss
-    except ImportError:
-        raise InputError("an ANN index needs faiss, which is not installed", hint=HINT) from None
-    return faiss
+    global _FAISS
+    if _FAISS is None:
+        # faiss' loader logs at INFO which CPU build it tried (AVX512, AVX2, generic), tracebacks
+        # included: noise for a command whose log level is INFO (serve)
+        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+        try:
+            import faiss
+        except ImportError:
+            raise InputError("an ANN index needs faiss, which is not installed", hint=HINT) from None
+        _FAISS = faiss
+    return _FAISS
 
 
 @dataclass
@@ -75,6 +81,7 @@ class AnnIndex:
 
     index: Any                         # faiss.IndexHNSWFlat
     header: dict = field(default_factory=dict)
+    _params: dict = field(default_factory=dict, repr=False)  # ef -> faiss search parameters, made once
 
     @property
     def ef_search(self) -> int:
@@ -226,10 +233,21 @@ def open_for(model, model_file: Optional[PathLike], context=None) -> AnnIndex:
 
 
 def _search(ann: AnnIndex, queries: np.ndarray, n: int) -> np.ndarray:
-    faiss = _faiss()
-    params = faiss.SearchParametersHNSW()
-    params.efSearch = max(ann.ef_search, n)
+    ef = max(ann.ef_search, n)
+    params = ann._params.get(ef)
+    if params is None:  # per call, not set on the index: requests on several threads may ask other ef
+        params = _faiss().SearchParametersHNSW()
+        params.efSearch = ef
+        ann._params[ef] = params
     return ann.index.search(queries, n, params=params)[1]
+
+
+def _outside(cands: np.ndarray, sorted_row: np.ndarray) -> np.ndarray:
+    """Which of ``cands`` are not in ``sorted_row`` (a user's sorted excluded items)."""
+    if len(sorted_row) == 0:
+        return np.ones(len(cands), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_row, cands), len(sorted_row) - 1)
+    return sorted_row[at] != cands
 
 
 def top_k(ann: AnnIndex, model, users: np.ndarray, k: int, exclude: Optional[sp.csr_matrix] = None,
@@ -254,21 +272,21 @@ def top_k(ann: AnnIndex, model, users: np.ndarray, k: int, exclude: Optional[sp.
     out_scores = np.full((len(users), k), -np.inf, dtype=np.float32)
     rows = [exclusion_row(exclude, int(u)) for u in users]
     fetch = np.array([k + len(r) + masked for r in rows], dtype=np.int64)
-    fetch = 1 << np.ceil(np.log2(np.maximum(fetch, 1))).astype(np.int64)  # powers of two: few distinct searches
+    fetch = 1 << np.ceil(np.log2(fetch)).astype(np.int64)  # powers of two: few distinct searches
     cap = max(k, int(EXACT_SHARE * n_items))
     exact = []
     pending = np.arange(len(users))
     while len(pending):
         again = []
-        for n in np.unique(fetch[pending]):
-            group = pending[fetch[pending] == n]
+        for n in (fetch[pending[:1]] if len(pending) == 1 else np.unique(fetch[pending])):
+            group = pending if len(pending) == 1 else pending[fetch[pending] == n]
             if n > cap:
                 exact.extend(group.tolist())
                 continue
             found = _search(ann, queries[group], int(min(n, n_items)))
             for row, cands in zip(group, found):
                 cands = cands[cands >= 0]
-                keep = ~np.isin(cands, rows[row], assume_unique=True)
+                keep = _outside(cands, rows[row])
                 if item_mask is not None:
                     keep &= item_mask[cands] == 0
                 cands = cands[keep]
