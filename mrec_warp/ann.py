@@ -98,7 +98,11 @@ def parts(model) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     :class:`InputError` for a model that scores otherwise (item similarities, popularity)."""
     get = getattr(model, "_factor_parts", None)
     if get is None:
-        raise InputError(f"an ANN index needs a factor model (warp, hybrid, wrmf); this one is "
+        from .models.imported import Factors
+
+        if isinstance(model, Factors):  # factors made elsewhere (mrec-warp factors): scored the same way
+            return model.user_factors_, model.item_factors_, model.item_bias_ if model.item_bias else None
+        raise InputError(f"an ANN index needs a factor model (warp, hybrid, wrmf, imported factors); this one is "
                          f"{type(model).__name__}, which has no item vectors",
                          hint="drop `ann`: exact top-k is the only way for this model")
     return get()
@@ -305,6 +309,12 @@ def top_k(ann: AnnIndex, model, users: np.ndarray, k: int, exclude: Optional[sp.
         exact = np.array(exact, dtype=np.int64)
         where = exact if positions is None else np.asarray(positions)[exact]
         got = recommend_few(model, users[exact], k, exclude, item_mask, positions=where)
+        if got is None:  # imported factors: the batch path, one user at its own position
+            from .topk import top_k_block
+
+            got = tuple(np.vstack(part) for part in zip(*(
+                top_k_block(model.score_users, users[[e]], k, exclude, int(w), item_mask)[1:]
+                for e, w in zip(exact, where))))
         out_items[exact], out_scores[exact] = got
     return out_items, out_scores
 

@@ -197,3 +197,23 @@ def test_serve_with_ann_answers_every_endpoint(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(path), "--ann", "--port", "0"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "stale" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_imported_factors_are_indexed_and_heavy_filters_fall_back_to_exact(warp):
+    from mrec_warp.models.imported import Factors
+
+    model, _ = warp
+    users_f, items_f, bias = model._factor_parts()
+    imported = Factors.from_arrays(users_f, items_f, model.user_ids, model.item_ids, item_bias=bias,
+                                   train=model.train_)
+    built = ann.build(imported, model_sha256="x")
+    users = np.arange(40)
+    got, _ = ann.top_k(built, imported, users, 10, imported.train_)
+    want, _ = _exact(model, users, 10, model.train_)
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, want)]) >= RECALL_FLOOR
+    mask = np.zeros(imported.n_items, np.uint8)
+    mask[: imported.n_items * 3 // 4] = 1  # a fetch past a fifth of the catalogue: ranked exactly
+    got, scores = ann.top_k(built, imported, users, 10, imported.train_, mask)
+    for u, row in zip(users, got):
+        expected, _ = imported.recommend(int(u), k=10, filter_items=np.flatnonzero(mask))
+        assert row.tolist() == np.asarray(expected).tolist()
