@@ -126,11 +126,10 @@ def _items_sha256(items: np.ndarray) -> str:
 
 
 def file_sha256(path: PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """SHA-256 of the model file's bytes: what binds an index to it."""
+    from .experiments.run import file_digest  # here: that module imports the recommend stage, which imports this
+
+    return file_digest(path)
 
 
 def build(model, M: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION,
