@@ -217,3 +217,32 @@ def test_imported_factors_are_indexed_and_heavy_filters_fall_back_to_exact(warp)
     for u, row in zip(users, got):
         expected, _ = imported.recommend(int(u), k=10, filter_items=np.flatnonzero(mask))
         assert row.tolist() == np.asarray(expected).tolist()
+
+
+def test_serve_ann_reload_waits_for_the_new_index(tmp_path):
+    """A new model file beside its old index is refused (the old model keeps serving, the
+    reason in /model); once its index is rebuilt, the pair is picked up."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from .test_serve import Server, _fit, _replace
+
+    live, second = tmp_path / "live.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(live)
+    _fit(seed=1).save(second)
+    assert run("index", live, "-q").exit_code == 0
+    server = Server(live, "--ann", "--reload")
+    try:
+        sha_first = server.get("/health")[1]["sha256"]
+        _replace(live, second)
+        server.wait_for(lambda: server.get("/model")[1]["reload_error"] is not None, "the refused reload")
+        assert "stale" in server.get("/model")[1]["reload_error"]
+        assert server.get("/health")[1]["sha256"] == sha_first
+        assert server.get("/recommend", user="u 1", k=3)[0] == 200  # the old model and its index
+        assert run("index", live, "-q").exit_code == 0
+        sha_second = ann.file_sha256(live)
+        server.wait_for(lambda: server.get("/health")[1]["sha256"] == sha_second, "the new model and index")
+        assert server.get("/model")[1]["ann"]["model_sha256"] == sha_second
+        assert server.get("/recommend", user="u 1", k=3)[0] == 200
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
