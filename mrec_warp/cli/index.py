@@ -28,10 +28,10 @@ Examples:
 @quiet_option
 @friendly_errors
 def index(model_file, M, ef_construction, ef_search, threads, quiet, verbose):
-    """Build the ANN index of MODEL (a warp, hybrid or wrmf model; faiss HNSW on the model's
-    own scores: inner product plus item bias, lifted to L2) and write it beside it as MODEL.ann, bound
-    to the model file's SHA-256: a changed model needs a new index, and --ann refuses a
-    stale one. The default recommendations stay exact.
+    """Build the ANN index of MODEL (a warp, hybrid, wrmf or imported factors model; faiss
+    HNSW on the model's own scores: inner product plus item bias, lifted to L2) and write
+    it beside it as MODEL.ann, bound to the model file's SHA-256: a changed model needs a
+    new index, and --ann refuses a stale one. The default recommendations stay exact.
     """
     from .. import ann
     from ..files import check_outputs

@@ -126,7 +126,8 @@ def number_values(column) -> np.ndarray:
     pa = pyarrow("an Arrow value column")
     column = one_array(column)
     kind = column.type
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind) or pa.types.is_boolean(kind):
+    types = pa.types
+    if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind):
         values = pa.compute.cast(column, pa.float64(), safe=False)
         return values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls come out NaN
     text = pd.Series(id_texts(column), dtype=object)
