@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 import scipy.sparse as sp
 
+from ..models.ann import iter_top_k as ann_top_k, open_for as open_ann
 from ..context import ExecutionContext, local_context
 from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
@@ -85,6 +86,7 @@ def recommend(
     new_items_only: bool = False,
     history: Optional[PathLike] = None,
     fold_in_epochs: Optional[int] = None,
+    ann: bool = False,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -108,6 +110,9 @@ def recommend(
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
         Cold start, as :func:`~mrec_warp.stages.cold_start.cold_start`.
+    ann : bool
+        Rank with the model's ANN index (``MODEL.ann``, :mod:`mrec_warp.models.ann`) instead of
+        exactly; a missing, stale or mismatched index is refused.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
@@ -139,10 +144,11 @@ def recommend(
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
+    index = open_ann(model, model_file, context) if ann else None  # checked against the (cold-started) items
     rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
                                  filter_items=filtered, block_size=block_size, part_size=part_size,
                                  model_file=None if changed else model_file, context=context, progress=progress,
-                                 notes=notes)
+                                 notes=notes, ann_index=index)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
@@ -187,6 +193,7 @@ def write_recommendations(
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
     notes: Optional[List[str]] = None,
+    ann_index=None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
@@ -225,6 +232,8 @@ def write_recommendations(
         folder (default ``PATH.parts``).
     notes : list of str, optional
         Gets a note when CSV cells were neutralised (how many).
+    ann_index : mrec_warp.models.ann.AnnIndex, optional
+        Rank with this index (on local threads) instead of exactly.
 
     Returns
     -------
@@ -257,8 +266,10 @@ def write_recommendations(
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
                                       model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
-        blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
-                            block_size=block_size, progress=progress, workers=context, item_mask=mask)
+        blocks = (ann_top_k(ann_index, model, users, k, model._exclusion_matrix(exclude), mask, block_size, progress)
+                  if ann_index is not None else
+                  iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
+                             block_size=block_size, progress=progress, workers=context, item_mask=mask))
         # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
         # not by the garbage collector while the interpreter shuts down
         with contextlib.closing(blocks):
