@@ -10,6 +10,7 @@ that is not exactly of this form is never touched.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import contextvars
 import os
 import re
@@ -437,3 +438,12 @@ def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]
                 raise InputError(f"{option} and {other} both write this file", path=path,
                                  hint="give each output its own path")
             written.append((path, option))
+
+
+def file_digest(path: PathLike) -> str:
+    """SHA-256 of a file's bytes (the data file is part of the job's identity)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -8,6 +8,10 @@ random known users sent by 1, 8 and 64 concurrent clients (one asyncio event loo
 alive connections) for ``--seconds`` each. Prints throughput and p50/p99 latency per level
 and writes ``--json`` (default ``bench-out/serve.json``).
 
+``--model FILE`` serves a trained model instead (e.g. ``bench-out/cache/ann-synth-100k-e10.npz``
+from ``scripts/bench_ann.py``), and ``--search exact,ann`` measures each model twice: exact,
+then with its ANN index (``mrec-warp index``, ``serve --ann``; the ``ann`` extra).
+
 The client runs on the same machine as the server (2 cores here), so it takes CPU from it:
 the numbers are what one machine does with both, a lower bound for a server on its own.
 Needs the ``serve`` extra, and httpx to wait for the server to start.
@@ -40,12 +44,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(model_path: Path, workers: int, log) -> tuple:
+def start(model_path: Path, workers: int, log, *extra: str) -> tuple:
     import httpx
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "mrec_warp", "serve", str(model_path), "--port", str(port),
-                             "--workers", str(workers), "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
+                             "--workers", str(workers), "--log-level", "warning", *extra], stdout=log,
+                            stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -108,23 +113,42 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--json", default="bench-out/serve.json")
+    ap.add_argument("--search", default="exact", help="exact, ann or both (exact,ann): ann builds the model's index "
+                                                      "(mrec-warp index) and serves with --ann.")
+    ap.add_argument("--model", action="append", default=[],
+                    help="Serve this model file (e.g. a trained one from scripts/bench_ann.py's cache) instead "
+                         "of random factors; repeatable, replaces --items.")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n_items in (int(x) for x in a.items.split(",")):
-            model = build(WARP, a.users, n_items, a.factors)
-            path = Path(tmp) / f"warp-{n_items}.npz"
-            model.save(path)
-            with open(Path(tmp) / f"serve-{n_items}.log", "w+") as log:
-                proc, base = start(path, a.workers, log)
-                try:
-                    for clients in (int(x) for x in a.clients.split(",")):
-                        result = asyncio.run(load(base, model.user_ids, clients, a.seconds, seed=clients))
-                        rows.append({"items": n_items, "search": "exact", "workers": a.workers, **result})
-                        print(rows[-1], flush=True)
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=60)
+        sources = a.model or [int(x) for x in a.items.split(",")]
+        for source in sources:
+            if isinstance(source, int):
+                model = build(WARP, a.users, source, a.factors)
+                path = Path(tmp) / f"warp-{source}.npz"
+                model.save(path)
+            else:
+                from mrec_warp.models import load as load_model
+
+                path = Path(tmp) / Path(source).name
+                path.write_bytes(Path(source).read_bytes())
+                model = load_model(path)
+            n_items = model.n_items
+            for search in a.search.split(","):
+                extra = ()
+                if search == "ann":
+                    subprocess.run([sys.executable, "-m", "mrec_warp", "index", str(path), "-q"], check=True)
+                    extra = ("--ann",)
+                with open(Path(tmp) / f"serve-{n_items}-{search}.log", "w+") as log:
+                    proc, base = start(path, a.workers, log, *extra)
+                    try:
+                        for clients in (int(x) for x in a.clients.split(",")):
+                            result = asyncio.run(load(base, model.user_ids, clients, a.seconds, seed=clients))
+                            rows.append({"items": n_items, "search": search, "workers": a.workers, **result})
+                            print(rows[-1], flush=True)
+                    finally:
+                        proc.terminate()
+                        proc.wait(timeout=60)
     print(f"load average {load_avg()}")
     print(f"{'items':>7} {'search':6} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
     for r in rows:

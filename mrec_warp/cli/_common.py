@@ -325,9 +325,10 @@ def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
     def decorate(func: Callable) -> Callable:
         for option in reversed((
             click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-                         help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), or guess "
-                              "the delimiter from the first lines: '::', tab, comma, then ';' or '|' when they "
-                              "split the lines alike, then whitespace."),
+                         help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), parquet (needs "
+                              "pyarrow: the [parquet] extra), or guess: Parquet by its first bytes or a .parquet "
+                              "name, else the delimiter from the first lines: '::', tab, comma, then ';' or '|' "
+                              "when they split the lines alike, then whitespace."),
             click.option("--sep", callback=check_sep,
                          help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
                               "With every one-character delimiter a field in double quotes may hold it "

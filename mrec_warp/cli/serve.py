@@ -16,6 +16,7 @@ Examples:
   mrec-warp serve model.npz                       # http://127.0.0.1:8000
   mrec-warp serve model.npz --port 9000 --reload  # pick up a new model.npz as it is written
   mrec-warp serve model.npz --host 0.0.0.0 --workers 2
+  mrec-warp index model.npz && mrec-warp serve model.npz --ann   # approximate top-k
   curl 'http://127.0.0.1:8000/recommend?user=196&k=5'
   curl -d '{"items": ["50", "181"], "k": 5}' http://127.0.0.1:8000/recommend
 """)
@@ -31,8 +32,11 @@ Examples:
               help="Largest request body, in bytes.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@click.option("--ann", is_flag=True,
+              help="GET /recommend ranks with the model's approximate index MODEL.ann (mrec-warp index; the [ann] "
+                   "extra), as recommend --ann; a stale index is refused, and a reload needs a matching one. [exact]")
 @friendly_errors
-def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level):
+def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level, ann):
     """Serve MODEL over HTTP: GET /recommend?user=ID&k=N, POST /recommend with a history,
     GET /similar?item=ID&k=N, GET /health and GET /model, answers in JSON.
 
@@ -50,18 +54,23 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level):
     from ..serving.holder import ModelHolder, read_model
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
-    served = read_model(model_file)  # refuse a bad file before listening
+    ann_file = None
+    if ann:
+        from ..models.ann import index_path
+
+        ann_file = os.path.abspath(index_path(model_file))
+    served = read_model(model_file, ann_file)  # refuse a bad file (or a stale index) before listening
     logging.getLogger("mrec_warp.serve").info(
         "serving %s: %s, %d users x %d items, sha256 %s", model_file, served.description["family"],
         served.description["users"], served.description["items"], served.sha256[:12])
     if workers == 1:
-        app = create_app(ModelHolder(model_file, served), reload=reload_, own_signals=True, max_k=max_k,
+        app = create_app(ModelHolder(model_file, served, ann_file=ann_file), reload=reload_, own_signals=True, max_k=max_k,
                          max_body=max_body)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
         return
-    holder = ModelHolder(model_file, served)  # the supervisor's: it checks a new file before any worker does
+    holder = ModelHolder(model_file, served, ann_file=ann_file)  # the supervisor's: it checks a new file before any worker does
     settings = {"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k, "max_body": max_body,
-                "poll": 1.0, "log_level": log_level}
+                "poll": 1.0, "log_level": log_level, "ann_file": ann_file}
 
     def publish(current) -> None:  # what a worker loads when the file is bad: the last good model
         os.environ[CONFIG_ENV] = json.dumps({**settings, "fallback": current.copy_file,

@@ -10,6 +10,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
+from .arrow import as_arrow_table, frame_of, is_arrow_like
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
@@ -188,8 +189,13 @@ class Interactions:
 
         Parameters
         ----------
-        df : pandas.DataFrame
-            One interaction per row; ids are taken as their text (``str(x)``).
+        df : pandas.DataFrame, polars.DataFrame or pyarrow.Table
+            One interaction per row; ids are taken as their text (``str(x)``). A polars
+            DataFrame, a pyarrow Table or RecordBatch, or any table with the Arrow PyCapsule
+            (``__arrow_c_stream__``) or interchange (``__dataframe__``) protocol is read
+            through pyarrow (``pip install mrec-warp[parquet]``): ids as a text file would
+            give them (integers as ``7``, never ``7.0``; a null or NaN id is a missing one),
+            see :mod:`mrec_warp.data.arrow`.
         user_col, item_col : str
             The columns holding the user and item ids (default ``"user"``, ``"item"``, the
             names :func:`~mrec_warp.data.ratings.read_ratings` gives).
@@ -223,6 +229,10 @@ class Interactions:
         The counts of the row rules (rows read, merged, dropped, pairs kept) are in the
         result's ``row_counts``.
         """
+        if is_arrow_like(df):
+            table = as_arrow_table(df, source)
+            _check_columns(pd.DataFrame(columns=table.column_names), user_col, item_col, value_col, source)
+            df = frame_of(table, (user_col, item_col, value_col), value_col)
         _check_columns(df, user_col, item_col, value_col, source)
         if not len(df):  # as the CLI refuses an empty file: a model of nothing is never what was meant
             raise InputError("the table has no rows", path=source, hint="expected one interaction per row")
@@ -322,7 +332,8 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
                    source: Optional[str]) -> None:
     """Refuse a column name the table does not have (listing the ones it has), or has twice."""
     if not isinstance(df, pd.DataFrame):
-        raise InputError(f"expected a pandas DataFrame, got {type(df).__name__}", path=source)
+        raise InputError(f"expected a pandas or polars DataFrame or a pyarrow Table, got {type(df).__name__}",
+                         path=source)
     given: Dict[str, Any] = {}
     for role, col, param in (("user ids", user_col, "user_col"), ("item ids", item_col, "item_col"),
                              ("values", value_col, "value_col")):

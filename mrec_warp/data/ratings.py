@@ -27,9 +27,9 @@ from .inputs import as_regular_file, check_readable, detect_encoding, input_path
 from .interactions import CANONICAL_COLUMNS
 from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
 from .reading_words import cut as _cut
-from .value_columns import parse_timestamps, parse_values
+from .value_columns import parse_timestamps, parse_values, refuse_row
 
-FORMATS = ("auto", "tsv", "csv", "movielens")
+FORMATS = ("auto", "tsv", "csv", "movielens", "parquet")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
 READER_OPTIONS = ("format", "sep", "header", "columns", "empty_ids")
 
@@ -114,8 +114,11 @@ def read_ratings(
         bytes, a CR that does not end a line, lines over
         :data:`~mrec_warp.data.inputs.MAX_LINE_BYTES` and ids over
         :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters are refused with their line.
-    format : {"auto", "tsv", "csv", "movielens"}
-        ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
+    format : {"auto", "tsv", "csv", "movielens", "parquet"}
+        ``parquet`` reads a Parquet file with pyarrow (``pip install mrec-warp[parquet]``;
+        :mod:`~mrec_warp.data.parquet`: ids byte for byte as a text file's, ``columns`` by
+        name or position, errors naming the data row), which ``auto`` picks for a file
+        starting with ``PAR1`` or named ``*.parquet``; ``tsv`` and ``csv`` fix the delimiter; ``movielens`` reads 100k ``u.data`` (tab) and
         1M/10M ``ratings.dat`` (``::``) with no header; ``auto`` sniffs the first lines:
         ``::``, then tab, then comma (when line 1 holds one), then ``;`` or ``|`` when they
         split the first five lines alike (quotes respected) and a comma does not, then runs
@@ -173,6 +176,10 @@ def read_ratings(
         out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
         return out
     p = check_readable(p)
+    from . import parquet  # here: it reads with this module's parsers
+
+    if parquet.is_parquet(p, format):
+        return parquet.read_parquet_ratings(p, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
     encoding = detect_encoding(p)
     lines = first_lines(p, n=5, encoding=encoding)  # five: ';' and '|' are guessed when they split them alike
     first_lineno, first = lines[0]
@@ -244,13 +251,14 @@ def read_ratings(
                  allow_empty=empty)
 
     out = pd.DataFrame({name: raw[pos] for name, pos in zip(("user", "item"), used)})
+    refuse = functools.partial(refuse_row, path=p, sep=sep, skip=skip, encoding=encoding)
     if len(used) > 2:
-        out["value"] = parse_values(raw[used[2]], p, sep, skip, encoding)
+        out["value"] = parse_values(raw[used[2]], refuse)
         # which column the value came from, for prepare's summary: its header name or "column N"
         # (counted from 0, as `columns` counts)
         out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
-        out["timestamp"] = parse_timestamps(raw[used[3]], p, sep, skip, encoding)
+        out["timestamp"] = parse_timestamps(raw[used[3]], refuse)
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)

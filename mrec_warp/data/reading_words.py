@@ -16,7 +16,9 @@ def describe_reading(r: Dict[str, Any]) -> str:
     """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
     column became user, item, value and timestamp. Columns count from 0 here as in
     ``--columns`` (which the line repeats) and in every message."""
-    if r["header"]:
+    if r.get("format") == "parquet":  # columns named in the file, no header line
+        first = f"Parquet file of {plural(r['fields'], 'column')}, named in the file"
+    elif r["header"]:
         line = r["header_line"]
         first = (f"line {line['line']} taken as a header: {cut(line['text'], 80)} "
                  f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else

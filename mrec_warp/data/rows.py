@@ -371,7 +371,7 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
         if not original:
             return source, None, f"row {shown(label)} ({words})"
         # only a regular file is read again for the line (a pipe was read once, and is gone)
-        if Path(source).is_file():
+        if Path(source).is_file() and reading.get("format") != "parquet":  # a Parquet file has rows, no lines
             from .delimited import data_line  # here: delimited -> tsv -> interactions -> rows
 
             skip = reading["header_line"]["line"] if reading.get("header") else 0

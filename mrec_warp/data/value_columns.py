@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,13 +19,18 @@ MAX_ABS_VALUE = 1e15
 MAX_ABS_TIMESTAMP = 2 ** 53
 
 
-def _refuse_row(kind: str, text: str, why: str, row: int, path: Path, sep: str, skip: int,
-                encoding: str, hint: str) -> None:
+def refuse_row(kind: str, text: str, why: str, row: int, hint: str, path: Path, sep: str, skip: int,
+               encoding: str) -> None:
     raise InputError(f"{kind} {text!r} {why}", path=str(path),
                      line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
 
 
-def parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+#: How the value and timestamp parsers refuse a row: (kind, text, why, row, hint) -> raises;
+#: a text file names the row's line, a Parquet file its data row.
+Refuse = Callable[[str, str, str, int, str], None]
+
+
+def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
     """The value column as finite float64 numbers of at most :data:`MAX_ABS_VALUE`."""
     hint = "the rating column must be numeric; use `columns` to choose columns"
     if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
@@ -35,16 +41,16 @@ def parse_values(values: pd.Series, path: Path, sep: str, skip: int, encoding: s
         bad = ~np.isfinite(parsed)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            _refuse_row("rating", values.iloc[row], "is not a finite number", row, path, sep, skip, encoding, hint)
+            refuse("rating", values.iloc[row], "is not a finite number", row, hint)
     big = np.abs(parsed) > MAX_ABS_VALUE
     if big.any():
         row = int(np.flatnonzero(big)[0])
-        _refuse_row("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row, path,
-                    sep, skip, encoding, "scale the values down, e.g. hours instead of milliseconds")
+        refuse("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row,
+               "scale the values down, e.g. hours instead of milliseconds")
     return parsed
 
 
-def parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encoding: str) -> np.ndarray:
+def parse_timestamps(stamps: pd.Series, refuse: Refuse) -> np.ndarray:
     """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
     if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
         numeric = stamps.to_numpy()
@@ -56,8 +62,8 @@ def parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodin
     big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
     if big.any():
         row = int(np.flatnonzero(big)[0])
-        _refuse_row("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, path, sep,
-                    skip, encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
+        refuse("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row,
+               "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
     if is_number.all():
         return numeric.astype(np.int64)
     try:
@@ -67,10 +73,10 @@ def parse_timestamps(stamps: pd.Series, path: Path, sep: str, skip: int, encodin
     bad = parsed.isna().to_numpy() & ~is_number
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        _refuse_row("timestamp", stamps.iloc[row], "is neither a number nor a date", row, path, sep, skip,
-                    encoding, "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+        refuse("timestamp", stamps.iloc[row], "is neither a number nor a date", row,
+               "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
     seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
     return np.where(is_number, numeric, seconds).astype(np.int64)
 
 
-__all__ = ["MAX_ABS_TIMESTAMP", "MAX_ABS_VALUE", "parse_timestamps", "parse_values"]
+__all__ = ["MAX_ABS_TIMESTAMP", "MAX_ABS_VALUE", "Refuse", "parse_timestamps", "parse_values", "refuse_row"]

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional
 from .._version import __version__
 from ..evaluation.formatting import _markdown_table, _table_rows, comparison_lines
 from ..evaluation.report import write_reports
-from ..files import atomic_write
+from ..files import atomic_write, file_digest
 from ..progress import plural
 
 #: Packages whose versions can change a number of the report.
@@ -66,7 +66,6 @@ def reproduce_info(result) -> Dict[str, Any]:
 
 
 def _data_digest(path: str) -> str:
-    from .run import file_digest
     return file_digest(path)
 
 

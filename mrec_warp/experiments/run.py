@@ -18,7 +18,6 @@ thread, so the same file gives byte-identical tables.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import shutil
 import time
@@ -31,7 +30,7 @@ from ..stages.prepare import prepare
 from ..data.split_folder import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
-from ..files import PathLike, atomic_write, check_outputs
+from ..files import PathLike, atomic_write, check_outputs, file_digest
 from ..jobs import Job, job_manifest, maybe_inject_fault, unit_of_job
 from ..models.families import FAMILIES
 from ..progress import SILENT, Progress, plural
@@ -97,15 +96,6 @@ class _Split:
     set_index: int
     label: Optional[str]
     folder: Path
-
-
-def file_digest(path: PathLike) -> str:
-    """SHA-256 of a file's bytes (the data file is part of the job's identity)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: str, params: Dict[str, Any],

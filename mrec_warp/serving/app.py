@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ..models.ann import top_k as ann_top_k
 from ..errors import InputError
 from ..models import single_user
 from ..workers import _blas_controller
@@ -56,10 +57,15 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _rank_user(model, user: int, k: int, mask: Optional[np.ndarray], exclude_seen: bool):
+def _rank_user(model, user: int, k: int, mask: Optional[np.ndarray], exclude_seen: bool, index=None):
     """The user's list as ``mrec-warp recommend`` writes it for every user: one
     matrix-vector product for a factor model (a close call scored at the user's row of the
-    file's scoring grid), the batch path for the others."""
+    file's scoring grid), the batch path for the others; with an ANN ``index`` (``--ann``)
+    the list ``recommend --ann`` writes."""
+    if index is not None:
+        found = ann_top_k(index, model, np.array([user], dtype=np.int64), k, model.train_ if exclude_seen else None,
+                          mask, positions=[user])
+        return found[0][0], found[1][0]
     few = single_user.recommend_few(model, np.array([user], dtype=np.int64), k,
                                     model.train_ if exclude_seen else None, mask, positions=[user])
     if few is not None:
@@ -93,7 +99,7 @@ class Service:
         def work():
             user = int(lookup(model.id_map("user"), [user_id], "user", status=404)[0])
             mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
-            return _rank_user(model, user, k, mask, exclude_seen)
+            return _rank_user(model, user, k, mask, exclude_seen, served.ann)
 
         items, scores = work()
         return _answer(served, items, scores)
@@ -255,8 +261,9 @@ def app_from_environment() -> Starlette:
     # (the package logger only has a NullHandler, which also keeps Python's last-resort one away)
     logging.basicConfig(level=str(config.get("log_level", "info")).upper(),
                         format="%(levelname)s: %(name)s: %(message)s")
+    ann_file = config.get("ann_file")
     try:
-        served = read_model(config["model"])
+        served = read_model(config["model"], ann_file)
     except (InputError, OSError) as exc:
         message = exc.render() if isinstance(exc, InputError) else str(exc)
         if not config.get("fallback"):  # no private copy could be written: nothing good to fall back on
@@ -264,7 +271,7 @@ def app_from_environment() -> Starlette:
             raise SystemExit(3) from None
         log.warning("worker %d: %s; serving the last good model (sha256 %s) instead", os.getpid(), message,
                     config["fallback_sha256"][:12])
-        served = read_model(config["fallback"])
-    holder = ModelHolder(config["model"], served, owns_copies=False)
+        served = read_model(config["fallback"], ann_file)
+    holder = ModelHolder(config["model"], served, owns_copies=False, ann_file=ann_file)
     return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
                       max_body=config["max_body"], poll=config["poll"])

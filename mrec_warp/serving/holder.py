@@ -43,6 +43,7 @@ class Served:
     description: Dict[str, Any]
     loaded_at: str = field(default="")
     copy_file: Optional[str] = None  # the private copy of the file (arrays mapped from it)
+    ann: Optional[Any] = None  # the model's checked ANN index (serve --ann), see mrec_warp.models.ann
 
 
 def _now() -> str:
@@ -64,8 +65,11 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def read_model(path: str) -> Served:
-    """Load and check the model at ``path``; an :class:`InputError` (one line) if unusable."""
+def read_model(path: str, ann_file: Optional[str] = None) -> Served:
+    """Load and check the model at ``path``; an :class:`InputError` (one line) if unusable.
+
+    ``ann_file``: also load its ANN index from there, checked against the bytes read (a
+    stale, mismatched or damaged index makes the model unusable: it is never served silently)."""
     from ..stages.recommend import check_rankable
 
     with open(path, "rb") as fh:
@@ -76,6 +80,11 @@ def read_model(path: str) -> Served:
     source.name = path  # messages name the file, not "<file object>"
     model = load(source)
     check_rankable(model, path)
+    index = None
+    if ann_file is not None:
+        from ..models import ann
+
+        index = ann.load(ann_file, model, sha, path)
     copy = private_copy(data, sha)  # also the last good model a new worker falls back to
     mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache
     description = {
@@ -93,8 +102,10 @@ def read_model(path: str) -> Served:
         "file_bytes": len(data),
         "sha256": sha,
         "memory_mapped": {name: size for name, size in sorted(mapped.items())},
+        "ann": None if index is None else {key: index.header[key] for key in (
+            "library", "library_version", "M", "ef_search", "dim", "model_sha256")},
     }
-    return Served(model, sha, description, _now(), copy)
+    return Served(model, sha, description, _now(), copy, index)
 
 
 class ModelHolder:
@@ -112,26 +123,34 @@ class ModelHolder:
         copies a new worker may still need), never a worker.
     on_swap : callable, optional
         Called with the new :class:`Served` after each successful reload.
+    ann_file : str, optional
+        The model's ANN index (``serve --ann``): loaded with every model, and watched too.
     """
 
     def __init__(self, path: str, served: Optional[Served] = None, owns_copies: bool = True,
-                 on_swap: Optional[Callable[[Served], None]] = None) -> None:
+                 on_swap: Optional[Callable[[Served], None]] = None, ann_file: Optional[str] = None) -> None:
         self.path = path
+        self.ann_file = ann_file
         self.owns_copies = owns_copies
         self.on_swap = on_swap
-        self.current: Served = served if served is not None else read_model(path)
+        self.current: Served = served if served is not None else read_model(path, ann_file)
         self.last_error: Optional[str] = None
         self._lock = threading.Lock()  # one reload at a time; requests never take it
         self._stat = self._file_state()
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
 
-    def _file_state(self) -> Optional[Tuple[int, int, int]]:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
+    def _file_state(self) -> Optional[Tuple[int, ...]]:
+        state: Tuple[int, ...] = ()
+        for path in (self.path, self.ann_file):  # a new index for the same model is a change too
+            if path is None:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            state += (st.st_mtime_ns, st.st_size, st.st_ino)
+        return state
 
     def reload(self, reason: str = "reload") -> bool:
         """Load the file again and swap it in if it is valid; return whether it was swapped.
@@ -142,7 +161,7 @@ class ModelHolder:
         with self._lock:
             self._stat = self._file_state()
             try:
-                served = read_model(self.path)
+                served = read_model(self.path, self.ann_file)
             except (InputError, OSError, ValueError, MemoryError) as exc:
                 message = exc.render() if isinstance(exc, InputError) else f"{self.path}: {exc}"
                 self.last_error = f"{_now()} {reason}: {message}"

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 import scipy.sparse as sp
 
+from ..models.ann import iter_top_k as ann_top_k, open_for as open_ann
 from ..context import ExecutionContext, local_context
 from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
@@ -84,6 +85,7 @@ def recommend(
     new_items_only: bool = False,
     history: Optional[PathLike] = None,
     fold_in_epochs: Optional[int] = None,
+    ann: bool = False,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -107,6 +109,9 @@ def recommend(
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
         Cold start, as :func:`~mrec_warp.stages.recommend_inputs.cold_start`.
+    ann : bool
+        Rank with the model's ANN index (``MODEL.ann``, :mod:`mrec_warp.models.ann`) instead of
+        exactly; a missing, stale or mismatched index is refused.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
@@ -122,10 +127,12 @@ def recommend(
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
-    # 2-5. the model's candidates, their top k, the writer
+    # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
+    index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
     rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
                                  filter_items=inputs.filtered, block_size=block_size, part_size=part_size,
-                                 model_file=inputs.model_file, context=context, progress=progress, notes=notes)
+                                 model_file=inputs.model_file, context=context, progress=progress, notes=notes,
+                                 ann_index=index)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
@@ -170,6 +177,7 @@ def write_recommendations(
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
     notes: Optional[List[str]] = None,
+    ann_index=None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
@@ -208,6 +216,8 @@ def write_recommendations(
         folder (default ``PATH.parts``).
     notes : list of str, optional
         Gets a note when CSV cells were neutralised (how many).
+    ann_index : mrec_warp.models.ann.AnnIndex, optional
+        Rank with this index (on local threads) instead of exactly.
 
     Returns
     -------
@@ -240,8 +250,10 @@ def write_recommendations(
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
                                       model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
-        blocks = iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
-                            block_size=block_size, progress=progress, workers=context, item_mask=mask)
+        blocks = (ann_top_k(ann_index, model, users, k, model.exclusion_matrix(exclude), mask, block_size, progress)
+                  if ann_index is not None else
+                  iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
+                             block_size=block_size, progress=progress, workers=context, item_mask=mask))
         # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
         # not by the garbage collector while the interpreter shuts down
         with contextlib.closing(blocks):

@@ -45,6 +45,8 @@ class RecommendInputs:
     model_file : str or None
         The file it was loaded from, while the model is still what that file holds (workers
         in other processes may read it); ``None`` otherwise.
+    source : str or None
+        The file it was loaded from, extended or not (its ANN index sits beside it).
     user_ids : list of str or None
         Users to recommend for, in output order; ``None``: every user of the model.
     exclude : "train" or sparse matrix
@@ -61,6 +63,7 @@ class RecommendInputs:
     user_ids: Optional[List[str]]
     exclude: Any
     filtered: Optional[List[str]]
+    source: Optional[str] = None
     notes: List[str] = field(default_factory=list)
 
 
@@ -96,7 +99,7 @@ def recommend_inputs(
         notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
                      "the items users have seen")
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
-    return RecommendInputs(model, None if changed else model_file, user_ids, exclude, filtered, notes)
+    return RecommendInputs(model, None if changed else model_file, user_ids, exclude, filtered, model_file, notes)
 
 
 @dataclass

@@ -1,0 +1,143 @@
+"""Arrow tables in: pyarrow and polars tables (and anything speaking the Arrow PyCapsule or
+dataframe interchange protocol) as the pandas tables the row rules read, ids as text.
+
+pyarrow is an optional dependency (``pip install mrec-warp[parquet]``), imported only
+when such a table or a Parquet file is met, so the package imports without it. Ids come
+out as a text file would give them: strings as they are (spaces, commas, emoji, leading
+zeros), integers as their decimal text (``7``, never ``7.0``), floats that are whole
+numbers likewise (an integer column that went through a NaN), other floats as their
+shortest round-trip text (``1.5``); a null or NaN id is a missing id, refused (or dropped
+with ``empty_ids="drop"``) as an empty field of a text file is. Dictionary-encoded and
+``large_string`` columns read as their values.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+#: What installs the optional dependency, said in every refusal for want of it.
+PYARROW_HINT = "pip install 'mrec-warp[parquet]' (or pip install pyarrow)"
+
+
+def pyarrow(what: str, path: Optional[str] = None):
+    """The ``pyarrow`` module, or a one-line :class:`InputError` saying ``what`` needs it."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute  # noqa: F401 - used through pa.compute by the callers
+    except ImportError:
+        raise InputError(f"{what} needs pyarrow, which is not installed", path=path, hint=PYARROW_HINT) from None
+    return pa
+
+
+def is_arrow_like(obj: Any) -> bool:
+    """Whether ``obj`` is a table other than pandas' that Arrow can take: a pyarrow Table or
+    RecordBatch, or an object with ``__arrow_c_stream__`` (polars >= 1.?, pyarrow, duckdb)
+    or ``__dataframe__`` (the interchange protocol: polars, modin, vaex, ...)."""
+    if isinstance(obj, pd.DataFrame):
+        return False
+    return any(hasattr(obj, name) for name in ("__arrow_c_stream__", "__dataframe__", "to_arrow"))
+
+
+def as_arrow_table(obj: Any, source: Optional[str] = None):
+    """``obj`` as a ``pyarrow.Table`` (no copy where Arrow can share the buffers)."""
+    pa = pyarrow(f"a {type(obj).__module__.split('.')[0]} {type(obj).__name__}", source)
+    if isinstance(obj, pa.Table):
+        return obj
+    if isinstance(obj, pa.RecordBatch):
+        return pa.Table.from_batches([obj])
+    errors = []
+    if hasattr(obj, "__arrow_c_stream__"):
+        try:
+            return pa.table(obj)
+        except (TypeError, ValueError, pa.ArrowException) as exc:  # an older pyarrow: the next way
+            errors.append(exc)
+    if callable(getattr(obj, "to_arrow", None)):  # polars: also where the C stream is newer than pyarrow
+        try:
+            table = obj.to_arrow()
+            if isinstance(table, pa.Table):
+                return table
+        except Exception as exc:  # noqa: BLE001 - tried in turn, reported together below
+            errors.append(exc)
+    if hasattr(obj, "__dataframe__"):
+        try:
+            return pa.interchange.from_dataframe(obj)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+    why = f" ({errors[-1]})" if errors else ""
+    raise InputError(f"cannot read a {type(obj).__name__} as a table{why}", path=source,
+                     hint="pass a pandas or polars DataFrame or a pyarrow Table")
+
+
+def one_array(column):
+    """An Arrow column (array or chunked array, dictionary-encoded or not) as one plain array
+    (each chunk decoded on its own: chunks of a Parquet file may have their own dictionaries)."""
+    pa = pyarrow("an Arrow column")
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    chunks = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in chunks]
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        return pa.array([], kind)
+    return pa.concat_arrays(chunks)
+
+
+def id_texts(column) -> np.ndarray:
+    """An Arrow id column as an object array of str, ``None`` where the id is null or NaN.
+
+    The text is what a text file of the same ids holds (see the module docstring).
+    """
+    pa = pyarrow("an Arrow id column")
+    pc = pa.compute
+    column = one_array(column)
+    kind = column.type
+    if pa.types.is_floating(kind):
+        values = column.to_numpy(zero_copy_only=False).astype(np.float64)
+        missing = np.isnan(values) | column.is_null().to_numpy(zero_copy_only=False)
+        whole = ~missing & np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2 ** 63)
+        out = np.empty(len(values), dtype=object)
+        out[whole] = [str(v) for v in values[whole].astype(np.int64).tolist()]
+        rest = ~missing & ~whole
+        out[rest] = [repr(v) for v in values[rest].tolist()]
+        out[missing] = None
+        return out
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        try:
+            column = pc.cast(column, pa.large_string())  # checks the bytes are UTF-8, as every id output is
+        except pa.ArrowInvalid:
+            raise InputError("an id column holds bytes that are not UTF-8 text",
+                             hint="decode the ids to text first (e.g. from Latin-1)") from None
+    elif not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        try:
+            column = pc.cast(column, pa.large_string())  # integers as decimal text, booleans, dates, decimals
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise InputError(f"an id column of type {kind} cannot be read as text",
+                             hint="ids are text or whole numbers; convert the column first") from None
+    return np.asarray(column.to_pylist(), dtype=object)  # exact str objects; None for nulls
+
+
+def number_values(column) -> np.ndarray:
+    """An Arrow value column as float64, NaN where it is null; a text column is parsed as
+    a text file's is (``pandas.to_numeric``), NaN where it is no number."""
+    pa = pyarrow("an Arrow value column")
+    column = one_array(column)
+    kind = column.type
+    types = pa.types
+    if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind):
+        values = pa.compute.cast(column, pa.float64(), safe=False)
+        return values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls come out NaN
+    text = pd.Series(id_texts(column), dtype=object)
+    return pd.to_numeric(text.str.strip(), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def frame_of(table, columns: Sequence[Optional[str]], value_col: Optional[str] = None) -> pd.DataFrame:
+    """The ``columns`` of a ``pyarrow.Table`` (:func:`as_arrow_table`) that
+    :meth:`Interactions.from_dataframe` reads, as pandas: ids as text (None where null),
+    ``value_col`` as float64; the rows keep their positions as labels (row 0 first)."""
+    data = {col: number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
+            for col in dict.fromkeys(c for c in columns if c is not None)}
+    return pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))
