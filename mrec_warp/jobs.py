@@ -160,7 +160,7 @@ def model_fingerprint(model) -> str:
     """Hash of what a model's recommendations depend on (arrays, ids, training data, class)."""
     params = {k: v for k, v in model.get_params().items() if k not in ("n_jobs", "verbose")}
     return fingerprint(type(model).__name__, json.dumps(params, sort_keys=True, default=str),
-                       model._get_arrays(), model.train_, model.user_ids, model.item_ids)
+                       model.get_arrays(), model.train_, model.user_ids, model.item_ids)
 
 
 def _first_missing(paths: List[str]) -> Optional[str]:

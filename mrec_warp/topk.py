@@ -209,3 +209,16 @@ def block_to_frame(model, users: np.ndarray, items: np.ndarray, scores: np.ndarr
             "rank": np.tile(np.arange(1, k + 1), len(users)).reshape(items.shape)[valid],
         }
     )
+
+
+def capped_k(k: int, n: int, what: str = "items") -> Tuple[int, Optional[str]]:
+    """``k`` no larger than the ``n`` candidates there are, and a note when it was larger.
+
+    A longer list holds nothing more, but its buffers (rows x k) would grow with k, up to
+    an out-of-memory error.
+    """
+    if n <= 0:  # "using k=1" would promise a list that cannot hold anything
+        return 1, f"there are no {what} to rank: every list is empty"
+    if k > n:
+        return n, f"`k={k:,}` is more than the {n:,} {what} there are; using `k={n:,}`"
+    return k, None

@@ -51,12 +51,12 @@ def build(cls, n_users: int, n_items: int, factors: int, seed: int = 0):
     X.data[:] = 1.0
     model = cls(factors=factors, epochs=1, random_state=seed).fit(
         X, user_ids=[f"u{u}" for u in range(n_users)], item_ids=[f"i{i}" for i in range(n_items)])
-    arrays = dict(model._get_arrays(),
+    arrays = dict(model.get_arrays(),
                   user_factors=rng.normal(0, 0.3, (n_users, factors)).astype(np.float32),
                   item_factors=rng.normal(0, 0.3, (n_items, factors)).astype(np.float32))
     if cls is WARP:
         arrays["item_bias"] = rng.normal(0, 0.1, n_items).astype(np.float32)
-    model._set_arrays(arrays)
+    model.set_arrays(arrays)
     return model
 
 

@@ -203,7 +203,7 @@ def test_imported_factors_are_indexed_and_heavy_filters_fall_back_to_exact(warp)
     from mrec_warp.models.imported import Factors
 
     model, _ = warp
-    users_f, items_f, bias = model._factor_parts()
+    users_f, items_f, bias = model.factor_parts()
     imported = Factors.from_arrays(users_f, items_f, model.user_ids, model.item_ids, item_bias=bias,
                                    train=model.train_)
     built = ann.build(imported, model_sha256="x")

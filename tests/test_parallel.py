@@ -172,7 +172,7 @@ def test_evaluate_parallel_matches_serial(fitted, tmp_path):
     from mrec_warp.stages.evaluate import evaluate_here as evaluate
 
     model, _ = fitted
-    df = model._interactions().to_dataframe()
+    df = model.interactions().to_dataframe()
     rng = np.random.default_rng(0)
     held = np.zeros(len(df), bool)
     held[rng.choice(len(df), 300, replace=False)] = True

@@ -43,7 +43,7 @@ def test_every_flipped_byte_of_an_npy_header_loads_or_is_an_input_error(small_ma
     path = tmp_path / "m.npz"
     reference = WARP(factors=2, epochs=1, random_state=0).fit(small_matrix)
     reference.save(path)
-    expected = reference._get_arrays()
+    expected = reference.get_arrays()
     with zipfile.ZipFile(path) as z:
         members = {info.filename: z.read(info) for info in z.infolist()}
     outcomes = {"same": 0, "refused": 0}
@@ -59,7 +59,7 @@ def test_every_flipped_byte_of_an_npy_header_loads_or_is_an_input_error(small_ma
                     assert "\n" not in str(exc)
                     outcomes["refused"] += 1
                     continue
-                for key, arr in got._get_arrays().items():
+                for key, arr in got.get_arrays().items():
                     np.testing.assert_array_equal(arr, expected[key])
                 assert list(got.user_ids) == list(reference.user_ids)
                 outcomes["same"] += 1

@@ -262,14 +262,14 @@ def test_tune_leaves_its_input_unchanged_and_every_family_trains_on_the_same_pai
     X = frozen(Interactions.from_dataframe(rows("mixed", seed=8), value_col="value").matrix.copy())
     before = snapshot(X)
     trained = []
-    original = Recommender._set_training_data
+    original = Recommender.set_training_data
 
     def counting(self, data):
         csr = original(self, data)
         trained.append((type(self).__name__, csr.nnz))
         return csr
 
-    monkeypatch.setattr(Recommender, "_set_training_data", counting)
+    monkeypatch.setattr(Recommender, "set_training_data", counting)
     points = [{"model": "wrmf", "factors": 2}, {"model": "slim"}, {"model": "ease"}, {"model": "itemknn"},
               {"model": "warp", "factors": 2}]
     tune(X, points, base={"max_epochs": 2, "eval_every": 1}, use_values=True, with_defaults=False)

@@ -264,7 +264,7 @@ def _scripted_run(monkeypatch, scores, **params):
     it = iter(scores)
     monkeypatch.setattr(validation_module, "precision_at_k", lambda *a, **k: next(it))
     model = SimpleNamespace(history_=[], eval_every=1, eval_k=10, validation_users=10, n_items=1,
-                            score_users=None, _snapshot=lambda: "snap", _restore=lambda snap: None,
+                            score_users=None, snapshot=lambda: "snap", restore=lambda snap: None,
                             patience=params.pop("patience"))
     data = sp.csr_matrix(np.ones((2, 2), np.float32))
     best = validation_module.run_epochs(model, lambda: ({}, ""), len(scores), SILENT, (),
@@ -289,7 +289,7 @@ def test_min_improvement_lets_a_creeping_plateau_stop(monkeypatch):
 def test_warm_refit_continues_the_best_model_on_all_the_data(planted, monkeypatch):
     train, _ = planted
     visited, at_restart = [], {}
-    original_epoch, original_restart = WARP._epoch, WARP._restart_steps
+    original_epoch, original_restart = WARP._epoch, WARP.restart_steps
 
     def epoch(self, data, progress):
         visited.append(len(data.order))
@@ -302,7 +302,7 @@ def test_warm_refit_continues_the_best_model_on_all_the_data(planted, monkeypatc
         at_restart["accumulators"] = [a.copy() for a in (self._user_accum, self._item_accum, self._bias_accum)]
 
     monkeypatch.setattr(WARP, "_epoch", epoch)
-    monkeypatch.setattr(WARP, "_restart_steps", restart)
+    monkeypatch.setattr(WARP, "restart_steps", restart)
     model = WARP(factors=16, warm_epochs=3, random_state=0).fit(train)
     phases = [h["phase"] for h in model.history_]
     n_fit = phases.count("fit")

@@ -44,8 +44,8 @@ def test_saving_runs_the_loaders_checks_on_the_written_file(tmp_path):
     """A fitted model whose arrays the loader refuses (here a count made infinite) is never
     written, to a path or to a file object."""
     model = fitted_popularity(["u1", "u2"])
-    model._get_arrays = lambda: {name: np.full_like(a, np.inf) if a.dtype.kind == "f" else a
-                                 for name, a in type(model)._get_arrays(model).items()}
+    model.get_arrays = lambda: {name: np.full_like(a, np.inf) if a.dtype.kind == "f" else a
+                                 for name, a in type(model).get_arrays(model).items()}
     import io
     buffer = io.BytesIO()
     for target in (tmp_path / "m.npz", buffer):
@@ -94,7 +94,7 @@ def test_recommend_refuses_a_model_that_ranks_nothing(tmp_path, monkeypatch):
 
 
 def test_a_catalogue_without_other_items_is_not_called_k_1(tmp_path):
-    from mrec_warp.stages._inputs import capped_k
+    from mrec_warp.topk import capped_k
     assert capped_k(10, 0, "other items") == (1, "there are no other items to rank: every list is empty")
     assert capped_k(10, 3) == (3, "`k=10` is more than the 3 items there are; using `k=3`")
 

@@ -91,7 +91,7 @@ def test_loss_decreases_every_half_iteration(planted, solver):
     m = _values_matrix(planted)
     model = WRMF(factors=8, alpha=0.5, regularization=5.0, solver=solver, epochs=1, random_state=0).fit(m)
     data = _TrainingData(model._confidence_csr())
-    model._init_state(*m.shape, np.random.default_rng(3))
+    model.init_state(*m.shape, np.random.default_rng(3))
     losses = [model.loss(data)]
     for _ in range(6):
         for side in ("users", "items"):

@@ -24,7 +24,8 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -239,3 +240,64 @@ def write_features(table: pd.DataFrame, path: PathLike, encoding: Optional[str] 
     with atomic_write(path, encoding=output_encoding(encoding or table.attrs.get("encoding"))) as fh:
         frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n", float_format="%.6g",
                            quoting=csv.QUOTE_NONE)
+
+
+# -- a model's feature files, as the stages take them ---------------------------------------------
+@dataclass(frozen=True)
+class FeatureFiles:
+    """The user and item feature files of a hybrid model and how to read them.
+
+    Attributes
+    ----------
+    user, item : path-like, optional
+        ``id<TAB>feature[<TAB>weight]`` rows; ``None`` where there is no file.
+    sep, header, columns
+        Delimiter, header line and columns, as :func:`~mrec_warp.data.features.read_features`
+        takes them (guessed where ``None``).
+    """
+
+    user: Optional[PathLike] = None
+    item: Optional[PathLike] = None
+    sep: Optional[str] = None
+    header: Optional[bool] = None
+    columns: Optional[str] = None
+
+    @property
+    def given(self) -> bool:
+        return self.user is not None or self.item is not None
+
+    def read(self, id_encoding: Optional[str] = None) -> Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]]:
+        """(user table, item table), ``None`` where no file was given.
+
+        ``id_encoding`` is the encoding of the training data's ids; a feature file in another
+        one is refused when it holds a character outside ASCII (see :func:`check_same_encoding`).
+        """
+        tables = []
+        for kind, path in (("user", self.user), ("item", self.item)):
+            table = read_features(path, kind=kind, sep=self.sep, header=self.header,
+                                  columns=self.columns) if path else None
+            if table is not None:
+                check_same_encoding(table, id_encoding, kind, str(path))
+            tables.append(table)
+        return tables[0], tables[1]
+
+
+def check_same_encoding(table: pd.DataFrame, id_encoding: Optional[str], kind: str, path: str) -> None:
+    """Refuse a feature file whose non-ASCII text is in another encoding than the training data.
+
+    Outputs are written in the training data's encoding, so an id ``Señor`` read from a
+    UTF-8 feature file would come out as other bytes than it went in as (and an id matched
+    across the two files would be two different byte strings). ASCII reads the same in both.
+    """
+    mine, theirs = output_encoding(table.attrs.get("encoding")), output_encoding(id_encoding)
+    if mine == theirs:
+        return
+    text = pd.concat([table["id"], table["feature"]]).astype(str)
+    if text.map(str.isascii).all():
+        return
+    names = {"utf-8": "UTF-8", "latin-1": "Latin-1 (it is not valid UTF-8)"}
+    raise InputError(
+        f"the {kind} feature file is {names[mine]} but the training data is {names[theirs].split(' (')[0]}: "
+        "its ids and features would not come back as the same bytes", path=path,
+        hint=f"convert one file, e.g. iconv -f {mine} -t {theirs} {path} > converted.tsv",
+    )

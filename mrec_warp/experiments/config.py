@@ -75,7 +75,7 @@ EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_te
 MODEL_KEYS = ("family", "tune")
 TABLES = ("data", "splits", "models", "evaluate")
 #: Families an experiment can run (the hybrid needs feature files, which an experiment does not pass yet).
-EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if f != "hybrid")
+EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if not FAMILIES[f].cls.uses_features)
 #: Split kinds an experiment can run: the per-user and global ones (a cold split leaves test
 #: users or items the models never saw, which recommend cannot score).
 EXPERIMENT_SPLITS = tuple(s for s in SPLITS if not s.startswith("cold"))
@@ -356,8 +356,9 @@ def _read_models(check: Checker, models: Dict[str, Any]) -> List[ModelSpec]:
             check.fail(f"[models.{name}] has no family", table, None, f"add family = one of {', '.join(EXPERIMENT_FAMILIES)}")
         family = spec["family"]
         if family not in EXPERIMENT_FAMILIES:
-            hint = ("the hybrid family needs feature files, which an experiment does not pass yet"
-                    if family == "hybrid" else f"one of {', '.join(EXPERIMENT_FAMILIES)}")
+            hint = (f"the {family} family needs feature files, which an experiment does not pass yet"
+                    if family in FAMILIES and FAMILIES[family].cls.uses_features
+                    else f"one of {', '.join(EXPERIMENT_FAMILIES)}")
             check.fail(f"unknown model family {family!r}", table, "family", hint)
         params = {k: v for k, v in spec.items() if k not in MODEL_KEYS}
         cls = FAMILIES[family].cls

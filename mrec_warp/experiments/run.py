@@ -106,7 +106,7 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
     maybe_inject_fault(workdir, index)
     started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     t0 = time.perf_counter()
-    seeded = "random_state" in FAMILIES[family].cls._param_names()
+    seeded = FAMILIES[family].cls.draws_random_numbers
     with one_blas_thread():  # a product's bits depend on BLAS's thread count: one, always
         if trials:
             params = tuned_params(train_file, family, params, trials, seed)

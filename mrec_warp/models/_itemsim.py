@@ -18,8 +18,9 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
-from .base import IndexArg, Recommender, _check_k, as_indices
-from .foldin import _log_fold_in, add_history, append_user_ids
+from .base import Recommender
+from .indices import IndexArg, as_indices, check_k
+from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
 
 
 class ItemSimilarity(Recommender):
@@ -38,6 +39,9 @@ class ItemSimilarity(Recommender):
     #: Whether ``W`` is one dense array (EASE) rather than sparse CSR arrays.
     _dense_weights = False
 
+    supports_fold_in = True
+    finds_similar_items = True
+
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -49,7 +53,7 @@ class ItemSimilarity(Recommender):
             raise InputError(f"{type(self).__name__} has no early stopping to validate",
                              hint="drop `validation` (it is for warp)")
         self.check_params()
-        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
+        csr = self.set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items
         weights = self._learn_weights(csr, progress or SILENT)
@@ -64,7 +68,7 @@ class ItemSimilarity(Recommender):
         A CSR block of histories times a CSR ``W`` is a sparse product densified once; a
         dense ``W`` (EASE) takes the sparse-times-dense product directly.
         """
-        self._check_fitted()
+        self.check_fitted()
         users = np.asarray(users, dtype=np.int64)
         if len(users) and (users.min() < 0 or users.max() >= self.train_.shape[0]):
             raise IndexError(f"user indices must be in [0, {self.train_.shape[0]})")
@@ -126,8 +130,8 @@ class ItemSimilarity(Recommender):
         if kind != "item":
             raise InputError(f"a {type(self).__name__} model has no user vectors to compare",
                              hint="similar users need a warp or hybrid model")
-        self._check_fitted()
-        k = min(_check_k(k), max(1, self.n_items))  # longer lists would be only padding
+        self.check_fitted()
+        k = min(check_k(k), max(1, self.n_items))  # longer lists would be only padding
         items, scalar = as_indices(rows, self.n_items, "item")
 
         def weights(block):
@@ -146,8 +150,8 @@ class ItemSimilarity(Recommender):
         return (out_items[0], out_scores[0]) if scalar else (out_items, out_scores)
 
     # -- fold-in: a new user's history times the same weights -------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "ItemSimilarity":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "ItemSimilarity":
         """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) without refitting
         (in place; returns ``self``).
 
@@ -157,13 +161,14 @@ class ItemSimilarity(Recommender):
         the training data. ``W`` does not change. ``epochs`` is accepted for the common
         signature and ignored (nothing is iterated).
         """
-        self._check_fitted()
+        self.check_fitted()
+        refuse_features(self, user_features)
         added = add_history(self, history, user_ids=user_ids)
         self.fold_in_summary_: Dict[str, Any] = added["summary"]
         _log_fold_in(progress or SILENT, self.fold_in_summary_)
         return self
 
-    def _append_users(self, ids, user_features=None) -> None:
+    def append_users(self, ids, user_features=None) -> None:
         if user_features is not None:
             raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         append_user_ids(self, ids)
@@ -175,7 +180,7 @@ class ItemSimilarity(Recommender):
         CSR arrays (else one dense array; EASE's sparsified weights are CSR)."""
         return not cls._dense_weights
 
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         out = {"item_counts": self.item_counts_}
         if self._dense_weights:  # a model that may cover fewer items says which
             kept = self.kept_items_
@@ -188,7 +193,7 @@ class ItemSimilarity(Recommender):
         return out
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array (``None``: any size), checked before loading."""
         spec = {"item_counts": ("fiu", (n_items,))}
         if cls._dense_weights:
@@ -201,7 +206,7 @@ class ItemSimilarity(Recommender):
             spec["weights"] = ("f", (None, None))
         return spec
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
         check_finite(counts, "item counts", limit=float(2**63))

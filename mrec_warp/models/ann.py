@@ -101,7 +101,7 @@ def index_path(model_file: PathLike) -> Path:
 def parts(model) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """(user vectors, item vectors, item biases or None) of a factor model; an
     :class:`InputError` for a model that scores otherwise (item similarities, popularity)."""
-    get = getattr(model, "_factor_parts", None)
+    get = getattr(model, "factor_parts", None)
     if get is None:
         if isinstance(model, Factors):  # factors made elsewhere (mrec-warp factors): scored the same way
             return model.user_factors_, model.item_factors_, model.item_bias_ if model.item_bias else None

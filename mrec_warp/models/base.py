@@ -1,97 +1,101 @@
-"""The Recommender base class: scikit-learn conventions, batch top-k, save/load.
+"""The model contract: the :class:`Recommender` base class every family implements.
 
-Longer than the package's usual ~450 lines for one job: it is the contract every model
-family implements (parameters, ids, scoring, recommend, similar, save/load), and splitting
-a class's methods over modules would hide what a model must provide.
+What a family must provide is declared abstract here (:meth:`Recommender.fit`,
+:meth:`~Recommender.score_users`, :meth:`~Recommender.get_arrays`,
+:meth:`~Recommender.set_arrays`, :meth:`~Recommender.array_spec`); what it can do is
+declared by class-level capabilities (:data:`CAPABILITIES`) that stages ask instead of
+testing a family's name or class. Everything else -- parameters, ids, batch top-k,
+save/load -- is shared. Neighbours in the factor space are in :mod:`.neighbours`; the
+factor models' shared base is :class:`~mrec_warp.models.factor_model.FactorModel`.
+The contract is documented for family authors in notes/contract.rst.
 """
 from __future__ import annotations
 
+import abc
 import inspect
-import numbers
-import warnings
-from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from ..data.confidence import check_confidence
-from ..data.interactions import Interactions, as_csr, binary_csr, lookup_ids
+from ..data.interactions import as_csr
 from ..data.npz import source_name
+from ..data.inputs import check_readable
 from ..errors import InputError, spell_parameters
+from ..files import PathLike
+from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
 from . import single_user
 from .declared import Param, check_declared
+from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
+from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
+from .neighbours import Neighbours
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
 
-ExcludeArg = Union[str, None, sp.spmatrix]
-#: One id or a sequence of ids (a str is always one id).
-IdsArg = Union[str, int, Sequence]
-#: One index or a sequence of indices.
-IndexArg = Union[int, Sequence[int], np.ndarray]
+#: The capabilities every family declares (class attributes, each a bool), and what each
+#: promises. Stages and the command line ask these, never a family's name or class.
+CAPABILITIES: Dict[str, str] = {
+    "supports_fold_in": "fold_in(history, ...) adds or refines users without refitting",
+    "fold_in_epochs": "fold-in iterates: fold_in's epochs is used, not ignored",
+    "uses_features": "fit takes user_features / item_features; the model has with_new_users, "
+                     "with_new_items, featureless_users and new_user_ids / new_item_ids",
+    "has_factors": "user_factors / item_factors (neighbours by cosine; factor_parts for one-user scoring)",
+    "supports_confidence": "a confidence parameter weighs each row by its value",
+    "weighs_without_values": "observed pairs are weighted (alpha) even without a value column",
+    "early_stopping": "trained in epochs, choosing their count on a validation split "
+                      "(fit takes validation and progress)",
+    "draws_random_numbers": "the fit is random: it takes random_state (the seed)",
+    "appends_unknown_users": "serves users it never saw (they are appended) instead of refusing them",
+    "supports_sub_models": "can be fitted as sub-models on workers and merged (sub_models)",
+    "hogwild": "fit writes shared arrays from several threads: it runs on threads, never processes",
+    "fits_on_workers": "fit takes workers (processes or a Dask cluster) and use_values",
+    "finds_similar_items": "similar_items / similar rank neighbours (by factors or item-item weights)",
+    "explains": "explain / explain_frame split a score into the contributions of the user's history",
+}
 
 
-class GeneratedIdsWarning(UserWarning):
-    """Ids were looked up in a model whose ids are its row/column numbers."""
+class Recommender(ModelIds, Neighbours, abc.ABC):
+    """Base class of every model: the contract between a model family and the stages.
 
-
-def _numeric_ids(ids) -> bool:
-    """Whether ``ids`` holds numbers (not text): one number or a numeric sequence."""
-    if isinstance(ids, str):
-        return False
-    if np.ndim(ids) == 0:
-        return isinstance(ids, numbers.Number)
-    arr = np.asarray(ids)
-    return arr.dtype.kind in "iuf" or (arr.dtype.kind == "O" and any(isinstance(x, numbers.Number) for x in arr.flat))
-
-
-def as_indices(values: IndexArg, n: int, kind: str) -> Tuple[np.ndarray, bool]:
-    """Row/column indices as an int64 array, and whether a single index was given.
-
-    Indices must be integers in ``[0, n)``: a negative index would silently count from the
-    end (``-1`` = the last user) and one past the end is a raw ``IndexError``, so both are
-    an :class:`InputError` naming the first bad value.
-    """
-    scalar = np.ndim(values) == 0
-    arr = np.asarray(values).reshape(-1) if scalar else np.asarray(values)
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64), scalar
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise InputError(f"{kind} indices must be integers, got {arr.reshape(-1)[0]!r}",
-                             hint=f"map ids to indices with {kind}_indices(ids)")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.ndim != 1:
-        raise InputError(f"{kind} indices must be one index or a 1-D sequence, got shape {arr.shape}")
-    bad = (arr < 0) | (arr >= n)
-    if bad.any():
-        first = int(arr[int(np.argmax(bad))])
-        raise InputError(f"{kind} index {first} is out of range: the model has {n} {kind}s (0..{n - 1}); "
-                         f"{int(bad.sum())} bad index(es)",
-                         hint=f"indices are row numbers, not ids: map ids with {kind}_indices(ids)")
-    return arr, scalar
-
-
-class Recommender:
-    """Base class of every model.
-
-    Subclasses declare their hyper-parameters as keyword arguments of ``__init__`` (stored
-    under the same names, as in scikit-learn), implement :meth:`fit` and
-    :meth:`score_users`, and list their fitted arrays in :meth:`_get_arrays` /
-    :meth:`_set_arrays`. Everything else -- parameters, top-k recommendation, id mapping,
-    persistence -- is shared.
+    A family declares its hyper-parameters as keyword arguments of ``__init__`` (stored
+    under the same names, as in scikit-learn), implements the abstract methods
+    (:meth:`fit`, :meth:`score_users`, :meth:`get_arrays`, :meth:`set_arrays`,
+    :meth:`array_spec`), and sets the capabilities of :data:`CAPABILITIES` that are true
+    for it (each defaults to ``False``). Everything else -- parameters, top-k
+    recommendation, id mapping, persistence -- is shared.
 
     Fitted attributes: ``user_ids``, ``item_ids`` (original ids of rows and columns) and
     ``train_`` (the CSR the model was fitted on, used to exclude seen items).
     """
 
+    # -- capabilities (see CAPABILITIES) -------------------------------------------------------
+    supports_fold_in: ClassVar[bool] = False
+    fold_in_epochs: ClassVar[bool] = False
+    uses_features: ClassVar[bool] = False
+    has_factors: ClassVar[bool] = False
+    supports_confidence: ClassVar[bool] = False
+    weighs_without_values: ClassVar[bool] = False
+    early_stopping: ClassVar[bool] = False
+    draws_random_numbers: ClassVar[bool] = False
+    appends_unknown_users: ClassVar[bool] = False
+    supports_sub_models: ClassVar[bool] = False
+    hogwild: ClassVar[bool] = False
+    fits_on_workers: ClassVar[bool] = False
+    finds_similar_items: ClassVar[bool] = False
+    explains: ClassVar[bool] = False
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+
+    @classmethod
+    def capabilities(cls) -> Dict[str, bool]:
+        """Every capability of :data:`CAPABILITIES` and whether this family has it."""
+        return {name: getattr(cls, name) for name in CAPABILITIES}
 
     # -- parameters (scikit-learn conventions) ---------------------------------------------
     #: The constructor's parameters, declared once (:mod:`~mrec_warp.models.declared`): their
@@ -144,136 +148,59 @@ class Recommender:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
-    # -- data --------------------------------------------------------------------------------
-    def _set_training_data(self, X) -> sp.csr_matrix:
-        """Remember ids and the training matrix; return the binary CSR to learn from.
+    # -- what a family provides ----------------------------------------------------------------
+    @abc.abstractmethod
+    def fit(self, X, **kwargs) -> "Recommender":
+        """Fit on a users x items matrix (CSR or :class:`Interactions`); returns ``self``.
 
-        Every stored entry is a positive, one of value 0 too (its structure, never its values,
-        says what the model has seen and excludes); a negative value, or a matrix without a
-        user, an item or a stored entry (nothing to learn), is an :class:`InputError`.
-        A plain matrix without ids gets the row and column numbers as ids ("0".."n-1");
-        ``ids_generated_`` remembers it, so id look-ups can say so.
+        Every stored entry is an interaction (also one of value 0). Must call
+        :meth:`set_training_data` (ids, ``train_``). Families with capabilities take more
+        keywords: ``validation`` and ``progress`` (``early_stopping``), ``user_features`` /
+        ``item_features`` (``uses_features``), ``workers`` / ``use_values`` (``fits_on_workers``).
         """
-        if isinstance(X, Interactions):
-            self.user_ids, self.item_ids = X.user_ids, X.item_ids
-            csr = X.matrix
-            self.ids_generated_ = False
-        else:
-            csr = as_csr(X)
-            self.user_ids = np.arange(csr.shape[0]).astype(str)
-            self.item_ids = np.arange(csr.shape[1]).astype(str)
-            self.ids_generated_ = True
-        check_not_empty(csr)
-        csr = binary_csr(csr)
-        self.train_ = csr
-        self._user_index = None
-        self._item_index = None
-        return csr
 
-    @staticmethod
-    def _with_ids(X, user_ids: Optional[Sequence], item_ids: Optional[Sequence]):
-        """``X`` with the ids ``fit(X, user_ids=..., item_ids=...)`` was given, as Interactions."""
-        if user_ids is None and item_ids is None:
-            return X
-        if isinstance(X, Interactions):
-            raise InputError("X is an Interactions, which has its own ids: do not pass user_ids/item_ids too")
-        csr = as_csr(X)
-        if user_ids is None or item_ids is None:
-            raise InputError("give both user_ids and item_ids (one id per row and per column of X)")
-        try:
-            return Interactions(csr, user_ids, item_ids)
-        except ValueError as exc:
-            raise InputError(str(exc), hint="one user id per row and one item id per column of X") from None
-
-    @property
-    def n_users(self) -> int:
-        return len(self.user_ids)
-
-    @property
-    def n_items(self) -> int:
-        return len(self.item_ids)
-
-    def _check_fitted(self) -> None:
-        if getattr(self, "train_", None) is None:
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit() first")
-
-    def user_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
-        """Row indices of user ids (``-1`` for unknown ones when not ``strict``).
-
-        ``ids`` is one id (a str or a number: ``"196"`` is the single id 196, never the
-        ids 1, 9, 6) or a sequence of ids; numbers are looked up as their text. Returns an
-        int64 array, of one element for a single id.
-        """
-        self._warn_generated_ids(ids, "user")
-        return lookup_ids(self._id_map("user"), ids, "user", strict, source)
-
-    def item_indices(self, ids: IdsArg, strict: bool = True, source: Optional[str] = None) -> np.ndarray:
-        """Column indices of item ids (``-1`` for unknown ones when not ``strict``); as
-        :meth:`user_indices`."""
-        self._warn_generated_ids(ids, "item")
-        return lookup_ids(self._id_map("item"), ids, "item", strict, source)
-
-    def _id_map(self, kind: str) -> Dict[str, int]:
-        """Id -> row (``kind="user"``) or column (``"item"``) index, built once per id array.
-
-        Kept apart from the training matrix: fold-in changes ``train_`` and the users on every
-        call, and rebuilding the item map (and checking every id again) with them made the
-        id look-ups most of a one-user fold-in.
-        """
-        self._check_fitted()
-        ids = self.user_ids if kind == "user" else self.item_ids
-        maps = self.__dict__.setdefault("_id_maps", {})
-        cached = maps.get(kind)
-        if cached is None or cached[0] is not ids:
-            cached = maps[kind] = (ids, {x: i for i, x in enumerate(ids.tolist())})
-        return cached[1]
-
-    def _warn_generated_ids(self, ids, kind: str) -> None:
-        """Say once that a model fitted on a plain matrix knows its rows only by number."""
-        if not getattr(self, "ids_generated_", False) or getattr(self, "_warned_generated", False):
-            return
-        if not _numeric_ids(ids):  # text ids: the caller knows they are the numbers as text
-            return
-        self._warned_generated = True
-        warnings.warn(
-            f"this model was fitted on a matrix without ids, so its {kind} ids are the row/column "
-            f"numbers '0'..'n-1': id 196 means row 196. Pass user_ids= and item_ids= to fit() "
-            f"(or fit an Interactions) to look users and items up by your own ids.",
-            GeneratedIdsWarning, stacklevel=3,
-        )
-
-    def _interactions(self) -> Interactions:
-        self._check_fitted()
-        cached = getattr(self, "_interactions_cache", None)
-        # keyed on what it was built from: Interactions wraps the matrix in a new object, so
-        # comparing with cached.matrix never matched and every id look-up rebuilt the id maps
-        source = getattr(self, "_interactions_of", ())
-        if cached is None or len(source) != 3 or any(a is not b for a, b in zip(
-                source, (self.train_, self.user_ids, self.item_ids))):
-            cached = Interactions(self.train_, self.user_ids, self.item_ids)
-            self._interactions_cache = cached
-            self._interactions_of = (self.train_, self.user_ids, self.item_ids)
-        return cached
-
-    # -- what subclasses provide -----------------------------------------------------------
-    def fit(self, X, **kwargs) -> "Recommender":  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:  # pragma: no cover
+    @abc.abstractmethod
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Scores of users (row indices) against every item: float32 (len(users), n_items).
 
         ``out``, when given, is a C-contiguous float32 array of that shape to write into
         (batch scoring passes one to save a copy of every block).
         """
-        raise NotImplementedError
 
-    def _get_arrays(self) -> Dict[str, np.ndarray]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def get_arrays(self) -> Dict[str, np.ndarray]:
+        """The fitted arrays a model file holds (name -> array), as :meth:`set_arrays` takes them."""
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        """Take the arrays of :meth:`get_arrays` (from a model file: validate them, raising
+        ``ValueError`` with what is wrong); ``user_ids``, ``item_ids`` and ``train_`` are set."""
 
-    def _get_attrs(self) -> Dict[str, Any]:
+    @classmethod
+    @abc.abstractmethod
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each array of :meth:`get_arrays` (``None``: any size), checked
+        in a model file's headers before any array is read."""
+
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "Recommender":
+        """Add users from a history without refitting (in place; returns ``self``).
+
+        The one signature of every family with ``supports_fold_in``: ``history`` is a
+        ratings path, a ``user, item`` DataFrame, Interactions, (user, item) pairs or a
+        sparse matrix whose rows are the users ``user_ids``; new users are appended, known
+        ones refined; ``epochs`` is used by families with ``fold_in_epochs`` (others ignore
+        it); ``user_features`` by families with ``uses_features`` (others refuse it).
+        """
+        raise InputError(f"a {type(self).__name__} model cannot fold in users",
+                         hint="retrain with the new users, or use a model that folds in (e.g. `model=warp`)")
+
+    def append_users(self, ids, user_features=None) -> None:
+        """Append users with empty training rows (and ``user_features`` where the family
+        ``uses_features``); fold-in, and recommend for ``appends_unknown_users``, call it."""
+        raise InputError(f"a {type(self).__name__} model cannot add users", hint="retrain with the new users")
+
+    def get_attrs(self) -> Dict[str, Any]:
         """Small fitted scalars worth saving (JSON-serialisable). Subclasses extend this dict;
         on load only its keys, with values of the same types, are accepted."""
         # id_encoding_: "latin-1" when the ids came from a Latin-1 file, so that outputs
@@ -281,7 +208,7 @@ class Recommender:
         return {"ids_generated_": bool(getattr(self, "ids_generated_", False)),
                 "id_encoding_": str(getattr(self, "id_encoding_", "utf-8"))}
 
-    def _set_attrs(self, attrs: Dict[str, Any]) -> None:
+    def set_attrs(self, attrs: Dict[str, Any]) -> None:
         for k, v in attrs.items():
             setattr(self, k, v)
 
@@ -302,7 +229,7 @@ class Recommender:
         -------
         float32 array of the broadcast length, or a float32 scalar for two single indices.
         """
-        self._check_fitted()
+        self.check_fitted()
         u, u_scalar = as_indices(users, self.n_users, "user")
         i, i_scalar = as_indices(items, self.n_items, "item")
         try:
@@ -319,7 +246,7 @@ class Recommender:
             out[sel] = scores[inverse[sel] - start, i[sel]]
         return out[0] if u_scalar and i_scalar else out
 
-    def _exclusion_matrix(self, exclude: ExcludeArg) -> Optional[sp.csr_matrix]:
+    def exclusion_matrix(self, exclude: ExcludeArg) -> Optional[sp.csr_matrix]:
         if isinstance(exclude, str):
             if exclude != "train":
                 raise ValueError("exclude must be 'train', None or a users x items sparse matrix")
@@ -331,7 +258,7 @@ class Recommender:
             raise ValueError(f"exclude has {csr.shape[1]} columns, the model has {self.n_items} items")
         return csr
 
-    def _item_mask(self, filter_items: Optional[IndexArg]) -> Optional[np.ndarray]:
+    def item_mask(self, filter_items: Optional[IndexArg]) -> Optional[np.ndarray]:
         """A uint8 mask of the items never to show (``None`` when there are none)."""
         if filter_items is None:
             return None
@@ -379,22 +306,22 @@ class Recommender:
             ``-inf``): drop those before mapping indices to ids (``recommend_frame`` does).
         scores : float32 array of the same shape
         """
-        self._check_fitted()
-        k = min(_check_k(k), max(1, self.n_items))  # a longer list would be only -1 padding
+        self.check_fitted()
+        k = min(check_k(k), max(1, self.n_items))  # a longer list would be only -1 padding
         if users is None:
             users, scalar = np.arange(self.n_users), False
         else:
             users, scalar = as_indices(users, self.n_users, "user")
-        mask = self._item_mask(filter_items)
+        mask = self.item_mask(filter_items)
         if len(users) <= single_user.MAX_USERS:  # one matrix-vector product per user, same lists
-            few = single_user.recommend_few(self, users, k, self._exclusion_matrix(exclude), mask)
+            few = single_user.recommend_few(self, users, k, self.exclusion_matrix(exclude), mask)
             if few is not None:
                 return (few[0][0], few[1][0]) if scalar else few
         items = np.empty((len(users), k), dtype=np.int64)
         scores = np.empty((len(users), k), dtype=np.float32)
         pos = 0
         for _, block_items, block_scores in iter_top_k(
-            self.score_users, self.n_items, users, k, exclude=self._exclusion_matrix(exclude), n_jobs=n_jobs,
+            self.score_users, self.n_items, users, k, exclude=self.exclusion_matrix(exclude), n_jobs=n_jobs,
             block_size=block_size, item_mask=mask,
         ):
             n = len(block_items)
@@ -414,12 +341,12 @@ class Recommender:
         directly. Returns item indices and scores, (k,), padded with ``-1`` / ``-inf`` as
         :meth:`recommend`.
         """
-        self._check_fitted()
-        k = min(_check_k(k), max(1, self.n_items))
+        self.check_fitted()
+        k = min(check_k(k), max(1, self.n_items))
         rows, _ = as_indices(items, self.n_items, "item")
         if len(rows) == 0:
             raise InputError("the history names no item", hint="give at least one item the model knows")
-        return single_user.recommend_history(self, rows, k, self._item_mask(filter_items))
+        return single_user.recommend_history(self, rows, k, self.item_mask(filter_items))
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
                         filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:
@@ -434,77 +361,14 @@ class Recommender:
         users = np.arange(self.n_users) if users is None else users
         return block_to_frame(self, users, items, scores)
 
-    # -- neighbours in the factor space ------------------------------------------------------
-    def _vectors(self, kind: str) -> np.ndarray:
-        """The user or item factors neighbours are found in (models without any refuse)."""
-        self._check_fitted()
-        vectors = getattr(self, f"{kind}_factors", None)
-        if vectors is None:
-            raise InputError(f"a {type(self).__name__} model has no {kind} factors to compare",
-                             hint="use a model with factors (warp, hybrid, wrmf) or item-item weights "
-                                  "(itemknn, slim, ease)")
-        return vectors
-
-    def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        vectors = self._vectors(kind)
-        n = vectors.shape[0]
-        k = min(_check_k(k), max(1, n))  # longer lists would be only -1 padding (k=1e12: 7 TiB)
-        rows, scalar = as_indices(rows, n, kind)
-        if kind == "item" and len(rows) <= single_user.MAX_USERS:  # one product per item, same lists
-            found = single_user.similar_few(self, vectors, rows, k)
-            return (found[0][0], found[1][0]) if scalar else found
-        unit = single_user.unit_rows(vectors)
-        itself = sp.identity(n, dtype=np.float32, format="csr")
-        out_items = np.empty((len(rows), k), dtype=np.int64)
-        out_scores = np.empty((len(rows), k), dtype=np.float32)
-        pos = 0
-        for _, block_items, block_scores in iter_top_k(lambda r: unit[r] @ unit.T, n, rows, k, exclude=itself):
-            out_items[pos:pos + len(block_items)] = block_items
-            out_scores[pos:pos + len(block_items)] = block_scores
-            pos += len(block_items)
-        return (out_items[0], out_scores[0]) if scalar else (out_items, out_scores)
-
-    def similar_items(self, items: IndexArg, k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` items whose factors are closest (cosine) to each of ``items``.
-
-        ``items`` is one column index or a sequence of them. Returns item indices and cosine
-        similarities, (len(items), k) -- (k,) for one index -- the item itself excluded,
-        ``-1`` padding when there are fewer than ``k`` other items; ``k`` is capped at the
-        number of items.
-        """
-        return self._neighbours("item", items, k)
-
-    def similar_users(self, users: IndexArg, k: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-        """The ``k`` users whose factors are closest (cosine) to each of ``users``; as
-        :meth:`similar_items`."""
-        return self._neighbours("user", users, k)
-
-    def similar(self, ids: IdsArg, k: int = 10, kind: str = "item") -> pd.DataFrame:
-        """Neighbours by id as a table: columns ``item, similar_item, score, rank`` (or
-        ``user, similar_user, score, rank`` with ``kind="user"``), best first."""
-        if kind not in ("item", "user"):
-            raise ValueError("kind must be 'item' or 'user'")
-        lookup = self.item_indices if kind == "item" else self.user_indices
-        rows = lookup(ids)
-        nbrs, sims = self._neighbours(kind, rows, k)
-        all_ids = self.item_ids if kind == "item" else self.user_ids
-        valid = nbrs >= 0
-        which = np.repeat(np.arange(len(rows)), nbrs.shape[1]).reshape(nbrs.shape)[valid]
-        return pd.DataFrame({
-            kind: all_ids[rows[which]],
-            f"similar_{kind}": all_ids[nbrs[valid]],
-            "score": sims[valid],
-            "rank": np.tile(np.arange(1, nbrs.shape[1] + 1), len(rows)).reshape(nbrs.shape)[valid],
-        })
-
     # -- persistence ------------------------------------------------------------------------
     def save(self, target) -> None:
         """Save to a ``.npz`` path (written atomically) or a binary file object."""
-        self._check_fitted()
+        self.check_fitted()
         save_model(
             target, type(self).__name__, self.get_params(),
-            self._get_attrs(),
-            self.user_ids, self.item_ids, self.train_, self._get_arrays(), verify=self._check_loadable,
+            self.get_attrs(),
+            self.user_ids, self.item_ids, self.train_, self.get_arrays(), verify=self._check_loadable,
         )
 
     #: Users whose scores :meth:`_check_loadable` computes (enough to see a model that ranks nothing).
@@ -536,30 +400,6 @@ class Recommender:
         return load(source, expected=cls)
 
 
-def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
-                  out: Optional[np.ndarray] = None) -> np.ndarray:
-    """``user_factors @ item_factors.T (+ item_bias)`` as float32, one sgemm, into ``out`` if given."""
-    scores = np.matmul(user_factors, item_factors.T, out=out)
-    if item_bias is not None:
-        scores += item_bias
-    return scores
-
-
-def check_not_empty(csr: sp.spmatrix) -> None:
-    """Refuse a training matrix with nothing to learn: no users, no items or no stored entry."""
-    n_users, n_items = csr.shape
-    empty = "no users" if n_users == 0 else "no items" if n_items == 0 else "no stored entries" if csr.nnz == 0 else ""
-    if empty:
-        raise InputError(f"nothing to learn: the training data ({n_users:,} users x {n_items:,} items) has {empty}",
-                         hint="give at least one (user, item) interaction")
-
-
-def _check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
-    return int(k)
-
-
 def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     """Load any mrec-warp model file; the class comes from the file's metadata.
 
@@ -577,11 +417,19 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its
             # values; a file has none to check it against
             check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
-        model._set_arrays(arrays)
+        model.set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)
         # the file's parameters, not ones the user set: plain names, never shown as flags
         message = spell_parameters(message, lambda name, value: name if value is None else f"{name}={value}")
         raise InputError(f"model file is invalid: {message}", path=name, hint=MODEL_FILE_HINT) from None
-    model._set_attrs(attrs)
+    model.set_attrs(attrs)
     return model
+
+
+def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Optional[str]]:
+    """(model, the file it came from): ``model`` itself, or loaded from a model file."""
+    if isinstance(model, Recommender):
+        return model, None
+    check_readable(model, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
+    return load(model), str(model)

@@ -225,6 +225,17 @@ def with_params(params: Sequence[Param], *, drop: Iterable[str] = (), replace: S
     return tuple(new.get(p.name, p) for p in params if p.name not in gone) + tuple(add)
 
 
+def init_signature(params: Sequence[Param]) -> inspect.Signature:
+    """The ``__init__`` signature a declaration stands for (``self``, then each parameter with
+    its default, in order): a class that only declares its parameters, as the hybrid does with
+    WARP's, gets its constructor's signature from it instead of re-listing them."""
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Signature([self] + [
+        inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default,
+                          annotation=Optional[p.type] if p.nullable or p.default is None else p.type)
+        for p in params], return_annotation=None)
+
+
 def check_declared(model: Any) -> None:
     """Check every declared parameter of ``model`` by its declaration, in declaration order."""
     for param in declared(type(model)):

@@ -100,8 +100,8 @@ class EASE(ItemSimilarity):
         n = n_items if max_items is None else min(int(max_items), n_items)
         return not keeps_dense(n, int(params.get("topk", 0)))
 
-    def _set_arrays(self, arrays) -> None:
-        super()._set_arrays(arrays)
+    def set_arrays(self, arrays) -> None:
+        super().set_arrays(arrays)
         if not sp.issparse(self.weights_) and self._sparse_file(self.get_params(), self.n_items):
             self.topk = 0  # a file from before sparsified weights: the dense matrix, nothing dropped
 

@@ -80,3 +80,16 @@ EPOCH_FAMILIES = tuple(name for name, fam in FAMILIES.items()
 def model_classes() -> Dict[str, Type[Recommender]]:
     """``--model`` name -> class."""
     return {name: fam.cls for name, fam in FAMILIES.items()}
+
+
+def families_with(capability: str) -> List[str]:
+    """The ``--model`` names of the families that have ``capability`` (one of
+    :data:`~mrec_warp.models.base.CAPABILITIES`), in registry order: what a stage names
+    when it refuses an option a family cannot take."""
+    return [name for name, cls in model_classes().items() if getattr(cls, capability)]
+
+
+def named_families(capability: str) -> str:
+    """``families_with(capability)`` as a message names them: "`model=warp` or wrmf"."""
+    names = families_with(capability)
+    return " or ".join([f"`model={names[0]}`"] + names[1:]) if names else "no family"

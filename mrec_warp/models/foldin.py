@@ -9,8 +9,9 @@ user's recommendations, stay exactly as they were. The kernel is
 :func:`mrec_warp.kernels.hybrid.fold_in_shard`, which samples with the same ``warp_sample``
 as training.
 
-A model provides three hooks: ``_append_users(ids, user_features)`` adds users with a zero
-row, ``_fold_in_problem(users)`` returns ``(rows, offset, scale, item_factors, item_bias)``
+:meth:`~mrec_warp.models.base.Recommender.fold_in` has one signature in every family. A
+model folding in with WARP passes provides ``append_users(ids, user_features)`` (the
+contract's: adds users with a zero row) and two hooks: ``_fold_in_problem(users)`` returns ``(rows, offset, scale, item_factors, item_bias)``
 with ``p_u = offset[u] + scale[u] * rows[u]`` (empty offset / scale mean 0 / 1), and
 ``_fold_in_store(users, rows)`` writes the fitted rows back.
 """
@@ -122,7 +123,8 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     are excluded from recommendations like training items are. One call with a fixed
     ``random_state`` is reproducible.
     """
-    model._check_fitted()
+    model.check_fitted()
+    refuse_features(model, user_features)
     progress = progress or SILENT
     epochs = FOLD_IN_EPOCHS if epochs is None else int(epochs)
     if epochs < 1:
@@ -153,9 +155,15 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
     return model
 
 
+def refuse_features(model, user_features) -> None:
+    """Refuse ``user_features`` for a model that does not use features (they would be ignored)."""
+    if user_features is not None and not model.uses_features:
+        raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
+
+
 def add_history(model, history, user_features=None, user_ids: Optional[Sequence] = None) -> Dict[str, Any]:
     """The bookkeeping every model's fold-in shares: read ``history``, append its new users
-    (``model._append_users``), and add every history item to its user's training row so it
+    (``model.append_users``), and add every history item to its user's training row so it
     is excluded from their recommendations.
 
     Returns a dict: ``rows`` (the users' row indices), ``positives`` (their CSR rows:
@@ -177,7 +185,7 @@ def add_history(model, history, user_features=None, user_ids: Optional[Sequence]
     idx = model.user_indices(ids, strict=False)
     new = ids[idx < 0]
     if len(new):
-        model._append_users(new, user_features)
+        model.append_users(new, user_features)
     idx = model.user_indices(ids)
 
     # the folded users' positives: their history plus what they had in training
@@ -223,17 +231,8 @@ def replace_rows(csr: sp.csr_matrix, rows: np.ndarray, values: sp.csr_matrix) ->
     return out
 
 
-def warp_append_users(model, ids: np.ndarray) -> None:
-    """WARP's ``_append_users``: zero factor rows for new users."""
-    d = model.user_factors_.shape[1]
-    model.user_factors_ = np.vstack([model.user_factors_, np.zeros((len(ids), d), np.float32)])
-    if getattr(model, "_user_accum", None) is not None:
-        model._user_accum = np.vstack([model._user_accum, np.ones((len(ids), d), np.float32)])
-    append_user_ids(model, ids)
-
-
 def append_user_ids(model, ids: np.ndarray) -> None:
-    """New users' ids and empty training rows (what every model's ``_append_users`` does)."""
+    """New users' ids and empty training rows (what every model's ``append_users`` does)."""
     model.user_ids = np.concatenate([model.user_ids, np.asarray(ids, dtype=str)])
     model.train_ = append_empty_rows(model.train_, len(ids))
     model._interactions_cache = None

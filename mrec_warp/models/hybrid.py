@@ -4,9 +4,9 @@ The Python side of the model; the per-interaction work is in :mod:`mrec_warp.ker
 Training, early stopping, refit, callbacks and hogwild threads are WARP's own
 (:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
 the scoring and the handling of features and of ids that appear after training.
-One job, the estimator, over ~450 lines: its cold-start methods (``with_new_items``,
-``with_new_users``, ``fold_in``) change the same embedding tables and feature sides
-(:mod:`.feature_sides`) as training, so they stay with it.
+Its cold-start methods (``with_new_items``, ``with_new_users``, fold-in's hooks) change
+the same embedding tables as training, so they stay with it; what they do to the feature
+sides, and the sides' arrays in a model file, are in :mod:`.feature_sides`.
 """
 from __future__ import annotations
 
@@ -18,16 +18,15 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
-from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
+from ..data.npz import check_finite, check_shape, csr_arrays
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
-from .base import factor_scores
-from .feature_sides import FeatureSide, build_side
-from .foldin import append_empty_rows as _append_empty_rows, fold_in
-from .declared import Param, with_params
+from .declared import Param, init_signature, with_params
+from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
+from .foldin import append_empty_rows as _append_empty_rows
 from .single_user import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
@@ -48,7 +47,9 @@ class HybridWARP(WARP):
 
     Cold start: features of ids absent from the training data are kept; new items are
     ranked with :meth:`with_new_items`, new users with :meth:`with_new_users`, and users
-    with a short history are added without refitting by :meth:`fold_in`.
+    with a short history are added without refitting by :meth:`fold_in` (WARP's): each gets
+    its identity embedding (a new one, from zero) fitted against the fixed items, its other
+    features as trained; new users' features come from ``user_features``, else from ``fit``'s.
 
     Parameters
     ----------
@@ -87,51 +88,23 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
              Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
                    "length.")])
 
-    def __init__(
-        self,
-        factors: int = 64,
-        loss: str = "warp",
-        learning_rate: Optional[float] = None,
-        learning_schedule: str = "adagrad",
-        decay: float = 0.0,
-        user_reg: float = 0.0,
-        item_reg: float = 0.0,
-        max_sampled: int = 50,
-        user_max_norm: Optional[float] = 1.25,
-        item_max_norm: Optional[float] = None,
-        kos_k: int = 5,
-        kos_n: int = 10,
-        item_bias: bool = True,
-        epochs: Optional[int] = None,
-        max_epochs: int = 200,
-        patience: int = 6,
-        eval_every: int = 2,
-        eval_k: int = 10,
-        min_improvement: float = 0.002,
-        validation_fraction: float = 0.1,
-        validation_users: int = 5000,
-        refit: bool = True,
-        warm_epochs: int = 0,
-        init_scale: float = 0.1,
-        n_jobs: int = 1,
-        random_state: Optional[int] = None,
-        verbose: bool = False,
-        identity: bool = True,
-        identity_weight: float = 2.0,
-        normalize: bool = True,
-    ) -> None:
-        super().__init__(
-            factors=factors, loss=loss, learning_rate=learning_rate, learning_schedule=learning_schedule,
-            decay=decay, user_reg=user_reg, item_reg=item_reg, max_sampled=max_sampled,
-            user_max_norm=user_max_norm, item_max_norm=item_max_norm, kos_k=kos_k, kos_n=kos_n, item_bias=item_bias,
-            epochs=epochs, max_epochs=max_epochs, patience=patience, eval_every=eval_every, eval_k=eval_k,
-            min_improvement=min_improvement, validation_fraction=validation_fraction,
-            validation_users=validation_users, refit=refit, warm_epochs=warm_epochs,
-            init_scale=init_scale, n_jobs=n_jobs, random_state=random_state, verbose=verbose,
-        )
-        self.identity = identity
-        self.identity_weight = identity_weight
-        self.normalize = normalize
+    uses_features = True
+    supports_confidence = False
+    supports_sub_models = False
+    LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
+    # the hybrid's own parameters, as attributes (set by __init__ from the declaration)
+    identity: bool
+    identity_weight: float
+    normalize: bool
+
+    def __init__(self, *args: Any, **params: Any) -> None:
+        # The parameters are declared (PARAMETERS: WARP's, without a confidence, with
+        # learning_rate=None, plus the hybrid's own), never re-listed: the signature is made
+        # from the declaration below the class, and get_params, clone and model files read it.
+        bound = _SIGNATURE.bind(self, *args, **params)  # the TypeError an explicit list would raise
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
 
     #: The default step with content features (see ``learning_rate``).
     FEATURE_LEARNING_RATE = 0.05
@@ -169,22 +142,23 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         validation, callbacks, progress, user_ids, item_ids
             As for :meth:`WARP.fit`.
         """
-        self._pending_tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
-        self._pending_sources = tuple(str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
-                                      for f in (user_features, item_features))
-        self._progress_for_features = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        try:
-            return super().fit(X, validation=validation, callbacks=callbacks, progress=progress,
-                               user_ids=user_ids, item_ids=item_ids)
-        finally:
-            for name in ("_pending_tables", "_pending_sources", "_progress_for_features"):
-                self.__dict__.pop(name, None)
+        tables = (as_feature_table(user_features, "user"), as_feature_table(item_features, "item"))
+        user_source, item_source = (str(f) if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__") else None
+                                    for f in (user_features, item_features))
+        self.check_params()
+        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        X = self._with_ids(X, user_ids, item_ids)
+        csr = self.set_training_data(X, tables, (user_source, item_source), progress)
+        self._fit_prepared(csr, validation, callbacks, progress, warm_epochs=int(self.warm_epochs))
+        return self
 
-    def _set_training_data(self, X) -> sp.csr_matrix:
-        csr = super()._set_training_data(X)
-        user_table, item_table = getattr(self, "_pending_tables", (None, None))
-        sources = getattr(self, "_pending_sources", (None, None))
-        progress = getattr(self, "_progress_for_features", SILENT)
+    def set_training_data(self, X, tables: Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]] = (None, None),
+                          sources: Tuple[Optional[str], Optional[str]] = (None, None),
+                          progress: Progress = SILENT) -> sp.csr_matrix:
+        """The contract's :meth:`~mrec_warp.models.base.Recommender.set_training_data`, plus the
+        feature sides built from the user and item feature ``tables`` (read from ``sources``)."""
+        csr = super().set_training_data(X)
+        user_table, item_table = tables
         sides = []
         for kind, ids, table, source in (("user", self.user_ids, user_table, sources[0]),
                                          ("item", self.item_ids, item_table, sources[1])):
@@ -192,13 +166,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
                 check_ids_match(table, ids, kind, source)
             side, info = build_side(ids, table, bool(self.identity))
             if table is not None:
-                progress.log(
-                    f"{kind} features: {info['features']} features on {len(ids) - info['ids_without_features']} of "
-                    f"{len(ids)} training {kind}s ({info['ids_without_features']} with identity only); "
-                    f"{info['new_ids']} new {kind}s kept for cold start"
-                    + (f"; {info['rows_with_unknown_features']} rows of new {kind}s name features no training "
-                       f"{kind} has (ignored)" if info["rows_with_unknown_features"] else "")
-                )
+                progress.log(describe_side(kind, len(ids), info))
             if not self.identity:
                 bare = int((np.diff(side.raw.indptr) == 0).sum())
                 if bare:
@@ -215,19 +183,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
 
     def _refresh_weights(self) -> None:
         """Normalised feature rows and their fast-path columns, from the sides."""
-        slot = bool(self.identity)
-        w = float(self.identity_weight)
-        overflow = InputError(f"`identity_weight={w:g}` makes feature weights infinite in float32",
-                              hint="lower `identity_weight`, e.g. `identity_weight=2`")
-        # float32 weights: an identity weight beyond 3.4e38 is infinite, and every score it
-        # touches NaN: a model that trains, saves and then ranks nothing
-        if not w <= float(np.finfo(np.float32).max):
-            raise overflow
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
-            self._uw = self._users.weights(bool(self.normalize), slot, w)
-            self._iw = self._items.weights(bool(self.normalize), slot, w)
-        if not (np.isfinite(self._uw.data).all() and np.isfinite(self._iw.data).all()):
-            raise overflow
+        self._uw, self._iw = sides_weights((self._users, self._items), bool(self.normalize), bool(self.identity),
+                                           float(self.identity_weight))
         self._ib = self._iw  # item biases weighted like the embeddings
         self._ib_data = np.zeros(0, np.float32)  # (empty: the kernel uses the embedding weights)
         self._u_single = _hybrid.single_columns(self._uw.indptr, self._uw.indices, self._uw.data)
@@ -236,11 +193,11 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._iw_arrays = csr_arrays(self._iw)
         self._cache = None
 
-    def _factor_rows(self, n_users: int, n_items: int) -> int:
+    def factor_rows(self, n_users: int, n_items: int) -> int:
         """Embedding rows: one per user and item feature column (identities included)."""
         return int(self._users.n_columns) + int(self._items.n_columns)
 
-    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+    def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         d = int(self.factors)
         scale = np.float32(self.init_scale / np.sqrt(d))
         us, its = self._users, self._items
@@ -261,11 +218,8 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self.epochs_done_ = 0
         self._cache = None
 
-    def _snapshot(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_embeddings_.copy(), self.item_embeddings_.copy(), self.item_feature_bias_.copy())
-
-    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
-        self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = snap
+    def restore(self, snap: Tuple[np.ndarray, ...]) -> None:
+        super().restore(snap)
         self._cache = None
 
     def _fit_shard(self, data, start, stop, state, cfg):
@@ -278,15 +232,12 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             start, stop, data.rank_weights, state, cfg, n_item_content=self._items.n_content,
         )
 
-    def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_)
-
     # -- representations and scoring -----------------------------------------------------------
     def _representations(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(user factors, item factors, item biases), computed once per change of the model."""
         cache = self._cache
         if cache is None:
-            self._check_fitted()
+            self.check_fitted()
             users = np.ascontiguousarray(self._uw @ self.user_embeddings_, dtype=np.float32)
             items = np.ascontiguousarray(self._iw @ self.item_embeddings_, dtype=np.float32)
             bias = np.asarray(self._ib @ self.item_feature_bias_, dtype=np.float32).ravel()
@@ -313,10 +264,6 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         if getattr(self, "item_feature_bias_", None) is None:
             raise AttributeError("item_bias_")
         return self._representations()[2]
-
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        users_f, items_f, bias = self._representations()
-        return factor_scores(users_f[np.asarray(users)], items_f, bias if self.item_bias else None, out)
 
     @property
     def user_feature_names(self) -> np.ndarray:
@@ -376,28 +323,17 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             items sit after the trained ones (or alone) in ``item_ids`` and are never in a
             user's training row. Feature names the model never saw are ignored.
         """
-        self._check_fitted()
+        self.check_fitted()
         table = as_feature_table(item_features, "item")
-        ids = self._new_ids(self._items, self.item_ids, table)
-        ids, raw = self._items.take_new(ids, table)
+        ids, raw = self._items.take_new(self._items.unknown_ids(self.item_ids, table), table)
         keep = np.diff(raw.indptr) > 0  # an item with no known feature cannot be scored
         ids, raw = ids[keep], raw[keep]
         model = copy.copy(self)
-        side = copy.copy(self._items)
-        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
-        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
-        no_identity = np.full(len(ids), -1, dtype=np.int64)
-        if only:
-            side.raw, side.identity = raw, no_identity
-            model.item_ids = ids
-            model.train_ = sp.csr_matrix(self.train_.shape[:1] + (len(ids),), dtype=np.float32)
-        else:
-            side.raw = sp.vstack([side.raw, raw], format="csr")
-            side.identity = np.concatenate([side.identity, no_identity])
-            model.item_ids = np.concatenate([self.item_ids, ids])
-            model.train_ = sp.csr_matrix((self.train_.data, self.train_.indices, self.train_.indptr),
-                                         shape=(self.n_users, len(model.item_ids)))
-        model._items = side
+        model._items = self._items.added(ids, raw, only=only)
+        model.item_ids = ids if only else np.concatenate([self.item_ids, ids])
+        train = self.train_
+        model.train_ = (sp.csr_matrix(train.shape[:1] + (len(ids),), dtype=np.float32) if only else
+                        sp.csr_matrix((train.data, train.indices, train.indptr), shape=(self.n_users, model.n_items)))
         model._interactions_cache = None
         model._refresh_weights()
         return model
@@ -417,47 +353,20 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             New users are appended to ``user_ids`` with empty training rows; their
             representation is the weighted sum of their features' embeddings.
         """
-        self._check_fitted()
+        self.check_fitted()
         table = as_feature_table(user_features, "user")
-        ids = self._new_ids(self._users, self.user_ids, table)
+        ids = self._users.unknown_ids(self.user_ids, table)
         model = copy.copy(self)
-        model._append_users(ids, table)  # replaces, never mutates, what the copy shares
+        model.append_users(ids, table)  # replaces, never mutates, what the copy shares
         return model
 
-    @staticmethod
-    def _new_ids(side: FeatureSide, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
-        if table is None:
-            return side.new_ids.copy()
-        ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
-        return ids[pd.Index(known).get_indexer(ids) < 0]
-
     # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
-    def fold_in(self, history, user_features: FeaturesLike = None, epochs: Optional[int] = None,
-                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "HybridWARP":
-        """Add users from a short history without refitting (in place; returns ``self``).
-
-        Each user of ``history`` gets an identity embedding (a new one, starting at zero,
-        for new users) fitted with ``epochs`` WARP passes over their history (default
-        :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`) against the fixed item
-        representations; their other features stay as trained. New users take their features from ``user_features``, else from the
-        features kept at :meth:`fit`, else they have their identity only. Known users are
-        refined from their training items plus the history. Every history item joins the
-        user's training row, so it is excluded from their recommendations.
-        """
-        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
-                       user_ids=user_ids)
-
-    def _append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
+    def append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
         """Append users (empty training rows) with their features; attributes are replaced,
         not changed in place, so a shallow copy of the model can call this safely."""
         table = as_feature_table(user_features, "user")
         ids, raw = self._users.take_new(np.asarray(ids, dtype=str), table)
-        side = copy.copy(self._users)
-        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
-        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
-        side.raw = sp.vstack([side.raw, raw], format="csr")
-        side.identity = np.concatenate([side.identity, np.full(len(ids), -1, dtype=np.int64)])
-        self._users = side
+        self._users = self._users.added(ids, raw)
         self.user_ids = np.concatenate([self.user_ids, ids])
         self.train_ = _append_empty_rows(self.train_, len(ids))
         self._interactions_cache = None
@@ -465,14 +374,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
 
     def _give_identities(self, users: np.ndarray) -> None:
         """Identity columns (zero embeddings) for those of ``users`` that have none."""
-        side = self._users
-        lacking = users[side.identity[users] < 0]
+        lacking = users[self._users.identity[users] < 0]
         if len(lacking) == 0:
             return
-        side = copy.copy(side)
-        side.identity = side.identity.copy()
-        side.identity[lacking] = side.n_columns + np.arange(len(lacking))
-        side.n_columns += len(lacking)
+        side = self._users.with_identities(lacking)
         d = self.user_embeddings_.shape[1]
         self.user_embeddings_ = np.vstack([self.user_embeddings_, np.zeros((len(lacking), d), np.float32)])
         if getattr(self, "_user_accum", None) is not None:
@@ -480,7 +385,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self._users = side
         self._refresh_weights()
 
-    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The vector :meth:`fold_in` fits for a new user without features whose history is
         ``items`` (sorted unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
         if not self.identity:
@@ -501,35 +406,18 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         self.user_embeddings_[self._users.identity[users]] = rows
         self._cache = None
 
-    # -- persistence ---------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
-        out = {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
-               "item_feature_bias": self.item_feature_bias_}
-        for kind, side in (("user", self._users), ("item", self._items)):
-            out[f"{kind}_feature_names"] = side.names.astype(str)
-            out[f"{kind}_identity"] = side.identity.astype(np.int64)
-            out[f"new_{kind}_ids"] = side.new_ids.astype(str)
-            for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
-                out[f"{prefix}_indptr"], out[f"{prefix}_indices"], out[f"{prefix}_data"] = csr_arrays(m)
-        return out
+    # -- persistence (the sides' arrays: mrec_warp.models.feature_sides) ------------------------------
+    def get_arrays(self) -> Dict[str, np.ndarray]:
+        return {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
+                "item_feature_bias": self.item_feature_bias_, **sides_arrays(self._users, self._items)}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (``None``: any size), checked before loading."""
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         d = params.get("factors")
-        spec = {"user_embeddings": ("f4", (None, d)), "item_embeddings": ("f4", (None, d)),
-                "item_feature_bias": ("f4", (None,))}
-        for kind, n in (("user", n_users), ("item", n_items)):
-            spec[f"{kind}_feature_names"] = ("U", (None,))
-            spec[f"{kind}_identity"] = ("iu", (n,))
-            spec[f"new_{kind}_ids"] = ("U", (None,))
-            for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
-                spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
-                spec[f"{prefix}_indices"] = ("iu", (None,))
-                spec[f"{prefix}_data"] = ("f", (None,))
-        return spec
+        return {"user_embeddings": ("f4", (None, d)), "item_embeddings": ("f4", (None, d)),
+                "item_feature_bias": ("f4", (None,)), **sides_spec(n_users, n_items)}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         ue = np.ascontiguousarray(arrays["user_embeddings"], dtype=np.float32)
         ie = np.ascontiguousarray(arrays["item_embeddings"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_feature_bias"], dtype=np.float32)
@@ -538,20 +426,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         check_shape(ib, (ie.shape[0],), "item feature biases")
         for arr, what in ((ue, "user embeddings"), (ie, "item embeddings"), (ib, "item feature biases")):
             check_finite(arr, what)
-        sides = []
-        for kind, n, emb in (("user", self.n_users, ue), ("item", self.n_items, ie)):
-            names = np.asarray(arrays[f"{kind}_feature_names"])
-            new_ids = np.asarray(arrays[f"new_{kind}_ids"])
-            check_ids(names, f"{kind} feature names")
-            check_ids(new_ids, f"new {kind} ids")
-            identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
-            raw = read_csr(arrays, f"{kind}_raw", (n, len(names)))
-            new_raw = read_csr(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
-            if identity.shape != (n,) or emb.shape[0] < len(names) or (identity < -1).any() \
-                    or (identity >= emb.shape[0]).any() or ((identity >= 0) & (identity < len(names))).any():
-                raise ValueError(f"{kind} identity columns do not match the embeddings")
-            sides.append(FeatureSide(names, raw, identity, emb.shape[0], new_ids, new_raw))
-        self._users, self._items = sides
+        self._users, self._items = read_sides(arrays, (self.n_users, self.n_items), (ue.shape[0], ie.shape[0]))
         self.user_embeddings_, self.item_embeddings_, self.item_feature_bias_ = ue, ie, ib
         self._refresh_weights()
 
+
+_SIGNATURE = init_signature(HybridWARP.PARAMETERS)
+HybridWARP.__init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]

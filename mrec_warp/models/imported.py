@@ -18,9 +18,10 @@ import scipy.sparse as sp
 from ..data.npz import check_finite, check_ids, check_shape
 from ..errors import InputError
 from ..progress import SILENT, Progress
-from .base import Recommender, factor_scores
+from .base import Recommender
 from .declared import Param
-from .foldin import _log_fold_in, add_history, append_user_ids
+from .factor_model import factor_scores
+from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
 
 
 class Factors(Recommender):
@@ -43,6 +44,9 @@ class Factors(Recommender):
         Param("regularization", float, 0.01, "Ridge penalty of fold-in, relative to the mean eigenvalue of the "
               "item factors' Gram matrix.", low=0),
     )
+    supports_fold_in = True
+    has_factors = True
+    finds_similar_items = True
 
     def __init__(self, item_bias: bool = False, regularization: float = 0.01) -> None:
         self.item_bias = item_bias
@@ -76,7 +80,7 @@ class Factors(Recommender):
         arrays = {"user_factors": user_factors, "item_factors": item_factors,
                   "item_bias": np.zeros(n_items, np.float32) if item_bias is None else item_bias}
         try:
-            model._set_arrays(arrays)
+            model.set_arrays(arrays)
         except ValueError as exc:
             raise InputError(str(exc), hint="give arrays of one row per id and the same width") from None
         return model
@@ -87,7 +91,7 @@ class Factors(Recommender):
 
     # -- scoring -------------------------------------------------------------------------------
     def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self._check_fitted()
+        self.check_fitted()
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
                              self.item_bias_ if self.item_bias else None, out)
 
@@ -100,8 +104,8 @@ class Factors(Recommender):
         return self.item_factors_
 
     # -- fold-in ---------------------------------------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "Factors":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "Factors":
         """Add (or refine) users from a history without the other tool, in place.
 
         Each user's row is the ridge least-squares fit of their 0/1 row of interactions
@@ -110,7 +114,8 @@ class Factors(Recommender):
         for all users, the projection an SVD model folds users in by. ``epochs`` is ignored
         (nothing is iterated). ``history`` is anything :meth:`WARP.fold_in` takes.
         """
-        self._check_fitted()
+        self.check_fitted()
+        refuse_features(self, user_features)
         progress = progress or SILENT
         if epochs is not None:
             progress.log("note: fold-in epochs do not apply to imported factors, whose fold-in is one exact solve")
@@ -127,7 +132,7 @@ class Factors(Recommender):
         _log_fold_in(progress, self.fold_in_summary_, ", least squares")
         return self
 
-    def _append_users(self, ids, user_features=None) -> None:
+    def append_users(self, ids, user_features=None) -> None:
         if user_features is not None:
             raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         d = self.user_factors_.shape[1]
@@ -135,16 +140,16 @@ class Factors(Recommender):
         append_user_ids(self, ids)
 
     # -- persistence -------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_, "item_bias": self.item_bias_}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (the width is any, checked equal in ``_set_arrays``)."""
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        """Kind and shape of each saved array (the width is any, checked equal in ``set_arrays``)."""
         return {"user_factors": ("f4", (n_users, None)), "item_factors": ("f4", (n_items, None)),
                 "item_bias": ("f4", (n_items,))}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
         itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
         ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)

@@ -118,7 +118,7 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
     types); then the ``.npy`` header of every array the class needs is checked against
     the ids and parameters (shape, type, size) before any array data is decompressed;
     then the values of the ids and of the training matrix. Members the format does not
-    name are never read. The model's own arrays are checked by its ``_set_arrays``.
+    name are never read. The model's own arrays are checked by its ``set_arrays``.
 
     Parameters
     ----------
@@ -139,7 +139,7 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         cls = _model_class(archive, meta, classes, expected)
         template = cls()  # its defaults give the type of each parameter and attribute
         params = _typed(archive, "params", meta.get("params", {}), template.get_params())
-        attrs = _typed(archive, "attrs", meta.get("attrs", {}), template._get_attrs())
+        attrs = _typed(archive, "attrs", meta.get("attrs", {}), template.get_attrs())
         shapes = {
             "user_ids": ("U", (None,)), "item_ids": ("U", (None,)),
             "train_indptr": ("iu", (None,)), "train_indices": ("iu", (None,)),
@@ -149,7 +149,7 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         n_users = archive.header("user_ids", "U", (None,))[0][0]
         n_items = archive.header("item_ids", "U", (None,))[0][0]
         archive.header("train_indptr", "iu", (n_users + 1,))
-        wanted = {f"arr_{k}": v for k, v in cls._array_spec(params, n_users, n_items).items()}
+        wanted = {f"arr_{k}": v for k, v in cls.array_spec(params, n_users, n_items).items()}
         for key, (kinds, shape) in wanted.items():
             archive.header(key, kinds, shape)
         user_ids = archive.read("user_ids", "U", (n_users,))
@@ -210,7 +210,7 @@ def _model_class(archive: NpzArchive, meta: Dict[str, Any], classes: Dict[str, t
                          hint=f"known: {', '.join(sorted(classes))}; upgrade mrec-warp if it is newer")
     if not issubclass(cls, expected):
         raise InputError(f"file holds a {cls.__name__}, expected a {expected.__name__}", path=archive.name)
-    if not hasattr(cls, "_array_spec"):
+    if not hasattr(cls, "array_spec"):
         raise archive.error(f"model class {name!r} cannot be loaded from a file")
     return cls
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..data.npz import check_finite, check_shape
 from ..progress import SILENT, Progress
 from .base import Recommender
-from .foldin import _log_fold_in, add_history, append_user_ids
+from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
 
 
 class Popularity(Recommender):
@@ -19,6 +19,9 @@ class Popularity(Recommender):
     then excluded from their lists like training items.
     """
 
+    supports_fold_in = True
+    appends_unknown_users = True
+
     def __init__(self) -> None:
         pass
 
@@ -26,7 +29,7 @@ class Popularity(Recommender):
             **kwargs) -> "Popularity":
         """Count each item's users in ``X`` (Interactions or a sparse matrix; with a plain
         matrix, ``user_ids`` / ``item_ids`` name its rows and columns)."""
-        csr = self._set_training_data(self._with_ids(X, user_ids, item_ids))
+        csr = self.set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         return self
 
@@ -40,32 +43,33 @@ class Popularity(Recommender):
         """Scores (1, n_items) of an anonymous history: the counts, whatever it holds."""
         return self.item_counts_[None, :]
 
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "Popularity":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "Popularity":
         """Add the users of ``history`` (as :meth:`WARP.fold_in` takes it) in place.
 
         The counts do not change -- the baseline stays the one fitted -- but every history
         item joins its user's row of ``train_``, so new users get the most popular items
         they have not seen. ``epochs`` is accepted for a common signature and ignored.
         """
-        self._check_fitted()
+        self.check_fitted()
+        refuse_features(self, user_features)
         added = add_history(self, history, user_ids=user_ids)
         self.fold_in_summary_ = added["summary"]
         _log_fold_in(progress or SILENT, self.fold_in_summary_)
         return self
 
-    def _append_users(self, ids, user_features=None) -> None:
+    def append_users(self, ids, user_features=None) -> None:
         append_user_ids(self, ids)
 
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"item_counts": self.item_counts_}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
         """Kind and shape of each saved array, checked before loading."""
         return {"item_counts": ("fiu", (n_items,))}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
         check_finite(counts, "item counts", limit=float(2**63))

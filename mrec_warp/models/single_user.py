@@ -76,7 +76,7 @@ def item_side(model) -> Optional[ItemSide]:
     array at the same address) and ``epochs_done_``, which every in-place training step
     (``fit``, ``partial_fit``) advances.
     """
-    parts = getattr(model, "_factor_parts", None)
+    parts = getattr(model, "factor_parts", None)
     if parts is None:
         return None
     _, items, bias = parts()
@@ -182,7 +182,7 @@ def recommend_few(model, users: np.ndarray, k: int, exclude: Optional[sp.csr_mat
     side = item_side(model)
     if side is None:
         return None
-    user_vectors = model._factor_parts()[0]
+    user_vectors = model.factor_parts()[0]
     out_items = np.empty((len(users), k), dtype=np.int64)
     out_scores = np.empty((len(users), k), dtype=np.float32)
     for pos, user in enumerate(users):
@@ -309,9 +309,9 @@ def anonymous_weight(model) -> float:
         return cached[1]
     probe = copy.copy(model)  # the hooks replace attributes, never change them in place
     name = "\x00anonymous"
-    while name in model._id_map("user"):
+    while name in model.id_map("user"):
         name += "_"
-    probe._append_users(np.array([name]), None)
+    probe.append_users(np.array([name]), None)
     user = np.array([probe.n_users - 1])
     probe._give_identities(user)
     if np.diff(probe._uw.indptr)[user[0]] != 1:  # features kept for this id: not anonymous after all
@@ -363,7 +363,7 @@ def recommend_history(model, items: np.ndarray, k: int,
     from ..errors import InputError
 
     row = history_row(model, items)
-    vector_of = getattr(model, "_history_vector", None)
+    vector_of = getattr(model, "history_vector", None)
     if vector_of is not None:
         side = item_side(model)
         vector = vector_of(row)

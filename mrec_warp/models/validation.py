@@ -89,7 +89,7 @@ def run_epochs(
     users of ``val`` (drawn with ``rng``), excluding ``fit``. The patience is counted in
     passes: training stops at the first evaluation ``model.patience`` or more passes after
     the last rise of the score (with ``eval_every`` 1, after ``patience`` evaluations
-    without one), and the best-scoring snapshot (``model._snapshot`` / ``model._restore``)
+    without one), and the best-scoring snapshot (``model.snapshot`` / ``model.restore``)
     is put back. A rise counts for the patience when it beats the score of the previous
     counted rise by more than ``min_improvement`` of it (relative; 0: any rise), so that a
     plateau creeping up by noise-sized steps does not keep training alive. Log entries go to
@@ -118,7 +118,7 @@ def run_epochs(
             improved = score > best_score
             line += f"  val P@{model.eval_k} {score:.4f}" + ("  *" if improved else "")
             if improved:
-                best_score, best_epoch, best_snap = score, epoch, model._snapshot()
+                best_score, best_epoch, best_snap = score, epoch, model.snapshot()
             if rise_epoch == 0 or score > rise_score * (1.0 + min_improvement):
                 rise_score, rise_epoch = score, epoch
         progress.log(line)
@@ -127,7 +127,7 @@ def run_epochs(
         if stop or (evaluated and epoch - rise_epoch >= int(model.patience)):
             break
     if validation is not None and best_snap is not None:
-        model._restore(best_snap)
+        model.restore(best_snap)
         model.best_score_ = best_score
         progress.log(f"best {unit} {best_epoch}: val P@{model.eval_k} {best_score:.4f}")
         return best_epoch
@@ -161,16 +161,16 @@ def check_common_params(model) -> None:
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
 
-    The estimate counts float32 factor rows (``model._factor_rows``, default users + items)
-    times ``model.factors``, times the copies the fit keeps (``model._state_copies``: WARP's
-    adagrad accumulators double it), plus the best snapshot early stopping keeps, plus
-    ``model._gram_copies`` factors x factors matrices (WRMF's Gram matrix and solves).
+    The estimate counts float32 factor rows (``model.factor_rows``) times ``model.factors``,
+    times the copies the fit keeps (``model.STATE_COPIES``: WARP's adagrad accumulators
+    double it), plus the best snapshot early stopping keeps, plus ``model.GRAM_COPIES``
+    factors x factors matrices (WRMF's Gram matrix and solves): see
+    :class:`~mrec_warp.models.factor_model.FactorModel`.
     """
-    rows_of = getattr(model, "_factor_rows", None)
-    rows = rows_of(n_users, n_items) if rows_of is not None else n_users + n_items
-    copies = getattr(model, "_state_copies", 1) + (1 if model.epochs is None else 0)
+    rows = model.factor_rows(n_users, n_items)
+    copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
     d = float(model.factors)
-    need = 4.0 * d * rows * copies + 4.0 * d * d * getattr(model, "_gram_copies", 0)
+    need = 4.0 * d * rows * copies + 4.0 * d * d * model.GRAM_COPIES
     check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
                  "factors")
 
@@ -184,14 +184,14 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     user's pairs drawn with ``rng``) until :func:`run_epochs` stops them, and, for an
     internal hold-out with ``model.refit``, the model trains on all of ``csr``: from scratch
     for the best number of passes, or with ``warm_epochs`` > 0 that many more passes from
-    the best snapshot with the optimiser's step sizes restarted (``model._restart_steps``).
-    The model provides ``_init_state``, ``_train`` (given ``train_options`` on every call, e.g.
-    WRMF's workers) and, for the warm refit, ``_restart_steps``.
+    the best snapshot with the optimiser's step sizes restarted (``model.restart_steps``).
+    The model provides ``init_state``, ``train_epochs`` (given ``train_options`` on every call, e.g.
+    WRMF's workers) and, for the warm refit, ``restart_steps``.
     """
     check_factor_memory(model, *csr.shape)
     if model.epochs is not None:
-        model._init_state(*csr.shape, rng)
-        model._train(csr, int(model.epochs), progress, callbacks, **train_options)
+        model.init_state(*csr.shape, rng)
+        model.train_epochs(csr, int(model.epochs), progress, callbacks, **train_options)
         model.best_epoch_ = int(model.epochs)
         return
     if validation is not None:
@@ -200,8 +200,8 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     else:
         fit_part, val = holdout_split(csr, float(model.validation_fraction), rng)
     init_seed = spawn_seed(rng)
-    model._init_state(*csr.shape, np.random.default_rng(init_seed))
-    best = model._train(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
+    model.init_state(*csr.shape, np.random.default_rng(init_seed))
+    best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
                         **train_options)
     model.best_epoch_ = best
     if validation is not None or not model.refit:
@@ -211,12 +211,12 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         progress.log(f"refitting on all training data: {warm_epochs} more {unit}s from {unit} {best}, "
                      "adagrad restarted")
         model.epochs_done_ = best
-        model._restart_steps()
-        model._train(csr, warm_epochs, progress, callbacks, phase="refit", **train_options)
+        model.restart_steps()
+        model.train_epochs(csr, warm_epochs, progress, callbacks, phase="refit", **train_options)
     else:
         progress.log(f"refitting on all training data for {best} {unit}s")
-        model._init_state(*csr.shape, np.random.default_rng(init_seed))
-        model._train(csr, best, progress, callbacks, phase="refit", **train_options)
+        model.init_state(*csr.shape, np.random.default_rng(init_seed))
+        model.train_epochs(csr, best, progress, callbacks, phase="refit", **train_options)
 
 
 def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, refit_help: str,

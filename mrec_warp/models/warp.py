@@ -1,51 +1,45 @@
 """WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
 
-The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; the epoch
-loop and early stopping in :mod:`.validation`, fold-in in :mod:`.foldin`, the positives'
-arrays in :mod:`.positives`, new data's ids in :mod:`.alignment`. What is left is one job,
-the estimator, over ~450 lines because ~90 of them document its parameters.
+The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; one epoch
+in :mod:`.warp_epoch`, the epoch loop and early stopping in :mod:`.validation`, what every
+factor model shares in :mod:`.factor_model`, fold-in in :mod:`.foldin`, ``partial_fit`` in
+:mod:`.partial_fit`, the positives' arrays in :mod:`.positives`. What is left is the
+estimator, a third of it the documentation of its parameters.
 """
 from __future__ import annotations
 
-import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.confidence import CONFIDENCES, check_confidence, confidence as confidence_of
-from ..data.interactions import Interactions, as_csr
+from ..data.confidence import CONFIDENCES, check_confidence
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError
-from ..progress import SILENT, Progress, plural
+from ..progress import SILENT, Progress
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
-from ..seeds import spawn_seed, spawn_seeds
-from ..workers import effective_n_jobs, thread_map
-from .alignment import known_pairs
-from .base import Recommender, factor_scores
+from ..seeds import spawn_seed
+from ..workers import effective_n_jobs
+from .factor_model import FactorModel
 from .single_user import warp_vector
-from .foldin import fold_in, warp_append_users, warp_problem
-from .positives import TrainingData, check_divergence, merge_seen
+from .foldin import fold_in, warp_problem
+from .partial_fit import partial_fit
+from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_confidence
+from .positives import TrainingData
 from .declared import Param, n_jobs_param, seed_param, verbose_param
-from .validation import early_stopping_params, fit_or_select, need, run_epochs
+from .validation import early_stopping_params, need, run_epochs
 
-LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
 SCHEDULES = ("adagrad", "sgd")
 #: How WARP uses a confidence: draw positives in proportion to it, or scale each step by it.
 CONFIDENCE_USES = ("sample", "weight")
 
-#: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
-#: enough that the Python overhead between calls is negligible.
-CHUNK = 262144
-
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
 
 
-
-class WARP(Recommender):
+class WARP(FactorModel):
     """Matrix factorisation trained with the WARP ranking loss (Weston et al., 2010).
 
     ``f(u, i) = p_u . q_i + b_i``. For each training positive (u, i), items are drawn until
@@ -136,6 +130,11 @@ class WARP(Recommender):
         "The value column"); neither is clearly ahead of the other.
     """
 
+    supports_confidence = True
+    fold_in_epochs = True
+    supports_sub_models = True
+    hogwild = True
+    LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
         max_epochs=200, patience=6, eval_every=2,
         refit_help="After early stopping on an internal hold-out, train on all the data (how: `warm_epochs`).")
@@ -246,7 +245,7 @@ class WARP(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
-    _state_copies = 2
+    STATE_COPIES = 2
 
     def _step_scales(self) -> Dict[str, float]:
         """Parameters other than ``alpha`` that multiply each step (named first by a
@@ -263,12 +262,12 @@ class WARP(Recommender):
             raise InputError(f"`warm_epochs` applies to the refit after early stopping, not with "
                              f"{'`epochs`' if self.epochs is not None else '`refit=False`'}",
                              hint="drop `warm_epochs`, or let early stopping choose the epochs")
-        if "confidence" in self._param_names():  # (the hybrid trains without one)
+        if self.supports_confidence:  # (the hybrid trains without one)
             # the shared rule of every confidence; the values are checked against it at fit time
             check_confidence(self.confidence, self.alpha, self.eps)
 
     # -- state -------------------------------------------------------------------------------
-    def _init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+    def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         d = int(self.factors)
         scale = np.float32(self.init_scale / np.sqrt(d))
         self.user_factors_ = (seed_rng.standard_normal((n_users, d), dtype=np.float32) * scale)
@@ -281,80 +280,20 @@ class WARP(Recommender):
         self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
         self.epochs_done_ = 0
 
-    def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
-        """Adagrad accumulators (at 1) and a sampler seed for the learned arrays as they are,
-        e.g. to continue training a model loaded from disk."""
-        self._user_accum, self._item_accum, self._bias_accum = (
-            np.ones_like(a) for a in self._learned_arrays())
-        self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
-
-    def _restart_steps(self) -> None:
+    def restart_steps(self) -> None:
         """Adagrad's accumulators back at 1 (the learned arrays and the sampler stay): the
         next steps are as large as the first epoch's."""
         for accum in (self._user_accum, self._item_accum, self._bias_accum):
             accum.fill(1.0)
 
-    def _snapshot(self) -> Tuple[np.ndarray, ...]:
-        return (self.user_factors_.copy(), self.item_factors_.copy(), self.item_bias_.copy())
-
-    def _restore(self, snap: Tuple[np.ndarray, ...]) -> None:
-        self.user_factors_, self.item_factors_, self.item_bias_ = snap
-
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
-        """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
-        if data.alias is not None:
-            _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
-        else:
-            _rng.shuffle(data.order, self._rng_state)
-        cfg = self._step_settings(self.epochs_done_)
-        nnz = len(data.order)
-        n_jobs = effective_n_jobs(self.n_jobs)
-
-        def run(start: int, stop: int, state: np.ndarray):
-            return self._fit_shard(data, start, stop, state, cfg)
-
-        totals = np.zeros(4)
-        if n_jobs == 1:
-            chunks = [(s, min(s + CHUNK, nnz)) for s in range(0, nnz, CHUNK)]
-            for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk"):
-                totals += run(s, e, self._rng_state)
-        else:
-            bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
-            # one independent sampler per thread, seeded from the model's state and the epoch
-            seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
-            states = [_rng.seed_state(int(x)) for x in seeds]
-            self._rng_state = _rng.seed_state(int(self._rng_state[1]))
-            # one hogwild shard per thread, on the fitting threads every model shares
-            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
-            for r in thread_map(run, shards, n_jobs):
-                totals += r
-        self.epochs_done_ += 1
-        n_updates, total_weight, total_loss, n_compared = totals
-        weighted = self._confidence_kind() != "none" and self.confidence_use == "weight"
-        check_divergence(self._learned_arrays(), float(self.init_scale), self._base_learning_rate(),
-                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None,
-                         scales=self._step_scales())
-        return {
-            "updates": n_updates / max(nnz, 1),
-            "mean_weight": total_weight / max(n_updates, 1),
-            "loss": total_loss / max(nnz, 1),
-            "compared_per_positive": n_compared / max(nnz, 1),
-        }
+        """One epoch on ``data`` (:func:`.warp_epoch.run_epoch`): its statistics."""
+        return run_epoch(self, data, progress)
 
     def _step_settings(self, epoch: int) -> Dict[str, Any]:
-        """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
-        struct (``kernels/steps.pxd``) wants it: a dict of every field."""
-        lr = self._base_learning_rate()
-        if self.learning_schedule == "sgd":
-            lr = lr / (1.0 + float(self.decay) * epoch)
-        return dict(
-            loss=LOSSES[self.loss], max_sampled=int(self.max_sampled), learning_rate=lr,
-            user_reg=float(self.user_reg), item_reg=float(self.item_reg),
-            adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
-            user_max_norm=_limit(self.user_max_norm), item_max_norm=_limit(self.item_max_norm),
-            kos_n=int(self.kos_n), kos_k=int(self.kos_k),
-        )
+        """What every kernel step takes at ``epoch`` (:func:`.warp_epoch.step_settings`)."""
+        return step_settings(self, epoch)
 
     def _base_learning_rate(self) -> float:
         """The learning rate in force (a hook: subclasses may resolve a default from the data)."""
@@ -372,7 +311,7 @@ class WARP(Recommender):
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:
         """The arrays training writes, checked for divergence after every epoch."""
-        return (self.user_factors_, self.item_factors_, self.item_bias_)
+        return tuple(getattr(self, name) for name in self.LEARNED)
 
     # -- public training API -----------------------------------------------------------------
     def fit(
@@ -406,13 +345,11 @@ class WARP(Recommender):
         progress : Progress, optional
             Where to log; default follows ``verbose``.
         """
-        self._check_params()
+        self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
-        csr = self._with_confidence(X, self._set_training_data(X))
-        self.history_: List[Dict[str, Any]] = []
-        fit_or_select(self, csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
-                      warm_epochs=int(self.warm_epochs))
+        csr = self._with_confidence(X, self.set_training_data(X))
+        self._fit_prepared(csr, validation, callbacks, progress, warm_epochs=int(self.warm_epochs))
         return self
 
     def partial_fit(self, X, epochs: int = 1, progress: Optional[Progress] = None) -> "WARP":
@@ -435,43 +372,12 @@ class WARP(Recommender):
             Passes over ``X`` (at least 1).
         progress : Progress, optional
         """
-        self._check_params()
-        if int(epochs) < 1:
-            raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
-        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        if getattr(self, "train_", None) is None:
-            csr = self._with_confidence(X, self._set_training_data(X))
-            self._init_state(*csr.shape, np.random.default_rng(self.random_state))
-            data = self._training_data(csr)
-            summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
-                       "unknown_users": 0, "unknown_items": 0}
-        else:
-            if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
-                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
-            new, summary = known_pairs(X, self, keep_values=self._confidence_kind() != "none")
-            values = self._with_confidence(new, new).data if self._confidence_kind() != "none" else None
-            new.data[:] = 1.0
-            seen = merge_seen(self.train_, new)
-            summary["new_pairs"] = int(seen.nnz - self.train_.nnz)
-            data = self._training_data(seen, visit=new, values=values)
-            self.train_ = seen
-            self._interactions_cache = None
-        self.partial_fit_summary_: Dict[str, int] = summary
-        if summary["skipped_pairs"]:
-            message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
-                       f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
-                       "the model does not know (add new users with fold_in; new items need a refit)")
-            warnings.warn(message, UserWarning, stacklevel=2)
-            progress.log(f"warning: {message}")
-        if not hasattr(self, "history_"):
-            self.history_ = []
-        self._train(data, int(epochs), progress, ())
-        return self
+        return partial_fit(self, X, epochs, progress)
 
-    def _train(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
         ``validation``, early-stop and keep the best."""
-        data = csr if isinstance(csr, TrainingData) else self._training_data(csr)
+        data = csr if isinstance(csr, TrainingData) else training_data(self, csr)
 
         def step():
             stats = self._epoch(data, progress)
@@ -482,55 +388,32 @@ class WARP(Recommender):
                           min_improvement=float(self.min_improvement))
 
     # -- confidence ----------------------------------------------------------------------------
-    def _training_data(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
-                       values: Optional[np.ndarray] = None) -> "TrainingData":
-        """The kernel's arrays for ``csr``; with a confidence, ``values`` (default
-        ``csr.data``) are the confidences of the visited pairs."""
-        if self._confidence_kind() == "none":
-            return TrainingData(csr, visit)
-        return TrainingData(csr, visit, confidence=csr.data if values is None else values,
-                             use=self.confidence_use)
-
     def _confidence_kind(self) -> str:
-        # subclasses whose constructor does not take ``confidence`` (the hybrid) train without it
-        return getattr(self, "confidence", "none") if "confidence" in self._param_names() else "none"
+        # a subclass that does not support a confidence (the hybrid) trains without one
+        return getattr(self, "confidence", "none") if self.supports_confidence else "none"
 
     def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
-        """``binary`` (the positives) with each positive's confidence as its value.
-
-        Without a confidence, ``binary`` itself. The values come from ``X`` (the same stored
-        entries as ``binary``: a value of 0 is a positive of the lowest confidence); the visit
-        order and hold-out splits only look at the structure, so they do not change with the
-        confidence.
-        """
-        if self._confidence_kind() == "none":
-            return binary
-
-        raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
-        if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's _set_training_data
-            raise ValueError("confidence values do not line up with the positives")
-        conf = confidence_of(raw.data, self.confidence, self.alpha, self.eps)
-        return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
+        """``binary`` with each positive's confidence as its value (:func:`.warp_epoch.with_confidence`)."""
+        kind = self._confidence_kind()
+        return binary if kind == "none" else with_confidence(X, binary, kind, self.alpha, self.eps)
 
     # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "WARP":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
         Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
         Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
         per model item whose rows are the users ``user_ids``) gets a factor row fitted by
-        ``epochs`` WARP passes over their items against the fixed item factors; new users
-        are appended to ``user_ids``, known ones are refined from their training items plus
-        the history. Nothing else changes. See
-        :func:`mrec_warp.models.foldin.fold_in`.
+        ``epochs`` WARP passes (default :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`)
+        over their items against the fixed item factors; new users are appended to
+        ``user_ids``, known ones are refined from their training items plus the history;
+        every history item joins the user's training row, so it is excluded from their
+        recommendations. Nothing else changes. ``user_features``: a hybrid's new users'
+        features (a plain WARP refuses them). See :func:`mrec_warp.models.foldin.fold_in`.
         """
-        return fold_in(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
-
-    def _append_users(self, ids, user_features=None) -> None:
-        if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
-        warp_append_users(self, ids)
+        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
+                       user_ids=user_ids)
 
     def _fold_in_problem(self, users: np.ndarray):
         return warp_problem(self, users)
@@ -538,60 +421,22 @@ class WARP(Recommender):
     def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
         self.user_factors_[users] = rows
 
-    # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self._check_fitted()
-        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
-                             self.item_bias_ if self.item_bias else None, out)
-
-    def _history_vector(self, items: np.ndarray) -> np.ndarray:
-        """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
-        unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
         return warp_vector(self, items)
 
-    def _factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """(user vectors, item vectors, item biases or None): what :meth:`score_users` multiplies,
-        for one-user scoring (:mod:`.single_user`)."""
-        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
-
-    @property
-    def user_factors(self) -> np.ndarray:
-        return self.user_factors_
-
-    @property
-    def item_factors(self) -> np.ndarray:
-        return self.item_factors_
-
     # -- persistence -------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "item_bias": self.item_bias_}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (``None``: any size), checked before loading."""
-        d = params.get("factors")
-        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
-                "item_bias": ("f4", (n_items,))}
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        return {**cls._factor_spec(params, n_users, n_items), "item_bias": ("f4", (n_items,))}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
-        itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        uf, itf = self._checked_factors(arrays)
         ib = np.ascontiguousarray(arrays["item_bias"], dtype=np.float32)
-        d = uf.shape[1] if uf.ndim == 2 else -1
-        check_shape(uf, (self.n_users, d), "user factors")
-        check_shape(itf, (self.n_items, d), "item factors")
         check_shape(ib, (self.n_items,), "item biases")
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
             check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
-
-    def _get_attrs(self) -> Dict[str, Any]:
-        return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
-                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
-
-
-def _limit(max_norm: Optional[float]) -> float:
-    """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
-    return 0.0 if max_norm is None else float(max_norm)
-

@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -21,24 +21,24 @@ import scipy.sparse as sp
 from ..data.confidence import CONFIDENCES, MAX_CONFIDENCE, check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
-from ..errors import InputError, TrainingDivergedError
+from ..errors import TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from ..workers import Workers, effective_n_jobs
 from .als_blocks import TrainingData as _TrainingData, block_solver, solves_remotely
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
-from .base import Recommender, factor_scores
-from .foldin import append_empty_rows
+from .factor_model import FactorModel
+from .foldin import refuse_features
 from .single_user import wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
-from .validation import early_stopping_params, fit_or_select, need, run_epochs
+from .validation import early_stopping_params, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
 
 
-class WRMF(Recommender):
+class WRMF(FactorModel):
     """Weighted regularised matrix factorisation for implicit feedback (Hu et al., 2008).
 
     ``f(u, i) = x_u . y_i``, fitted by alternating least squares with confidence weights.
@@ -86,6 +86,10 @@ class WRMF(Recommender):
         Log one line per iteration to standard error.
     """
 
+    supports_confidence = True
+    weighs_without_values = True
+    fits_on_workers = True
+    explains = True
     _STOPPING = early_stopping_params(max_epochs=50, patience=3, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
@@ -156,7 +160,7 @@ class WRMF(Recommender):
 
     # -- checks ------------------------------------------------------------------------------
     #: factors x factors matrices a fit holds: the Gram matrix, and one system per solve.
-    _gram_copies = 2
+    GRAM_COPIES = 2
 
     def _check_extra(self) -> None:
         need(self.epochs is None or int(self.epochs) >= 1,
@@ -173,18 +177,12 @@ class WRMF(Recommender):
         return confidence(values, self.confidence, float(self.alpha), float(self.eps))
 
     # -- state -------------------------------------------------------------------------------
-    def _init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
+    def init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
         d = int(self.factors)
         self.user_factors_ = np.zeros((n_users, d), dtype=np.float32)
         self.item_factors_ = rng.standard_normal((n_items, d), dtype=np.float32) * np.float32(
             self.init_scale / np.sqrt(d))
         self.epochs_done_ = 0
-
-    def _snapshot(self) -> Tuple[np.ndarray, np.ndarray]:
-        return self.user_factors_.copy(), self.item_factors_.copy()
-
-    def _restore(self, snap: Tuple[np.ndarray, np.ndarray]) -> None:
-        self.user_factors_, self.item_factors_ = snap
 
     def _gram(self, Y: np.ndarray) -> np.ndarray:
         """``Y^T Y + reg * I`` (BLAS), the part of every row's system that all rows share."""
@@ -223,7 +221,7 @@ class WRMF(Recommender):
 
     def loss(self, data: Optional["_TrainingData"] = None) -> float:
         """The objective on the training data (or ``data``): weighted squared error plus L2."""
-        self._check_fitted()
+        self.check_fitted()
         rows = (data or _TrainingData(self._confidence_csr())).users
         X = self.user_factors_.astype(np.float64)
         Y = self.item_factors_.astype(np.float64)
@@ -260,7 +258,7 @@ class WRMF(Recommender):
             process. The model is bit-for-bit the same either way
             (:mod:`~mrec_warp.models.als_blocks`).
         """
-        self._check_params()
+        self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
@@ -268,12 +266,10 @@ class WRMF(Recommender):
         self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
         del raw
         conf_csr = self._confidence_csr()
-        self.history_: List[Dict[str, Any]] = []
         with workers if workers is not None else contextlib.nullcontext():
             if solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            fit_or_select(self, conf_csr, validation, np.random.default_rng(self.random_state), progress, callbacks,
-                          unit="iteration", workers=workers)
+            self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
         return self
 
     def _confidence_csr(self) -> sp.csr_matrix:
@@ -283,9 +279,9 @@ class WRMF(Recommender):
 
     # -- the training matrix: its structure, shared with the confidences; its ones on demand ---
     def _set_pairs(self, X) -> int:
-        """:meth:`_set_training_data` keeping only the binary matrix's structure (see
+        """:meth:`set_training_data` keeping only the binary matrix's structure (see
         ``train_``): its ones go at once, as the fit needs none. Returns the number of pairs."""
-        nnz = self._set_training_data(X).nnz
+        nnz = self.set_training_data(X).nnz
         self.__dict__["_binary_train"] = None
         return nnz
 
@@ -307,11 +303,11 @@ class WRMF(Recommender):
         self.__dict__["_binary_train"] = value
         self.__dict__["_seen"] = None if value is None else (value.indptr, value.indices, value.shape)
 
-    def _check_fitted(self) -> None:
+    def check_fitted(self) -> None:
         if self.__dict__.get("_seen") is None:  # without building train_'s ones
-            super()._check_fitted()
+            super().check_fitted()
 
-    def _train(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
+    def train_epochs(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
                workers: Optional[Workers] = None) -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
@@ -333,46 +329,21 @@ class WRMF(Recommender):
             return run_epochs(self, step, epochs, progress, callbacks, validation, phase, unit="iteration",
                               n_jobs=effective_n_jobs(self.n_jobs))
 
-    # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self._check_fitted()
-        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_, None, out)
-
-    def _history_vector(self, items: np.ndarray) -> np.ndarray:
+    # -- fold-in and explanations ------------------------------------------------------------
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The user vector :meth:`fold_in` solves for a new user with history ``items`` (sorted
         unique indices, no values), the model unchanged."""
         return wrmf_vector(self, items)
 
-    def _factor_parts(self) -> Tuple[np.ndarray, np.ndarray, None]:
-        """(user vectors, item vectors, None): what :meth:`score_users` multiplies (:mod:`.single_user`)."""
-        return self.user_factors_, self.item_factors_, None
-
-    @property
-    def user_factors(self) -> np.ndarray:
-        return self.user_factors_
-
-    @property
-    def item_factors(self) -> np.ndarray:
-        return self.item_factors_
-
-    # -- fold-in and explanations ------------------------------------------------------------
-    def fold_in(self, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
-                user_ids: Optional[Sequence] = None) -> "WRMF":
+    def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
+                progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WRMF":
         """Add users from a history by one exact solve each, without refitting (in place;
         returns ``self``). ``history`` is anything :meth:`WARP.fold_in` takes (a sparse
-        matrix's values are confidences' values, its rows the users ``user_ids``). See
+        matrix's values are confidences' values, its rows the users ``user_ids``); ``epochs``
+        is ignored (nothing is iterated), ``user_features`` refused. See
         :func:`mrec_warp.models.wrmf_users.fold_in`."""
+        refuse_features(self, user_features)
         return fold_in_users(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
-
-    def _append_users(self, ids: np.ndarray, user_features=None) -> None:
-        if user_features is not None:
-            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
-        d = self.user_factors_.shape[1]
-        self.user_factors_ = np.vstack([self.user_factors_, np.zeros((len(ids), d), np.float32)])
-        self.user_ids = np.concatenate([self.user_ids, np.asarray(ids, dtype=str)])
-        self.train_ = append_empty_rows(self.train_, len(ids))
-        self._interactions_cache = None
-
 
     def explain(self, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which of ``user``'s training items drove the scores of ``items``: (history items,
@@ -385,30 +356,20 @@ class WRMF(Recommender):
         return explain_user_frame(self, user_id, item_ids, k=k, n=n)
 
     # -- persistence -------------------------------------------------------------------------
-    def _get_arrays(self) -> Dict[str, np.ndarray]:
+    def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"user_factors": self.user_factors_, "item_factors": self.item_factors_,
                 "confidence": self.confidence_}
 
     @classmethod
-    def _array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        """Kind and shape of each saved array (``None``: any size), checked before loading."""
-        d = params.get("factors")
-        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d)),
-                "confidence": ("f4", (None,))}
+    def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        return {**cls._factor_spec(params, n_users, n_items), "confidence": ("f4", (None,))}
 
-    def _set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
-        uf, itf, conf = (np.ascontiguousarray(arrays[k], dtype=np.float32)
-                         for k in ("user_factors", "item_factors", "confidence"))
-        d = uf.shape[1] if uf.ndim == 2 else -1
-        check_shape(uf, (self.n_users, d), "user factors")
-        check_shape(itf, (self.n_items, d), "item factors")
+    def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
+        uf, itf = self._checked_factors(arrays)
+        conf = np.ascontiguousarray(arrays["confidence"], dtype=np.float32)
         check_shape(conf, (len(self._seen[1]),), "confidences (one per training pair)")
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (conf, "confidences")):
             check_finite(arr, what)
         if len(conf) and conf.min() < 1:
             raise ValueError("confidences below 1")
         self.user_factors_, self.item_factors_, self.confidence_ = uf, itf, conf
-
-    def _get_attrs(self) -> Dict[str, Any]:
-        return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
-                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}

@@ -31,7 +31,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     item in both keeps the larger confidence). Items the model does not know are
     skipped and counted in ``fold_in_summary_``.
     """
-    model._check_fitted()
+    model.check_fitted()
     progress = progress or SILENT
     if epochs is not None:
         progress.log("note: fold-in epochs do not apply to WRMF, whose fold-in is one exact solve")
@@ -49,7 +49,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     ids = np.asarray(pd.unique(users_col), dtype=str)
     new = ids[model.user_indices(ids, strict=False) < 0]
     if len(new):
-        model._append_users(new)
+        model.append_users(new)
     idx = model.user_indices(ids)
     codes = pd.Index(ids).get_indexer(users_col)
     # repeated rows of a pair add their values, as in training; then values become confidences
@@ -118,7 +118,7 @@ def explain(model, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.nda
         The sum of all contributions: the score of the exact solve (the fitted user
         vector, after a few CG steps, scores within a small margin of it).
     """
-    model._check_fitted()
+    model.check_fitted()
     user = int(user)
     if not 0 <= user < model.n_users:
         raise InputError(f"user index {user} is out of range (the model has {model.n_users} users)")

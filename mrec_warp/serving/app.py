@@ -97,8 +97,8 @@ class Service:
         exclude_seen = parse_flag(one(params, "exclude_seen"), "exclude_seen", True)
 
         def work():
-            user = int(lookup(model._id_map("user"), [user_id], "user", status=404)[0])
-            mask = item_mask(model._id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
+            user = int(lookup(model.id_map("user"), [user_id], "user", status=404)[0])
+            mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
             return _rank_user(model, user, k, mask, exclude_seen, served.ann)
 
         items, scores = work()
@@ -114,7 +114,7 @@ class Service:
         k = parse_k(data.get("k", DEFAULT_K), self.max_k, model.n_items)
 
         def work():
-            index = model._id_map("item")
+            index = model.id_map("item")
             rows = np.fromiter((index.get(x, -1) for x in history), dtype=np.int64, count=len(history))
             known = rows[rows >= 0]
             if len(known) == 0:  # refused with the first id, and a did-you-mean where one fits
@@ -144,7 +144,7 @@ class Service:
         k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
 
         def work():
-            item = int(lookup(model._id_map("item"), [item_id], "item", status=404)[0])
+            item = int(lookup(model.id_map("item"), [item_id], "item", status=404)[0])
             others = min(k, model.n_items - 1)
             if others < 1:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)

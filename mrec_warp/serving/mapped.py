@@ -83,9 +83,9 @@ def map_arrays(model, path: str) -> Dict[str, int]:
     """Swap ``model``'s dense arrays for memmaps of ``path`` where they are byte-identical.
 
     Returns name -> bytes now mapped (empty when nothing could be). The model's own
-    ``_set_arrays`` takes the new arrays, so its checks run again on them.
+    ``set_arrays`` takes the new arrays, so its checks run again on them.
     """
-    arrays = model._get_arrays()
+    arrays = model.get_arrays()
     mapped: Dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(path) as zf:
@@ -101,7 +101,7 @@ def map_arrays(model, path: str) -> Dict[str, int]:
         return {}
     if not mapped:
         return {}
-    model._set_arrays({**arrays, **mapped})
-    kept = model._get_arrays()  # (a model may convert what it is given: count what it kept mapped)
+    model.set_arrays({**arrays, **mapped})
+    kept = model.get_arrays()  # (a model may convert what it is given: count what it kept mapped)
     return {name: int(view.nbytes) for name, view in mapped.items()
             if isinstance(kept.get(name), np.ndarray) and np.may_share_memory(kept[name], view)}

@@ -8,10 +8,10 @@ parses options, calls one of these and prints.
     model.npz --similar--> similar items;  model.npz --explain--> why an item was recommended
     train.tsv --tune--> the best family and parameters
 """
-from .cold_start import ColdStart, cold_start
 from .evaluate import evaluate
 from .explain import Explanation, explain
 from .prepare import prepare
+from .recommend_inputs import ColdStart, cold_start
 from .recommend import RecommendResult, recommend, recommend_in_parts, write_recommendations
 from .similar import SimilarResult, similar
 from .submodels import fit_submodels

@@ -11,19 +11,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import pandas as pd
 
 from ..data.interactions import Interactions
-from ..data.inputs import check_readable, output_encoding
+from ..data.inputs import output_encoding
 from ..data.ratings import READER_OPTIONS, read_ratings
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options
-from ..data.features import read_features
 from ..errors import InputError
-from ..models import Recommender, load
 from ..models.families import model_classes
-from ..models.persistence import HINT as MODEL_FILE_HINT
 
 PathLike = Union[str, os.PathLike]
 
@@ -136,84 +133,3 @@ def _read_params_file(path: PathLike) -> Dict[str, Any]:
     return params
 
 
-# -- feature files -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FeatureFiles:
-    """The user and item feature files of a hybrid model and how to read them.
-
-    Attributes
-    ----------
-    user, item : path-like, optional
-        ``id<TAB>feature[<TAB>weight]`` rows; ``None`` where there is no file.
-    sep, header, columns
-        Delimiter, header line and columns, as :func:`~mrec_warp.data.features.read_features`
-        takes them (guessed where ``None``).
-    """
-
-    user: Optional[PathLike] = None
-    item: Optional[PathLike] = None
-    sep: Optional[str] = None
-    header: Optional[bool] = None
-    columns: Optional[str] = None
-
-    @property
-    def given(self) -> bool:
-        return self.user is not None or self.item is not None
-
-    def read(self, id_encoding: Optional[str] = None) -> Tuple[Optional[pd.DataFrame], Optional[pd.DataFrame]]:
-        """(user table, item table), ``None`` where no file was given.
-
-        ``id_encoding`` is the encoding of the training data's ids; a feature file in another
-        one is refused when it holds a character outside ASCII (see :func:`check_same_encoding`).
-        """
-        tables = []
-        for kind, path in (("user", self.user), ("item", self.item)):
-            table = read_features(path, kind=kind, sep=self.sep, header=self.header,
-                                  columns=self.columns) if path else None
-            if table is not None:
-                check_same_encoding(table, id_encoding, kind, str(path))
-            tables.append(table)
-        return tables[0], tables[1]
-
-
-def check_same_encoding(table: pd.DataFrame, id_encoding: Optional[str], kind: str, path: str) -> None:
-    """Refuse a feature file whose non-ASCII text is in another encoding than the training data.
-
-    Outputs are written in the training data's encoding, so an id ``Señor`` read from a
-    UTF-8 feature file would come out as other bytes than it went in as (and an id matched
-    across the two files would be two different byte strings). ASCII reads the same in both.
-    """
-    mine, theirs = output_encoding(table.attrs.get("encoding")), output_encoding(id_encoding)
-    if mine == theirs:
-        return
-    text = pd.concat([table["id"], table["feature"]]).astype(str)
-    if text.map(str.isascii).all():
-        return
-    names = {"utf-8": "UTF-8", "latin-1": "Latin-1 (it is not valid UTF-8)"}
-    raise InputError(
-        f"the {kind} feature file is {names[mine]} but the training data is {names[theirs].split(' (')[0]}: "
-        "its ids and features would not come back as the same bytes", path=path,
-        hint=f"convert one file, e.g. iconv -f {mine} -t {theirs} {path} > converted.tsv",
-    )
-
-
-# -- models and k --------------------------------------------------------------------------------
-def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Optional[str]]:
-    """(model, the file it came from): ``model`` itself, or loaded from a model file."""
-    if isinstance(model, Recommender):
-        return model, None
-    check_readable(model, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
-    return load(model), str(model)
-
-
-def capped_k(k: int, n: int, what: str = "items") -> Tuple[int, Optional[str]]:
-    """``k`` no larger than the ``n`` candidates there are, and a note when it was larger.
-
-    A longer list holds nothing more, but its buffers (rows x k) would grow with k, up to
-    an out-of-memory error.
-    """
-    if n <= 0:  # "using k=1" would promise a list that cannot hold anything
-        return 1, f"there are no {what} to rank: every list is empty"
-    if k > n:
-        return n, f"`k={k:,}` is more than the {n:,} {what} there are; using `k={n:,}`"
-    return k, None

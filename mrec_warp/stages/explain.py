@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..models import Recommender
-from ._inputs import open_model
+from ..models.base import open_model
+from ..models.families import families_with
 from .similar import split_id_list
 
 PathLike = Union[str, os.PathLike]
@@ -67,9 +68,10 @@ def explain(
         within a small margin of it).
     """
     model, model_file = open_model(model)
-    if not hasattr(model, "explain_frame"):
+    if not model.explains:  # (a family that explains has explain_frame)
         raise InputError(f"a {type(model).__name__} model cannot explain its scores", path=model_file,
-                         hint="train a wrmf model (`model=wrmf`)")
+                         hint=f"train a {' or '.join(families_with('explains'))} model "
+                              f"(`model={families_with('explains')[0]}`)")
     if model.user_indices([user], strict=False)[0] < 0:
         raise InputError(f"user {user!r} is not in the model", hint="use a user id of the training data")
     item_ids = None
@@ -79,4 +81,5 @@ def explain(
         if not item_ids or (idx < 0).any():
             bad = item_ids[int((idx < 0).argmax())] if item_ids else items
             raise InputError(f"item {bad!r} is not in the model", hint="use item ids of the training data")
-    return Explanation(model.explain_frame(user, item_ids, k=k, n=top), model)
+    explain_frame = getattr(model, "explain_frame")  # what the `explains` capability promises
+    return Explanation(explain_frame(user, item_ids, k=k, n=top), model)

@@ -1,7 +1,10 @@
 """The recommend stage: top-k lists for many users of a fitted model, written to one file.
 
-:func:`recommend` is the stage as the command runs it (a model file, its cold start, the
-users asked for, exclusions); :func:`write_recommendations` the writing, for a model in hand.
+:func:`recommend` is the stage as the command runs it, one straight line: its inputs (the
+model file, its cold start, the users asked for, exclusions:
+:func:`~mrec_warp.stages.recommend_inputs.recommend_inputs`), then the model's scores as
+candidates, their top k (:mod:`mrec_warp.topk`) and the writer (:mod:`mrec_warp.tables`);
+:func:`write_recommendations` is that second half, for a model in hand.
 
 With local threads and no work folder the users' blocks are scored on the context's
 threads and streamed to the file (:func:`~mrec_warp.topk.iter_top_k`). Otherwise
@@ -13,7 +16,6 @@ scoring grid of :mod:`mrec_warp.topk`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -33,12 +35,9 @@ from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, neutralised_note, output_format, write_frames
-from ..topk import KernelExclusion, block_to_frame, default_block_size, iter_top_k, top_k_block
+from ..topk import KernelExclusion, block_to_frame, capped_k, default_block_size, iter_top_k, top_k_block
 from ..workers import chunk_ranges
-from ..data.idlist import read_id_list
-from ._inputs import capped_k, open_model
-from .cold_start import cold_start
-from .recommend_inputs import check_known_users, filtered_items, train_exclusion
+from .recommend_inputs import recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
 #: large enough that a 20M-interaction job has tens of parts, not thousands.
@@ -109,7 +108,7 @@ def recommend(
         Item ids never recommended to anyone.
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
-        Cold start, as :func:`~mrec_warp.stages.cold_start.cold_start`.
+        Cold start, as :func:`~mrec_warp.stages.recommend_inputs.cold_start`.
     ann : bool
         Rank with the model's ANN index (``MODEL.ann``, :mod:`mrec_warp.models.ann`) instead of
         exactly; a missing, stale or mismatched index is refused.
@@ -119,36 +118,21 @@ def recommend(
     """
     check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
                                         exclude_items, history, item_features, user_features])
-    given = isinstance(model, Recommender)
-    model, model_file = open_model(model)
-    if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
-        model = copy.deepcopy(model)
-    notes: List[str] = []
-    requested = read_id_list(users, unique=True, note=notes.append) if users else None
-    extended = cold_start(model, model_file, item_features=item_features, user_features=user_features,
-                          feature_sep=feature_sep, feature_header=feature_header, feature_columns=feature_columns,
-                          include_new_items=include_new_items, new_items_only=new_items_only, history=history,
-                          fold_in_epochs=fold_in_epochs, requested_users=requested, progress=progress)
-    model, changed = extended.model, extended.changed
-    user_ids: Optional[List[str]] = None
-    if users:
-        user_ids = requested
-        changed = check_known_users(model, user_ids, users, progress) or changed
-    elif extended.users is not None:  # user features / history: recommend for those users
-        user_ids = extended.users
-    exclude = train_exclusion(model, train, progress) if train else "train"
-    if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
-        notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
-                     "the items users have seen")
-    filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
+    inputs = recommend_inputs(  # 1. inputs: the model extended for newcomers, users, exclusions
+        model, users=users, train=train, exclude_items=exclude_items, progress=progress,
+        cold=dict(item_features=item_features, user_features=user_features, feature_sep=feature_sep,
+                  feature_header=feature_header, feature_columns=feature_columns, include_new_items=include_new_items,
+                  new_items_only=new_items_only, history=history, fold_in_epochs=fold_in_epochs))
+    model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
     if int(k) > 0:
         k, note = capped_k(int(k), model.n_items)
         notes += [note] if note else []
-    index = open_ann(model, model_file, context) if ann else None  # checked against the (cold-started) items
-    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=exclude, format=format,
-                                 filter_items=filtered, block_size=block_size, part_size=part_size,
-                                 model_file=None if changed else model_file, context=context, progress=progress,
-                                 notes=notes, ann_index=index)
+    # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
+    index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
+    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
+                                 filter_items=inputs.filtered, block_size=block_size, part_size=part_size,
+                                 model_file=inputs.model_file, context=context, progress=progress, notes=notes,
+                                 ann_index=index)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
@@ -246,7 +230,7 @@ def write_recommendations(
     k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
-    mask = None if filter_items is None else model._item_mask(model.item_indices(filter_items))
+    mask = None if filter_items is None else model.item_mask(model.item_indices(filter_items))
     if fmt == "tsv":  # once here, for the streamed and the part-file paths alike
         check_tsv_ids(model.user_ids, model.item_ids, path=path)
     context = context if context is not None else local_context()
@@ -259,16 +243,16 @@ def write_recommendations(
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
-                exclude = _with_items(model._exclusion_matrix(exclude), mask, model.n_users)
+                exclude = _with_items(model.exclusion_matrix(exclude), mask, model.n_users)
             info = recommend_in_parts(model, path, k=k, users=None if user_ids is None else users,
                                       exclude=exclude if isinstance(exclude, str) or exclude is None
-                                      else model._exclusion_matrix(exclude),
+                                      else model.exclusion_matrix(exclude),
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
                                       model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
-        blocks = (ann_top_k(ann_index, model, users, k, model._exclusion_matrix(exclude), mask, block_size, progress)
+        blocks = (ann_top_k(ann_index, model, users, k, model.exclusion_matrix(exclude), mask, block_size, progress)
                   if ann_index is not None else
-                  iter_top_k(model.score_users, model.n_items, users, k, exclude=model._exclusion_matrix(exclude),
+                  iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
                              block_size=block_size, progress=progress, workers=context, item_mask=mask))
         # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
         # not by the garbage collector while the interpreter shuts down

@@ -1,19 +1,242 @@
-"""What a recommend run reads besides the model: the users asked for, the interactions to
-exclude and the items never to recommend, each checked against the model's ids."""
+"""The inputs of a recommend run, read in one step: the model (extended for newcomers), the
+users asked for, the interactions to exclude and the items never to recommend.
+
+:func:`recommend_inputs` is the first step of the recommend stage's straight line
+(inputs -> model -> candidates -> top-k -> writer: :mod:`mrec_warp.stages.recommend`).
+Cold start is part of it: a trained model meets three kinds of newcomers -- users known by
+their features (a model that ``uses_features`` adds them without training), users with a
+short history (folded in: their vectors are fitted against the fixed items, no refit), and
+items known by their features (ranked beside, or instead of, the trained ones).
+:func:`cold_start` extends a loaded model with all three. Each input is checked against the
+model's ids; what a family can do is asked of its capabilities, never of its name.
+"""
 from __future__ import annotations
 
-from typing import List
+import copy
+import os
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..data.features import FeatureFiles
 from ..data.idlist import read_id_list
 from ..data.near_ids import did_you_mean
 from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
-from ..models.popularity import Popularity
+from ..models.base import Recommender, open_model
+from ..models.families import families_with
+from ..progress import SILENT, Progress
+
+PathLike = Union[str, os.PathLike]
+
+
+@dataclass
+class RecommendInputs:
+    """What a recommend run ranks with and for.
+
+    Attributes
+    ----------
+    model : Recommender
+        The model to recommend with (a copy when the caller's model was extended).
+    model_file : str or None
+        The file it was loaded from, while the model is still what that file holds (workers
+        in other processes may read it); ``None`` otherwise.
+    source : str or None
+        The file it was loaded from, extended or not (its ANN index sits beside it).
+    user_ids : list of str or None
+        Users to recommend for, in output order; ``None``: every user of the model.
+    exclude : "train" or sparse matrix
+        Items never to recommend to a user: the model's training items, or the ``train``
+        file's interactions in the model's index space.
+    filtered : list of str or None
+        Item ids never recommended to anyone.
+    notes : list of str
+        What the caller should hear about.
+    """
+
+    model: Recommender
+    model_file: Optional[str]
+    user_ids: Optional[List[str]]
+    exclude: Any
+    filtered: Optional[List[str]]
+    source: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+
+
+def recommend_inputs(
+    model: Union[PathLike, Recommender],
+    *,
+    users: Optional[PathLike] = None,
+    train: Optional[PathLike] = None,
+    exclude_items: Optional[PathLike] = None,
+    cold: Optional[dict] = None,
+    progress: Progress = SILENT,
+) -> RecommendInputs:
+    """Read a recommend run's inputs: the model (a file, or a model in hand that is copied
+    before anything extends it), its cold start (``cold``: the keyword arguments of
+    :func:`cold_start`), the ``users`` file, the ``train`` exclusions and the
+    ``exclude_items`` file, each checked against the model."""
+    given = isinstance(model, Recommender)
+    model, model_file = open_model(model)
+    if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
+        model = copy.deepcopy(model)
+    notes: List[str] = []
+    requested = read_id_list(users, unique=True, note=notes.append) if users else None
+    extended = cold_start(model, model_file, requested_users=requested, progress=progress, **(cold or {}))
+    model, changed = extended.model, extended.changed
+    user_ids: Optional[List[str]] = None
+    if users:
+        user_ids = requested
+        changed = check_known_users(model, user_ids, users, progress) or changed
+    elif extended.users is not None:  # user features / history: recommend for those users
+        user_ids = extended.users
+    exclude = train_exclusion(model, train, progress) if train else "train"
+    if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
+        notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
+                     "the items users have seen")
+    filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
+    return RecommendInputs(model, None if changed else model_file, user_ids, exclude, filtered, model_file, notes)
+
+
+@dataclass
+class ColdStart:
+    """A model extended for newcomers.
+
+    Attributes
+    ----------
+    model : Recommender
+        The model to recommend with.
+    users : list of str or None
+        The users whose features or history were given (those the model knows now): who to
+        recommend for when no users are asked for; ``None`` when there were none.
+    changed : bool
+        Whether ``model`` differs from the model file it was loaded from.
+    """
+
+    model: Recommender
+    users: Optional[List[str]]
+    changed: bool
+
+
+def cold_start(
+    model: Recommender,
+    model_file: Optional[PathLike] = None,
+    *,
+    item_features: Optional[PathLike] = None,
+    user_features: Optional[PathLike] = None,
+    feature_sep: Optional[str] = None,
+    feature_header: Optional[bool] = None,
+    feature_columns: Optional[str] = None,
+    include_new_items: bool = False,
+    new_items_only: bool = False,
+    history: Optional[PathLike] = None,
+    fold_in_epochs: Optional[int] = None,
+    requested_users: Optional[Sequence[str]] = None,
+    progress: Optional[Progress] = None,
+) -> ColdStart:
+    """Extend a loaded model with new users (by features or history) and new items.
+
+    Parameters
+    ----------
+    model : Recommender
+        As loaded from ``model_file`` (named in errors).
+    item_features, user_features : path-like, optional
+        Features of new items / users (a hybrid model); ``feature_sep``,
+        ``feature_header`` and ``feature_columns`` say how to read them.
+    include_new_items, new_items_only : bool
+        Rank items known by their features alone beside the trained ones, or alone.
+    history : path-like, optional
+        ``user item`` rows of users to fold in without refitting (new ones are added, known
+        ones refined), with ``fold_in_epochs`` passes (a warp or hybrid model; the others'
+        fold-in has no epochs, and an epoch count is refused rather than ignored).
+    requested_users : sequence of str, optional
+        The users recommendations are asked for: a hybrid model adds those it kept features
+        of at training.
+    progress : Progress, optional
+
+    Returns
+    -------
+    ColdStart
+    """
+    progress = progress or SILENT
+    files = FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
+                         columns=feature_columns)
+    user_table, item_table = files.read(getattr(model, "id_encoding_", None))
+    features = model.uses_features
+    kind = type(model).__name__
+    if not features:
+        for name, given in (("user_features", user_table is not None), ("item_features", item_table is not None),
+                            ("include_new_items", include_new_items), ("new_items_only", new_items_only)):
+            if given:
+                with_features = " or ".join(families_with("uses_features"))
+                raise InputError(f"`{name}` needs a {with_features} model, this is a {kind}", path=model_file,
+                                 hint=f"train a {with_features} model (`model={families_with('uses_features')[0]}`)")
+    if history and not model.supports_fold_in:
+        raise InputError(f"`history` needs a model that folds users in, this is a {kind}, which cannot",
+                         path=model_file, hint=f"use a model of {', '.join(families_with('supports_fold_in'))}, "
+                                               "or retrain with the history")
+    if fold_in_epochs is not None and not model.fold_in_epochs:
+        # WRMF solves each user exactly, the others add the history as it is: an epoch count
+        # would be ignored, and the user would believe it was used
+        raise InputError(f"`fold_in_epochs` does not apply to a {kind}, whose fold-in has no epochs",
+                         path=model_file, hint=f"drop `fold_in_epochs`: it is for "
+                                               f"{' and '.join(families_with('fold_in_epochs'))} models")
+    changed = False
+    focus: List[str] = []
+
+    if user_table is not None:
+        ids = np.asarray(pd.unique(user_table["id"].to_numpy()), dtype=str)
+        new = ids[model.user_indices(ids, strict=False) < 0]
+        if len(new):
+            before = model.n_users
+            model = model.with_new_users(user_table[user_table["id"].isin(set(new))])
+            bare = int(model.featureless_users()[before:].sum())
+            progress.log(f"added {model.n_users - before} new users from their features"
+                         + (f"; {bare} have no feature the model knows and get its non-personal ranking"
+                            if bare else ""))
+            changed = True
+        known = model.user_indices(ids, strict=False) >= 0
+        focus.extend(ids[known].tolist())
+    if requested_users and features and len(model.new_user_ids):
+        trained = set(model.user_ids.tolist())
+        unknown = [u for u in requested_users if u not in trained]
+        kept = set(model.new_user_ids.tolist())
+        if any(u in kept for u in unknown):
+            model = model.with_new_users()  # the users whose features were given at training
+            changed = True
+    if history:
+        rows = read_ratings(history, reader_options=())  # recommend has no reader options
+        refuse_negatives(rows, str(history))  # a return is no interaction to fold in
+        _fold_in(model, rows, history, fold_in_epochs, progress)
+        known = set(model.user_ids.tolist())
+        focus.extend(u for u in pd.unique(rows["user"].astype(str).to_numpy()) if u in known)
+        changed = True
+    if include_new_items or new_items_only or item_table is not None:
+        before = model.n_items
+        model = model.with_new_items(item_table, only=new_items_only)
+        n_new = model.n_items - (0 if new_items_only else before)
+        if n_new == 0:
+            raise InputError("there are no new items to rank", path=item_features or model_file,
+                             hint="give `item_features` with items absent from training")
+        progress.log(f"ranking {n_new} new items" + ("" if new_items_only else f" alongside {before} trained ones"))
+        changed = True
+    users = list(dict.fromkeys(focus)) if focus else None
+    return ColdStart(model, users, changed)
+
+
+def _fold_in(model: Recommender, rows: pd.DataFrame, history: PathLike, epochs: Optional[int],
+             progress: Progress) -> None:
+    """Fold the users of ``rows`` into ``model`` (in place); errors name the ``history`` file."""
+    try:
+        model.fold_in(rows, epochs=epochs, progress=progress)
+    except InputError as exc:
+        if exc.path is None:
+            raise InputError(exc.message, path=history, hint=exc.hint) from None
+        raise
 
 
 #: Most of a ``train`` file's rows that may name users or items the model does not know. A
@@ -23,15 +246,15 @@ MAX_UNKNOWN_TRAIN_SHARE = 0.05
 
 
 def check_known_users(model, ids: List[str], path: str, progress) -> bool:
-    """Refuse unknown users (from the ``users`` file ``path``), except for a popularity model,
-    which serves them its overall ranking (they have no history). Returns whether the
-    model gained users."""
+    """Refuse unknown users (from the ``users`` file ``path``), except for a model that
+    ``appends_unknown_users`` (popularity serves them its overall ranking: they have no
+    history). Returns whether the model gained users."""
     idx = model.user_indices(ids, strict=False)
     if not (idx < 0).any():
         return False
     unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
-    index, known = model._interactions().user_index, model.user_ids.tolist()
-    if isinstance(model, Popularity):
+    index, known = model.interactions().user_index, model.user_ids.tolist()
+    if model.appends_unknown_users:
         # a new user is served the overall ranking, but an id that is a known one written
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
         # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
@@ -41,7 +264,7 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
                              line=ids.index(near[0]) + 1, hint="write the ids as the training data does: this one looks "
                              "like a known user's, whose own items would not be excluded if it were served "
                              "as a new user")
-        model._append_users(unknown)
+        model.append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
                      "(give their history with `history` to exclude what they have seen)")
         return True
@@ -73,7 +296,7 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
             first = int(np.argmax(unknown))
             kind = "user" if users[first] < 0 else "item"
             example = rows[kind].iloc[first]
-            near = did_you_mean(example, getattr(model._interactions(), f"{kind}_index"), getattr(model, f"{kind}_ids").tolist())
+            near = did_you_mean(example, getattr(model.interactions(), f"{kind}_index"), getattr(model, f"{kind}_ids").tolist())
             raise InputError(f"`train` does not match the model: {what}, e.g. {example!r}"
                              + (f" ({near})" if near else ""), path=path,
                              hint="give the training file of this model; without `train` the model's own "

@@ -16,7 +16,9 @@ from ..data.idlist import read_id_list
 from ..data.near_ids import did_you_mean
 from ..errors import InputError, ParameterError
 from ..models import Recommender
-from ._inputs import capped_k, open_model
+from ..models.base import open_model
+from ..models.families import families_with
+from ..topk import capped_k
 
 PathLike = Union[str, os.PathLike]
 
@@ -81,9 +83,9 @@ def similar(
     SimilarResult
     """
     model, model_file = open_model(model)
-    if getattr(model, "item_factors", None) is None and getattr(model, "weights_", None) is None:
+    if not model.finds_similar_items:
         raise InputError(f"a {type(model).__name__} model has no item factors or item-item weights",
-                         path=model_file, hint="train a warp, hybrid, wrmf, itemknn, slim or ease model")
+                         path=model_file, hint=f"train a {', '.join(families_with('finds_similar_items'))} model")
     if (items is None) == (items_file is None):
         raise ParameterError("give exactly one of `items` or `items_file`")
     text = items if isinstance(items, str) else None
@@ -99,7 +101,7 @@ def similar(
     idx = model.item_indices(ids, strict=False)
     if (idx < 0).any():
         bad = ids[int((idx < 0).argmax())]
-        near = did_you_mean(bad, model._interactions().item_index, model.item_ids.tolist())
+        near = did_you_mean(bad, model.interactions().item_index, model.item_ids.tolist())
         hint = _unknown_item_hint(bad, text, model) if text is not None else "use item ids present in the training data"
         raise InputError(f"item {bad!r} is not in the model" + (f" ({near})" if near else ""),
                          path=None if items_file is None else str(items_file), hint=hint)

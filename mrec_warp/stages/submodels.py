@@ -177,8 +177,8 @@ def fit_submodels(
         parts = [_read_submodel(job.part(i), n_users, n_items, d) for i, d in enumerate(sizes)]
         job.finish(staged=[INPUTS_FILE])
     model = WARP(**{**params, "factors": total, "random_state": random_state})
-    model._set_training_data(data)
-    model._set_arrays({
+    model.set_training_data(data)
+    model.set_arrays({
         "user_factors": np.hstack([p["user_factors"] for p in parts]),
         "item_factors": np.hstack([p["item_factors"] for p in parts]),
         "item_bias": np.sum([p["item_bias"] for p in parts], axis=0),

@@ -20,14 +20,15 @@ from ..data.interactions import Interactions
 from ..files import check_outputs
 from ..errors import InputError
 from ..models.base import Recommender
-from ..models.families import model_classes
+from ..models.families import families_with, model_classes, named_families
 from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
-from ._inputs import (FeatureFiles, RowOptions, keep_encoding, load_interactions, load_params, load_validation,
+from ..data.features import FeatureFiles
+from ._inputs import (RowOptions, keep_encoding, load_interactions, load_params, load_validation,
                       params_model)
 
 PathLike = Union[str, os.PathLike]
@@ -213,12 +214,12 @@ def train(
         if merged.get(name) == 0:
             merged[name] = None
     names = estimator._param_names()
-    if "random_state" not in names and seed is not None:
+    if not estimator.draws_random_numbers and seed is not None:
         # popularity and the item-item models are deterministic: accept the seed (scripts
         # pass it to every model alike) but say that it does nothing here
         notes.append(f"`model={model_name}` draws no random numbers: `seed={seed}` changes nothing")
     seed = DEFAULT_SEED if seed is None else seed
-    if "random_state" in names:
+    if estimator.draws_random_numbers:
         merged.update(random_state=seed, n_jobs=n_jobs)
     elif "n_jobs" in names:  # item-item models: deterministic, no seed
         merged.update(n_jobs=n_jobs)
@@ -229,18 +230,19 @@ def train(
         accepted = [p for p in names if p not in EXECUTION_PARAMS]
         raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
     estimator.set_params(**merged)
-    if hasattr(estimator, "_check_params"):
-        estimator._check_params()  # before reading the data: a bad value costs no wait
+    estimator.check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
-    if sub_models and model_name != "warp":
-        raise InputError(f"`sub_models` needs `model=warp`, not `model={model_name}`", hint="drop `sub_models`")
+    if sub_models and not estimator.supports_sub_models:
+        raise InputError(f"`sub_models` needs {named_families('supports_sub_models')}, not `model={model_name}`",
+                         hint="drop `sub_models`")
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=model_name != "wrmf", rows=rows)
+    data = load_interactions(train, format, values=kind != "none", required=not estimator.weighs_without_values,
+                             rows=rows)
     # the row rules' counts in prepare's words, then the matrix they made
     progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
                  f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
-    if model_name == "warp" and (sub_models or backend == "dask"):
+    if estimator.supports_sub_models and (sub_models or backend == "dask"):
         if kind != "none":
             raise InputError("`confidence` does not combine with sub-models yet",
                              hint="drop `sub_models` / `backend=dask`, or drop `confidence`")
@@ -275,12 +277,12 @@ def _note_default_sub_models(progress: Progress) -> None:
 
 def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
     """A confidence only for families that weigh rows, and its settings only with one."""
-    if kind != "none" and "confidence" not in estimator._param_names():
-        raise InputError(f"`confidence` is used by `model=warp` or wrmf, not `model={model_name}`",
-                         hint="drop `confidence`, or train `model=warp`")
+    if kind != "none" and not estimator.supports_confidence:
+        raise InputError(f"`confidence` is used by {named_families('supports_confidence')}, not `model={model_name}`",
+                         hint=f"drop `confidence`, or train `model={families_with('supports_confidence')[0]}`")
     # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
     # (a family without a confidence may have parameters of these names of its own: rp3beta's alpha)
-    if kind == "none" and model_name != "wrmf" and "confidence" in estimator._param_names() \
+    if kind == "none" and not estimator.weighs_without_values and estimator.supports_confidence \
             and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
         raise InputError("`alpha`, `eps` and `confidence_use` only matter with a confidence",
                          hint="add `confidence=log` (or linear), or drop them")
@@ -288,12 +290,12 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
 
 def _log_values(estimator: Recommender, model_name: str, kind: str, data: Interactions, progress: Progress) -> None:
     """One log line on what the value column became."""
-    if model_name == "wrmf":
+    if estimator.weighs_without_values:
         weighs = data.has_values and kind != "none"
-        progress.log("wrmf: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if weighs
+        progress.log(f"{model_name}: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if weighs
                                                         else "1 (values ignored or no value column)")
                      + (zeros_note(data) if weighs else ""))
-    elif "confidence" in estimator._param_names():
+    elif estimator.supports_confidence:
         progress.log(describe_values(data, kind, estimator.alpha, estimator.eps)
                      + (f", used to {estimator.confidence_use} positives{zeros_note(data)}" if kind != "none" else ""))
 
@@ -317,22 +319,24 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, context: E
     """Fit one model in this process (WRMF: its blocks on the context's workers), with its
     validation and feature files."""
     backend, n_jobs = context.backend, context.n_jobs
-    if backend == "processes" and model_name == "warp":
+    if backend == "processes" and estimator.hogwild:
         # hogwild needs every worker to write the same factor arrays: threads share them for
         # free, processes cannot (short of shared memory plus locking), so fit on threads.
         progress.log(f"note: hogwild fitting runs on threads, not processes; fitting on {n_jobs} thread(s) "
                      "(use `sub_models=K` to fit independent sub-models on processes)")
-    fit_kwargs: Dict[str, Any] = {}
-    if model_name != "popularity":
-        fit_kwargs["progress"] = progress
-        if validation:
-            fit_kwargs["validation"] = load_validation(validation, data, rows)
-    if model_name == "wrmf":
+    fit_kwargs: Dict[str, Any] = {"progress": progress}
+    if validation:
+        if not estimator.early_stopping:
+            raise InputError(f"`model={model_name}` has no early stopping to validate", path=validation,
+                             hint=f"drop `validation` (it is for {', '.join(families_with('early_stopping'))})")
+        fit_kwargs["validation"] = load_validation(validation, data, rows)
+    if estimator.fits_on_workers:
         fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
-        if model_name != "hybrid":
-            raise InputError(f"feature files need `model=hybrid`, not `model={model_name}`",
-                             path=features.item or features.user, hint="add `model=hybrid`")
+        if not estimator.uses_features:
+            first = families_with("uses_features")[0]
+            raise InputError(f"feature files need {named_families('uses_features')}, not `model={model_name}`",
+                             path=features.item or features.user, hint=f"add `model={first}`")
         fit_kwargs.update(user_features=user_table, item_features=item_table)
     estimator.fit(data, **fit_kwargs)

@@ -1,0 +1,146 @@
+"""The base of the factor models (WARP, its hybrid, WRMF): ``f(u, i) = p_u . q_i (+ b_i)``.
+
+What they share: factors and their scoring (:meth:`FactorModel.score_users` through
+:func:`factor_scores`), users added with zero rows (:meth:`FactorModel.append_users`), the
+epoch-trained fit with early stopping of :mod:`.validation` and the hooks it calls, and the
+epoch counts a model file keeps. Each family implements the hooks declared abstract here.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.npz import check_shape
+from ..errors import InputError
+from ..progress import Progress
+from .base import Recommender
+from .foldin import append_user_ids
+from .validation import fit_or_select
+
+
+def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
+                  out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``user_factors @ item_factors.T (+ item_bias)`` as float32, one sgemm, into ``out`` if given."""
+    scores = np.matmul(user_factors, item_factors.T, out=out)
+    if item_bias is not None:
+        scores += item_bias
+    return scores
+
+
+class FactorModel(Recommender):
+    """A model of user and item factors trained in epochs with early stopping.
+
+    A family sets :attr:`LEARNED` (the attributes training writes, which early stopping
+    snapshots) and implements :meth:`init_state`, :meth:`train_epochs`,
+    :meth:`history_vector` and :meth:`fold_in`; it keeps its factors in ``user_factors_``
+    and ``item_factors_`` (and ``item_bias_`` when :meth:`factor_parts` says so).
+    """
+
+    has_factors = True
+    early_stopping = True
+    draws_random_numbers = True
+    supports_fold_in = True
+    finds_similar_items = True
+
+    #: Names of the arrays training writes: what :meth:`snapshot` copies and :meth:`restore` puts back.
+    LEARNED: Tuple[str, ...] = ("user_factors_", "item_factors_")
+    #: Arrays of the factors' size a fit keeps (WARP: the factors and their adagrad accumulators),
+    #: and factors x factors matrices it holds (WRMF: the Gram matrix and one system per solve):
+    #: what the memory check before a fit counts (:func:`.validation.check_factor_memory`).
+    STATE_COPIES: int = 1
+    GRAM_COPIES: int = 0
+
+    def factor_rows(self, n_users: int, n_items: int) -> int:
+        """Rows of factors a fit allocates (the hybrid: one per feature column)."""
+        return n_users + n_items
+
+    # -- early-stopping hooks (called by validation.fit_or_select / run_epochs) -----------------
+    @abc.abstractmethod
+    def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
+        """Fresh factors (and optimiser state) for ``n_users`` x ``n_items``, drawn from ``seed_rng``."""
+
+    @abc.abstractmethod
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
+        """Run up to ``epochs`` epochs on ``csr`` (through :func:`.validation.run_epochs`); with
+        ``validation`` ``(fit, val, rng)``, early-stop and keep the best. Returns the best epoch
+        (with validation) or ``epochs``. A family may take more keywords (WRMF: ``workers``),
+        which ``fit_or_select`` passes on every call."""
+
+    def snapshot(self) -> Tuple[np.ndarray, ...]:
+        """Copies of the :attr:`LEARNED` arrays (the best epoch's, kept by early stopping)."""
+        return tuple(getattr(self, name).copy() for name in self.LEARNED)
+
+    def restore(self, snap: Tuple[np.ndarray, ...]) -> None:
+        """Put a :meth:`snapshot` back."""
+        for name, arr in zip(self.LEARNED, snap):
+            setattr(self, name, arr)
+
+    def restart_steps(self) -> None:
+        """Restart the optimiser's step sizes (the warm refit after early stopping); a family
+        with ``warm_epochs`` implements it."""
+        raise NotImplementedError(f"{type(self).__name__} has no warm refit")
+
+    def _fit_prepared(self, csr: sp.csr_matrix, validation, callbacks: Sequence, progress: Progress,
+                      **options: Any) -> None:
+        """The fit once the training data is set: fixed epochs, or early stopping then a refit."""
+        self.history_: List[Dict[str, Any]] = []
+        fit_or_select(self, csr, validation, np.random.default_rng(self.random_state), progress, callbacks, **options)
+
+    # -- factors and scoring ------------------------------------------------------------------------
+    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(user vectors, item vectors, item biases or None): what :meth:`score_users`
+        multiplies, for one-user scoring (:mod:`.single_user`)."""
+        bias = self.item_bias_ if getattr(self, "item_bias", False) else None
+        return self.user_factors_, self.item_factors_, bias
+
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        self.check_fitted()
+        user_factors, item_factors, bias = self.factor_parts()
+        return factor_scores(user_factors[np.asarray(users)], item_factors, bias, out)
+
+    @abc.abstractmethod
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
+        unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+
+    @property
+    def user_factors(self) -> np.ndarray:
+        return self.user_factors_
+
+    @property
+    def item_factors(self) -> np.ndarray:
+        return self.item_factors_
+
+    # -- new users ------------------------------------------------------------------------------------
+    def append_users(self, ids, user_features=None) -> None:
+        """New users with zero factor rows (and fresh adagrad rows when training keeps them)."""
+        if user_features is not None:
+            raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
+        d = self.user_factors_.shape[1]
+        self.user_factors_ = np.vstack([self.user_factors_, np.zeros((len(ids), d), np.float32)])
+        if getattr(self, "_user_accum", None) is not None:
+            self._user_accum = np.vstack([self._user_accum, np.ones((len(ids), d), np.float32)])
+        append_user_ids(self, ids)
+
+    # -- persistence --------------------------------------------------------------------------------
+    def _checked_factors(self, arrays: Dict[str, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+        """A file's ``user_factors`` and ``item_factors``, float32, of the model's shape, finite."""
+        uf = np.ascontiguousarray(arrays["user_factors"], dtype=np.float32)
+        itf = np.ascontiguousarray(arrays["item_factors"], dtype=np.float32)
+        d = uf.shape[1] if uf.ndim == 2 else -1
+        check_shape(uf, (self.n_users, d), "user factors")
+        check_shape(itf, (self.n_items, d), "item factors")
+        return uf, itf
+
+    @staticmethod
+    def _factor_spec(params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+        d = params.get("factors")
+        return {"user_factors": ("f4", (n_users, d)), "item_factors": ("f4", (n_items, d))}
+
+    def get_attrs(self) -> Dict[str, Any]:
+        return {**super().get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
+                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
+
