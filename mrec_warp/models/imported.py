@@ -95,6 +95,10 @@ class Factors(Recommender):
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
                              self.item_bias_ if self.item_bias else None, out)
 
+    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(user factors, item factors, item biases or ``None``), as the factor models give them."""
+        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
+
     @property
     def user_factors(self) -> np.ndarray:
         return self.user_factors_

@@ -20,7 +20,7 @@ from ..data.interactions import Interactions
 from ..files import check_outputs
 from ..errors import InputError
 from ..models.base import Recommender
-from ..models.families import families_with, model_classes, named_families
+from ..models.families import DEFAULT_FAMILY, families_with, model_classes, named_families
 from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
@@ -202,7 +202,7 @@ def train(
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []
     given = dict(params or {})
-    model_name = model or params_model(params_file) or "warp"
+    model_name = model or params_model(params_file) or DEFAULT_FAMILY
     if model_name not in model_classes():
         raise InputError(f"unknown `model={model_name}`", hint=f"one of {', '.join(model_classes())}")
     estimator = model_classes()[model_name]()
