@@ -171,12 +171,18 @@ class Factors(Recommender):
 
 
 def _ids(ids: Sequence, kind: str) -> np.ndarray:
-    """``ids`` as a str array: non-empty, unique."""
-    arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids).astype(str)
+    """``ids`` as a str array, each id as given (spaces are part of an id, as
+    :class:`~mrec_warp.data.interactions.Interactions` keeps them): non-empty, unique."""
+    given = list(ids) if not isinstance(ids, np.ndarray) else ids
+    for i, one in enumerate(given):  # numpy's text arrays drop trailing NULs: refused, never changed
+        if isinstance(one, str) and one.endswith("\0"):
+            raise InputError(f"{kind} id {i + 1} ({one[:80]!r}) ends in a NUL character, which an id cannot keep",
+                             hint=f"give every {kind} an id without a trailing NUL")
+    arr = np.asarray(given).astype(str)
     if arr.ndim != 1 or len(arr) == 0:
         raise InputError(f"no {kind} ids", hint=f"give one {kind} id per row of the {kind} factors")
-    if (np.char.str_len(np.char.strip(arr)) == 0).any():
-        first = int(np.argmax(np.char.str_len(np.char.strip(arr)) == 0))
+    if (np.char.str_len(arr) == 0).any():
+        first = int(np.argmax(np.char.str_len(arr) == 0))
         raise InputError(f"{kind} id {first + 1} is empty", hint=f"give every {kind} a non-empty id")
     try:
         check_ids(arr, f"{kind} ids")
