@@ -153,7 +153,7 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
 
     # -- what a family provides ----------------------------------------------------------------
     @abc.abstractmethod
-    def fit(self, X, **kwargs) -> "Recommender":
+    def fit(self, X: Any, *args: Any, **kwargs: Any) -> "Recommender":
         """Fit on a users x items matrix (CSR or :class:`Interactions`); returns ``self``.
 
         Every stored entry is an interaction (also one of value 0). Must call

@@ -10,7 +10,7 @@ file is checked on load (finite values, shapes that agree, unique non-empty ids)
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,14 +48,18 @@ class Factors(Recommender):
     has_factors = True
     finds_similar_items = True
 
+    user_factors_: np.ndarray
+    item_factors_: np.ndarray
+    item_bias_: np.ndarray
+
     def __init__(self, item_bias: bool = False, regularization: float = 0.01) -> None:
         self.item_bias = item_bias
         self.regularization = regularization
 
 
     @classmethod
-    def from_arrays(cls, user_factors: np.ndarray, item_factors: np.ndarray, user_ids: Sequence,
-                    item_ids: Sequence, item_bias: Optional[np.ndarray] = None,
+    def from_arrays(cls, user_factors: np.ndarray, item_factors: np.ndarray, user_ids: Union[Sequence, np.ndarray],
+                    item_ids: Union[Sequence, np.ndarray], item_bias: Optional[np.ndarray] = None,
                     train: Optional[sp.spmatrix] = None, **params: Any) -> "Factors":
         """A model of the given arrays, each checked (:class:`InputError` in one line).
 
@@ -170,7 +174,7 @@ class Factors(Recommender):
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
 
 
-def _ids(ids: Sequence, kind: str) -> np.ndarray:
+def _ids(ids: Union[Sequence, np.ndarray], kind: str) -> np.ndarray:
     """``ids`` as a str array, each id as given (spaces are part of an id, as
     :class:`~mrec_warp.data.interactions.Interactions` keeps them): non-empty, unique."""
     given = list(ids) if not isinstance(ids, np.ndarray) else ids

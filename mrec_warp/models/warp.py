@@ -159,7 +159,7 @@ class WARP(FactorModel):
     _STOPPING = early_stopping_params(
         max_epochs=200, patience=6, eval_every=2,
         refit_help="After early stopping on an internal hold-out, train on all the data (how: `warm_epochs`).")
-    PARAMETERS = (
+    PARAMETERS: Tuple[Param, ...] = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128], grid=(32, 128)),
         Param("loss", str, "warp", "Ranking loss.", choices=tuple(LOSSES), tunable=True),
         Param("learning_rate", float, 0.02, "Base step size.", low=0, low_open=True, tune=("log", 0.007, 0.06)),

@@ -134,8 +134,8 @@ class WRMF(FactorModel):
               choices=SOLVERS, option=False),
         Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
               option=False),
-        *map(_STOPPING.get, ("epochs", "max_epochs", "patience", "eval_every", "eval_k", "validation_fraction",
-                             "validation_users", "refit")),
+        _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
+        _STOPPING["eval_k"], _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
         Param("init_scale", float, 1.0, "Initial item factors' standard deviation times sqrt(factors).", low=0,
               option=False),
         n_jobs_param("Threads solving blocks of rows at once (-1: every core)."),
@@ -200,7 +200,10 @@ class WRMF(FactorModel):
         (:func:`mrec_warp.data.confidence.confidence`), or ``1 + alpha`` for each of ``n`` pairs
         when there are no values (``None``) or ``confidence`` is ``"none"``."""
         if values is None or self.confidence == "none":
-            return np.full(len(values) if values is not None else int(n), 1.0 + float(self.alpha), dtype=np.float32)
+            count = len(values) if values is not None else n
+            if count is None:
+                raise ValueError("confidences without values need the number of pairs (n)")
+            return np.full(count, 1.0 + float(self.alpha), dtype=np.float32)
         return confidence(values, self.confidence, float(self.alpha), float(self.eps))
 
     # -- state -------------------------------------------------------------------------------
@@ -294,10 +297,14 @@ class WRMF(FactorModel):
         del raw
         conf_csr = self._confidence_csr()
         with workers if workers is not None else contextlib.nullcontext():
-            if solves_remotely(workers):
+            if workers is not None and solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
             self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
         return self
+
+    #: The training pairs' structure ``(indptr, indices, shape)``, shared with the confidences
+    #: (set by ``train_``'s setter; ``None`` before a fit, read through ``__dict__`` where it may be).
+    _seen: Tuple[np.ndarray, np.ndarray, Tuple[int, int]]
 
     def _confidence_csr(self) -> sp.csr_matrix:
         """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""

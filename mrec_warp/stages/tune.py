@@ -88,7 +88,7 @@ class TuneResult:
         """The best trial's parameters (an early-stopped trial's epoch count as ``epochs``)."""
         row = self.table.iloc[0]
         fam = FAMILIES[self.best_model]
-        params = {}
+        params: Dict[str, Any] = {}
         for n in (c for c in self.table.columns if c in fam.tunable):
             if pd.isna(row[n]):
                 if n in fam.nullable:  # a family's trials share their names: NaN was null
@@ -319,13 +319,13 @@ def tune(
             notes += budget.run_budget(run, done, points, units, job.todo, shape, base, k, time_budget, started,
                                        effective_n_jobs(context.n_jobs), progress, metric, clock=time.monotonic)
         job.finish(staged=[INPUTS_FILE])
-    rows = [done[u] for u in sorted(done)]
-    if not rows:
+    finished = [done[u] for u in sorted(done)]
+    if not finished:
         raise InputError("the time budget ended before any trial finished",
                          hint="give a longer `time_budget`")
     # a default point's rows, in every rung it ran (the table takes its longest as reference)
     default_units = {u for u, (i, _) in enumerate(units) if i in default_trials}
-    table, tie = _results_table(rows, points, default_units, metric, {u: costs[u] for u in done})
+    table, tie = _results_table(finished, points, default_units, metric, {u: costs[u] for u in done})
     result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
     reference = result.baseline_note()
     if reference:
