@@ -36,7 +36,7 @@ def index(model_file, M, ef_construction, ef_search, threads, quiet, verbose):
     """
     from ..models import ann
     from ..files import check_outputs
-    from ..models.base import open_model
+    from ..stages._inputs import open_model
 
     target = ann.index_path(model_file)
     check_outputs({"MODEL.ann": str(target)}, [model_file])
