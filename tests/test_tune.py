@@ -144,6 +144,8 @@ def test_random_candidates_are_drawn_around_each_familys_defaults():
         family = FAMILIES[fam]
         defaults = family.defaults(family.space)
         for name, spec in family.space.items():
+            if defaults[name] == "auto":  # chosen from the data at fit (WRMF's alpha): nothing to centre on
+                continue
             if isinstance(spec, tuple):
                 assert spec[1] <= defaults[name] <= spec[2] or (spec[0] == "log0" and defaults[name] == 0), (fam, name)
             else:

@@ -58,11 +58,11 @@ Examples:
 @click.option("--max-epochs", type=int, help="Upper bound for early stopping [200].")
 @click.option("--patience", type=int,
               help="Stop at the first evaluation this many epochs after the last rise of the "
-                   "validation score [warp: 6; wrmf: 3 iterations].")
-@click.option("--eval-every", type=int, help="Epochs between validation evaluations [warp: 2; wrmf: 1].")
+                   "validation score [warp: 10; wrmf: 3 iterations].")
+@click.option("--eval-every", type=int, help="Epochs between validation evaluations [1].")
 @click.option("--min-improvement", type=click.FloatRange(min=0),
               help="WARP: a rise resets the patience only when above the last one by more than "
-                   "this fraction of it [0.002].")
+                   "this fraction of it [0].")
 @click.option("--validation-fraction", type=float, help="Share of each user's items held out for early stopping [0.1].")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
               help="Validation file instead of an internal hold-out (no refit then); its layout is "
@@ -97,7 +97,8 @@ Examples:
               help="Weigh each row by its value (3rd column: count, hours, rating): linear "
                    "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
                    "[warp: none; wrmf: linear, and none = every row 1 + alpha].")
-@click.option("--alpha", type=float, help="Confidence scale alpha [1].")
+@click.option("--alpha", type=float, help="Confidence scale alpha [warp: 1; wrmf: auto, 5 / the mean value "
+                                          "(every row 1 + 5 on a binary file)].")
 @click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
               help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")
@@ -125,8 +126,8 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     --model wrmf, by default (every row weighs 1 + alpha when there is no value column).
 
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
-    items, evaluates precision@10 every 2 epochs, stops 6 epochs after it last rose by more
-    than 0.2%, and then retrains on all of TRAIN for the best number of epochs.
+    items, evaluates precision@10 every epoch, stops 10 epochs after it last rose, and then
+    retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
     features = pop_feature_options(options)

@@ -75,10 +75,10 @@ FAMILIES: Dict[str, Family] = {
     "wrmf": Family(
         WRMF,
         tunable={"factors": int, "alpha": float, "regularization": float, "confidence": str, "cg_steps": int},
-        # around the defaults (64 factors, alpha 1, regularization 40)
-        space={"factors": [32, 64, 128], "alpha": ("log", 0.1, 20.0), "regularization": ("log", 1.0, 200.0),
+        # around the defaults (64 factors, alpha auto: 5 on a binary file, regularization 40)
+        space={"factors": [32, 64, 128], "alpha": ("log", 0.3, 30.0), "regularization": ("log", 1.0, 200.0),
                "confidence": ["linear", "log"]},
-        grid={"alpha": [0.3, 1.0, 3.0], "regularization": [10.0, 40.0, 160.0]},
+        grid={"alpha": [1.0, 5.0, 20.0], "regularization": [10.0, 40.0, 160.0]},
     ),
     "popularity": Family(Popularity),
     "hybrid": Family(HybridWARP),

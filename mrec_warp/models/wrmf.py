@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -34,8 +34,30 @@ from .params import check_choice, check_number
 from .validation import check_common_params, check_epoch_params, fit_or_select, run_epochs
 
 SOLVERS = ("cg", "cholesky")
+#: ``alpha="auto"``: the mean confidence of the observed pairs is ``1 + AUTO_ALPHA``
+#: (:func:`auto_alpha`); on a binary file every observed pair weighs ``1 + AUTO_ALPHA``.
+AUTO_ALPHA = 5.0
 
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
+
+
+def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
+    """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
+
+    ``AUTO_ALPHA / mean(f(value))``, ``f`` the confidence's rule (``value`` for ``"linear"``,
+    ``log1p(value / eps)`` for ``"log"``), so that the observed pairs weigh ``1 + AUTO_ALPHA``
+    on average whatever the values' unit: on a binary file (every value equal), without
+    values (``None``) or with ``confidence="none"``, every pair weighs ``1 + AUTO_ALPHA``;
+    ratings 4-5 or play counts keep their proportions around that mean. Values whose ``f``
+    is 0 throughout (all 0) give ``AUTO_ALPHA``: they make every confidence 1 anyway.
+    """
+    if values is None or len(values) == 0 or kind == "none":
+        return AUTO_ALPHA
+    f = np.asarray(values, dtype=np.float64)
+    if kind == "log":
+        f = np.log1p(f / float(eps))
+    mean = float(f.mean())
+    return AUTO_ALPHA / mean if mean > 0 and np.isfinite(mean) else AUTO_ALPHA
 
 
 class WRMF(Recommender):
@@ -47,8 +69,13 @@ class WRMF(Recommender):
     ----------
     factors : int
         Latent dimensions.
-    alpha : float
+    alpha : float or "auto"
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
+        ``"auto"`` (default) resolves at fit to ``5 / mean(f(value))`` over the training
+        pairs (:func:`auto_alpha`), kept as ``alpha_``: on a binary file (every value the
+        same, or no values) every observed pair weighs 6, on ratings or counts the mean pair
+        does. Chosen on the selection suite (``scripts/bench_defaults.py``): alpha 1 on
+        binary files was 20-35% below alpha 3-10.
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
         shared rule of :mod:`mrec_warp.data.confidence`). With ``"none"``, or without values
@@ -89,7 +116,7 @@ class WRMF(Recommender):
     def __init__(
         self,
         factors: int = 64,
-        alpha: float = 1.0,
+        alpha: Union[float, str] = "auto",
         confidence: str = "linear",
         eps: float = 1.0,
         regularization: float = 40.0,
@@ -134,7 +161,13 @@ class WRMF(Recommender):
 
     def _check_params(self) -> None:
         check_number(self.factors, "factors", integer=True, at_least=1)
-        check_confidence(self.confidence, self.alpha, self.eps)
+        if not (isinstance(self.alpha, str) and self.alpha == "auto"):
+            if isinstance(self.alpha, str):
+                raise InputError(f"`alpha` must be a number >= 0 or \"auto\", got {self.alpha!r}",
+                                 hint="e.g. `alpha=auto` (from the data) or `alpha=5`")
+            check_confidence(self.confidence, self.alpha, self.eps)
+        else:
+            check_confidence(self.confidence, 1.0, self.eps)
         check_number(self.regularization, "regularization", at_least=0)
         check_choice(self.solver, "solver", SOLVERS)
         check_number(self.cg_steps, "cg_steps", integer=True, at_least=1)
@@ -146,9 +179,19 @@ class WRMF(Recommender):
         """The confidence of observed pairs with these values: the shared rule
         (:func:`mrec_warp.data.confidence.confidence`), or ``1 + alpha`` for each of ``n`` pairs
         when there are no values (``None``) or ``confidence`` is ``"none"``."""
+        alpha = self.resolved_alpha()
         if values is None or self.confidence == "none":
-            return np.full(len(values) if values is not None else int(n), 1.0 + float(self.alpha), dtype=np.float32)
-        return confidence(values, self.confidence, float(self.alpha), float(self.eps))
+            return np.full(len(values) if values is not None else int(n), 1.0 + alpha, dtype=np.float32)
+        return confidence(values, self.confidence, alpha, float(self.eps))
+
+    def resolved_alpha(self) -> float:
+        """The ``alpha`` in force: ``alpha_`` as the fit resolved ``"auto"``, else ``alpha``."""
+        if isinstance(self.alpha, str):
+            resolved = getattr(self, "alpha_", None)
+            if resolved is None:
+                raise InputError("`alpha=auto` is resolved by fit: fit the model first")
+            return float(resolved)
+        return float(self.alpha)
 
     # -- state -------------------------------------------------------------------------------
     def _init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
@@ -243,7 +286,12 @@ class WRMF(Recommender):
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
-        self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
+        values = raw.data if use_values else None
+        self.alpha_ = (auto_alpha(values, self.confidence, float(self.eps)) if isinstance(self.alpha, str)
+                       else float(self.alpha))
+        if isinstance(self.alpha, str):
+            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (observed pairs weigh 1 + {AUTO_ALPHA:g} on average)")
+        self.confidence_ = self.confidences(values, nnz)
         del raw
         conf_csr = self._confidence_csr()
         self.history_: List[Dict[str, Any]] = []
@@ -389,4 +437,6 @@ class WRMF(Recommender):
 
     def _get_attrs(self) -> Dict[str, Any]:
         return {**super()._get_attrs(), "epochs_done_": int(getattr(self, "epochs_done_", 0)),
-                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0)}
+                "best_epoch_": int(getattr(self, "best_epoch_", 0) or 0),
+                # the alpha the fit used (what "auto" became); None before a fit
+                "alpha_": None if getattr(self, "alpha_", None) is None else float(self.alpha_)}
