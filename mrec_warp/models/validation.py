@@ -165,9 +165,11 @@ def run_epochs(
         line = f"{phase} {unit} {epoch:3d}  {logs['seconds']:6.2f}s" + (f"  {text}" if text else "")
         evaluated = validation is not None and epoch % int(model.eval_every) == 0
         if evaluated:
+            t1 = time.perf_counter()
             score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
                                    users=eval_users, n_jobs=n_jobs)
             logs[f"val_precision@{model.eval_k}"] = score
+            logs["eval_seconds"] = time.perf_counter() - t1  # what early stopping costs per evaluation
             improved = score > best_score
             line += f"  val P@{model.eval_k} {score:.4f}" + ("  *" if improved else "")
             if improved:
