@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import WARP, WRMF
 from mrec_warp.models.base import load
+from mrec_warp.models.ease import EASE
 from mrec_warp.models.hybrid import HybridWARP
 from mrec_warp.models.validation import holdout_split, id_keys, sample_users
 from mrec_warp.models.wrmf import AUTO_ALPHA, auto_alpha
@@ -75,6 +76,7 @@ def test_defaults_as_stated():
         assert (params["eval_every"], params["patience"], params["min_improvement"]) == (1, 10, 0.0)
         assert params["validation_users"] == 5000 and params["warm_epochs"] == 0
     assert WRMF().get_params()["alpha"] == "auto"
+    assert EASE().get_params()["l2"] == 200.0
 
 
 def test_wrmf_auto_alpha_on_a_binary_matrix():

@@ -87,7 +87,7 @@ Examples:
 @click.option("--similarity", type=click.Choice(["cosine", "tfidf", "bm25"]), help="itemknn: weighting [tfidf].")
 @click.option("--shrink", type=click.FloatRange(min=0), help="itemknn: cosine shrinkage [0].")
 @click.option("--l1", type=click.FloatRange(min=0), help="slim: L1 penalty [2].")
-@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [200]; ease: lambda [400].")
+@click.option("--l2", type=click.FloatRange(min=0), help="slim: L2 penalty [200]; ease: lambda [200].")
 @click.option("--topk", type=click.IntRange(min=1), help="slim: largest weights kept per item [200].")
 @click.option("--ease-dtype", type=click.Choice(["float64", "float32"]), help="ease: precision of the inverse [float32].")
 @click.option("--max-items", type=click.IntRange(min=1), help="ease: only the N most popular items [all].")
