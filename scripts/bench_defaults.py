@@ -165,7 +165,7 @@ def worse_beyond_noise(after, before) -> bool:
 def table(rows: List[Dict[str, Any]], sets: List[str], families: List[str], labels: List[str]) -> str:
     stats = summarise(rows)
     lines = []
-    head = f"{'family':<11}" + "".join(f"{s:>24}" for s in sets)
+    head = f"{'family':<18}" + "".join(f"{s:>24}" for s in sets)
     lines.append(head)
     for fam in families:
         for label in labels:
@@ -180,8 +180,8 @@ def table(rows: List[Dict[str, Any]], sets: List[str], families: List[str], labe
                     mark = " WORSE" if worse_beyond_noise(st, stats[("before", s, fam)]) else ""
                 sd = f"±{st[1]:.4f}" if st[2] > 1 else " " * 7
                 cells.append(f"{st[0]:.4f}{sd} {st[3]:5.1f}s{mark:>6}")
-            lines.append(f"{fam + ' ' + label if len(labels) > 1 else fam:<11}"[:11].ljust(11) + "".join(
-                f"{c:>24}" for c in cells))
+            name = f"{fam} {label}" if len(labels) > 1 else fam
+            lines.append(f"{name:<18}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
 
 
