@@ -15,7 +15,7 @@ from mrec_warp.models.base import load
 from mrec_warp.models.ease import EASE
 from mrec_warp.models.hybrid import HybridWARP
 from mrec_warp.models.validation import holdout_split, id_keys, sample_users
-from mrec_warp.models.wrmf import AUTO_ALPHA, auto_alpha
+from mrec_warp.models.wrmf import AUTO_ALPHA, BINARY_ALPHA, auto_alpha
 
 
 def _pairs(n_users=40, n_items=30, seed=3):
@@ -82,18 +82,21 @@ def test_defaults_as_stated():
 def test_wrmf_auto_alpha_on_a_binary_matrix():
     X = sp.csr_matrix(np.array([[1.0, 0, 1.0], [0, 1.0, 1.0], [1.0, 1.0, 0]], dtype=np.float32))
     model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
-    assert model.alpha_ == AUTO_ALPHA == auto_alpha(None)
-    np.testing.assert_allclose(model.confidence_, 1.0 + AUTO_ALPHA)
+    assert model.alpha_ == BINARY_ALPHA == auto_alpha(None) == 3.0
+    np.testing.assert_allclose(model.confidence_, 1.0 + BINARY_ALPHA)
     # every value equal but not 1: the same confidences as the 0/1 file
-    same = WRMF(factors=2, epochs=1, random_state=0).fit(X * 3.0)
-    assert same.alpha_ == pytest.approx(AUTO_ALPHA / 3.0)
-    np.testing.assert_allclose(same.confidence_, 1.0 + AUTO_ALPHA, rtol=1e-6)
+    same = WRMF(factors=2, epochs=1, random_state=0).fit(X * 4.0)
+    assert same.alpha_ == pytest.approx(BINARY_ALPHA / 4.0)
+    np.testing.assert_allclose(same.confidence_, 1.0 + BINARY_ALPHA, rtol=1e-6)
+    # without values (use_values=False) too
+    plain = WRMF(factors=2, epochs=1, random_state=0).fit(X * 4.0, use_values=False)
+    np.testing.assert_allclose(plain.confidence_, 1.0 + BINARY_ALPHA)
 
 
 def test_wrmf_auto_alpha_on_counts():
     X = sp.csr_matrix(np.array([[2.0, 0, 6.0], [0, 1.0, 3.0]], dtype=np.float32))  # mean 3
     model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
-    assert model.alpha_ == pytest.approx(AUTO_ALPHA / 3.0)
+    assert AUTO_ALPHA == 5.0 and model.alpha_ == pytest.approx(AUTO_ALPHA / 3.0)
     np.testing.assert_allclose(model.confidence_, 1.0 + AUTO_ALPHA / 3.0 * np.array([2.0, 6.0, 1.0, 3.0]), rtol=1e-6)
     assert model.confidence_.mean() == pytest.approx(1.0 + AUTO_ALPHA)
     logged = WRMF(factors=2, epochs=1, confidence="log", random_state=0).fit(X)

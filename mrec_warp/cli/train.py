@@ -97,8 +97,8 @@ Examples:
               help="Weigh each row by its value (3rd column: count, hours, rating): linear "
                    "c = 1 + alpha*value, log c = 1 + alpha*log1p(value/eps); none = every row counts 1 "
                    "[warp: none; wrmf: linear, and none = every row 1 + alpha].")
-@click.option("--alpha", type=float, help="Confidence scale alpha [warp: 1; wrmf: auto, 5 / the mean value "
-                                          "(every row 1 + 5 on a binary file)].")
+@click.option("--alpha", type=float, help="Confidence scale alpha [warp: 1; wrmf: auto, 3 on a binary file, "
+                                          "else 5 / the mean value (the mean row weighs 1 + 5)].")
 @click.option("--eps", type=float, help="Confidence log: the value that counts as one unit [1].")
 @click.option("--confidence-use", type=click.Choice(["sample", "weight"]),
               help="WARP: scale each step by confidence (over its mean), or draw positives in proportion to it [weight].")

@@ -34,8 +34,11 @@ from .params import check_choice, check_number
 from .validation import check_common_params, check_epoch_params, fit_or_select, run_epochs
 
 SOLVERS = ("cg", "cholesky")
-#: ``alpha="auto"``: the mean confidence of the observed pairs is ``1 + AUTO_ALPHA``
-#: (:func:`auto_alpha`); on a binary file every observed pair weighs ``1 + AUTO_ALPHA``.
+#: ``alpha="auto"`` on a binary file (every value the same, or no values): every observed
+#: pair weighs ``1 + BINARY_ALPHA`` (:func:`auto_alpha`).
+BINARY_ALPHA = 3.0
+#: ``alpha="auto"`` on values that differ (ratings, counts): the observed pairs weigh
+#: ``1 + AUTO_ALPHA`` on average.
 AUTO_ALPHA = 5.0
 
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
@@ -44,20 +47,31 @@ Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
 def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
     """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
 
-    ``AUTO_ALPHA / mean(f(value))``, ``f`` the confidence's rule (``value`` for ``"linear"``,
-    ``log1p(value / eps)`` for ``"log"``), so that the observed pairs weigh ``1 + AUTO_ALPHA``
-    on average whatever the values' unit: on a binary file (every value equal), without
-    values (``None``) or with ``confidence="none"``, every pair weighs ``1 + AUTO_ALPHA``;
-    ratings 4-5 or play counts keep their proportions around that mean. Values whose ``f``
-    is 0 throughout (all 0) give ``AUTO_ALPHA``: they make every confidence 1 anyway.
+    With ``f`` the confidence's rule (``value`` for ``"linear"``, ``log1p(value / eps)`` for
+    ``"log"``):
+
+    * a binary file: every value the same (all 1), no values (``None``) or
+      ``confidence="none"``: ``BINARY_ALPHA / f(value)`` (3), so every observed pair
+      weighs ``1 + 3``;
+    * values that differ (ratings, play counts): ``AUTO_ALPHA / mean(f(value))`` (5), so the
+      observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
+      proportions.
+
+    Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
     """
     if values is None or len(values) == 0 or kind == "none":
-        return AUTO_ALPHA
+        return BINARY_ALPHA
     f = np.asarray(values, dtype=np.float64)
     if kind == "log":
         f = np.log1p(f / float(eps))
     mean = float(f.mean())
-    return AUTO_ALPHA / mean if mean > 0 and np.isfinite(mean) else AUTO_ALPHA
+    if not (mean > 0 and np.isfinite(mean)):
+        return BINARY_ALPHA
+    return (BINARY_ALPHA if _all_equal(f) else AUTO_ALPHA) / mean
+
+
+def _all_equal(values: Optional[np.ndarray]) -> bool:
+    return values is None or len(values) == 0 or bool(np.min(values) == np.max(values))
 
 
 class WRMF(Recommender):
@@ -71,11 +85,12 @@ class WRMF(Recommender):
         Latent dimensions.
     alpha : float or "auto"
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
-        ``"auto"`` (default) resolves at fit to ``5 / mean(f(value))`` over the training
-        pairs (:func:`auto_alpha`), kept as ``alpha_``: on a binary file (every value the
-        same, or no values) every observed pair weighs 6, on ratings or counts the mean pair
-        does. Chosen on the selection suite (``scripts/bench_defaults.py``): alpha 1 on
-        binary files was 20-35% below alpha 3-10.
+        ``"auto"`` (default) resolves at fit (:func:`auto_alpha`, kept as ``alpha_`` and
+        logged): on a binary file (every value the same, or no values) every observed pair
+        weighs ``1 + 3``; on values that differ (ratings, counts) ``alpha = 5 / mean(f(value))``,
+        so the mean pair weighs ``1 + 5``. Chosen on the selection suite
+        (``scripts/bench_defaults.py``, notes/defaults.rst): alpha 1 on binary files was
+        20-30% below alpha 3 on two of three binary sets.
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
         shared rule of :mod:`mrec_warp.data.confidence`). With ``"none"``, or without values
@@ -290,7 +305,9 @@ class WRMF(Recommender):
         self.alpha_ = (auto_alpha(values, self.confidence, float(self.eps)) if isinstance(self.alpha, str)
                        else float(self.alpha))
         if isinstance(self.alpha, str):
-            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (observed pairs weigh 1 + {AUTO_ALPHA:g} on average)")
+            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
+                f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if _all_equal(values)
+                else f"values differ: observed pairs weigh 1 + {AUTO_ALPHA:g} on average)"))
         self.confidence_ = self.confidences(values, nnz)
         del raw
         conf_csr = self._confidence_csr()
