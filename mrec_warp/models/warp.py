@@ -378,8 +378,9 @@ class WARP(Recommender):
             more epochs from the best epoch's factors, or (``warm_epochs=0``) from scratch.
         callbacks : sequence of callables
             Each is called as ``callback(model, logs)`` after every epoch; ``logs`` holds
-            the epoch number, seconds, loss estimates and the validation metric when one was
-            computed. A callback returning ``True`` stops training.
+            the epoch number, seconds, loss estimates and, when one was computed, the
+            validation metric and its cost (``eval_seconds``). A callback returning ``True``
+            stops training.
         progress : Progress, optional
             Where to log; default follows ``verbose``.
         """
