@@ -13,6 +13,8 @@ from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import WARP, WRMF
 from mrec_warp.models.base import load
 from mrec_warp.models.ease import EASE
+from mrec_warp.models.itemknn import ItemKNN
+from mrec_warp.models.slim import SLIM
 from mrec_warp.models.hybrid import HybridWARP
 from mrec_warp.models.validation import holdout_split, id_keys, sample_users
 from mrec_warp.models.wrmf import AUTO_ALPHA, BINARY_ALPHA, auto_alpha
@@ -77,6 +79,7 @@ def test_defaults_as_stated():
         assert params["validation_users"] == 5000 and params["warm_epochs"] == 0
     assert WRMF().get_params()["alpha"] == "auto"
     assert EASE().get_params()["l2"] == 200.0
+    assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == (1.0, 100.0, 800)
 
 
 def test_wrmf_auto_alpha_on_a_binary_matrix():

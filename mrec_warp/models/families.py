@@ -56,9 +56,9 @@ FAMILIES: Dict[str, Family] = {
     "itemknn": Family(
         ItemKNN,
         tunable={"neighbours": int, "similarity": str, "shrink": float, "bm25_k1": float, "bm25_b": float},
-        space={"neighbours": ("logint", 50, 800), "similarity": ["cosine", "tfidf", "bm25"],
+        space={"neighbours": ("logint", 100, 1600), "similarity": ["cosine", "tfidf", "bm25"],
                "shrink": ("log0", 1.0, 100.0)},
-        grid={"neighbours": [100, 200, 400], "similarity": ["cosine", "tfidf", "bm25"]},
+        grid={"neighbours": [200, 800, 1600], "similarity": ["cosine", "tfidf", "bm25"]},
     ),
     "slim": Family(
         SLIM,
