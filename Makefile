@@ -112,6 +112,7 @@ bench:
 	$(BENCH_VENV)/bin/python scripts/bench_warp.py
 	$(BENCH_VENV)/bin/python scripts/bench_hybrid.py
 	$(BENCH_VENV)/bin/python scripts/bench_scale.py
+	$(BENCH_VENV)/bin/python scripts/bench_time_to_accuracy.py
 
 clean:
 	rm -rf build $(DIST) *.egg-info $(OUT) experiment-ml100k .pytest_cache docs/_build docs/reference/generated

@@ -90,11 +90,12 @@ def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declaratio
 
 def test_a_shared_name_says_each_familys_default():
     options = {p.name: p for p in train_command.params}
-    assert options["l2"].help == "slim: L2 penalty [200]; ease: lambda, the L2 penalty on the weights [400]."
+    assert options["l2"].help == "slim: L2 penalty [100]; ease: lambda, the L2 penalty on the weights [200]."
     assert options["factors"].help == "warp, wrmf, hybrid: Latent dimensions [64]."
 
 
-# tune's families as they were written by hand before the declarations
+# tune's families as they were written by hand before the declarations (with the search
+# ranges moved around the suite's new defaults: itemknn 800 neighbours, wrmf alpha auto)
 OLD_FAMILIES = {
     "warp": ({"factors": int, "learning_rate": float, "user_reg": float, "item_reg": float, "max_sampled": int,
               "loss": str, "learning_schedule": str, "item_bias": bool, "user_max_norm": float,
@@ -103,16 +104,16 @@ OLD_FAMILIES = {
               "item_reg": ("log0", 1e-7, 1e-4), "max_sampled": [20, 50, 100], "user_max_norm": [None, 1.0, 1.25, 1.5]},
              {"factors": [32, 128]}, {"user_max_norm", "item_max_norm"}),
     "itemknn": ({"neighbours": int, "similarity": str, "shrink": float, "bm25_k1": float, "bm25_b": float},
-                {"neighbours": ("logint", 50, 800), "similarity": ["cosine", "tfidf", "bm25"],
+                {"neighbours": ("logint", 100, 1600), "similarity": ["cosine", "tfidf", "bm25"],
                  "shrink": ("log0", 1.0, 100.0)},
-                {"neighbours": [100, 200, 400], "similarity": ["cosine", "tfidf", "bm25"]}, set()),
+                {"neighbours": [200, 800, 1600], "similarity": ["cosine", "tfidf", "bm25"]}, set()),
     "slim": ({"l1": float, "l2": float, "topk": int}, {"l1": ("log", 0.5, 10.0), "l2": ("log", 50.0, 800.0)},
              {"l1": [1.0, 2.0, 5.0], "l2": [100.0, 200.0, 500.0]}, set()),
     "ease": ({"l2": float}, {"l2": ("log", 100.0, 1600.0)}, {"l2": [100.0, 200.0, 400.0, 800.0, 1600.0]}, set()),
     "wrmf": ({"factors": int, "alpha": float, "regularization": float, "confidence": str, "cg_steps": int},
-             {"factors": [32, 64, 128], "alpha": ("log", 0.1, 20.0), "regularization": ("log", 1.0, 200.0),
+             {"factors": [32, 64, 128], "alpha": ("log", 0.3, 30.0), "regularization": ("log", 1.0, 200.0),
               "confidence": ["linear", "log"]},
-             {"alpha": [0.3, 1.0, 3.0], "regularization": [10.0, 40.0, 160.0]}, set()),
+             {"alpha": [1.0, 5.0, 20.0], "regularization": [10.0, 40.0, 160.0]}, set()),
 }
 
 

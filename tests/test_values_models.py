@@ -131,7 +131,7 @@ def test_zero_is_the_lowest_positive_confidence_in_every_mode():
     assert X.nnz == 5
     for mode, expected in (("linear", [1.0, 2.0, 10.0, 1.0, 3.0]),
                            ("log", [1.0, 1 + np.log(2), 1 + np.log(10), 1.0, 1 + np.log(3)])):
-        wrmf = WRMF(factors=2, epochs=1, confidence=mode, random_state=0).fit(X)
+        wrmf = WRMF(factors=2, epochs=1, confidence=mode, alpha=1.0, random_state=0).fit(X)
         np.testing.assert_allclose(wrmf.confidence_, expected, rtol=1e-6)
         warp = WARP(factors=2, epochs=1, confidence=mode, random_state=0)
         np.testing.assert_allclose(warp._with_confidence(X, binary_csr(X)).data, expected, rtol=1e-6)
@@ -162,7 +162,7 @@ def test_partial_fit_and_fold_in_keep_zero_valued_pairs():
     assert model.partial_fit_summary_["pairs"] == 2
     assert model.train_[0, 0] == 1 and model.train_[1, 1] == 1
     assert model.train_.nnz >= before
-    wrmf = WRMF(factors=4, epochs=2, random_state=0, n_jobs=1).fit(data)
+    wrmf = WRMF(factors=4, epochs=2, alpha=1.0, random_state=0, n_jobs=1).fit(data)
     wrmf.fold_in(pd.DataFrame({"user": ["new", "new"], "item": ["i1", "i2"], "value": [0.0, 3.0]}))
     row = wrmf.user_indices("new")[0]
     assert sorted(wrmf.item_ids[wrmf.train_[row].indices]) == ["i1", "i2"]

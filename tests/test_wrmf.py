@@ -386,7 +386,7 @@ def _write_grid(folder):
 
 def test_fit_with_ids_keeps_them():
     X = sp.csr_matrix(np.array([[3.0, 0, 1.0], [0, 2.0, 5.0]]))
-    model = WRMF(factors=2, epochs=1).fit(X, user_ids=["a", "b"], item_ids=["x", "y", "z"])
+    model = WRMF(factors=2, epochs=1, alpha=1.0).fit(X, user_ids=["a", "b"], item_ids=["x", "y", "z"])
     assert model.user_ids.tolist() == ["a", "b"] and model.item_indices(["z"]).tolist() == [2]
     np.testing.assert_allclose(model.confidence_, [4.0, 2.0, 3.0, 6.0])
 

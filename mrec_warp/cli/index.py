@@ -6,6 +6,9 @@ import time
 
 import click
 
+from ..files import check_outputs
+from ..models import ann
+from ..models.base import open_model
 from ._common import friendly_errors, quiet_option, say
 
 
@@ -34,10 +37,6 @@ def index(model_file, M, ef_construction, ef_search, threads, quiet, verbose):
     it beside it as MODEL.ann, bound to the model file's SHA-256: a changed model needs a
     new index, and --ann refuses a stale one. The default recommendations stay exact.
     """
-    from ..models import ann
-    from ..files import check_outputs
-    from ..stages._inputs import open_model
-
     target = ann.index_path(model_file)
     check_outputs({"MODEL.ann": str(target)}, [model_file])
     model, _ = open_model(model_file)

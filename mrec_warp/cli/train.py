@@ -70,8 +70,8 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     --model wrmf, by default (every row weighs 1 + alpha when there is no value column).
 
     By default WARP picks its number of epochs itself: it holds out 10% of each user's
-    items, evaluates precision@10 every 2 epochs, stops 6 epochs after it last rose by more
-    than 0.2%, and then retrains on all of TRAIN for the best number of epochs.
+    items, evaluates precision@10 every epoch, stops 10 epochs after it last rose, and then
+    retrains on all of TRAIN for the best number of epochs.
     """
     progress = make_progress(quiet, verbose)
     features = pop_feature_options(options)

@@ -417,8 +417,9 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         model.check_params()  # the checks training makes, on the file's parameters
         if attrs.get("id_encoding_", "utf-8") not in ("utf-8", "latin-1"):  # the two a model is written with
             raise ValueError(f"id encoding {str(attrs['id_encoding_'])[:40]!r} is not utf-8 or latin-1")
-        if {"alpha", "confidence"} <= set(model.get_params()):  # training checks alpha against its
-            # values; a file has none to check it against
+        if {"alpha", "confidence"} <= set(model.get_params()) and not isinstance(model.alpha, str):
+            # training checks alpha against its values; a file has none to check it against
+            # ("auto" was resolved by the fit into alpha_)
             check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
         model.set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:

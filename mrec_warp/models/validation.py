@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
@@ -17,18 +18,57 @@ from .declared import Param
 from .params import check_flag, check_n_jobs, check_number, check_seed
 
 
-def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
+#: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise on uint64 (wrapping arithmetic is the point)."""
+    with np.errstate(over="ignore"):
+        x = x + _MIX[0]
+        x = (x ^ (x >> np.uint64(30))) * _MIX[1]
+        x = (x ^ (x >> np.uint64(27))) * _MIX[2]
+        return x ^ (x >> np.uint64(31))
+
+
+def id_keys(ids: Optional[Sequence], n: int) -> np.ndarray:
+    """A 64-bit key per id that depends on the id's text only (its position: without ``ids``).
+
+    The keys let a random choice over rows and columns follow the ids rather than the
+    order in which a file happened to list them (pandas' stable ``hash_array``)."""
+    if ids is None or len(ids) != n:
+        return _mix64(np.arange(n, dtype=np.uint64))
+    return pd.util.hash_array(np.asarray(ids, dtype=object).astype(str).astype(object))
+
+
+def pair_keys(csr: sp.csr_matrix, salt: int, user_keys: Optional[np.ndarray] = None,
+              item_keys: Optional[np.ndarray] = None) -> np.ndarray:
+    """A pseudo-random uint64 per stored entry, a function of ``salt`` and the entry's
+    (user key, item key) only: the same pairs get the same keys in any row order."""
+    n_users, n_items = csr.shape
+    uk = user_keys if user_keys is not None else id_keys(None, n_users)
+    ik = item_keys if item_keys is not None else id_keys(None, n_items)
+    rows = np.repeat(np.arange(n_users), np.diff(csr.indptr))
+    return _mix64(_mix64(uk[rows] ^ np.uint64(salt)) ^ ik[csr.indices])
+
+
+def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator,
+                  user_keys: Optional[np.ndarray] = None,
+                  item_keys: Optional[np.ndarray] = None) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
     """Per user, move ``round(fraction * n)`` random items (at least 1, at most n - 1) to validation.
 
-    Users with fewer than 2 items keep them all for fitting. Vectorised over all entries:
-    each entry gets a random key, and the entries ranked lowest within their row go to
+    Users with fewer than 2 items keep them all for fitting. Which items go is decided by
+    :func:`pair_keys` (one draw of ``rng`` salts them): with ``user_keys`` / ``item_keys``
+    from the ids (:func:`id_keys`), the held-out pairs depend on the seed and the pairs
+    alone, not on the order of the file's rows (which sets the row and column numbers).
+    Vectorised over all entries: the entries with the lowest keys within their row go to
     validation, so there is no per-user Python loop.
     """
     counts = np.diff(csr.indptr)
     n_val = np.where(counts >= 2, np.clip(np.floor(fraction * counts + 0.5), 1, counts - 1), 0).astype(np.int64)
     rows = np.repeat(np.arange(csr.shape[0]), counts)
-    keys = rng.random(csr.nnz)
-    order = np.lexsort((keys, rows))  # by row, then random
+    keys = pair_keys(csr, int(rng.integers(0, 2**63)), user_keys, item_keys)
+    order = np.lexsort((keys, rows))  # by row, then by key
     rank_in_row = np.empty(csr.nnz, dtype=np.int64)
     rank_in_row[order] = np.arange(csr.nnz) - np.repeat(csr.indptr[:-1], counts)
     to_val = rank_in_row < n_val[rows]
@@ -38,6 +78,19 @@ def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator)
     fit.sort_indices()
     val.sort_indices()
     return fit, val
+
+
+def sample_users(val: sp.csr_matrix, most: int, rng: np.random.Generator,
+                 user_keys: Optional[np.ndarray] = None) -> np.ndarray:
+    """The users early stopping scores: every user with a validation item, or, when there
+    are more than ``most``, the ``most`` whose salted key (:func:`id_keys`) is lowest: a
+    fixed sample for the whole fit that, like the split, follows the ids, not the row order."""
+    users = np.flatnonzero(np.diff(val.indptr) > 0)
+    if len(users) <= most:
+        return users
+    uk = user_keys if user_keys is not None else id_keys(None, val.shape[0])
+    keys = _mix64(uk[users] ^ np.uint64(int(rng.integers(0, 2**63))))
+    return np.sort(users[np.argsort(keys, kind="stable")[:most]])
 
 
 def precision_at_k(
@@ -84,9 +137,11 @@ def run_epochs(
     """Run up to ``epochs`` passes of ``step``; with ``validation``, early-stop and keep the best.
 
     ``step()`` runs one pass and returns ``(stats, text)``: numbers for the pass's log entry
-    and what its progress line shows. ``validation`` is ``(fit, val, rng)``: every
-    ``model.eval_every`` passes, precision@``model.eval_k`` on up to ``model.validation_users``
-    users of ``val`` (drawn with ``rng``), excluding ``fit``. The patience is counted in
+    and what its progress line shows. ``validation`` is ``(fit, val, rng)`` or
+    ``(fit, val, rng, users)``: every ``model.eval_every`` passes, precision@``model.eval_k``
+    (the blocked BLAS top-k of :mod:`mrec_warp.topk`) on ``users``, by default up to
+    ``model.validation_users`` users of ``val`` (:func:`sample_users`, one fixed sample for
+    the whole run), excluding ``fit``. The patience is counted in
     passes: training stops at the first evaluation ``model.patience`` or more passes after
     the last rise of the score (with ``eval_every`` 1, after ``patience`` evaluations
     without one), and the best-scoring snapshot (``model.snapshot`` / ``model.restore``)
@@ -101,10 +156,9 @@ def run_epochs(
     rise_score, rise_epoch = 0.0, 0  # the last rise that counted for the patience
     eval_users = None
     if validation is not None:
-        fit_part, val, rng = validation
-        eval_users = np.flatnonzero(np.diff(val.indptr) > 0)
-        if len(eval_users) > model.validation_users:
-            eval_users = np.sort(rng.choice(eval_users, int(model.validation_users), replace=False))
+        fit_part, val, rng = validation[:3]
+        # (fit, val, rng, users): the users fit_or_select drew by id; else drawn here
+        eval_users = validation[3] if len(validation) > 3 else sample_users(val, int(model.validation_users), rng)
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
         stats, text = step()
@@ -112,9 +166,11 @@ def run_epochs(
         line = f"{phase} {unit} {epoch:3d}  {logs['seconds']:6.2f}s" + (f"  {text}" if text else "")
         evaluated = validation is not None and epoch % int(model.eval_every) == 0
         if evaluated:
+            t1 = time.perf_counter()
             score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
                                    users=eval_users, n_jobs=n_jobs)
             logs[f"val_precision@{model.eval_k}"] = score
+            logs["eval_seconds"] = time.perf_counter() - t1  # what early stopping costs per evaluation
             improved = score > best_score
             line += f"  val P@{model.eval_k} {score:.4f}" + ("  *" if improved else "")
             if improved:
@@ -194,15 +250,19 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         model.train_epochs(csr, int(model.epochs), progress, callbacks, **train_options)
         model.best_epoch_ = int(model.epochs)
         return
+    # keys from the ids: the split and the scored users follow the pairs, not the row order
+    user_keys = id_keys(getattr(model, "user_ids", None), csr.shape[0])
     if validation is not None:
         val = as_aligned_csr(validation, model, "validation")
         fit_part = csr
     else:
-        fit_part, val = holdout_split(csr, float(model.validation_fraction), rng)
+        fit_part, val = holdout_split(csr, float(model.validation_fraction), rng, user_keys,
+                                      id_keys(getattr(model, "item_ids", None), csr.shape[1]))
+    users = sample_users(val, int(model.validation_users), rng, user_keys)
     init_seed = spawn_seed(rng)
     model.init_state(*csr.shape, np.random.default_rng(init_seed))
-    best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks, validation=(fit_part, val, rng),
-                        **train_options)
+    best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
+                              validation=(fit_part, val, rng, users), **train_options)
     model.best_epoch_ = best
     if validation is not None or not model.refit:
         return

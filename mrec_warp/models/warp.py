@@ -82,18 +82,21 @@ class WARP(FactorModel):
         Train exactly this many epochs; ``None`` (default) chooses the count by early
         stopping on a validation split, up to ``max_epochs``.
     max_epochs, patience, eval_every, eval_k : int
-        Early stopping: evaluate precision@eval_k every ``eval_every`` epochs (default 2) and
-        stop at the first evaluation ``patience`` or more epochs (default 6) after the last
-        rise of the score; the best-scoring epoch's factors are kept.
+        Early stopping: evaluate precision@eval_k every ``eval_every`` epochs (default 1) and
+        stop at the first evaluation ``patience`` or more epochs (default 10) after the last
+        rise of the score; the best-scoring epoch's factors are kept. (Every 2 epochs with a
+        patience of 6 and ``min_improvement`` 0.002 stopped at half the epochs and lost up to
+        9% precision@10 on a long-tail log: speed comes from cheap evaluations, not early stops.)
     min_improvement : float
         A rise of the validation score resets the patience only when it beats the previous
-        such rise by more than this fraction of it (default 0.002, i.e. 0.2%; 0: any rise),
-        so that a plateau creeping up by noise-sized steps stops instead of running on.
+        such rise by more than this fraction of it (default 0: any rise).
     validation_fraction : float
         Share of each user's items held out for early stopping when ``fit`` is not given a
-        ``validation`` matrix.
+        ``validation`` matrix. Which pairs are held out depends on ``random_state`` and the
+        (user id, item id) pairs, not on the order of the rows.
     validation_users : int
-        At most this many (random) users are scored per evaluation, to keep it cheap.
+        At most this many users (a fixed sample, drawn by id) are scored per evaluation,
+        with the blocked BLAS top-k of :mod:`mrec_warp.topk`, to keep it cheap.
     refit : bool
         After early stopping on an internal split, train on all the data (default), rather
         than keep the model fitted on less data. How: see ``warm_epochs``.
@@ -157,7 +160,7 @@ class WARP(FactorModel):
     hogwild = True
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
-        max_epochs=200, patience=6, eval_every=2,
+        max_epochs=200, patience=10, eval_every=1,
         refit_help="After early stopping on an internal hold-out, train on all the data (how: `warm_epochs`).")
     PARAMETERS: Tuple[Param, ...] = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128], grid=(32, 128)),
@@ -178,7 +181,7 @@ class WARP(FactorModel):
         Param("item_bias", bool, True, "Learn item biases.", tunable=True),
         _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
         _STOPPING["eval_k"],
-        Param("min_improvement", float, 0.002, "A rise resets the patience only when above the last one by more "
+        Param("min_improvement", float, 0.0, "A rise resets the patience only when above the last one by more "
               "than this fraction of it.", low=0),
         _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
         Param("warm_epochs", int, 0, "Refit: continue N epochs on all data from the best epoch's factors (about "
@@ -215,10 +218,10 @@ class WARP(FactorModel):
         item_bias: bool = True,
         epochs: Optional[int] = None,
         max_epochs: int = 200,
-        patience: int = 6,
-        eval_every: int = 2,
+        patience: int = 10,
+        eval_every: int = 1,
         eval_k: int = 10,
-        min_improvement: float = 0.002,
+        min_improvement: float = 0.0,
         validation_fraction: float = 0.1,
         validation_users: int = 5000,
         refit: bool = True,
@@ -361,8 +364,9 @@ class WARP(FactorModel):
             more epochs from the best epoch's factors, or (``warm_epochs=0``) from scratch.
         callbacks : sequence of callables
             Each is called as ``callback(model, logs)`` after every epoch; ``logs`` holds
-            the epoch number, seconds, loss estimates and the validation metric when one was
-            computed. A callback returning ``True`` stops training.
+            the epoch number, seconds, loss estimates and, when one was computed, the
+            validation metric and its cost (``eval_seconds``). A callback returning ``True``
+            stops training.
         progress : Progress, optional
             Where to log; default follows ``verbose``.
         """

@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from ..data.confidence import CONFIDENCES, MAX_CONFIDENCE, check_confidence, confidence
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
-from ..errors import TrainingDivergedError
+from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from ..workers import Workers, effective_n_jobs
@@ -35,8 +35,44 @@ from .tuning import SCORE_RATE, TrialShape
 from .validation import early_stopping_params, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
+#: ``alpha="auto"`` on a binary file (every value the same, or no values): every observed
+#: pair weighs ``1 + BINARY_ALPHA`` (:func:`auto_alpha`).
+BINARY_ALPHA = 3.0
+#: ``alpha="auto"`` on values that differ (ratings, counts): the observed pairs weigh
+#: ``1 + AUTO_ALPHA`` on average.
+AUTO_ALPHA = 5.0
 
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
+
+
+def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
+    """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
+
+    With ``f`` the confidence's rule (``value`` for ``"linear"``, ``log1p(value / eps)`` for
+    ``"log"``):
+
+    * a binary file: every value the same (all 1), no values (``None``) or
+      ``confidence="none"``: ``BINARY_ALPHA / f(value)`` (3), so every observed pair
+      weighs ``1 + 3``;
+    * values that differ (ratings, play counts): ``AUTO_ALPHA / mean(f(value))`` (5), so the
+      observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
+      proportions.
+
+    Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
+    """
+    if values is None or len(values) == 0 or kind == "none":
+        return BINARY_ALPHA
+    f = np.asarray(values, dtype=np.float64)
+    if kind == "log":
+        f = np.log1p(f / float(eps))
+    mean = float(f.mean())
+    if not (mean > 0 and np.isfinite(mean)):
+        return BINARY_ALPHA
+    return (BINARY_ALPHA if _all_equal(f) else AUTO_ALPHA) / mean
+
+
+def _all_equal(values: Optional[np.ndarray]) -> bool:
+    return values is None or len(values) == 0 or bool(np.min(values) == np.max(values))
 
 
 class WRMF(FactorModel):
@@ -48,8 +84,14 @@ class WRMF(FactorModel):
     ----------
     factors : int
         Latent dimensions.
-    alpha : float
+    alpha : float or "auto"
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
+        ``"auto"`` (default) resolves at fit (:func:`auto_alpha`, kept as ``alpha_`` and
+        logged): on a binary file (every value the same, or no values) every observed pair
+        weighs ``1 + 3``; on values that differ (ratings, counts) ``alpha = 5 / mean(f(value))``,
+        so the mean pair weighs ``1 + 5``. Chosen on the selection suite
+        (``scripts/bench_defaults.py``, notes/defaults.rst): alpha 1 on binary files was
+        20-30% below alpha 3 on two of three binary sets.
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
         shared rule of :mod:`mrec_warp.data.confidence`). With ``"none"``, or without values
@@ -122,8 +164,9 @@ class WRMF(FactorModel):
                                                  "the best iteration count.")
     PARAMETERS = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
-        Param("alpha", float, 1.0, "Confidence slope: an observed pair weighs 1 + alpha*f(value).", low=0, check=False,
-              tune=("log", 0.1, 20.0), grid=(0.3, 1.0, 3.0)),
+        Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: 3 on a "
+              "binary file, else 5 / mean f(value) (the mean observed pair weighs 1 + 5).", low=0, check=False,
+              tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
         Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
@@ -146,7 +189,7 @@ class WRMF(FactorModel):
     def __init__(
         self,
         factors: int = 64,
-        alpha: float = 1.0,
+        alpha: Union[float, str] = "auto",
         confidence: str = "linear",
         eps: float = 1.0,
         regularization: float = 40.0,
@@ -193,18 +236,34 @@ class WRMF(FactorModel):
         need(self.epochs is None or int(self.epochs) >= 1,
              "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
              "choose the count by early stopping)")
-        check_confidence(self.confidence, self.alpha, self.eps)  # the shared rule of every confidence
+        if isinstance(self.alpha, str):
+            if self.alpha != "auto":
+                raise InputError(f"`alpha` must be a number >= 0 or \"auto\", got {self.alpha!r}",
+                                 hint="e.g. `alpha=auto` (from the data) or `alpha=5`")
+            check_confidence(self.confidence, 1.0, self.eps)  # the shared rule, alpha resolved by fit
+        else:
+            check_confidence(self.confidence, self.alpha, self.eps)  # the shared rule of every confidence
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule
         (:func:`mrec_warp.data.confidence.confidence`), or ``1 + alpha`` for each of ``n`` pairs
         when there are no values (``None``) or ``confidence`` is ``"none"``."""
+        alpha = self.resolved_alpha()
         if values is None or self.confidence == "none":
             count = len(values) if values is not None else n
             if count is None:
                 raise ValueError("confidences without values need the number of pairs (n)")
-            return np.full(count, 1.0 + float(self.alpha), dtype=np.float32)
-        return confidence(values, self.confidence, float(self.alpha), float(self.eps))
+            return np.full(count, 1.0 + alpha, dtype=np.float32)
+        return confidence(values, self.confidence, alpha, float(self.eps))
+
+    def resolved_alpha(self) -> float:
+        """The ``alpha`` in force: ``alpha_`` as the fit resolved ``"auto"``, else ``alpha``."""
+        if isinstance(self.alpha, str):
+            resolved = getattr(self, "alpha_", None)
+            if resolved is None:
+                raise InputError("`alpha=auto` is resolved by fit: fit the model first")
+            return float(resolved)
+        return float(self.alpha)
 
     # -- state -------------------------------------------------------------------------------
     def init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
@@ -293,7 +352,14 @@ class WRMF(FactorModel):
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
-        self.confidence_ = self.confidences(raw.data if use_values else None, nnz)
+        values = raw.data if use_values else None
+        self.alpha_ = (auto_alpha(values, self.confidence, float(self.eps)) if isinstance(self.alpha, str)
+                       else float(self.alpha))
+        if isinstance(self.alpha, str):
+            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
+                f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if _all_equal(values)
+                else f"values differ: observed pairs weigh 1 + {AUTO_ALPHA:g} on average)"))
+        self.confidence_ = self.confidences(values, nnz)
         del raw
         conf_csr = self._confidence_csr()
         with workers if workers is not None else contextlib.nullcontext():
@@ -407,3 +473,8 @@ class WRMF(FactorModel):
         if len(conf) and conf.min() < 1:
             raise ValueError("confidences below 1")
         self.user_factors_, self.item_factors_, self.confidence_ = uf, itf, conf
+
+    def get_attrs(self) -> Dict[str, Any]:
+        # the alpha the fit used (what "auto" became); None before a fit
+        return {**super().get_attrs(),
+                "alpha_": None if getattr(self, "alpha_", None) is None else float(self.alpha_)}

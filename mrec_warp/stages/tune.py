@@ -156,7 +156,8 @@ class TuneResult:
 def _cast(kind: type, v: Any) -> Any:
     """A table cell back to the parameter's own type (pandas turns ints to floats beside NaN)."""
     v = _plain(v)
-    return kind(v) if kind in (int, float) else v
+    # a string stays one: a default chosen from the data (WRMF's alpha "auto")
+    return kind(v) if kind in (int, float) and not isinstance(v, str) else v
 
 
 def _plain(v: Any) -> Any:

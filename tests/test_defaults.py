@@ -1,0 +1,137 @@
+"""Defaults chosen on the selection suite (issue 22): what they are, the data-aware ones'
+rules, and early stopping's hold-out following the pairs rather than the row order."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from mrec_warp.data.interactions import Interactions
+from mrec_warp.models import WARP, WRMF
+from mrec_warp.models.base import load
+from mrec_warp.models.ease import EASE
+from mrec_warp.models.itemknn import ItemKNN
+from mrec_warp.models.slim import SLIM
+from mrec_warp.models.hybrid import HybridWARP
+from mrec_warp.models.validation import holdout_split, id_keys, sample_users
+from mrec_warp.models.wrmf import AUTO_ALPHA, BINARY_ALPHA, auto_alpha
+
+
+def _pairs(n_users=40, n_items=30, seed=3):
+    rng = np.random.default_rng(seed)
+    rows = [(f"u{u}", f"i{i}", float(rng.integers(1, 20)))
+            for u in range(n_users) for i in rng.choice(n_items, rng.integers(2, 12), replace=False)]
+    return pd.DataFrame(rows, columns=["user", "item", "value"])
+
+
+def _held_pairs(df, seed):
+    X = Interactions.from_dataframe(df)
+    fit, val = holdout_split(X.matrix, 0.25, np.random.default_rng(seed), id_keys(X.user_ids, X.n_users),
+                             id_keys(X.item_ids, X.n_items))
+    coo = val.tocoo()
+    held = {(X.user_ids[r], X.item_ids[c]) for r, c in zip(coo.row, coo.col)}
+    users = sample_users(val, 5, np.random.default_rng(seed), id_keys(X.user_ids, X.n_users))
+    return held, set(X.user_ids[users]), fit.nnz
+
+
+def test_validation_split_follows_the_pairs_not_the_row_order():
+    df = _pairs()
+    shuffled = df.sample(frac=1.0, random_state=7).reset_index(drop=True)
+    assert Interactions.from_dataframe(shuffled).user_ids.tolist() != Interactions.from_dataframe(df).user_ids.tolist()
+    held, users, n_fit = _held_pairs(df, seed=5)
+    held2, users2, n_fit2 = _held_pairs(shuffled, seed=5)
+    assert held == held2 and users == users2 and len(users) == 5
+    assert n_fit == n_fit2 and len(held) + n_fit == len(df)
+    held3, _, _ = _held_pairs(df, seed=6)
+    assert held3 != held  # the seed still decides
+
+
+def test_warp_fit_holds_out_the_same_pairs_in_any_row_order(monkeypatch):
+    """Through the model's own fit: the hold-out it early-stops on is the same set of pairs."""
+    import mrec_warp.models.validation as validation
+
+    seen = []
+    real = validation.holdout_split
+
+    def spy(csr, fraction, rng, user_keys=None, item_keys=None):
+        fit, val = real(csr, fraction, rng, user_keys, item_keys)
+        seen.append(val)
+        return fit, val
+
+    monkeypatch.setattr(validation, "holdout_split", spy)
+    df = _pairs()
+    held = []
+    for frame in (df, df.iloc[::-1].reset_index(drop=True)):
+        X = Interactions.from_dataframe(frame)
+        WARP(factors=4, max_epochs=2, random_state=1).fit(X)
+        coo = seen[-1].tocoo()
+        held.append({(X.user_ids[r], X.item_ids[c]) for r, c in zip(coo.row, coo.col)})
+    assert held[0] == held[1] and held[0]
+
+
+def test_defaults_as_stated():
+    for cls in (WARP, HybridWARP):
+        params = cls().get_params()
+        assert (params["eval_every"], params["patience"], params["min_improvement"]) == (1, 10, 0.0)
+        assert params["validation_users"] == 5000 and params["warm_epochs"] == 0
+    assert WRMF().get_params()["alpha"] == "auto"
+    assert EASE().get_params()["l2"] == 200.0
+    assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == (1.0, 100.0, 800)
+
+
+def test_wrmf_auto_alpha_on_a_binary_matrix():
+    X = sp.csr_matrix(np.array([[1.0, 0, 1.0], [0, 1.0, 1.0], [1.0, 1.0, 0]], dtype=np.float32))
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
+    assert model.alpha_ == BINARY_ALPHA == auto_alpha(None) == 3.0
+    np.testing.assert_allclose(model.confidence_, 1.0 + BINARY_ALPHA)
+    # every value equal but not 1: the same confidences as the 0/1 file
+    same = WRMF(factors=2, epochs=1, random_state=0).fit(X * 4.0)
+    assert same.alpha_ == pytest.approx(BINARY_ALPHA / 4.0)
+    np.testing.assert_allclose(same.confidence_, 1.0 + BINARY_ALPHA, rtol=1e-6)
+    # without values (use_values=False) too
+    plain = WRMF(factors=2, epochs=1, random_state=0).fit(X * 4.0, use_values=False)
+    np.testing.assert_allclose(plain.confidence_, 1.0 + BINARY_ALPHA)
+
+
+def test_wrmf_auto_alpha_on_counts():
+    X = sp.csr_matrix(np.array([[2.0, 0, 6.0], [0, 1.0, 3.0]], dtype=np.float32))  # mean 3
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
+    assert AUTO_ALPHA == 5.0 and model.alpha_ == pytest.approx(AUTO_ALPHA / 3.0)
+    np.testing.assert_allclose(model.confidence_, 1.0 + AUTO_ALPHA / 3.0 * np.array([2.0, 6.0, 1.0, 3.0]), rtol=1e-6)
+    assert model.confidence_.mean() == pytest.approx(1.0 + AUTO_ALPHA)
+    logged = WRMF(factors=2, epochs=1, confidence="log", random_state=0).fit(X)
+    assert logged.alpha_ == pytest.approx(AUTO_ALPHA / np.log1p([2.0, 6.0, 1.0, 3.0]).mean())
+    # a number is used as given
+    assert WRMF(factors=2, epochs=1, alpha=1.0, random_state=0).fit(X).alpha_ == 1.0
+
+
+def test_wrmf_auto_alpha_is_saved_and_an_old_numeric_alpha_still_loads(tmp_path):
+    X = sp.csr_matrix(np.array([[2.0, 0, 6.0], [0, 1.0, 3.0]], dtype=np.float32))
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
+    model.save(tmp_path / "auto.npz")
+    back = load(tmp_path / "auto.npz")
+    assert back.get_params()["alpha"] == "auto" and back.alpha_ == pytest.approx(model.alpha_)
+    assert back.resolved_alpha() == pytest.approx(AUTO_ALPHA / 3.0)
+    # a file written before "auto": alpha a number, no alpha_ among the attributes
+    WRMF(factors=2, epochs=1, alpha=1.0, random_state=0).fit(X).save(tmp_path / "old.npz")
+    with np.load(tmp_path / "old.npz", allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    meta = json.loads(str(members["__meta__"]))
+    meta["attrs"].pop("alpha_")
+    members["__meta__"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "old.npz", **members)
+    old = load(tmp_path / "old.npz")
+    assert old.get_params()["alpha"] == 1.0 and old.resolved_alpha() == 1.0
+    # its fold-in weighs a new history 1 + 1, as the model was trained
+    old.fold_in(sp.csr_matrix(np.array([[1.0, 0, 0]], dtype=np.float32)), user_ids=["new"])
+    assert old.n_users == 3
+
+
+def test_wrmf_alpha_text_other_than_auto_is_refused():
+    from mrec_warp.errors import InputError
+
+    with pytest.raises(InputError, match="alpha"):
+        WRMF(alpha="big").fit(sp.csr_matrix(np.eye(3, dtype=np.float32)))
