@@ -19,7 +19,7 @@ job's list of users: one global grid that blocks and parts only select from
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Iterator, NamedTuple, Optional, Tuple
+from typing import Callable, Generator, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -134,6 +134,13 @@ def top_k_block(
     return users, items_out, scores_out
 
 
+def closable(blocks: Iterator[Tuple[np.ndarray, np.ndarray, np.ndarray]]
+             ) -> Generator[Tuple[np.ndarray, np.ndarray, np.ndarray], None, None]:
+    """``blocks`` as a generator whose ``close`` closes them too (``yield from``), for a
+    source of blocks typed as a plain iterator."""
+    yield from blocks
+
+
 def iter_top_k(
     score_fn: Callable[[np.ndarray], np.ndarray],
     n_items: int,
@@ -145,7 +152,7 @@ def iter_top_k(
     progress: Progress = SILENT,
     workers: Optional[Workers] = None,
     item_mask: Optional[np.ndarray] = None,
-) -> Iterator[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> Generator[Tuple[np.ndarray, np.ndarray, np.ndarray], None, None]:
     """Yield ``(users, items, scores)`` per block, in the order of ``users``.
 
     ``score_fn(rows)`` scores a block of rows against all ``n_items`` items.

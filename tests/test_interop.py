@@ -321,6 +321,22 @@ def test_factors_api_checks_its_arrays():
         model.fit(None)
 
 
+def test_factors_api_keeps_ids_as_given(tmp_path):
+    # spaces are part of an id (as Interactions keeps them): " a", "a " and "  " are three users
+    users, items = [" a", "a ", "  "], ["x", " x"]
+    u = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], np.float32)
+    model = Factors.from_arrays(u, np.eye(2, dtype=np.float32), users, items)
+    assert model.user_ids.tolist() == users and model.item_ids.tolist() == items
+    model.save(tmp_path / "f.npz")
+    frame = load(tmp_path / "f.npz").recommend_frame(k=1)
+    assert frame["user"].tolist() == users and frame["item"].tolist() == ["x", " x", "x"]
+    with pytest.raises(InputError, match="user id 2 is empty"):
+        Factors.from_arrays(u, np.eye(2), ["a", "", "b"], items)
+    # numpy's text arrays would drop a trailing NUL, making "a\0" the id "a": refused instead
+    with pytest.raises(InputError, match="item id 1 .* ends in a NUL"):
+        Factors.from_arrays(u, np.eye(2), users, ["x\0", "x"])
+
+
 def test_python_api_reads_writes_and_saves(tmp_path):
     import mrec_warp as mw
 

@@ -9,6 +9,7 @@ from ..files import atomic_write
 from ..errors import InputError
 from ..seeds import DEFAULT_SEED
 from ..context import ExecutionContext
+from ..models.families import DEFAULT_FAMILY
 from ..stages import candidates as search
 from ..stages.budget import parse_duration
 from ..stages.tune import tune as tune_stage
@@ -55,7 +56,7 @@ alone, from a default space.
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--models", "models", default="all", show_default=True, metavar="NAME[,NAME...]",
               help=f"Model families to search: {', '.join(search.TUNABLE_FAMILIES)}, or all (a flat --grid or "
-                   "--random alone without --models: warp).")
+                   f"--random alone without --models: {DEFAULT_FAMILY}).")
 @click.option("--time-budget", "time_budget", metavar="DURATION",
               help="Search within this time (90s, 2m, 1h): short trials first, the best promoted.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
@@ -146,13 +147,13 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
 
 
 def _grid_families(grid_file) -> list:
-    """The families a grid file names (a flat grid, or none: warp's)."""
+    """The families a grid file names (a flat grid, or none: the default family's)."""
     if not grid_file:
-        return ["warp"]
+        return [DEFAULT_FAMILY]
     try:
         grid = json.loads(open(grid_file).read())
     except (OSError, ValueError):
-        return ["warp"]  # read_grid says what is wrong with it
+        return [DEFAULT_FAMILY]  # read_grid says what is wrong with it
     if isinstance(grid, dict) and grid and all(k in search.FAMILIES for k in grid):
-        return [k for k in grid if k in search.TUNABLE_FAMILIES] or ["warp"]
-    return ["warp"]
+        return [k for k in grid if k in search.TUNABLE_FAMILIES] or [DEFAULT_FAMILY]
+    return [DEFAULT_FAMILY]

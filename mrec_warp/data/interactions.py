@@ -109,6 +109,9 @@ class Interactions:
     #: What the row rules did (:attr:`mrec_warp.data.rows.MergedRows.counts`, plus
     #: ``rows_outside_given_ids``) when built by :meth:`from_dataframe`; ``None`` otherwise.
     row_counts: Optional[Dict[str, int]] = field(default=None, repr=False, compare=False)
+    #: The matrix holds a file's value column (the stages' reader sets it); ``False``: ones,
+    #: or values given in Python (which a WRMF fit weighs as its ``use_values`` says).
+    has_values: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.matrix = as_csr(self.matrix)

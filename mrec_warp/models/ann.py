@@ -42,7 +42,6 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write, file_digest
 from ..progress import SILENT
 from ..topk import default_block_size, top_k_block
-from .imported import Factors
 from .single_user import exclusion_row, recommend_few
 
 log = logging.getLogger(__name__)
@@ -101,14 +100,11 @@ def index_path(model_file: PathLike) -> Path:
 def parts(model) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """(user vectors, item vectors, item biases or None) of a factor model; an
     :class:`InputError` for a model that scores otherwise (item similarities, popularity)."""
-    get = getattr(model, "factor_parts", None)
-    if get is None:
-        if isinstance(model, Factors):  # factors made elsewhere (mrec-warp factors): scored the same way
-            return model.user_factors_, model.item_factors_, model.item_bias_ if model.item_bias else None
+    if not getattr(model, "has_factors", False):
         raise InputError(f"an ANN index needs a factor model (warp, hybrid, wrmf, imported factors); this one is "
                          f"{type(model).__name__}, which has no item vectors",
                          hint="drop `ann`: exact top-k is the only way for this model")
-    return get()
+    return model.factor_parts()
 
 
 def augmented(model) -> Tuple[np.ndarray, np.ndarray]:

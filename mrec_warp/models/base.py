@@ -32,6 +32,7 @@ from .declared import Param, check_declared
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
 from .neighbours import Neighbours
+from .tuning import TuneHooks
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
 _REGISTRY: Dict[str, Type["Recommender"]] = {}
@@ -58,7 +59,7 @@ CAPABILITIES: Dict[str, str] = {
 }
 
 
-class Recommender(ModelIds, Neighbours, abc.ABC):
+class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     """Base class of every model: the contract between a model family and the stages.
 
     A family declares its hyper-parameters as keyword arguments of ``__init__`` (stored
@@ -66,7 +67,9 @@ class Recommender(ModelIds, Neighbours, abc.ABC):
     (:meth:`fit`, :meth:`score_users`, :meth:`get_arrays`, :meth:`set_arrays`,
     :meth:`array_spec`), and sets the capabilities of :data:`CAPABILITIES` that are true
     for it (each defaults to ``False``). Everything else -- parameters, top-k
-    recommendation, id mapping, persistence -- is shared.
+    recommendation, id mapping, persistence -- is shared; what ``tune`` asks a family
+    (cost, memory refusal, rungs, how a trial is built and fitted) has defaults in
+    :class:`~mrec_warp.models.tuning.TuneHooks`.
 
     Fitted attributes: ``user_ids``, ``item_ids`` (original ids of rows and columns) and
     ``train_`` (the CSR the model was fitted on, used to exclude seen items).
@@ -150,7 +153,7 @@ class Recommender(ModelIds, Neighbours, abc.ABC):
 
     # -- what a family provides ----------------------------------------------------------------
     @abc.abstractmethod
-    def fit(self, X, **kwargs) -> "Recommender":
+    def fit(self, X: Any, *args: Any, **kwargs: Any) -> "Recommender":
         """Fit on a users x items matrix (CSR or :class:`Interactions`); returns ``self``.
 
         Every stored entry is an interaction (also one of value 0). Must call

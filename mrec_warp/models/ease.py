@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,6 +35,7 @@ from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity
 from .declared import Param, n_jobs_param
+from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
 #: Default ``topk`` (weights kept per item on average): within 0.4% of the dense matrix's
@@ -72,6 +73,31 @@ class EASE(ItemSimilarity):
     """
 
     _dense_weights = True
+
+    @classmethod
+    def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
+        """:func:`estimate`'s time (at :data:`REFERENCE_RATE` unless ``shape.measured``),
+        and validation scoring."""
+        model = cls(**params)
+        if shape.fit is None:
+            return 1e-10 * shape.items ** 3 + shape.scoring()
+        cost = estimate(shape.fit, model.dtype, int(model.topk), 1, rate=None if shape.measured else REFERENCE_RATE)
+        return cost.seconds + shape.scoring()
+
+    @classmethod
+    def memory_refusal(cls, fit: sp.csr_matrix, params: Mapping[str, Any]) -> Optional[str]:
+        """Why the fit's peak (:func:`estimate`) exceeds the memory it may use, or ``None``."""
+        model = cls(**params)
+        csr = fit
+        if model.max_items is not None and model.max_items < fit.shape[1]:
+            csr = fit[:, : int(model.max_items)]  # (only its size matters here)
+        cost = estimate(csr, model.dtype, int(model.topk), 1)
+        limit = (model.memory_limit_mb * 2**20 if model.memory_limit_mb is not None
+                 else 0.75 * memory.available_bytes())
+        if cost.peak_bytes > limit:
+            return (f"needs about {memory.format_bytes(cost.peak_bytes)} of memory, more than the "
+                    f"{memory.format_bytes(limit)} it may use (raise `memory_limit_mb` or search `max_items`)")
+        return None
 
     PARAMETERS = (
         Param("l2", float, 200.0, "lambda, the L2 penalty on the weights.", low=0, low_open=True,

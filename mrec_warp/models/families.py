@@ -73,8 +73,13 @@ FAMILIES: Dict[str, Family] = {
 #: nothing to tune).
 TUNABLE_FAMILIES = tuple(name for name, fam in FAMILIES.items() if fam.searchable)
 #: Families whose trials early-stop on the validation split (the others fit once).
-EPOCH_FAMILIES = tuple(name for name, fam in FAMILIES.items()
-                       if fam.searchable and "epochs" in fam.cls._param_names())
+EPOCH_FAMILIES = tuple(name for name, fam in FAMILIES.items() if fam.searchable and fam.cls.early_stopping)
+#: The family of everything that names none: ``train`` without ``--model``, a search
+#: point without ``model``, a flat grid file (parameter -> values) and ``tune --random N``
+#: alone (the one family before ``tune`` searched several). The only family a stage names.
+DEFAULT_FAMILY = "warp"
+#: The family of ``tune``'s reference row (its class sets ``tune_baseline``; never the pick).
+BASELINE_FAMILY = next(name for name, fam in FAMILIES.items() if fam.cls.tune_baseline)
 
 
 def model_classes() -> Dict[str, Type[Recommender]]:

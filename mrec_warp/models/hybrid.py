@@ -121,13 +121,14 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
     def fit(
         self,
         X,
-        user_features: FeaturesLike = None,
-        item_features: FeaturesLike = None,
         validation=None,
         callbacks: Sequence[Callback] = (),
         progress: Optional[Progress] = None,
         user_ids: Optional[Sequence] = None,
         item_ids: Optional[Sequence] = None,
+        *,  # by name: WARP's parameters keep their places (a hybrid is fitted wherever WARP is)
+        user_features: FeaturesLike = None,
+        item_features: FeaturesLike = None,
     ) -> "HybridWARP":
         """Fit on a users x items matrix with optional user and item features.
 
@@ -233,6 +234,9 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         )
 
     # -- representations and scoring -----------------------------------------------------------
+    #: (user factors, item factors, item biases) of the current embeddings; ``None``: to compute.
+    _cache: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]
+
     def _representations(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(user factors, item factors, item biases), computed once per change of the model."""
         cache = self._cache
@@ -251,6 +255,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
             raise AttributeError("user_factors_")
         return self._representations()[0]
 
+    @user_factors_.setter
+    def user_factors_(self, value: np.ndarray) -> None:
+        raise AttributeError("a hybrid's user factors are its features' embeddings: set user_embeddings_")
+
     @property
     def item_factors_(self) -> np.ndarray:
         """Each item's representation ``q_i`` (n_items, factors)."""
@@ -264,6 +272,10 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
         if getattr(self, "item_feature_bias_", None) is None:
             raise AttributeError("item_bias_")
         return self._representations()[2]
+
+    @item_bias_.setter
+    def item_bias_(self, value: np.ndarray) -> None:
+        raise AttributeError("a hybrid's item biases are its features' biases: set item_feature_bias_")
 
     @property
     def user_feature_names(self) -> np.ndarray:

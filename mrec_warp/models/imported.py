@@ -10,7 +10,7 @@ file is checked on load (finite values, shapes that agree, unique non-empty ids)
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,14 +48,18 @@ class Factors(Recommender):
     has_factors = True
     finds_similar_items = True
 
+    user_factors_: np.ndarray
+    item_factors_: np.ndarray
+    item_bias_: np.ndarray
+
     def __init__(self, item_bias: bool = False, regularization: float = 0.01) -> None:
         self.item_bias = item_bias
         self.regularization = regularization
 
 
     @classmethod
-    def from_arrays(cls, user_factors: np.ndarray, item_factors: np.ndarray, user_ids: Sequence,
-                    item_ids: Sequence, item_bias: Optional[np.ndarray] = None,
+    def from_arrays(cls, user_factors: np.ndarray, item_factors: np.ndarray, user_ids: Union[Sequence, np.ndarray],
+                    item_ids: Union[Sequence, np.ndarray], item_bias: Optional[np.ndarray] = None,
                     train: Optional[sp.spmatrix] = None, **params: Any) -> "Factors":
         """A model of the given arrays, each checked (:class:`InputError` in one line).
 
@@ -94,6 +98,10 @@ class Factors(Recommender):
         self.check_fitted()
         return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
                              self.item_bias_ if self.item_bias else None, out)
+
+    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(user factors, item factors, item biases or ``None``), as the factor models give them."""
+        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
 
     @property
     def user_factors(self) -> np.ndarray:
@@ -166,13 +174,19 @@ class Factors(Recommender):
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
 
 
-def _ids(ids: Sequence, kind: str) -> np.ndarray:
-    """``ids`` as a str array: non-empty, unique."""
-    arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids).astype(str)
+def _ids(ids: Union[Sequence, np.ndarray], kind: str) -> np.ndarray:
+    """``ids`` as a str array, each id as given (spaces are part of an id, as
+    :class:`~mrec_warp.data.interactions.Interactions` keeps them): non-empty, unique."""
+    given = list(ids) if not isinstance(ids, np.ndarray) else ids
+    for i, one in enumerate(given):  # numpy's text arrays drop trailing NULs: refused, never changed
+        if isinstance(one, str) and one.endswith("\0"):
+            raise InputError(f"{kind} id {i + 1} ({one[:80]!r}) ends in a NUL character, which an id cannot keep",
+                             hint=f"give every {kind} an id without a trailing NUL")
+    arr = np.asarray(given).astype(str)
     if arr.ndim != 1 or len(arr) == 0:
         raise InputError(f"no {kind} ids", hint=f"give one {kind} id per row of the {kind} factors")
-    if (np.char.str_len(np.char.strip(arr)) == 0).any():
-        first = int(np.argmax(np.char.str_len(np.char.strip(arr)) == 0))
+    if (np.char.str_len(arr) == 0).any():
+        first = int(np.argmax(np.char.str_len(arr) == 0))
         raise InputError(f"{kind} id {first + 1} is empty", hint=f"give every {kind} a non-empty id")
     try:
         check_ids(arr, f"{kind} ids")

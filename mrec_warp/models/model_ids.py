@@ -20,6 +20,11 @@ class GeneratedIdsWarning(UserWarning):
 class ModelIds:
     """Ids of rows and columns, the training matrix, and look-ups by id."""
 
+    #: How the ids are written back (``"latin-1"`` when they came from a Latin-1 file, so
+    #: that outputs hold the input's bytes); unset: UTF-8.
+    id_encoding_: str
+    _interactions_cache: Optional[Interactions]
+
     def set_training_data(self, X) -> sp.csr_matrix:
         """Remember ids and the training matrix; return the binary CSR to learn from.
 

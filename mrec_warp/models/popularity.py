@@ -1,7 +1,7 @@
 """The popularity baseline: every user gets the most-interacted items they have not seen."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -9,6 +9,7 @@ from ..data.npz import check_finite, check_shape
 from ..progress import SILENT, Progress
 from .base import Recommender
 from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
+from .tuning import TrialShape
 
 
 class Popularity(Recommender):
@@ -21,6 +22,12 @@ class Popularity(Recommender):
 
     supports_fold_in = True
     appends_unknown_users = True
+    tune_baseline = True  # the reference row of tune's table
+
+    @classmethod
+    def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
+        """Counting is free next to validation scoring."""
+        return shape.scoring()
 
     def __init__(self) -> None:
         pass

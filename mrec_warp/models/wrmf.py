@@ -12,7 +12,7 @@ The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ from .factor_model import FactorModel
 from .foldin import refuse_features
 from .single_user import wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
+from .tuning import SCORE_RATE, TrialShape
 from .validation import early_stopping_params, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
@@ -128,6 +129,32 @@ class WRMF(FactorModel):
         Log one line per iteration to standard error.
     """
 
+    # -- what tune asks (TuneHooks) --------------------------------------------------------------
+    #: Iteration caps of a budgeted search's rungs (the last: the full trial).
+    tune_rungs = (5, 10, None)
+    #: Seconds per ``(users + items) x factors^2`` and iteration (one thread), measured on
+    #: ml-100k and a 1.9k x 16k long-tail synthetic set (2 shared cores).
+    TUNE_RATE = 2.0e-9
+    #: Iterations an early-stopped full trial is assumed to run.
+    TUNE_EPOCHS = 15
+
+    @classmethod
+    def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
+        """Iterations (the typical count, or the cap) of ALS solves and of validation scoring."""
+        epochs = min(epochs_cap, cls.TUNE_EPOCHS) if epochs_cap else cls.TUNE_EPOCHS
+        f = int(params.get("factors", 64))
+        per_epoch = cls.TUNE_RATE * (shape.users + shape.items) * f * f \
+            + SCORE_RATE * shape.sampled_users(epochs_cap) * shape.items
+        return epochs * per_epoch + shape.scoring()
+
+    @classmethod
+    def trial_params(cls, values: Mapping[str, Any], shared: Mapping[str, Any], k: int,
+                     epochs_cap: Optional[int] = None) -> Dict[str, Any]:
+        """The seed only of the search's shared parameters (ALS converges in few iterations:
+        its own ``max_epochs`` and patience), early stopping scored on every validation user."""
+        return super().trial_params(values, {"random_state": shared.get("random_state"), "validation_users": 10**9},
+                                    k, epochs_cap)
+
     supports_confidence = True
     weighs_without_values = True
     fits_on_workers = True
@@ -150,8 +177,8 @@ class WRMF(FactorModel):
               choices=SOLVERS, option=False),
         Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
               option=False),
-        *map(_STOPPING.get, ("epochs", "max_epochs", "patience", "eval_every", "eval_k", "validation_fraction",
-                             "validation_users", "refit")),
+        _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
+        _STOPPING["eval_k"], _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
         Param("init_scale", float, 1.0, "Initial item factors' standard deviation times sqrt(factors).", low=0,
               option=False),
         n_jobs_param("Threads solving blocks of rows at once (-1: every core)."),
@@ -223,7 +250,10 @@ class WRMF(FactorModel):
         when there are no values (``None``) or ``confidence`` is ``"none"``."""
         alpha = self.resolved_alpha()
         if values is None or self.confidence == "none":
-            return np.full(len(values) if values is not None else int(n), 1.0 + alpha, dtype=np.float32)
+            count = len(values) if values is not None else n
+            if count is None:
+                raise ValueError("confidences without values need the number of pairs (n)")
+            return np.full(count, 1.0 + alpha, dtype=np.float32)
         return confidence(values, self.confidence, alpha, float(self.eps))
 
     def resolved_alpha(self) -> float:
@@ -333,10 +363,14 @@ class WRMF(FactorModel):
         del raw
         conf_csr = self._confidence_csr()
         with workers if workers is not None else contextlib.nullcontext():
-            if solves_remotely(workers):
+            if workers is not None and solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
             self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
         return self
+
+    #: The training pairs' structure ``(indptr, indices, shape)``, shared with the confidences
+    #: (set by ``train_``'s setter; ``None`` before a fit, read through ``__dict__`` where it may be).
+    _seen: Tuple[np.ndarray, np.ndarray, Tuple[int, int]]
 
     def _confidence_csr(self) -> sp.csr_matrix:
         """The training pairs with their confidences (shares ``train_``'s indptr and indices)."""

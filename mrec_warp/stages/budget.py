@@ -4,29 +4,29 @@
 the families that early-stop (WARP, WRMF) first try every candidate with a few epochs
 and a sample of validation users, and only the best half of each rung goes on to the
 next, longer one, up to the full trial; families without epochs (item-kNN, SLIM, EASE)
-fit once. Every trial's cost is estimated before it starts, from the data's size and
-the family (EASE: :func:`mrec_warp.models.ease.estimate`), corrected by what the
-family's finished trials actually took; a trial that does not fit in what is left is not
-started, and a family whose cheapest trial cannot fit the budget or the memory is
-skipped with one line.
+fit once. Every trial's cost is estimated before it starts, from the data's size by
+the family (:meth:`~mrec_warp.models.tuning.TuneHooks.fit_cost`; its rungs are its
+``tune_rungs``), corrected by what the family's finished trials actually took; a trial
+that does not fit in what is left is not started, and a family whose cheapest trial cannot fit the budget or the memory
+(:meth:`~mrec_warp.models.tuning.TuneHooks.memory_refusal`) is skipped with one line.
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from .. import memory
+from ..models.families import BASELINE_FAMILY
+from ..models.tuning import TrialShape
+from ..progress import Progress
+from .candidates import MODEL
+from .trials import family_class, point_values
 
-#: Epoch caps of the short rungs of each early-stopping family; the last rung is the
-#: full trial (``None``: the search's own ``max_epochs`` and patience).
-RUNGS: Dict[str, Tuple[Optional[int], ...]] = {"warp": (5, 15, None), "wrmf": (5, 10, None)}
-#: Validation users the early stopping of a short trial scores (a sample of them).
-SHORT_VALIDATION_USERS = 1000
 #: A rung's trials are cut to ``1 / ETA`` for the next one. Half, not Li et al.'s third:
 #: on a 1.9k x 16k long-tail set, WRMF's best setting ranked 5th of 9 after 3 iterations
 #: (strong regularisation converges later), so a third lost it.
@@ -66,90 +66,44 @@ def format_duration(seconds: float) -> str:
 
 
 # -- cost of one trial ------------------------------------------------------------------------------
-#: Seconds per unit of work of each family (one thread), measured here (2 shared cores)
-#: on ml-100k and a 1.9k x 16k long-tail synthetic set (scripts in the report): warp per
-#: ``nnz x factors`` and epoch (at 50 sampled negatives); wrmf per ``(users + items) x
-#: factors^2`` and iteration; item-kNN per ``items^2`` (its dense blocks) and per
-#: co-occurrence (``sum n_u^2``); SLIM per ``sum_k deg_k^2`` (``deg_k``: items co-occurring
-#: with ``k``: coordinate descent on a target visits each neighbour's Gram row); scoring per
-#: ``users x items``. The search corrects them by what its finished trials took.
-RATES = {"warp": 3.5e-8, "wrmf": 2.0e-9, "square": 2.6e-8, "cooc": 2.0e-8, "slim": 2.5e-9, "score": 9e-9}
-#: Epochs an early-stopped full trial is assumed to run (its ``max_epochs`` is an upper bound).
-TYPICAL_EPOCHS = {"warp": 60, "wrmf": 15}
 #: Most co-occurrences for which the Gram matrix's structure is counted exactly (else bounded).
 EXACT_GRAM = 5e7
 
 
-def data_shape(fit: sp.csr_matrix, val: sp.csr_matrix) -> Dict[str, float]:
-    """The sizes costs depend on."""
-    fit = sp.csr_matrix(fit)
-    per_user = np.diff(fit.indptr).astype(np.float64)
+def data_shape(fit: sp.csr_matrix, val: sp.csr_matrix) -> TrialShape:
+    """The sizes costs depend on (and ``fit`` itself, for a family whose estimate reads it)."""
+    csr = sp.csr_matrix(fit)
+    per_user = np.diff(csr.indptr).astype(np.float64)
     cooc = float((per_user ** 2).sum())
-    n_items = fit.shape[1]
+    n_items = csr.shape[1]
     if cooc <= EXACT_GRAM:
-        pattern = sp.csr_matrix((np.ones(fit.nnz, np.float32), fit.indices, fit.indptr), shape=fit.shape)
+        pattern = sp.csr_matrix((np.ones(csr.nnz, np.float32), csr.indices, csr.indptr), shape=csr.shape)
         gram = (pattern.T @ pattern).tocsr()
         deg = np.diff(gram.indptr).astype(np.float64)
     else:  # an upper bound: every item of the item's users
-        deg = np.minimum(n_items, np.bincount(fit.indices, weights=np.repeat(per_user, np.diff(fit.indptr).astype(int)),
+        deg = np.minimum(n_items, np.bincount(csr.indices, weights=np.repeat(per_user, np.diff(csr.indptr).astype(int)),
                                               minlength=n_items))
-    return {"users": fit.shape[0], "items": n_items, "nnz": fit.nnz, "cooc": cooc,
-            "deg2": float((deg ** 2).sum()), "val_users": int(np.count_nonzero(np.diff(val.indptr)))}
+    return TrialShape(users=csr.shape[0], items=n_items, nnz=csr.nnz, cooc=cooc, deg2=float((deg ** 2).sum()),
+                      val_users=int(np.count_nonzero(np.diff(val.indptr))), fit=fit)
 
 
-def trial_cost(family: str, params: Dict[str, Any], shape: Dict[str, float], base: Dict[str, Any],
-               epochs_cap: Optional[int] = None, ease_cost=None) -> float:
-    """Estimated seconds of one trial (fit and validation scoring), before it starts.
-
-    ``epochs_cap``: a short trial's most epochs (``None``: a full one). ``ease_cost``: an
-    EASE trial's :class:`~mrec_warp.models.ease.Cost` (its time is used as is).
-    """
-    users, items, nnz = shape["users"], shape["items"], shape["nnz"]
-    val_users = shape["val_users"]
-    scoring = RATES["score"] * val_users * items  # the trial's final scoring of every validation user
-    sample = min(val_users, SHORT_VALIDATION_USERS) if epochs_cap else val_users
-    if family == "popularity":
-        return scoring
-    if family == "warp":
-        full = min(int(base.get("max_epochs", 100)), TYPICAL_EPOCHS["warp"])
-        epochs = min(epochs_cap, full) if epochs_cap else full
-        factors = int(params.get("factors", 64))
-        sampled = min(int(params.get("max_sampled", 50)), 100) / 50  # negatives drawn per positive, about
-        per_epoch = RATES["warp"] * nnz * factors * (0.5 + sampled) / 1.5 \
-            + RATES["score"] * min(sample, 5000) * items / 2  # evaluated every other epoch
-        return epochs * per_epoch + scoring
-    if family == "wrmf":
-        epochs = min(epochs_cap, TYPICAL_EPOCHS["wrmf"]) if epochs_cap else TYPICAL_EPOCHS["wrmf"]
-        f = int(params.get("factors", 64))
-        per_epoch = RATES["wrmf"] * (users + items) * f * f + RATES["score"] * sample * items
-        return epochs * per_epoch + scoring
-    if family == "itemknn":
-        return RATES["square"] * items * items + RATES["cooc"] * shape["cooc"] + scoring
-    if family == "slim":
-        l1 = float(params.get("l1", 2.0))  # a larger l1 leaves fewer neighbours active
-        return RATES["slim"] * shape["deg2"] / max(0.25, math.sqrt(l1 / 2.0)) + RATES["cooc"] * shape["cooc"] \
-            + scoring
-    if family == "ease":
-        return (ease_cost.seconds if ease_cost is not None else 1e-10 * items ** 3) + scoring
-    return scoring
+def unit_cost(point: Dict[str, Any], cap: Optional[int], shape: TrialShape, base: Dict[str, Any], k: int) -> float:
+    """Estimated seconds of one trial of ``point`` (``cap``: a short one's most epochs), as its
+    family estimates it (:meth:`~mrec_warp.models.tuning.TuneHooks.fit_cost`) from the trial's
+    constructor parameters."""
+    cls = family_class(point[MODEL])
+    return cls.fit_cost(shape, cls.trial_params(point_values(point), base, k), cap)
 
 
-def ease_fits(fit: sp.csr_matrix, params: Dict[str, Any]):
-    """EASE's :class:`~mrec_warp.models.ease.Cost` on ``fit`` and, when its peak exceeds
-    the memory it may use, the one-line reason; ``(cost, None)`` when it fits."""
-    from ..models.ease import EASE, estimate
+def has_rungs(family: str) -> bool:
+    """Whether a budgeted search shortens the family's trials (successive halving)."""
+    cls = family_class(family)
+    return bool(cls.early_stopping and cls.tune_rungs)
 
-    model = EASE(**params)
-    csr = fit
-    if model.max_items is not None and model.max_items < fit.shape[1]:
-        csr = fit[:, : int(model.max_items)]  # (only its size matters here)
-    cost = estimate(csr, model.dtype, int(model.topk), 1)
-    limit = (model.memory_limit_mb * 2**20 if model.memory_limit_mb is not None
-             else 0.75 * memory.available_bytes())
-    if cost.peak_bytes > limit:
-        return cost, (f"needs about {memory.format_bytes(cost.peak_bytes)} of memory, more than the "
-                      f"{memory.format_bytes(limit)} it may use")
-    return cost, None
+
+def rungs(family: str) -> Tuple[Optional[int], ...]:
+    """The epoch caps of a family's units in a budgeted search (``(None,)``: one full trial)."""
+    return family_class(family).tune_rungs if has_rungs(family) else (None,)
 
 
 class CostModel:
@@ -174,3 +128,118 @@ def promoted(scores: List[Tuple[int, float]], eta: int = ETA) -> List[int]:
     ok = [(c, s) for c, s in scores if s == s]
     ok.sort(key=lambda cs: (-cs[1], cs[0]))
     return [c for c, _ in ok[: max(1, math.ceil(len(ok) / eta))]] if ok else []
+
+
+# -- the search within a budget -----------------------------------------------------------------------
+Units = Sequence[Tuple[int, Optional[int]]]
+
+
+def run_budget(run: Callable[[Sequence[int], Dict[int, float]], None], done: Dict[int, Dict[str, Any]],
+               points: Sequence[Dict[str, Any]], units: Units, todo: Sequence[int], shape: TrialShape,
+               base: Dict[str, Any], k: int, time_budget: float, started: float, workers: int, progress: Progress,
+               metric: str, clock: Callable[[], float]) -> List[str]:
+    """Successive halving within ``time_budget`` seconds of ``started`` (on ``clock``):
+    ``run(units, estimates)`` runs trials, which land in ``done``. Returns the notes."""
+    notes: List[str] = []
+    model = CostModel()
+    left_todo = set(todo)
+    deadline = started + time_budget
+    measured = replace(shape, measured=True)
+    by_point: Dict[int, List[int]] = {}
+    for u, (i, _) in enumerate(units):
+        by_point.setdefault(i, []).append(u)
+    families = list(dict.fromkeys(p[MODEL] for p in points))
+    skipped: Set[str] = set()
+
+    def say(line: str) -> None:
+        notes.append(line)
+        progress.note(line)
+
+    def raw(u: int) -> float:
+        i, cap = units[u]
+        return unit_cost(points[i], cap, measured, base, k)
+
+    def estimate(u: int) -> float:
+        return model.correct(points[units[u][0]][MODEL], raw(u))
+
+    # families that cannot fit: their memory, or a first trial longer than the whole budget
+    for fam in families:
+        first = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] == fam]
+        cls = family_class(fam)
+        refusal = cls.memory_refusal(shape.fit, cls.trial_params(point_values(points[units[first[0]][0]]), base, k))
+        if refusal:
+            skipped.add(fam)
+            say(f"skipping {fam}: {refusal}")
+            continue
+        cheapest = min(estimate(u) for u in first)
+        if cheapest > time_budget:
+            skipped.add(fam)
+            say(f"skipping {fam}: its cheapest trial is estimated at {format_duration(cheapest)}, "
+                f"more than the {format_duration(time_budget)} budget")
+
+    def halved() -> List[str]:
+        """The searched families whose trials run in rungs."""
+        return [f for f in families if f not in skipped and has_rungs(f)]
+
+    def reserve(family: str, full: bool) -> float:
+        """What must stay free for each early-stopping family's first full trial (``full``:
+        this trial is its family's full one)."""
+        out = 0.0
+        for f in halved():
+            if any(units[u][1] is None and points[units[u][0]][MODEL] == f for u in done) or (f == family and full):
+                continue
+            i = next(i for i, p in enumerate(points) if p[MODEL] == f)
+            out += estimate(by_point[i][-1])
+        return out
+
+    def run_wave(queue: List[int], reserving: bool) -> None:
+        """Run ``queue`` in waves of ``workers`` trials; a trial whose estimate (plus, when
+        ``reserving``, what the full trials still to come need) does not fit what is left is
+        not started."""
+        not_started: Dict[str, int] = {}
+        queue = [u for u in queue if u in left_todo]  # the others an earlier run finished
+        while queue:
+            left = deadline - clock()
+            wave: List[int] = []
+            while queue and len(wave) < workers:
+                u = queue.pop(0)
+                fam = points[units[u][0]][MODEL]
+                held = reserve(fam, units[u][1] is None) if reserving else 0.0
+                if left <= 0 or estimate(u) + held > left:
+                    not_started[fam] = not_started.get(fam, 0) + 1
+                    continue
+                wave.append(u)
+            if not wave:
+                break
+            costs = {u: raw(u) for u in wave}
+            run(wave, {u: estimate(u) for u in wave})
+            for u in wave:
+                left_todo.discard(u)
+                if u in done:
+                    model.record(done[u][MODEL], costs[u], float(done[u]["seconds"]))
+        for fam, n in not_started.items():
+            say(f"{fam}: {n} trial(s) not started: they would not fit the "
+                f"{format_duration(max(deadline - clock(), 0))} left")
+
+    # 1. the baseline and every family's defaults (short ones for the early-stopping families),
+    # cheapest first, so that each family has a result early
+    first_points = [i for i, p in enumerate(points)
+                    if p[MODEL] not in skipped and i == min(j for j, q in enumerate(points) if q[MODEL] == p[MODEL])]
+    run_wave(sorted((by_point[i][0] for i in first_points),
+                    key=lambda u: (points[units[u][0]][MODEL] != BASELINE_FAMILY, estimate(u))), reserving=True)
+    # 2. successive halving of the early-stopping families: every candidate short, then the
+    # best half of each rung on to the next, longer one, up to full trials
+    for level in range(max((len(rungs(f)) for f in halved()), default=1)):
+        queue = []
+        for fam in halved():
+            mine = [i for i, p in enumerate(points) if p[MODEL] == fam and len(by_point[i]) > level]
+            if level == 0:
+                queue += [by_point[i][0] for i in mine]
+            else:
+                prev = [(i, done[by_point[i][level - 1]][metric]) for i in mine if by_point[i][level - 1] in done]
+                queue += [by_point[i][level] for i in promoted(prev)]
+        run_wave(queue, reserving=True)
+    # 3. the families without epochs: their other candidates, cheapest first
+    rest = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] not in skipped and len(by_point[i]) == 1]
+    run_wave(sorted(rest, key=estimate), reserving=False)
+    return notes

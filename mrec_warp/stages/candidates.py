@@ -17,21 +17,22 @@ import numpy as np
 
 from ..files import PathLike
 from ..errors import InputError
-from ..models.families import FAMILIES, TUNABLE_FAMILIES
+from ..models.families import DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
 from ..seeds import DEFAULT_SEED
 
-#: WARP's parameters a search may vary, and what each must be (other families: FAMILIES).
-TUNABLE = FAMILIES["warp"].tunable
+#: The default family's parameters a search may vary, and what each must be (other
+#: families: FAMILIES; the default family: :data:`~mrec_warp.models.families.DEFAULT_FAMILY`).
+TUNABLE = FAMILIES[DEFAULT_FAMILY].tunable
 #: Parameters whose value may also be ``null`` (None): no limit.
-NULLABLE = FAMILIES["warp"].nullable
+NULLABLE = FAMILIES[DEFAULT_FAMILY].nullable
 
-#: Where ``--random N`` samples WARP when no grid file gives the values: around the defaults.
-DEFAULT_SPACE: Dict[str, Any] = FAMILIES["warp"].space
+#: Where ``--random N`` samples the default family when no grid file gives the values: around the defaults.
+DEFAULT_SPACE: Dict[str, Any] = FAMILIES[DEFAULT_FAMILY].space
 #: The column holding a trial's model family.
 MODEL = "model"
 
 
-def read_grid(path: PathLike, families: Sequence[str] = ("warp",)) -> Dict[str, Dict[str, List[Any]]]:
+def read_grid(path: PathLike, families: Sequence[str] = (DEFAULT_FAMILY,)) -> Dict[str, Dict[str, List[Any]]]:
     """Read a grid file into ``{family: grid}``.
 
     The file is a JSON object of parameter -> list of values (or one value), e.g.
@@ -61,7 +62,7 @@ def read_grid(path: PathLike, families: Sequence[str] = ("warp",)) -> Dict[str, 
     return {families[0]: check_grid(grid, source=str(path), family=families[0])}
 
 
-def check_grid(grid: Any, source: Optional[str] = None, family: str = "warp") -> Dict[str, List[Any]]:
+def check_grid(grid: Any, source: Optional[str] = None, family: str = DEFAULT_FAMILY) -> Dict[str, List[Any]]:
     """Validate a grid (dict of name -> list of values); scalars become one-value lists."""
     if not isinstance(grid, dict) or not grid:
         raise InputError("a grid is a JSON object of parameter -> list of values", path=source,
@@ -70,8 +71,8 @@ def check_grid(grid: Any, source: Optional[str] = None, family: str = "warp") ->
     out: Dict[str, List[Any]] = {}
     for name, values in grid.items():
         if name not in tunable:
-            extra = " (epochs come from early stopping)" if family == "warp" else ""
-            raise InputError(f"{name!r} cannot be tuned" + ("" if family == "warp" else f" for {family}"),
+            extra = " (epochs come from early stopping)" if FAMILIES[family].cls.early_stopping else ""
+            raise InputError(f"{name!r} cannot be tuned" + ("" if family == DEFAULT_FAMILY else f" for {family}"),
                              path=source, hint=f"tunable: {', '.join(tunable)}{extra}")
         values = values if isinstance(values, list) else [values]
         if not values:
@@ -108,7 +109,7 @@ def grid_points(grid: Dict[str, List[Any]]) -> List[Dict[str, Any]]:
 
 
 def random_points(n: int, space: Optional[Dict[str, Any]] = None, seed: int = DEFAULT_SEED,
-                  family: str = "warp") -> List[Dict[str, Any]]:
+                  family: str = DEFAULT_FAMILY) -> List[Dict[str, Any]]:
     """``n`` random points: lists are sampled uniformly, ``("log", lo, hi)`` log-uniformly,
     ``("logint", lo, hi)`` log-uniformly rounded to an int, ``("log0", lo, hi)`` is 0 a
     quarter of the time and log-uniform otherwise. The default space is the family's
@@ -160,14 +161,14 @@ def candidates(families: Sequence[str], grids: Optional[Dict[str, Dict[str, List
 def with_defaults(points: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """``points`` with each family's defaults first (over the parameters its points vary),
     and without repeats: every search has the not-searching answer as a trial."""
-    families = list(dict.fromkeys(p.get(MODEL, "warp") for p in points))
+    families = list(dict.fromkeys(p.get(MODEL, DEFAULT_FAMILY) for p in points))
     out: List[Dict[str, Any]] = []
     for fam in families:
-        names = sorted({n for p in points if p.get(MODEL, "warp") == fam for n in p if n != MODEL})
+        names = sorted({n for p in points if p.get(MODEL, DEFAULT_FAMILY) == fam for n in p if n != MODEL})
         out.append({MODEL: fam, **FAMILIES[fam].defaults(names)})
     seen = {json.dumps(p, sort_keys=True) for p in out}
     for p in points:
-        p = {MODEL: p.get(MODEL, "warp"), **{k: v for k, v in p.items() if k != MODEL}}
+        p = {MODEL: p.get(MODEL, DEFAULT_FAMILY), **{k: v for k, v in p.items() if k != MODEL}}
         key = json.dumps(p, sort_keys=True)
         if key not in seen:
             seen.add(key)

@@ -35,7 +35,8 @@ from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, neutralised_note, output_format, write_frames
-from ..topk import KernelExclusion, block_to_frame, capped_k, default_block_size, iter_top_k, top_k_block
+from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k,
+                    top_k_block)
 from ..workers import chunk_ranges
 from .recommend_inputs import recommend_inputs
 
@@ -250,7 +251,8 @@ def write_recommendations(
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
                                       model_file=model_file, progress=progress, on_neutralised=neutralised)
             return info["rows"]
-        blocks = (ann_top_k(ann_index, model, users, k, model.exclusion_matrix(exclude), mask, block_size, progress)
+        blocks = (closable(ann_top_k(ann_index, model, users, k, model.exclusion_matrix(exclude), mask, block_size,
+                                     progress))
                   if ann_index is not None else
                   iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
                              block_size=block_size, progress=progress, workers=context, item_mask=mask))

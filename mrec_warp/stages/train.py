@@ -20,7 +20,7 @@ from ..data.interactions import Interactions
 from ..files import check_outputs
 from ..errors import InputError
 from ..models.base import Recommender
-from ..models.families import families_with, model_classes, named_families
+from ..models.families import DEFAULT_FAMILY, families_with, model_classes, named_families
 from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
@@ -202,12 +202,12 @@ def train(
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []
     given = dict(params or {})
-    model_name = model or params_model(params_file) or "warp"
+    model_name = model or params_model(params_file) or DEFAULT_FAMILY
     if model_name not in model_classes():
         raise InputError(f"unknown `model={model_name}`", hint=f"one of {', '.join(model_classes())}")
     estimator = model_classes()[model_name]()
     merged = dict(load_params(params_file))
-    kind = given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none")
+    kind: str = str(given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none"))
     _check_confidence(estimator, model_name, kind, given)
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
@@ -238,9 +238,9 @@ def train(
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
     data = load_interactions(train, format, values=kind != "none", required=not estimator.weighs_without_values,
                              rows=rows)
-    # the row rules' counts in prepare's words, then the matrix they made
-    progress.log(f"{train}: {describe_counts(data.row_counts, duplicates, negatives)}: "
-                 f"{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
+    # the row rules' counts in prepare's words (a file read always has them), then the matrix they made
+    counts = describe_counts(data.row_counts, duplicates, negatives) + ": " if data.row_counts is not None else ""
+    progress.log(f"{train}: {counts}{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
     if estimator.supports_sub_models and (sub_models or backend == "dask"):
         if kind != "none":
@@ -296,8 +296,9 @@ def _log_values(estimator: Recommender, model_name: str, kind: str, data: Intera
                                                         else "1 (values ignored or no value column)")
                      + (zeros_note(data) if weighs else ""))
     elif estimator.supports_confidence:
-        progress.log(describe_values(data, kind, estimator.alpha, estimator.eps)
-                     + (f", used to {estimator.confidence_use} positives{zeros_note(data)}" if kind != "none" else ""))
+        params = estimator.get_params()  # a confidence's settings: alpha, eps and how it is used
+        progress.log(describe_values(data, kind, params["alpha"], params["eps"])
+                     + (f", used to {params['confidence_use']} positives{zeros_note(data)}" if kind != "none" else ""))
 
 
 def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:

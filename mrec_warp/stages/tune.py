@@ -2,15 +2,16 @@
 
 Every trial fits one candidate (a model family and its parameters) on the same
 fit/validation split and scores precision@k on the validation users, training items
-excluded. WARP trials early-stop on that split (so the number of epochs is chosen per
-trial, not searched); the item-item models (item-kNN, SLIM, EASE) have no epochs. Each
+excluded (:mod:`.trials`): the early-stopping families' trials (WARP, WRMF) choose their
+number of epochs on that split, the others (item-kNN, SLIM, EASE, ...) fit once; what
+the search asks a family is its hooks (:mod:`mrec_warp.models.tuning`). Each
 family's defaults are always a trial, so a search never hands back something that scores
 worse on validation than not searching. Trials are independent work units: they run on
 the chosen backend's workers (each trial single-threaded, so J workers run J trials at
 once), and with a work folder each finished trial is a part file that a rerun skips.
 
-The best trial's family and parameters (a WARP one with its early-stopped epoch count as
-``epochs``) are what ``mrec-warp train --params best.json`` reads.
+The best trial's family and parameters (an early-stopping one with its chosen epoch count
+as ``epochs``) are what ``mrec-warp train --params best.json`` reads.
 """
 from __future__ import annotations
 
@@ -18,157 +19,31 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from ..context import ExecutionContext, local_context
 from ..data.interactions import Interactions, as_csr, binary_csr, check_values
-from ..files import atomic_write
 from ..errors import InputError
-from ..jobs import (INPUTS_FILE, Job, cached, fingerprint, job_manifest, maybe_inject_fault, read_inputs, unit_of_job,
-                    write_inputs)
-from ..models import WARP, WRMF
-from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
+from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
+from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
 from ..models.validation import holdout_split
 from ..progress import SILENT, Progress
-from ..topk import iter_top_k
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions, load_validation
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
+from .trials import SHORT, family_class, load_split, point_values, run_trial, trial_model
 
 
-# ---------------------------------------------------------------------------------------------
-# one trial
-# ---------------------------------------------------------------------------------------------
-def _load_split(path: str, values: bool = False):
-    """The fit and validation matrices a search staged in its work folder (the fit one with
-    its values when ``values``), checked as every staged input is, cached per process."""
-    def load(p):
-        z = read_inputs(p, matrices=["fit", "val"], values=["fit"] if values else [])
-        return z["fit"], z["val"]
-
-    return cached(f"split-{values:d}", path, load)
-
-
-def _is_epoch_family(family: str) -> bool:
-    """Whether a family's trials early-stop on the validation split (the others fit once).
-
-    The one place tune asks it, so that the family's capability attribute can answer."""
-    return bool(getattr(FAMILIES[family].cls, "early_stopping", family in EPOCH_FAMILIES))
-
-
-def _trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: int,
-                 short: Optional[int] = None):
-    """The unfitted model of one trial: WARP with ``base`` under its values, WRMF with the
-    seed only (its own patience), the other families with their values alone. ``short``:
-    a short trial of an early-stopping family (at most that many epochs, early stopping on
-    a sample of the validation users)."""
-    cap = {} if short is None else {"max_epochs": int(short),
-                                    "validation_users": budget.SHORT_VALIDATION_USERS}
-    if family == "warp":
-        return WARP(**{**base, **values, "epochs": None, "n_jobs": 1, "eval_k": k, **cap})
-    if family == "wrmf":  # scored on every validation user
-        return WRMF(**{"random_state": base.get("random_state"), **values, "epochs": None, "n_jobs": 1,
-                       "eval_k": k, "validation_users": 10**9, **cap})
-    return FAMILIES[family].cls(**values)
-
-
-#: The column of a short trial's epoch cap (a time budget's early rungs; empty for full trials).
-SHORT = "epochs_cap"
 #: The family of the baseline row (a reference in the table, never the pick).
-BASELINE = "popularity"
-#: z of a two-sided 95% normal interval.
-Z95 = 1.959964
-
-
-def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp.csr_matrix,
-                       k: int) -> np.ndarray:
-    """Precision@k of each user with a ``truth`` item (as :func:`precision_at_k` averages it)."""
-    users = np.flatnonzero(np.diff(truth.indptr) > 0)
-    out = np.zeros(len(users))
-    pos = 0
-    for block_users, items, _ in iter_top_k(score_fn, n_items, users, k, exclude=exclude):
-        sub = truth[block_users]
-        rows = np.repeat(np.arange(len(block_users)), k)
-        flat = items.ravel()
-        valid = flat >= 0
-        hit = np.zeros(len(flat), dtype=bool)
-        hit[valid] = np.asarray(sub[rows[valid], flat[valid]]).ravel() != 0
-        out[pos:pos + len(block_users)] = hit.reshape(len(block_users), k).sum(axis=1) / k
-        pos += len(block_users)
-    return out
-
-
-def interval(score: float, per_user: np.ndarray) -> Tuple[float, float]:
-    """95% interval of a mean over users: ``score +- 1.96 sd / sqrt(n)`` (normal approximation
-    over the per-user precisions; with a thousand users and more the mean is close to normal)."""
-    n = len(per_user)
-    if n < 2 or score != score:
-        return float("nan"), float("nan")
-    half = Z95 * float(np.std(per_user, ddof=1)) / np.sqrt(n)
-    return score - half, score + half
-
-
-def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any], k: int,
-              workdir: Optional[str] = None, use_values: bool = False, short: Optional[int] = None) -> Dict[str, Any]:
-    """Fit one candidate with early stopping and return its row of the results table.
-
-    ``short``: a short trial (at most that many epochs) of an early-stopping family.
-
-    ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
-    with ``use_values`` the fit matrix holds the training values, which WRMF trials turn
-    into confidences (the other families binarise it).
-    With ``workdir`` the row is also saved as ``trial-NNNN.json``, and an existing one is
-    returned without fitting again.
-    """
-    part = Path(workdir) / f"trial-{trial:04d}.json" if workdir else None
-    if part is not None and part.exists():
-        return json.loads(part.read_text())
-    if workdir:
-        maybe_inject_fault(workdir, trial)
-        started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
-    fit, val = _load_split(split_src, use_values) if isinstance(split_src, (str, os.PathLike)) else split_src
-    family = params.get(MODEL, "warp")
-    values = {n: v for n, v in params.items() if n != MODEL}
-    t0 = time.perf_counter()
-    row: Dict[str, Any] = {"trial": trial, MODEL: family, **values}
-    if short is not None:
-        row[SHORT] = int(short)
-    try:
-        model = _trial_model(family, base, values, k, short if _is_epoch_family(family) else None)
-        binary = binary_csr(fit) if use_values else fit  # values are WRMF's confidences only
-        if family == "warp":
-            model.fit(binary, validation=val)
-        elif family == "wrmf":  # early-stopped too, with its own patience (ALS converges in few iterations)
-            model.fit(fit, validation=val, use_values=use_values)
-        else:  # no epochs: fit once
-            model.fit(binary)
-        per_user = per_user_precision(model.score_users, model.n_items, fit, val, k)
-        score = float(per_user.mean()) if len(per_user) else float("nan")
-        if _is_epoch_family(family):
-            if len(per_user) <= model.validation_users:
-                score = float(model.best_score_)  # early stopping scored every user: its best epoch's
-            # else it scored a sample of users; families compare on all of them
-            row["epochs"] = int(model.best_epoch_)
-        row[f"precision@{k}"] = score
-        row["ci_low"], row["ci_high"] = interval(score, per_user)
-    except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
-        row.update({f"precision@{k}": float("nan"), "error": str(exc)})
-        if _is_epoch_family(family):
-            row["epochs"] = 0
-    row["seconds"] = round(time.perf_counter() - t0, 3)
-    if part is not None:
-        with unit_of_job(workdir, started), atomic_write(part) as fh:
-            json.dump(row, fh)
-    return row
+BASELINE = BASELINE_FAMILY
+_load_split = load_split  # (its former name here)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,21 +81,21 @@ class TuneResult:
     @property
     def best_model(self) -> str:
         """The family of the best trial."""
-        return str(self.table.iloc[0].get(MODEL, "warp"))
+        return str(self.table.iloc[0].get(MODEL, DEFAULT_FAMILY))
 
     @property
     def best_params(self) -> Dict[str, Any]:
         """The best trial's parameters (an early-stopped trial's epoch count as ``epochs``)."""
         row = self.table.iloc[0]
         fam = FAMILIES[self.best_model]
-        params = {}
+        params: Dict[str, Any] = {}
         for n in (c for c in self.table.columns if c in fam.tunable):
             if pd.isna(row[n]):
                 if n in fam.nullable:  # a family's trials share their names: NaN was null
                     params[n] = None
                 continue
             params[n] = _cast(fam.tunable[n], row[n])
-        if _is_epoch_family(self.best_model):
+        if fam.cls.early_stopping:
             params["epochs"] = int(row["epochs"])
         return params
 
@@ -372,7 +247,7 @@ def tune(
     # by its own name, before the trials' models take it as their internal `eval_k`
     check_number(k, "k", integer=True, at_least=1)
     for p in points:
-        family = p.get(MODEL, "warp")
+        family = p.get(MODEL, DEFAULT_FAMILY)
         if family not in FAMILIES:
             raise InputError(f"unknown model family {family!r}", hint=f"choose among {', '.join(TUNABLE_FAMILIES)}")
         foreign = sorted(set(p) - {MODEL} - set(FAMILIES[family].cls._param_names()))
@@ -383,12 +258,11 @@ def tune(
                       min_value=min_value, empty_ids=empty_ids)
     base = {**(base or {}), "random_state": seed}
     for p in points:  # a value no model takes is the search's error, found before the data is read
-        model = _trial_model(p.get(MODEL, "warp"), base, {n: v for n, v in p.items() if n != MODEL}, k)
-        if hasattr(model, "_check_params"):  # (popularity has no parameters to check)
-            model._check_params()
-    wrmf_trials = any(p.get(MODEL, "warp") == "wrmf" for p in points)
+        trial_model(p.get(MODEL, DEFAULT_FAMILY), base, point_values(p), k).check_params()
+    # only the families that weigh observed pairs take the values (as confidences)
+    weighing = any(family_class(p.get(MODEL, DEFAULT_FAMILY)).weighs_without_values for p in points)
     if isinstance(train, (str, os.PathLike)):
-        train = load_interactions(train, format, values=wrmf_trials, required=False, rows=rows)
+        train = load_interactions(train, format, values=weighing, required=False, rows=rows)
     if isinstance(validation, (str, os.PathLike)):
         if not isinstance(train, Interactions):
             raise InputError("a validation file needs the training data with its ids (an Interactions or a file)",
@@ -396,18 +270,17 @@ def tune(
         validation = load_validation(validation, train, rows)
     if use_values is None:
         use_values = bool(getattr(train, "has_values", False))
-    points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, "warp"), **p} for p in points]
+    points = defaults_first(points) if with_defaults else [{MODEL: p.get(MODEL, DEFAULT_FAMILY), **p} for p in points]
     default_trials = set(range(len(dict.fromkeys(p[MODEL] for p in points)))) if with_defaults else set()
     if baseline and not any(p[MODEL] == BASELINE for p in points):
         default_trials.add(len(points))  # popularity's only trial: its defaults
         points = points + [{MODEL: BASELINE}]
-    fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and wrmf_trials)
+    fit, val, use_values = _split(train, validation, validation_fraction, seed, use_values and weighing)
     metric = f"precision@{k}"
     # the units of work: one full trial per point, or with a budget every rung of it
     units: List[Tuple[int, Optional[int]]] = []
     for i, p in enumerate(points):
-        caps = budget.RUNGS.get(p[MODEL], (None,)) if time_budget is not None and _is_epoch_family(p[MODEL]) \
-            else (None,)
+        caps = budget.rungs(p[MODEL]) if time_budget is not None else (None,)
         units.extend((i, cap) for cap in caps)
     description = {"kind": "tune", "version": 1, "data": fingerprint(fit, val), "points": list(points), "base": base,
                    "k": k}
@@ -416,7 +289,7 @@ def tune(
     if use_values:
         description["values"] = fingerprint(fit.data)
     shape = budget.data_shape(fit, val)
-    costs = {u: _unit_cost(points[i], cap, shape, base, fit, measured=False) for u, (i, cap) in enumerate(units)}
+    costs = {u: budget.unit_cost(points[i], cap, shape, base, k) for u, (i, cap) in enumerate(units)}
     notes: List[str] = []
     context = context if context is not None else local_context()
     with context:
@@ -429,7 +302,7 @@ def tune(
             split_src = job.stage(INPUTS_FILE, lambda p: write_inputs(p, {"fit": fit, "val": val},
                                                                       values=["fit"] if use_values else []))
         n_base = int(baseline and any(p[MODEL] == BASELINE for p in points))
-        progress.log(f"tune: {len(points) - n_base} trials" + (" and the popularity baseline" if n_base else "")
+        progress.log(f"tune: {len(points) - n_base} trials" + (f" and the {BASELINE} baseline" if n_base else "")
                      + f" ({job.skipped} already done) on {context.describe()}; "
                      f"{fit.nnz:,} fit / {val.nnz:,} validation interactions"
                      + (f"; budget {budget.format_duration(time_budget)}" if time_budget is not None else ""))
@@ -444,16 +317,16 @@ def tune(
         if time_budget is None:
             run(job.todo)
         else:
-            notes += _run_budget(run, done, points, units, job.todo, shape, base, fit, time_budget, started,
-                                 effective_n_jobs(context.n_jobs), progress, metric)
+            notes += budget.run_budget(run, done, points, units, job.todo, shape, base, k, time_budget, started,
+                                       effective_n_jobs(context.n_jobs), progress, metric, clock=time.monotonic)
         job.finish(staged=[INPUTS_FILE])
-    rows = [done[u] for u in sorted(done)]
-    if not rows:
+    finished = [done[u] for u in sorted(done)]
+    if not finished:
         raise InputError("the time budget ended before any trial finished",
                          hint="give a longer `time_budget`")
     # a default point's rows, in every rung it ran (the table takes its longest as reference)
     default_units = {u for u, (i, _) in enumerate(units) if i in default_trials}
-    table, tie = _results_table(rows, points, default_units, metric, {u: costs[u] for u in done})
+    table, tie = _results_table(finished, points, default_units, metric, {u: costs[u] for u in done})
     result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
     reference = result.baseline_note()
     if reference:
@@ -473,128 +346,6 @@ def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], m
         and "ci_low" in row else ""
     took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
     progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")
-
-
-def _unit_cost(point: Dict[str, Any], cap: Optional[int], shape: Dict[str, float], base: Dict[str, Any],
-               fit: sp.csr_matrix, measured: bool) -> float:
-    """Estimated seconds of one trial. ``measured``: EASE's time from this machine's flop rate
-    (else from a fixed reference rate, so that the tie rule's costs are reproducible)."""
-    family = point[MODEL]
-    ease_cost = None
-    if family == "ease":
-        from ..models.ease import EASE, REFERENCE_RATE, estimate
-
-        model = EASE(**{n: v for n, v in point.items() if n != MODEL})
-        ease_cost = estimate(fit, model.dtype, int(model.topk), 1, rate=None if measured else REFERENCE_RATE)
-    return budget.trial_cost(family, point, shape, base, cap, ease_cost)
-
-
-def _run_budget(run, done: Dict[int, Dict[str, Any]], points, units, todo, shape, base, fit,
-                time_budget: float, started: float, workers: int, progress: Progress, metric: str) -> List[str]:
-    """Successive halving within ``time_budget`` seconds of ``started``; returns its notes."""
-    notes: List[str] = []
-    model = budget.CostModel()
-    todo = set(todo)
-    deadline = started + time_budget
-    by_point: Dict[int, List[int]] = {}
-    for u, (i, _) in enumerate(units):
-        by_point.setdefault(i, []).append(u)
-    families = list(dict.fromkeys(p[MODEL] for p in points))
-    skipped = set()
-
-    def say(line: str) -> None:
-        notes.append(line)
-        progress.note(line)
-
-    def estimate(u: int) -> float:
-        i, cap = units[u]
-        return model.correct(points[i][MODEL], _unit_cost(points[i], cap, shape, base, fit, measured=True))
-
-    # families that cannot fit: EASE's memory, or a first trial longer than the whole budget
-    for fam in families:
-        first = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] == fam]
-        if fam == "ease":
-            params = {n: v for n, v in points[units[first[0]][0]].items() if n != MODEL}
-            _, refusal = budget.ease_fits(fit, params)
-            if refusal:
-                skipped.add(fam)
-                say(f"skipping ease: {refusal} (raise `memory_limit_mb` or search `max_items`)")
-                continue
-        cheapest = min(estimate(u) for u in first)
-        if cheapest > time_budget:
-            skipped.add(fam)
-            say(f"skipping {fam}: its cheapest trial is estimated at {budget.format_duration(cheapest)}, "
-                f"more than the {budget.format_duration(time_budget)} budget")
-
-    def epoch_fams_without_full() -> List[str]:
-        return [f for f in families if f not in skipped and f in budget.RUNGS and _is_epoch_family(f)
-                and not any(units[u][1] is None and points[units[u][0]][MODEL] == f for u in done)]
-
-    def reserve(family: str, full: bool) -> float:
-        """What must stay free for each early-stopping family's first full trial (``full``:
-        this trial is its family's full one)."""
-        out = 0.0
-        for f in epoch_fams_without_full():
-            if f == family and full:
-                continue
-            i = next(i for i, p in enumerate(points) if p[MODEL] == f)
-            out += estimate(by_point[i][-1])
-        return out
-
-    def run_wave(queue: List[int], reserving: bool) -> None:
-        """Run ``queue`` in waves of ``workers`` trials; a trial whose estimate (plus, when
-        ``reserving``, what the full trials still to come need) does not fit what is left is
-        not started."""
-        not_started: Dict[str, int] = {}
-        queue = [u for u in queue if u in todo]  # the others an earlier run finished
-        while queue:
-            left = deadline - time.monotonic()
-            wave: List[int] = []
-            while queue and len(wave) < workers:
-                u = queue.pop(0)
-                fam = points[units[u][0]][MODEL]
-                held = reserve(fam, units[u][1] is None) if reserving else 0.0
-                if left <= 0 or estimate(u) + held > left:
-                    not_started[fam] = not_started.get(fam, 0) + 1
-                    continue
-                wave.append(u)
-            if not wave:
-                break
-            raw = {u: _unit_cost(points[units[u][0]], units[u][1], shape, base, fit, measured=True) for u in wave}
-            run(wave, {u: estimate(u) for u in wave})
-            for u in wave:
-                todo.discard(u)
-                if u in done:
-                    model.record(done[u][MODEL], raw[u], float(done[u]["seconds"]))
-        for fam, n in not_started.items():
-            say(f"{fam}: {n} trial(s) not started: they would not fit the "
-                f"{budget.format_duration(max(deadline - time.monotonic(), 0))} left")
-
-    # 1. the baseline and every family's defaults (short ones for the early-stopping families),
-    # cheapest first, so that each family has a result early
-    defaults_first_rung = sorted((by_point[i][0] for i, p in enumerate(points)
-                                  if p[MODEL] not in skipped and i == min(j for j, q in enumerate(points)
-                                                                          if q[MODEL] == p[MODEL])),
-                                 key=lambda u: (points[units[u][0]][MODEL] != BASELINE, estimate(u)))
-    run_wave(defaults_first_rung, reserving=True)
-    # 2. successive halving of the early-stopping families: every candidate short, then the
-    # best half of each rung on to the next, longer one, up to full trials
-    for level in range(max((len(r) for r in budget.RUNGS.values()), default=1)):
-        queue = []
-        for fam in families:
-            if fam in skipped or fam not in budget.RUNGS or not _is_epoch_family(fam):
-                continue
-            mine = [i for i, p in enumerate(points) if p[MODEL] == fam and len(by_point[i]) > level]
-            if level == 0:
-                queue += [by_point[i][0] for i in mine]
-            else:
-                prev = [(i, done[by_point[i][level - 1]][metric]) for i in mine if by_point[i][level - 1] in done]
-                queue += [by_point[i][level] for i in budget.promoted(prev)]
-        run_wave(queue, reserving=True)
-    # 3. the families without epochs: their other candidates, cheapest first
-    rest = [by_point[i][0] for i, p in enumerate(points) if p[MODEL] not in skipped and len(by_point[i]) == 1]
-    run_wave(sorted(rest, key=estimate), reserving=False)
-    return notes
 
 
 def _split(train, validation, validation_fraction: float, seed: int, use_values: bool):

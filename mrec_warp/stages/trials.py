@@ -1,0 +1,142 @@
+"""One trial of a search: a candidate built and fitted by its family's hooks, then scored.
+
+Every trial fits one candidate (a model family and its parameters) on the same
+fit/validation split and scores precision@k on the validation users, training items
+excluded. How a trial is built and fitted is the family's
+(:meth:`~mrec_warp.models.tuning.TuneHooks.trial_params` and
+:meth:`~mrec_warp.models.tuning.TuneHooks.fit_trial`): an ``early_stopping`` family's
+trial early-stops on the split (its epoch count is chosen per trial, not searched), a
+``weighs_without_values`` family's weighs the training values, the others fit once on
+the pairs. Trials are independent work units; with a work folder each finished trial is
+a part file that a rerun skips.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Type
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+from ..files import atomic_write
+from ..jobs import cached, job_manifest, maybe_inject_fault, read_inputs, unit_of_job
+from ..models.base import Recommender
+from ..models.families import DEFAULT_FAMILY, FAMILIES
+from ..topk import iter_top_k
+from .candidates import MODEL
+
+#: The column of a short trial's epoch cap (a time budget's early rungs; empty for full trials).
+SHORT = "epochs_cap"
+#: z of a two-sided 95% normal interval.
+Z95 = 1.959964
+
+
+def family_class(family: str) -> Type[Recommender]:
+    """The class of a registered family."""
+    return FAMILIES[family].cls
+
+
+def point_values(point: Dict[str, Any]) -> Dict[str, Any]:
+    """A point's parameters (without its ``model``)."""
+    return {n: v for n, v in point.items() if n != MODEL}
+
+
+def trial_model(family: str, base: Dict[str, Any], values: Dict[str, Any], k: int,
+                short: Optional[int] = None) -> Recommender:
+    """The unfitted model of one trial, as its family builds it
+    (:meth:`~mrec_warp.models.tuning.TuneHooks.trial_params`). ``short``: a short trial
+    of an early-stopping family (at most that many epochs, early stopping on a sample of
+    the validation users)."""
+    cls = family_class(family)
+    return cls(**cls.trial_params(values, base, k, short if cls.early_stopping else None))
+
+
+def load_split(path: str, values: bool = False):
+    """The fit and validation matrices a search staged in its work folder (the fit one with
+    its values when ``values``), checked as every staged input is, cached per process."""
+    def load(p):
+        z = read_inputs(p, matrices=["fit", "val"], values=["fit"] if values else [])
+        return z["fit"], z["val"]
+
+    return cached(f"split-{values:d}", path, load)
+
+
+def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp.csr_matrix,
+                       k: int) -> np.ndarray:
+    """Precision@k of each user with a ``truth`` item (as :func:`precision_at_k` averages it)."""
+    users = np.flatnonzero(np.diff(truth.indptr) > 0)
+    out = np.zeros(len(users))
+    pos = 0
+    for block_users, items, _ in iter_top_k(score_fn, n_items, users, k, exclude=exclude):
+        sub = truth[block_users]
+        rows = np.repeat(np.arange(len(block_users)), k)
+        flat = items.ravel()
+        valid = flat >= 0
+        hit = np.zeros(len(flat), dtype=bool)
+        hit[valid] = np.asarray(sub[rows[valid], flat[valid]]).ravel() != 0
+        out[pos:pos + len(block_users)] = hit.reshape(len(block_users), k).sum(axis=1) / k
+        pos += len(block_users)
+    return out
+
+
+def interval(score: float, per_user: np.ndarray) -> Tuple[float, float]:
+    """95% interval of a mean over users: ``score +- 1.96 sd / sqrt(n)`` (normal approximation
+    over the per-user precisions; with a thousand users and more the mean is close to normal)."""
+    n = len(per_user)
+    if n < 2 or score != score:
+        return float("nan"), float("nan")
+    half = Z95 * float(np.std(per_user, ddof=1)) / np.sqrt(n)
+    return score - half, score + half
+
+
+def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any], k: int,
+              workdir: Optional[str] = None, use_values: bool = False, short: Optional[int] = None) -> Dict[str, Any]:
+    """Fit one candidate and return its row of the results table.
+
+    ``short``: a short trial (at most that many epochs) of an early-stopping family.
+
+    ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
+    with ``use_values`` the fit matrix holds the training values, which the families that
+    weigh them (``weighs_without_values``) turn into confidences (the others binarise it).
+    With ``workdir`` the row is also saved as ``trial-NNNN.json``, and an existing one is
+    returned without fitting again.
+    """
+    part = Path(workdir) / f"trial-{trial:04d}.json" if workdir else None
+    if part is not None and part.exists():
+        return json.loads(part.read_text())
+    if workdir:
+        maybe_inject_fault(workdir, trial)
+        started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
+    fit, val = load_split(split_src, use_values) if isinstance(split_src, (str, os.PathLike)) else split_src
+    family = params.get(MODEL, DEFAULT_FAMILY)
+    epochs = family_class(family).early_stopping
+    values = point_values(params)
+    t0 = time.perf_counter()
+    row: Dict[str, Any] = {"trial": trial, MODEL: family, **values}
+    if short is not None:
+        row[SHORT] = int(short)
+    try:
+        model = trial_model(family, base, values, k, short)
+        model.fit_trial(fit, val, use_values)
+        per_user = per_user_precision(model.score_users, model.n_items, fit, val, k)
+        score = float(per_user.mean()) if len(per_user) else float("nan")
+        if epochs:
+            if len(per_user) <= getattr(model, "validation_users"):
+                score = float(getattr(model, "best_score_"))  # early stopping scored every user: its best epoch's
+            # else it scored a sample of users; families compare on all of them
+            row["epochs"] = int(getattr(model, "best_epoch_"))
+        row[f"precision@{k}"] = score
+        row["ci_low"], row["ci_high"] = interval(score, per_user)
+    except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
+        row.update({f"precision@{k}": float("nan"), "error": str(exc)})
+        if epochs:
+            row["epochs"] = 0
+    row["seconds"] = round(time.perf_counter() - t0, 3)
+    if part is not None:
+        with unit_of_job(workdir, started), atomic_write(part) as fh:
+            json.dump(row, fh)
+    return row
