@@ -9,6 +9,7 @@ and line; what the reader found is recorded in ``attrs["reading"]``
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -66,6 +67,12 @@ def _offering_options(read):
             if not missing:
                 raise
             raise _without_options(exc, missing) from None
+    # functools.wraps copies read's signature, which lacks the keyword this wrapper adds:
+    # help(), Sphinx and inspect would show a documented parameter missing from it
+    signature = inspect.signature(read)
+    extra = inspect.Parameter("reader_options", inspect.Parameter.KEYWORD_ONLY, default=READER_OPTIONS,
+                              annotation="Sequence[str]")
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])
     return wrapper
 
 
@@ -149,8 +156,9 @@ def read_ratings(
         are kept in the table as they are, for the row rules to leave out and count
         (``from_dataframe(empty_ids="drop")``, ``prepare``); a line too short to have the
         field is refused either way.
-    reader_options : sequence of str
-        Which of ``format``, ``sep``, ``header``, ``columns`` and ``empty_ids`` the caller offers its
+    reader_options : sequence of str, keyword-only
+        For programs that read files for their own users, as the commands do: which of
+        ``format``, ``sep``, ``header``, ``columns`` and ``empty_ids`` the caller offers its
         users (default: all); a refusal is worded without the others.
 
     Returns

@@ -7,7 +7,7 @@ declared by class-level capabilities (:data:`CAPABILITIES`) that stages ask inst
 testing a family's name or class. Everything else -- parameters, ids, batch top-k,
 save/load -- is shared. Neighbours in the factor space are in :mod:`.neighbours`; the
 factor models' shared base is :class:`~mrec_warp.models.factor_model.FactorModel`.
-The contract is documented for family authors in notes/contract.rst.
+The contract is documented for family authors in docs/contract.rst.
 """
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ class WRMF(FactorModel):
         logged): on a binary file (every value the same, or no values) every observed pair
         weighs ``1 + 3``; on values that differ (ratings, counts) ``alpha = 5 / mean(f(value))``,
         so the mean pair weighs ``1 + 5``. Chosen on the selection suite
-        (``scripts/bench_defaults.py``, notes/defaults.rst): alpha 1 on binary files was
+        (``scripts/bench_defaults.py``; docs/models/defaults.rst): alpha 1 on binary files was
         20-30% below alpha 3 on two of three binary sets.
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
