@@ -65,7 +65,7 @@ def test_integer_id_columns_are_their_decimal_text_also_with_nulls_and_dictionar
                                     pa.array(["a", "  ", "c"])])
 def test_a_nan_null_or_blank_id_is_the_empty_id_refusal(column):
     table = pa.table({"user": column, "item": pa.array(["x", "y", "z"])})
-    refused = r"1 row has an? .*user id \(column 'user'\), the first in row 1.*empty_ids=drop"
+    refused = r"1 row has an? .*user id \(column 'user'\), the first in data row 2 \(user ' *', item 'y'\).*empty_ids=drop"
     with pytest.raises(InputError, match=refused):
         Interactions.from_dataframe(table)
     kept = Interactions.from_dataframe(table, empty_ids="drop")

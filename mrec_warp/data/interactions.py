@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .arrow import as_arrow_table, frame_of, is_arrow_like
+from .id_text import series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
@@ -190,12 +191,18 @@ class Interactions:
         Parameters
         ----------
         df : pandas.DataFrame, polars.DataFrame or pyarrow.Table
-            One interaction per row; ids are taken as their text (``str(x)``). A polars
-            DataFrame, a pyarrow Table or RecordBatch, or any table with the Arrow PyCapsule
-            (``__arrow_c_stream__``) or interchange (``__dataframe__``) protocol is read
-            through pyarrow (``pip install mrec-warp[parquet]``): ids as a text file would
-            give them (integers as ``7``, never ``7.0``; a null or NaN id is a missing one),
-            see :mod:`mrec_warp.data.arrow`.
+            One interaction per row. A polars DataFrame, a pyarrow Table or RecordBatch, or
+            any table with the Arrow PyCapsule (``__arrow_c_stream__``) or interchange
+            (``__dataframe__``) protocol is read through pyarrow (``pip install
+            mrec-warp[parquet]``). Ids are taken as their text by one rule whatever the
+            table (:mod:`mrec_warp.data.id_text`), the text a file of the same ids holds:
+            strings as they are; integers as ``7``; whole-number floats as their integer
+            (``3.0`` is ``3``, ``-0.0`` is ``0``: a pandas id column with a NaN is float64),
+            other floats as their shortest text (``1.5``); categorical / dictionary columns
+            (pandas ``category``, polars ``Categorical`` / ``Enum``, Arrow dictionaries) as
+            their values. A null, NA or NaN id is a missing one (see ``empty_ids``).
+            Refusals name the row as the CLI does: ``data row 1`` is the table's first row
+            (by position; a pandas index other than 0, 1, 2... is shown beside it).
         user_col, item_col : str
             The columns holding the user and item ids (default ``"user"``, ``"item"``, the
             names :func:`~mrec_warp.data.ratings.read_ratings` gives).
@@ -237,8 +244,15 @@ class Interactions:
         if not len(df):  # as the CLI refuses an empty file: a model of nothing is never what was meant
             raise InputError("the table has no rows", path=source, hint="expected one interaction per row")
         n_rows = len(df)
+        df = df.copy(deep=False)  # a new frame sharing the data: the caller's keeps its index and columns
+        labels, numbered = None, df.attrs.get("reading") is None
+        if numbered:  # not read_ratings' table: rows are named by position from 1, as the CLI names them
+            labels = None if df.index.equals(pd.RangeIndex(n_rows)) else df.index
+            df.index = pd.RangeIndex(n_rows)
+        for col in dict.fromkeys((user_col, item_col)):  # one id text for every route: 3.0 is '3' here too
+            df[col] = series_id_texts(df[col])
         df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
-        locate = table_locator(df, user_col, item_col, source)
+        locate = table_locator(df, user_col, item_col, source, numbered=numbered, labels=labels)
         users = _ids_of(df, user_col, "user", locate)
         items = _ids_of(df, item_col, "item", locate)
         values = None
@@ -271,7 +285,7 @@ class Interactions:
             values = None if values is None else values[keep]
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value, source=source,
-                          locate=table_locator(df, user_col, item_col, source, positions))
+                          locate=table_locator(df, user_col, item_col, source, positions, numbered, labels))
         merged = rows.counts["rows_read"]  # 0 when every row is outside the given ids: an empty reindex
         rows.counts["rows_read"] = n_rows
         rows.counts["empty_id_rows_dropped"] = n_empty
