@@ -377,9 +377,20 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
         path, line, words = locate(row)
         cell = df[col].iloc[row]
         what = "a missing (NA)" if pd.isna(cell) else "an empty" + (" (only spaces)" if str(cell) else "")
-        raise empty_ids_error(int(empty.sum()), role, f"column {col!r}", f"in {words}", path=path, line=line,
+        raise empty_ids_error(int(empty.sum()), role, _column_words(df, col), f"in {words}", path=path, line=line,
                               what=what)
     return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
+
+
+def _column_words(df: pd.DataFrame, col: str) -> str:
+    """A column as messages name it: the file's own column (``column 0 'customer'``) for a
+    table :func:`~mrec_warp.data.ratings.read_ratings` read, whose ``user`` / ``item`` were
+    chosen from it (``--columns customer,...``), else ``column 'user'``."""
+    chosen = ((df.attrs.get("reading") or {}).get("columns") or {}).get(col) if col in CANONICAL_COLUMNS else None
+    if not chosen:
+        return f"column {col!r}"
+    name = chosen.get("name")
+    return f"column {chosen.get('position')}" + (f" {name!r}" if name is not None else "")
 
 
 def _id_list(ids) -> list:
