@@ -437,7 +437,7 @@ def tune(
         def run(todo: Sequence[int], estimates: Optional[Dict[int, float]] = None) -> None:
             tasks = [(split_src, u, dict(points[units[u][0]]), base, k, str(job.path), use_values, units[u][1])
                      for u in todo]
-            for row in job.run(run_trial, tasks, desc="trials", unit="trial"):
+            for row in job.run(run_trial, tasks, desc="trials", unit="trial", lines=False):  # _log_trial's line
                 done[row["trial"]] = row
                 _log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
 
