@@ -247,3 +247,32 @@ def test_in_a_pipe_a_line_per_finished_unit_only_with_verbose(split, tmp_path):
     assert "evaluate: file 1 of 1 done" in verbose["evaluate"]
     assert verbose["warp"].count("fit epoch") == 3 and " done" not in verbose["warp"]  # epochs: their own lines
     assert _commands(*split, tmp_path, "-q") == {name: "" for name in quiet}
+
+
+# -- -q with -v, global options after the command, result lines in the log file -----------------------------
+@pytest.mark.parametrize("flags", [("-q", "-v"), ("-v", "-q"), ("--quiet", "--verbose")])
+def test_quiet_and_verbose_together_are_a_one_line_usage_error(ratings, tmp_path, flags):
+    result = CliRunner().invoke(main, ["train", str(ratings), "-o", str(tmp_path / "m.npz"), *flags])
+    assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
+    assert result.stderr.splitlines() == ["Error: -q and -v contradict each other: give one of them "
+                                          "(see 'mrec-warp train --help')"]
+
+
+@pytest.mark.parametrize("option, shown", [("--log-file", "--log-file FILE"), ("--debug", "--debug")])
+def test_a_global_option_after_the_command_says_where_it_goes(ratings, tmp_path, option, shown):
+    extra = [str(tmp_path / "run.log")] if option == "--log-file" else []
+    result = CliRunner().invoke(main, ["train", str(ratings), "-o", str(tmp_path / "m.npz"), option, *extra])
+    assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
+    assert result.stderr.splitlines() == [f"Error: {option} goes before the command: mrec-warp {shown} train ... "
+                                          "(see 'mrec-warp --help')"]
+
+
+def test_the_log_file_gets_the_result_lines_also_with_quiet(ratings, tmp_path):
+    log = tmp_path / "run.log"
+    result = _train(ratings, tmp_path, "-q", before=("--log-file", str(log)))
+    assert result.stdout == "" and result.stderr == ""
+    assert f"] wrote {tmp_path / 'm.npz'}: warp model of 15 users x 9 items, 2 epochs" in log.read_text()
+    shown = CliRunner().invoke(main, ["--log-file", str(log), "recommend", str(tmp_path / "m.npz"),
+                                      "-o", str(tmp_path / "recs.tsv")])
+    assert shown.exit_code == 0 and shown.stdout.count("wrote ") == 1  # shown once, not also as a log line
+    assert f"wrote {tmp_path / 'recs.tsv'}: 75 recommendations for 15 users" in log.read_text()
