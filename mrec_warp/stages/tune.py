@@ -35,7 +35,7 @@ from ..models import WARP, WRMF
 from ..models.families import EPOCH_FAMILIES, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
 from ..models.validation import holdout_split
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..topk import iter_top_k
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
@@ -466,7 +466,7 @@ def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], m
     """One line per finished trial, shown even when standard error is a pipe (a search runs
     for minutes: a silent one looks hung)."""
     shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
-    after = f" after {row['epochs']} epochs" if "epochs" in row else ""
+    after = f" after {plural(row['epochs'], 'epoch')}" if "epochs" in row else ""
     if row.get(SHORT) is not None:
         after += f" (short trial: at most {row[SHORT]})"
     ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
