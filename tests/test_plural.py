@@ -17,7 +17,8 @@ def test_a_trial_line_says_1_epoch_and_2_epochs(caplog):
 
     with caplog.at_level(logging.INFO, logger="mrec_warp"):
         for epochs in (1, 2):
-            row = {"trial": epochs, "model": "warp", "precision@10": 0.25, "epochs": epochs, "seconds": 1.5}
+            row = {"trial": epochs, "model": "warp", "factors": 8, "precision@10": 0.25, "epochs": epochs,
+                   "seconds": 1.5}
             _log_trial(Progress(), row, {"model": "warp", "factors": 8}, "precision@10")
     lines = [r.getMessage() for r in caplog.records]
     assert " after 1 epoch (" in lines[0] and " after 2 epochs (" in lines[1], lines
