@@ -80,7 +80,8 @@ def series_id_texts(column: pd.Series) -> pd.Series:
         precision = dtype if isinstance(dtype, np.dtype) and dtype.itemsize <= 8 else np.float64
         values = column.to_numpy(dtype=precision, na_value=np.nan)
         return pd.Series(float_id_texts(values), index=column.index, dtype=object)
-    if dtype == object and pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
+    if isinstance(dtype, np.dtype) and dtype.kind == "O" \
+            and pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
         return pd.Series([_one_id_text(v) for v in column.tolist()], index=column.index, dtype=object)
     if dtype.kind in "OSU" or isinstance(dtype, pd.StringDtype):
         missing = column.isna()
