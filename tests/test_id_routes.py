@@ -111,3 +111,11 @@ def test_a_null_row_is_the_same_data_row_for_the_cli_and_every_table(tmp_path):
     # a pandas index of its own is shown beside the position, for df.loc
     with pytest.raises(InputError, match=r"data row 74 \(index 'r73', user '', item 'i3'\)"):
         Interactions.from_dataframe(frame.set_axis([f"r{k}" for k in range(80)]))
+
+
+def test_float_ids_given_to_fix_the_index_or_looked_up_match_the_tables_ids():
+    frame = pd.DataFrame({"user": [3.0, 1000.0, np.nan], "item": ["a", "b", "c"]})
+    got = Interactions.from_dataframe(frame, empty_ids="drop", user_ids=[3.0, 1000.0, 7.0])
+    assert got.user_ids.tolist() == ["3", "1000", "7"] and got.row_counts["rows_outside_given_ids"] == 0
+    assert got.nnz == 2  # no row silently outside the ids given: 3.0 is the id '3' in both
+    assert got.user_indices(3.0).tolist() == [0] and got.user_indices([1000.0, "3", np.float64(7)]).tolist() == [1, 0, 2]

@@ -46,7 +46,7 @@ def float_id_texts(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _one_id_text(value):
+def id_text(value):
     """One cell of an object column as its id text (module docstring), ``None`` when missing."""
     if value is None or (isinstance(value, float) and value != value) or value is pd.NA or value is pd.NaT:
         return None
@@ -82,7 +82,7 @@ def series_id_texts(column: pd.Series) -> pd.Series:
         return pd.Series(float_id_texts(values), index=column.index, dtype=object)
     if isinstance(dtype, np.dtype) and dtype.kind == "O" \
             and pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
-        return pd.Series([_one_id_text(v) for v in column.tolist()], index=column.index, dtype=object)
+        return pd.Series([id_text(v) for v in column.tolist()], index=column.index, dtype=object)
     if dtype.kind in "OSU" or isinstance(dtype, pd.StringDtype):
         missing = column.isna()
         if not missing.any():

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .arrow import as_arrow_table, frame_of, is_arrow_like
-from .id_text import series_id_texts
+from .id_text import id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
@@ -269,13 +269,13 @@ class Interactions:
             u_codes, u_uniques = pd.factorize(users, sort=False)
             u_uniques = np.asarray(u_uniques, dtype=object)
         else:
-            u_uniques = _id_array(user_ids)
+            u_uniques = _given_ids(user_ids)
             u_codes = pd.Index(u_uniques).get_indexer(users)
         if item_ids is None:
             i_codes, i_uniques = pd.factorize(items, sort=False)
             i_uniques = np.asarray(i_uniques, dtype=object)
         else:
-            i_uniques = _id_array(item_ids)
+            i_uniques = _given_ids(item_ids)
             i_codes = pd.Index(i_uniques).get_indexer(items)
         keep = (u_codes >= 0) & (i_codes >= 0)
         positions = None
@@ -393,12 +393,28 @@ def _column_words(df: pd.DataFrame, col: str) -> str:
     return f"column {chosen.get('position')}" + (f" {name!r}" if name is not None else "")
 
 
+def _given_ids(ids) -> np.ndarray:
+    """``user_ids`` / ``item_ids`` given to :meth:`Interactions.from_dataframe` as text by the
+    rule the table's ids follow (a float ``3.0`` is ``3``, as in the column), so that the
+    same ids in both match."""
+    column = ids if isinstance(ids, pd.Series) else pd.Series(
+        ids if isinstance(ids, (np.ndarray, pd.Index)) else _id_values(ids))
+    return _id_array(series_id_texts(column).to_numpy(dtype=object))
+
+
+def _id_values(ids) -> list:
+    """Ids as a list, one id (a str, a number) as a list of one, never the characters of a string."""
+    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
+        return [ids.item() if isinstance(ids, np.ndarray) else ids]
+    return list(ids)
+
+
 def _id_list(ids) -> list:
     """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
-    characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6)."""
-    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
-        ids = [ids.item() if isinstance(ids, np.ndarray) else ids]
-    return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in ids]
+    characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6); a float by
+    the rule of :mod:`~mrec_warp.data.id_text` (``3.0`` is ``'3'``)."""
+    return [x.decode("utf-8") if isinstance(x, bytes) else id_text(x) if isinstance(x, (float, np.floating))
+            else str(x) for x in _id_values(ids)]  # a float as the tables' ids: 3.0 is '3'
 
 
 def lookup_ids(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
