@@ -376,9 +376,10 @@ class Job:
         return str(path)
 
     def run(self, func: Callable, tasks: Iterable[Tuple], desc: str = "parts", unit: str = "part",
-            ordered: bool = False) -> Iterator[Any]:
+            ordered: bool = False, lines: bool = True) -> Iterator[Any]:
         """``func(*task)`` for each task of the to-do (in its order) on the context's workers,
-        as they finish, relaying what the units log meanwhile."""
+        as they finish, relaying what the units log meanwhile (a bar, or with ``lines`` a
+        line per finished unit: :meth:`~mrec_warp.progress.Progress.iterate`)."""
         tasks = list(tasks)
         if not tasks:
             return
@@ -389,7 +390,7 @@ class Job:
             else None
         with LogRelay(self._logs, self.progress) as relay:  # only files some unit was given
             for result in self.progress.iterate(self.context.map(func, tasks, ordered=ordered, names=names),
-                                                total=len(tasks), desc=desc, unit=unit):
+                                                total=len(tasks), desc=desc, unit=unit, lines=lines):
                 relay.drain()  # a unit's own lines before the caller reports it done
                 yield result
 

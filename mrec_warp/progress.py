@@ -9,6 +9,7 @@ a script or a notebook that has not configured logging.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Iterable, Iterator, Optional, TypeVar
@@ -63,7 +64,7 @@ class Progress:
     bars : bool or None
         Progress bars (:mod:`tqdm.auto`: a widget in a notebook). By default on a terminal
         or in a notebook, when lines are shown at all (:attr:`shown`) and ``verbose`` is not
-        ``False``.
+        ``False``. Without bars, :meth:`iterate` logs one line per finished unit.
     stream : file, optional
         Where printed lines and bars go [standard error].
     logger : logging.Logger, optional
@@ -120,15 +121,39 @@ class Progress:
             line = elapsed_line(time.perf_counter() - self._t0, text)
             write_line(line, self.stream)
 
-    def iterate(self, items: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "it") -> Iterator[T]:
-        """Wrap an iterable in a progress bar when bars are on."""
-        if not self.bars:
+    def iterate(self, items: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "it",
+                lines: bool = True) -> Iterator[T]:
+        """``items``, shown as they finish: a bar when :attr:`bars` are on (the outermost bar
+        stays on the screen when done, one line; bars inside it go); otherwise, with
+        ``lines``, one log line per finished unit (``recommend: block 3 of 19 done``), which
+        reaches a pipe only with ``-v`` (INFO records). ``lines=False`` for loops whose units
+        log their own line (epochs, trials)."""
+        if self.bars:
+            from tqdm.auto import tqdm
+
+            # leave=None: the outermost bar is kept (the record of what ran), nested ones erased
+            with tqdm(items, total=total, desc=desc, unit=unit, file=self.stream, leave=None,
+                      ncols=bar_width(self.stream)) as bar:
+                yield from bar
+            return
+        if not lines or not self.shown:
             yield from items
             return
-        from tqdm.auto import tqdm
+        of = "" if total is None else f" of {total:,}"
+        for done, item in enumerate(items, 1):
+            yield item
+            self.log(f"{desc or 'progress'}: {unit} {done:,}{of} done")
 
-        with tqdm(items, total=total, desc=desc, unit=unit, file=self.stream, leave=False) as bar:
-            yield from bar
+
+def bar_width(stream) -> Optional[int]:
+    """``None`` (tqdm asks the terminal) unless the terminal says it is 0 columns wide (a
+    pseudo-terminal without a size: ``script``, some CI runners), where tqdm would draw an
+    empty bar: then 80."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no file descriptor (a notebook), or no terminal
+        return None
+    return None if columns > 0 else 80
 
 
 def write_line(line: str, stream) -> None:

@@ -65,7 +65,7 @@ def test_integer_id_columns_are_their_decimal_text_also_with_nulls_and_dictionar
                                     pa.array(["a", "  ", "c"])])
 def test_a_nan_null_or_blank_id_is_the_empty_id_refusal(column):
     table = pa.table({"user": column, "item": pa.array(["x", "y", "z"])})
-    refused = r"1 row has an? .*user id \(column 'user'\), the first in row 1.*empty_ids=drop"
+    refused = r"1 row has an? .*user id \(column 'user'\), the first in data row 2 \(user ' *', item 'y'\).*empty_ids=drop"
     with pytest.raises(InputError, match=refused):
         Interactions.from_dataframe(table)
     kept = Interactions.from_dataframe(table, empty_ids="drop")
@@ -190,3 +190,17 @@ def test_the_package_imports_and_refuses_parquet_in_one_line_without_pyarrow(tmp
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "1"
     assert "reading a Parquet file needs pyarrow" in out and "mrec-warp[parquet]" in out
+
+
+@pytest.mark.parametrize("name", ["n.parquet", "n.csv", "n.tsv"])
+def test_a_fourth_column_of_text_taken_as_the_timestamp_names_it_and_columns(tmp_path, name):
+    frame = pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "qty": [1.0, 2.0], "note": ["gift", "x"]})
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    else:
+        frame.to_csv(path, index=False, header=name.endswith(".csv"), sep="," if name.endswith(".csv") else "\t")
+    column = "column 3" + ("" if name.endswith(".tsv") else " 'note'")
+    one_line_error(run("prepare", path, "-o", tmp_path / "out"), "timestamp 'gift'", "is neither a number nor a date",
+                   f"if {column} is no timestamp", "choose the columns with --columns", "--columns 0,1,2")
+    assert not (tmp_path / "out").exists()

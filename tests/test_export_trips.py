@@ -160,8 +160,8 @@ def test_a_negatives_rule_without_a_value_column_is_refused_not_ignored(tmp_path
 def test_refusals_name_rows_as_plain_numbers_and_read_ratings_rows_by_line(tmp_path):
     table = pd.DataFrame({"user": [1, 2, 3], "item": [10, 20, 30], "v": [1.0, -2.0, np.nan]},
                          index=np.array([4, 5, 6], dtype=np.int64))
-    for rows, words in ((table.iloc[:2], "the first -2 in row 5 (user 2, item 20)"),
-                        (table, "the first in row 6 (user 3, item 30)")):
+    for rows, words in ((table.iloc[:2], "the first -2 in data row 2 (index 5, user '2', item '20')"),
+                        (table, "the first in data row 3 (index 6, user '3', item '30')")):
         with pytest.raises(InputError) as info:
             Interactions.from_dataframe(rows, value_col="v")
         assert words in str(info.value) and "np." not in str(info.value), str(info.value)
@@ -185,7 +185,7 @@ def test_the_refusal_of_min_value_over_merged_rows_names_the_first_repeat_in_fil
     one_line_error(run("prepare", path, "-o", tmp_path / "o", "--min-value", 2),
                    f"{path}:3: 2 repeated rows of the same user and item, the first in user 'b', item 'y'")
     table = pd.DataFrame({"user": ["a", "b", "b", "a"], "item": ["x", "y", "y", "x"], "v": [1.0, 2.0, 3.0, 4.0]})
-    with pytest.raises(InputError, match=r"the first in row 2 \(user 'b', item 'y'\)"):
+    with pytest.raises(InputError, match=r"the first in data row 3 \(user 'b', item 'y'\)"):
         Interactions.from_dataframe(table, value_col="v", min_value=2)
 
 

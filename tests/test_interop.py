@@ -350,3 +350,29 @@ def test_python_api_reads_writes_and_saves(tmp_path):
     again = load(tmp_path / "f.npz")
     assert again.train_.nnz == 2  # the stored 0 is an interaction: excluded like the others
     assert again.recommend_frame(k=2)["item"].tolist() == ["y", "x"]
+
+
+def test_convert_honours_empty_ids_drop_and_names_the_files_own_column(tmp_path):
+    (tmp_path / "e.tsv").write_text("user\titem\tv\na\tx\t1\n\ty\t2\nb\tz\t1\n")
+    assert_one_line_error(run("convert", tmp_path / "e.tsv", tmp_path / "e.mtx"), "e.tsv:3: 1 row has an empty user id",
+                          "--empty-ids drop")
+    result = ok("convert", tmp_path / "e.tsv", tmp_path / "e.mtx", "--empty-ids", "drop")
+    assert "3 rows read; 1 row with an empty id dropped; 2 pairs kept" in result.output
+    assert (tmp_path / "e.users.txt").read_text() == "a\nb\n"
+    assert scipy.io.mmread(tmp_path / "e.mtx").toarray().tolist() == [[1, 0], [0, 1]]
+    (tmp_path / "all.tsv").write_text("\tx\n\ty\n")
+    assert_one_line_error(run("convert", tmp_path / "all.tsv", tmp_path / "all.mtx", "--empty-ids", "drop"),
+                          "no interactions left: 2 rows with an empty id dropped")
+    assert not (tmp_path / "all.mtx").exists()
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"customer": ["a", None, "b"], "product": ["x", "y", "z"], "qty": [1.0, 2.0, 3.0]}),
+                   tmp_path / "e.parquet")
+    for extra in ((), ("--empty-ids", "refuse")):
+        result = run("convert", tmp_path / "e.parquet", tmp_path / "p.mtx", "--columns", "customer,product,qty", *extra)
+        assert_one_line_error(result, "column 0 'customer'", "data row 2")
+        assert "'user'" not in result.output
+    result = ok("convert", tmp_path / "e.parquet", tmp_path / "p.mtx", "--columns", "customer,product,qty",
+                "--empty-ids", "drop")
+    assert "1 row with an empty id dropped" in result.output and (tmp_path / "p.users.txt").read_text() == "a\nb\n"

@@ -151,3 +151,128 @@ def test_a_log_file_that_is_an_input_is_refused_and_the_input_kept(ratings, tmp_
                                        "--epochs", "1", "-v"])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--log-file is an input file" in result.stderr
     assert ratings.read_bytes() == before and not (tmp_path / "m.npz").exists()
+
+
+# -- progress: a bar on a terminal for every long loop; a line per unit in a pipe only with -v; nothing with -q --
+def _terminal(monkeypatch):
+    import mrec_warp.cli._logs as cli_logs
+    import mrec_warp.progress as progress
+
+    monkeypatch.setattr(cli_logs, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress, "is_terminal", lambda stream: True)
+
+
+def test_a_finished_bar_stays_on_the_terminal_and_nested_ones_go(caplog):
+    tty = Terminal()
+    with caplog.at_level(logging.INFO, logger="mrec_warp"):
+        progress = Progress(stream=tty)
+        for _ in progress.iterate(range(2), total=2, desc="fit", unit="epoch", lines=False):
+            list(progress.iterate(range(3), total=3, desc="chunks", unit="chunk"))
+    text = tty.getvalue()
+    # kept: the outer bar's last frame ends the output with a new line (an erased bar ends with a
+    # carriage return over blanks, as the inner ones do)
+    assert text.endswith("\n") and text[:-1].rsplit("\r", 1)[-1].startswith("fit: 100%"), text
+    assert "2/2 [" in text[:-1].rsplit("\r", 1)[-1]
+
+
+def test_a_terminal_of_zero_columns_gets_a_bar_80_wide(monkeypatch):
+    import os
+
+    import mrec_warp.progress as progress
+
+    class Pty(Terminal):
+        def fileno(self) -> int:
+            return 99
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    assert progress.bar_width(Pty()) == 80
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((120, 40)))
+    assert progress.bar_width(Pty()) is None  # tqdm asks the terminal itself
+    assert progress.bar_width(Terminal()) is None  # no file descriptor: a notebook's stream
+
+
+def test_without_bars_a_line_per_finished_unit_only_when_lines_are_shown(caplog):
+    pipe = io.StringIO()
+    assert list(Progress(stream=pipe).iterate(range(3), total=3, desc="recommend", unit="block")) == [0, 1, 2]
+    assert pipe.getvalue() == "" and not caplog.records  # nobody shows INFO records: no line made
+    with caplog.at_level(logging.INFO, logger="mrec_warp"):
+        list(Progress(stream=pipe).iterate(range(3), total=3, desc="recommend", unit="block"))
+        list(Progress(stream=pipe).iterate(range(2), total=2, desc="fit", unit="epoch", lines=False))
+        list(Progress(stream=pipe, verbose=False).iterate(range(2), total=2, desc="x"))  # verbose=False: no bar
+    assert [r.getMessage() for r in caplog.records][:3] == [f"recommend: block {i} of 3 done" for i in (1, 2, 3)]
+    assert len(caplog.records) == 5 and pipe.getvalue() == ""
+
+
+@pytest.fixture()
+def split(tmp_path):
+    train = tmp_path / "train.tsv"
+    test = tmp_path / "test.tsv"
+    train.write_text("".join(f"u{u}\ti{(u * 3 + j) % 12}\n" for u in range(40) for j in range(5)))
+    test.write_text("".join(f"u{u}\ti{(u * 3 + 7) % 12}\n" for u in range(40)))
+    return train, test
+
+
+def _cli(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.stderr
+
+
+def _commands(train, test, tmp_path, *flags):
+    """stderr of train (WARP on 2 threads, SLIM), recommend (blocks of 8 users) and evaluate."""
+    return {
+        "warp": _cli("train", train, "-o", tmp_path / "w.npz", "--epochs", 3, "--factors", 4, "--n-jobs", 2, *flags),
+        "slim": _cli("train", train, "-o", tmp_path / "s.npz", "--model", "slim", *flags),
+        "recommend": _cli("recommend", tmp_path / "w.npz", "-o", tmp_path / "recs.tsv", "--block-size", 8, *flags),
+        "evaluate": _cli("evaluate", "--train", train, "--test", test, "--recs", tmp_path / "recs.tsv", *flags),
+    }
+
+
+def test_every_long_loop_draws_a_bar_on_a_terminal_and_quiet_draws_none(split, tmp_path, monkeypatch):
+    _terminal(monkeypatch)
+    shown = _commands(*split, tmp_path)
+    bars = {"warp": "fit: 100%", "slim": "%|", "recommend": "recommend: 100%", "evaluate": "evaluate: 100%"}
+    for command, bar in bars.items():
+        assert bar in shown[command] and "5/5 [" in shown["recommend"], (command, shown[command])
+    assert "3/3 [" in shown["warp"]  # one bar over the epochs, also when they run on several threads
+    assert all(text == "" for text in _commands(*split, tmp_path, "-q").values())
+
+
+def test_in_a_pipe_a_line_per_finished_unit_only_with_verbose(split, tmp_path):
+    quiet = _commands(*split, tmp_path)
+    assert all("%|" not in text and " done" not in text for text in quiet.values()), quiet
+    verbose = _commands(*split, tmp_path, "-v")
+    assert all("%|" not in text for text in verbose.values())  # no bar drawn into a pipe
+    assert [f"recommend: block {i} of 5 done" in verbose["recommend"] for i in range(1, 6)] == [True] * 5
+    assert "evaluate: file 1 of 1 done" in verbose["evaluate"]
+    assert verbose["warp"].count("fit epoch") == 3 and " done" not in verbose["warp"]  # epochs: their own lines
+    assert _commands(*split, tmp_path, "-q") == {name: "" for name in quiet}
+
+
+# -- -q with -v, global options after the command, result lines in the log file -----------------------------
+@pytest.mark.parametrize("flags", [("-q", "-v"), ("-v", "-q"), ("--quiet", "--verbose")])
+def test_quiet_and_verbose_together_are_a_one_line_usage_error(ratings, tmp_path, flags):
+    result = CliRunner().invoke(main, ["train", str(ratings), "-o", str(tmp_path / "m.npz"), *flags])
+    assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
+    assert result.stderr.splitlines() == ["Error: -q and -v contradict each other: give one of them "
+                                          "(see 'mrec-warp train --help')"]
+
+
+@pytest.mark.parametrize("option, shown", [("--log-file", "--log-file FILE"), ("--debug", "--debug")])
+def test_a_global_option_after_the_command_says_where_it_goes(ratings, tmp_path, option, shown):
+    extra = [str(tmp_path / "run.log")] if option == "--log-file" else []
+    result = CliRunner().invoke(main, ["train", str(ratings), "-o", str(tmp_path / "m.npz"), option, *extra])
+    assert result.exit_code == 2 and not (tmp_path / "m.npz").exists()
+    assert result.stderr.splitlines() == [f"Error: {option} goes before the command: mrec-warp {shown} train ... "
+                                          "(see 'mrec-warp --help')"]
+
+
+def test_the_log_file_gets_the_result_lines_also_with_quiet(ratings, tmp_path):
+    log = tmp_path / "run.log"
+    result = _train(ratings, tmp_path, "-q", before=("--log-file", str(log)))
+    assert result.stdout == "" and result.stderr == ""
+    assert f"] wrote {tmp_path / 'm.npz'}: warp model of 15 users x 9 items, 2 epochs" in log.read_text()
+    shown = CliRunner().invoke(main, ["--log-file", str(log), "recommend", str(tmp_path / "m.npz"),
+                                      "-o", str(tmp_path / "recs.tsv")])
+    assert shown.exit_code == 0 and shown.stdout.count("wrote ") == 1  # shown once, not also as a log line
+    assert f"wrote {tmp_path / 'recs.tsv'}: 75 recommendations for 15 users" in log.read_text()

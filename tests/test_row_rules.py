@@ -182,15 +182,15 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
 
 # -- the API refuses what the CLI refuses -------------------------------------------------------
 @pytest.mark.parametrize("frame, kwargs, words", [
-    (pd.DataFrame({"user": ["a", ""], "item": ["x", "y"]}), {}, "1 row has an empty user id (column 'user'), the first in row 1 (user '', item 'y')"),
+    (pd.DataFrame({"user": ["a", ""], "item": ["x", "y"]}), {}, "1 row has an empty user id (column 'user'), the first in data row 2 (user '', item 'y')"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "  "]}), {}, "1 row has an empty (only spaces) item id"),
     (pd.DataFrame({"customer": ["a"], "product": ["x"]}), {},
      "no column 'user' for the user ids; the table has 'customer', 'product' (name the columns with user_col="),
     (pd.DataFrame({"user": ["a"], "item": ["x"]}), {"value_col": "qty"}, "no column 'qty' for the values"),
-    (pd.DataFrame({"user": ["a", None], "item": ["x", "y"]}), {}, "1 row has a missing (NA) user id (column 'user'), the first in row 1 (user nan"),
+    (pd.DataFrame({"user": ["a", None], "item": ["x", "y"]}), {}, "1 row has a missing (NA) user id (column 'user'), the first in data row 2 (user '', item 'y')"),
     (pd.DataFrame({"user": [None, None], "item": [None, None]}), {}, "2 rows have a missing (NA) user id"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": ["3", "lots"]}), {"value_col": "v"},
-     "value 'lots' in column 'v' is not a finite number (1 such row), the first in row 1 (user 'b', item 'y')"),
+     "value 'lots' in column 'v' is not a finite number (1 such row), the first in data row 2 (user 'b', item 'y')"),
     (pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": [1.0, np.inf]}), {"value_col": "v"},
      "is not a finite number"),
 ])
@@ -459,7 +459,7 @@ def test_messages_say_numbers_plainly_and_skip_steps_that_did_nothing(tmp_path):
     with pytest.raises(InputError) as info:
         Interactions.from_dataframe(pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "v": [1.0, np.inf]}),
                                     value_col="v")
-    assert "value inf in column 'v'" in str(info.value) and "(1 such row), the first in row 1 (" in str(info.value)
+    assert "value inf in column 'v'" in str(info.value) and "(1 such row), the first in data row 2 (" in str(info.value)
     path = tmp_path / "r.tsv"
     path.write_text("".join(f"u{u}\ti{k}\t1\n" for u in range(4) for k in range(3)))
     result = run("prepare", path, "-o", tmp_path / "o")

@@ -19,6 +19,10 @@ _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "sim
              "experiment", "convert", "factors", "serve", "index")
 
 
+#: The options of ``mrec-warp`` itself, given before the command.
+_GROUP_OPTIONS = ("--log-file", "--debug")
+
+
 def report_usage_error(exc: click.UsageError) -> None:
     """Show a usage error (an unknown option, a bad value, a folder given as a file) as the
     one line every other error is, pointing to the command's help, and exit with 2.
@@ -34,6 +38,11 @@ def report_usage_error(exc: click.UsageError) -> None:
         ctx = ctx.parent
     path = " ".join(["mrec-warp", *names])
     message = printable(" ".join(exc.format_message().split()))
+    if isinstance(exc, click.NoSuchOption) and exc.option_name in _GROUP_OPTIONS and names:
+        # a global option after the command: click would suggest the command's nearest option
+        shown = f"{exc.option_name} FILE" if exc.option_name == "--log-file" else exc.option_name
+        message = f"{exc.option_name} goes before the command: mrec-warp {shown} {names[0]} ..."
+        path = "mrec-warp"
     click.echo(f"Error: {message} (see '{path} --help')", err=True)
     sys.exit(exc.exit_code)
 

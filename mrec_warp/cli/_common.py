@@ -28,7 +28,7 @@ from ..tables import neutralised_note, write_table as write_table_file
 from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
 from ._flags import FlagProgress, as_flags, error_line
-from ._logs import configure as configure_logging, log_file
+from ._logs import configure as configure_logging, log_file, to_log_file
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -121,10 +121,15 @@ def check_log_file(ctx: Optional[click.Context]) -> None:
                          hint="give --log-file another path")
 
 
-def say(text: str, err: bool = False) -> None:
-    """``click.echo`` for lines that hold user text (paths, ids): each line made printable
-    (:func:`~mrec_warp.errors.printable`), the line breaks of ``text`` kept."""
-    click.echo("\n".join(printable(line) for line in text.split("\n")), err=err)
+def say(text: str, err: bool = False, quiet: bool = False) -> None:
+    """A result line of the command (``wrote model.npz: ...``): ``click.echo`` unless ``quiet``,
+    and in the global ``--log-file`` whatever ``quiet`` says (the log holds what a run made).
+    Each line made printable (:func:`~mrec_warp.errors.printable`), the line breaks of ``text``
+    kept."""
+    text = "\n".join(printable(line) for line in text.split("\n"))
+    to_log_file(text)
+    if not quiet:
+        click.echo(text, err=err)
 
 
 def _named(paths: List[str], fallback: str) -> str:
@@ -375,12 +380,20 @@ def row_options(func: Callable) -> Callable:
 
 
 def quiet_option(func: Callable) -> Callable:
-    """``--quiet`` / ``--verbose``: default is to talk only on a terminal."""
+    """``--quiet`` / ``--verbose``: default is to talk only on a terminal; both together are
+    a usage error (which one would win is no rule a user should have to know)."""
+    def not_both(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+        other = "verbose" if param.name == "quiet" else "quiet"
+        if value and ctx.params.get(other):  # the second of the two parsed sees the first
+            raise click.UsageError("-q and -v contradict each other: give one of them", ctx=ctx)
+        return value
+
     # eager: parsed before the other options, so that their checks know whether to say notes
-    func = click.option("--verbose", "-v", is_flag=True, is_eager=True,
+    func = click.option("--verbose", "-v", is_flag=True, is_eager=True, callback=not_both,
                         help="Log progress even when not on a terminal.")(func)
-    func = click.option("--quiet", "-q", is_flag=True, is_eager=True,
-                        help="No log lines or notes: only errors and the command's result (a table it prints).")(func)
+    func = click.option("--quiet", "-q", is_flag=True, is_eager=True, callback=not_both,
+                        help="No log lines or notes: only errors and the command's result (a table it prints; "
+                             "a --log-file still gets the result lines).")(func)
     return func
 
 

@@ -5,7 +5,8 @@ The library only emits records (:mod:`mrec_warp.progress`); a command decides wh
 * standard error, as ``[    1.2s] message``: INFO records on a terminal or with ``-v``,
   only warnings and errors in a pipe, nothing with ``-q``;
 * the global ``--log-file PATH``: every record (DEBUG and up), time-stamped, whatever
-  ``-q`` says, appended to ``PATH``.
+  ``-q`` says, appended to ``PATH``; and the command's result lines (``wrote ...``,
+  :func:`to_log_file`), also with ``-q``, which leaves them off the screen.
 
 The handlers are removed and the logger's level restored when the command ends, so a
 program that runs several commands in one process (the tests, a notebook calling ``main``)
@@ -87,6 +88,20 @@ def _remove_ours(package: logging.Logger) -> None:
     for handler in [h for h in package.handlers if getattr(h, "_mrec_warp_cli", False)]:
         package.removeHandler(handler)
         handler.close()
+
+
+def to_log_file(text: str) -> None:
+    """A result line of the command (``wrote model.npz: ...``, printed on standard output or
+    not at all with ``-q``) in the ``--log-file`` too, as an INFO record; not on standard
+    error, where the command shows it itself."""
+    package = logging.getLogger(LOGGER_NAME)
+    files = [h for h in package.handlers if getattr(h, "_mrec_warp_cli", False) and isinstance(h, logging.FileHandler)]
+    if not files:
+        return
+    record = package.makeRecord(package.name, logging.INFO, "(result)", 0, text, None, None)
+    for handler in files:
+        if record.levelno >= handler.level:
+            handler.handle(record)
 
 
 def log_file_option(func):

@@ -47,12 +47,12 @@ def convert(input_file, output, fmt, sep, header, columns, duplicates, negatives
     reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
     m = read_matrix(input_file, reader=reader, duplicates=duplicates, negatives=negatives, min_value=min_value)
     written = write_matrix(m, output)
-    if quiet:
-        return
     n_users, n_items = m.matrix.shape
     say(f"wrote {', '.join(written)}: {plural(m.matrix.nnz, 'interaction')} of "
-        f"{plural(n_users, 'user')} x {plural(n_items, 'item')}")
-    say(f"  {describe_counts(m.counts, duplicates, negatives)}")
+        f"{plural(n_users, 'user')} x {plural(n_items, 'item')}", quiet=quiet)
+    say(f"  {describe_counts(m.counts, duplicates, negatives)}", quiet=quiet)
+    if quiet:
+        return
     if m.timestamps:
         click.echo("note: the timestamp column is not carried: OUTPUT holds user, item and value", err=True)
     if m.encoding == "latin-1":

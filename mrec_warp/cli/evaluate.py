@@ -169,8 +169,8 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)
-        for path in written:
-            say(f"wrote {path}", err=True)
+    for path in written:
+        say(f"wrote {path}", err=True, quiet=quiet)
 
 
 def _existing_inputs(train: str, test: str, recs: Sequence[str], labels) -> List[str]:

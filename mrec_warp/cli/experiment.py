@@ -50,8 +50,7 @@ def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, q
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, keep_parts=keep_work)
     result = run_experiment(config, output, context=context, progress=progress)
     click.echo((result.output / "results.md").read_text(), nl=False)
-    if not quiet:
-        for note in result.notes:
-            say(f"note: {note}", err=True)
-        say(f"wrote {result.output}/ ({result.runs} runs, {result.skipped} from an earlier run; "
-            f"{result.seconds:.0f}s)", err=True)
+    for note in result.notes:
+        say(f"note: {note}", err=True, quiet=quiet)
+    say(f"wrote {result.output}/ ({result.runs} runs, {result.skipped} from an earlier run; "
+        f"{result.seconds:.0f}s)", err=True, quiet=quiet)

@@ -44,5 +44,5 @@ def explain(model_file, user_id, items, n, k, output, fmt, quiet, verbose):
     if fmt == "tsv":
         check_tsv_ids(result.frame["user"], result.frame["item"], result.frame["history_item"], path=output)
     write_table(result.frame, output, fmt, result.model, quiet=quiet)
-    if output and not quiet:
-        say(f"wrote {output}: {len(result.frame)} rows")
+    if output:
+        say(f"wrote {output}: {len(result.frame)} rows", quiet=quiet)

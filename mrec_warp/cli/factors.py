@@ -55,8 +55,8 @@ def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, n
         if output or user_factors or item_factors or npz or train_file:
             raise click.UsageError("--export takes only MODEL OUTDIR")
         written = export_factors(export[0], export[1])
-        if not quiet:
-            say(f"wrote {len(written)} files into {export[1]}: " + ", ".join(p.split("/")[-1] for p in written))
+        say(f"wrote {len(written)} files into {export[1]}: " + ", ".join(p.split("/")[-1] for p in written),
+            quiet=quiet)
         return
     if not output:
         raise click.UsageError("give -o MODEL (or --export MODEL OUTDIR)")
@@ -64,11 +64,11 @@ def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, n
     s = import_factors(output, user_factors=user_factors, item_factors=item_factors, item_bias=item_bias,
                        user_ids=user_ids, item_ids=item_ids, npz=npz, train=train_file, reader=reader,
                        duplicates=duplicates, negatives=negatives, min_value=min_value, regularization=regularization)
-    if quiet:
-        return
     say(f"wrote {output}: {plural(s['users'], 'user')} x {plural(s['items'], 'item')}, {s['factors']} factors"
         + (", item biases" if s["item_bias"] else "")
-        + (f", {plural(s['train'], 'training interaction')}" if s["train"] is not None else ""))
+        + (f", {plural(s['train'], 'training interaction')}" if s["train"] is not None else ""), quiet=quiet)
+    if quiet:
+        return
     if s["train"] is None:
         click.echo("note: no --train: the model stores no interactions, so recommend excludes nothing "
                    "unless given --train", err=True)

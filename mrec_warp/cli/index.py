@@ -45,6 +45,6 @@ def index(model_file, M, ef_construction, ef_search, threads, quiet, verbose):
     built = ann.build(model, M=M or ann.DEFAULT_M, ef_construction=ef_construction or ann.DEFAULT_EF_CONSTRUCTION,
                       ef_search=ef_search or ann.DEFAULT_EF_SEARCH, model_sha256=sha, threads=threads)
     ann.save(built, target)
-    if not quiet:
-        say(f"wrote {target}: {model.n_items:,} items, {built.header['dim']} dimensions, "
-            f"M {built.header['M']}, ef_search {built.header['ef_search']} ({time.perf_counter() - started:.1f} s)")
+    say(f"wrote {target}: {model.n_items:,} items, {built.header['dim']} dimensions, "
+            f"M {built.header['M']}, ef_search {built.header['ef_search']} ({time.perf_counter() - started:.1f} s)",
+        quiet=quiet)

@@ -83,13 +83,11 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
         features=features, cutoff=cutoff,
     )
-    if quiet:
-        return
     summaries = [result] if num_splits == 1 else result["splits"]
     for path in summaries[0].get("feature_files", []):
-        say(f"wrote {path}")
+        say(f"wrote {path}", quiet=quiet)
     for folder, summary in zip(split_folders(outdir, num_splits), summaries):
-        say(_describe(folder, summary))
+        say(_describe(folder, summary), quiet=quiet)
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:

@@ -77,7 +77,6 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     result = recommend_stage(model_file, output, k, users=users_file, train=train_file,
                              exclude_items=exclude_items_file, format=fmt, block_size=block_size,
                              part_size=part_size, **features, **cold, ann=ann, context=context, progress=progress)
-    if not quiet:
-        for note in result.notes:
-            click.echo(f"note: {as_flags(note)}", err=True)
-        say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}")
+    for note in [] if quiet else result.notes:
+        click.echo(f"note: {as_flags(note)}", err=True)
+    say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}", quiet=quiet)

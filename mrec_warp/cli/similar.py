@@ -45,5 +45,5 @@ def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
     if fmt == "tsv":
         check_tsv_ids(result.frame["item"], result.frame["similar_item"], path=output)
     write_table(result.frame, output, fmt, result.model, quiet=quiet)
-    if output and not quiet:
-        say(f"wrote {output}: {len(result.frame)} rows")
+    if output:
+        say(f"wrote {output}: {len(result.frame)} rows", quiet=quiet)

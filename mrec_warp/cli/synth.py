@@ -43,6 +43,5 @@ def synth(outdir, users, items, interactions, topics, values, noise, seed, quiet
     progress = make_progress(quiet, verbose)
     info = write_synthetic(outdir, n_users=users, n_items=items, n_interactions=interactions,
                            n_topics=topics, seed=seed, progress=progress, values=values, noise=noise)
-    if not quiet:
-        say(f"wrote {info['ratings']} ({info['interactions']:,} interactions, {info['users']:,} users, "
-                   f"{info['items']:,} items) and {info['item_tags']} ({info['tags']:,} tags)")
+    say(f"wrote {info['ratings']} ({info['interactions']:,} interactions, {info['users']:,} users, "
+        f"{info['items']:,} items) and {info['item_tags']} ({info['tags']:,} tags)", quiet=quiet)

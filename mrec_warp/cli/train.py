@@ -81,18 +81,17 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
                          progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
                          negatives=negatives, min_value=min_value, empty_ids=empty_ids, **features)
-    if quiet:
-        return
-    for note in result.notes:
+    for note in [] if quiet else result.notes:
         click.echo("note: " + as_flags(note), err=True)
     if result.sub_models is not None:
         sizes = "+".join(str(m["factors"]) for m in result.sub_models)
         n = len(result.sub_models)
         say(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "
-                   f"{n} sub-model{'s' if n > 1 else ''} of {sizes} factors")
+            f"{n} sub-model{'s' if n > 1 else ''} of {sizes} factors", quiet=quiet)
         return
     extra = f", {plural(result.epochs, 'epoch')}" if result.epochs is not None else ""
     warm = sum(h.get("phase") == "refit" for h in getattr(result.model, "history_", [])) \
         if getattr(result.model, "warm_epochs", 0) else 0
     extra += f" + {warm} warm on all the data" if warm else ""
-    say(f"wrote {output}: {result.model_name} model of {result.n_users} users x {result.n_items} items{extra}")
+    say(f"wrote {output}: {result.model_name} model of {result.n_users} users x {result.n_items} items{extra}",
+        quiet=quiet)

@@ -141,9 +141,8 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
             result.table.to_csv(fh, sep="\t", index=False, lineterminator="\n")
     click.echo(result.format_table(), nl=False)  # the command's result: shown even with --quiet
     click.echo(result.summary())
-    if not quiet:
-        if output:
-            say(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True)
+    if output:
+        say(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True, quiet=quiet)
 
 
 def _grid_families(grid_file) -> list:

@@ -7,8 +7,9 @@ out as a text file would give them: strings as they are (spaces, commas, emoji, 
 zeros), integers as their decimal text (``7``, never ``7.0``), floats that are whole
 numbers likewise (an integer column that went through a NaN), other floats as their
 shortest round-trip text (``1.5``); a null or NaN id is a missing id, refused (or dropped
-with ``empty_ids="drop"``) as an empty field of a text file is. Dictionary-encoded and
-``large_string`` columns read as their values.
+with ``empty_ids="drop"``) as an empty field of a text file is. Dictionary-encoded (polars
+``Categorical`` / ``Enum``), ``string_view`` and ``large_string`` columns read as their
+values. The rule is :mod:`mrec_warp.data.id_text`'s, which pandas columns follow too.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .id_text import float_id_texts
 
 #: What installs the optional dependency, said in every refusal for want of it.
 PYARROW_HINT = "pip install 'mrec-warp[parquet]' (or pip install pyarrow)"
@@ -74,37 +76,47 @@ def as_arrow_table(obj: Any, source: Optional[str] = None):
 
 def one_array(column):
     """An Arrow column (array or chunked array, dictionary-encoded or not) as one plain array
-    (each chunk decoded on its own: chunks of a Parquet file may have their own dictionaries)."""
+    (each chunk decoded on its own: chunks of a Parquet file may have their own dictionaries).
+
+    View types (``string_view``, ``binary_view``: polars' strings, also inside the dictionary
+    of a polars ``Categorical`` or ``Enum``) become ``large_string`` / ``large_binary``,
+    which every pyarrow compute kernel takes (``take`` has no kernel for views)."""
     pa = pyarrow("an Arrow column")
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    chunks = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in chunks]
-    if len(chunks) == 1:
-        return chunks[0]
     if not chunks:
         kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-        return pa.array([], kind)
+        return _plain_array(pa.array([], kind), pa)
+    chunks = [_plain_array(c, pa) for c in chunks]
+    if len(chunks) == 1:
+        return chunks[0]
     return pa.concat_arrays(chunks)
+
+
+def _plain_array(array, pa):
+    """One Arrow array without dictionary encoding or view types (see :func:`one_array`)."""
+    if pa.types.is_dictionary(array.type):  # decoded by hand: dictionary_decode fails on a view dictionary
+        return _plain_array(array.dictionary, pa).take(array.indices)  # a null index gives a null
+    kind = array.type
+    if getattr(pa.types, "is_string_view", None) is not None and pa.types.is_string_view(kind):
+        return pa.compute.cast(array, pa.large_string())
+    if getattr(pa.types, "is_binary_view", None) is not None and pa.types.is_binary_view(kind):
+        return pa.compute.cast(array, pa.large_binary())
+    return array
 
 
 def id_texts(column) -> np.ndarray:
     """An Arrow id column as an object array of str, ``None`` where the id is null or NaN.
 
-    The text is what a text file of the same ids holds (see the module docstring).
+    The text is what a text file of the same ids holds, by the one rule of
+    :mod:`mrec_warp.data.id_text` (which pandas columns go through too).
     """
     pa = pyarrow("an Arrow id column")
     pc = pa.compute
     column = one_array(column)
     kind = column.type
     if pa.types.is_floating(kind):
-        values = column.to_numpy(zero_copy_only=False).astype(np.float64)
-        missing = np.isnan(values) | column.is_null().to_numpy(zero_copy_only=False)
-        whole = ~missing & np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2 ** 63)
-        out = np.empty(len(values), dtype=object)
-        out[whole] = [str(v) for v in values[whole].astype(np.int64).tolist()]
-        rest = ~missing & ~whole
-        out[rest] = [repr(v) for v in values[rest].tolist()]
-        out[missing] = None
-        return out
+        values = column.to_numpy(zero_copy_only=False)  # a null is NaN, a missing id as NaN is
+        return float_id_texts(values)
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
         try:
             column = pc.cast(column, pa.large_string())  # checks the bytes are UTF-8, as every id output is

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .arrow import as_arrow_table, frame_of, is_arrow_like
+from .id_text import id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
@@ -193,12 +194,18 @@ class Interactions:
         Parameters
         ----------
         df : pandas.DataFrame, polars.DataFrame or pyarrow.Table
-            One interaction per row; ids are taken as their text (``str(x)``). A polars
-            DataFrame, a pyarrow Table or RecordBatch, or any table with the Arrow PyCapsule
-            (``__arrow_c_stream__``) or interchange (``__dataframe__``) protocol is read
-            through pyarrow (``pip install mrec-warp[parquet]``): ids as a text file would
-            give them (integers as ``7``, never ``7.0``; a null or NaN id is a missing one),
-            see :mod:`mrec_warp.data.arrow`.
+            One interaction per row. A polars DataFrame, a pyarrow Table or RecordBatch, or
+            any table with the Arrow PyCapsule (``__arrow_c_stream__``) or interchange
+            (``__dataframe__``) protocol is read through pyarrow (``pip install
+            mrec-warp[parquet]``). Ids are taken as their text by one rule whatever the
+            table (:mod:`mrec_warp.data.id_text`), the text a file of the same ids holds:
+            strings as they are; integers as ``7``; whole-number floats as their integer
+            (``3.0`` is ``3``, ``-0.0`` is ``0``: a pandas id column with a NaN is float64),
+            other floats as their shortest text (``1.5``); categorical / dictionary columns
+            (pandas ``category``, polars ``Categorical`` / ``Enum``, Arrow dictionaries) as
+            their values. A null, NA or NaN id is a missing one (see ``empty_ids``).
+            Refusals name the row as the CLI does: ``data row 1`` is the table's first row
+            (by position; a pandas index other than 0, 1, 2... is shown beside it).
         user_col, item_col : str
             The columns holding the user and item ids (default ``"user"``, ``"item"``, the
             names :func:`~mrec_warp.data.ratings.read_ratings` gives).
@@ -240,8 +247,15 @@ class Interactions:
         if not len(df):  # as the CLI refuses an empty file: a model of nothing is never what was meant
             raise InputError("the table has no rows", path=source, hint="expected one interaction per row")
         n_rows = len(df)
+        df = df.copy(deep=False)  # a new frame sharing the data: the caller's keeps its index and columns
+        labels, numbered = None, df.attrs.get("reading") is None
+        if numbered:  # not read_ratings' table: rows are named by position from 1, as the CLI names them
+            labels = None if df.index.equals(pd.RangeIndex(n_rows)) else df.index
+            df.index = pd.RangeIndex(n_rows)
+        for col in dict.fromkeys((user_col, item_col)):  # one id text for every route: 3.0 is '3' here too
+            df[col] = series_id_texts(df[col])
         df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
-        locate = table_locator(df, user_col, item_col, source)
+        locate = table_locator(df, user_col, item_col, source, numbered=numbered, labels=labels)
         users = _ids_of(df, user_col, "user", locate)
         items = _ids_of(df, item_col, "item", locate)
         values = None
@@ -258,13 +272,13 @@ class Interactions:
             u_codes, u_uniques = pd.factorize(users, sort=False)
             u_uniques = np.asarray(u_uniques, dtype=object)
         else:
-            u_uniques = _id_array(user_ids)
+            u_uniques = _given_ids(user_ids)
             u_codes = pd.Index(u_uniques).get_indexer(users)
         if item_ids is None:
             i_codes, i_uniques = pd.factorize(items, sort=False)
             i_uniques = np.asarray(i_uniques, dtype=object)
         else:
-            i_uniques = _id_array(item_ids)
+            i_uniques = _given_ids(item_ids)
             i_codes = pd.Index(i_uniques).get_indexer(items)
         keep = (u_codes >= 0) & (i_codes >= 0)
         positions = None
@@ -274,7 +288,7 @@ class Interactions:
             values = None if values is None else values[keep]
         rows = merge_rows(u_codes, i_codes, values, None, len(i_uniques), duplicates=duplicates,
                           negatives=negatives, min_value=min_value, source=source,
-                          locate=table_locator(df, user_col, item_col, source, positions))
+                          locate=table_locator(df, user_col, item_col, source, positions, numbered, labels))
         merged = rows.counts["rows_read"]  # 0 when every row is outside the given ids: an empty reindex
         rows.counts["rows_read"] = n_rows
         rows.counts["empty_id_rows_dropped"] = n_empty
@@ -366,17 +380,44 @@ def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
         path, line, words = locate(row)
         cell = df[col].iloc[row]
         what = "a missing (NA)" if pd.isna(cell) else "an empty" + (" (only spaces)" if str(cell) else "")
-        raise empty_ids_error(int(empty.sum()), role, f"column {col!r}", f"in {words}", path=path, line=line,
+        raise empty_ids_error(int(empty.sum()), role, _column_words(df, col), f"in {words}", path=path, line=line,
                               what=what)
     return text  # a Series: factorising Arrow strings as they are is 3x faster than as Python objects
 
 
+def _column_words(df: pd.DataFrame, col: str) -> str:
+    """A column as messages name it: the file's own column (``column 0 'customer'``) for a
+    table :func:`~mrec_warp.data.ratings.read_ratings` read, whose ``user`` / ``item`` were
+    chosen from it (``--columns customer,...``), else ``column 'user'``."""
+    chosen = ((df.attrs.get("reading") or {}).get("columns") or {}).get(col) if col in CANONICAL_COLUMNS else None
+    if not chosen:
+        return f"column {col!r}"
+    name = chosen.get("name")
+    return f"column {chosen.get('position')}" + (f" {name!r}" if name is not None else "")
+
+
+def _given_ids(ids) -> np.ndarray:
+    """``user_ids`` / ``item_ids`` given to :meth:`Interactions.from_dataframe` as text by the
+    rule the table's ids follow (a float ``3.0`` is ``3``, as in the column), so that the
+    same ids in both match."""
+    column = ids if isinstance(ids, pd.Series) else pd.Series(
+        ids if isinstance(ids, (np.ndarray, pd.Index)) else _id_values(ids))
+    return _id_array(series_id_texts(column).to_numpy(dtype=object))
+
+
+def _id_values(ids) -> list:
+    """Ids as a list, one id (a str, a number) as a list of one, never the characters of a string."""
+    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
+        return [ids.item() if isinstance(ids, np.ndarray) else ids]
+    return list(ids)
+
+
 def _id_list(ids) -> list:
     """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
-    characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6)."""
-    if isinstance(ids, (str, bytes, numbers.Number, np.generic)) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
-        ids = [ids.item() if isinstance(ids, np.ndarray) else ids]
-    return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in ids]
+    characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6); a float by
+    the rule of :mod:`~mrec_warp.data.id_text` (``3.0`` is ``'3'``)."""
+    return [x.decode("utf-8") if isinstance(x, bytes) else id_text(x) if isinstance(x, (float, np.floating))
+            else str(x) for x in _id_values(ids)]  # a float as the tables' ids: 3.0 is '3'
 
 
 def lookup_ids(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:

@@ -45,7 +45,9 @@ from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
 from .ratings import read_ratings
-from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, merge_rows, table_locator
+from .rows import (
+    DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, merge_rows, nothing_left, table_locator,
+)
 from .tsv import check_tsv_ids, write_interactions
 from .value_columns import MAX_ABS_VALUE
 
@@ -129,6 +131,8 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
                       header=reader.get("header"), columns=reader.get("columns"),
                       empty_ids=reader.get("empty_ids", DEFAULT_EMPTY_IDS))
     source = str(path)
+    n_rows = len(df)
+    df, n_empty = drop_empty_ids(df, reader.get("empty_ids", DEFAULT_EMPTY_IDS))  # as prepare and train
     locate = table_locator(df, source=source)  # a missing id is named by its file line
     users = _ids_of(df, "user", "user", locate)
     items = _ids_of(df, "item", "item", locate)
@@ -139,6 +143,7 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     i_codes, i_ids = pd.factorize(items, sort=False)
     values = df["value"].to_numpy(dtype=np.float64) if "value" in df else None
     merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=locate, **rules)
+    merged.counts.update(rows_read=n_rows, empty_id_rows_dropped=n_empty)
     _check_left(merged.counts, source)
     user, u_ids = _compact(merged.user, np.asarray(u_ids, dtype=object))
     item, i_ids = _compact(merged.item, np.asarray(i_ids, dtype=object))
@@ -163,10 +168,7 @@ def _merged(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, users: np.nd
 def _check_left(counts: Dict[str, int], source: str) -> None:
     """Refuse rules that removed every entry: an empty output is never what was meant (as ``prepare``)."""
     if counts["rows_read"] and not counts["pairs_kept"]:
-        raise InputError(f"no interactions left: {counts['negative_rows_dropped']:,} negative rows dropped, "
-                         f"{counts['pairs_netted_out']:,} pairs netted out, {counts['rows_below_min_value']:,} pairs "
-                         "below the minimum value; nothing was written", path=source,
-                         hint="lower `min_value`, or check `negatives`")
+        raise nothing_left(counts, source)  # the one wording, as prepare and from_dataframe
 
 
 def _csr(user: np.ndarray, item: np.ndarray, value: np.ndarray, shape: Tuple[int, int]) -> sp.csr_matrix:

@@ -22,7 +22,7 @@ from .arrow import id_texts, number_values, one_array, pyarrow
 from .delimited import normalise_columns
 from .interactions import CANONICAL_COLUMNS
 from .ratings import _resolve_columns
-from .value_columns import parse_timestamps as _parse_timestamps, parse_values as _parse_values
+from .value_columns import parse_timestamps as _parse_timestamps, parse_values as _parse_values, timestamp_hint
 from .rows import check_empty_ids, empty_ids_error
 from .tsv import TSV_UNSAFE
 
@@ -117,7 +117,8 @@ def read_parquet_ratings(path: Path, sep: Optional[str] = None, header: Optional
         out["value"] = _parse_values(pd.Series(values), refuse)  # the size limit
         out.attrs["value_column"] = names[used[2]]
     if len(used) > 3:
-        out["timestamp"] = _parse_timestamps(_stamps(cols[3], pa, refuse), refuse)
+        column = f"column {used[3]} {names[used[3]]!r}"
+        out["timestamp"] = _parse_timestamps(_stamps(cols[3], pa, refuse, column), refuse, column)
     out.attrs["encoding"] = "utf-8"  # Arrow strings are UTF-8
     out.attrs["reading"] = {
         "format": "parquet", "sep": None, "header": True, "header_guessed": False,
@@ -169,13 +170,13 @@ def _check_ids(out: pd.DataFrame, used: List[int], names: List[str], path: Path,
     return empty
 
 
-def _stamps(column, pa, refuse) -> pd.Series:
+def _stamps(column, pa, refuse, words: Optional[str] = None) -> pd.Series:
     """A timestamp column as :func:`_parse_timestamps` takes it: float64 seconds for numbers,
     dates and Arrow timestamps, text for text; a null is refused."""
     column = one_array(column)
     if column.null_count:
         row = int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
-        refuse("timestamp", None, "is empty", row, "fill in the timestamp or leave the column out")
+        refuse("timestamp", None, "is empty", row, timestamp_hint(words))
     kind = column.type
     if pa.types.is_date(kind):
         column = pa.compute.cast(column, pa.timestamp("s"))
@@ -188,7 +189,6 @@ def _stamps(column, pa, refuse) -> pd.Series:
         bad = ~np.isfinite(seconds)
         if bad.any():
             row = int(np.argmax(bad))
-            refuse("timestamp", float(seconds[row]), "is neither a number nor a date", row,
-                   "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+            refuse("timestamp", float(seconds[row]), "is neither a number nor a date", row, timestamp_hint(words))
         return pd.Series(seconds)
     return pd.Series(id_texts(column), dtype=object)

@@ -266,7 +266,8 @@ def read_ratings(
         # (counted from 0, as `columns` counts)
         out.attrs["value_column"] = header_names[used[2]] if header_names else f"column {used[2]}"
     if len(used) > 3:
-        out["timestamp"] = parse_timestamps(raw[used[3]], refuse)
+        out["timestamp"] = parse_timestamps(raw[used[3]], refuse, f"column {used[3]}" + (
+            f" {header_names[used[3]]!r}" if header_names else ""))
     out.attrs["encoding"] = encoding
     out.attrs["reading"] = _reading_record(sep, header, guessed, why, first_lineno, first, header_names, used,
                                            ignored, n_fields)

@@ -350,7 +350,8 @@ def nothing_left(counts: Dict[str, int], source: Optional[str] = None, also: Seq
 
 
 def table_locator(df, user_col: str = "user", item_col: str = "item", source: Optional[str] = None,
-                  positions: Optional[np.ndarray] = None) -> Locate:
+                  positions: Optional[np.ndarray] = None, numbered: bool = False,
+                  labels: Optional[pd.Index] = None) -> Locate:
     """``locate`` for :func:`merge_rows` over the rows of ``df`` (``positions``: row ``r`` of
     the codes is ``df``'s row ``positions[r]``, when some rows were left out before merging).
 
@@ -359,6 +360,11 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
     the data rows of ``source``, also after filtering or reordering, and the file's line is
     given; when the index is no longer the reader's (``reset_index`` after a filter, labels
     that are no data rows), the line is left out rather than guessed.
+
+    ``numbered`` says ``df``'s index holds the 0-based positions of the rows in the caller's
+    table (:meth:`~mrec_warp.data.interactions.Interactions.from_dataframe`): a row is then
+    ``data row N`` from 1, as the CLI names a row of a Parquet file or a pipe, with the
+    caller's own index label (``labels``, by position) beside it when given.
     """
     reading = df.attrs.get("reading")
     source = source or (df.attrs.get("source") if reading is not None else None)  # read_ratings' knows its file
@@ -367,7 +373,10 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
     def locate(row: int):
         at = int(row if positions is None else positions[row])
         label = plain(df.index[at])
-        words = f"user {shown(df[user_col].iloc[at])}, item {shown(df[item_col].iloc[at])}"
+        words = f"user {shown_id(df[user_col].iloc[at])}, item {shown_id(df[item_col].iloc[at])}"
+        if numbered:
+            own = "" if labels is None else f"index {shown(labels[int(label)])}, "
+            return source, None, f"data row {int(label) + 1} ({own}{words})"
         if not original:
             return source, None, f"row {shown(label)} ({words})"
         # only a regular file is read again for the line (a pipe was read once, and is gone)
@@ -390,6 +399,16 @@ def table_locator(df, user_col: str = "user", item_col: str = "item", source: Op
 def plain(value):
     """A numpy scalar as the Python number it holds (``4``, never ``np.int64(4)``)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def shown_id(value) -> str:
+    """An id cell as a message shows it: ``'a b'``, and a missing (null, NA, NaN) id as
+    empty, ``''`` (never ``nan`` or ``None``)."""
+    try:
+        missing = value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):  # a cell holding a list or an array
+        missing = False
+    return "''" if missing else shown(value)
 
 
 def shown(value) -> str:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,16 @@ def refuse_row(kind: str, text: str, why: str, row: int, hint: str, path: Path, 
 Refuse = Callable[[str, str, str, int, str], None]
 
 
+def timestamp_hint(column: Optional[str] = None) -> str:
+    """The hint of every refused timestamp, whatever the format: a 4th column taken by
+    default (a note, a category) is the usual cause, so it names that column (``column``,
+    e.g. ``column 3 'note'``) and the option that chooses the columns."""
+    which = column or "that column"
+    return (f"use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column; if {which} is no "
+            "timestamp (without `columns` the 4th column is taken as one), choose the columns with `columns`, "
+            "e.g. `columns=0,1,2` for user, item and value")
+
+
 def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
     """The value column as finite float64 numbers of at most :data:`MAX_ABS_VALUE`."""
     hint = "the rating column must be numeric; use `columns` to choose columns"
@@ -50,8 +60,9 @@ def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
     return parsed
 
 
-def parse_timestamps(stamps: pd.Series, refuse: Refuse) -> np.ndarray:
-    """Unix seconds, or dates (ISO 8601) converted to Unix seconds."""
+def parse_timestamps(stamps: pd.Series, refuse: Refuse, column: Optional[str] = None) -> np.ndarray:
+    """Unix seconds, or dates (ISO 8601) converted to Unix seconds (``column``: the column's
+    words for a refusal's hint, e.g. ``column 3 'note'``)."""
     if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
         numeric = stamps.to_numpy()
         is_number = np.ones(len(numeric), dtype=bool)
@@ -62,8 +73,7 @@ def parse_timestamps(stamps: pd.Series, refuse: Refuse) -> np.ndarray:
     big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
     if big.any():
         row = int(np.flatnonzero(big)[0])
-        refuse("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row,
-               "use Unix seconds or ISO dates (2024-01-31T12:00:00)")
+        refuse("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, timestamp_hint(column))
     if is_number.all():
         return numeric.astype(np.int64)
     try:
@@ -73,10 +83,9 @@ def parse_timestamps(stamps: pd.Series, refuse: Refuse) -> np.ndarray:
     bad = parsed.isna().to_numpy() & ~is_number
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        refuse("timestamp", stamps.iloc[row], "is neither a number nor a date", row,
-               "use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column")
+        refuse("timestamp", stamps.iloc[row], "is neither a number nor a date", row, timestamp_hint(column))
     seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
     return np.where(is_number, numeric, seconds).astype(np.int64)
 
 
-__all__ = ["MAX_ABS_TIMESTAMP", "MAX_ABS_VALUE", "Refuse", "parse_timestamps", "parse_values", "refuse_row"]
+__all__ = ["MAX_ABS_TIMESTAMP", "MAX_ABS_VALUE", "Refuse", "parse_timestamps", "parse_values", "refuse_row", "timestamp_hint"]

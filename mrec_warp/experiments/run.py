@@ -258,7 +258,7 @@ def _run_units(cfg: Config, job: Job, splits: List[List[_Split]], units: List[Tu
         tasks.append((str(job.path.resolve()), i, str((sp.folder / "train.tsv").resolve()), str(recs.resolve()),
                       cfg.models[m].family, dict(cfg.models[m].params), cfg.seed, k, cfg.models[m].tune))
     done = job.skipped
-    for row in job.run(run_unit, tasks, desc="runs", unit="run"):
+    for row in job.run(run_unit, tasks, desc="runs", unit="run", lines=False):  # each run logs its line
         done += 1
         m, sp = units[row["index"]]
         where = cfg.splits[sp.set_index].name + ("" if sp.label is None else f" {sp.label}")

@@ -159,7 +159,8 @@ def run_epochs(
         fit_part, val, rng = validation[:3]
         # (fit, val, rng, users): the users fit_or_select drew by id; else drawn here
         eval_users = validation[3] if len(validation) > 3 else sample_users(val, int(model.validation_users), rng)
-    for epoch in range(1, epochs + 1):
+    # a bar over the passes on a terminal (each pass logs its own line: no line per unit)
+    for epoch in progress.iterate(range(1, epochs + 1), total=epochs, desc=phase, unit=unit, lines=False):
         t0 = time.perf_counter()
         stats, text = step()
         logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}

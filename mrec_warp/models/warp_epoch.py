@@ -45,7 +45,8 @@ def run_epoch(model, data: TrainingData, progress: Progress) -> Dict[str, float]
     totals = np.zeros(4)
     if n_jobs == 1:
         chunks = [(s, min(s + CHUNK, nnz)) for s in range(0, nnz, CHUNK)]
-        for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {model.epochs_done_ + 1}", unit="chunk"):
+        for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {model.epochs_done_ + 1}", unit="chunk",
+                                     lines=False):  # the epoch's line says it is done
             totals += run(s, e, model._rng_state)
     else:
         bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)

@@ -188,7 +188,8 @@ def evaluate_here(
                              path=_describe(resolve_split(test, label)),
                              hint="is this the held-out part of the same split as the training file?")
         row: List[Evaluation] = []
-        for name, source in zip(names, recs):
+        for name, source in progress.iterate(list(zip(names, recs)), total=len(recs), desc=f"evaluate{where}",
+                                             unit="file"):
             path = resolve_split(source, label)
             progress.log(f"scoring {name}{where}")
             table = read_recs(path) if isinstance(path, (str, os.PathLike)) else path

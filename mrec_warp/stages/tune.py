@@ -31,7 +31,7 @@ from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
 from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
 from ..models.validation import holdout_split
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
@@ -310,7 +310,7 @@ def tune(
         def run(todo: Sequence[int], estimates: Optional[Dict[int, float]] = None) -> None:
             tasks = [(split_src, u, dict(points[units[u][0]]), base, k, str(job.path), use_values, units[u][1])
                      for u in todo]
-            for row in job.run(run_trial, tasks, desc="trials", unit="trial"):
+            for row in job.run(run_trial, tasks, desc="trials", unit="trial", lines=False):  # _log_trial's line
                 done[row["trial"]] = row
                 _log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
 
@@ -339,7 +339,7 @@ def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], m
     """One line per finished trial, shown even when standard error is a pipe (a search runs
     for minutes: a silent one looks hung)."""
     shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
-    after = f" after {row['epochs']} epochs" if "epochs" in row else ""
+    after = f" after {plural(row['epochs'], 'epoch')}" if "epochs" in row else ""
     if row.get(SHORT) is not None:
         after += f" (short trial: at most {row[SHORT]})"
     ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
