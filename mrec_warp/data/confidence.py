@@ -122,3 +122,42 @@ def describe_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> str:
     if kind == "linear":
         return f"confidence linear, alpha {float(alpha)} (c = 1 + alpha * value)"
     return f"confidence log, alpha {float(alpha)}, eps {float(eps)} (c = 1 + alpha * log1p(value / eps))"
+
+
+#: ``alpha="auto"`` on a binary file (every value the same, or no values): every observed
+#: pair weighs ``1 + BINARY_ALPHA`` (:func:`auto_alpha`).
+BINARY_ALPHA = 3.0
+#: ``alpha="auto"`` on values that differ (ratings, counts): the observed pairs weigh
+#: ``1 + AUTO_ALPHA`` on average.
+AUTO_ALPHA = 5.0
+
+
+def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
+    """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
+
+    With ``f`` the confidence's rule (``value`` for ``"linear"``, ``log1p(value / eps)`` for
+    ``"log"``):
+
+    * a binary file: every value the same (all 1), no values (``None``) or
+      ``confidence="none"``: ``BINARY_ALPHA / f(value)`` (3), so every observed pair
+      weighs ``1 + 3``;
+    * values that differ (ratings, play counts): ``AUTO_ALPHA / mean(f(value))`` (5), so the
+      observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
+      proportions.
+
+    Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
+    """
+    if values is None or len(values) == 0 or kind == "none":
+        return BINARY_ALPHA
+    f = np.asarray(values, dtype=np.float64)
+    if kind == "log":
+        f = np.log1p(f / float(eps))
+    mean = float(f.mean())
+    if not (mean > 0 and np.isfinite(mean)):
+        return BINARY_ALPHA
+    return (BINARY_ALPHA if all_equal(f) else AUTO_ALPHA) / mean
+
+
+def all_equal(values: Optional[np.ndarray]) -> bool:
+    """Whether every value is the same (a binary file), or there are none."""
+    return values is None or len(values) == 0 or bool(np.min(values) == np.max(values))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -24,6 +23,7 @@ from .delimited import (
     parse_table, quoted, split_fields,
 )
 from .field_checks import check_fields
+from .header_guess import guess_header
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
@@ -33,26 +33,6 @@ from .value_columns import parse_timestamps, parse_values, refuse_row
 FORMATS = ("auto", "tsv", "csv", "movielens", "parquet")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
 READER_OPTIONS = ("format", "sep", "header", "columns", "empty_ids")
-
-#: Header names that give a header away even when every column holds text ids; compared
-#: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
-_HEADER_WORDS = frozenset(
-    "user userid uid customer customerid clientid playerid memberid accountid visitorid "
-    "item itemid iid movie movieid product productid gameid gametitle songid trackid artistid bookid "
-    "isbn articleid "
-    "rating ratings value score weight count counts hours playtime plays playcount quantity qty clicks "
-    "timestamp ts time date datetime".split()
-)
-
-_NOT_ALNUM = re.compile(r"[-_ .]")
-
-#: A number as a ratings file writes one (``nan`` / ``inf`` are words here, not numbers).
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-#: The start of an ISO date, as a timestamp column may hold.
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
 
 def _offering_options(read):
     """``read_ratings`` with ``reader_options``: the reader options the caller offers its
@@ -212,7 +192,7 @@ def read_ratings(
            "set by --header" if header else "set by --no-header")
     if header is None:
         second = split_fields(lines[1][1], sep) if len(lines) > 1 else None
-        header, why = _guess_header(tokens, second)
+        header, why = guess_header(tokens, second)
         if named and not header and set(named) <= {t.strip() for t in tokens}:
             header, why = True, "the --columns names are on it"
         if named and not header:
@@ -378,35 +358,6 @@ def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError
             "put a delimiter (tab, comma, ...) between user and item, and give it with `sep`")
     return InputError(f"expected at least 2 columns (user, item), found 1: {_cut(text, 60)}",
                       path=str(path), line=lineno, hint=hint)
-
-
-def _is_data_value(token: str) -> bool:
-    """Whether a field is a number or a date, which no column name is."""
-    t = token.strip()
-    return bool(_NUMBER.fullmatch(t) or _ISO_DATE.match(t))
-
-
-def _guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, str]:
-    """Whether the first line names the columns rather than holding an interaction, and why.
-
-    A line with any field that is a number or a date is data: column names are words, and
-    a data line taken as a header would be lost and shift ``--columns`` names onto its
-    values. Otherwise the line is a header when a field is a well-known column name (user,
-    item, rating, timestamp, ...; ``user-id`` and ``userId`` too) or when a column holds
-    text on the first line and a number on the second. A text-only line with neither is
-    read as data: losing a line silently is worse than a clear error on a header's text.
-    """
-    first = [t.strip() for t in first]
-    numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
-    if numbers:
-        return False, f"column {numbers[0]} holds {first[numbers[0]]!r}, a number"
-    words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
-    if words:
-        return True, f"{words[0]!r} is a column name and no field is a number"
-    for i, (a, b) in enumerate(zip(first, second or [])):
-        if a and _is_data_value(b):
-            return True, f"column {i} holds the word {a!r} above the number {b.strip()!r}"
-    return False, "no field is a number, but no column name was recognised either"
 
 
 def _resolve_columns(

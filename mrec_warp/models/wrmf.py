@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import CONFIDENCES, MAX_CONFIDENCE, check_confidence, confidence
+from ..data.confidence import (AUTO_ALPHA, BINARY_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equal, auto_alpha,
+                               check_confidence, confidence)
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
@@ -35,44 +36,7 @@ from .tuning import SCORE_RATE, TrialShape
 from .validation import early_stopping_params, need, run_epochs
 
 SOLVERS = ("cg", "cholesky")
-#: ``alpha="auto"`` on a binary file (every value the same, or no values): every observed
-#: pair weighs ``1 + BINARY_ALPHA`` (:func:`auto_alpha`).
-BINARY_ALPHA = 3.0
-#: ``alpha="auto"`` on values that differ (ratings, counts): the observed pairs weigh
-#: ``1 + AUTO_ALPHA`` on average.
-AUTO_ALPHA = 5.0
-
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
-
-
-def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
-    """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
-
-    With ``f`` the confidence's rule (``value`` for ``"linear"``, ``log1p(value / eps)`` for
-    ``"log"``):
-
-    * a binary file: every value the same (all 1), no values (``None``) or
-      ``confidence="none"``: ``BINARY_ALPHA / f(value)`` (3), so every observed pair
-      weighs ``1 + 3``;
-    * values that differ (ratings, play counts): ``AUTO_ALPHA / mean(f(value))`` (5), so the
-      observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
-      proportions.
-
-    Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
-    """
-    if values is None or len(values) == 0 or kind == "none":
-        return BINARY_ALPHA
-    f = np.asarray(values, dtype=np.float64)
-    if kind == "log":
-        f = np.log1p(f / float(eps))
-    mean = float(f.mean())
-    if not (mean > 0 and np.isfinite(mean)):
-        return BINARY_ALPHA
-    return (BINARY_ALPHA if _all_equal(f) else AUTO_ALPHA) / mean
-
-
-def _all_equal(values: Optional[np.ndarray]) -> bool:
-    return values is None or len(values) == 0 or bool(np.min(values) == np.max(values))
 
 
 class WRMF(FactorModel):
@@ -357,7 +321,7 @@ class WRMF(FactorModel):
                        else float(self.alpha))
         if isinstance(self.alpha, str):
             progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
-                f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if _all_equal(values)
+                f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if all_equal(values)
                 else f"values differ: observed pairs weigh 1 + {AUTO_ALPHA:g} on average)"))
         self.confidence_ = self.confidences(values, nnz)
         del raw
