@@ -80,6 +80,12 @@ def _faiss():
     return _FAISS
 
 
+def one_thread() -> None:
+    """Search on one OpenMP thread in this process (``serve``: a batch of queries would
+    otherwise spread over threads, on cores the other workers use)."""
+    _faiss().omp_set_num_threads(1)
+
+
 @dataclass
 class AnnIndex:
     """A built or loaded index and what binds it to its model."""
