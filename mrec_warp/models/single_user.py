@@ -454,6 +454,19 @@ def _settings(model, cached: dict, epochs: int) -> list:
     return kept[:epochs]
 
 
+def _fold_seed(model, cached: dict, spawn_seed) -> int:
+    """``spawn_seed(model.random_state)``, kept while an integer seed is unchanged (drawing
+    it builds a generator: a fifth of a short fold-in). Any other seed is drawn every time:
+    ``None`` must stay fresh and a Generator advances."""
+    seed = model.random_state
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        return spawn_seed(seed)
+    kept = cached.get("seed")
+    if kept is None or kept[0] != int(seed):
+        kept = cached["seed"] = (int(seed), spawn_seed(seed))
+    return kept[1]
+
+
 def warp_vector(model, items: np.ndarray, epochs: Optional[int] = None, scale: Optional[float] = None) -> np.ndarray:
     """The factor row :func:`~mrec_warp.models.foldin.fold_in` fits for one new user whose
     history is ``items`` (sorted unique indices), bit for bit, leaving the model as it is.
@@ -476,15 +489,14 @@ def warp_vector(model, items: np.ndarray, epochs: Optional[int] = None, scale: O
     indptr = np.array([0, n], dtype=np.int64)
     pos_users = np.zeros(n, dtype=np.int32)
     order = np.arange(n, dtype=np.int32)
-    state = _rng.seed_state(spawn_seed(model.random_state) ^ FOLD_IN_SALT)
+    state = _rng.seed_state(_fold_seed(model, cached, spawn_seed) ^ FOLD_IN_SALT)
     if scale is None:
         offset, scales = np.zeros((0, d), np.float32), np.zeros(0, np.float32)
     else:  # a featureless user: nothing but its own row, weighted
         offset, scales = np.zeros((1, d), np.float32), np.full(1, scale, np.float32)
-    for epoch, settings in enumerate(_settings(model, cached, epochs)):
-        _rng.shuffle(order, state)
-        _hybrid.fold_in_shard(rows, accum, offset, scales, cached["side"].items, cached["bias"],
-                              indptr, items, pos_users, order, 0, n, cached["rank_weights"], state, settings)
+    # every epoch in one kernel call: 30 calls of shuffle and fold_in_shard cost more than their steps
+    _hybrid.fold_in_epochs(rows, accum, offset, scales, cached["side"].items, cached["bias"], indptr, items,
+                           pos_users, order, cached["rank_weights"], state, _settings(model, cached, epochs))
     check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
     return rows[0] if scale is None else (np.float32(scale) * rows[0]).astype(np.float32)
 
