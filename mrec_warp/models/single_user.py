@@ -14,10 +14,17 @@ float64, where products of float32 numbers are exact); when each of the k best l
 next by more than both bounds, and the k-th every item further down by more than its
 bound and the largest one, no rounding can reorder them or bring another item in, so the
 items and their order are exactly the batch path's (:func:`_settled`, with a safety
-factor of 2). A user whose list is a closer call (a tie, near-identical items; ~1% of
-users of a random 64-factor model) is scored the batch way instead (:func:`recommend_few`),
-so the answer never depends on the path. Scores agree with the batch path's to float32
-rounding (the last bit or two).
+factor of 2; an item further down that the largest bound cannot clear is checked with its
+own). A user whose list is a closer call (a tie, near-identical items; ~1-2% of users of a
+random 64-factor model on 20k-100k items) is scored the batch way instead
+(:func:`recommend_few`), so the answer never depends on the path. A settled list's scores
+are its exact scores rounded to float32, so they do not depend on the product that found
+the list either (one vector, or several in one matrix product: :func:`top_k_vectors`);
+they agree with the batch path's to float32 rounding (the last bit or two).
+
+A close call costs one grid call of 256 users (0.1-0.4 s on 100k items); at the user's own
+row of the file's grid (``mrec-warp serve``, ``recommend --ann``) the best items of all
+256 users of that call are kept (:func:`_grid_list`), so each block of users pays it once.
 
 The item side's norms are computed once per change of the item factors and kept on the
 model (:func:`item_side`); exclusion rows are slices of the model's CSR, never copies.
