@@ -12,8 +12,9 @@ one line too (its traceback goes to the log, never to the client). A request's w
 runs on the event loop itself, on one BLAS thread: a thread pool and BLAS threads only
 added hand-offs and contention on 2 cores, and ``--workers`` gives parallelism. The
 known-user requests of one turn of the loop are ranked together (:mod:`.batching`): one
-pass over the item matrix for all of them. Each request reads the served model once (:mod:`.holder`), so a reload never
-mixes two models in an answer.
+pass over the item matrix for all of them; a close call (:mod:`~mrec_warp.models.single_user`)
+is scored on a thread. Each request reads the served model once (:mod:`.holder`), so a
+reload never mixes two models in an answer.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import json
 import logging
 import os
 import signal
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence
 
 import numpy as np
 from starlette.applications import Starlette
@@ -61,13 +62,16 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _rank_users(jobs: Sequence[tuple]) -> List[Tuple[np.ndarray, np.ndarray]]:
+def _rank_users(jobs: Sequence[tuple]) -> List[Any]:
     """The lists of known-user requests ``(model, index, user, k, mask, exclude_seen)``,
     each the list ``mrec-warp recommend`` writes for that user: for a factor model from
     one matrix product per group of requests that share a model, k and filters (a close
     call scored at the user's row of the file's scoring grid), with an ANN ``index``
     (``--ann``) the list ``recommend --ann`` writes, the batch path for the others. A
-    request's list does not depend on the others in its batch."""
+    request's list does not depend on the others in its batch.
+
+    Each result is ``(items, scores)`` or, for a close call, a function without arguments
+    that returns them (slow: the caller runs it off the event loop)."""
     groups: Dict[tuple, List[int]] = {}
     for n, (model, index, _, k, mask, exclude_seen) in enumerate(jobs):
         groups.setdefault((id(model), id(index), k, id(mask), exclude_seen), []).append(n)
