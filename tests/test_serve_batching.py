@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from mrec_warp.data.interactions import Interactions  # noqa: E402
 from mrec_warp.models import WARP, ItemKNN, single_user  # noqa: E402
 from mrec_warp.serving.app import _rank_users  # noqa: E402
 from mrec_warp.serving.batching import Batcher  # noqa: E402
@@ -23,24 +22,7 @@ from mrec_warp.topk import top_k_block  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_serve import Server  # noqa: E402
-
-
-def _interactions(csr):
-    user_ids = np.array([f"u{u}" for u in range(csr.shape[0])])
-    item_ids = np.array([f"i{i}" for i in range(csr.shape[1])])
-    coo = csr.tocoo()
-    return Interactions.from_dataframe(pd.DataFrame({"user": user_ids[coo.row], "item": item_ids[coo.col]}),
-                                       user_ids=user_ids, item_ids=item_ids)
-
-
-@pytest.fixture(scope="module")
-def data(planted):
-    return _interactions(planted[0])
-
-
-@pytest.fixture(scope="module")
-def warp(data):
-    return WARP(factors=16, epochs=3, random_state=0).fit(data)
+from test_single_user import data, warp  # noqa: E402,F401  (fixtures: the planted set, a WARP fitted on it)
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +89,8 @@ def test_a_batch_gives_each_request_its_own_list(name, request):
     mask = np.zeros(model.n_items, np.uint8)
     mask[[0, 5, 9]] = 1
     rng = np.random.default_rng(0)
-    jobs = [(model, None, int(u), int(rng.choice([3, 10])), mask if rng.random() < 0.3 else None, bool(rng.random() < 0.8))
-            for u in rng.integers(0, model.n_users, 40)]
+    jobs = [(model, None, int(u), int(rng.choice([3, 10])), mask if rng.random() < 0.3 else None,
+             bool(rng.random() < 0.8)) for u in rng.integers(0, model.n_users, 40)]
     jobs.append(jobs[0])  # the same request twice in a batch
     for (items, scores), (alone_items, alone_scores), job in zip(_together(jobs), _one_by_one(jobs), jobs):
         np.testing.assert_array_equal(items, alone_items)
@@ -165,3 +147,26 @@ def test_concurrent_clients_get_the_written_lists(warp, tmp_path):
     finally:
         log = server.stop()
     assert "Traceback" not in log
+
+
+def test_mapped_arrays_are_aligned_for_blas(warp, tmp_path):
+    """numpy multiplies an unaligned array without BLAS (many times slower): an array the
+    zip stores unaligned is mapped from an aligned .npy beside the private copy, and both
+    go when the copy is removed."""
+    from mrec_warp.serving.holder import read_model
+    from mrec_warp.serving.mapped import remove_copy
+
+    path = tmp_path / "model.npz"
+    warp.save(path)
+    served = read_model(str(path))
+    try:
+        assert set(served.description["memory_mapped"]) >= {"user_factors", "item_factors"}
+        for name in ("user_factors", "item_factors", "item_bias"):
+            array = getattr(served.model, f"{name}_")
+            assert array.ctypes.data % 64 == 0 and not array.flags.writeable, name
+            np.testing.assert_array_equal(array, getattr(warp, f"{name}_"))
+        np.testing.assert_array_equal(served.model.recommend(np.arange(5), k=4)[0],
+                                      warp.recommend(np.arange(5), k=4)[0])
+    finally:
+        remove_copy(served.copy_file)
+    assert not list(Path(served.copy_file).parent.glob(Path(served.copy_file).name + "*"))
