@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +19,8 @@ from mrec_warp.serving.batching import Batcher  # noqa: E402
 from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
 from mrec_warp.topk import top_k_block  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_serve import Server  # noqa: E402
-from test_single_user import data, warp  # noqa: E402,F401  (fixtures: the planted set, a WARP fitted on it)
+from .test_serve import Server  # noqa: E402
+from .test_single_user import data, warp  # noqa: E402,F401  (fixtures: the planted set, a WARP fitted on it)
 
 
 @pytest.fixture(scope="module")

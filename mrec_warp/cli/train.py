@@ -56,10 +56,12 @@ Examples:
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
                    "concatenate them; K is part of the model, never the cluster's size "
                    "[with --backend dask: 1, one model on one Dask worker].")
+@click.option("--ann", "ann_index", is_flag=True,
+              help="Also build the model's ANN index, OUTPUT.ann, as mrec-warp index does (the [ann] extra).")
 @quiet_option
 @friendly_errors
 def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, validation_file,
-          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, **options):
+          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, ann_index, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
     TRAIN may be prepare's train.tsv or a raw export, read with the same options as
@@ -73,6 +75,10 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     items, evaluates precision@10 every 2 epochs, stops 6 epochs after it last rose by more
     than 0.2%, and then retrains on all of TRAIN for the best number of epochs.
     """
+    if ann_index:  # refused before training, not after it
+        from ..models.ann import check_indexable
+
+        check_indexable(model_name)
     progress = make_progress(quiet, verbose)
     features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
@@ -81,6 +87,10 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
                          progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
                          negatives=negatives, min_value=min_value, empty_ids=empty_ids, **features)
+    if ann_index:
+        from .index import index
+
+        click.get_current_context().invoke(index, model_file=output, quiet=quiet, verbose=verbose)
     if quiet:
         return
     for note in result.notes:

@@ -80,6 +80,17 @@ def _faiss():
     return _FAISS
 
 
+def check_indexable(family: Optional[str]) -> None:
+    """Refuse ``train --ann`` before training: faiss missing, or a ``family`` without item
+    vectors (``None``: the default family, WARP)."""
+    from .families import FAMILIES
+
+    _faiss()
+    if family is not None and not hasattr(FAMILIES[family].cls, "_factor_parts"):
+        raise InputError(f"`ann` needs a factor model (warp, hybrid, wrmf); a {family} model has no item vectors",
+                         hint="drop `ann`: exact top-k is the only way for this model")
+
+
 def one_thread() -> None:
     """Search on one OpenMP thread in this process (``serve``: a batch of queries would
     otherwise spread over threads, on cores the other workers use)."""
