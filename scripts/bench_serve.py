@@ -112,6 +112,10 @@ def main() -> None:
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="Seconds of 8 clients before the measured levels, not recorded: the server's steady state "
+                         "(a close call keeps its grid call's lists, so a cold server pays ~0.1-0.4 s per block of "
+                         "256 users on 100k items until each block was scored once per worker).")
     ap.add_argument("--json", default="bench-out/serve.json")
     ap.add_argument("--search", default="exact", help="exact, ann or both (exact,ann): ann builds the model's index "
                                                       "(mrec-warp index) and serves with --ann.")
@@ -142,18 +146,22 @@ def main() -> None:
                 with open(Path(tmp) / f"serve-{n_items}-{search}.log", "w+") as log:
                     proc, base = start(path, a.workers, log, *extra)
                     try:
+                        if a.warmup > 0:
+                            asyncio.run(load(base, model.user_ids, 8, a.warmup, seed=0))
                         for clients in (int(x) for x in a.clients.split(",")):
                             result = asyncio.run(load(base, model.user_ids, clients, a.seconds, seed=clients))
-                            rows.append({"items": n_items, "search": search, "workers": a.workers, **result})
+                            rows.append({"items": n_items, "search": search, "workers": a.workers, "warmup_s": a.warmup,
+                                         **result})
                             print(rows[-1], flush=True)
                     finally:
                         proc.terminate()
                         proc.wait(timeout=60)
     print(f"load average {load_avg()}")
-    print(f"{'items':>7} {'search':6} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+    print(f"{'items':>7} {'search':6} {'warmup':>6} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'errors':>6}")
     for r in rows:
-        print(f"{r['items']:>7} {r['search']:6} {r['clients']:>7} {r['requests_per_s']:>8} {r['p50_ms']:>8} "
-              f"{r['p99_ms']:>8} {r['errors']:>6}")
+        print(f"{r['items']:>7} {r['search']:6} {r['warmup_s']:>6} {r['clients']:>7} {r['requests_per_s']:>8} "
+              f"{r['p50_ms']:>8} {r['p99_ms']:>8} {r['errors']:>6}")
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"load_avg": load_avg(), "factors": a.factors, "users": a.users, "results": rows},

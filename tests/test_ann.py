@@ -246,3 +246,20 @@ def test_serve_ann_reload_waits_for_the_new_index(tmp_path):
     finally:
         log = server.stop()
     assert "Traceback" not in log
+
+
+def test_train_ann_writes_the_index_beside_the_model(tmp_path):
+    train, _ = planted_low_rank(n_users=60, n_items=80, per_user=10, seed=4)
+    coo = train.tocoo()
+    data = tmp_path / "train.tsv"
+    data.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    model = tmp_path / "model.npz"
+    result = run("train", data, "-o", model, "--epochs", "2", "--factors", "8", "--ann")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "model.npz.ann").exists()
+    # the index is bound to the file just written: recommend --ann takes it
+    assert run("recommend", model, "-o", tmp_path / "r.tsv", "-k", "3", "--ann").exit_code == 0
+    # a family without item vectors is refused before any training
+    knn = tmp_path / "knn.npz"
+    one_line_error(run("train", data, "-o", knn, "--model", "itemknn", "--ann"), "needs a factor model")
+    assert not knn.exists()

@@ -134,7 +134,7 @@ def test_every_integer_parameter_of_every_model_has_an_upper_bound(cls):
     for name in integer_params(cls):
         huge = 2**64 if name == "random_state" else 2**40
         with pytest.raises(InputError, match=f"`{name}`"):
-            cls(**{name: huge})._check_params()
+            cls(**{name: huge}).check_params()
 
 
 def test_huge_max_sampled_and_seed_are_refused_before_fitting(small_matrix):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from ..context import ExecutionContext
+from ..models.ann import check_indexable
 from ..models.families import FAMILIES
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ..progress import plural
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._features import feature_file_options, pop_feature_options
+from .index import index
 from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._model_options import model_options
 from ._parallel import N_JOBS, parallel_options
@@ -56,10 +58,12 @@ Examples:
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
                    "concatenate them; K is part of the model, never the cluster's size "
                    "[with --backend dask: 1, one model on one Dask worker].")
+@click.option("--ann", "ann_index", is_flag=True,
+              help="Also build the model's ANN index, OUTPUT.ann, as mrec-warp index does (the [ann] extra).")
 @quiet_option
 @friendly_errors
 def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, validation_file,
-          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, **options):
+          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, ann_index, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
     TRAIN may be prepare's train.tsv or a raw export, read with the same options as
@@ -73,6 +77,8 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     items, evaluates precision@10 every epoch, stops 10 epochs after it last rose, and then
     retrains on all of TRAIN for the best number of epochs.
     """
+    if ann_index:  # refused before training, not after it
+        check_indexable(model_name)
     progress = make_progress(quiet, verbose)
     features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
@@ -81,6 +87,8 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
                          validation=validation_file, sub_models=sub_models, seed=seed, context=context,
                          progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
                          negatives=negatives, min_value=min_value, empty_ids=empty_ids, **features)
+    if ann_index:
+        click.get_current_context().invoke(index, model_file=output, quiet=quiet, verbose=verbose)
     for note in [] if quiet else result.notes:
         click.echo("note: " + as_flags(note), err=True)
     if result.sub_models is not None:

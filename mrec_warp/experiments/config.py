@@ -398,9 +398,7 @@ def _check_model_params(check: Checker, family: str, params: Dict[str, Any], tab
             params[name] = None
     try:
         model = cls(**params)
-        checker = getattr(model, "_check_params", None)
-        if checker is not None:
-            checker()
+        model.check_params()
         kind = params.get("confidence") or getattr(model, "confidence", "none")
         check_confidence(model, family, kind, params)  # train's rule: confidence settings need a confidence
     except InputError as exc:

@@ -42,6 +42,7 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write, file_digest
 from ..progress import SILENT
 from ..topk import default_block_size, top_k_block
+from .families import DEFAULT_FAMILY, FAMILIES
 from .single_user import exclusion_row, recommend_few
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,21 @@ def _faiss():
             raise InputError("an ANN index needs faiss, which is not installed", hint=HINT) from None
         _FAISS = faiss
     return _FAISS
+
+
+def check_indexable(family: Optional[str]) -> None:
+    """Refuse ``train --ann`` before training: faiss missing, or a ``family`` without item
+    vectors (``None``: the default family, WARP)."""
+    _faiss()
+    if not FAMILIES[family or DEFAULT_FAMILY].cls.has_factors:
+        raise InputError(f"`ann` needs a factor model (warp, hybrid, wrmf); a {family} model has no item vectors",
+                         hint="drop `ann`: exact top-k is the only way for this model")
+
+
+def one_thread() -> None:
+    """Search on one OpenMP thread in this process (``serve``: a batch of queries would
+    otherwise spread over threads, on cores the other workers use)."""
+    _faiss().omp_set_num_threads(1)
 
 
 @dataclass

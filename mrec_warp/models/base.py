@@ -115,10 +115,6 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     def _check_extra(self) -> None:
         """Rules that involve more than one parameter (subclasses extend)."""
 
-    def _check_params(self) -> None:
-        """The former name of :meth:`check_params`, for callers not yet renamed."""
-        self.check_params()
-
     @classmethod
     def _param_names(cls):
         sig = inspect.signature(cls.__init__)

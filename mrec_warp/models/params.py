@@ -1,6 +1,6 @@
 """Type and range checks of a model's constructor parameters, with one message form.
 
-Every model's ``_check_params`` goes through these, so that a parameter of the wrong type
+Every model's ``check_params`` goes through these, so that a parameter of the wrong type
 (``learning_rate='a'``, ``factors=True``, ``alpha=nan``) is refused with an
 :class:`~mrec_warp.errors.InputError` naming it, never a ``TypeError`` from deep inside.
 """

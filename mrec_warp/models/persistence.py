@@ -225,7 +225,7 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
     Unknown names are dropped (a file from a newer version may have more), so a header can
     never set an attribute the class does not save; numbers must be finite, attributes
     (epoch counts) from 0 to :data:`MAX_ATTR`. Parameters are then checked by value by the
-    class's ``_check_params``, as training checks them.
+    class's ``check_params``, as training checks them.
     """
     out = {}
     for key, value in values.items():
@@ -243,7 +243,7 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
         else:
             ok = False
         if ok and (_is_int(value) or isinstance(value, float)):
-            # ranges are the class's own check (_check_params); attributes are counts
+            # ranges are the class's own check (check_params); attributes are counts
             # (an int is finite however large: math.isfinite would overflow converting it)
             ok = (_is_int(value) or math.isfinite(value)) and (section == "params" or 0 <= value <= MAX_ATTR)
         if not ok:

@@ -13,7 +13,6 @@ the checksum is the checksum of what is served even while the file is being repl
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import hashlib
 import io
@@ -26,7 +25,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from ..errors import InputError
 from ..models.base import Recommender, load
 from ..models.families import FAMILIES
-from .mapped import map_arrays, private_copy
+from .mapped import map_arrays, private_copy, remove_copy
 
 log = logging.getLogger("mrec_warp.serve")
 
@@ -171,8 +170,7 @@ class ModelHolder:
             self.current = served  # one reference assignment: requests see the old or the new model
             self.last_error = None
             if self.owns_copies and old.copy_file and old.copy_file != served.copy_file:
-                with contextlib.suppress(OSError):  # mappings outlive the name
-                    os.unlink(old.copy_file)
+                remove_copy(old.copy_file)  # mappings outlive the names
             log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
         if self.on_swap is not None:
             self.on_swap(served)
@@ -204,5 +202,4 @@ class ModelHolder:
             self._watcher.join(timeout=5)
             self._watcher = None
         if self.owns_copies and self.current.copy_file:
-            with contextlib.suppress(OSError):
-                os.unlink(self.current.copy_file)
+            remove_copy(self.current.copy_file)

@@ -14,9 +14,15 @@ never changed; the workers of one model share it.
 
 Arrays a model converts on load (another dtype, a derived table) stay private; so does
 every array of a file a zip tool recompressed.
+
+A member's data sits wherever the zip put it, rarely on a multiple of its item size, and
+numpy multiplies unaligned arrays without BLAS: 16 ms instead of 0.9 ms for 4 users x 100k
+items x 64 factors. Such an array is mapped instead from a ``.npy`` file of its own beside
+the private copy (``SHA.npz.NAME.npy``: its data 64-byte aligned), written once too.
 """
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import struct
@@ -79,6 +85,40 @@ def _member_map(path: str, zf: zipfile.ZipFile, name: str) -> Optional[np.memmap
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="C")
 
 
+def _aligned(view: np.ndarray) -> bool:
+    return view.ctypes.data % ALIGN == 0
+
+
+#: Where mapped data starts, in bytes (a cache line; any BLAS needs at most this).
+ALIGN = 64
+
+
+def _aligned_map(path: str, name: str, value: np.ndarray) -> Optional[np.ndarray]:
+    """``value`` as a read-only memmap of ``PATH.NAME.npy`` (written once, atomically), whose
+    data ``np.save`` puts on a multiple of 64 bytes; ``None`` where it cannot be written."""
+    side = f"{path}.{name}.npy"
+    try:
+        if not os.path.exists(side):
+            tmp = f"{side}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(value), allow_pickle=False)
+            os.replace(tmp, side)
+        view = np.load(side, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        log.info("array %s not memory-mapped (%s): each worker keeps its own copy", name, exc)
+        return None
+    return view if _aligned(view) else None
+
+
+def remove_copy(path: str) -> None:
+    """Remove a private copy and the aligned arrays beside it (mappings outlive the names)."""
+    for name in [path] + glob.glob(glob.escape(path) + ".*.npy"):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+
+
 def map_arrays(model, path: str) -> Dict[str, int]:
     """Swap ``model``'s dense arrays for memmaps of ``path`` where they are byte-identical.
 
@@ -93,6 +133,8 @@ def map_arrays(model, path: str) -> Dict[str, int]:
                 if not isinstance(value, np.ndarray) or value.dtype.kind not in "fiu" or value.size == 0:
                     continue
                 view = _member_map(path, zf, f"arr_{name}.npy")
+                if view is not None and not _aligned(view):
+                    view = _aligned_map(path, name, value)
                 if view is not None and view.dtype == value.dtype and view.shape == value.shape \
                         and np.array_equal(view, value):
                     mapped[name] = view
