@@ -138,3 +138,32 @@ def test_a_budget_search_on_planted_data_ends_with_full_trials(planted):
     short = table[table["epochs_cap"].notna()]
     assert len(short) and (short["model"] == "warp").all()
     assert np.isfinite(result.best_json()["score"])
+
+
+def test_a_search_whose_every_trial_failed_is_refused(tmp_path):
+    # an EASE refused for memory is a failed trial; the popularity baseline still scores, and
+    # used to be outranked by the failed row (a best.json with a NaN score, exit 0)
+    tsv = planted_train_file(tmp_path)
+    with pytest.raises(InputError, match="every trial failed"):
+        tune_module.tune(str(tsv), [{"model": "ease", "memory_limit_mb": 0.001}], with_defaults=False,
+                         baseline=True, k=5)
+
+
+def test_the_baseline_alone_is_never_the_pick(tmp_path, monkeypatch):
+    # a budget that ends after the popularity row: no full trial, so no pick
+    tsv = planted_train_file(tmp_path)
+    clock = {"now": 0.0}
+    real_run_trial = tune_module.run_trial
+
+    def slow_trial(*args):
+        row = real_run_trial(*args)
+        clock["now"] += 100.0
+        return row
+
+    monkeypatch.setattr(tune_module, "run_trial", slow_trial)
+    monkeypatch.setattr(tune_module, "time", types.SimpleNamespace(monotonic=lambda: clock["now"],
+                                                                   perf_counter=tune_module.time.perf_counter))
+    out = tmp_path / "best.json"
+    res = CliRunner().invoke(main, ["tune", str(tsv), "--models", "warp,wrmf", "--time-budget", "50s", "-o", str(out)])
+    assert res.exit_code != 0 and "before any full trial finished" in res.output, res.output
+    assert not out.exists()

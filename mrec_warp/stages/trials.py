@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Type
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
 from ..files import atomic_write
 from ..jobs import cached, job_manifest, maybe_inject_fault, read_inputs, unit_of_job
 from ..models.base import Recommender
-from ..models.families import DEFAULT_FAMILY, FAMILIES
+from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES
+from ..progress import Progress, plural
 from ..topk import iter_top_k
 from .candidates import MODEL
 
@@ -140,3 +142,36 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
         with unit_of_job(workdir, started), atomic_write(part) as fh:
             json.dump(row, fh)
     return row
+
+
+def check_pick(table: pd.DataFrame, metric: str) -> None:
+    """Refuse a search without a pick: the top row must be a full trial (not a time budget's
+    short one), not the baseline, with a score. Otherwise every trial failed, or the budget
+    ended before a full one finished -- a best.json of the baseline or of a failed trial
+    would be a plausible-looking wrong answer."""
+    top = table.iloc[0]
+    short = SHORT in table.columns and pd.notna(top.get(SHORT))
+    if top[MODEL] != BASELINE_FAMILY and not short and top[metric] == top[metric]:
+        return
+    searched = table[table[MODEL] != BASELINE_FAMILY]
+    failed = searched[searched[metric].isna()]
+    if len(searched) and len(failed) == len(searched):
+        first = failed.iloc[0]
+        raise InputError(f"every trial failed ({len(failed)}); trial {int(first['trial'])} ({first[MODEL]}): "
+                         f"{first.get('error', 'no score')}", hint="change the searched ranges or the families")
+    raise InputError("the time budget ended before any full trial finished (only short trials or the baseline did)",
+                     hint="give a longer `time_budget`, or fewer `models`")
+
+
+def log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str,
+               estimate: Optional[float] = None) -> None:
+    """One line per finished trial, shown even when standard error is a pipe (a search runs
+    for minutes: a silent one looks hung)."""
+    shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
+    after = f" after {plural(row['epochs'], 'epoch')}" if "epochs" in row else ""
+    if row.get(SHORT) is not None:
+        after += f" (short trial: at most {row[SHORT]})"
+    ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
+        and "ci_low" in row else ""
+    took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
+    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")

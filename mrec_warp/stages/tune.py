@@ -30,15 +30,15 @@ from ..errors import InputError
 from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
 from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
-from ..models.validation import holdout_split
-from ..progress import SILENT, Progress, plural
+from ..models.validation import holdout_split, id_keys
+from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions, load_validation
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import SHORT, family_class, load_split, point_values, run_trial, trial_model
+from .trials import SHORT, check_pick, family_class, load_split, log_trial, point_values, run_trial, trial_model
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
@@ -310,9 +310,9 @@ def tune(
         def run(todo: Sequence[int], estimates: Optional[Dict[int, float]] = None) -> None:
             tasks = [(split_src, u, dict(points[units[u][0]]), base, k, str(job.path), use_values, units[u][1])
                      for u in todo]
-            for row in job.run(run_trial, tasks, desc="trials", unit="trial", lines=False):  # _log_trial's line
+            for row in job.run(run_trial, tasks, desc="trials", unit="trial", lines=False):  # log_trial's line
                 done[row["trial"]] = row
-                _log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
+                log_trial(progress, row, points[units[row["trial"]][0]], metric, (estimates or {}).get(row["trial"]))
 
         if time_budget is None:
             run(job.todo)
@@ -327,25 +327,12 @@ def tune(
     # a default point's rows, in every rung it ran (the table takes its longest as reference)
     default_units = {u for u, (i, _) in enumerate(units) if i in default_trials}
     table, tie = _results_table(finished, points, default_units, metric, {u: costs[u] for u in done})
+    check_pick(table, metric)
     result = TuneResult(table=table, metric=metric, base=base, notes=notes + tie)
     reference = result.baseline_note()
     if reference:
         progress.note(reference)
     return result
-
-
-def _log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], metric: str,
-               estimate: Optional[float] = None) -> None:
-    """One line per finished trial, shown even when standard error is a pipe (a search runs
-    for minutes: a silent one looks hung)."""
-    shown = ", ".join(f"{n}={row[n]}" for n in sorted(point) if n != MODEL)
-    after = f" after {plural(row['epochs'], 'epoch')}" if "epochs" in row else ""
-    if row.get(SHORT) is not None:
-        after += f" (short trial: at most {row[SHORT]})"
-    ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
-        and "ci_low" in row else ""
-    took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
-    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")
 
 
 def _split(train, validation, validation_fraction: float, seed: int, use_values: bool):
@@ -365,7 +352,10 @@ def _split(train, validation, validation_fraction: float, seed: int, use_values:
     else:
         fit_all = binary_csr(fit_all)
     if validation is None:
-        fit, val = holdout_split(fit_all, float(validation_fraction), np.random.default_rng(seed))
+        # keyed by the ids when there are any: the split follows the pairs, not the row order
+        keys = (id_keys(train.user_ids, fit_all.shape[0]), id_keys(train.item_ids, fit_all.shape[1])) \
+            if isinstance(train, Interactions) else (None, None)
+        fit, val = holdout_split(fit_all, float(validation_fraction), np.random.default_rng(seed), *keys)
     else:
         fit, val = fit_all, as_csr(validation)
         if val.shape != fit.shape:
@@ -384,9 +374,10 @@ def _results_table(rows, points, default_trials, metric: str,
     table["defaults"] = table["trial"].isin(default_trials)
     if costs:
         table["cost"] = table["trial"].map(costs).astype(float)
-    # full trials, then short ones (a time budget's), then the baseline (a reference, never the pick)
+    # full trials, then short ones (a time budget's), then the baseline (a reference, never the
+    # pick), then failed trials (no score): a failed trial must never sort above a scored one
     rank = (table[SHORT].notna() if SHORT in table else pd.Series(False, index=table.index)) \
-        .astype(int) + 2 * (table[MODEL] == BASELINE).astype(int)
+        .astype(int) + 2 * (table[MODEL] == BASELINE).astype(int) + 4 * table[metric].isna().astype(int)
     table = table.assign(_rank=rank).sort_values(["_rank", metric, "trial"], ascending=[True, False, True],
                                                  na_position="last", kind="stable").drop(columns="_rank")
     if default_trials:
