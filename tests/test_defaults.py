@@ -135,3 +135,48 @@ def test_wrmf_alpha_text_other_than_auto_is_refused():
 
     with pytest.raises(InputError, match="alpha"):
         WRMF(alpha="big").fit(sp.csr_matrix(np.eye(3, dtype=np.float32)))
+
+
+def test_wrmf_auto_alpha_on_tiny_values_saves_and_loads(tmp_path):
+    # values in a tiny unit make alpha_ = 5 / mean huge; it is a real number, not a count,
+    # and the model must still save (it was refused as an attribute beyond the count range)
+    rng = np.random.default_rng(0)
+    dense = (rng.random((30, 12)) < 0.3) * rng.choice([1e-10, 2e-10], size=(30, 12))
+    dense[np.arange(30), np.arange(30) % 12] = 1e-10
+    model = WRMF(factors=4, epochs=2, random_state=0).fit(sp.csr_matrix(dense))
+    assert model.alpha_ > 1e9
+    model.save(tmp_path / "m.npz")
+    loaded = WRMF.load(tmp_path / "m.npz")
+    assert loaded.alpha_ == model.alpha_
+    np.testing.assert_array_equal(loaded.score_users(np.arange(5)), model.score_users(np.arange(5)))
+
+
+def test_the_cli_and_a_tune_grid_take_alpha_auto(tmp_path):
+    from click.testing import CliRunner
+
+    from mrec_warp.cli import main
+    rng = np.random.default_rng(1)
+    rows = sorted({(int(u), int(i)) for u, i in zip(rng.integers(0, 40, 600), rng.integers(0, 30, 600))})
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"u{u}\ti{i}\n" for u, i in rows))
+    res = CliRunner().invoke(main, ["train", str(train), "-o", str(tmp_path / "m.npz"), "--model", "wrmf",
+                                    "--alpha", "auto", "--epochs", "2", "-q"])
+    assert res.exit_code == 0, res.output
+    assert load(tmp_path / "m.npz").alpha_ == BINARY_ALPHA
+    res = CliRunner().invoke(main, ["train", str(train), "-o", str(tmp_path / "x.npz"), "--model", "wrmf",
+                                    "--alpha", "soon"])
+    assert res.exit_code == 2 and "'soon' is not 'auto' or a number" in res.output
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"wrmf": {"alpha": ["auto", 1.0]}}))
+    res = CliRunner().invoke(main, ["tune", str(train), "--models", "wrmf", "--grid", str(grid), "-q",
+                                    "-o", str(tmp_path / "best.json")])
+    assert res.exit_code == 0, res.output
+    assert "auto" in res.output
+
+
+def test_one_stray_value_does_not_set_wrmf_auto_alpha():
+    from mrec_warp.data.confidence import auto_alpha
+    ratings = np.random.default_rng(0).integers(1, 6, 100_000).astype(float)
+    clean = auto_alpha(ratings)
+    ratings[17] = 1e6  # one typo among 100,000 ratings
+    assert auto_alpha(ratings) == pytest.approx(clean, rel=1e-3)

@@ -51,6 +51,25 @@ def option_help(pairs: List[Tuple[str, Param]]) -> str:
     return "; ".join(f"{', '.join(families)}: {text} [{default}]" for (text, default), families in groups.items()) + "."
 
 
+class NumberOrWord(click.ParamType):
+    """A number, or one of the words a declaration takes as its default (WRMF's ``alpha``:
+    ``auto`` or a number)."""
+
+    name = "number"
+
+    def __init__(self, kind: type, words: List[str]) -> None:
+        self.kind, self.words = kind, words
+        self.name = "|".join([*words, kind.__name__.upper()])
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip() in self.words:
+            return value.strip()
+        try:
+            return self.kind(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not {' or '.join(repr(w) for w in self.words)} or a number", param, ctx)
+
+
 def _click_type(pairs: List[Tuple[str, Param]]):
     kinds = {p.type for _, p in pairs}
     choices = [c for _, p in pairs for c in p.choices]
@@ -60,6 +79,9 @@ def _click_type(pairs: List[Tuple[str, Param]]):
     kind = kinds.pop()
     if choices:
         return click.Choice(list(dict.fromkeys(choices)))
+    words = list(dict.fromkeys(p.default for _, p in pairs if isinstance(p.default, str)))
+    if words and kind in (int, float):  # a number, or the word that is its default ("auto")
+        return NumberOrWord(kind, words)
     return {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
 
 

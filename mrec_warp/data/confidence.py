@@ -132,6 +132,10 @@ BINARY_ALPHA = 3.0
 AUTO_ALPHA = 5.0
 
 
+#: ``alpha="auto"`` counts values above this quantile at it (see :func:`auto_alpha`).
+TYPICAL_QUANTILE = 0.99
+
+
 def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
     """The ``alpha`` that ``alpha="auto"`` resolves to for these observed values.
 
@@ -145,6 +149,9 @@ def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 
       observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
       proportions.
 
+    The mean counts values above the 99th percentile of ``f`` at that percentile: one stray
+    value (a rating of 1e6 among 100,000 ratings) would otherwise set every other pair's
+    confidence to about 1, the weight of an unobserved pair, with no word said.
     Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
     """
     if values is None or len(values) == 0 or kind == "none":
@@ -152,7 +159,7 @@ def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 
     f = np.asarray(values, dtype=np.float64)
     if kind == "log":
         f = np.log1p(f / float(eps))
-    mean = float(f.mean())
+    mean = float(np.minimum(f, np.quantile(f, TYPICAL_QUANTILE, method="higher")).mean())
     if not (mean > 0 and np.isfinite(mean)):
         return BINARY_ALPHA
     return (BINARY_ALPHA if all_equal(f) else AUTO_ALPHA) / mean

@@ -150,8 +150,9 @@ class WARP(FactorModel):
         epochs = min(epochs_cap, full) if epochs_cap else full
         factors = int(params.get("factors", 64))
         sampled = min(int(params.get("max_sampled", 50)), 100) / 50  # negatives drawn per positive, about
+        evaluations = 1 / max(1, int(params.get("eval_every", 1)))  # per epoch
         per_epoch = cls.TUNE_RATE * shape.nnz * factors * (0.5 + sampled) / 1.5 \
-            + SCORE_RATE * min(shape.sampled_users(epochs_cap), 5000) * shape.items / 2  # every other epoch
+            + SCORE_RATE * min(shape.sampled_users(epochs_cap), 5000) * shape.items * evaluations
         return epochs * per_epoch + shape.scoring()
 
     supports_confidence = True

@@ -78,14 +78,17 @@ def check_grid(grid: Any, source: Optional[str] = None, family: str = DEFAULT_FA
         if not values:
             raise InputError(f"{name!r} has an empty list of values", path=source)
         kind = tunable[name]
+        default = FAMILIES[family].defaults([name])[name]
         for v in values:
             if v is None and name in nullable:
+                continue
+            if isinstance(default, str) and kind is not str and v == default:  # alpha "auto"
                 continue
             ok = isinstance(v, bool) if kind is bool else (
                 isinstance(v, (int, float)) and not isinstance(v, bool) if kind is not str else isinstance(v, str))
             if not ok or (kind is int and float(v) != int(v)):
                 raise InputError(f"{name!r}: {v!r} is not a valid {kind.__name__}", path=source)
-        out[name] = [v if kind is bool or v is None else kind(v) for v in values]
+        out[name] = [v if kind is bool or v is None or isinstance(v, str) else kind(v) for v in values]
     return out
 
 
