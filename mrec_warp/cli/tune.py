@@ -74,8 +74,8 @@ alone, from a default space.
 @click.option("--max-epochs", type=click.IntRange(min=1), default=100, show_default=True,
               help="Most epochs a WARP trial may train (early stopping picks the count; WRMF keeps its own).")
 @click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Epochs after the last rise of the score before a trial stops (longer than "
-                   "train's 6: a shorter one favours settings that peak early, such as no norm limit).")
+              help="Epochs after the last rise of the score before a trial stops (as train's WARP "
+                   "default: a shorter one favours settings that peak early, such as no norm limit).")
 @reader_options("TRAIN")
 @row_options
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")

@@ -162,7 +162,7 @@ class EASE(ItemSimilarity):
                 f"space), more than the {limit / 2**30:.1f} GiB limit",
                 hint="restrict it to the most popular items with `max_items`"
                      + (", use `dtype=float32`" if self.dtype != "float32" else "")
-                     + ", raise `memory_limit_mb` if the memory is there, or pick `model=itemknn` or slim")
+                     + ", raise `memory_limit_mb` if the memory is there, or pick `model=slim`, rp3beta or itemknn")
         line = f"ease: {n:,} items, {self.dtype}: {cost.describe()}"
         # a long or large fit is announced even where progress lines are not shown (a pipe)
         (progress.note if cost.seconds > 60 or cost.peak_bytes > 2**30 else progress.log)(line)

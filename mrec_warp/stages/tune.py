@@ -424,7 +424,8 @@ def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional
         return table, note
     row = table.loc[pick]
     note = (f"tie: {row[MODEL]} ({row[metric]:.4f}) is within noise of {others} (95% intervals overlap) "
-            f"and cheaper (estimated {row['cost']:.1f} s vs {best['cost']:.1f} s): picked")
+            f"and cheaper (a fit estimated at {row['cost']:.1f} s against {best['cost']:.1f} s for the "
+            f"top-scoring {best[MODEL]} trial {int(best['trial'])}, at a fixed reference speed): picked")
     order = [pick] + [i for i in table.index if i != pick]
     return table.loc[order].reset_index(drop=True), note
 
