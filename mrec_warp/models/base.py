@@ -27,7 +27,7 @@ from ..errors import InputError, spell_parameters
 from ..files import PathLike
 from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
-from . import single_user
+from . import history_vectors, single_user
 from .declared import Param, check_declared
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
@@ -345,7 +345,7 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         rows, _ = as_indices(items, self.n_items, "item")
         if len(rows) == 0:
             raise InputError("the history names no item", hint="give at least one item the model knows")
-        return single_user.recommend_history(self, rows, k, self.item_mask(filter_items))
+        return history_vectors.recommend_history(self, rows, k, self.item_mask(filter_items))
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
                         filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:

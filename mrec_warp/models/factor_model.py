@@ -104,7 +104,7 @@ class FactorModel(Recommender):
     @abc.abstractmethod
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
-        unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+        unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
 
     @property
     def user_factors(self) -> np.ndarray:

@@ -27,7 +27,7 @@ from ..seeds import spawn_seed
 from .declared import Param, init_signature, with_params
 from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
 from .foldin import append_empty_rows as _append_empty_rows
-from .single_user import anonymous_weight, warp_vector
+from .history_vectors import anonymous_weight, warp_vector
 from .warp import WARP, Callback
 
 
@@ -399,7 +399,7 @@ validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, r
 
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The vector :meth:`fold_in` fits for a new user without features whose history is
-        ``items`` (sorted unique indices), the model unchanged (:func:`.single_user.recommend_history`)."""
+        ``items`` (sorted unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
         if not self.identity:
             raise InputError("a hybrid model without identities cannot fold in a history",
                              hint="train it with identities (the default) to fold in new users")

@@ -3,7 +3,7 @@ and the fit that iterative models (WARP, its hybrid, WRMF) share around it."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ def _mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def id_keys(ids: Optional[Sequence], n: int) -> np.ndarray:
+def id_keys(ids: Optional[Union[Sequence, np.ndarray]], n: int) -> np.ndarray:
     """A 64-bit key per id that depends on the id's text only (its position: without ``ids``).
 
     The keys let a random choice over rows and columns follow the ids rather than the

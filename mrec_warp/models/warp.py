@@ -22,7 +22,7 @@ from ..kernels import warp as _warp
 from ..seeds import spawn_seed
 from ..workers import effective_n_jobs
 from .factor_model import FactorModel
-from .single_user import warp_vector
+from .history_vectors import warp_vector
 from .foldin import fold_in, warp_problem
 from .partial_fit import partial_fit
 from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_confidence

@@ -30,7 +30,7 @@ from .als_blocks import TrainingData as _TrainingData, block_solver, solves_remo
 from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
 from .factor_model import FactorModel
 from .foldin import refuse_features
-from .single_user import wrmf_vector
+from .history_vectors import wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
 from .validation import early_stopping_params, need, run_epochs

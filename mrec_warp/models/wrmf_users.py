@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from .foldin import _log_fold_in, read_history
-from .single_user import gram
+from .history_vectors import gram
 
 
 def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
