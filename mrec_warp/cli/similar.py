@@ -30,7 +30,7 @@ Examples:
 @friendly_errors
 def similar(model_file, items, items_file, k, output, fmt, quiet, verbose):
     """For each item, the k items whose factors are most similar (cosine), or with an
-    item-item model (itemknn, slim, ease) the k largest learned weights, as rows
+    item-item model (itemknn, slim, ease, rp3beta...) the k largest learned weights, as rows
     ``item, similar_item, score, rank``: headerless TSV by default (ids as they are), CSV
     with a header for .csv (RFC 4180 quoting), Parquet for .parquet.
     """

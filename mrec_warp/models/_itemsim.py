@@ -85,7 +85,7 @@ class ItemSimilarity(Recommender):
             return out
         return scores
 
-    def _history_scores_row(self, items: np.ndarray) -> np.ndarray:
+    def score_history(self, items: np.ndarray) -> np.ndarray:
         """Scores (1, n_items) of an anonymous history (sorted unique item indices), as
         :meth:`score_users` scores a user with that training row (popularity if it is cold)."""
         hist = sp.csr_matrix((np.ones(len(items), np.float32), items, np.array([0, len(items)])),

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Type
 from .base import Recommender
 from .declared import hyper_parameters
 from .ease import EASE
+from .family_names import FAMILY_NAMES
 from .hybrid import HybridWARP
 from .itemknn import ItemKNN
 from .popularity import Popularity
@@ -80,6 +81,7 @@ EPOCH_FAMILIES = tuple(name for name, fam in FAMILIES.items() if fam.searchable 
 DEFAULT_FAMILY = "warp"
 #: The family of ``tune``'s reference row (its class sets ``tune_baseline``; never the pick).
 BASELINE_FAMILY = next(name for name, fam in FAMILIES.items() if fam.cls.tune_baseline)
+FAMILY_NAMES.update({name: fam.cls for name, fam in FAMILIES.items()})  # for model modules' messages
 
 
 def model_classes() -> Dict[str, Type[Recommender]]:

@@ -17,6 +17,7 @@ from ..kernels.topk import topk_masked
 from ..seeds import spawn_seed
 from ..topk import SCORE_ROWS
 from ..workers import one_blas_thread
+from .family_names import family_names
 from .foldin import FOLD_IN_EPOCHS, FOLD_IN_SALT
 from .positives import check_divergence
 from .single_user import _NO_MASK, _NO_ROWS, item_side, top_k_vector
@@ -164,10 +165,10 @@ def recommend_history(model, items: np.ndarray, k: int,
         if side.bias is not None:
             scores += side.bias
         return _top_k_scores(scores, k, row, item_mask)
-    scorer = getattr(model, "_history_scores_row", None)
+    scorer = getattr(model, "score_history", None)
     if scorer is None:
         raise InputError(f"a {type(model).__name__} model cannot score an anonymous history",
-                         hint="use a warp, hybrid, wrmf, popularity or item-item model (itemknn, slim, ease)")
+                         hint=f"use a {family_names('supports_fold_in')} model")
     return _top_k_scores(np.ascontiguousarray(scorer(row), dtype=np.float32), k, row, item_mask)
 
 

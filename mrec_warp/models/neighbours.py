@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from ..topk import iter_top_k
 from . import single_user
+from .family_names import family_names
 from .indices import IdsArg, IndexArg, as_indices, check_k
 
 
@@ -24,8 +25,7 @@ class Neighbours:
         vectors = getattr(self, f"{kind}_factors", None)
         if vectors is None:
             raise InputError(f"a {type(self).__name__} model has no {kind} factors to compare",
-                             hint="use a model with factors (warp, hybrid, wrmf) or item-item weights "
-                                  "(itemknn, slim, ease)")
+                             hint=f"use a model with factors or item-item weights: {family_names('finds_similar_items')}")
         return vectors
 
     def _neighbours(self, kind: str, rows: IndexArg, k: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,7 @@ class Popularity(Recommender):
             return out
         return np.broadcast_to(self.item_counts_, (len(users), self.n_items))
 
-    def _history_scores_row(self, items: np.ndarray) -> np.ndarray:
+    def score_history(self, items: np.ndarray) -> np.ndarray:
         """Scores (1, n_items) of an anonymous history: the counts, whatever it holds."""
         return self.item_counts_[None, :]
 
