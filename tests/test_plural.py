@@ -13,7 +13,7 @@ def test_a_trial_line_says_1_epoch_and_2_epochs(caplog):
     import logging
 
     from mrec_warp.progress import Progress
-    from mrec_warp.stages.tune import _log_trial
+    from mrec_warp.stages.trials import log_trial as _log_trial
 
     with caplog.at_level(logging.INFO, logger="mrec_warp"):
         for epochs in (1, 2):
