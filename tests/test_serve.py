@@ -104,6 +104,12 @@ class Server:
             time.sleep(0.2)
         raise AssertionError(f"waited {seconds} s for {what}")
 
+    def stop_count(self) -> int:
+        """How many workers have finished stopping so far (uvicorn's line in the log)."""
+        self.log.flush()
+        with open(self.log.name) as fh:
+            return fh.read().count("Finished server process")
+
     def stop(self) -> str:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -452,3 +458,49 @@ def test_ann_of_a_model_without_item_vectors_is_refused_up_front(tmp_path):
     assert "needs a factor model" in lines[0] and "popularity" in lines[0] and "build it first" not in lines[0]
     with pytest.raises(ValueError, match="needs a factor model"):  # recommend --ann's way in
         ann.open_for(model, path)
+
+
+def test_keep_alive_clients_are_not_dropped_by_a_worker_swap(tmp_path):
+    """SIGHUP replaces the workers one by one: an old worker answers its open connections
+    with 'Connection: close' before it stops, so a keep-alive client moves to a new worker
+    without a reset, and a normal swap logs no error."""
+    import http.client
+    import threading
+
+    path = tmp_path / "model.npz"
+    _fit(seed=0).save(path)
+    server = Server(path, "--workers", "2")
+    errors, closes, answers = [], [], []
+    stop = threading.Event()
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        while not stop.is_set():
+            try:
+                conn.request("GET", "/recommend?user=u+1&k=3")
+                resp = conn.getresponse()
+                resp.read()
+                answers.append(resp.status)
+                if resp.getheader("Connection", "").lower() == "close":
+                    closes.append(1)  # http.client opens a new connection for the next request
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(repr(exc))
+                conn.close()
+
+    try:
+        before = {server.get("/model")[1]["pid"] for _ in range(8)}
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        server.proc.send_signal(signal.SIGHUP)
+        server.wait_for(lambda: not ({server.get("/model")[1]["pid"] for _ in range(8)} & before),
+                        "every worker replaced", seconds=120)
+        server.wait_for(lambda: server.stop_count() >= 2, "both old workers stopped", seconds=60)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        log = server.stop()
+    assert errors == [] and set(answers) == {200}
+    assert closes, "no answer of a stopping worker said 'Connection: close'"
+    assert "Error" not in log and "Traceback" not in log and log.count("stopping (SIGTERM)") >= 2

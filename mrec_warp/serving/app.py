@@ -64,14 +64,22 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message.encode("utf-8", "backslashreplace").decode("utf-8")}, status_code=status)
 
 
+#: Seconds a worker that is told to stop (SIGTERM: replaced after SIGHUP, or shut down) keeps
+#: answering its open connections, each answer with ``Connection: close``, before it closes
+#: the idle ones (see :func:`_drain_on_sigterm`).
+DRAIN_SECONDS = 1.0
+
+
 class ModelHeader:
     """ASGI middleware: every HTTP answer carries ``X-Model-SHA256``, refusals and faults
     included. An answer that set it (from the model it was computed with) keeps its own:
-    across a reload that is the model the answer came from, not the newest one."""
+    across a reload that is the model the answer came from, not the newest one. While the
+    worker drains (``draining[0]``), every answer also says ``Connection: close``."""
 
-    def __init__(self, app, holder: ModelHolder) -> None:
+    def __init__(self, app, holder: ModelHolder, draining: List[bool]) -> None:
         self.app = app
         self.holder = holder
+        self.draining = draining
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -83,7 +91,9 @@ class ModelHeader:
                 headers = list(message.get("headers", []))
                 if not any(name.lower() == b"x-model-sha256" for name, _ in headers):
                     headers.append((b"x-model-sha256", self.holder.current.sha256.encode("ascii")))
-                    message = {**message, "headers": headers}
+                if self.draining[0]:  # the client opens its next connection to a worker that stays
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, sending)
@@ -264,16 +274,51 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
 
+def _drain_on_sigterm(draining: List[bool], seconds: float) -> None:
+    """Make SIGTERM drain this worker before uvicorn's shutdown (``--workers N``).
+
+    uvicorn's shutdown closes every idle keep-alive connection at once, and a client that
+    had just sent its next request on one gets a reset (3-4 in ~30k requests of keep-alive
+    clients at each SIGHUP). Here SIGTERM first marks every answer ``Connection: close`` for
+    ``seconds`` (the listening socket is still served, so nothing is refused), then starts
+    uvicorn's shutdown. uvicorn's handler is called without recording the signal, so the
+    worker ends normally (uvicorn logs "Finished server process") instead of raising SIGTERM
+    again into the command's handler, which logged "Error: stopped by SIGTERM" for a normal swap.
+    """
+    uvicorn_handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(uvicorn_handler, "__self__", None)  # uvicorn.Server.handle_exit's server
+    if server is None or not hasattr(server, "should_exit"):
+        return  # not under uvicorn's Server: leave its signals alone
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        server.should_exit = True
+
+    def on_sigterm(signum, frame) -> None:
+        if draining[0]:  # a second SIGTERM: stop now
+            stop()
+            return
+        draining[0] = True
+        log.info("worker %d: stopping (SIGTERM); answering with 'Connection: close' for %.1f s first",
+                 os.getpid(), seconds)
+        loop.call_soon_threadsafe(loop.call_later, seconds, stop)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool = False, max_k: int = MAX_K,
-               max_body: int = MAX_BODY, poll: float = 1.0, status_file: Optional[str] = None) -> Starlette:
+               max_body: int = MAX_BODY, poll: float = 1.0, status_file: Optional[str] = None,
+               drain: float = 0.0) -> Starlette:
     """The application over ``holder``.
 
     ``reload`` watches the model file; ``own_signals`` reloads on SIGHUP in this process
     (one process: with several workers, uvicorn's supervisor takes SIGHUP and replaces the
     workers one by one, each loading the file, and keeps an old worker whose replacement
     cannot load it). ``status_file``: where the supervisor of several workers writes its
-    last failed reload (see :func:`read_status`), shown by ``/model``.
+    last failed reload (see :func:`read_status`), shown by ``/model``. ``drain``: seconds a
+    worker keeps answering (``Connection: close``) after SIGTERM (:func:`_drain_on_sigterm`).
     """
+    draining = [False]
     service = Service(holder, max_k=max_k, max_body=max_body, status_file=status_file)
 
     @contextlib.asynccontextmanager
@@ -289,6 +334,8 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         loop = asyncio.get_running_loop()
         if own_signals and hasattr(signal, "SIGHUP"):
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, holder.reload, "SIGHUP"))
+        if drain > 0 and hasattr(signal, "SIGTERM"):
+            _drain_on_sigterm(draining, drain)
         try:
             yield
         finally:
@@ -313,7 +360,7 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
     handlers: Dict[Any, Callable] = {BadRequest: _bad_request, HTTPException: _http_error,
                                      InputError: _input_error, Exception: internal}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan,
-                    middleware=[Middleware(ModelHeader, holder=holder)])
+                    middleware=[Middleware(ModelHeader, holder=holder, draining=draining)])
     # /recommend/ is no endpoint: a 404 in JSON, not a 307 with an empty body to /recommend
     app.router.redirect_slashes = False
     return app
@@ -358,4 +405,5 @@ def app_from_environment() -> Starlette:
         served = read_model(config["fallback"], ann_file)
     holder = ModelHolder(config["model"], served, owns_copies=False, ann_file=ann_file)
     return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
-                      max_body=config["max_body"], poll=config["poll"], status_file=config.get("status_file"))
+                      max_body=config["max_body"], poll=config["poll"], status_file=config.get("status_file"),
+                      drain=DRAIN_SECONDS)
