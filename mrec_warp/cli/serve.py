@@ -80,6 +80,7 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level, 
     def publish(current) -> None:  # what a worker loads when the file is bad: the last good model
         os.environ[CONFIG_ENV] = json.dumps({**settings, "fallback": current.copy_file,
                                              "fallback_sha256": current.sha256})
+        _write_status(status_file, "")  # a good reload (SIGHUP or --reload) clears the last failure
 
     publish(served)
     holder.on_swap = publish
