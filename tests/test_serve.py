@@ -77,6 +77,17 @@ class Server:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read().decode("utf-8"))
 
+    def headers(self, path: str, body=None, method=None):
+        """Status and headers of an answer, whatever its status."""
+        req = urllib.request.Request(self.base + path, data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                resp.read()
+                return resp.status, resp.headers
+        except urllib.error.HTTPError as exc:
+            exc.read()
+            return exc.code, exc.headers
+
     def get(self, path: str, **params):
         query = urllib.parse.urlencode(params, doseq=True, quote_via=urllib.parse.quote)
         return self.request(path + (f"?{query}" if query else ""))
@@ -92,6 +103,12 @@ class Server:
                 return
             time.sleep(0.2)
         raise AssertionError(f"waited {seconds} s for {what}")
+
+    def stop_count(self) -> int:
+        """How many workers have finished stopping so far (uvicorn's line in the log)."""
+        self.log.flush()
+        with open(self.log.name) as fh:
+            return fh.read().count("Finished server process")
 
     def stop(self) -> str:
         if self.proc.poll() is None:
@@ -202,6 +219,9 @@ def test_health_and_model(served):
     (("/recommend", {"user": "u 1", "exclude_seen": "maybe"}), 400, "true or false"),
     (("/similar", {"item": "i 1"}), 404, "unknown item"),
     (("/nowhere", {}), 404, "no endpoint"),
+    (("/recommend/", {"user": "u 1"}), 404, "no endpoint /recommend/"),  # not a 307 with an empty body
+    (("/recommend", {"user": "u  1"}), 404, "did you mean 'u 1'"),  # a doubled inner space
+    (("/recommend", {"user": "ZOË "}), 404, "did you mean 'Zoë'"),
 ])
 def test_bad_queries_get_one_json_line(served, request_args, status, phrase):
     server, _, _ = served
@@ -223,12 +243,52 @@ def test_bad_queries_get_one_json_line(served, request_args, status, phrase):
     (b'{"items": ["i7"], "user": "u 1"}', 400, "unknown field 'user'"),
     (b'{"items": ["ITEM 0"]}', 400, "none of the 1 history item(s)"),
     (json.dumps({"items": ["i7"] * 2000}).encode(), 413, "most this server takes is 4,096"),
+    # paths that once gave a 500: a lone surrogate, deep nesting, odd types, huge numbers
+    (b'{"items": ["\\ud800"], "k": 2}', 400, "must be valid UTF-8 text"),
+    (b'{"items": ["i7"], "exclude": ["\\udfff"], "k": 2}', 400, "'exclude' holds \"\\udfff\""),
+    (b'{"items": ["i7"], "include": ["a\\ud800b"]}', 400, "must be valid UTF-8 text"),
+    (b'{"items": ["i7"], "\\ud800": 1}', 400, "unknown field"),
+    (b"[" * 1000, 400, "nested too deeply"),
+    (b'{"items": ' + b"[" * 1000 + b"]" * 1000 + b"}", 400, "nested too deeply"),
+    (b'"i7"', 400, "must be a JSON object"),
+    (b'null', 400, "must be a JSON object"),
+    (b'17', 400, "must be a JSON object"),
+    (b'{"items": "i7"}', 400, "must be a list of item ids, got a JSON str"),
+    (b'{"items": {"i7": 1}}', 400, "must be a list of item ids, got a JSON dict"),
+    (b'{"items": [["i7"]]}', 400, "ids are strings, one string per id"),
+    (b'{"items": [{"id": "i7"}]}', 400, "ids are strings, one string per id"),
+    (b'{"items": [null]}', 400, "ids are strings"),
+    (b'{"items": [' + b"9" * 400 + b']}', 400, "ids are strings"),
+    (b'{"items": ["i7"], "k": ' + b"9" * 400 + b'}', 400, "k must be from 1 to 50"),
+    (b'{"items": ["i7"], "k": 1e400}', 400, "whole number"),
+    (b'{"items": ["i7"], "k": NaN}', 400, "whole number"),
+    (b'{"items": ["i7"], "k": [3]}', 400, "whole number"),
 ])
 def test_bad_bodies_get_one_json_line(served, body, status, phrase):
     server, _, _ = served
     got, answer = server.post("/recommend", body)
     assert got == status and set(answer) == {"error"}
     assert phrase in answer["error"] and "\n" not in answer["error"]
+
+
+def test_a_number_too_long_to_read_is_a_400():
+    """Over Python's 4,300-digit int limit (a body above this module's --max-body 4096)."""
+    from mrec_warp.serving.requests import BadRequest, parse_body
+
+    with pytest.raises(BadRequest, match="cannot be read") as caught:
+        parse_body(b'{"items": ["i7"], "k": ' + b"9" * 5000 + b"}", ("items", "k"))
+    assert caught.value.status == 400
+
+
+def test_every_answer_carries_the_checksum(served):
+    server, _, path = served
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    for request in [("/health",), ("/model",), ("/recommend?user=u+1&k=3",), ("/similar?item=i7&k=2",),
+                    ("/recommend?user=nobody",), ("/recommend?k=0",), ("/nowhere",), ("/recommend/",),
+                    ("/model", None, "DELETE"), ("/recommend", b'{"items": ["\\ud800"]}', "POST"),
+                    ("/recommend", b"[" * 1000, "POST")]:
+        status, headers = server.headers(*request)
+        assert status < 500 and headers["X-Model-SHA256"] == sha, request
 
 
 def test_plus_in_a_query_is_a_space(served):
@@ -329,11 +389,15 @@ def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
             status, health = server.get("/health")
             assert status == 200 and health["sha256"] == sha_first
             time.sleep(0.2)
+        # every worker shows the supervisor's failed reload (the workers never loaded the junk)
+        errors = {(d["pid"], d["reload_error"]) for d in (server.get("/model")[1] for _ in range(10))}
+        assert all(error is not None and "live.npz" in error and "SIGHUP" in error for _, error in errors)
         _replace(live, second)
         server.proc.send_signal(signal.SIGHUP)
         sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
         server.wait_for(lambda: all(server.get("/health")[1]["sha256"] == sha_second for _ in range(4)),
                         "every worker on the new model", seconds=120)
+        assert all(server.get("/model")[1]["reload_error"] is None for _ in range(6))  # the good reload clears it
     finally:
         log = server.stop()
     assert "SIGHUP" in log and "still serving" in log and "Traceback" not in log
@@ -377,3 +441,66 @@ def test_several_workers_answer_alike(tmp_path):
     finally:
         log = server.stop()
     assert "Traceback" not in log
+
+
+def test_ann_of_a_model_without_item_vectors_is_refused_up_front(tmp_path):
+    """Not "build it first: mrec-warp index": index refuses such a model too (train --ann's message)."""
+    from mrec_warp.models import ann
+    from mrec_warp.models.popularity import Popularity
+
+    path = tmp_path / "pop.npz"
+    model = Popularity().fit(Interactions.from_dataframe(_ratings()))
+    model.save(path)
+    run = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(path), "--ann", "--port", str(_free_port())],
+                         capture_output=True, text=True, timeout=120)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "needs a factor model" in lines[0] and "popularity" in lines[0] and "build it first" not in lines[0]
+    with pytest.raises(ValueError, match="needs a factor model"):  # recommend --ann's way in
+        ann.open_for(model, path)
+
+
+def test_keep_alive_clients_are_not_dropped_by_a_worker_swap(tmp_path):
+    """SIGHUP replaces the workers one by one: an old worker answers its open connections
+    with 'Connection: close' before it stops, so a keep-alive client moves to a new worker
+    without a reset, and a normal swap logs no error."""
+    import http.client
+    import threading
+
+    path = tmp_path / "model.npz"
+    _fit(seed=0).save(path)
+    server = Server(path, "--workers", "2")
+    errors, closes, answers = [], [], []
+    stop = threading.Event()
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        while not stop.is_set():
+            try:
+                conn.request("GET", "/recommend?user=u+1&k=3")
+                resp = conn.getresponse()
+                resp.read()
+                answers.append(resp.status)
+                if resp.getheader("Connection", "").lower() == "close":
+                    closes.append(1)  # http.client opens a new connection for the next request
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(repr(exc))
+                conn.close()
+
+    try:
+        before = {server.get("/model")[1]["pid"] for _ in range(8)}
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        server.proc.send_signal(signal.SIGHUP)
+        server.wait_for(lambda: not ({server.get("/model")[1]["pid"] for _ in range(8)} & before),
+                        "every worker replaced", seconds=120)
+        server.wait_for(lambda: server.stop_count() >= 2, "both old workers stopped", seconds=60)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        log = server.stop()
+    assert errors == [] and set(answers) == {200}
+    assert closes, "no answer of a stopping worker said 'Connection: close'"
+    assert "Error" not in log and "Traceback" not in log and log.count("stopping (SIGTERM)") >= 2

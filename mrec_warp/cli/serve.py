@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 
 import click
 
@@ -69,12 +71,16 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level, 
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
         return
     holder = ModelHolder(model_file, served, ann_file=ann_file)  # the supervisor's: it checks a new file before any worker does
+    # the supervisor's last failed SIGHUP reload, which the workers' /model shows (they never load that file)
+    status_dir = tempfile.mkdtemp(prefix="mrec-warp-serve-status-")
+    status_file = os.path.join(status_dir, "reload_error")
     settings = {"model": os.path.abspath(model_file), "reload": reload_, "max_k": max_k, "max_body": max_body,
-                "poll": 1.0, "log_level": log_level, "ann_file": ann_file}
+                "poll": 1.0, "log_level": log_level, "ann_file": ann_file, "status_file": status_file}
 
     def publish(current) -> None:  # what a worker loads when the file is bad: the last good model
         os.environ[CONFIG_ENV] = json.dumps({**settings, "fallback": current.copy_file,
                                              "fallback_sha256": current.sha256})
+        _write_status(status_file, "")  # a good reload (SIGHUP or --reload) clears the last failure
 
     publish(served)
     holder.on_swap = publish
@@ -83,12 +89,21 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, log_level, 
     try:
         _run_workers(uvicorn.Config("mrec_warp.serving.app:app_from_environment", factory=True, host=host,
                                     port=port, workers=workers, log_level=log_level,
-                                    access_log=log_level == "debug"), holder)
+                                    access_log=log_level == "debug"), holder, status_file)
     finally:
         holder.stop()
+        shutil.rmtree(status_dir, ignore_errors=True)
 
 
-def _run_workers(config, holder) -> None:
+def _write_status(path: str, text: str) -> None:
+    """Replace the status file atomically: a worker reads the old text or the new, never half."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _run_workers(config, holder, status_file: str) -> None:
     """uvicorn's supervisor over ``config.workers`` processes, on a socket made here.
 
     uvicorn makes its shared socket with protocol 0, so the workers' connections never get
@@ -105,7 +120,9 @@ def _run_workers(config, holder) -> None:
 
     class Supervisor(Multiprocess):
         def handle_hup(self) -> None:
-            if holder.reload("SIGHUP"):
+            swapped = holder.reload("SIGHUP")
+            _write_status(status_file, holder.last_error or "")
+            if swapped:
                 super().handle_hup()
 
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET

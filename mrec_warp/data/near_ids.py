@@ -2,7 +2,7 @@
 
 Ids are the user's bytes and are matched exactly; when one is not known, the usual slips
 are the same number written another way (``17850`` vs ``17850.0``, as pandas writes ids of
-a column with gaps), surrounding spaces, and case. One helper for every message that
+a column with gaps), surrounding or doubled spaces, and case. One helper for every message that
 reports an unknown user or item id (``recommend``, ``similar``, the Python API's look-ups).
 """
 from __future__ import annotations
@@ -35,8 +35,9 @@ def _numeric_forms(text: str) -> List[str]:
 
 
 def close_id(bad: str, known: Container[str], candidates: Optional[Iterable[str]] = None) -> Optional[str]:
-    """A known id that ``bad`` differs from only by surrounding spaces, its numeric
-    spelling (``17850.0``, leading zeros: ``7`` for ``007``), or case; ``None`` when there
+    """A known id that ``bad`` differs from only by surrounding spaces, runs of inner
+    whitespace (``user  003`` for ``user 003``), its numeric spelling (``17850.0``,
+    leading zeros: ``7`` for ``007``), or case; ``None`` when there
     is none. Only a suggestion: ids are still matched byte for byte.
 
     ``known`` answers ``x in known`` (a dict or set of ids); ``candidates`` lists them for
@@ -49,10 +50,11 @@ def close_id(bad: str, known: Container[str], candidates: Optional[Iterable[str]
         if form and form != bad and form in known:
             return form
     if candidates is not None:
-        folded = bad.strip().casefold()
+        # runs of whitespace count as one space ('user  003' for 'user 003'), ends trimmed, case folded
+        folded = " ".join(bad.split()).casefold()
         number = _number(bad.strip())
         for candidate in candidates:
-            if candidate != bad and candidate.strip().casefold() == folded:
+            if candidate != bad and " ".join(candidate.split()).casefold() == folded:
                 return candidate
         if number is not None:  # the same number with leading zeros (7 for 007), which no spelling above gives
             for candidate in candidates:

@@ -89,6 +89,15 @@ def check_indexable(family: Optional[str]) -> None:
                          hint="drop `ann`: exact top-k is the only way for this model")
 
 
+def check_model(model) -> None:
+    """Refuse ``recommend --ann`` / ``serve --ann`` for a model without item vectors, with
+    :func:`check_indexable`'s message (``mrec-warp index`` refuses it: never "build it first")."""
+    if not getattr(model, "has_factors", False):
+        family = next((name for name, fam in FAMILIES.items() if type(model) is fam.cls), type(model).__name__)
+        raise InputError(f"`ann` needs a factor model (warp, hybrid, wrmf); a {family} model has no item vectors",
+                         hint="drop `ann`: exact top-k is the only way for this model")
+
+
 def one_thread() -> None:
     """Search on one OpenMP thread in this process (``serve``: a batch of queries would
     otherwise spread over threads, on cores the other workers use)."""
@@ -188,6 +197,7 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
         No index there, a damaged one, or one built for another model file or other items
         (one line, saying to rebuild it with ``mrec-warp index``).
     """
+    check_model(model)  # before "build it first": `index` refuses such a model too
     where = str(path)
     rebuild = f"rebuild it: mrec-warp index {model_file if model_file is not None else 'MODEL'}"
     try:

@@ -25,11 +25,12 @@ import json
 import logging
 import os
 import signal
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -59,7 +60,43 @@ def _answer(served: Served, items: np.ndarray, scores: np.ndarray, **extra: Any)
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    # encodable whatever it quotes (a path or id with a lone surrogate is shown escaped)
+    return JSONResponse({"error": message.encode("utf-8", "backslashreplace").decode("utf-8")}, status_code=status)
+
+
+#: Seconds a worker that is told to stop (SIGTERM: replaced after SIGHUP, or shut down) keeps
+#: answering its open connections, each answer with ``Connection: close``, before it closes
+#: the idle ones (see :func:`_drain_on_sigterm`).
+DRAIN_SECONDS = 1.0
+
+
+class ModelHeader:
+    """ASGI middleware: every HTTP answer carries ``X-Model-SHA256``, refusals and faults
+    included. An answer that set it (from the model it was computed with) keeps its own:
+    across a reload that is the model the answer came from, not the newest one. While the
+    worker drains (``draining[0]``), every answer also says ``Connection: close``."""
+
+    def __init__(self, app, holder: ModelHolder, draining: List[bool]) -> None:
+        self.app = app
+        self.holder = holder
+        self.draining = draining
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-model-sha256" for name, _ in headers):
+                    headers.append((b"x-model-sha256", self.holder.current.sha256.encode("ascii")))
+                if self.draining[0]:  # the client opens its next connection to a worker that stays
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def _rank_users(jobs: Sequence[tuple]) -> List[Any]:
@@ -103,8 +140,9 @@ class Service:
     """The endpoints, over a :class:`ModelHolder`."""
 
     def __init__(self, holder: ModelHolder, max_k: int = MAX_K, max_body: int = MAX_BODY,
-                 max_batch: int = MAX_BATCH) -> None:
+                 max_batch: int = MAX_BATCH, status_file: Optional[str] = None) -> None:
         self.holder = holder
+        self.status_file = status_file  # the supervisor's last failed reload (--workers N)
         self.max_k = int(max_k)
         self.max_body = int(max_body)
         self.batcher = Batcher(_rank_users, max_batch=max_batch)
@@ -187,13 +225,15 @@ class Service:
 
     async def health(self, request: Request) -> JSONResponse:
         served = self.holder.current
-        return JSONResponse({"status": "ok", "sha256": served.sha256, "loaded_at": served.loaded_at})
+        return JSONResponse({"status": "ok", "sha256": served.sha256, "loaded_at": served.loaded_at},
+                            headers={"X-Model-SHA256": served.sha256})
 
     async def describe(self, request: Request) -> JSONResponse:
         served = self.holder.current
         return JSONResponse({**served.description, "loaded_at": served.loaded_at,
-                             "reload_error": self.holder.last_error, "max_k": self.max_k, "pid": os.getpid(),
-                             "batching": self.batcher.stats()})
+                             "reload_error": self.holder.last_error or read_status(self.status_file),
+                             "max_k": self.max_k, "pid": os.getpid(), "batching": self.batcher.stats()},
+                            headers={"X-Model-SHA256": served.sha256})
 
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -234,16 +274,52 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
 
+def _drain_on_sigterm(draining: List[bool], seconds: float) -> None:
+    """Make SIGTERM drain this worker before uvicorn's shutdown (``--workers N``).
+
+    uvicorn's shutdown closes every idle keep-alive connection at once, and a client that
+    had just sent its next request on one gets a reset (3-4 in ~30k requests of keep-alive
+    clients at each SIGHUP). Here SIGTERM first marks every answer ``Connection: close`` for
+    ``seconds`` (the listening socket is still served, so nothing is refused), then starts
+    uvicorn's shutdown. uvicorn's handler is called without recording the signal, so the
+    worker ends normally (uvicorn logs "Finished server process") instead of raising SIGTERM
+    again into the command's handler, which logged "Error: stopped by SIGTERM" for a normal swap.
+    """
+    uvicorn_handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(uvicorn_handler, "__self__", None)  # uvicorn.Server.handle_exit's server
+    if server is None or not hasattr(server, "should_exit"):
+        return  # not under uvicorn's Server: leave its signals alone
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        server.should_exit = True
+
+    def on_sigterm(signum, frame) -> None:
+        if draining[0]:  # a second SIGTERM: stop now
+            stop()
+            return
+        draining[0] = True
+        log.info("worker %d: stopping (SIGTERM); answering with 'Connection: close' for %.1f s first",
+                 os.getpid(), seconds)
+        loop.call_soon_threadsafe(loop.call_later, seconds, stop)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool = False, max_k: int = MAX_K,
-               max_body: int = MAX_BODY, poll: float = 1.0) -> Starlette:
+               max_body: int = MAX_BODY, poll: float = 1.0, status_file: Optional[str] = None,
+               drain: float = 0.0) -> Starlette:
     """The application over ``holder``.
 
     ``reload`` watches the model file; ``own_signals`` reloads on SIGHUP in this process
     (one process: with several workers, uvicorn's supervisor takes SIGHUP and replaces the
     workers one by one, each loading the file, and keeps an old worker whose replacement
-    cannot load it).
+    cannot load it). ``status_file``: where the supervisor of several workers writes its
+    last failed reload (see :func:`read_status`), shown by ``/model``. ``drain``: seconds a
+    worker keeps answering (``Connection: close``) after SIGTERM (:func:`_drain_on_sigterm`).
     """
-    service = Service(holder, max_k=max_k, max_body=max_body)
+    draining = [False]
+    service = Service(holder, max_k=max_k, max_body=max_body, status_file=status_file)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -258,6 +334,8 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         loop = asyncio.get_running_loop()
         if own_signals and hasattr(signal, "SIGHUP"):
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, holder.reload, "SIGHUP"))
+        if drain > 0 and hasattr(signal, "SIGTERM"):
+            _drain_on_sigterm(draining, drain)
         try:
             yield
         finally:
@@ -273,9 +351,31 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         Route("/health", service.health, methods=["GET"]),
         Route("/model", service.describe, methods=["GET"]),
     ]
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        # a fault is answered outside the middleware stack (Starlette's ServerErrorMiddleware): the header here
+        answer = await _internal(request, exc)
+        answer.headers["X-Model-SHA256"] = holder.current.sha256
+        return answer
+
     handlers: Dict[Any, Callable] = {BadRequest: _bad_request, HTTPException: _http_error,
-                                     InputError: _input_error, Exception: _internal}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+                                     InputError: _input_error, Exception: internal}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan,
+                    middleware=[Middleware(ModelHeader, holder=holder, draining=draining)])
+    # /recommend/ is no endpoint: a 404 in JSON, not a 307 with an empty body to /recommend
+    app.router.redirect_slashes = False
+    return app
+
+
+def read_status(path: Optional[str]) -> Optional[str]:
+    """The supervisor's last failed reload from its status file, or None (no file, or the
+    last reload succeeded: the supervisor empties it)."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def app_from_environment() -> Starlette:
@@ -305,4 +405,5 @@ def app_from_environment() -> Starlette:
         served = read_model(config["fallback"], ann_file)
     holder = ModelHolder(config["model"], served, owns_copies=False, ann_file=ann_file)
     return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
-                      max_body=config["max_body"], poll=config["poll"])
+                      max_body=config["max_body"], poll=config["poll"], status_file=config.get("status_file"),
+                      drain=DRAIN_SECONDS)

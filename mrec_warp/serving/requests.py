@@ -28,7 +28,8 @@ class BadRequest(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-        self.message = " ".join(str(message).split("\n"))
+        # one line, and always encodable: an id with a lone surrogate is shown escaped, never a 500
+        self.message = " ".join(str(message).split("\n")).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
@@ -66,9 +67,9 @@ def parse_k(value: Any, max_k: int, n_items: int) -> int:
             raise BadRequest(400, f"k must be a whole number from 1 to {max_k}, got {value!r}")
         value = int(value)
     elif isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(400, f"k must be a whole number from 1 to {max_k}, got {json.dumps(value)}")
+        raise BadRequest(400, f"k must be a whole number from 1 to {max_k}, got {_shown(value)}")
     if not 1 <= value <= max_k:
-        raise BadRequest(400, f"k must be from 1 to {max_k}, got {value}")
+        raise BadRequest(400, f"k must be from 1 to {max_k}, got {_shown(value)}")
     return min(value, n_items)
 
 
@@ -132,6 +133,11 @@ def parse_body(body: bytes, allowed: Sequence[str]) -> Dict[str, Any]:
         raise BadRequest(400, "the body is not UTF-8 JSON") from None
     except json.JSONDecodeError as exc:
         raise BadRequest(400, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # [[[[... deeper than the parser's stack
+        raise BadRequest(400, "the JSON body is nested too deeply; the body is a flat object like "
+                              "{\"items\": [\"i1\", \"i2\"], \"k\": 10}") from None
+    except ValueError as exc:  # a number too long for Python's int conversion (over 4,300 digits)
+        raise BadRequest(400, f"the JSON body holds a value that cannot be read ({exc})") from None
     if not isinstance(data, dict):
         raise BadRequest(400, f"the body must be a JSON object like {{\"items\": [\"i1\", \"i2\"], \"k\": 10}}, "
                               f"got a JSON {type(data).__name__}")
@@ -139,6 +145,15 @@ def parse_body(body: bytes, allowed: Sequence[str]) -> Dict[str, Any]:
     if unknown:
         raise BadRequest(400, f"unknown field {unknown[0]!r}; the body takes {', '.join(allowed)}")
     return data
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``value`` as JSON for a message, cut to ``limit`` characters (a body may hold anything)."""
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an int too long to print
+        text = f"a {type(value).__name__} too large to show"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def id_list(data: Dict[str, Any], name: str, required: bool = False) -> Optional[List[str]]:
@@ -152,7 +167,15 @@ def id_list(data: Dict[str, Any], name: str, required: bool = False) -> Optional
         raise BadRequest(400, f"{name!r} must be a list of item ids, got a JSON {type(value).__name__}")
     for entry in value:
         if not isinstance(entry, str):
-            raise BadRequest(400, f"{name!r} holds {json.dumps(entry)}: ids are strings, write \"{entry}\"")
+            shown = _shown(entry)
+            hint = f"write \"{entry}\"" if isinstance(entry, (int, float)) and not isinstance(entry, bool) else \
+                "one string per id"
+            raise BadRequest(400, f"{name!r} holds {shown}: ids are strings, {hint}")
+        try:
+            entry.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (\ud800): no bytes to match a model id
+            raise BadRequest(400, f"{name!r} holds {json.dumps(entry)}: item ids must be valid UTF-8 text "
+                                  "(a lone surrogate escape is not a character)") from None
     if required and not value:
         raise BadRequest(400, f"{name!r} is empty: give at least one item id")
     return value
