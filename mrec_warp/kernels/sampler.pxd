@@ -16,7 +16,7 @@ from libc.math cimport expf, log1pf
 
 from mrec_warp.kernels.rng cimport rng_below
 from mrec_warp.kernels.steps cimport StepSettings
-from mrec_warp.kernels.vectors cimport dot_wide, prefetch_row
+from mrec_warp.kernels.vectors cimport dot, prefetch_row
 
 
 cdef inline bint is_positive(const int32_t* row, int64_t n, int64_t item) noexcept nogil:
@@ -46,7 +46,7 @@ cdef struct DenseItems:
 
 cdef inline float dense_score(void* ctx, int64_t j) noexcept nogil:
     cdef DenseItems* c = <DenseItems*>ctx
-    cdef float f = dot_wide(c.user, c.items + j * c.d, c.d)
+    cdef float f = dot(c.user, c.items + j * c.d, c.d)
     if c.bias != NULL:
         f += c.bias[j]
     return f

@@ -9,10 +9,6 @@ from libc.math cimport sqrtf
 cdef extern from "mw_cpu.h":
     void MW_PREFETCH(const void* p) noexcept nogil
 
-cdef extern from "mw_dot.h":
-    # four SSE accumulators: the sampler's scoring, latency-bound with dot's four scalars
-    float dot_wide "mw_dot_wide" (const float* a, const float* b, Py_ssize_t d) noexcept nogil
-
 
 cdef inline float dot(const float* a, const float* b, Py_ssize_t d) noexcept nogil:
     # Four accumulators break the add dependency chain even without -fassociative-math.
