@@ -8,6 +8,7 @@ use them, so they live below both.
 """
 from __future__ import annotations
 
+import threading
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -54,6 +55,7 @@ class TrainingData:
         self.rank_weights = _rng.harmonic_table(csr.shape[1])
         self.shape: Tuple[int, int] = (int(csr.shape[0]), int(csr.shape[1]))
         self._seen_bits: Optional[np.ndarray] = None
+        self._seen_lock = threading.Lock()  # hogwild shards ask for it at once in the first epoch
         self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
         self.step_weights: Optional[np.ndarray] = None
@@ -73,13 +75,14 @@ class TrainingData:
         """The positives as a bitmap, bit ``u * n_items + j`` (little-endian within each
         byte), built at first use; ``None`` above :data:`SEEN_BITMAP_BYTES`."""
         n_users, n_items = self.shape
-        if self._seen_bits is None and 0 < n_users * n_items <= 8 * SEEN_BITMAP_BYTES:
-            rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(self.indptr))
-            bits = rows * n_items + self.indices
-            seen = np.zeros((n_users * n_items + 7) // 8, dtype=np.uint8)
-            np.bitwise_or.at(seen, bits >> 3, np.left_shift(1, bits & 7).astype(np.uint8))
-            self._seen_bits = seen
-        return self._seen_bits
+        with self._seen_lock:
+            if self._seen_bits is None and 0 < n_users * n_items <= 8 * SEEN_BITMAP_BYTES:
+                rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(self.indptr))
+                bits = rows * n_items + self.indices
+                seen = np.zeros((n_users * n_items + 7) // 8, dtype=np.uint8)
+                np.bitwise_or.at(seen, bits >> 3, np.left_shift(1, bits & 7).astype(np.uint8))
+                self._seen_bits = seen
+            return self._seen_bits
 
 
 def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:
