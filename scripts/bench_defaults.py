@@ -61,7 +61,7 @@ SETS: Dict[str, Dict[str, Any]] = {
 def prepare_set(name: str, data: Path) -> Path:
     """The folder holding ``name``'s train.tsv and test.tsv, prepared once."""
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.data.split import prepare
+    from mrec_warp.stages.prepare import prepare
 
     spec = SETS[name]
     folder = data / name

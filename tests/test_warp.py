@@ -461,3 +461,51 @@ def test_warm_epochs_is_refused_where_there_is_no_refit(other):
     X = sp.random(30, 20, density=0.3, format="csr", random_state=0)
     with pytest.raises(InputError, match="`warm_epochs` applies to the refit after early stopping"):
         WARP(warm_epochs=3, **other).fit(X)
+
+
+def _shard_with_bitmap(csr, order, seen, seed=0, **kw):
+    """run_shard's kernel call with an explicit ``seen`` bitmap; returns (stats, factors)."""
+    csr = sp.csr_matrix(csr, dtype=np.float32)
+    csr.sort_indices()
+    P, Q, b, GP, GQ, Gb = kernel_state(*csr.shape, 8, seed=1)
+    pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
+    stats = _warp.fit_shard(P, Q, b, GP, GQ, Gb, csr.indptr.astype(np.int64), csr.indices.astype(np.int32),
+                            pos_users, np.asarray(order, dtype=np.int32), 0, len(order),
+                            _rng.harmonic_table(csr.shape[1]), _rng.seed_state(seed), step_settings(**kw),
+                            None, seen)
+    return stats, (P, Q, b)
+
+
+@pytest.mark.parametrize("loss", [0, 1])
+def test_the_positives_bitmap_gives_the_row_searchs_steps(planted, loss):
+    # the bitmap is a faster membership test, not another rule: same seed, same bits
+    from mrec_warp.models.positives import TrainingData
+
+    train, _ = planted
+    data = TrainingData(train)
+    assert data.seen_bits is not None
+    # bit u * n_items + j is set exactly for the stored pairs
+    bits = np.unpackbits(data.seen_bits, bitorder="little")[:train.shape[0] * train.shape[1]]
+    np.testing.assert_array_equal(bits.reshape(train.shape), (train.toarray() != 0).astype(np.uint8))
+    order = np.random.default_rng(0).permutation(train.nnz)
+    with_bits = _shard_with_bitmap(train, order, data.seen_bits, loss=loss)
+    by_search = _shard_with_bitmap(train, order, None, loss=loss)
+    assert with_bits[0] == by_search[0]
+    for x, y in zip(with_bits[1], by_search[1]):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_bitmap_of_the_wrong_size_is_refused(planted):
+    train, _ = planted
+    with pytest.raises(ValueError, match="one bit per user"):
+        _shard_with_bitmap(train, [0], np.zeros(3, dtype=np.uint8))
+
+
+def test_no_bitmap_above_its_memory_cap(monkeypatch):
+    from mrec_warp.models import positives
+
+    X = sp.csr_matrix(np.eye(40, dtype=np.float32))
+    monkeypatch.setattr(positives, "SEEN_BITMAP_BYTES", 100)  # 40 x 40 bits = 200 bytes
+    assert positives.TrainingData(X).seen_bits is None
+    monkeypatch.setattr(positives, "SEEN_BITMAP_BYTES", 200)
+    assert positives.TrainingData(X).seen_bits is not None

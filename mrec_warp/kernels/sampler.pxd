@@ -11,7 +11,7 @@ stops at the first negative with ``1 + f(u, j) > f(u, i)`` or when ``max_sampled
 negatives were compared (no violator: no update). Rejections are capped at
 ``8 * max_sampled`` draws in all, so a user who has nearly every item cannot stall.
 """
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.math cimport expf, log1pf
 
 from mrec_warp.kernels.rng cimport rng_below
@@ -81,6 +81,12 @@ cdef enum:
 cdef struct Candidates:
     int64_t queue[8]
     int head
+    # Optional: a bitmap of every user's positives (bit ``u * n_items + j``, little-endian in
+    # each byte) and the bit offset of the current user's row. The same answer as the binary
+    # search on the CSR row in one load instead of a chain of log2(row length) dependent
+    # ones; a kernel that has one sets both (``candidates_init`` leaves it NULL).
+    const uint8_t* seen
+    int64_t seen_row
 
 
 cdef inline void candidates_init(Candidates* c, uint64_t* s, int64_t n_items) noexcept nogil:
@@ -88,6 +94,19 @@ cdef inline void candidates_init(Candidates* c, uint64_t* s, int64_t n_items) no
     for k in range(CANDIDATES_AHEAD):
         c.queue[k] = rng_below(s, n_items)
     c.head = 0
+    c.seen = NULL
+    c.seen_row = 0
+
+
+cdef inline bint candidate_is_positive(const Candidates* c, const int32_t* row, int64_t row_len,
+                                       int64_t j) noexcept nogil:
+    """Is candidate ``j`` one of the current user's positives: the bitmap when the kernel has
+    one, else the binary search on the sorted CSR row."""
+    cdef int64_t bit
+    if c.seen != NULL:
+        bit = c.seen_row + j
+        return (c.seen[bit >> 3] >> (bit & 7)) & 1
+    return is_positive(row, row_len, j)
 
 
 cdef inline int64_t candidates_next(Candidates* c, uint64_t* s, int64_t n_items,
@@ -118,7 +137,7 @@ cdef inline int64_t warp_sample(
     while n_sampled[0] < max_sampled and n_draws < max_draws:
         n_draws += 1
         j = candidates_next(cand, s, n_items, ctx, prefetch)
-        if is_positive(row, row_len, j):
+        if candidate_is_positive(cand, row, row_len, j):
             continue  # rejected: does not count toward N
         n_sampled[0] += 1
         f = score(ctx, j)
@@ -136,7 +155,7 @@ cdef inline int64_t bpr_sample(
     cdef int64_t j, n_draws
     for n_draws in range(8 * <int64_t>max_sampled):
         j = candidates_next(cand, s, n_items, NULL, NULL)
-        if not is_positive(row, row_len, j):
+        if not candidate_is_positive(cand, row, row_len, j):
             return j
     return -1
 

@@ -13,7 +13,7 @@ the positive among them is estimated as ``floor(n_neg / N)`` -- the paper's
 ``floor((Y - 1) / N)`` with ``Y - 1`` the number of negative labels -- and the hinge is
 weighted by ``L(rank) = sum_{k <= rank} 1 / k``.
 """
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from mrec_warp.kernels.rng cimport MAX_ITEMS
 from mrec_warp.kernels.sampler cimport (
@@ -28,6 +28,8 @@ from mrec_warp.kernels.vectors cimport MW_PREFETCH, prefetch_row
 # process with identical factors (a cap of 64 made them 10% slower).
 cdef enum:
     CSR_PREFETCH = 1024
+    # Most bytes of the next positive's bitmap row to prefetch (64 cache lines: 32k items).
+    SEEN_PREFETCH = 4096
 
 
 ctypedef fused order_t:
@@ -59,6 +61,7 @@ def fit_shard(
     uint64_t[::1] state,
     StepSettings cfg,
     const float[::1] step_weights=None,
+    const uint8_t[::1] seen=None,
 ):
     """Visit the positives ``order[start:stop]`` (indices into the CSR arrays) once each.
 
@@ -70,7 +73,10 @@ def fit_shard(
     still weigh by their number of positives, as in WARP). After each step, a user row
     longer than ``user_max_norm`` (item rows: ``item_max_norm``) is scaled back to that
     length; 0 means no limit. ``step_weights``, when given, has one factor per positive
-    (CSR order) that multiplies its step: confidence weighting.
+    (CSR order) that multiplies its step: confidence weighting. ``seen``, when given, is the
+    CSR's positives as a bitmap (bit ``u * n_items + j``, little-endian within each byte,
+    ``TrainingData.seen_bits``): the negatives' membership test then reads one bit instead of
+    searching the row, with the same answers, so the same seed gives the same factors.
 
     Returns
     -------
@@ -99,6 +105,12 @@ def fit_shard(
             raise ValueError("step_weights must have one entry per positive")
         if step_weights.shape[0] > 0:
             step_w = &step_weights[0]
+    cdef const uint8_t* seen_bits = NULL
+    cdef int64_t row_bytes = (n_items + 7) // 8 + 1  # bytes a user's bitmap row can touch
+    if seen is not None and seen.shape[0] > 0:
+        if seen.shape[0] != ((indptr.shape[0] - 1) * n_items + 7) // 8:
+            raise ValueError("seen must have one bit per user (CSR row) and item")
+        seen_bits = &seen[0]
     if d != item_factors.shape[1]:
         raise ValueError("user and item factors must have the same width")
     if n_items >= MAX_ITEMS:
@@ -111,6 +123,7 @@ def fit_shard(
 
     with nogil:
         candidates_init(&cand, s, n_items)
+        cand.seen = seen_bits
         for t in range(start, stop):
             # Software pipeline over the shuffled positives, which sit at random places in
             # memory: fetch the (user, item) of positive t+8, then the rows of positive t+2
@@ -133,10 +146,16 @@ def fit_shard(
                 # a search whose first probes miss waits on memory at every draw.
                 p = order[t + 1]
                 u = pos_users[p]
-                row_start = indptr[u]
-                row_len = min(indptr[u + 1] - row_start, CSR_PREFETCH)
-                for k in range(0, row_len, 16):
-                    MW_PREFETCH(&indices[row_start + k])
+                if seen_bits != NULL:  # the user's bitmap row instead (short rows only)
+                    if row_bytes <= SEEN_PREFETCH:
+                        row_start = (u * n_items) >> 3
+                        for k in range(0, row_bytes, 64):
+                            MW_PREFETCH(&seen_bits[row_start + k])
+                else:
+                    row_start = indptr[u]
+                    row_len = min(indptr[u + 1] - row_start, CSR_PREFETCH)
+                    for k in range(0, row_len, 16):
+                        MW_PREFETCH(&indices[row_start + k])
             p = order[t]
             u = pos_users[p]
             i = indices[p]
@@ -148,6 +167,7 @@ def fit_shard(
                 continue
             pu = &user_factors[u, 0]
             ctx.user = pu
+            cand.seen_row = u * n_items
             j = pick_pair(&cfg, &ctx, dense_score, dense_prefetch, &i, row, row_len, n_items, s, &cand,
                           &rank_weights[0], &weight, &total_loss, &n_compared)
             if j < 0:

@@ -8,6 +8,7 @@ use them, so they live below both.
 """
 from __future__ import annotations
 
+import threading
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,6 +23,11 @@ from ..kernels import rng as _rng
 #: MovieLens 100k and planted data with the defaults, ~130 even at learning rate 10, while a
 #: learning rate of 1e6 reaches 1e8 times in one epoch.
 DIVERGENCE_GROWTH = 1e4
+
+#: Largest bitmap of the positives (one bit per user and item) the WARP kernel tests its
+#: negatives against instead of searching CSR rows; bigger sets keep the search (a bitmap
+#: that does not stay in cache would cost a memory load per draw).
+SEEN_BITMAP_BYTES = 16 * 1024 * 1024
 
 
 class TrainingData:
@@ -47,6 +53,9 @@ class TrainingData:
         else:
             self.order = _positions(csr, visit).astype(dtype)
         self.rank_weights = _rng.harmonic_table(csr.shape[1])
+        self.shape: Tuple[int, int] = (int(csr.shape[0]), int(csr.shape[1]))
+        self._seen_bits: Optional[np.ndarray] = None
+        self._seen_lock = threading.Lock()  # hogwild shards ask for it at once in the first epoch
         self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
         self.step_weights: Optional[np.ndarray] = None
@@ -59,6 +68,21 @@ class TrainingData:
             else:
                 self.step_weights = np.ones(csr.nnz, dtype=np.float32)
                 self.step_weights[self.order] = values / values.mean()
+
+
+    @property
+    def seen_bits(self) -> Optional[np.ndarray]:
+        """The positives as a bitmap, bit ``u * n_items + j`` (little-endian within each
+        byte), built at first use; ``None`` above :data:`SEEN_BITMAP_BYTES`."""
+        n_users, n_items = self.shape
+        with self._seen_lock:
+            if self._seen_bits is None and 0 < n_users * n_items <= 8 * SEEN_BITMAP_BYTES:
+                rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(self.indptr))
+                bits = rows * n_items + self.indices
+                seen = np.zeros((n_users * n_items + 7) // 8, dtype=np.uint8)
+                np.bitwise_or.at(seen, bits >> 3, np.left_shift(1, bits & 7).astype(np.uint8))
+                self._seen_bits = seen
+            return self._seen_bits
 
 
 def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:

@@ -122,6 +122,18 @@ def precision_at_k(
     return hits / (k * len(users))
 
 
+def holdout_scorer(model, fit_part: sp.csr_matrix, val: sp.csr_matrix, users: np.ndarray, k: int, n_jobs: int):
+    """The prepared one-thread scorer of :mod:`.holdout_scoring` when ``model`` scores by its
+    factors alone (``FactorModel.score_users``) and runs on one thread; else ``None`` (the
+    general :func:`precision_at_k`, which spreads blocks over ``n_jobs`` threads)."""
+    from .factor_model import FactorModel  # (factor_model imports this module)
+    from .holdout_scoring import HoldoutScorer
+
+    if n_jobs != 1 or not isinstance(model, FactorModel) or type(model).score_users is not FactorModel.score_users:
+        return None
+    return HoldoutScorer(fit_part, val, users, k)
+
+
 def run_epochs(
     model,
     step: Callable[[], Tuple[Dict[str, Any], str]],
@@ -153,12 +165,14 @@ def run_epochs(
     Returns the best pass (with validation) or ``epochs``.
     """
     best_score, best_epoch, best_snap = -np.inf, 0, None
+    scorer = None
     rise_score, rise_epoch = 0.0, 0  # the last rise that counted for the patience
     eval_users = None
     if validation is not None:
         fit_part, val, rng = validation[:3]
         # (fit, val, rng, users): the users fit_or_select drew by id; else drawn here
         eval_users = validation[3] if len(validation) > 3 else sample_users(val, int(model.validation_users), rng)
+        scorer = holdout_scorer(model, fit_part, val, eval_users, int(model.eval_k), n_jobs)
     # a bar over the passes on a terminal (each pass logs its own line: no line per unit)
     for epoch in progress.iterate(range(1, epochs + 1), total=epochs, desc=phase, unit=unit, lines=False):
         t0 = time.perf_counter()
@@ -168,8 +182,11 @@ def run_epochs(
         evaluated = validation is not None and epoch % int(model.eval_every) == 0
         if evaluated:
             t1 = time.perf_counter()
-            score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
-                                   users=eval_users, n_jobs=n_jobs)
+            if scorer is not None:
+                score = scorer(*model.factor_parts())
+            else:
+                score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
+                                       users=eval_users, n_jobs=n_jobs)
             logs[f"val_precision@{model.eval_k}"] = score
             logs["eval_seconds"] = time.perf_counter() - t1  # what early stopping costs per evaluation
             improved = score > best_score

@@ -331,7 +331,7 @@ class WARP(FactorModel):
             self.user_factors_, self.item_factors_, self.item_bias_,
             self._user_accum, self._item_accum, self._bias_accum,
             data.indptr, data.indices, data.pos_users, data.order,
-            start, stop, data.rank_weights, state, cfg, data.step_weights,
+            start, stop, data.rank_weights, state, cfg, data.step_weights, data.seen_bits,
         )
 
     def _learned_arrays(self) -> Tuple[np.ndarray, ...]:

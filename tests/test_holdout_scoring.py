@@ -1,0 +1,79 @@
+"""Early stopping's prepared hold-out scorer: the same numbers, epochs and factors as the
+general top-k path it replaces on one thread."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mrec_warp.models import WARP, WRMF
+from mrec_warp.models import validation as validation_module
+from mrec_warp.models.factor_model import factor_scores
+from mrec_warp.models.holdout_scoring import HoldoutScorer
+from mrec_warp.models.validation import holdout_split, precision_at_k
+from mrec_warp.topk import SCORE_ROWS
+
+
+def _random_problem(n_users, n_items, d=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_users, n_items, density=0.05, format="csr", random_state=seed, dtype=np.float32)
+    X.data[:] = 1
+    fit, val = holdout_split(X, 0.3, rng)
+    uf = rng.standard_normal((n_users, d), dtype=np.float32)
+    itf = rng.standard_normal((n_items, d), dtype=np.float32)
+    bias = rng.standard_normal(n_items, dtype=np.float32)
+    users = np.flatnonzero(np.diff(val.indptr) > 0)
+    return fit, val, uf, itf, bias, users
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_scorer_gives_the_general_paths_precision(with_bias):
+    # more users than one BLAS call: full calls and a partial last one
+    fit, val, uf, itf, bias, users = _random_problem(2 * SCORE_ROWS + 37, 300)
+    assert len(users) > SCORE_ROWS
+    b = bias if with_bias else None
+    expected = precision_at_k(lambda rows: factor_scores(uf[rows], itf, b), 300, fit, val, 10, users=users)
+    scorer = HoldoutScorer(fit, val, users, 10)
+    assert scorer(uf, itf, b) == expected
+    # the buffers are reused: a second call on other factors is right too
+    uf2 = uf[::-1].copy()
+    assert scorer(uf2, itf, b) == precision_at_k(lambda rows: factor_scores(uf2[rows], itf, b), 300, fit, val, 10,
+                                                  users=users)
+
+
+def test_a_stored_zero_in_the_truth_is_a_hit():
+    # one user, items 0..4; the held-out item 4 scores best and carries the value 0
+    exclude = sp.csr_matrix(([1.0, 1.0], ([0, 0], [0, 1])), shape=(1, 5))
+    truth = sp.csr_matrix(([0.0], ([0], [4])), shape=(1, 5))
+    assert truth.nnz == 1
+    uf = np.ones((1, 1), np.float32)
+    itf = np.arange(5, dtype=np.float32)[:, None]
+    assert HoldoutScorer(exclude, truth, np.array([0]), 1)(uf, itf, None) == 1.0
+
+
+def test_no_users_scores_nan():
+    X = sp.csr_matrix(np.ones((2, 3), np.float32))
+    assert np.isnan(HoldoutScorer(X, X, np.array([], dtype=np.int64), 2)(np.ones((2, 1), np.float32),
+                                                                          np.ones((3, 1), np.float32), None))
+
+
+@pytest.mark.parametrize("make", [lambda: WARP(factors=8, random_state=3), lambda: WRMF(factors=8, random_state=3)])
+def test_early_stopping_picks_the_same_epoch_and_factors_as_the_general_path(planted, monkeypatch, make):
+    train, _ = planted
+    fast = make().fit(train)
+    monkeypatch.setattr(validation_module, "holdout_scorer", lambda *a, **k: None)
+    general = make().fit(train)
+    key = [k for k in fast.history_[0] if k.startswith("val_precision")][0]
+    assert [h.get(key) for h in fast.history_] == [h.get(key) for h in general.history_]
+    assert fast.best_epoch_ == general.best_epoch_
+    np.testing.assert_array_equal(fast.user_factors_, general.user_factors_)
+    np.testing.assert_array_equal(fast.item_factors_, general.item_factors_)
+
+
+def test_several_threads_keep_the_general_path(planted, monkeypatch):
+    train, _ = planted
+    used = []
+    original = validation_module.holdout_scorer
+    monkeypatch.setattr(validation_module, "holdout_scorer",
+                        lambda *a, **k: used.append(original(*a, **k)) or used[-1])
+    WARP(factors=8, random_state=3, n_jobs=2, max_epochs=3).fit(train)
+    WARP(factors=8, random_state=3, n_jobs=1, max_epochs=3).fit(train)
+    assert used[0] is None and isinstance(used[1], HoldoutScorer)
