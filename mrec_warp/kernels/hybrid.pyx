@@ -35,7 +35,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
-from mrec_warp.kernels.rng cimport MAX_ITEMS, rng_index
+from mrec_warp.kernels.rng cimport MAX_ITEMS, order_t, shuffle_order
 from mrec_warp.kernels.sampler cimport (
     Candidates, DenseItems, candidates_init, dense_prefetch, dense_score, pick_pair,
 )
@@ -43,10 +43,6 @@ from mrec_warp.kernels.steps cimport StepSettings, adagrad_axpy, bias_step, mf_s
 from mrec_warp.kernels.vectors cimport clip_norm, dot, prefetch_row
 
 cnp.import_array()
-
-ctypedef fused order_t:
-    int32_t
-    int64_t
 
 
 def single_columns(indptr, indices, data, bias_data=None):
@@ -443,8 +439,7 @@ def fold_in_epochs(
     """
     cdef StepSettings cfg
     cdef FoldTotals totals
-    cdef Py_ssize_t n = order.shape[0], e, i, j
-    cdef int32_t tmp
+    cdef Py_ssize_t n = order.shape[0], e
     cdef uint64_t* s = &state[0]
     cdef float* buf
     memset(&totals, 0, sizeof(FoldTotals))
@@ -461,13 +456,7 @@ def fold_in_epochs(
             if cfg.use_bias and item_bias.shape[0] != item_factors.shape[0]:
                 raise ValueError("item_bias must have one entry per item")
             with nogil:
-                i = n - 1  # Fisher-Yates, as rng.shuffle
-                while i > 0:
-                    j = <Py_ssize_t>rng_index(s, <uint64_t>(i + 1))
-                    tmp = order[i]
-                    order[i] = order[j]
-                    order[j] = tmp
-                    i -= 1
+                shuffle_order(order, s)  # the numbers rng.shuffle draws
                 _fold_in_steps(rows, accum, offset, scale, item_factors, item_bias, indptr, indices, pos_users,
                                order, 0, n, rank_weights, s, &cfg, buf, &totals)
     finally:

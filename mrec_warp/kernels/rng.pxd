@@ -5,7 +5,12 @@ Every kernel call owns one 4-word state (a uint64 array from :func:`rng.seed_sta
 one thread with a given seed is bit-for-bit reproducible and threads never share a stream.
 Inline functions in a .pxd are compiled into each kernel that cimports them: no call cost.
 """
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+#: Index arrays the kernels shuffle: a training order of positives, int32 or int64.
+ctypedef fused order_t:
+    int32_t
+    int64_t
 
 cdef extern from "mw_rng.h":
     int64_t MAX_ITEMS "MW_MAX_ITEMS"  # rng_below draws below 2**32
@@ -54,3 +59,16 @@ cdef inline int64_t rng_index(uint64_t* s, uint64_t n) noexcept nogil:
 cdef inline double rng_unit(uint64_t* s) noexcept nogil:
     """A uniform double in [0, 1) from the top 53 bits of one draw."""
     return <double>(rng_next(s) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline void shuffle_order(order_t[::1] order, uint64_t* s) noexcept nogil:
+    """Fisher-Yates shuffle of ``order`` in place with the stream ``s`` (what
+    :func:`rng.shuffle` and the fold-in kernel's epochs draw, the same numbers)."""
+    cdef Py_ssize_t i = order.shape[0] - 1, j
+    cdef order_t tmp
+    while i > 0:
+        j = <Py_ssize_t>rng_index(s, <uint64_t>(i + 1))
+        tmp = order[i]
+        order[i] = order[j]
+        order[j] = tmp
+        i -= 1

@@ -15,10 +15,6 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 
 cnp.import_array()
 
-ctypedef fused order_t:
-    int32_t
-    int64_t
-
 
 def seed_state(uint64_t seed):
     """A 4-word xoshiro state from one integer (splitmix64, as the xoshiro authors advise)."""
@@ -40,17 +36,8 @@ def harmonic_table(Py_ssize_t n):
 
 def shuffle(order_t[::1] order, uint64_t[::1] state):
     """Fisher-Yates shuffle in place with the kernel's RNG (no Python, no GIL)."""
-    cdef Py_ssize_t n = order.shape[0], i, j
-    cdef order_t tmp
-    cdef uint64_t* s = &state[0]
     with nogil:
-        i = n - 1
-        while i > 0:
-            j = <Py_ssize_t>rng_index(s, <uint64_t>(i + 1))
-            tmp = order[i]
-            order[i] = order[j]
-            order[j] = tmp
-            i -= 1
+        shuffle_order(order, &state[0])
 
 
 def alias_table(const double[::1] weights):
