@@ -15,7 +15,6 @@ from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
 from .declared import Param
-from .params import check_flag, check_n_jobs, check_number, check_seed
 
 
 #: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
@@ -214,22 +213,12 @@ def need(condition: bool, what: str) -> None:
         raise InputError(f"invalid parameter: {what}")
 
 
-def check_epoch_params(model) -> None:
-    """The checks every model trained in epochs with early stopping shares (WARP, WRMF)."""
-    check_number(model.epochs, "epochs", integer=True, optional=True)
+def check_epochs(model) -> None:
+    """The rule of every model trained in epochs (WARP, the hybrid, WRMF) that a declared
+    range cannot say: ``epochs`` unset (early stopping) or at least 1."""
     need(model.epochs is None or int(model.epochs) >= 1,
          "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
          "choose the count by early stopping)")
-    for name in ("max_epochs", "patience", "eval_every", "eval_k", "validation_users"):
-        check_number(getattr(model, name), name, integer=True, at_least=1)
-    check_number(model.validation_fraction, "validation_fraction", above=0, below=1)
-    check_flag(model.refit, "refit")
-
-
-def check_common_params(model) -> None:
-    """``n_jobs`` and ``random_state``, as the iterative models take them."""
-    check_n_jobs(model.n_jobs)
-    check_seed(model.random_state)
 
 
 def check_factor_memory(model, n_users: int, n_items: int) -> None:

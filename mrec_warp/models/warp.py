@@ -29,7 +29,7 @@ from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_co
 from .positives import TrainingData
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .validation import early_stopping_params, need, run_epochs
+from .validation import check_epochs, early_stopping_params, need, run_epochs
 
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
@@ -279,9 +279,7 @@ class WARP(FactorModel):
 
     def _check_extra(self) -> None:
         need(int(self.kos_k) <= int(self.kos_n), f"kos_k and kos_n need 1 <= kos_k <= kos_n <= {KOS_MAX_N}")
-        need(self.epochs is None or int(self.epochs) >= 1,
-             "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
-             "choose the count by early stopping)")
+        check_epochs(self)
         if int(self.warm_epochs) and (self.epochs is not None or not self.refit):
             # it shapes the refit after early stopping: with neither, it would do nothing
             raise InputError(f"`warm_epochs` applies to the refit after early stopping, not with "

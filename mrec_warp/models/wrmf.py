@@ -33,7 +33,7 @@ from .foldin import refuse_features
 from .history_vectors import wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .validation import early_stopping_params, need, run_epochs
+from .validation import check_epochs, early_stopping_params, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
@@ -197,9 +197,7 @@ class WRMF(FactorModel):
     GRAM_COPIES = 2
 
     def _check_extra(self) -> None:
-        need(self.epochs is None or int(self.epochs) >= 1,
-             "epochs must be >= 1 (0 epochs would leave the random initial factors; leave it unset to "
-             "choose the count by early stopping)")
+        check_epochs(self)
         if isinstance(self.alpha, str):
             if self.alpha != "auto":
                 raise InputError(f"`alpha` must be a number >= 0 or \"auto\", got {self.alpha!r}",
