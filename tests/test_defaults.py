@@ -97,15 +97,14 @@ def test_wrmf_auto_alpha_on_a_binary_matrix():
 
 
 def test_wrmf_auto_alpha_on_counts():
-    X = sp.csr_matrix(np.array([[2.0, 0, 6.0], [0, 1.0, 3.0]], dtype=np.float32))  # mean 3
+    X = sp.csr_matrix(np.array([[2.0, 0, 6.0], [0, 1.0, 3.0]], dtype=np.float32))
     model = WRMF(factors=2, epochs=1, random_state=0).fit(X)
-    assert AUTO_ALPHA == 5.0 and model.alpha_ == pytest.approx(AUTO_ALPHA / 3.0)
-    np.testing.assert_allclose(model.confidence_, 1.0 + AUTO_ALPHA / 3.0 * np.array([2.0, 6.0, 1.0, 3.0]), rtol=1e-6)
-    assert model.confidence_.mean() == pytest.approx(1.0 + AUTO_ALPHA)
+    assert AUTO_ALPHA == 1.0 and model.alpha_ == AUTO_ALPHA  # values that differ: the previous default
+    np.testing.assert_allclose(model.confidence_, 1.0 + np.array([2.0, 6.0, 1.0, 3.0]), rtol=1e-6)
     logged = WRMF(factors=2, epochs=1, confidence="log", random_state=0).fit(X)
-    assert logged.alpha_ == pytest.approx(AUTO_ALPHA / np.log1p([2.0, 6.0, 1.0, 3.0]).mean())
+    assert logged.alpha_ == AUTO_ALPHA
     # a number is used as given
-    assert WRMF(factors=2, epochs=1, alpha=1.0, random_state=0).fit(X).alpha_ == 1.0
+    assert WRMF(factors=2, epochs=1, alpha=2.5, random_state=0).fit(X).alpha_ == 2.5
 
 
 def test_wrmf_auto_alpha_is_saved_and_an_old_numeric_alpha_still_loads(tmp_path):
@@ -114,7 +113,7 @@ def test_wrmf_auto_alpha_is_saved_and_an_old_numeric_alpha_still_loads(tmp_path)
     model.save(tmp_path / "auto.npz")
     back = load(tmp_path / "auto.npz")
     assert back.get_params()["alpha"] == "auto" and back.alpha_ == pytest.approx(model.alpha_)
-    assert back.resolved_alpha() == pytest.approx(AUTO_ALPHA / 3.0)
+    assert back.resolved_alpha() == AUTO_ALPHA
     # a file written before "auto": alpha a number, no alpha_ among the attributes
     WRMF(factors=2, epochs=1, alpha=1.0, random_state=0).fit(X).save(tmp_path / "old.npz")
     with np.load(tmp_path / "old.npz", allow_pickle=False) as z:
@@ -138,10 +137,11 @@ def test_wrmf_alpha_text_other_than_auto_is_refused():
 
 
 def test_wrmf_auto_alpha_on_tiny_values_saves_and_loads(tmp_path):
-    # values in a tiny unit make alpha_ = 5 / mean huge; it is a real number, not a count,
-    # and the model must still save (it was refused as an attribute beyond the count range)
+    # a binary file written in a tiny unit makes alpha_ = 3 / value huge; it is a real number,
+    # not a count, and the model must still save (it was refused as an attribute beyond the
+    # count range)
     rng = np.random.default_rng(0)
-    dense = (rng.random((30, 12)) < 0.3) * rng.choice([1e-10, 2e-10], size=(30, 12))
+    dense = (rng.random((30, 12)) < 0.3) * 1e-10
     dense[np.arange(30), np.arange(30) % 12] = 1e-10
     model = WRMF(factors=4, epochs=2, random_state=0).fit(sp.csr_matrix(dense))
     assert model.alpha_ > 1e9

@@ -127,13 +127,9 @@ def describe_confidence(kind: str, alpha: float = 1.0, eps: float = 1.0) -> str:
 #: ``alpha="auto"`` on a binary file (every value the same, or no values): every observed
 #: pair weighs ``1 + BINARY_ALPHA`` (:func:`auto_alpha`).
 BINARY_ALPHA = 3.0
-#: ``alpha="auto"`` on values that differ (ratings, counts): the observed pairs weigh
-#: ``1 + AUTO_ALPHA`` on average.
-AUTO_ALPHA = 5.0
-
-
-#: ``alpha="auto"`` counts values above this quantile at it (see :func:`auto_alpha`).
-TYPICAL_QUANTILE = 0.99
+#: ``alpha="auto"`` on values that differ (ratings, counts): the alpha of the previous
+#: default, each unit of ``f(value)`` adding 1 to the pair's weight (see :func:`auto_alpha`).
+AUTO_ALPHA = 1.0
 
 
 def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 1.0) -> float:
@@ -145,13 +141,13 @@ def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 
     * a binary file: every value the same (all 1), no values (``None``) or
       ``confidence="none"``: ``BINARY_ALPHA / f(value)`` (3), so every observed pair
       weighs ``1 + 3``;
-    * values that differ (ratings, play counts): ``AUTO_ALPHA / mean(f(value))`` (5), so the
-      observed pairs weigh ``1 + 5`` on average whatever the values' unit, in their
-      proportions.
+    * values that differ (ratings, play counts): ``AUTO_ALPHA`` (1), the previous default.
+      Scaling it to the mean value (``5 / mean f(value)``, so that the mean pair weighs
+      ``1 + 5``) gained 0.003 P@10 on ratings and counts but lost 0.003 (2.5%, beyond seed
+      noise) on a synthetic many-users x 400-items rating set, so the rule stays at 1 there:
+      no suite set may get worse. It also leaves every other pair's weight alone when one
+      value is a stray 1e6.
 
-    The mean counts values above the 99th percentile of ``f`` at that percentile: one stray
-    value (a rating of 1e6 among 100,000 ratings) would otherwise set every other pair's
-    confidence to about 1, the weight of an unobserved pair, with no word said.
     Values whose ``f`` is 0 (all 0) give ``BINARY_ALPHA``: they make every confidence 1 anyway.
     """
     if values is None or len(values) == 0 or kind == "none":
@@ -159,10 +155,10 @@ def auto_alpha(values: Optional[np.ndarray], kind: str = "linear", eps: float = 
     f = np.asarray(values, dtype=np.float64)
     if kind == "log":
         f = np.log1p(f / float(eps))
-    mean = float(np.minimum(f, np.quantile(f, TYPICAL_QUANTILE, method="higher")).mean())
-    if not (mean > 0 and np.isfinite(mean)):
-        return BINARY_ALPHA
-    return (BINARY_ALPHA if all_equal(f) else AUTO_ALPHA) / mean
+    if not all_equal(f):
+        return AUTO_ALPHA
+    mean = float(f.mean())
+    return BINARY_ALPHA / mean if mean > 0 and np.isfinite(mean) else BINARY_ALPHA
 
 
 def all_equal(values: Optional[np.ndarray]) -> bool:

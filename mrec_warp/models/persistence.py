@@ -244,7 +244,7 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
             ok = False
         if ok and (_is_int(value) or isinstance(value, float)):
             # ranges are the class's own check (check_params); attributes are counts, and
-            # non-negative reals (WRMF's alpha_, which is not a count: 5 / mean value can be huge)
+            # non-negative reals (WRMF's alpha_, which is not a count: 3 / a binary file's tiny unit can be huge)
             # (an int is finite however large: math.isfinite would overflow converting it)
             ok = (_is_int(value) or math.isfinite(value)) and (
                 section == "params" or (0 <= value <= MAX_ATTR if _is_int(value) else value >= 0))

@@ -52,8 +52,8 @@ class WRMF(FactorModel):
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
         ``"auto"`` (default) resolves at fit (:func:`auto_alpha`, kept as ``alpha_`` and
         logged): on a binary file (every value the same, or no values) every observed pair
-        weighs ``1 + 3``; on values that differ (ratings, counts) ``alpha = 5 / mean(f(value))``,
-        so the mean pair weighs ``1 + 5``. Chosen on the selection suite
+        weighs ``1 + 3``; on values that differ (ratings, counts) alpha 1, the previous default
+        (scaling it to the mean value lost 2.5% on one suite set). Chosen on the selection suite
         (``scripts/bench_defaults.py``; docs/models/defaults.rst): alpha 1 on binary files was
         20-30% below alpha 3 on two of three binary sets.
     confidence : {"linear", "log", "none"}
@@ -129,7 +129,7 @@ class WRMF(FactorModel):
     PARAMETERS = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
         Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: 3 on a "
-              "binary file, else 5 / mean f(value) (the mean observed pair weighs 1 + 5).", low=0, check=False,
+              "binary file, else 1.", low=0, check=False,
               tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
@@ -320,7 +320,7 @@ class WRMF(FactorModel):
         if isinstance(self.alpha, str):
             progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
                 f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if all_equal(values)
-                else f"values differ: observed pairs weigh 1 + {AUTO_ALPHA:g} on average)"))
+                else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
         self.confidence_ = self.confidences(values, nnz)
         del raw
         conf_csr = self._confidence_csr()
