@@ -1,0 +1,149 @@
+"""WARP's learning-rate schedule (``rate_boost``, ``boost_half_life``): the rate each epoch's
+kernel calls receive, in the fit, the refit, a warm refit, ``partial_fit``, fold-in and model files."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrec_warp import InputError
+from mrec_warp.models import WARP, HybridWARP, load
+from mrec_warp.models.warp_epoch import rate_factor
+
+
+def spy_rates(monkeypatch, cls=WARP):
+    """Record (phase-free) ``(epoch, learning_rate)`` of every kernel call of ``cls``'s fits."""
+    seen = []
+    original = cls._fit_shard
+
+    def fit_shard(self, data, start, stop, state, cfg):
+        seen.append((self.epochs_done_, cfg["learning_rate"]))
+        return original(self, data, start, stop, state, cfg)
+
+    monkeypatch.setattr(cls, "_fit_shard", fit_shard)
+    return seen
+
+
+def expected(epoch, lr=0.02, boost=1.5, half_life=10.0):
+    return lr * (1.0 + (boost - 1.0) * 0.5 ** (epoch / half_life))
+
+
+def test_the_factor_starts_at_the_boost_and_halves_its_excess_every_half_life():
+    assert rate_factor(1.5, 10.0, 0) == 1.5
+    assert rate_factor(1.5, 10.0, 10) == pytest.approx(1.25)
+    assert rate_factor(1.5, 10.0, 20) == pytest.approx(1.125)
+    assert rate_factor(1.0, 10.0, 7) == 1.0
+    assert rate_factor(0.5, 4.0, 4) == pytest.approx(0.75)  # below 1: a warm-up towards the rate
+
+
+def test_fixed_epochs_step_at_the_scheduled_rate(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    WARP(factors=8, epochs=5, random_state=0).fit(train)
+    assert [e for e, _ in seen] == [0, 1, 2, 3, 4]  # one kernel call per epoch on this small set
+    np.testing.assert_allclose([r for _, r in seen], [expected(e) for e in range(5)], rtol=1e-12)
+    assert seen[0][1] == pytest.approx(0.03)
+
+
+def test_the_refit_from_scratch_replays_the_fits_rates(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    model = WARP(factors=8, random_state=0).fit(train)
+    n_fit = sum(h["phase"] == "fit" for h in model.history_)
+    best = model.best_epoch_
+    fit, refit = seen[:n_fit], seen[n_fit:]
+    assert len(refit) == best and refit == fit[:best]  # same epochs, same rates, from epoch 0
+    np.testing.assert_allclose([r for _, r in fit], [expected(e) for e in range(n_fit)], rtol=1e-12)
+
+
+def test_a_user_set_rate_is_scaled_and_a_boost_of_one_keeps_it_constant(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    WARP(factors=8, epochs=3, learning_rate=0.05, random_state=0).fit(train)
+    np.testing.assert_allclose([r for _, r in seen], [expected(e, lr=0.05) for e in range(3)], rtol=1e-12)
+    seen.clear()
+    WARP(factors=8, epochs=3, learning_rate=0.05, rate_boost=1, random_state=0).fit(train)
+    assert [r for _, r in seen] == [0.05] * 3
+    seen.clear()
+    WARP(factors=8, epochs=3, rate_boost=3, boost_half_life=1, random_state=0).fit(train)
+    np.testing.assert_allclose([r for _, r in seen], [0.06, 0.04, 0.03], rtol=1e-12)
+
+
+def test_sgd_decay_and_the_boost_multiply(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    WARP(factors=8, epochs=3, learning_schedule="sgd", decay=1.0, random_state=0).fit(train)
+    np.testing.assert_allclose([r for _, r in seen], [expected(e) / (1 + e) for e in range(3)], rtol=1e-12)
+
+
+def test_a_warm_refit_goes_on_from_the_epoch_it_is_at(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    model = WARP(factors=8, warm_epochs=3, random_state=0).fit(train)
+    best = model.best_epoch_
+    assert seen[-3:] == [(best + k, pytest.approx(expected(best + k), rel=1e-12)) for k in range(3)]
+
+
+def test_partial_fit_goes_on_from_the_epoch_the_model_is_at(planted, monkeypatch):
+    train, _ = planted
+    model = WARP(factors=8, epochs=4, random_state=0).fit(train)
+    seen = spy_rates(monkeypatch)
+    model.partial_fit(train, epochs=2)
+    assert [e for e, _ in seen] == [4, 5]
+    np.testing.assert_allclose([r for _, r in seen], [expected(4), expected(5)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [WARP, HybridWARP])
+def test_fold_in_steps_at_the_learning_rate_without_the_boost(planted, cls):
+    train, _ = planted
+    ids = np.array([f"u{u}" for u in range(train.shape[0])])
+    items = np.array([f"i{i}" for i in range(train.shape[1])])
+    history = pd.DataFrame({"user": ["new"] * 5, "item": items[train[0].indices[:5]]})
+
+    def folded(boost):
+        model = cls(factors=8, epochs=3, random_state=0).fit(train, user_ids=ids, item_ids=items)
+        model.set_params(rate_boost=boost)  # after the fit: only fold-in can tell the two apart
+        model.fold_in(history, epochs=4)
+        return model.user_factors_[-1]
+
+    np.testing.assert_array_equal(folded(1.5), folded(1.0))
+    np.testing.assert_array_equal(folded(4.0), folded(1.0))
+
+
+def test_the_hybrid_takes_warps_schedule_without_features_and_a_constant_rate_with_them(planted):
+    train, _ = planted
+    assert HybridWARP().rate_boost is None
+    plain = HybridWARP(factors=8, epochs=1, random_state=0).fit(train)
+    assert plain._rate_boost() == WARP().rate_boost == 1.5
+    n_items = train.shape[1]
+    features = pd.DataFrame({"id": [str(i) for i in range(n_items)], "feature": [f"f{i % 7}" for i in range(n_items)]})
+    with_features = HybridWARP(factors=8, epochs=1, random_state=0).fit(train, item_features=features)
+    assert with_features._rate_boost() == 1.0
+    assert with_features._step_settings(0)["learning_rate"] == HybridWARP.FEATURE_LEARNING_RATE
+    assert HybridWARP(rate_boost=2.0)._rate_boost() == 2.0
+
+
+@pytest.mark.parametrize("bad", [{"rate_boost": 0}, {"rate_boost": -1.5}, {"rate_boost": float("nan")},
+                                 {"boost_half_life": 0}, {"boost_half_life": -10}])
+def test_a_schedule_that_is_no_rate_is_refused(planted, bad):
+    with pytest.raises(InputError, match=next(iter(bad))):
+        WARP(factors=8, epochs=1, **bad).fit(planted[0])
+
+
+def test_a_model_file_saved_before_the_schedule_loads_with_a_constant_rate(planted, tmp_path):
+    train, _ = planted
+    path = tmp_path / "m.npz"
+    model = WARP(factors=8, epochs=2, random_state=0).fit(train)
+    model.save(path)
+    assert load(path).rate_boost == 1.5  # a file that holds the parameter keeps it
+    with np.load(path, allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    meta = json.loads(str(members["__meta__"]))
+    del meta["params"]["rate_boost"], meta["params"]["boost_half_life"]  # as files were written before
+    members["__meta__"] = np.array(json.dumps(meta))
+    old = tmp_path / "old.npz"
+    np.savez(old, **members)
+    loaded = load(old)
+    assert loaded.rate_boost == 1.0 and loaded.boost_half_life == 10.0  # trained with a constant rate
+    np.testing.assert_array_equal(loaded.item_factors_, model.item_factors_)
+    assert loaded._step_settings(loaded.epochs_done_)["learning_rate"] == 0.02
