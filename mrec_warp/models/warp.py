@@ -107,6 +107,15 @@ class WARP(FactorModel):
         negatives until then, are learned in a few epochs. That roughly halves the time of a
         default fit but cost 1.6-2.3% precision@10 on dense and long-tail data (README,
         "Model selection"), so it is an option, not the default.
+    refit_reuse : float
+        Share of the chosen epoch count the refit from scratch (``warm_epochs=0``) takes
+        over from the fit instead of repeating it: the refit starts from the fit's whole
+        training state (factors, biases, adagrad's accumulators, the sampler) after epoch
+        ``k``, the latest of the states kept on a geometric grid of epochs at or before
+        ``round(refit_reuse * best_epoch_)`` (:mod:`~mrec_warp.models.refit_states`), and
+        trains epochs ``k + 1 .. best_epoch_`` on all the data (``refit_start_`` is ``k``).
+        ``0``: every refit epoch from scratch. The fit's first epochs saw 90% of the pairs,
+        the rest pushed down as negatives; this is what it costs in precision@10.
     init_scale : float
         Initial factors are normal with standard deviation ``init_scale / sqrt(factors)``.
     n_jobs : int
@@ -188,6 +197,9 @@ class WARP(FactorModel):
         Param("warm_epochs", int, 0, "Refit: continue N epochs on all data from the best epoch's factors (about "
               "half the time, up to 2% lower P@10 on long-tail data); 0 = retrain from scratch for the best "
               "epoch count.", low=0, hint="0: refit from scratch"),
+        Param("refit_reuse", float, 0.0, "Refit: start from the fit's training state at about this share of the "
+              "best epoch count (factors, adagrad, sampler) and train only the epochs after it on all the data; "
+              "0 = every refit epoch from scratch.", low=0, high=0.9),
         Param("init_scale", float, 0.1, "Initial factors' standard deviation times sqrt(factors).", low=0,
               option=False),
         n_jobs_param("Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core)."),
@@ -227,6 +239,7 @@ class WARP(FactorModel):
         validation_users: int = 5000,
         refit: bool = True,
         warm_epochs: int = 0,
+        refit_reuse: float = 0.0,
         init_scale: float = 0.1,
         n_jobs: int = 1,
         random_state: Optional[int] = None,
@@ -259,6 +272,7 @@ class WARP(FactorModel):
         self.validation_users = validation_users
         self.refit = refit
         self.warm_epochs = warm_epochs
+        self.refit_reuse = refit_reuse
         self.init_scale = init_scale
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -271,6 +285,7 @@ class WARP(FactorModel):
     # -- checks ------------------------------------------------------------------------------
     #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
     STATE_COPIES = 2
+    OPTIMISER_STATE = ("_user_accum", "_item_accum", "_bias_accum", "_rng_state")
 
     def _step_scales(self) -> Dict[str, float]:
         """Parameters other than ``alpha`` that multiply each step (named first by a
@@ -398,9 +413,9 @@ class WARP(FactorModel):
         """
         return partial_fit(self, X, epochs, progress)
 
-    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
-        ``validation``, early-stop and keep the best."""
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit", first: int = 0) -> int:
+        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`), numbered
+        from ``first + 1``; with ``validation``, early-stop and keep the best."""
         data = csr if isinstance(csr, TrainingData) else training_data(self, csr)
 
         def step():
@@ -409,7 +424,7 @@ class WARP(FactorModel):
                            f"loss {stats['loss']:.4f}")
 
         return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=effective_n_jobs(self.n_jobs),
-                          min_improvement=float(self.min_improvement))
+                          min_improvement=float(self.min_improvement), first=first)
 
     # -- confidence ----------------------------------------------------------------------------
     def _confidence_kind(self) -> str:
