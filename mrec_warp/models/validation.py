@@ -15,7 +15,7 @@ from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
 from .declared import Param
-from .refit_states import RefitStates
+from .refit_states import MOST_STATES, RefitStates
 
 
 #: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
@@ -231,17 +231,25 @@ def check_epochs(model) -> None:
          "choose the count by early stopping)")
 
 
+def _reuse(model) -> float:
+    """The share of the fit a refit reuses (WARP's ``refit_reuse``; 0 for a model without it)."""
+    return float(getattr(model, "refit_reuse", 0.0) or 0.0)
+
+
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
 
     The estimate counts float32 factor rows (``model.factor_rows``) times ``model.factors``,
     times the copies the fit keeps (``model.STATE_COPIES``: WARP's adagrad accumulators
-    double it), plus the best snapshot early stopping keeps, plus ``model.GRAM_COPIES``
-    factors x factors matrices (WRMF's Gram matrix and solves): see
-    :class:`~mrec_warp.models.factor_model.FactorModel`.
+    double it), plus the best snapshot early stopping keeps, plus the training states a
+    reusing refit keeps (``refit_reuse``: up to :data:`~.refit_states.MOST_STATES` + 1 of
+    ``STATE_COPIES`` each), plus ``model.GRAM_COPIES`` factors x factors matrices (WRMF's
+    Gram matrix and solves): see :class:`~mrec_warp.models.factor_model.FactorModel`.
     """
     rows = model.factor_rows(n_users, n_items)
     copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
+    if _reuse(model) > 0 and model.epochs is None and model.refit:
+        copies += (MOST_STATES + 1) * model.STATE_COPIES
     d = float(model.factors)
     need = 4.0 * d * rows * copies + 4.0 * d * d * model.GRAM_COPIES
     check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
@@ -278,7 +286,7 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     users = sample_users(val, int(model.validation_users), rng, user_keys)
     init_seed = spawn_seed(rng)
     model.init_state(*csr.shape, np.random.default_rng(init_seed))
-    reuse = float(getattr(model, "refit_reuse", 0.0) or 0.0)
+    reuse = _reuse(model)
     keeper = RefitStates(reuse) if reuse > 0 and validation is None and model.refit and warm_epochs == 0 else None
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
                               validation=(fit_part, val, rng, users, keeper), **train_options)
@@ -318,7 +326,7 @@ def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates
 
 
 def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, refit_help: str,
-                          unit: str = "epoch") -> Dict[str, Param]:
+                          unit: str = "epoch", validation_users: int = 5000) -> Dict[str, Param]:
     """The declared parameters of early stopping (WARP, WRMF), by name, with a family's
     defaults; each class puts them in its ``__init__`` order."""
     units = unit + "s"
@@ -332,7 +340,8 @@ def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, re
         Param("eval_k", int, 10, "The k of the validation precision@k.", low=1, option=False),
         Param("validation_fraction", float, 0.1, "Share of each user's items held out for early stopping.",
               low=0, high=1, low_open=True, high_open=True),
-        Param("validation_users", int, 5000, "Most users (drawn at random) scored per validation evaluation.",
+        Param("validation_users", int, validation_users, "Most users (drawn at random) scored per validation "
+              "evaluation.",
               low=1, option=False),
         Param("refit", bool, True, refit_help),
     )}
