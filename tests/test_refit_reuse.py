@@ -156,3 +156,27 @@ def test_kept_states_give_a_start_near_the_target_within_the_memory_bound(fracti
 def test_no_state_before_the_target_means_a_refit_from_scratch():
     keeper, _ = _keep(0.25, [1, 1, 1])
     assert keeper.target(1) == 0 and keeper.start(1) is None
+
+
+def test_memory_check_counts_the_kept_states(monkeypatch):
+    from mrec_warp.models import validation
+
+    asked = {}
+    monkeypatch.setattr(validation, "check_memory", lambda need, what, param: asked.setdefault(len(asked), need))
+    for reuse in (0.0, 0.25):
+        validation.check_factor_memory(WARP(factors=16, refit_reuse=reuse), 1000, 500)
+    one_copy = 4.0 * 16 * 1500
+    # factors + adagrad + the best snapshot; then also up to MOST_STATES + 1 states of both
+    assert asked[0] == 3 * one_copy
+    assert asked[1] == (3 + 2 * (MOST_STATES + 1)) * one_copy
+
+
+def test_refit_reuse_on_the_command_line(tmp_path):
+    from .conftest import run_ok
+
+    rows = [f"u{u}\ti{(u * 7 + j * 3) % 40}" for u in range(60) for j in range(8)]
+    (tmp_path / "r.tsv").write_text("\n".join(rows) + "\n")
+    run_ok("train", str(tmp_path / "r.tsv"), "-o", str(tmp_path / "m.npz"), "--model", "warp", "--factors", "4",
+           "--refit-reuse", "0.5", "--seed", "0", "-q")
+    model = load(tmp_path / "m.npz")
+    assert model.get_params()["refit_reuse"] == 0.5
