@@ -312,7 +312,7 @@ def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates
     state (drawn again from ``init_seed``) for ``best`` passes. ``model.refit_start_`` is ``k``
     (0 from scratch)."""
     start = keeper.start(best) if keeper is not None else None
-    if start is None:
+    if start is None or keeper is None:
         progress.log(f"refitting on all training data for {best} {unit}s")
         model.init_state(*csr.shape, np.random.default_rng(init_seed))
         model.refit_start_ = 0
@@ -320,7 +320,8 @@ def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates
         return
     k, state = start
     progress.log(f"refitting on all training data: {unit}s {k + 1}-{best}, from the fit's state after {unit} {k}")
-    model.set_train_state(state)
+    model.set_train_state(state)  # (a copy: the kept states can go)
+    keeper.states.clear()
     model.refit_start_ = k
     model.train_epochs(csr, best - k, progress, callbacks, phase="refit", first=k, **train_options)
 
