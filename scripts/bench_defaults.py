@@ -105,6 +105,14 @@ def run_one(folder: Path, family: str, seed: int, params: Dict[str, Any]) -> Dic
     for attr in ("best_epoch_", "alpha_", "l2_"):
         if getattr(model, attr, None) is not None:
             row[attr.rstrip("_")] = float(getattr(model, attr))
+    history = getattr(model, "history_", None) or []
+    if history:  # the honest cost: epochs of each phase times their mean seconds
+        for phase in ("fit", "refit"):
+            rows = [h for h in history if h.get("phase") == phase]
+            row[f"{phase}_epochs"] = len(rows)
+            row[f"{phase}_epoch_seconds"] = sum(h["seconds"] for h in rows) / len(rows) if rows else 0.0
+        evals = [h["eval_seconds"] for h in history if "eval_seconds" in h]
+        row["eval_seconds"] = sum(evals) / len(evals) if evals else 0.0
     return row
 
 

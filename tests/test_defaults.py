@@ -76,7 +76,7 @@ def test_defaults_as_stated():
     for cls in (WARP, HybridWARP):
         params = cls().get_params()
         assert (params["eval_every"], params["patience"], params["min_improvement"]) == (1, 10, 0.0)
-        assert params["validation_users"] == 5000 and params["warm_epochs"] == 0
+        assert params["validation_users"] == 1000 and params["warm_epochs"] == 0 and params["refit_reuse"] == 0.25
     assert WRMF().get_params()["alpha"] == "auto"
     assert EASE().get_params()["l2"] == 200.0
     assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == (1.0, 100.0, 800)
