@@ -127,7 +127,8 @@ CASES = [
     ("indices_reversed_rows", "WARP", setter("train_indices", reverse_rows), "not sorted"),
     ("indices_duplicate", "WARP", setter("train_indices", lambda a, m: np.where(np.arange(len(a)) == 1, a[0], a)), "not sorted"),
     ("indices_out_of_range", "WARP", setter("train_indices", put(3, N_ITEMS + 7)), "outside"),
-    ("indices_negative", "WARP", setter("train_indices", put(3, -1)), "outside"),
+    # (new files hold the smallest unsigned type; a signed one, as format 1 wrote, may be negative)
+    ("indices_negative", "WARP", setter("train_indices", lambda a, m: put(3, -1)(a.astype(np.int32), m)), "outside"),
     # ids
     ("user_ids_duplicate", "WARP", setter("user_ids", lambda a, m: np.where(np.arange(len(a)) == 1, a[0], a)), "more than once"),
     ("item_ids_numbers", "WARP", setter("item_ids", lambda a, m: np.arange(len(a))), "has type"),

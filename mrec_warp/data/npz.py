@@ -305,6 +305,48 @@ def csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.ascontiguousarray(m.data, dtype=np.float32))
 
 
+def index_dtype(n: int) -> np.dtype:
+    """The smallest unsigned integer type that holds every index ``0 .. n - 1`` (a model file's
+    column indices: uint16 below 65,536 items, half the bytes of int32). Readers widen them
+    (to int64 before checking: a narrow type's differences wrap around)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if n - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.uint64)
+
+
+#: Largest finite float16 magnitude.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def round_to_float16(values: np.ndarray) -> np.ndarray:
+    """``values`` (float32) rounded to the nearest float16, kept as float32: what a model file
+    stores in half the bytes (:func:`compact_csr_arrays`) and loads back bit for bit. Values
+    beyond float16's range stay as they are (the file then keeps float32)."""
+    values = np.asarray(values, dtype=np.float32)
+    fits = np.abs(values) <= FLOAT16_MAX
+    with np.errstate(over="ignore"):
+        rounded = values.astype(np.float16).astype(np.float32)
+    return np.where(fits, rounded, values)
+
+
+def compact_values(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` as float16 when every one converts exactly (they were rounded with
+    :func:`round_to_float16`), else as float32: never a change of value."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        half = values.astype(np.float16)
+    return half if np.array_equal(half.astype(np.float32), values) else values
+
+
+def compact_csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of ``m`` to save in the fewest bytes that lose nothing: index
+    pointers and column indices in the smallest unsigned types that hold them
+    (:func:`index_dtype`), values as float16 when that is exact (:func:`compact_values`)."""
+    return (np.ascontiguousarray(m.indptr, dtype=index_dtype(m.nnz + 1)),
+            np.ascontiguousarray(m.indices, dtype=index_dtype(m.shape[1])), compact_values(m.data))
+
+
 def read_csr(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:
     """The CSR matrix saved as ``{prefix}_indptr/_indices/_data`` in ``arrays``, its structure
     and weights checked (finite, not negative) before anything reads it."""

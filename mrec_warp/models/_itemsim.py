@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.npz import check_csr, check_finite, check_shape
+from ..data.npz import check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
@@ -184,10 +184,12 @@ class ItemSimilarity(Recommender):
         out = {"item_counts": self.item_counts_}
         if self._dense_weights:  # a model that may cover fewer items says which
             kept = self.kept_items_
-            out["kept_items"] = np.arange(self.n_items, dtype=np.int64) if kept is None else kept
+            out["kept_items"] = (np.arange(self.n_items) if kept is None else kept).astype(index_dtype(self.n_items))
         if sp.issparse(self.weights_):
-            out.update(weights_indptr=self.weights_.indptr.astype(np.int64), weights_indices=self.weights_.indices,
-                       weights_data=self.weights_.data)
+            # the fewest bytes that lose nothing: uint16 indices below 65,536 items, float16
+            # values when the fit rounded them so (EASE's sparsified weights)
+            indptr, indices, data = compact_csr_arrays(self.weights_)
+            out.update(weights_indptr=indptr, weights_indices=indices, weights_data=data)
         else:
             out["weights"] = self.weights_
         return out
@@ -224,11 +226,14 @@ class ItemSimilarity(Recommender):
             weights = arrays["weights"]
             check_shape(weights, (n, n), "weights")
         else:
-            indptr, indices = arrays["weights_indptr"].astype(np.int64), arrays["weights_indices"]
-            data = arrays["weights_data"]
+            # widened before the checks (a narrow type's differences wrap around); float16
+            # values widen exactly to the float32 the fit scored with
+            indptr = arrays["weights_indptr"].astype(np.int64)
+            indices = arrays["weights_indices"].astype(np.int64)
+            data = arrays["weights_data"].astype(np.float32)
             check_csr(indptr, indices, (n, n), "weights")
             check_shape(data, indices.shape, "weight values")
-            weights = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+            weights = sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=(n, n))
         weights = _as_weights(weights, weights.shape[0])
         check_finite(weights.data if sp.issparse(weights) else weights, "weights")
         self.weights_ = weights

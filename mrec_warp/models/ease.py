@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
+from ..data.npz import index_dtype, round_to_float16
 from ..errors import InputError
 from .. import memory
 from ..workers import effective_n_jobs
@@ -175,8 +176,9 @@ class EASE(ItemSimilarity):
 
 
 def keeps_dense(n_items: int, topk: int) -> bool:
-    """Whether ``topk`` keeps the dense matrix: 0, or so many that CSR (8 bytes an entry)
-    would be larger than dense (4 bytes an entry)."""
+    """Whether ``topk`` keeps the dense matrix: 0, or at least half the items (CSR arrays of
+    int32 indices and float32 values, 8 bytes an entry, would have been larger than dense).
+    Fixed: a file's parameters say by this rule whether it holds CSR arrays or one dense array."""
     return topk <= 0 or 2 * topk >= n_items
 
 
@@ -187,7 +189,11 @@ ROW_CAP = 4
 def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = None):
     """The ``topk x n`` weights of largest magnitude (``topk`` per item on average, at most
     :data:`ROW_CAP` times that in one item's row) as float32 CSR, or ``weights`` itself when
-    :func:`keeps_dense`. Kept entries are the dense values, bit for bit; zeros are never kept.
+    :func:`keeps_dense`. Kept entries are the dense values rounded to float16 precision
+    (:func:`~mrec_warp.data.npz.round_to_float16`): the model file stores them in half the
+    bytes and loads back the very weights the fit scores with (the rounding, a relative
+    2^-11, moved P@10 by at most 0.1% on the selection suite: notes/easefile.rst); zeros
+    are never kept.
 
     A global threshold rather than ``topk`` in every row: popular items, whose rows weigh
     on many users, keep more. On ml-100k it lost 0.4% of P@10 at 200 per item where a
@@ -220,7 +226,8 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
             keep[tied[len(tied) - over:]] = False
     keep = keep.reshape(vals.shape)
     rows = np.broadcast_to(np.arange(n)[:, None], vals.shape)
-    out = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(n, n), dtype=np.float32)
+    out = sp.csr_matrix((round_to_float16(vals[keep]), (rows[keep], cols[keep])), shape=(n, n), dtype=np.float32)
+    out.eliminate_zeros()  # (a weight below float16's smallest: W, not interactions)
     out.sort_indices()
     return out
 
@@ -286,7 +293,8 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
     ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
     :data:`SPARSE_RATE`) and a few passes over ``n^2`` floats; the file holds the weights
-    (``n^2`` float32, or ``topk`` value-index pairs per item) besides the training matrix.
+    (``n^2`` float32, or ``topk`` pairs of a float16 value and a column index per item,
+    uint16 below 65,536 items) besides the training matrix.
     """
     n_users, n = csr.shape
     per_user = np.diff(csr.indptr).astype(np.float64)
@@ -295,10 +303,12 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     flops = float(n) ** 3
     seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
                + 6.0 * n * n * itemsize / PASS_RATE)
-    rest = 4 * csr.nnz + 8 * (n_users + 1) + 4 * n + 16 * (n_users + n)  # training rows, counts, ids
-    dense = 4 * n * n + 8 * n + rest
-    weights = 4 * n * n if keeps_dense(n, topk) else 8 * n * min(topk, n) + 8 * (n + 1)
-    return Cost(n, int(peak), float(seconds), int(weights + 8 * n + rest), int(dense))
+    index = index_dtype(n).itemsize  # column indices and kept items, as the file stores them
+    rest = index * csr.nnz + 8 * (n_users + 1) + 4 * n + 16 * (n_users + n) + index * n  # training rows, counts, ids
+    dense = 4 * n * n + rest
+    kept = n * min(topk, n)  # float16 values (2 bytes) and their column indices
+    weights = 4 * n * n if keeps_dense(n, topk) else (2 + index) * kept + index_dtype(kept + 1).itemsize * (n + 1)
+    return Cost(n, int(peak), float(seconds), int(weights + rest), int(dense))
 
 
 def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[int] = None) -> np.ndarray:

@@ -10,7 +10,9 @@ Layout of the archive:
     Unicode arrays: the original ids of each row / column.
 ``train_indptr``, ``train_indices``
     The training interactions the model was fitted on (CSR structure), used by default to
-    exclude already-seen items when recommending.
+    exclude already-seen items when recommending. The column indices are written in the
+    smallest unsigned type that holds the item count (uint16 below 65,536 items; files of
+    format 1 before that hold int32); any integer type loads.
 ``arr_<name>``
     The model's own arrays (factors, biases, popularity counts ...).
 """
@@ -26,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..files import atomic_path
-from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, source_name, write_npz
+from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, index_dtype, source_name, write_npz
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
@@ -66,7 +68,7 @@ def save_model(
         "user_ids": _loadable_ids(user_ids, "user", target),
         "item_ids": _loadable_ids(item_ids, "item", target),
         "train_indptr": train.indptr.astype(np.int64, copy=False),
-        "train_indices": train.indices.astype(np.int32, copy=False),
+        "train_indices": train.indices.astype(index_dtype(train.shape[1]), copy=False),
     }
     for name, arr in arrays.items():
         payload[f"arr_{name}"] = np.ascontiguousarray(arr)
@@ -155,7 +157,9 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         user_ids = archive.read("user_ids", "U", (n_users,))
         item_ids = archive.read("item_ids", "U", (n_items,))
         indptr = archive.read("train_indptr", "iu", (n_users + 1,)).astype(np.int64, copy=False)
-        indices = archive.read("train_indices", "iu", (None,))
+        # widened before the checks: a narrow type's differences wrap around, a wide one's
+        # values would wrap when narrowed
+        indices = archive.read("train_indices", "iu", (None,)).astype(np.int64, copy=False)
         try:
             check_ids(user_ids, "user ids")
             check_ids(item_ids, "item ids")
