@@ -22,7 +22,7 @@ import os
 import tokenize
 import zipfile
 import zlib
-from typing import IO, Dict, Optional, Sequence, Tuple, Union
+from typing import IO, Collection, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -32,8 +32,9 @@ from ..errors import InputError
 from .inputs import MAX_ID_LENGTH
 
 #: A member may decompress to at most this many times its compressed size (plus
-#: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1); a file
-#: recompressed with a zip tool stays far below this (ids compress about 10x).
+#: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1) but for the
+#: index arrays of model files (deflated, about 2x); a file recompressed with a zip tool
+#: stays far below this (ids compress about 10x).
 MAX_RATIO = 64
 RATIO_SLACK = 1 << 20
 #: Longest id accepted in an ids array, in characters: the readers' limit, so every id a
@@ -282,9 +283,12 @@ def check_shape(arr: np.ndarray, shape: Sequence[int], what: str) -> None:
 _MEMBER_DATE = (1980, 1, 1, 0, 0, 0)
 
 
-def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` as an uncompressed ``.npz`` (what ``np.load`` reads) to a path or a
-    binary file object.
+def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.ndarray],
+              deflate: Collection[str] = ()) -> None:
+    """Write ``arrays`` as an ``.npz`` (what ``np.load`` reads) to a path or a binary file
+    object: members uncompressed, except those named in ``deflate``, which are deflated
+    unless that would make :class:`NpzArchive` take them for a decompression bomb
+    (:func:`_deflates_safely`).
 
     Unlike ``np.savez`` under numpy 1.x, the archive is closed even when a write fails, so
     a full disk is one error, not also a traceback printed later by the archive's finaliser;
@@ -293,10 +297,23 @@ def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.n
     """
     with zipfile.ZipFile(target, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, arr in arrays.items():
+            arr = np.asanyarray(arr)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_MEMBER_DATE)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED if name in deflate and _deflates_safely(arr) \
+                else zipfile.ZIP_STORED
             with archive.open(info, mode="w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                np.lib.format.write_array(member, arr, allow_pickle=False)
+
+
+def _deflates_safely(arr: np.ndarray) -> bool:
+    """Whether ``arr`` deflated stays well within :data:`MAX_RATIO` (a member of identical
+    rows could compress a thousandfold, and its own reader would then refuse it). Members
+    under :data:`RATIO_SLACK` always pass that check; larger ones are compressed once here
+    to see (at zipfile's level, so the sizes agree)."""
+    if arr.nbytes + MAX_HEADER_BYTES <= RATIO_SLACK:
+        return True
+    compressed = len(zlib.compress(np.ascontiguousarray(arr).tobytes(), zlib.Z_DEFAULT_COMPRESSION))
+    return arr.nbytes + MAX_HEADER_BYTES <= (MAX_RATIO // 2) * compressed
 
 
 def csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,8 +11,9 @@ Layout of the archive:
 ``train_indptr``, ``train_indices``
     The training interactions the model was fitted on (CSR structure), used by default to
     exclude already-seen items when recommending. The column indices are written in the
-    smallest unsigned type that holds the item count (uint16 below 65,536 items; files of
-    format 1 before that hold int32); any integer type loads.
+    smallest unsigned type that holds the item count (uint16 below 65,536 items; earlier
+    files of format 1 hold int32); any integer type loads. Members of text, unsigned integer
+    or float16 type (ids, these indices, a model's compact item-item weights) are deflated.
 ``arr_<name>``
     The model's own arrays (factors, biases, popularity counts ...).
 """
@@ -72,20 +73,29 @@ def save_model(
     }
     for name, arr in arrays.items():
         payload[f"arr_{name}"] = np.ascontiguousarray(arr)
+    deflate = [name for name, arr in payload.items() if _deflated(arr)]
     if hasattr(target, "write"):
         if verify is None:
-            write_npz(target, payload)
+            write_npz(target, payload, deflate)
             return
         buffer = io.BytesIO()
-        write_npz(buffer, payload)
+        write_npz(buffer, payload, deflate)
         _verified(verify, buffer, target)
         target.write(buffer.getbuffer())
         return
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as fh:
-            write_npz(fh, payload)
+            write_npz(fh, payload, deflate)
         if verify is not None:
             _verified(verify, tmp, target)
+
+
+def _deflated(arr: np.ndarray) -> bool:
+    """Whether a member is deflated: ids (UTF-32 text, mostly zero bytes, shrink 5-20x) and
+    the compact arrays (unsigned column indices and index pointers shrink to about half,
+    float16 weights by a sixth: scripts/ease_topk.py). Float32 factors, which barely
+    shrink, are stored as they are and cost no compression time."""
+    return arr.dtype.kind in "uU" or arr.dtype == np.float16
 
 
 def _loadable_ids(ids, kind: str, target) -> np.ndarray:
