@@ -54,12 +54,16 @@ def test_the_file_holds_compact_types_and_loads_bit_for_bit(models, family, tmp_
     assert arrays["arr_weights_indices"].dtype == np.uint16  # 1,000 items
     assert arrays["train_indices"].dtype == np.uint16
     assert arrays["arr_weights_indptr"].dtype.kind == "u"
-    # EASE's weights were rounded at fit: float16 on disk; SLIM's and item-kNN's were not: float32
-    assert arrays["arr_weights_data"].dtype == (np.float16 if family == "ease" else np.float32)
+    # EASE's weights were rounded to float16 precision at fit: float16 on disk, deflated;
+    # SLIM's and item-kNN's were not: float32, stored as they are
+    half = family == "ease"
+    assert arrays["arr_weights_data"].dtype == (np.float16 if half else np.float32)
+    assert infos["arr_weights_data"].compress_type == (zipfile.ZIP_DEFLATED if half else zipfile.ZIP_STORED)
+    if half:
+        assert np.array_equal(model.weights_.data.astype(np.float16).astype(np.float32), model.weights_.data)
     for name in ("arr_weights_indices", "train_indices", "item_ids"):
         assert infos[name].compress_type == zipfile.ZIP_DEFLATED, name
-    assert infos["arr_weights_data"].compress_type == (
-        zipfile.ZIP_DEFLATED if family == "ease" else zipfile.ZIP_STORED)
+    assert infos["arr_item_counts"].compress_type == zipfile.ZIP_STORED  # float32: barely shrinks
     back = load(tmp_path / "m.npz")
     assert back.weights_.dtype == np.float32 and back.weights_.indices.dtype.kind == "i"
     users = np.arange(model.n_users)
@@ -88,7 +92,7 @@ def test_files_laid_out_as_before_load_with_the_same_scores_and_are_larger(model
     users = np.arange(model.n_users)
     np.testing.assert_array_equal(old.score_users(users), model.score_users(users))
     new_size, old_size = (tmp_path / "new.npz").stat().st_size, (tmp_path / "old.npz").stat().st_size
-    # EASE: 2-byte indices and values, deflated, against 8 bytes a weight
+    # EASE: 2-byte indices and values, deflated, against 8 bytes a weight; others: the indices
     assert new_size <= (0.5 if family == "ease" else 0.8) * old_size, (new_size, old_size)
 
 
@@ -162,11 +166,32 @@ def test_a_member_that_would_look_like_a_bomb_is_stored_not_deflated(tmp_path):
             np.testing.assert_array_equal(archive.read(name, "u", (None,)), arr)
 
 
-def test_float16_rounding_keeps_what_float16_cannot_hold():
+def test_float16_rounding_is_all_or_nothing():
     from mrec_warp.data.npz import compact_values, round_to_float16
-    values = np.array([0.1, -3.0e-3, 70000.0, 1e-9], dtype=np.float32)
+    values = np.array([0.1, -3.0e-3, 0.0, 2.5], dtype=np.float32)
     rounded = round_to_float16(values)
-    assert rounded.dtype == np.float32 and rounded[2] == np.float32(70000.0)  # beyond float16: unchanged
-    assert rounded[0] == np.float32(np.float16(0.1))
-    assert compact_values(rounded).dtype == np.float32  # 70000 has no float16: the file keeps float32
-    assert compact_values(rounded[[0, 1, 3]]).dtype == np.float16
+    assert rounded.dtype == np.float32 and rounded[0] == np.float32(np.float16(0.1)) and rounded[0] != values[0]
+    assert compact_values(rounded).dtype == np.float16  # exact: the file holds float16
+    # one value beyond float16's normal range (too large, or too small for 11 significant
+    # bits): nothing is rounded, and the file keeps float32
+    for odd in (70000.0, 1e-6):
+        mixed = np.append(values, np.float32(odd))
+        np.testing.assert_array_equal(round_to_float16(mixed), mixed)
+        assert compact_values(mixed).dtype == np.float32
+
+
+def test_weights_float16_cannot_hold_are_kept_and_saved_as_float32(models, tmp_path):
+    model = models["ease"]
+    copy = load(_saved_path(model, tmp_path / "a.npz"))
+    copy.weights_.data[0] = np.float32(1e-6)  # below float16's normal range: not exact in float16
+    copy.save(tmp_path / "b.npz")
+    with zipfile.ZipFile(tmp_path / "b.npz") as z:
+        assert np.load(io.BytesIO(z.read("arr_weights_data.npy"))).dtype == np.float32
+    back = load(tmp_path / "b.npz")
+    users = np.arange(model.n_users)
+    np.testing.assert_array_equal(back.score_users(users), copy.score_users(users))
+
+
+def _saved_path(model, path):
+    model.save(path)
+    return path

@@ -332,19 +332,21 @@ def index_dtype(n: int) -> np.dtype:
     return np.dtype(np.uint64)
 
 
-#: Largest finite float16 magnitude.
+#: Float16's normal range (beyond it, overflow; below it, fewer significant bits).
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+FLOAT16_TINY = float(np.finfo(np.float16).tiny)
 
 
 def round_to_float16(values: np.ndarray) -> np.ndarray:
-    """``values`` (float32) rounded to the nearest float16, kept as float32: what a model file
-    stores in half the bytes (:func:`compact_csr_arrays`) and loads back bit for bit. Values
-    beyond float16's range stay as they are (the file then keeps float32)."""
+    """float32 ``values`` rounded to the nearest float16 (a relative 2^-11 at most), still
+    float32: what a model file stores in half the bytes (:func:`compact_values`) and loads back
+    bit for bit. Only when every non-zero value is within float16's normal range (6.1e-5 to
+    65,504); otherwise ``values`` as they are (and the file keeps float32)."""
     values = np.asarray(values, dtype=np.float32)
-    fits = np.abs(values) <= FLOAT16_MAX
-    with np.errstate(over="ignore"):
-        rounded = values.astype(np.float16).astype(np.float32)
-    return np.where(fits, rounded, values)
+    mags = np.abs(values[values != 0])
+    if mags.size and not (mags.min() >= FLOAT16_TINY and mags.max() <= FLOAT16_MAX):
+        return values
+    return values.astype(np.float16).astype(np.float32)
 
 
 def compact_values(values: np.ndarray) -> np.ndarray:

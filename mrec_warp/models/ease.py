@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
-from ..data.npz import index_dtype, round_to_float16
+from ..data.npz import index_dtype
 from ..errors import InputError
 from .. import memory
 from ..workers import effective_n_jobs
@@ -74,6 +74,7 @@ class EASE(ItemSimilarity):
     """
 
     _dense_weights = True
+    _float16_weights = True
 
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
@@ -189,11 +190,8 @@ ROW_CAP = 4
 def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = None):
     """The ``topk x n`` weights of largest magnitude (``topk`` per item on average, at most
     :data:`ROW_CAP` times that in one item's row) as float32 CSR, or ``weights`` itself when
-    :func:`keeps_dense`. Kept entries are the dense values rounded to float16 precision
-    (:func:`~mrec_warp.data.npz.round_to_float16`): the model file stores them in half the
-    bytes and loads back the very weights the fit scores with (the rounding, a relative
-    2^-11, moved P@10 by at most 0.1% on the selection suite: notes/easefile.rst); zeros
-    are never kept.
+    :func:`keeps_dense`. Kept entries are the dense values, bit for bit (the fit then rounds
+    them to float16 precision: :meth:`ItemSimilarity.fit`); zeros are never kept.
 
     A global threshold rather than ``topk`` in every row: popular items, whose rows weigh
     on many users, keep more. On ml-100k it lost 0.4% of P@10 at 200 per item where a
@@ -226,8 +224,7 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
             keep[tied[len(tied) - over:]] = False
     keep = keep.reshape(vals.shape)
     rows = np.broadcast_to(np.arange(n)[:, None], vals.shape)
-    out = sp.csr_matrix((round_to_float16(vals[keep]), (rows[keep], cols[keep])), shape=(n, n), dtype=np.float32)
-    out.eliminate_zeros()  # (a weight below float16's smallest: W, not interactions)
+    out = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(n, n), dtype=np.float32)
     out.sort_indices()
     return out
 
