@@ -52,7 +52,7 @@ def test_the_file_holds_compact_types_and_loads_bit_for_bit(models, family, tmp_
     model = models[family]
     arrays, infos = _saved(model, tmp_path / "m.npz")
     assert arrays["arr_weights_indices"].dtype == np.uint16  # 1,000 items
-    assert arrays["train_indices"].dtype == np.uint16
+    assert arrays["train_indices"].dtype == np.uint16 and arrays["train_indptr"].dtype == np.uint16  # 3,600
     assert arrays["arr_weights_indptr"].dtype.kind == "u"
     # EASE's weights were rounded to float16 precision at fit: float16 on disk, deflated;
     # SLIM's and item-kNN's were not: float32, stored as they are
@@ -74,6 +74,7 @@ def test_the_file_holds_compact_types_and_loads_bit_for_bit(models, family, tmp_
 def _as_format_1(arrays):
     """The same model laid out as files of format 1 before compact storage held it."""
     old = dict(arrays)
+    old["train_indptr"] = arrays["train_indptr"].astype(np.int64)
     old["train_indices"] = arrays["train_indices"].astype(np.int32)
     old["arr_weights_indptr"] = arrays["arr_weights_indptr"].astype(np.int64)
     old["arr_weights_indices"] = arrays["arr_weights_indices"].astype(np.int32)

@@ -309,7 +309,8 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     # as the file stores them: column indices and kept items in the smallest unsigned type,
     # deflated like the ids (persistence.save_model)
     index = DEFLATED_INDEX * index_dtype(n).itemsize
-    rest = index * (csr.nnz + n) + 8 * (n_users + 1) + 4 * n + DEFLATED_ID * (n_users + n)  # training rows, counts, ids
+    rest = (index * (csr.nnz + n) + DEFLATED_INDEX * index_dtype(csr.nnz + 1).itemsize * (n_users + 1)
+            + 4 * n + DEFLATED_ID * (n_users + n))  # training rows, kept items, counts, ids
     dense = 4 * n * n + rest
     kept = n * min(topk, n)  # float16 values and their column indices
     weights = 4 * n * n if keeps_dense(n, topk) else \

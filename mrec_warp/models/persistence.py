@@ -10,9 +10,9 @@ Layout of the archive:
     Unicode arrays: the original ids of each row / column.
 ``train_indptr``, ``train_indices``
     The training interactions the model was fitted on (CSR structure), used by default to
-    exclude already-seen items when recommending. The column indices are written in the
-    smallest unsigned type that holds the item count (uint16 below 65,536 items; earlier
-    files of format 1 hold int32); any integer type loads. Members of text, unsigned integer
+    exclude already-seen items when recommending. Written in the smallest unsigned types
+    that hold the interaction and item counts (column indices uint16 below 65,536 items;
+    earlier files of format 1 hold int64 and int32); any integer type loads. Members of text, unsigned integer
     or float16 type (ids, these indices, a model's compact item-item weights) are deflated.
 ``arr_<name>``
     The model's own arrays (factors, biases, popularity counts ...).
@@ -68,7 +68,7 @@ def save_model(
         "__meta__": np.array(json.dumps(meta, sort_keys=True)),
         "user_ids": _loadable_ids(user_ids, "user", target),
         "item_ids": _loadable_ids(item_ids, "item", target),
-        "train_indptr": train.indptr.astype(np.int64, copy=False),
+        "train_indptr": train.indptr.astype(index_dtype(train.nnz + 1), copy=False),
         "train_indices": train.indices.astype(index_dtype(train.shape[1]), copy=False),
     }
     for name, arr in arrays.items():
