@@ -9,10 +9,12 @@ restricts the model to the most popular items (the rest are never recommended) f
 catalogues too large.
 
 The weights are stored sparsified: the ``topk x n_items`` weights of largest magnitude
-(``topk`` per item on average; negative ones too: they push items down and matter), so
-the model file is a small fraction of the dense ``n_items^2`` matrix. ``topk=0`` keeps
-the dense matrix, and so does a ``topk`` of at least half the items (the sparse form of
-that many entries would be larger than the dense one).
+(``topk`` per item on average; negative ones too: they push items down and matter), rounded
+to float16 precision by the fit and saved as float16 values and uint16 column indices
+(below 65,536 items), deflated: about 2.6 bytes a weight against 4 for the dense matrix, so
+the model file is a small fraction of the dense one (at most 10% on the selection suite's
+sets of over 1,000 items: notes/easefile.rst). ``topk=0`` keeps the dense matrix, and so
+does a ``topk`` of at least half the items.
 
 The inverse goes through a Cholesky factorisation done in place by LAPACK (``potrf`` then
 ``potri``), so the Gram matrix, its factor and ``P`` share one ``n^2`` buffer; the Gram
@@ -65,8 +67,9 @@ class EASE(ItemSimilarity):
         (:func:`~mrec_warp.memory.available_bytes`: a container's limit and ``ulimit -v`` count).
     topk : int
         Weights kept per item on average: the ``topk x n_items`` of largest magnitude
-        (:func:`sparsify`); 0: keep the dense matrix, as does a ``topk`` of at least half
-        the items.
+        (:func:`sparsify`), rounded to float16 precision (the file stores them in 2 bytes
+        and loads back the same scores); 0: keep the dense matrix (float32), as does a
+        ``topk`` of at least half the items.
     n_jobs : int
         BLAS threads of the factorisation (-1: every core). On a machine whose cores are
         busy with other work, more BLAS threads than free cores make it many times slower
