@@ -41,8 +41,11 @@ from .declared import Param, n_jobs_param
 from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
-#: Default ``topk`` (weights kept per item on average): within 0.4% of the dense matrix's
-#: test P@10 on ml-100k and ml-latest-small (ratings >= 4), scripts/ease_topk.py.
+#: Default ``topk`` (weights kept per item on average): within 1% of the dense matrix's test
+#: P@10 on every set of the selection suite (0.05-0.93% below), in a file of at most 10% of
+#: the dense one on all of them but the 400-item set, where 200 keeps the dense matrix; 300
+#: would take 14% on ml-100k (ratings >= 4), 100 lost 1.2-1.7% (scripts/ease_topk.py,
+#: notes/easefile.rst).
 DEFAULT_TOPK = 200
 
 
