@@ -248,10 +248,12 @@ REFERENCE_RATE = 5e10
 CALIBRATION_SIZE = 2048
 _RATES: Dict[Tuple[str, int, int], float] = {}
 #: Deflated size of a model file's members, as a share of their bytes (upper side of what the
-#: suite's sets gave, scripts/ease_topk.py): column indices 0.41-0.70, float16 weights
-#: 0.72-0.86; ids, bytes per id (UTF-32 text of short ids deflates 5-10x).
-DEFLATED_INDEX = 0.65
-DEFLATED_VALUE = 0.85
+#: suite's sets gave, scripts/ease_topk.py): the training rows' column indices 0.51-0.70,
+#: the weights' 0.41-0.49, float16 weights 0.72-0.86; ids, bytes per id (UTF-32 text of
+#: short ids deflates 5-10x).
+DEFLATED_INDEX = 0.7
+DEFLATED_WEIGHT_INDEX = 0.5
+DEFLATED_VALUE = 0.86
 DEFLATED_ID = 4
 
 
@@ -320,7 +322,8 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     dense = 4 * n * n + rest
     kept = n * min(topk, n)  # float16 values and their column indices
     weights = 4 * n * n if keeps_dense(n, topk) else \
-        (DEFLATED_VALUE * 2 + index) * kept + DEFLATED_INDEX * index_dtype(kept + 1).itemsize * (n + 1)
+        (DEFLATED_VALUE * 2 + DEFLATED_WEIGHT_INDEX * index_dtype(n).itemsize) * kept \
+        + DEFLATED_INDEX * index_dtype(kept + 1).itemsize * (n + 1)
     return Cost(n, int(peak), float(seconds), int(weights + rest), int(dense))
 
 
