@@ -71,9 +71,23 @@ def test_the_file_holds_compact_types_and_loads_bit_for_bit(models, family, tmp_
     np.testing.assert_array_equal(back.recommend(users, k=10)[0], model.recommend(users, k=10)[0])
 
 
+@pytest.mark.parametrize("family", ["ease", "slim", "itemknn"])
+def test_only_files_with_float16_say_format_2(models, family, tmp_path):
+    # a reader of format 1 cannot read float16 (scipy refuses it): it must say "upgrade" for
+    # those files, and keep reading the others (unsigned indices and deflated members it reads)
+    import json
+    arrays, _ = _saved(models[family], tmp_path / "m.npz")
+    assert json.loads(str(arrays["__meta__"]))["format_version"] == (2 if family == "ease" else 1)
+    assert load(tmp_path / "m.npz").n_items == N_ITEMS
+
+
 def _as_format_1(arrays):
     """The same model laid out as files of format 1 before compact storage held it."""
+    import json
     old = dict(arrays)
+    meta = json.loads(str(arrays["__meta__"]))
+    meta["format_version"] = 1
+    old["__meta__"] = np.array(json.dumps(meta))
     old["train_indptr"] = arrays["train_indptr"].astype(np.int64)
     old["train_indices"] = arrays["train_indices"].astype(np.int32)
     old["arr_weights_indptr"] = arrays["arr_weights_indptr"].astype(np.int64)

@@ -3,7 +3,8 @@
 Layout of the archive:
 
 ``__meta__``
-    0-d unicode array holding JSON: ``format`` ("mrec-warp-model"), ``format_version``,
+    0-d unicode array holding JSON: ``format`` ("mrec-warp-model"), ``format_version``
+    (1; 2 when some array is float16: :data:`FORMAT_VERSION`),
     ``class`` (model class name), ``params`` (constructor parameters), ``attrs`` (small
     fitted scalars such as the chosen epoch count).
 ``user_ids``, ``item_ids``
@@ -33,7 +34,11 @@ from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, index_dty
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
-FORMAT_VERSION = 1
+#: The newest version read here. Version 2 is version 1 with float16 arrays (EASE's compact
+#: weights), which readers of version 1 cannot read: only files holding one say 2, so every
+#: other file stays readable by them (they read the compact unsigned indices and deflated
+#: members) and a version-1 reader refuses an EASE file with "upgrade mrec-warp".
+FORMAT_VERSION = 2
 
 
 def save_model(
@@ -56,7 +61,7 @@ def save_model(
     """
     meta = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if any(np.asarray(a).dtype == np.float16 for a in arrays.values()) else 1,
         "class": class_name,
         "params": params,
         "attrs": attrs,
