@@ -13,10 +13,12 @@ Layout of the archive:
     The training interactions the model was fitted on (CSR structure), used by default to
     exclude already-seen items when recommending. Written in the smallest unsigned types
     that hold the interaction and item counts (column indices uint16 below 65,536 items;
-    earlier files of format 1 hold int64 and int32); any integer type loads. Members of text, unsigned integer
-    or float16 type (ids, these indices, a model's compact item-item weights) are deflated.
+    earlier files of format 1 hold int64 and int32); any integer type loads.
 ``arr_<name>``
     The model's own arrays (factors, biases, popularity counts ...).
+
+Members of text, unsigned integer or float16 type (ids, these indices, a model's compact
+item-item weights) are deflated; the others (float32 factors) are stored as they are.
 """
 from __future__ import annotations
 
