@@ -211,3 +211,17 @@ def test_weights_float16_cannot_hold_are_kept_and_saved_as_float32(models, tmp_p
 def _saved_path(model, path):
     model.save(path)
     return path
+
+
+def test_a_hostile_compact_file_on_the_command_line_is_one_line(models, tmp_path):
+    from click.testing import CliRunner
+
+    from mrec_warp.cli import main
+    path = _crafted(models, "ease", tmp_path, arr_weights_indices=_put(3, 65535))
+    for command in ("recommend", "similar"):
+        out = tmp_path / f"{command}.tsv"
+        result = CliRunner().invoke(main, [command, str(path), "-o", str(out)])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"Error: {path}") and "column index 65535 is outside 0..999" in lines[0], lines
+        assert not out.exists()
