@@ -33,8 +33,9 @@ from .inputs import MAX_ID_LENGTH
 
 #: A member may decompress to at most this many times its compressed size (plus
 #: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1) but for the
-#: index arrays of model files (deflated, about 2x); a file recompressed with a zip tool
-#: stays far below this (ids compress about 10x).
+#: ids and compact index and weight arrays of model files (deflated: ids 5-10x, indices
+#: about 2x; never more than half this, :func:`write_npz`); a file recompressed with a zip
+#: tool stays far below this too.
 MAX_RATIO = 64
 RATIO_SLACK = 1 << 20
 #: Longest id accepted in an ids array, in characters: the readers' limit, so every id a

@@ -11,7 +11,7 @@ catalogues too large.
 The weights are stored sparsified: the ``topk x n_items`` weights of largest magnitude
 (``topk`` per item on average; negative ones too: they push items down and matter), rounded
 to float16 precision by the fit and saved as float16 values and uint16 column indices
-(below 65,536 items), deflated: about 2.6 bytes a weight against 4 for the dense matrix, so
+(below 65,536 items), deflated: about 2.5 bytes a weight against 4 for the dense matrix, so
 the model file is a small fraction of the dense one (at most 10% on the selection suite's
 sets of over 1,000 items: notes/easefile.rst). ``topk=0`` keeps the dense matrix, and so
 does a ``topk`` of at least half the items.
