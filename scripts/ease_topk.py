@@ -96,7 +96,7 @@ def main(argv):
         dense = EASE(topk=0).fit(fit, **ids)
         dense_bytes, _ = saved(dense)
         dense_p10 = precision_at_k(dense.score_users, n_items, fit, test, 10)
-        runs = [("ease", 0, lambda: dense)] + [("ease", k, functools.partial(EASE, topk=k)) for k in keeps]
+        runs = [("ease", 0, lambda dense=dense: dense)] + [("ease", k, functools.partial(EASE, topk=k)) for k in keeps]
         if others:
             runs += [("slim", SLIM().topk, lambda: SLIM()), ("itemknn", ItemKNN().neighbours, lambda: ItemKNN())]
         for fam, keep, make in runs:

@@ -9,7 +9,6 @@ import zipfile
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from mrec_warp.data.npz import RATIO_SLACK, NpzArchive, write_npz
 from mrec_warp.errors import InputError

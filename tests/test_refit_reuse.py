@@ -158,17 +158,30 @@ def test_no_state_before_the_target_means_a_refit_from_scratch():
     assert keeper.target(1) == 0 and keeper.start(1) is None
 
 
-def test_memory_check_counts_the_kept_states(monkeypatch):
+def test_memory_check_never_refuses_a_fit_for_the_kept_states(monkeypatch):
     from mrec_warp.models import validation
 
     asked = {}
     monkeypatch.setattr(validation, "check_memory", lambda need, what, param: asked.setdefault(len(asked), need))
     for reuse in (0.0, 0.25):
         validation.check_factor_memory(WARP(factors=16, refit_reuse=reuse), 1000, 500)
-    one_copy = 4.0 * 16 * 1500
-    # factors + adagrad + the best snapshot; then also up to MOST_STATES + 1 states of both
-    assert asked[0] == 3 * one_copy
-    assert asked[1] == (3 + 2 * (MOST_STATES + 1)) * one_copy
+    # factors + adagrad + the best snapshot, with or without reuse
+    assert asked[0] == asked[1] == 3 * 4.0 * 16 * 1500
+
+
+def test_short_memory_drops_the_kept_states_and_refits_from_scratch(planted, monkeypatch):
+    from mrec_warp.models import validation
+
+    X, _ = planted
+    plenty = WARP(factors=8, refit_reuse=0.25, random_state=0).fit(X)
+    assert plenty.refit_start_ > 0
+    # the states need (MOST_STATES + 1) x 2 copies: more than half of what is left here
+    one_copy = 4.0 * 8 * sum(X.shape)  # one float32 copy of the user and item factors
+    monkeypatch.setattr(validation, "available_bytes", lambda: int(2 * (MOST_STATES + 1) * 2 * one_copy) - 1)
+    short = WARP(factors=8, refit_reuse=0.25, random_state=0).fit(X)
+    scratch = WARP(factors=8, refit_reuse=0.0, random_state=0).fit(X)
+    assert short.refit_start_ == 0
+    np.testing.assert_array_equal(short.item_factors_, scratch.item_factors_)
 
 
 def test_refit_reuse_on_the_command_line(tmp_path):

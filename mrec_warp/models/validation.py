@@ -10,7 +10,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..memory import check_memory
+from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
@@ -236,24 +236,37 @@ def _reuse(model) -> float:
     return float(getattr(model, "refit_reuse", 0.0) or 0.0)
 
 
+def _factor_bytes(model, n_users: int, n_items: int, copies: float) -> float:
+    """Bytes of ``copies`` float32 copies of the factor rows (``model.factor_rows``)."""
+    return 4.0 * float(model.factors) * model.factor_rows(n_users, n_items) * copies
+
+
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
 
     The estimate counts float32 factor rows (``model.factor_rows``) times ``model.factors``,
     times the copies the fit keeps (``model.STATE_COPIES``: WARP's adagrad accumulators
-    double it), plus the best snapshot early stopping keeps, plus the training states a
-    reusing refit keeps (``refit_reuse``: up to :data:`~.refit_states.MOST_STATES` + 1 of
-    ``STATE_COPIES`` each), plus ``model.GRAM_COPIES`` factors x factors matrices (WRMF's
-    Gram matrix and solves): see :class:`~mrec_warp.models.factor_model.FactorModel`.
+    double it), plus the best snapshot early stopping keeps, plus ``model.GRAM_COPIES``
+    factors x factors matrices (WRMF's Gram matrix and solves): see
+    :class:`~mrec_warp.models.factor_model.FactorModel`. The training states a reusing
+    refit would keep are not counted: they are dropped when memory is short
+    (:func:`refit_states_fit`), never a reason to refuse a fit.
     """
     rows = model.factor_rows(n_users, n_items)
     copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
-    if _reuse(model) > 0 and model.epochs is None and model.refit:
-        copies += (MOST_STATES + 1) * model.STATE_COPIES
     d = float(model.factors)
-    need = 4.0 * d * rows * copies + 4.0 * d * d * model.GRAM_COPIES
+    need = _factor_bytes(model, n_users, n_items, copies) + 4.0 * d * d * model.GRAM_COPIES
     check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
                  "factors")
+
+
+def refit_states_fit(model, n_users: int, n_items: int) -> bool:
+    """Whether the training states a reusing refit keeps (up to
+    :data:`~.refit_states.MOST_STATES` + 1 of ``model.STATE_COPIES`` factor copies each) take
+    at most half the memory still available: a saving in time, so never at the risk of
+    running out (the refit then starts from scratch, as with ``refit_reuse=0``)."""
+    need = _factor_bytes(model, n_users, n_items, (MOST_STATES + 1) * model.STATE_COPIES)
+    return need <= 0.5 * available_bytes()
 
 
 def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,
@@ -287,7 +300,13 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     init_seed = spawn_seed(rng)
     model.init_state(*csr.shape, np.random.default_rng(init_seed))
     reuse = _reuse(model)
-    keeper = RefitStates(reuse) if reuse > 0 and validation is None and model.refit and warm_epochs == 0 else None
+    keeper = None
+    if reuse > 0 and validation is None and model.refit and warm_epochs == 0:
+        if refit_states_fit(model, *csr.shape):
+            keeper = RefitStates(reuse)
+        else:
+            progress.log("the refit will start from scratch: the training states `refit_reuse` keeps would "
+                         "take more than half the available memory")
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
                               validation=(fit_part, val, rng, users, keeper), **train_options)
     model.best_epoch_ = best
