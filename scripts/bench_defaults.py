@@ -90,6 +90,15 @@ CHECK_SETS: Dict[str, Dict[str, Any]] = {
     "new-6k-heavy": dict(synth=dict(n_users=6000, n_items=1000, n_interactions=400_000, seed=54), binary=True),
     "new-40k-long": dict(synth=dict(n_users=40_000, n_items=20_000, n_interactions=120_000, zipf_exponent=0.9,
                                     seed=55), binary=True),
+    # other generator settings (topics, noise, popularity, user mixtures), not only other shapes
+    "gen-topics50": dict(synth=dict(n_users=5000, n_items=2000, n_interactions=100_000, n_topics=50, seed=61),
+                         binary=True),
+    "gen-noisy": dict(synth=dict(n_users=20_000, n_items=1000, n_interactions=200_000, noise=0.4, seed=62),
+                      binary=True),
+    "gen-flat": dict(synth=dict(n_users=8000, n_items=3000, n_interactions=150_000, zipf_exponent=0.5,
+                                activity_sigma=0.5, seed=63), binary=True),
+    "gen-mixed": dict(synth=dict(n_users=25_000, n_items=800, n_interactions=250_000, concentration=3.0,
+                                 seed=64), binary=True),
 }
 
 

@@ -150,10 +150,11 @@ def binary_evidence(users: int, items: int, pairs: int) -> float:
     -----
     Upweighting the observed pairs (alpha 3 rather than 1) gains 3-90% P@10 on binary
     files while the data is small against the regularization and loses 2-8% once it is
-    large: on 33 binary sets (1k-50k users, 100-20k items) the sign of that gain is
+    large: on 37 binary sets (1k-50k users, 100-20k items) the sign of that gain is
     ordered by this number, not by density, users, items or pairs alone (dropping users
     from one set turns its loss into a gain). The exponents were chosen on 28 sets and
-    checked on 5 new shapes, each on the predicted side (notes/wrmfalpha.rst).
+    checked on 9 new ones (5 shapes, 4 generator settings), each on the predicted side
+    (notes/wrmfalpha.rst).
 
     Examples
     --------
