@@ -14,6 +14,9 @@ never into the project):
 * ``syn-wide``: many users x few items (20k users x 400 items, 200k pairs), binary;
 * ``syn-counts``: play counts instead of 0/1 (3k x 3k, 100k pairs, ``values="counts"``).
 
+``CHECK_SETS`` (held-out binary shapes and generator settings that checked WRMF's binary
+alpha rule, notes/wrmfalpha.rst) run when ``--sets`` names them; they are not in the default.
+
 Every family (popularity, itemknn, slim, ease, wrmf, warp) is trained as ``mrec-warp
 train`` trains it (:func:`mrec_warp.stages.train.train`, its defaults, one thread), top 10
 of every test user with training items excluded, P@10 from :mod:`mrec_warp.evaluation`;
