@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import (AUTO_ALPHA, BINARY_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equal, auto_alpha,
+from ..data.confidence import (AUTO_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equal, auto_alpha,
                                binary_alpha, check_confidence, confidence, observed_sizes)
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
