@@ -14,6 +14,9 @@ never into the project):
 * ``syn-wide``: many users x few items (20k users x 400 items, 200k pairs), binary;
 * ``syn-counts``: play counts instead of 0/1 (3k x 3k, 100k pairs, ``values="counts"``).
 
+``CHECK_SETS`` (held-out binary shapes and generator settings that checked WRMF's binary
+alpha rule, notes/wrmfalpha.rst) run when ``--sets`` names them; they are not in the default.
+
 Every family (popularity, itemknn, slim, ease, wrmf, warp) is trained as ``mrec-warp
 train`` trains it (:func:`mrec_warp.stages.train.train`, its defaults, one thread), top 10
 of every test user with training items excluded, P@10 from :mod:`mrec_warp.evaluation`;
@@ -56,6 +59,51 @@ SETS: Dict[str, Dict[str, Any]] = {
     "syn-counts": dict(synth=dict(n_users=3000, n_items=3000, n_interactions=100_000, values="counts", seed=13)),
 }
 
+#: Held-out shapes that check a data-aware default chosen on the suite (``--sets`` names them;
+#: never in the default ``--sets``): binary files of other densities, users per item and
+#: catalogue sizes (notes/wrmfalpha.rst), and ml-100k with every row as a binary file.
+CHECK_SETS: Dict[str, Dict[str, Any]] = {
+    "ml-100k-bin": dict(path="ml-100k/u.data", format="movielens", binary=True),
+    "chk-dense": dict(synth=dict(n_users=5000, n_items=2000, n_interactions=200_000, seed=21), binary=True),
+    "chk-mid": dict(synth=dict(n_users=10_000, n_items=800, n_interactions=100_000, seed=22), binary=True),
+    "chk-sparse": dict(synth=dict(n_users=1000, n_items=20_000, n_interactions=40_000, zipf_exponent=0.9,
+                                  seed=23), binary=True),
+    "chk-tall": dict(synth=dict(n_users=30_000, n_items=1000, n_interactions=150_000, seed=24), binary=True),
+    "chk-square": dict(synth=dict(n_users=3000, n_items=3000, n_interactions=150_000, seed=25), binary=True),
+    "chk-20x": dict(synth=dict(n_users=20_000, n_items=1000, n_interactions=400_000, seed=26), binary=True),
+    "chk-40x": dict(synth=dict(n_users=8000, n_items=200, n_interactions=40_000, seed=27), binary=True),
+    "chk-10x": dict(synth=dict(n_users=4000, n_items=400, n_interactions=100_000, seed=28), binary=True),
+    "chk-20x-thin": dict(synth=dict(n_users=40_000, n_items=2000, n_interactions=200_000, seed=29), binary=True),
+    "chk-50x": dict(synth=dict(n_users=15_000, n_items=300, n_interactions=300_000, seed=30), binary=True),
+    "chk-big-sparse": dict(synth=dict(n_users=25_000, n_items=10_000, n_interactions=250_000, seed=31),
+                           binary=True),
+    "chk-12k": dict(synth=dict(n_users=12_000, n_items=3000, n_interactions=150_000, seed=32), binary=True),
+    "chk-wide2": dict(synth=dict(n_users=20_000, n_items=400, n_interactions=200_000, seed=33), binary=True),
+    "val-13k": dict(synth=dict(n_users=13_500, n_items=1500, n_interactions=100_000, seed=41), binary=True),
+    "val-18k": dict(synth=dict(n_users=18_000, n_items=6000, n_interactions=180_000, seed=42), binary=True),
+    "val-6k": dict(synth=dict(n_users=6000, n_items=150, n_interactions=60_000, seed=43), binary=True),
+    "val-50k": dict(synth=dict(n_users=50_000, n_items=3000, n_interactions=300_000, seed=44), binary=True),
+    "val-11k": dict(synth=dict(n_users=11_000, n_items=500, n_interactions=110_000, seed=45), binary=True),
+    "val-12k-dense": dict(synth=dict(n_users=12_500, n_items=300, n_interactions=250_000, seed=46), binary=True),
+    "val-16k-sparse": dict(synth=dict(n_users=16_000, n_items=8000, n_interactions=130_000, seed=47), binary=True),
+    "val-8k-dense": dict(synth=dict(n_users=8000, n_items=250, n_interactions=200_000, seed=48), binary=True),
+    "new-30k-sparse": dict(synth=dict(n_users=30_000, n_items=5000, n_interactions=60_000, seed=51), binary=True),
+    "new-3k-dense": dict(synth=dict(n_users=3000, n_items=100, n_interactions=90_000, seed=52), binary=True),
+    "new-10k-dense": dict(synth=dict(n_users=10_000, n_items=500, n_interactions=250_000, seed=53), binary=True),
+    "new-6k-heavy": dict(synth=dict(n_users=6000, n_items=1000, n_interactions=400_000, seed=54), binary=True),
+    "new-40k-long": dict(synth=dict(n_users=40_000, n_items=20_000, n_interactions=120_000, zipf_exponent=0.9,
+                                    seed=55), binary=True),
+    # other generator settings (topics, noise, popularity, user mixtures), not only other shapes
+    "gen-topics50": dict(synth=dict(n_users=5000, n_items=2000, n_interactions=100_000, n_topics=50, seed=61),
+                         binary=True),
+    "gen-noisy": dict(synth=dict(n_users=20_000, n_items=1000, n_interactions=200_000, noise=0.4, seed=62),
+                      binary=True),
+    "gen-flat": dict(synth=dict(n_users=8000, n_items=3000, n_interactions=150_000, zipf_exponent=0.5,
+                                activity_sigma=0.5, seed=63), binary=True),
+    "gen-mixed": dict(synth=dict(n_users=25_000, n_items=800, n_interactions=250_000, concentration=3.0,
+                                 seed=64), binary=True),
+}
+
 
 # -- the suite's files ---------------------------------------------------------------------------
 def prepare_set(name: str, data: Path) -> Path:
@@ -63,10 +111,10 @@ def prepare_set(name: str, data: Path) -> Path:
     from mrec_warp.data.ratings import read_ratings
     from mrec_warp.stages.prepare import prepare
 
-    spec = SETS[name]
     folder = data / name
     if (folder / "test.tsv").exists():
         return folder
+    spec = SETS[name] if name in SETS else CHECK_SETS[name]
     data.mkdir(parents=True, exist_ok=True)
     if "synth" in spec:
         from mrec_warp.data.synthetic import generate
@@ -105,6 +153,14 @@ def run_one(folder: Path, family: str, seed: int, params: Dict[str, Any]) -> Dic
     for attr in ("best_epoch_", "alpha_", "l2_"):
         if getattr(model, attr, None) is not None:
             row[attr.rstrip("_")] = float(getattr(model, attr))
+    history = getattr(model, "history_", None) or []
+    if history:  # the honest cost: epochs of each phase times their mean seconds
+        for phase in ("fit", "refit"):
+            rows = [h for h in history if h.get("phase") == phase]
+            row[f"{phase}_epochs"] = len(rows)
+            row[f"{phase}_epoch_seconds"] = sum(h["seconds"] for h in rows) / len(rows) if rows else 0.0
+        evals = [h["eval_seconds"] for h in history if "eval_seconds" in h]
+        row["eval_seconds"] = sum(evals) / len(evals) if evals else 0.0
     return row
 
 

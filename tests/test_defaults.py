@@ -76,7 +76,7 @@ def test_defaults_as_stated():
     for cls in (WARP, HybridWARP):
         params = cls().get_params()
         assert (params["eval_every"], params["patience"], params["min_improvement"]) == (1, 10, 0.0)
-        assert params["validation_users"] == 5000 and params["warm_epochs"] == 0
+        assert params["validation_users"] == 1000 and params["warm_epochs"] == 0 and params["refit_reuse"] == 0.25
     assert WRMF().get_params()["alpha"] == "auto"
     assert EASE().get_params()["l2"] == 200.0
     assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == (1.0, 100.0, 800)
@@ -94,6 +94,67 @@ def test_wrmf_auto_alpha_on_a_binary_matrix():
     # without values (use_values=False) too
     plain = WRMF(factors=2, epochs=1, random_state=0).fit(X * 4.0, use_values=False)
     np.testing.assert_allclose(plain.confidence_, 1.0 + BINARY_ALPHA)
+
+
+def _binary(n_users, n_items, per_user, seed=0):
+    """A binary user x item matrix, ``per_user`` distinct items in every row."""
+    rng = np.random.default_rng(seed)
+    cols = np.concatenate([rng.choice(n_items, per_user, replace=False) for _ in range(n_users)])
+    rows = np.repeat(np.arange(n_users), per_user)
+    return sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, cols)), shape=(n_users, n_items))
+
+
+def test_wrmf_auto_alpha_falls_from_3_to_1_as_a_binary_file_grows():
+    from mrec_warp.data.confidence import BINARY_EVIDENCE, binary_alpha, binary_evidence
+
+    # the measured sets (notes/wrmfalpha.rst): a 2k x 13k long tail gets 3, 20k users x 400 items gets 1
+    assert binary_alpha((2000, 13472, 71989)) == BINARY_ALPHA == 3.0
+    assert binary_alpha((20_000, 400, 158_186)) == AUTO_ALPHA == 1.0
+    assert binary_alpha() == BINARY_ALPHA  # no sizes: the small-file alpha
+    assert binary_alpha((1, 1, 1)) == BINARY_ALPHA and binary_evidence(0, 0, 0) == 0.0
+    # more users of the same habits (8 pairs each, 400 items): 3, then down without a jump, then 1
+    sizes = [(int(u), 400, int(u) * 8) for u in np.geomspace(3000, 60_000, 200)]
+    evidence = np.array([binary_evidence(*s) for s in sizes])
+    alphas = np.array([binary_alpha(s) for s in sizes])
+    low, high = BINARY_EVIDENCE
+    assert np.all(alphas[evidence <= low] == 3.0) and np.all(alphas[evidence >= high] == 1.0)
+    between = (evidence > low) & (evidence < high)
+    assert between.sum() > 10 and np.all((alphas[between] < 3.0) & (alphas[between] > 1.0))
+    assert np.all(np.diff(alphas) <= 0) and np.abs(np.diff(np.log(alphas))).max() < 0.1  # (a jump: log 3 = 1.1)
+
+
+def test_wrmf_auto_alpha_on_a_large_and_a_small_binary_matrix():
+    large = _binary(20_000, 400, 8)  # 160,000 pairs, 400 per item: evidence about 190,000
+    model = WRMF(factors=2, epochs=1, random_state=0).fit(large)
+    assert model.alpha_ == AUTO_ALPHA
+    np.testing.assert_allclose(model.confidence_, 1.0 + AUTO_ALPHA)
+    # a quarter of its users: each item vector sees 4 times less data, and the pairs weigh 1 + 3
+    small = WRMF(factors=2, epochs=1, random_state=0).fit(large[:5000])
+    assert small.alpha_ == BINARY_ALPHA
+    # every value 4 on the large file: the same confidences as its 0/1 file
+    fours = WRMF(factors=2, epochs=1, random_state=0).fit(large * 4.0)
+    assert fours.alpha_ == pytest.approx(AUTO_ALPHA / 4.0)
+    np.testing.assert_allclose(fours.confidence_, 1.0 + AUTO_ALPHA, rtol=1e-6)
+    # values that differ stay at 1 and a number is used as given, large or small
+    counts = large.copy()
+    counts.data = np.random.default_rng(0).integers(1, 9, counts.nnz).astype(np.float32)
+    assert WRMF(factors=2, epochs=1, random_state=0).fit(counts[:5000]).alpha_ == AUTO_ALPHA
+    assert WRMF(factors=2, epochs=1, alpha=3.0, random_state=0).fit(large).alpha_ == 3.0
+    assert WRMF(factors=2, epochs=1, alpha=0.5, random_state=0).fit(large[:5000]).alpha_ == 0.5
+
+
+def test_wrmf_auto_alpha_counts_the_observed_pairs_not_the_matrix_shape():
+    from mrec_warp.data.confidence import observed_sizes
+
+    X = sp.csr_matrix((np.array([1.0, 0.0, 1.0], dtype=np.float32), (np.array([0, 0, 3]), np.array([1, 4, 1]))),
+                      shape=(6, 9))
+    # rows 1, 2, 4, 5 and seven columns are empty; the stored 0 is an observed pair
+    assert observed_sizes(X) == (2, 2, 3)
+    assert observed_sizes(X.tocoo()) == (2, 2, 3)
+    assert observed_sizes(sp.csr_matrix((4, 3), dtype=np.float32)) == (0, 0, 0)
+    # empty rows and columns do not make a small file large: a 20,000-row matrix of 600 pairs gets 3
+    padded = sp.vstack([_binary(100, 400, 6), sp.csr_matrix((19_900, 400), dtype=np.float32)]).tocsr()
+    assert WRMF(factors=2, epochs=1, random_state=0).fit(padded).alpha_ == BINARY_ALPHA
 
 
 def test_wrmf_auto_alpha_on_counts():

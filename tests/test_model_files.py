@@ -117,7 +117,9 @@ def replace_meta(value):
 # (id, model class, mutation of the archive's members, words the one-line error must contain)
 CASES = [
     # the training matrix (CSR structure) used to exclude seen items
-    ("indptr_huge_negative", "WARP", setter("train_indptr", put(-2, -10**12)), "index pointer"),
+    # (new files hold the smallest unsigned types; signed ones, as format 1 wrote, may be negative)
+    ("indptr_huge_negative", "WARP", setter("train_indptr", lambda a, m: put(-2, -10**12)(a.astype(np.int64), m)), "index pointer"),
+    ("indptr_huge_unsigned", "WARP", setter("train_indptr", lambda a, m: put(-2, 2**64 - 5)(a.astype(np.uint64), m)), "index pointer"),
     ("indptr_starts_at_1", "WARP", setter("train_indptr", put(0, 1)), "index pointer runs from 1"),
     ("indptr_decreasing", "WARP", setter("train_indptr", put(5, 0)), "decreases at row"),
     ("indptr_zeroed_rows", "WARP", setter("train_indptr", lambda a, m: np.where(np.arange(len(a)) < len(a) - 1, 0, a[-1])), "not sorted"),
@@ -127,7 +129,7 @@ CASES = [
     ("indices_reversed_rows", "WARP", setter("train_indices", reverse_rows), "not sorted"),
     ("indices_duplicate", "WARP", setter("train_indices", lambda a, m: np.where(np.arange(len(a)) == 1, a[0], a)), "not sorted"),
     ("indices_out_of_range", "WARP", setter("train_indices", put(3, N_ITEMS + 7)), "outside"),
-    ("indices_negative", "WARP", setter("train_indices", put(3, -1)), "outside"),
+    ("indices_negative", "WARP", setter("train_indices", lambda a, m: put(3, -1)(a.astype(np.int32), m)), "outside"),
     # ids
     ("user_ids_duplicate", "WARP", setter("user_ids", lambda a, m: np.where(np.arange(len(a)) == 1, a[0], a)), "more than once"),
     ("item_ids_numbers", "WARP", setter("item_ids", lambda a, m: np.arange(len(a))), "has type"),

@@ -232,7 +232,7 @@ def test_early_stopping_keeps_the_best_epoch(planted):
     # every epoch evaluated, any rise counts and the refit is from scratch: the settings
     # before the warm refit, where patience in epochs and in evaluations are the same
     model = WARP(factors=16, max_epochs=40, patience=3, eval_every=1, min_improvement=0, warm_epochs=0,
-                 random_state=0).fit(train)
+                 refit_reuse=0, random_state=0).fit(train)
     scores = [h["val_precision@10"] for h in model.history_ if h["phase"] == "fit"]
     assert model.best_epoch_ == int(np.argmax(scores)) + 1
     assert len(scores) <= 40

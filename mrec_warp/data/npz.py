@@ -22,7 +22,7 @@ import os
 import tokenize
 import zipfile
 import zlib
-from typing import IO, Dict, Optional, Sequence, Tuple, Union
+from typing import IO, Collection, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -32,8 +32,10 @@ from ..errors import InputError
 from .inputs import MAX_ID_LENGTH
 
 #: A member may decompress to at most this many times its compressed size (plus
-#: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1); a file
-#: recompressed with a zip tool stays far below this (ids compress about 10x).
+#: :data:`RATIO_SLACK`). mrec-warp writes its archives uncompressed (ratio 1) but for the
+#: ids and compact index and weight arrays of model files (deflated: ids 5-10x, indices
+#: about 2x; never more than half this, :func:`write_npz`); a file recompressed with a zip
+#: tool stays far below this too.
 MAX_RATIO = 64
 RATIO_SLACK = 1 << 20
 #: Longest id accepted in an ids array, in characters: the readers' limit, so every id a
@@ -282,9 +284,12 @@ def check_shape(arr: np.ndarray, shape: Sequence[int], what: str) -> None:
 _MEMBER_DATE = (1980, 1, 1, 0, 0, 0)
 
 
-def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` as an uncompressed ``.npz`` (what ``np.load`` reads) to a path or a
-    binary file object.
+def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.ndarray],
+              deflate: Collection[str] = ()) -> None:
+    """Write ``arrays`` as an ``.npz`` (what ``np.load`` reads) to a path or a binary file
+    object: members uncompressed, except those named in ``deflate``, which are deflated
+    unless that would make :class:`NpzArchive` take them for a decompression bomb
+    (:func:`_deflates_safely`).
 
     Unlike ``np.savez`` under numpy 1.x, the archive is closed even when a write fails, so
     a full disk is one error, not also a traceback printed later by the archive's finaliser;
@@ -293,16 +298,73 @@ def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.n
     """
     with zipfile.ZipFile(target, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, arr in arrays.items():
+            arr = np.asanyarray(arr)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_MEMBER_DATE)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED if name in deflate and _deflates_safely(arr) \
+                else zipfile.ZIP_STORED
             with archive.open(info, mode="w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                np.lib.format.write_array(member, arr, allow_pickle=False)
+
+
+def _deflates_safely(arr: np.ndarray) -> bool:
+    """Whether ``arr`` deflated stays well within :data:`MAX_RATIO` (a member of identical
+    rows could compress a thousandfold, and its own reader would then refuse it). Members
+    under :data:`RATIO_SLACK` always pass that check; larger ones are compressed once here
+    to see (at zipfile's level, so the sizes agree)."""
+    if arr.nbytes + MAX_HEADER_BYTES <= RATIO_SLACK:
+        return True
+    compressed = len(zlib.compress(np.ascontiguousarray(arr).tobytes(), zlib.Z_DEFAULT_COMPRESSION))
+    return arr.nbytes + MAX_HEADER_BYTES <= (MAX_RATIO // 2) * compressed
 
 
 def csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(indptr, indices, data)`` of ``m`` as int64, int32, float32 contiguous arrays, to save."""
     return (np.ascontiguousarray(m.indptr, dtype=np.int64), np.ascontiguousarray(m.indices, dtype=np.int32),
             np.ascontiguousarray(m.data, dtype=np.float32))
+
+
+def index_dtype(n: int) -> np.dtype:
+    """The smallest unsigned integer type that holds every index ``0 .. n - 1`` (a model file's
+    column indices: uint16 below 65,536 items, half the bytes of int32). Readers widen them
+    (to int64 before checking: a narrow type's differences wrap around)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if n - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.uint64)
+
+
+#: Float16's normal range (beyond it, overflow; below it, fewer significant bits).
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+FLOAT16_TINY = float(np.finfo(np.float16).tiny)
+
+
+def round_to_float16(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` rounded to the nearest float16 (a relative 2^-11 at most), still
+    float32: what a model file stores in half the bytes (:func:`compact_values`) and loads back
+    bit for bit. Only when every non-zero value is within float16's normal range (6.1e-5 to
+    65,504); otherwise ``values`` as they are (and the file keeps float32)."""
+    values = np.asarray(values, dtype=np.float32)
+    mags = np.abs(values[values != 0])
+    if mags.size and not (mags.min() >= FLOAT16_TINY and mags.max() <= FLOAT16_MAX):
+        return values
+    return values.astype(np.float16).astype(np.float32)
+
+
+def compact_values(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` as float16 when every one converts exactly (they were rounded with
+    :func:`round_to_float16`), else as float32: never a change of value."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        half = values.astype(np.float16)
+    return half if np.array_equal(half.astype(np.float32), values) else values
+
+
+def compact_csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, data)`` of ``m`` to save in the fewest bytes that lose nothing: index
+    pointers and column indices in the smallest unsigned types that hold them
+    (:func:`index_dtype`), values as float16 when that is exact (:func:`compact_values`)."""
+    return (np.ascontiguousarray(m.indptr, dtype=index_dtype(m.nnz + 1)),
+            np.ascontiguousarray(m.indices, dtype=index_dtype(m.shape[1])), compact_values(m.data))
 
 
 def read_csr(arrays: Dict[str, np.ndarray], prefix: str, shape: Tuple[int, int]) -> sp.csr_matrix:

@@ -9,10 +9,12 @@ restricts the model to the most popular items (the rest are never recommended) f
 catalogues too large.
 
 The weights are stored sparsified: the ``topk x n_items`` weights of largest magnitude
-(``topk`` per item on average; negative ones too: they push items down and matter), so
-the model file is a small fraction of the dense ``n_items^2`` matrix. ``topk=0`` keeps
-the dense matrix, and so does a ``topk`` of at least half the items (the sparse form of
-that many entries would be larger than the dense one).
+(``topk`` per item on average; negative ones too: they push items down and matter), rounded
+to float16 precision by the fit and saved as float16 values and uint16 column indices
+(below 65,536 items), deflated: about 2.5 bytes a weight against 4 for the dense matrix, so
+the model file is a small fraction of the dense one (at most 10% on the selection suite's
+sets of over 1,000 items: notes/easefile.rst). ``topk=0`` keeps the dense matrix, and so
+does a ``topk`` of at least half the items.
 
 The inverse goes through a Cholesky factorisation done in place by LAPACK (``potrf`` then
 ``potri``), so the Gram matrix, its factor and ``P`` share one ``n^2`` buffer; the Gram
@@ -29,6 +31,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
+from ..data.npz import index_dtype
 from ..errors import InputError
 from .. import memory
 from ..workers import effective_n_jobs
@@ -38,8 +41,11 @@ from .declared import Param, n_jobs_param
 from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
-#: Default ``topk`` (weights kept per item on average): within 0.4% of the dense matrix's
-#: test P@10 on ml-100k and ml-latest-small (ratings >= 4), scripts/ease_topk.py.
+#: Default ``topk`` (weights kept per item on average): within 1% of the dense matrix's test
+#: P@10 on every set of the selection suite (0.05-0.93% below), in a file of at most 10% of
+#: the dense one on all of them but the 400-item set, where 200 keeps the dense matrix; 300
+#: would take 14% on ml-100k (ratings >= 4), 100 lost 1.2-1.7% (scripts/ease_topk.py,
+#: notes/easefile.rst).
 DEFAULT_TOPK = 200
 
 
@@ -64,8 +70,9 @@ class EASE(ItemSimilarity):
         (:func:`~mrec_warp.memory.available_bytes`: a container's limit and ``ulimit -v`` count).
     topk : int
         Weights kept per item on average: the ``topk x n_items`` of largest magnitude
-        (:func:`sparsify`); 0: keep the dense matrix, as does a ``topk`` of at least half
-        the items.
+        (:func:`sparsify`), rounded to float16 precision (the file stores them in 2 bytes
+        and loads back the same scores); 0: keep the dense matrix (float32), as does a
+        ``topk`` of at least half the items.
     n_jobs : int
         BLAS threads of the factorisation (-1: every core). On a machine whose cores are
         busy with other work, more BLAS threads than free cores make it many times slower
@@ -73,6 +80,7 @@ class EASE(ItemSimilarity):
     """
 
     _dense_weights = True
+    _float16_weights = True
 
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
@@ -175,8 +183,9 @@ class EASE(ItemSimilarity):
 
 
 def keeps_dense(n_items: int, topk: int) -> bool:
-    """Whether ``topk`` keeps the dense matrix: 0, or so many that CSR (8 bytes an entry)
-    would be larger than dense (4 bytes an entry)."""
+    """Whether ``topk`` keeps the dense matrix: 0, or at least half the items (CSR arrays of
+    int32 indices and float32 values, 8 bytes an entry, would have been larger than dense).
+    Fixed: a file's parameters say by this rule whether it holds CSR arrays or one dense array."""
     return topk <= 0 or 2 * topk >= n_items
 
 
@@ -187,7 +196,8 @@ ROW_CAP = 4
 def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = None):
     """The ``topk x n`` weights of largest magnitude (``topk`` per item on average, at most
     :data:`ROW_CAP` times that in one item's row) as float32 CSR, or ``weights`` itself when
-    :func:`keeps_dense`. Kept entries are the dense values, bit for bit; zeros are never kept.
+    :func:`keeps_dense`. Kept entries are the dense values, bit for bit (the fit then rounds
+    them to float16 precision: :meth:`ItemSimilarity.fit`); zeros are never kept.
 
     A global threshold rather than ``topk`` in every row: popular items, whose rows weigh
     on many users, keep more. On ml-100k it lost 0.4% of P@10 at 200 per item where a
@@ -237,6 +247,14 @@ REFERENCE_RATE = 5e10
 #: Largest side of the matrix the flop rate is measured on (about 0.2 s, once per process).
 CALIBRATION_SIZE = 2048
 _RATES: Dict[Tuple[str, int, int], float] = {}
+#: Deflated size of a model file's members, as a share of their bytes (upper side of what the
+#: suite's sets gave, scripts/ease_topk.py): the training rows' column indices 0.51-0.70,
+#: the weights' 0.41-0.49, float16 weights 0.72-0.86; ids, bytes per id (UTF-32 text of
+#: short ids deflates 5-10x).
+DEFLATED_INDEX = 0.7
+DEFLATED_WEIGHT_INDEX = 0.5
+DEFLATED_VALUE = 0.86
+DEFLATED_ID = 4
 
 
 def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
@@ -286,7 +304,8 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
     ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
     :data:`SPARSE_RATE`) and a few passes over ``n^2`` floats; the file holds the weights
-    (``n^2`` float32, or ``topk`` value-index pairs per item) besides the training matrix.
+    (``n^2`` float32, or ``topk`` pairs of a float16 value and a column index per item,
+    uint16 below 65,536 items) besides the training matrix.
     """
     n_users, n = csr.shape
     per_user = np.diff(csr.indptr).astype(np.float64)
@@ -295,10 +314,17 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
     flops = float(n) ** 3
     seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
                + 6.0 * n * n * itemsize / PASS_RATE)
-    rest = 4 * csr.nnz + 8 * (n_users + 1) + 4 * n + 16 * (n_users + n)  # training rows, counts, ids
-    dense = 4 * n * n + 8 * n + rest
-    weights = 4 * n * n if keeps_dense(n, topk) else 8 * n * min(topk, n) + 8 * (n + 1)
-    return Cost(n, int(peak), float(seconds), int(weights + 8 * n + rest), int(dense))
+    # as the file stores them: column indices and kept items in the smallest unsigned type,
+    # deflated like the ids (persistence.save_model)
+    index = DEFLATED_INDEX * index_dtype(n).itemsize
+    rest = (index * (csr.nnz + n) + DEFLATED_INDEX * index_dtype(csr.nnz + 1).itemsize * (n_users + 1)
+            + 4 * n + DEFLATED_ID * (n_users + n))  # training rows, kept items, counts, ids
+    dense = 4 * n * n + rest
+    kept = n * min(topk, n)  # float16 values and their column indices
+    weights = 4 * n * n if keeps_dense(n, topk) else \
+        (DEFLATED_VALUE * 2 + DEFLATED_WEIGHT_INDEX * index_dtype(n).itemsize) * kept \
+        + DEFLATED_INDEX * index_dtype(kept + 1).itemsize * (n + 1)
+    return Cost(n, int(peak), float(seconds), int(weights + rest), int(dense))
 
 
 def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[int] = None) -> np.ndarray:

@@ -78,6 +78,24 @@ class FactorModel(Recommender):
         for name, arr in zip(self.LEARNED, snap):
             setattr(self, name, arr)
 
+    #: The optimiser's and the sampler's state besides :attr:`LEARNED` (WARP: adagrad's
+    #: accumulators and the sampler), what :meth:`train_state` copies with them.
+    OPTIMISER_STATE: Tuple[str, ...] = ()
+
+    def train_state(self) -> Dict[str, Any]:
+        """A copy of everything the next epochs depend on: the :attr:`LEARNED` arrays, the
+        :attr:`OPTIMISER_STATE` and the epoch count (what a refit may start from,
+        :mod:`.refit_states`)."""
+        return {"learned": self.snapshot(), "epochs_done_": int(self.epochs_done_),
+                **{name: np.copy(getattr(self, name)) for name in self.OPTIMISER_STATE}}
+
+    def set_train_state(self, state: Dict[str, Any]) -> None:
+        """Put a :meth:`train_state` back (copies: the state itself stays as it was)."""
+        self.restore(tuple(arr.copy() for arr in state["learned"]))
+        for name in self.OPTIMISER_STATE:
+            setattr(self, name, np.copy(state[name]))
+        self.epochs_done_ = int(state["epochs_done_"])
+
     def restart_steps(self) -> None:
         """Restart the optimiser's step sizes (the warm refit after early stopping); a family
         with ``warm_epochs`` implements it."""

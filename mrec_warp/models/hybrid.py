@@ -76,7 +76,7 @@ class HybridWARP(WARP):
         (default); see :mod:`mrec_warp.models.feature_weights` for the rule and why.
     factors, loss, learning_schedule, decay, boost_half_life, user_reg, item_reg, max_sampled, \
 user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, min_improvement, \
-validation_fraction, validation_users, refit, warm_epochs, init_scale, n_jobs, random_state, verbose
+validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_scale, n_jobs, random_state, verbose
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
         every feature embedding a step touches and ``item_bias`` learns one bias per item feature.
     """

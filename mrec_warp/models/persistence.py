@@ -3,16 +3,22 @@
 Layout of the archive:
 
 ``__meta__``
-    0-d unicode array holding JSON: ``format`` ("mrec-warp-model"), ``format_version``,
+    0-d unicode array holding JSON: ``format`` ("mrec-warp-model"), ``format_version``
+    (1; 2 when some array is float16: :data:`FORMAT_VERSION`),
     ``class`` (model class name), ``params`` (constructor parameters), ``attrs`` (small
     fitted scalars such as the chosen epoch count).
 ``user_ids``, ``item_ids``
     Unicode arrays: the original ids of each row / column.
 ``train_indptr``, ``train_indices``
     The training interactions the model was fitted on (CSR structure), used by default to
-    exclude already-seen items when recommending.
+    exclude already-seen items when recommending. Written in the smallest unsigned types
+    that hold the interaction and item counts (column indices uint16 below 65,536 items;
+    earlier files of format 1 hold int64 and int32); any integer type loads.
 ``arr_<name>``
     The model's own arrays (factors, biases, popularity counts ...).
+
+Members of text, unsigned integer or float16 type (ids, these indices, a model's compact
+item-item weights) are deflated; the others (float32 factors) are stored as they are.
 """
 from __future__ import annotations
 
@@ -26,11 +32,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..files import atomic_path
-from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, source_name, write_npz
+from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, index_dtype, source_name, write_npz
 from ..errors import InputError
 
 FORMAT = "mrec-warp-model"
-FORMAT_VERSION = 1
+#: The newest version read here. Version 2 is version 1 with float16 arrays (EASE's compact
+#: weights), which readers of version 1 cannot read: only files holding one say 2, so every
+#: other file stays readable by them (they read the compact unsigned indices and deflated
+#: members) and a version-1 reader refuses an EASE file with "upgrade mrec-warp".
+FORMAT_VERSION = 2
 
 
 def save_model(
@@ -53,7 +63,7 @@ def save_model(
     """
     meta = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if any(np.asarray(a).dtype == np.float16 for a in arrays.values()) else 1,
         "class": class_name,
         "params": params,
         "attrs": attrs,
@@ -65,25 +75,34 @@ def save_model(
         "__meta__": np.array(json.dumps(meta, sort_keys=True)),
         "user_ids": _loadable_ids(user_ids, "user", target),
         "item_ids": _loadable_ids(item_ids, "item", target),
-        "train_indptr": train.indptr.astype(np.int64, copy=False),
-        "train_indices": train.indices.astype(np.int32, copy=False),
+        "train_indptr": train.indptr.astype(index_dtype(train.nnz + 1), copy=False),
+        "train_indices": train.indices.astype(index_dtype(train.shape[1]), copy=False),
     }
     for name, arr in arrays.items():
         payload[f"arr_{name}"] = np.ascontiguousarray(arr)
+    deflate = [name for name, arr in payload.items() if _deflated(arr)]
     if hasattr(target, "write"):
         if verify is None:
-            write_npz(target, payload)
+            write_npz(target, payload, deflate)
             return
         buffer = io.BytesIO()
-        write_npz(buffer, payload)
+        write_npz(buffer, payload, deflate)
         _verified(verify, buffer, target)
         target.write(buffer.getbuffer())
         return
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as fh:
-            write_npz(fh, payload)
+            write_npz(fh, payload, deflate)
         if verify is not None:
             _verified(verify, tmp, target)
+
+
+def _deflated(arr: np.ndarray) -> bool:
+    """Whether a member is deflated: ids (UTF-32 text, mostly zero bytes, shrink 5-20x) and
+    the compact arrays (unsigned column indices and index pointers shrink to about half,
+    float16 weights by a sixth: scripts/ease_topk.py). Float32 factors, which barely
+    shrink, are stored as they are and cost no compression time."""
+    return arr.dtype.kind in "uU" or arr.dtype == np.float16
 
 
 def _loadable_ids(ids, kind: str, target) -> np.ndarray:
@@ -158,7 +177,9 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         user_ids = archive.read("user_ids", "U", (n_users,))
         item_ids = archive.read("item_ids", "U", (n_items,))
         indptr = archive.read("train_indptr", "iu", (n_users + 1,)).astype(np.int64, copy=False)
-        indices = archive.read("train_indices", "iu", (None,))
+        # widened before the checks: a narrow type's differences wrap around, a wide one's
+        # values would wrap when narrowed
+        indices = archive.read("train_indices", "iu", (None,)).astype(np.int64, copy=False)
         try:
             check_ids(user_ids, "user ids")
             check_ids(item_ids, "item ids")

@@ -10,11 +10,12 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..memory import check_memory
+from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
 from .alignment import as_aligned_csr
 from .declared import Param
+from .refit_states import MOST_STATES, RefitStates
 
 
 #: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
@@ -144,6 +145,7 @@ def run_epochs(
     unit: str = "epoch",
     n_jobs: int = 1,
     min_improvement: float = 0.0,
+    first: int = 0,
 ) -> int:
     """Run up to ``epochs`` passes of ``step``; with ``validation``, early-stop and keep the best.
 
@@ -158,8 +160,11 @@ def run_epochs(
     without one), and the best-scoring snapshot (``model.snapshot`` / ``model.restore``)
     is put back. A rise counts for the patience when it beats the score of the previous
     counted rise by more than ``min_improvement`` of it (relative; 0: any rise), so that a
-    plateau creeping up by noise-sized steps does not keep training alive. Log entries go to
-    ``model.history_``; ``callbacks(model, logs)`` returning ``True`` stop training.
+    plateau creeping up by noise-sized steps does not keep training alive. A fifth element of
+    ``validation``, a :class:`~.refit_states.RefitStates`, is shown every pass with the best
+    pass so far (it keeps training states a refit may start from). Log entries go to
+    ``model.history_``, numbered from ``first + 1`` (a refit that goes on from pass
+    ``first``); ``callbacks(model, logs)`` returning ``True`` stop training.
 
     Returns the best pass (with validation) or ``epochs``.
     """
@@ -167,13 +172,16 @@ def run_epochs(
     scorer = None
     rise_score, rise_epoch = 0.0, 0  # the last rise that counted for the patience
     eval_users = None
+    keeper = None
     if validation is not None:
         fit_part, val, rng = validation[:3]
         # (fit, val, rng, users): the users fit_or_select drew by id; else drawn here
         eval_users = validation[3] if len(validation) > 3 else sample_users(val, int(model.validation_users), rng)
         scorer = holdout_scorer(model, fit_part, val, eval_users, int(model.eval_k), n_jobs)
+        keeper = validation[4] if len(validation) > 4 else None
     # a bar over the passes on a terminal (each pass logs its own line: no line per unit)
-    for epoch in progress.iterate(range(1, epochs + 1), total=epochs, desc=phase, unit=unit, lines=False):
+    for epoch in progress.iterate(range(first + 1, first + epochs + 1), total=epochs, desc=phase, unit=unit,
+                                  lines=False):
         t0 = time.perf_counter()
         stats, text = step()
         logs: Dict[str, Any] = {"phase": phase, "epoch": epoch, "seconds": time.perf_counter() - t0, **stats}
@@ -194,6 +202,8 @@ def run_epochs(
                 best_score, best_epoch, best_snap = score, epoch, model.snapshot()
             if rise_epoch == 0 or score > rise_score * (1.0 + min_improvement):
                 rise_score, rise_epoch = score, epoch
+        if keeper is not None:
+            keeper.after_epoch(model, epoch, best_epoch)
         progress.log(line)
         model.history_.append(logs)
         stop = any(bool(cb(model, logs)) for cb in callbacks)
@@ -221,6 +231,16 @@ def check_epochs(model) -> None:
          "choose the count by early stopping)")
 
 
+def _reuse(model) -> float:
+    """The share of the fit a refit reuses (WARP's ``refit_reuse``; 0 for a model without it)."""
+    return float(getattr(model, "refit_reuse", 0.0) or 0.0)
+
+
+def _factor_bytes(model, n_users: int, n_items: int, copies: float) -> float:
+    """Bytes of ``copies`` float32 copies of the factor rows (``model.factor_rows``)."""
+    return 4.0 * float(model.factors) * model.factor_rows(n_users, n_items) * copies
+
+
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """Refuse, before allocating, factors that cannot fit in memory (``factors=1e9``).
 
@@ -228,14 +248,25 @@ def check_factor_memory(model, n_users: int, n_items: int) -> None:
     times the copies the fit keeps (``model.STATE_COPIES``: WARP's adagrad accumulators
     double it), plus the best snapshot early stopping keeps, plus ``model.GRAM_COPIES``
     factors x factors matrices (WRMF's Gram matrix and solves): see
-    :class:`~mrec_warp.models.factor_model.FactorModel`.
+    :class:`~mrec_warp.models.factor_model.FactorModel`. The training states a reusing
+    refit would keep are not counted: they are dropped when memory is short
+    (:func:`refit_states_fit`), never a reason to refuse a fit.
     """
     rows = model.factor_rows(n_users, n_items)
     copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
     d = float(model.factors)
-    need = 4.0 * d * rows * copies + 4.0 * d * d * model.GRAM_COPIES
+    need = _factor_bytes(model, n_users, n_items, copies) + 4.0 * d * d * model.GRAM_COPIES
     check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
                  "factors")
+
+
+def refit_states_fit(model, n_users: int, n_items: int) -> bool:
+    """Whether the training states a reusing refit keeps (up to
+    :data:`~.refit_states.MOST_STATES` + 1 of ``model.STATE_COPIES`` factor copies each) take
+    at most half the memory still available: a saving in time, so never at the risk of
+    running out (the refit then starts from scratch, as with ``refit_reuse=0``)."""
+    need = _factor_bytes(model, n_users, n_items, (MOST_STATES + 1) * model.STATE_COPIES)
+    return need <= 0.5 * available_bytes()
 
 
 def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generator, progress,
@@ -268,8 +299,16 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     users = sample_users(val, int(model.validation_users), rng, user_keys)
     init_seed = spawn_seed(rng)
     model.init_state(*csr.shape, np.random.default_rng(init_seed))
+    reuse = _reuse(model)
+    keeper = None
+    if reuse > 0 and validation is None and model.refit and warm_epochs == 0:
+        if refit_states_fit(model, *csr.shape):
+            keeper = RefitStates(reuse)
+        else:
+            progress.log("the refit will start from scratch: the training states `refit_reuse` keeps would "
+                         "take more than half the available memory")
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
-                              validation=(fit_part, val, rng, users), **train_options)
+                              validation=(fit_part, val, rng, users, keeper), **train_options)
     model.best_epoch_ = best
     if validation is not None or not model.refit:
         return
@@ -281,13 +320,33 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         model.restart_steps()
         model.train_epochs(csr, warm_epochs, progress, callbacks, phase="refit", **train_options)
     else:
+        refit_all(model, csr, best, keeper, init_seed, progress, callbacks, unit, **train_options)
+
+
+def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates], init_seed: int, progress,
+              callbacks: Sequence[Callable], unit: str = "epoch", **train_options) -> None:
+    """The refit on all of ``csr`` for ``best`` passes in all: from the fit's training state
+    at pass ``k`` (``keeper.start(best)``, :mod:`.refit_states`) for the ``best - k`` passes
+    after it, numbered ``k + 1 .. best``, or, with no state kept, from the fit's initial
+    state (drawn again from ``init_seed``) for ``best`` passes. ``model.refit_start_`` is ``k``
+    (0 from scratch)."""
+    start = keeper.start(best) if keeper is not None else None
+    if start is None or keeper is None:
         progress.log(f"refitting on all training data for {best} {unit}s")
         model.init_state(*csr.shape, np.random.default_rng(init_seed))
+        model.refit_start_ = 0
         model.train_epochs(csr, best, progress, callbacks, phase="refit", **train_options)
+        return
+    k, state = start
+    progress.log(f"refitting on all training data: {unit}s {k + 1}-{best}, from the fit's state after {unit} {k}")
+    model.set_train_state(state)  # (a copy: the kept states can go)
+    keeper.states.clear()
+    model.refit_start_ = k
+    model.train_epochs(csr, best - k, progress, callbacks, phase="refit", first=k, **train_options)
 
 
 def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, refit_help: str,
-                          unit: str = "epoch") -> Dict[str, Param]:
+                          unit: str = "epoch", validation_users: int = 5000) -> Dict[str, Param]:
     """The declared parameters of early stopping (WARP, WRMF), by name, with a family's
     defaults; each class puts them in its ``__init__`` order."""
     units = unit + "s"
@@ -301,7 +360,8 @@ def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, re
         Param("eval_k", int, 10, "The k of the validation precision@k.", low=1, option=False),
         Param("validation_fraction", float, 0.1, "Share of each user's items held out for early stopping.",
               low=0, high=1, low_open=True, high_open=True),
-        Param("validation_users", int, 5000, "Most users (drawn at random) scored per validation evaluation.",
+        Param("validation_users", int, validation_users, "Most users (drawn at random) scored per validation "
+              "evaluation.",
               low=1, option=False),
         Param("refit", bool, True, refit_help),
     )}

@@ -27,7 +27,7 @@ from .foldin import fold_in, warp_problem
 from .partial_fit import partial_fit
 from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_confidence
 from .positives import TrainingData
-from .declared import Param, n_jobs_param, seed_param, verbose_param
+from .declared import Param, declared_by_name, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
 from .validation import check_epochs, early_stopping_params, need, run_epochs
 
@@ -111,7 +111,12 @@ class WARP(FactorModel):
         (user id, item id) pairs, not on the order of the rows.
     validation_users : int
         At most this many users (a fixed sample, drawn by id) are scored per evaluation,
-        with the blocked BLAS top-k of :mod:`mrec_warp.topk`, to keep it cheap.
+        with the blocked BLAS top-k of :mod:`mrec_warp.topk`, to keep it cheap. Every user
+        with two or more items still holds out its ``validation_fraction``. Default 1000:
+        the product of the sampled users' vectors with every item is what an evaluation
+        costs (on a 2k x 13.5k long-tail set, twice an epoch's training); on the selection
+        suite 1000 users instead of 5000 halved it where there are more than 1000 users
+        and changed no set's test precision@10 beyond seed noise (notes/warprefit.rst).
     refit : bool
         After early stopping on an internal split, train on all the data (default), rather
         than keep the model fitted on less data. How: see ``warm_epochs``.
@@ -122,6 +127,18 @@ class WARP(FactorModel):
         negatives until then, are learned in a few epochs. That roughly halves the time of a
         default fit but cost 1.6-2.3% precision@10 on dense and long-tail data (README,
         "Model selection"), so it is an option, not the default.
+    refit_reuse : float
+        Share of the chosen epoch count the refit from scratch (``warm_epochs=0``) takes
+        over from the fit instead of repeating it: the refit starts from the fit's whole
+        training state (factors, biases, adagrad's accumulators, the sampler) after epoch
+        ``k``, the latest of the states kept on a geometric grid of epochs at or before
+        ``round(refit_reuse * best_epoch_)`` (:mod:`~mrec_warp.models.refit_states`), and
+        trains epochs ``k + 1 .. best_epoch_`` on all the data (``refit_start_`` is ``k``).
+        ``0``: every refit epoch from scratch; ignored with ``warm_epochs``. Default 0.25:
+        on the selection suite (3 seeds) it took 18-25% of the refit's epochs over and no
+        set's test precision@10 moved beyond seed noise; 0.5 lost 0.3-1.0% on five of the
+        six sets (the fit's first epochs saw 90% of the pairs and pushed the held-out rest
+        down as negatives; late enough, that no longer washes out). See notes/warprefit.rst.
     init_scale : float
         Initial factors are normal with standard deviation ``init_scale / sqrt(factors)``.
     n_jobs : int
@@ -166,8 +183,10 @@ class WARP(FactorModel):
         factors = int(params.get("factors", 64))
         sampled = min(int(params.get("max_sampled", 50)), 100) / 50  # negatives drawn per positive, about
         evaluations = 1 / max(1, int(params.get("eval_every", 1)))  # per epoch
+        scored = declared_by_name(cls)["validation_users"].default
         per_epoch = cls.TUNE_RATE * shape.nnz * factors * (0.5 + sampled) / 1.5 \
-            + SCORE_RATE * min(shape.sampled_users(epochs_cap), 5000) * shape.items * evaluations
+            + SCORE_RATE * min(shape.sampled_users(epochs_cap), int(params.get("validation_users", scored))) \
+            * shape.items * evaluations
         return epochs * per_epoch + shape.scoring()
 
     #: What a model file written before a parameter existed was trained with: a constant rate.
@@ -179,7 +198,7 @@ class WARP(FactorModel):
     hogwild = True
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
-        max_epochs=200, patience=10, eval_every=1,
+        max_epochs=200, patience=10, eval_every=1, validation_users=1000,
         refit_help="After early stopping on an internal hold-out, train on all the data (how: `warm_epochs`).")
     PARAMETERS: Tuple[Param, ...] = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128], grid=(32, 128)),
@@ -210,6 +229,9 @@ class WARP(FactorModel):
         Param("warm_epochs", int, 0, "Refit: continue N epochs on all data from the best epoch's factors (about "
               "half the time, up to 2% lower P@10 on long-tail data); 0 = retrain from scratch for the best "
               "epoch count.", low=0, hint="0: refit from scratch"),
+        Param("refit_reuse", float, 0.25, "Refit: start from the fit's training state (factors, adagrad, sampler) "
+              "at about this share of the best epoch count and train only the epochs after it on all the data; "
+              "0 = every refit epoch from scratch.", low=0, high=0.9, hint="0: refit from scratch"),
         Param("init_scale", float, 0.1, "Initial factors' standard deviation times sqrt(factors).", low=0,
               option=False),
         n_jobs_param("Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core)."),
@@ -248,9 +270,10 @@ class WARP(FactorModel):
         eval_k: int = 10,
         min_improvement: float = 0.0,
         validation_fraction: float = 0.1,
-        validation_users: int = 5000,
+        validation_users: int = 1000,
         refit: bool = True,
         warm_epochs: int = 0,
+        refit_reuse: float = 0.25,
         init_scale: float = 0.1,
         n_jobs: int = 1,
         random_state: Optional[int] = None,
@@ -285,6 +308,7 @@ class WARP(FactorModel):
         self.validation_users = validation_users
         self.refit = refit
         self.warm_epochs = warm_epochs
+        self.refit_reuse = refit_reuse
         self.init_scale = init_scale
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -297,6 +321,7 @@ class WARP(FactorModel):
     # -- checks ------------------------------------------------------------------------------
     #: Arrays of the factors' size a fit keeps: the factors and their adagrad accumulators.
     STATE_COPIES = 2
+    OPTIMISER_STATE = ("_user_accum", "_item_accum", "_bias_accum", "_rng_state")
 
     def _step_scales(self) -> Dict[str, float]:
         """Parameters other than ``alpha`` that multiply each step (named first by a
@@ -428,9 +453,9 @@ class WARP(FactorModel):
         """
         return partial_fit(self, X, epochs, progress)
 
-    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`); with
-        ``validation``, early-stop and keep the best."""
+    def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit", first: int = 0) -> int:
+        """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`), numbered
+        from ``first + 1``; with ``validation``, early-stop and keep the best."""
         data = csr if isinstance(csr, TrainingData) else training_data(self, csr)
 
         def step():
@@ -439,7 +464,7 @@ class WARP(FactorModel):
                            f"loss {stats['loss']:.4f}")
 
         return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=effective_n_jobs(self.n_jobs),
-                          min_improvement=float(self.min_improvement))
+                          min_improvement=float(self.min_improvement), first=first)
 
     # -- confidence ----------------------------------------------------------------------------
     def _confidence_kind(self) -> str:

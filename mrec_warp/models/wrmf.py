@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import (AUTO_ALPHA, BINARY_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equal, auto_alpha,
-                               check_confidence, confidence)
+from ..data.confidence import (AUTO_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equal, auto_alpha,
+                               binary_alpha, check_confidence, confidence, observed_sizes)
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
@@ -51,11 +51,15 @@ class WRMF(FactorModel):
     alpha : float or "auto"
         Confidence slope: an observed pair weighs ``1 + alpha * f(value)``, unobserved pairs 1.
         ``"auto"`` (default) resolves at fit (:func:`auto_alpha`, kept as ``alpha_`` and
-        logged): on a binary file (every value the same, or no values) every observed pair
-        weighs ``1 + 3``; on values that differ (ratings, counts) alpha 1, the previous default
-        (scaling it to the mean value lost 2.5% on one suite set). Chosen on the selection suite
-        (``scripts/bench_defaults.py``; docs/models/defaults.rst): alpha 1 on binary files was
-        20-30% below alpha 3 on two of three binary sets.
+        logged). On a binary file (every value the same, or no values) every observed pair
+        weighs ``1 + 3`` while the data is small against the fixed regularization and
+        ``1 + 1`` once it is large: :func:`~mrec_warp.data.confidence.binary_evidence`
+        ``= sqrt(users * pairs) * (pairs / items) ** 0.2`` up to 90,000 gives 3, from 130,000
+        gives 1, geometric in between. On values that differ (ratings, counts) alpha 1, the
+        previous default (scaling it to the mean value lost 2.5% on one suite set). Chosen on
+        the selection suite and 34 binary sets of other shapes (``scripts/bench_defaults.py``,
+        notes/wrmfalpha.rst): alpha 3 was 3-93% above alpha 1 on every small binary set and
+        2-20% below it on every large one (20,000 users x 400 items, 200,000 pairs: -4%).
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
         shared rule of :mod:`mrec_warp.data.confidence`). With ``"none"``, or without values
@@ -128,8 +132,9 @@ class WRMF(FactorModel):
                                                  "the best iteration count.")
     PARAMETERS = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
-        Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: 3 on a "
-              "binary file, else 1.", low=0, check=False,
+        Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: on a "
+              "binary file 3 while sqrt(users*pairs)*(pairs/items)^0.2 <= 90,000, 1 from 130,000 (geometric in "
+              "between); on values that differ 1.", low=0, check=False,
               tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
@@ -315,12 +320,15 @@ class WRMF(FactorModel):
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
         values = raw.data if use_values else None
-        self.alpha_ = (auto_alpha(values, self.confidence, float(self.eps)) if isinstance(self.alpha, str)
-                       else float(self.alpha))
         if isinstance(self.alpha, str):
+            sizes = observed_sizes(raw)
+            self.alpha_ = auto_alpha(values, self.confidence, float(self.eps), sizes)
             progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
-                f"binary: every observed pair weighs 1 + {BINARY_ALPHA:g})" if all_equal(values)
+                f"binary, {sizes[0]:,} users x {sizes[1]:,} items, {sizes[2]:,} pairs: every observed pair "
+                f"weighs 1 + {binary_alpha(sizes):.3g})" if all_equal(values)
                 else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
+        else:
+            self.alpha_ = float(self.alpha)
         self.confidence_ = self.confidences(values, nnz)
         del raw
         conf_csr = self._confidence_csr()

@@ -1,7 +1,8 @@
 """A served model's arrays memory-mapped from its file, so worker processes share them.
 
-mrec-warp writes model archives uncompressed: each ``arr_NAME.npy`` member is a plain
-``.npy`` file stored whole inside the zip, at a known offset. After the usual load (every
+mrec-warp writes the float arrays of model archives uncompressed (only ids and compact
+index arrays are deflated): each such ``arr_NAME.npy`` member is a plain ``.npy`` file
+stored whole inside the zip, at a known offset. After the usual load (every
 check of :func:`~mrec_warp.models.base.load`), each dense numeric array of the model is
 replaced by a read-only :class:`numpy.memmap` of its member, provided the mapped bytes
 equal the array that was checked (a file replaced in between keeps the private copy). The
