@@ -45,15 +45,19 @@ def test_fixed_epochs_step_at_the_scheduled_rate(planted, monkeypatch):
     assert seen[0][1] == pytest.approx(0.03)
 
 
-def test_the_refit_from_scratch_replays_the_fits_rates(planted, monkeypatch):
+@pytest.mark.parametrize("reuse", [0.0, 0.25])
+def test_the_refit_replays_the_fits_rates_from_the_epoch_it_starts_at(planted, monkeypatch, reuse):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    model = WARP(factors=8, random_state=0).fit(train)
+    model = WARP(factors=16, refit_reuse=reuse, random_state=0).fit(train)  # (best epoch 15 here)
     n_fit = sum(h["phase"] == "fit" for h in model.history_)
-    best = model.best_epoch_
+    best, start = model.best_epoch_, model.refit_start_
+    assert (start == 0) == (reuse == 0) and best > 4
     fit, refit = seen[:n_fit], seen[n_fit:]
-    assert len(refit) == best and refit == fit[:best]  # same epochs, same rates, from epoch 0
+    # from scratch: epochs 0..best-1 again; reusing the fit's state after epoch k: epochs k..best-1
+    assert len(refit) == best - start and refit == fit[start:best]
     np.testing.assert_allclose([r for _, r in fit], [expected(e) for e in range(n_fit)], rtol=1e-12)
+    assert fit[start:best][0][1] > fit[-1][1]  # the reused part is the boosted beginning, not a flat rate
 
 
 def test_a_user_set_rate_is_scaled_and_a_boost_of_one_keeps_it_constant(planted, monkeypatch):
