@@ -8,6 +8,7 @@ import pytest
 
 from mrec_warp import InputError
 from mrec_warp.models import WARP, HybridWARP, load
+from mrec_warp.models import hybrid as hybrid_module
 from mrec_warp.models.warp_epoch import rate_factor
 
 
@@ -22,6 +23,10 @@ def spy_rates(monkeypatch, cls=WARP):
 
     monkeypatch.setattr(cls, "_fit_shard", fit_shard)
     return seen
+
+
+#: The schedule the tests run (the default, rate_boost 1, is a constant rate).
+ON = dict(rate_boost=1.5, boost_half_life=10.0)
 
 
 def expected(epoch, lr=0.02, boost=1.5, half_life=10.0):
@@ -39,7 +44,7 @@ def test_the_factor_starts_at_the_boost_and_halves_its_excess_every_half_life():
 def test_fixed_epochs_step_at_the_scheduled_rate(planted, monkeypatch):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    WARP(factors=8, epochs=5, random_state=0).fit(train)
+    WARP(factors=8, epochs=5, random_state=0, **ON).fit(train)
     assert [e for e, _ in seen] == [0, 1, 2, 3, 4]  # one kernel call per epoch on this small set
     np.testing.assert_allclose([r for _, r in seen], [expected(e) for e in range(5)], rtol=1e-12)
     assert seen[0][1] == pytest.approx(0.03)
@@ -49,7 +54,7 @@ def test_fixed_epochs_step_at_the_scheduled_rate(planted, monkeypatch):
 def test_the_refit_replays_the_fits_rates_from_the_epoch_it_starts_at(planted, monkeypatch, reuse):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    model = WARP(factors=16, refit_reuse=reuse, random_state=0).fit(train)  # (best epoch 15 here)
+    model = WARP(factors=16, refit_reuse=reuse, random_state=0, **ON).fit(train)  # (best epoch 15 here)
     n_fit = sum(h["phase"] == "fit" for h in model.history_)
     best, start = model.best_epoch_, model.refit_start_
     assert (start == 0) == (reuse == 0) and best > 4
@@ -60,10 +65,17 @@ def test_the_refit_replays_the_fits_rates_from_the_epoch_it_starts_at(planted, m
     assert fit[start:best][0][1] > fit[-1][1]  # the reused part is the boosted beginning, not a flat rate
 
 
+def test_the_default_is_a_constant_rate(planted, monkeypatch):
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    WARP(factors=8, epochs=3, random_state=0).fit(train)
+    assert [r for _, r in seen] == [0.02] * 3
+
+
 def test_a_user_set_rate_is_scaled_and_a_boost_of_one_keeps_it_constant(planted, monkeypatch):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    WARP(factors=8, epochs=3, learning_rate=0.05, random_state=0).fit(train)
+    WARP(factors=8, epochs=3, learning_rate=0.05, random_state=0, **ON).fit(train)
     np.testing.assert_allclose([r for _, r in seen], [expected(e, lr=0.05) for e in range(3)], rtol=1e-12)
     seen.clear()
     WARP(factors=8, epochs=3, learning_rate=0.05, rate_boost=1, random_state=0).fit(train)
@@ -76,21 +88,21 @@ def test_a_user_set_rate_is_scaled_and_a_boost_of_one_keeps_it_constant(planted,
 def test_sgd_decay_and_the_boost_multiply(planted, monkeypatch):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    WARP(factors=8, epochs=3, learning_schedule="sgd", decay=1.0, random_state=0).fit(train)
+    WARP(factors=8, epochs=3, learning_schedule="sgd", decay=1.0, random_state=0, **ON).fit(train)
     np.testing.assert_allclose([r for _, r in seen], [expected(e) / (1 + e) for e in range(3)], rtol=1e-12)
 
 
 def test_a_warm_refit_goes_on_from_the_epoch_it_is_at(planted, monkeypatch):
     train, _ = planted
     seen = spy_rates(monkeypatch)
-    model = WARP(factors=8, warm_epochs=3, random_state=0).fit(train)
+    model = WARP(factors=8, warm_epochs=3, random_state=0, **ON).fit(train)
     best = model.best_epoch_
     assert seen[-3:] == [(best + k, pytest.approx(expected(best + k), rel=1e-12)) for k in range(3)]
 
 
 def test_partial_fit_goes_on_from_the_epoch_the_model_is_at(planted, monkeypatch):
     train, _ = planted
-    model = WARP(factors=8, epochs=4, random_state=0).fit(train)
+    model = WARP(factors=8, epochs=4, random_state=0, **ON).fit(train)
     seen = spy_rates(monkeypatch)
     model.partial_fit(train, epochs=2)
     assert [e for e, _ in seen] == [4, 5]
@@ -105,7 +117,7 @@ def test_fold_in_steps_at_the_learning_rate_without_the_boost(planted, cls):
     history = pd.DataFrame({"user": ["new"] * 5, "item": items[train[0].indices[:5]]})
 
     def folded(boost):
-        model = cls(factors=8, epochs=3, random_state=0).fit(train, user_ids=ids, item_ids=items)
+        model = cls(factors=8, epochs=3, random_state=0, **ON).fit(train, user_ids=ids, item_ids=items)
         model.set_params(rate_boost=boost)  # after the fit: only fold-in can tell the two apart
         model.fold_in(history, epochs=4)
         return model.user_factors_[-1]
@@ -114,11 +126,18 @@ def test_fold_in_steps_at_the_learning_rate_without_the_boost(planted, cls):
     np.testing.assert_array_equal(folded(4.0), folded(1.0))
 
 
-def test_the_hybrid_takes_warps_schedule_without_features_and_a_constant_rate_with_them(planted):
+def test_the_hybrid_takes_warps_schedule_without_features_and_a_constant_rate_with_them(planted, monkeypatch):
     train, _ = planted
     assert HybridWARP().rate_boost is None
     plain = HybridWARP(factors=8, epochs=1, random_state=0).fit(train)
-    assert plain._rate_boost() == WARP().rate_boost == 1.5
+    assert plain._rate_boost() == WARP().rate_boost == 1.0  # WARP's default: a constant rate
+
+    class Boosted(WARP):  # WARP were its default the schedule
+        def __init__(self, **params):
+            super().__init__(**{"rate_boost": 1.5, **params})
+
+    monkeypatch.setattr(hybrid_module, "WARP", Boosted)
+    assert plain._rate_boost() == 1.5  # it follows WARP's default, whatever that is
     n_items = train.shape[1]
     features = pd.DataFrame({"id": [str(i) for i in range(n_items)], "feature": [f"f{i % 7}" for i in range(n_items)]})
     with_features = HybridWARP(factors=8, epochs=1, random_state=0).fit(train, item_features=features)
@@ -137,7 +156,7 @@ def test_a_schedule_that_is_no_rate_is_refused(planted, bad):
 def test_a_model_file_saved_before_the_schedule_loads_with_a_constant_rate(planted, tmp_path):
     train, _ = planted
     path = tmp_path / "m.npz"
-    model = WARP(factors=8, epochs=2, random_state=0).fit(train)
+    model = WARP(factors=8, epochs=2, random_state=0, **ON).fit(train)
     model.save(path)
     assert load(path).rate_boost == 1.5  # a file that holds the parameter keeps it
     with np.load(path, allow_pickle=False) as z:

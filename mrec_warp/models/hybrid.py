@@ -61,9 +61,9 @@ class HybridWARP(WARP):
         each step on its representation; the rest goes to feature rows shared with many
         ids, whose adagrad steps shrink quickly.
     rate_boost : float or None
-        As for :class:`WARP`. ``None`` (default): WARP's (1.5) without content features, so
-        that the model is still WARP with its defaults; 1 (a constant rate) with them, where
-        the schedule was not measured.
+        As for :class:`WARP`. ``None`` (default): WARP's default without content features,
+        so that the model is still WARP with its defaults; 1 (a constant rate) with them,
+        where no schedule was measured.
     identity : bool
         Give every user and item its own identity feature (default). Without it, users
         and items are their features alone.
@@ -88,7 +88,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
                        shown="0.05 with features, else 0.02"),
                  Param("rate_boost", float, None, "The first epoch's rate as a multiple of learning_rate; the excess "
                        "halves every boost_half_life epochs (1: a constant rate).", low=0, low_open=True,
-                       nullable=True, shown="1 with features, else 1.5")],
+                       nullable=True, shown="1 with features, else WARP's")],
         add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
              Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
                    low=0, low_open=True),

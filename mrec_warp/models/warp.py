@@ -64,19 +64,20 @@ class WARP(FactorModel):
         SGD decay per epoch (ignored by adagrad).
     rate_boost, boost_half_life : float
         A learning-rate schedule on top of either rule: epoch ``e`` (0-based) steps at
-        ``learning_rate * (1 + (rate_boost - 1) * 0.5 ** (e / boost_half_life))``, so the
-        first epoch at 1.5 times the rate (default), the excess halving every 10 epochs
-        (default) down to ``learning_rate``. It depends on the epoch number alone: the
-        refit from scratch replays it, ``epochs=N`` runs its first N epochs, a warm refit
+        ``learning_rate * (1 + (rate_boost - 1) * 0.5 ** (e / boost_half_life))``.
+        ``rate_boost=1`` (default) is a constant rate; 1.5 with a half-life of 10 starts at
+        1.5 times the rate and halves the excess every 10 epochs. It depends on the epoch
+        number alone: the refit replays it from the epoch it starts at (0, or the reused
+        fit state's, ``refit_reuse``), ``epochs=N`` runs its first N epochs, a warm refit
         and ``partial_fit`` go on from the epoch the model is at, and fold-in (a new user's
         row against the trained items) steps at ``learning_rate``, the rate the training
-        settled to. ``rate_boost=1`` is a constant rate. Chosen among 15 schedules on the
-        six-set selection suite (3 seeds; README, "Model selection"): with it the default
-        fit and refit take 456 epochs over the suite against 643 at a constant 0.02, fewer
-        on every set, none worse beyond seed noise (12 seeds: ml-100k 73 epochs against 118
-        at P@10 0.2261 vs 0.2266, the long-tail set 64 against 93 at 0.1396 vs 0.1397).
-        Starting at 0.04-0.08 stopped earlier still, at worse models (ml-100k, the 20k x 400
-        set): a high rate in the first epochs overfits and is not undone later.
+        settles to. Not the default because it is not free: on the selection suite
+        (12 seeds, notes/warplr.rst) 1.5 / 10 reaches the best validation epoch in 40% fewer
+        epochs on ml-100k and 20-35% fewer on the other sets, and the default fit then met
+        the target of half LightFM's time on every set, but it cost 0.0006 P@10 (0.5%,
+        beyond seed noise) on the 20k x 400 set and 0.0017 (within noise) on ml-100k;
+        starting at 2-4 times the rate lost 1-5% on most sets (a high rate in the first
+        epochs overfits, and a lower rate later does not undo it).
     user_reg, item_reg : float
         L2 penalties on user and item vectors, applied at each step they take part in.
     max_sampled : int
@@ -206,7 +207,7 @@ class WARP(FactorModel):
         Param("learning_rate", float, 0.02, "Base step size.", low=0, low_open=True, tune=("log", 0.007, 0.06)),
         Param("learning_schedule", str, "adagrad", "Step rule.", choices=SCHEDULES, tunable=True),
         Param("decay", float, 0.0, "SGD: decay of the rate per epoch (adagrad ignores it).", low=0, option=False),
-        Param("rate_boost", float, 1.5, "The first epoch's rate as a multiple of learning_rate; the excess halves "
+        Param("rate_boost", float, 1.0, "The first epoch's rate as a multiple of learning_rate; the excess halves "
               "every boost_half_life epochs (1: a constant rate).", low=0, low_open=True),
         Param("boost_half_life", float, 10.0, "Epochs in which the excess of rate_boost halves.", low=0,
               low_open=True),
@@ -253,7 +254,7 @@ class WARP(FactorModel):
         learning_rate: float = 0.02,
         learning_schedule: str = "adagrad",
         decay: float = 0.0,
-        rate_boost: float = 1.5,
+        rate_boost: float = 1.0,
         boost_half_life: float = 10.0,
         user_reg: float = 0.0,
         item_reg: float = 0.0,
