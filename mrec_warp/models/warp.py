@@ -72,12 +72,12 @@ class WARP(FactorModel):
         and ``partial_fit`` go on from the epoch the model is at, and fold-in (a new user's
         row against the trained items) steps at ``learning_rate``, the rate the training
         settles to. Not the default because it is not free: on the selection suite
-        (12 seeds, notes/warplr.rst) 1.5 / 10 reaches the best validation epoch in 40% fewer
-        epochs on ml-100k and 20-35% fewer on the other sets, and the default fit then met
-        the target of half LightFM's time on every set, but it cost 0.0006 P@10 (0.5%,
-        beyond seed noise) on the 20k x 400 set and 0.0017 (within noise) on ml-100k;
-        starting at 2-4 times the rate lost 1-5% on most sets (a high rate in the first
-        epochs overfits, and a lower rate later does not undo it).
+        (12 seeds, notes/warplr.rst) 1.5 / 10 reaches the best validation epoch in 42% fewer
+        epochs on ml-100k and 18-36% fewer on the other sets, and the default fit then met
+        the target of half LightFM's time on every set measured, but it cost 0.0006 P@10
+        (0.5%, beyond seed noise) on the 20k x 400 set and 0.0017 (within noise) on ml-100k;
+        starting at 2.5-4 times the rate lost 1.7-5% on ml-100k and the 20k x 400 set (a
+        high rate in the first epochs overfits, and a lower rate later does not undo it).
     user_reg, item_reg : float
         L2 penalties on user and item vectors, applied at each step they take part in.
     max_sampled : int
