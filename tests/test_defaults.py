@@ -17,7 +17,8 @@ from mrec_warp.models.itemknn import ItemKNN
 from mrec_warp.models.slim import SLIM
 from mrec_warp.models.hybrid import HybridWARP
 from mrec_warp.models.validation import holdout_split, id_keys, sample_users
-from mrec_warp.models.wrmf import AUTO_ALPHA, BINARY_ALPHA, auto_alpha
+from mrec_warp.data.confidence import BINARY_ALPHA
+from mrec_warp.models.wrmf import AUTO_ALPHA, auto_alpha
 
 
 def _pairs(n_users=40, n_items=30, seed=3):
