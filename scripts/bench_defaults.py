@@ -15,7 +15,8 @@ never into the project):
 * ``syn-counts``: play counts instead of 0/1 (3k x 3k, 100k pairs, ``values="counts"``).
 
 ``CHECK_SETS`` (held-out binary shapes and generator settings that checked WRMF's binary
-alpha rule, notes/wrmfalpha.rst) run when ``--sets`` names them; they are not in the default.
+alpha rule, docs/models/wrmf.rst, 'alpha "auto"') run when ``--sets`` names them; they are not
+in the default.
 
 Every family (popularity, itemknn, slim, ease, wrmf, warp) is trained as ``mrec-warp
 train`` trains it (:func:`mrec_warp.stages.train.train`, its defaults, one thread), top 10
@@ -61,7 +62,7 @@ SETS: Dict[str, Dict[str, Any]] = {
 
 #: Held-out shapes that check a data-aware default chosen on the suite (``--sets`` names them;
 #: never in the default ``--sets``): binary files of other densities, users per item and
-#: catalogue sizes (notes/wrmfalpha.rst), and ml-100k with every row as a binary file.
+#: catalogue sizes (docs/models/wrmf.rst, 'alpha "auto"'), and ml-100k with every row as a binary file.
 CHECK_SETS: Dict[str, Dict[str, Any]] = {
     "ml-100k-bin": dict(path="ml-100k/u.data", format="movielens", binary=True),
     "chk-dense": dict(synth=dict(n_users=5000, n_items=2000, n_interactions=200_000, seed=21), binary=True),

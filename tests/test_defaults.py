@@ -17,7 +17,8 @@ from mrec_warp.models.itemknn import ItemKNN
 from mrec_warp.models.slim import SLIM
 from mrec_warp.models.hybrid import HybridWARP
 from mrec_warp.models.validation import holdout_split, id_keys, sample_users
-from mrec_warp.models.wrmf import AUTO_ALPHA, BINARY_ALPHA, auto_alpha
+from mrec_warp.data.confidence import BINARY_ALPHA
+from mrec_warp.models.wrmf import AUTO_ALPHA, auto_alpha
 
 
 def _pairs(n_users=40, n_items=30, seed=3):
@@ -107,7 +108,8 @@ def _binary(n_users, n_items, per_user, seed=0):
 def test_wrmf_auto_alpha_falls_from_3_to_1_as_a_binary_file_grows():
     from mrec_warp.data.confidence import BINARY_EVIDENCE, binary_alpha, binary_evidence
 
-    # the measured sets (notes/wrmfalpha.rst): a 2k x 13k long tail gets 3, 20k users x 400 items gets 1
+    # the measured sets (docs/models/wrmf.rst, 'alpha "auto"'): a 2k x 13k long tail gets 3,
+    # 20k users x 400 items gets 1
     assert binary_alpha((2000, 13472, 71989)) == BINARY_ALPHA == 3.0
     assert binary_alpha((20_000, 400, 158_186)) == AUTO_ALPHA == 1.0
     assert binary_alpha() == BINARY_ALPHA  # no sizes: the small-file alpha

@@ -132,7 +132,8 @@ BINARY_ALPHA = 3.0
 #: alpha of the previous default, each unit of ``f(value)`` adding 1 to the pair's weight.
 AUTO_ALPHA = 1.0
 #: The :func:`binary_evidence` up to which a binary file gets ``BINARY_ALPHA`` and from which
-#: it gets ``AUTO_ALPHA``; between them alpha falls geometrically (notes/wrmfalpha.rst).
+#: it gets ``AUTO_ALPHA``; between them alpha falls geometrically (docs/models/wrmf.rst,
+#: 'alpha "auto"').
 BINARY_EVIDENCE = (90_000.0, 130_000.0)
 
 
@@ -154,7 +155,7 @@ def binary_evidence(users: int, items: int, pairs: int) -> float:
     ordered by this number, not by density, users, items or pairs alone (dropping users
     from one set turns its loss into a gain). The exponents were chosen on 28 sets and
     checked on 9 new ones (5 shapes, 4 generator settings), each on the predicted side
-    (notes/wrmfalpha.rst).
+    (docs/models/wrmf.rst, 'alpha "auto"').
 
     Examples
     --------

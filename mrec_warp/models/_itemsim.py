@@ -69,7 +69,8 @@ class ItemSimilarity(Recommender):
         if self._float16_weights and sp.issparse(self.weights_):
             # float16 precision, so that the model file stores the values in half the bytes and
             # loads back the very weights scored here (P@10 moved by at most 0.1% on the
-            # suite: notes/easefile.rst); as they are when some are beyond float16's range
+            # suite: docs/models/itemsim.rst, 'Model files'); as they are when some are beyond
+            # float16's range
             self.weights_.data = round_to_float16(self.weights_.data)
         return self
 

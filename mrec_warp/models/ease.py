@@ -13,7 +13,7 @@ The weights are stored sparsified: the ``topk x n_items`` weights of largest mag
 to float16 precision by the fit and saved as float16 values and uint16 column indices
 (below 65,536 items), deflated: about 2.5 bytes a weight against 4 for the dense matrix, so
 the model file is a small fraction of the dense one (at most 10% on the selection suite's
-sets of over 1,000 items: notes/easefile.rst). ``topk=0`` keeps the dense matrix, and so
+sets of over 1,000 items: docs/models/itemsim.rst, 'Model files'). ``topk=0`` keeps the dense matrix, and so
 does a ``topk`` of at least half the items.
 
 The inverse goes through a Cholesky factorisation done in place by LAPACK (``potrf`` then
@@ -45,7 +45,7 @@ DTYPES = ("float32", "float64")
 #: P@10 on every set of the selection suite (0.05-0.93% below), in a file of at most 10% of
 #: the dense one on all of them but the 400-item set, where 200 keeps the dense matrix; 300
 #: would take 14% on ml-100k (ratings >= 4), 100 lost 1.2-1.7% (scripts/ease_topk.py,
-#: notes/easefile.rst).
+#: docs/models/itemsim.rst, 'Model files').
 DEFAULT_TOPK = 200
 
 

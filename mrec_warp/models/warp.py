@@ -117,7 +117,7 @@ class WARP(FactorModel):
         the product of the sampled users' vectors with every item is what an evaluation
         costs (on a 2k x 13.5k long-tail set, twice an epoch's training); on the selection
         suite 1000 users instead of 5000 halved it where there are more than 1000 users
-        and changed no set's test precision@10 beyond seed noise (notes/warprefit.rst).
+        and changed no set's test precision@10 beyond seed noise (docs/models/warp.rst, 'Model selection').
     refit : bool
         After early stopping on an internal split, train on all the data (default), rather
         than keep the model fitted on less data. How: see ``warm_epochs``.
@@ -139,7 +139,8 @@ class WARP(FactorModel):
         on the selection suite (3 seeds) it took 18-25% of the refit's epochs over and no
         set's test precision@10 moved beyond seed noise; 0.5 lost 0.3-1.0% on five of the
         six sets (the fit's first epochs saw 90% of the pairs and pushed the held-out rest
-        down as negatives; late enough, that no longer washes out). See notes/warprefit.rst.
+        down as negatives; late enough, that no longer washes out). See docs/models/warp.rst,
+        'Model selection'.
     init_scale : float
         Initial factors are normal with standard deviation ``init_scale / sqrt(factors)``.
     n_jobs : int

@@ -58,7 +58,7 @@ class WRMF(FactorModel):
         gives 1, geometric in between. On values that differ (ratings, counts) alpha 1, the
         previous default (scaling it to the mean value lost 2.5% on one suite set). Chosen on
         the selection suite and 34 binary sets of other shapes (``scripts/bench_defaults.py``,
-        notes/wrmfalpha.rst): alpha 3 was 3-93% above alpha 1 on every small binary set and
+        docs/models/wrmf.rst, 'alpha "auto"'): alpha 3 was 3-93% above alpha 1 on every small binary set and
         2-20% below it on every large one (20,000 users x 400 items, 200,000 pairs: -4%).
     confidence : {"linear", "log", "none"}
         ``f(value)`` = ``value``, or ``log1p(value / eps)`` for heavy-tailed counts (the
