@@ -45,7 +45,7 @@ def _settings(model, cached: dict, epochs: int) -> list:
     """The model's step settings of epochs 0..epochs-1, kept while its first and last
     epochs' are unchanged (they depend on the parameters and the epoch alone; building 30
     dicts was a third of the cost of a fold-in)."""
-    # fold-in steps at the settled rate: no rate_boost (the first epoch's would be the largest)
+    # fold-in steps at learning_rate, without the late_rate (as before the schedule existed)
     first, last = model._step_settings(0, boosted=False), model._step_settings(epochs - 1, boosted=False)
     kept = cached.get("settings")
     if kept is None or len(kept) < epochs or kept[0] != first or kept[epochs - 1] != last:
