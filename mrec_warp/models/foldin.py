@@ -146,7 +146,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
         _hybrid.fold_in_shard(
             rows, accum, offset, scale, item_factors, bias,
             data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
-            model._step_settings(epoch),
+            model._step_settings(epoch, boosted=False),  # at learning_rate (no late_rate)
         )
     check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
     model._fold_in_store(idx, rows)

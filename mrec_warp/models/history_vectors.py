@@ -45,10 +45,11 @@ def _settings(model, cached: dict, epochs: int) -> list:
     """The model's step settings of epochs 0..epochs-1, kept while its first and last
     epochs' are unchanged (they depend on the parameters and the epoch alone; building 30
     dicts was a third of the cost of a fold-in)."""
-    first, last = model._step_settings(0), model._step_settings(epochs - 1)  # (the last sees any decay)
+    # fold-in steps at learning_rate, without the late_rate (as before the schedule existed)
+    first, last = model._step_settings(0, boosted=False), model._step_settings(epochs - 1, boosted=False)
     kept = cached.get("settings")
     if kept is None or len(kept) < epochs or kept[0] != first or kept[epochs - 1] != last:
-        kept = cached["settings"] = [first] + [model._step_settings(e) for e in range(1, epochs)]
+        kept = cached["settings"] = [first] + [model._step_settings(e, boosted=False) for e in range(1, epochs)]
     return kept[:epochs]
 
 

@@ -60,6 +60,10 @@ class HybridWARP(WARP):
         embedding receives only its weight squared (2/3 with two unit-weight features) of
         each step on its representation; the rest goes to feature rows shared with many
         ids, whose adagrad steps shrink quickly.
+    late_rate : float or None
+        As for :class:`WARP`. ``None`` (default): WARP's default without content features,
+        so that the model is still WARP with its defaults; 1 (a constant rate) with them,
+        where no schedule was measured.
     identity : bool
         Give every user and item its own identity feature (default). Without it, users
         and items are their features alone.
@@ -70,7 +74,7 @@ class HybridWARP(WARP):
     normalize : bool
         Scale each id's feature weights, identity included, to unit Euclidean length
         (default); see :mod:`mrec_warp.models.feature_weights` for the rule and why.
-    factors, loss, learning_schedule, decay, user_reg, item_reg, max_sampled, \
+    factors, loss, learning_schedule, decay, late_rate_epoch, user_reg, item_reg, max_sampled, \
 user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, min_improvement, \
 validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_scale, n_jobs, random_state, verbose
         As for :class:`WARP`; ``user_reg`` / ``item_reg`` and the norm limits apply to
@@ -81,7 +85,10 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         WARP.PARAMETERS, drop=("confidence", "alpha", "eps", "confidence_use"),
         replace=[Param("learning_rate", float, None, "Base step size.",
                        low=0, low_open=True, nullable=True, tune=("log", 0.007, 0.06),
-                       shown="0.05 with features, else 0.02")],
+                       shown="0.05 with features, else 0.02"),
+                 Param("late_rate", float, None, "The rate after the first late_rate_epoch epochs, as a multiple "
+                       "of learning_rate (1: a constant rate).", low=0, low_open=True,
+                       nullable=True, shown="1 with features, else WARP's")],
         add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
              Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
                    low=0, low_open=True),
@@ -117,6 +124,15 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         if any(side is not None and side.n_content > 0 for side in sides):
             return self.FEATURE_LEARNING_RATE
         return float(WARP().learning_rate)
+
+    def _late_rate(self) -> float:
+        # WARP's schedule was chosen without features; with them the rate stays constant
+        if self.late_rate is not None:
+            return float(self.late_rate)
+        sides = (getattr(self, "_users", None), getattr(self, "_items", None))
+        if any(side is not None and side.n_content > 0 for side in sides):
+            return 1.0
+        return float(WARP().late_rate)
 
     def fit(
         self,

@@ -157,7 +157,10 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         meta = _read_meta(archive)
         cls = _model_class(archive, meta, classes, expected)
         template = cls()  # its defaults give the type of each parameter and attribute
-        params = _typed(archive, "params", meta.get("params", {}), template.get_params())
+        # a parameter the file does not hold: the value its model was trained with, when the
+        # class says (``PARAMS_BEFORE``: a parameter added later), else the default
+        params = {**getattr(cls, "PARAMS_BEFORE", {}),
+                  **_typed(archive, "params", meta.get("params", {}), template.get_params())}
         attrs = _typed(archive, "attrs", meta.get("attrs", {}), template.get_attrs())
         shapes = {
             "user_ids": ("U", (None,)), "item_ids": ("U", (None,)),

@@ -87,12 +87,25 @@ def with_confidence(X, binary: sp.csr_matrix, kind: str, alpha: float, eps: floa
     return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
 
 
-def step_settings(model, epoch: int) -> Dict[str, Any]:
+def rate_factor(late_rate: float, late_epoch: int, epoch: int) -> float:
+    """The multiple of the learning rate at ``epoch`` (0-based): 1 for the first
+    ``late_epoch`` epochs, ``late_rate`` from then on."""
+    return float(late_rate) if epoch >= late_epoch else 1.0
+
+
+def step_settings(model, epoch: int, boosted: bool = True) -> Dict[str, Any]:
     """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
-    struct (``kernels/steps.pxd``) wants it: a dict of every field."""
+    struct (``kernels/steps.pxd``) wants it: a dict of every field.
+
+    The rate depends on the epoch number alone (SGD's ``decay``, the ``late_rate``), so a
+    refit replays the fit's rates epoch by epoch. ``boosted=False``: without the
+    ``late_rate`` (fold-in, which fits a new user's row against the trained items at
+    ``learning_rate``, as before the schedule existed)."""
     lr = model._base_learning_rate()
     if model.learning_schedule == "sgd":
         lr = lr / (1.0 + float(model.decay) * epoch)
+    if boosted:
+        lr = lr * rate_factor(model._late_rate(), int(model.late_rate_epoch), epoch)
     return dict(
         loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
         user_reg=float(model.user_reg), item_reg=float(model.item_reg),
