@@ -73,9 +73,9 @@ class WARP(FactorModel):
         refit and ``partial_fit`` go on from the epoch the model is at, and fold-in (a new
         user's row against the trained items) steps at ``learning_rate``. Chosen on the
         selection suite over 12 seeds (docs/models/warp.rst, "Model selection"): against a
-        constant 0.02 it reached the best validation epoch with 8-32% fewer epochs (fit and
-        refit: ml-100k 72 instead of 106) and test precision@10 moved by +0.0057
-        (ml-latest-small, binary), +0.0052 (ratings >= 4), +0.0016 (ml-100k), +0.0003
+        constant 0.02 it trained 5-32% fewer epochs, fit and refit (ml-100k 72 instead of
+        106), and test precision@10 moved by +0.0057 (ml-latest-small, binary), +0.0046
+        (ratings >= 4), +0.0016 (ml-100k), +0.0003
         (long tail), +0.0001 (20k x 400) and -0.0005 (counts; standard error 0.0004, within
         seed noise). A high rate in the *first* epochs (1.5-4 times, decaying) overfits
         instead: it lost 0.5-5% on ml-100k and the 20k x 400 set.
@@ -89,7 +89,7 @@ class WARP(FactorModel):
         with. The hinge's margin is 1, so the limit bounds how far apart a user's scores
         can spread. ``0`` or ``None`` mean no limit, as ``--user-max-norm 0`` does on the
         command line. Users default to 1.25, items to no limit (``None``): that was best on
-        every dataset of the defaults study (see the README).
+        every dataset of the defaults study (docs/models/warp.rst).
     kos_k, kos_n : int
         WARP-kOS only: which order statistic (1 = the best-scored) of how many sampled
         positives (at most 64) each step is on. LightFM's defaults, 5 of 10.
@@ -121,14 +121,15 @@ class WARP(FactorModel):
         and changed no set's test precision@10 beyond seed noise (docs/models/warp.rst, 'Model selection').
     refit : bool
         After early stopping on an internal split, train on all the data (default), rather
-        than keep the model fitted on less data. How: see ``warm_epochs``.
+        than keep the model fitted on less data. How: see ``refit_reuse`` and ``warm_epochs``.
     warm_epochs : int
-        ``0`` (default): the refit retrains from scratch for the chosen number of epochs.
+        ``0`` (default): the refit trains up to the chosen number of epochs, from the fit's
+        state after about ``refit_reuse`` of them (or from scratch with ``refit_reuse=0``).
         ``N > 0``: it continues from the best epoch's factors for N epochs on all the data,
         with adagrad's accumulators restarted, so that the held-out positives, pushed down as
         negatives until then, are learned in a few epochs. That roughly halves the time of a
-        default fit but cost 1.6-2.3% precision@10 on dense and long-tail data (README,
-        "Model selection"), so it is an option, not the default.
+        default fit but cost 1.6-2.3% precision@10 on dense and long-tail data
+        (docs/models/warp.rst, "Model selection"), so it is an option, not the default.
     refit_reuse : float
         Share of the chosen epoch count the refit from scratch (``warm_epochs=0``) takes
         over from the fit instead of repeating it: the refit starts from the fit's whole
@@ -165,7 +166,7 @@ class WARP(FactorModel):
         its confidence divided by the mean confidence (mean weight 1); ``"sample"``: every
         epoch draws as many positives as there are, with replacement, each with
         probability proportional to its confidence (an alias table, O(1) per draw). Both
-        beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (README,
+        beat binary input by 2-4% P@10 on planted counts and on ml-100k ratings (docs/guide/value-column.rst,
         "The value column"); neither is clearly ahead of the other.
     """
 
@@ -202,7 +203,7 @@ class WARP(FactorModel):
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
         max_epochs=200, patience=10, eval_every=1, validation_users=1000,
-        refit_help="After early stopping on an internal hold-out, train on all the data (how: `warm_epochs`).")
+        refit_help="After early stopping on an internal hold-out, train on all the data (how: `refit_reuse`, `warm_epochs`).")
     PARAMETERS: Tuple[Param, ...] = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128], grid=(32, 128)),
         Param("loss", str, "warp", "Ranking loss.", choices=tuple(LOSSES), tunable=True),
@@ -229,8 +230,8 @@ class WARP(FactorModel):
               "than this fraction of it.", low=0),
         _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
         Param("warm_epochs", int, 0, "Refit: continue N epochs on all data from the best epoch's factors (about "
-              "half the time, up to 2% lower P@10 on long-tail data); 0 = retrain from scratch for the best "
-              "epoch count.", low=0, hint="0: refit from scratch"),
+              "half the time, up to 2% lower P@10 on long-tail data); 0 = the refit of refit_reuse.", low=0,
+              hint="0: the refit of refit_reuse"),
         Param("refit_reuse", float, 0.25, "Refit: start from the fit's training state (factors, adagrad, sampler) "
               "at about this share of the best epoch count and train only the epochs after it on all the data; "
               "0 = every refit epoch from scratch.", low=0, high=0.9, hint="0: refit from scratch"),

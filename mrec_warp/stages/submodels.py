@@ -31,7 +31,7 @@ from ..unit_logs import unit_progress
 
 #: Sub-models when none are asked for: one model of all the factors. On ml-100k (64 factors,
 #: default settings, 5 seeds) P@10 was 0.2223 for 1 x 64, 0.2154 for 2 x 32 and 0.2052 for
-#: 4 x 16 factors, and fewer factors did not fit sooner (scripts/bench_submodels.py; README,
+#: 4 x 16 factors, and fewer factors did not fit sooner (scripts/bench_submodels.py; docs/tutorials/dask.rst,
 #: "Training on a cluster").
 DEFAULT_SUB_MODELS = 1
 
