@@ -187,12 +187,13 @@ def test_float16_rounding_is_all_or_nothing():
     rounded = round_to_float16(values)
     assert rounded.dtype == np.float32 and rounded[0] == np.float32(np.float16(0.1)) and rounded[0] != values[0]
     assert compact_values(rounded).dtype == np.float16  # exact: the file holds float16
-    # one value beyond float16's normal range (too large, or too small for 11 significant
-    # bits): nothing is rounded, and the file keeps float32
-    for odd in (70000.0, 1e-6):
-        mixed = np.append(values, np.float32(odd))
-        np.testing.assert_array_equal(round_to_float16(mixed), mixed)
-        assert compact_values(mixed).dtype == np.float32
+    # one value beyond float16's largest: nothing is rounded, and the file keeps float32
+    mixed = np.append(values, np.float32(70000.0))
+    np.testing.assert_array_equal(round_to_float16(mixed), mixed)
+    assert compact_values(mixed).dtype == np.float32
+    # a tiny weight (below float16's normal range) is rounded too, within 2^-25 of itself
+    tiny = round_to_float16(np.append(values, np.float32(1e-6)))
+    assert abs(float(tiny[-1]) - 1e-6) <= 2.0 ** -25 and compact_values(tiny).dtype == np.float16
 
 
 def test_weights_float16_cannot_hold_are_kept_and_saved_as_float32(models, tmp_path):

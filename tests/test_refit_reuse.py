@@ -20,9 +20,11 @@ def _fit_states(model_cls, train, **params):
 
     original = model_cls.set_train_state
 
-    def set_state(self, state):
-        given.append(state)
-        original(self, state)
+    def set_state(self, state, **options):
+        # a copy as it was handed over (the refit may train on the state's own arrays)
+        given.append({"learned": tuple(a.copy() for a in state["learned"]),
+                      **{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items() if k != "learned"}})
+        original(self, state, **options)
 
     model = model_cls(**params)
     model_cls.set_train_state = set_state

@@ -89,12 +89,23 @@ def test_sgd_decay_and_the_late_rate_multiply(planted, monkeypatch):
     np.testing.assert_allclose([r for _, r in seen], [expected(e) / (1 + e) for e in range(5)], rtol=1e-12)
 
 
-def test_a_warm_refit_goes_on_from_the_epoch_it_is_at(planted, monkeypatch):
+def test_a_warm_refit_restarts_adagrad_and_steps_at_the_learning_rate(planted, monkeypatch):
     train, _ = planted
     seen = spy_rates(monkeypatch)
     model = WARP(factors=8, warm_epochs=3, random_state=0, **ON).fit(train)
     best = model.best_epoch_
-    assert seen[-3:] == [(best + k, pytest.approx(expected(best + k), rel=1e-12)) for k in range(3)]
+    assert best > ON["late_rate_epoch"]
+    # epochs numbered on, but fresh accumulators on trained factors take no late rate
+    assert seen[-3:] == [(best + k, 0.02) for k in range(3)]
+
+
+def test_partial_fit_of_a_loaded_model_steps_at_the_learning_rate(planted, monkeypatch, tmp_path):
+    train, _ = planted
+    WARP(factors=8, epochs=5, random_state=0, **ON).fit(train).save(tmp_path / "m.npz")
+    loaded = load(tmp_path / "m.npz")  # its adagrad accumulators are not in the file
+    seen = spy_rates(monkeypatch)
+    loaded.partial_fit(train, epochs=2)
+    assert seen == [(5, 0.02), (6, 0.02)]
 
 
 def test_partial_fit_goes_on_from_the_epoch_the_model_is_at(planted, monkeypatch):

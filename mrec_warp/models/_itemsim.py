@@ -201,7 +201,7 @@ class ItemSimilarity(Recommender):
         if sp.issparse(self.weights_):
             # the fewest bytes that lose nothing: uint16 indices below 65,536 items, float16
             # values when the fit rounded them so (EASE's sparsified weights)
-            indptr, indices, data = compact_csr_arrays(self.weights_)
+            indptr, indices, data = compact_csr_arrays(self.weights_, half=self._float16_weights)
             out.update(weights_indptr=indptr, weights_indices=indices, weights_data=data)
         else:
             out["weights"] = self.weights_

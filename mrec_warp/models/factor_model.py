@@ -89,12 +89,15 @@ class FactorModel(Recommender):
         return {"learned": self.snapshot(), "epochs_done_": int(self.epochs_done_),
                 **{name: np.copy(getattr(self, name)) for name in self.OPTIMISER_STATE}}
 
-    def set_train_state(self, state: Dict[str, Any]) -> None:
-        """Put a :meth:`train_state` back (copies: the state itself stays as it was)."""
-        self.restore(tuple(arr.copy() for arr in state["learned"]))
+    def set_train_state(self, state: Dict[str, Any], copy: bool = True) -> None:
+        """Put a :meth:`train_state` back: copies (the state stays as it was), or with
+        ``copy=False`` its own arrays (the caller lets go of the state)."""
+        take = np.copy if copy else (lambda arr: arr)
+        self.restore(tuple(take(arr) for arr in state["learned"]))
         for name in self.OPTIMISER_STATE:
-            setattr(self, name, np.copy(state[name]))
+            setattr(self, name, take(state[name]))
         self.epochs_done_ = int(state["epochs_done_"])
+        self._steps_restarted = False  # the fit's own accumulators, as they were
 
     def restart_steps(self) -> None:
         """Restart the optimiser's step sizes (the warm refit after early stopping); a family

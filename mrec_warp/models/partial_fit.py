@@ -62,3 +62,4 @@ def fresh_optimizer_state(model, seed_rng: np.random.Generator) -> None:
     model._user_accum, model._item_accum, model._bias_accum = (
         np.ones_like(a) for a in model._learned_arrays())
     model._rng_state = _rng.seed_state(spawn_seed(seed_rng))
+    model._steps_restarted = True  # fresh accumulators on trained factors: no late rate

@@ -178,8 +178,12 @@ def load_model(source, classes: Dict[str, type], expected: type) -> Tuple[type, 
         item_ids = archive.read("item_ids", "U", (n_items,))
         indptr = archive.read("train_indptr", "iu", (n_users + 1,)).astype(np.int64, copy=False)
         # widened before the checks: a narrow type's differences wrap around, a wide one's
-        # values would wrap when narrowed
-        indices = archive.read("train_indices", "iu", (None,)).astype(np.int64, copy=False)
+        # values would wrap when narrowed. To int32 when that is exact (uint8/16, int8-32:
+        # their differences fit too), else int64: half the transient memory on large files
+        raw = archive.read("train_indices", "iu", (None,))
+        exact32 = raw.dtype.itemsize < 4 or raw.dtype == np.int32
+        indices = raw.astype(np.int32 if exact32 else np.int64, copy=False)
+        del raw
         try:
             check_ids(user_ids, "user ids")
             check_ids(item_ids, "item ids")

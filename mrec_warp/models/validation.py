@@ -276,13 +276,15 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     With ``model.epochs`` set, exactly that many passes. Otherwise passes run on a hold-out
     split (``validation``, aligned to the model, or ``model.validation_fraction`` of each
     user's pairs drawn with ``rng``) until :func:`run_epochs` stops them, and, for an
-    internal hold-out with ``model.refit``, the model trains on all of ``csr``: from scratch
-    for the best number of passes, or with ``warm_epochs`` > 0 that many more passes from
+    internal hold-out with ``model.refit``, the model trains on all of ``csr``: up to the best
+    number of passes, from the fit's kept state after about ``refit_reuse`` of them or from
+    scratch (:func:`refit_all`), or with ``warm_epochs`` > 0 that many more passes from
     the best snapshot with the optimiser's step sizes restarted (``model.restart_steps``).
     The model provides ``init_state``, ``train_epochs`` (given ``train_options`` on every call, e.g.
     WRMF's workers) and, for the warm refit, ``restart_steps``.
     """
     check_factor_memory(model, *csr.shape)
+    model.refit_start_ = 0  # (a refit that reuses the fit's state sets it)
     if model.epochs is not None:
         model.init_state(*csr.shape, rng)
         model.train_epochs(csr, int(model.epochs), progress, callbacks, **train_options)
@@ -332,15 +334,19 @@ def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates
     (0 from scratch)."""
     start = keeper.start(best) if keeper is not None else None
     if start is None or keeper is None:
+        if keeper is not None:
+            keeper.states.clear()  # none is a start: not held through the refit
         progress.log(f"refitting on all training data for {best} {unit}s")
         model.init_state(*csr.shape, np.random.default_rng(init_seed))
         model.refit_start_ = 0
         model.train_epochs(csr, best, progress, callbacks, phase="refit", **train_options)
         return
     k, state = start
+    del start
+    keeper.states.clear()  # ``state`` is the only reference left: it goes once it is in the model
     progress.log(f"refitting on all training data: {unit}s {k + 1}-{best}, from the fit's state after {unit} {k}")
-    model.set_train_state(state)  # (a copy: the kept states can go)
-    keeper.states.clear()
+    model.set_train_state(state, copy=False)
+    del state
     model.refit_start_ = k
     model.train_epochs(csr, best - k, progress, callbacks, phase="refit", first=k, **train_options)
 

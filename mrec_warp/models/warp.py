@@ -356,12 +356,16 @@ class WARP(FactorModel):
         self._bias_accum = np.ones(n_items, dtype=np.float32)
         self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
         self.epochs_done_ = 0
+        self._steps_restarted = False
 
     def restart_steps(self) -> None:
         """Adagrad's accumulators back at 1 (the learned arrays and the sampler stay): the
         next steps are as large as the first epoch's."""
         for accum in (self._user_accum, self._item_accum, self._bias_accum):
             accum.fill(1.0)
+        # steps from fresh accumulators on trained factors: at learning_rate, never the
+        # late rate (warm refits and partial fits were measured at a constant rate)
+        self._steps_restarted = True
 
     # -- one epoch ---------------------------------------------------------------------------
     def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:

@@ -104,7 +104,7 @@ def step_settings(model, epoch: int, boosted: bool = True) -> Dict[str, Any]:
     lr = model._base_learning_rate()
     if model.learning_schedule == "sgd":
         lr = lr / (1.0 + float(model.decay) * epoch)
-    if boosted:
+    if boosted and not getattr(model, "_steps_restarted", False):
         lr = lr * rate_factor(model._late_rate(), int(model.late_rate_epoch), epoch)
     return dict(
         loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
