@@ -124,6 +124,44 @@ def test_a_statistical_tie_goes_to_the_cheaper_family_and_says_so():
     assert table["trial"].iloc[0] == 0 and notes == []
 
 
+def test_overlapping_intervals_are_no_tie_when_the_paired_difference_is_clear():
+    # the new user's case: wrmf 0.0092 [0.0082, 0.0102] against itemknn 0.0073 [0.0064,
+    # 0.0083]: separate intervals overlap, but user by user wrmf is ahead
+    rng = np.random.default_rng(0)
+    n = 3000
+    common = rng.random(n) < 0.07  # users both models get right
+    itemknn_hits = common.astype(int)
+    wrmf_hits = itemknn_hits + (rng.random(n) < 0.02)  # a few more users, never fewer
+    rows = [dict(_row(0, "wrmf", wrmf_hits.mean() / 10, 0.001), _hits=wrmf_hits.tolist()),
+            dict(_row(1, "itemknn", itemknn_hits.mean() / 10, 0.001, neighbours=800), _hits=itemknn_hits.tolist())]
+    points = [{"model": "wrmf"}, {"model": "itemknn", "neighbours": 800}]
+    assert rows[1]["ci_high"] >= rows[0]["ci_low"]  # the unpaired intervals overlap
+    table, notes = tune_module._results_table(rows, points, {0, 1}, "precision@10", {0: 5.0, 1: 1.0})
+    assert table["trial"].iloc[0] == 0 and notes == []  # the better model stays the pick
+    assert "_hits" not in table.columns
+    # the same hits shuffled against each other: no user-by-user edge, a tie to the cheaper
+    rows[0]["_hits"] = rng.permutation(itemknn_hits).tolist()
+    rows[0]["precision@10"] = rows[1]["precision@10"] + 1e-4
+    rows[0]["ci_low"], rows[0]["ci_high"] = rows[0]["precision@10"] - 0.001, rows[0]["precision@10"] + 0.001
+    table, notes = tune_module._results_table(rows, points, {0, 1}, "precision@10", {0: 5.0, 1: 1.0})
+    assert table["trial"].iloc[0] == 1 and notes[0].startswith("tie: itemknn")
+    assert "per-user difference includes 0" in notes[0]
+
+
+def test_defaults_that_ran_only_short_trials_are_no_reference():
+    rows = [_row(0, "warp", 0.100, 0.01, factors=128), _row(1, "warp", 0.080, 0.01, factors=64),
+            dict(_row(2, "warp", 0.050, 0.01, factors=64), epochs_cap=5)]
+    points = [{"model": "warp", "factors": 128}, {"model": "warp", "factors": 64}]
+    # trial 1 is the defaults' full trial: the reference
+    table, _ = tune_module._results_table(rows, points, {1, 2}, "precision@10", {0: 2.0, 1: 1.0, 2: 0.2})
+    assert table.loc[table["trial"] == 0, "vs_defaults"].iloc[0] == pytest.approx(0.25)
+    # the defaults only as a short trial: no reference, nothing claimed against it
+    table, _ = tune_module._results_table(rows[:1] + rows[2:], points, {2}, "precision@10", {0: 2.0, 2: 0.2})
+    assert table["vs_defaults"].isna().all()
+    result = tune_module.TuneResult(table=table, metric="precision@10", base={}, notes=[])
+    assert "vs warp defaults" not in result.summary()
+
+
 def test_a_budget_search_on_planted_data_ends_with_full_trials(planted):
     from mrec_warp.stages.candidates import candidates
     from mrec_warp.stages.tune import tune

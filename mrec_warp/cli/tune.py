@@ -41,7 +41,8 @@ every candidate with a few epochs first and only the best half goes on to longer
 trials; each trial's cost is estimated before it starts, and families that cannot fit
 the budget or the memory are skipped with a line saying so. The table shows each
 trial's 95% interval over validation users (ci95) and the popularity baseline; when the
-best families' intervals overlap, the cheaper one is picked and a line says so.
+best families are within noise (the paired 95% interval of their per-user difference
+includes 0), the cheaper one is picked and a line says so.
 
 \b
 A grid file is a JSON object of parameter -> list of values, e.g.

@@ -85,6 +85,22 @@ def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp
     return out
 
 
+#: A full trial's row key holding its per-user hit counts (not a table column): every full
+#: trial scores the same validation users in the same order, so two trials compare user by user.
+HITS = "_hits"
+
+
+def paired_interval(hits_a, hits_b, k: int) -> Tuple[float, float]:
+    """95% interval of the mean per-user precision@k difference ``a - b`` of two trials
+    scored on the same validation users (normal approximation); NaNs when they were not."""
+    a, b = np.asarray(hits_a, dtype=np.float64), np.asarray(hits_b, dtype=np.float64)
+    if a.shape != b.shape or len(a) < 2:
+        return float("nan"), float("nan")
+    diff = (a - b) / k
+    mean, half = float(diff.mean()), Z95 * float(np.std(diff, ddof=1)) / np.sqrt(len(diff))
+    return mean - half, mean + half
+
+
 def interval(score: float, per_user: np.ndarray) -> Tuple[float, float]:
     """95% interval of a mean over users: ``score +- 1.96 sd / sqrt(n)`` (normal approximation
     over the per-user precisions; with a thousand users and more the mean is close to normal)."""
@@ -133,6 +149,8 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
             row["epochs"] = int(getattr(model, "best_epoch_"))
         row[f"precision@{k}"] = score
         row["ci_low"], row["ci_high"] = interval(score, per_user)
+        if short is None:  # each validation user's hits, in a fixed user order: paired comparisons
+            row[HITS] = np.rint(per_user * k).astype(int).tolist()
     except InputError as exc:  # a diverging candidate is a result (a bad one), not a failed search
         row.update({f"precision@{k}": float("nan"), "error": str(exc)})
         if epochs:

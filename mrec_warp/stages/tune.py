@@ -38,7 +38,8 @@ from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ._inputs import RowOptions, load_interactions, load_validation
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import SHORT, check_pick, family_class, load_split, log_trial, point_values, run_trial, trial_model
+from .trials import (HITS, SHORT, check_pick, family_class, load_split, log_trial, paired_interval, point_values,
+                     run_trial, trial_model)
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
@@ -100,9 +101,11 @@ class TuneResult:
         return params
 
     def defaults_score(self, family: Optional[str] = None) -> float:
-        """Validation score of a family's defaults (default: the best trial's family)."""
+        """Validation score of a family's defaults as a full trial (default: the best trial's
+        family); NaN when they ran only as short trials (a few epochs: no reference)."""
         family = family or self.best_model
-        rows = self.table[(self.table[MODEL] == family) & self.table["defaults"]]
+        full = self.table[SHORT].isna() if SHORT in self.table else True
+        rows = self.table[(self.table[MODEL] == family) & self.table["defaults"] & full]
         return float(rows[self.metric].iloc[0]) if len(rows) else float("nan")
 
     def best_json(self) -> Dict[str, Any]:
@@ -370,7 +373,8 @@ def _results_table(rows, points, default_trials, metric: str,
     """One row per trial, best first (on a tie the defaults, the lowest trial numbers, win),
     short trials after the full ones; then the statistical tie rule (:func:`_break_tie`)
     may move a cheaper family's best row to the top. Returns the table and its notes."""
-    table = pd.DataFrame(rows)
+    hits = {int(r["trial"]): r[HITS] for r in rows if HITS in r}  # per-user hits: not a column
+    table = pd.DataFrame([{c: v for c, v in r.items() if c != HITS} for r in rows])
     table["defaults"] = table["trial"].isin(default_trials)
     if costs:
         table["cost"] = table["trial"].map(costs).astype(float)
@@ -381,7 +385,10 @@ def _results_table(rows, points, default_trials, metric: str,
     table = table.assign(_rank=rank).sort_values(["_rank", metric, "trial"], ascending=[True, False, True],
                                                  na_position="last", kind="stable").drop(columns="_rank")
     if default_trials:
-        ref = table[table["defaults"]].set_index(MODEL)[metric]
+        # a family's defaults as a full trial only: a short trial's score (a few epochs) is no
+        # reference (a family whose defaults ran only short trials has none)
+        full_rows = table[SHORT].isna() if SHORT in table else pd.Series(True, index=table.index)
+        ref = table[table["defaults"] & full_rows].set_index(MODEL)[metric]
         ref = ref[~ref.index.duplicated()]
         table["vs_defaults"] = table[metric] / table[MODEL].map(ref).astype(float) - 1
     front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [
@@ -395,15 +402,32 @@ def _results_table(rows, points, default_trials, metric: str,
     table = table.reset_index(drop=True)
     notes: List[str] = []
     if costs and "ci_low" in table:
-        table, note = _break_tie(table, metric)
+        table, note = _break_tie(table, metric, hits)
         if note:
             notes.append(note)
     return table, notes
 
 
-def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional[str]]:
-    """Statistical ties go to the cheaper model: among the best row of each family whose
-    95% interval overlaps the best row's (full trials only; the popularity baseline is a
+def _tied(best: pd.Series, row: pd.Series, hits: Dict[int, Any], k: int) -> bool:
+    """Whether ``row`` is within noise of ``best``: the 95% interval of their per-user
+    difference includes 0 (paired: both scored the same validation users; unpaired intervals
+    overlapping let a model 20% below pass as tied), or, without per-user hits (trial files
+    of an earlier version), their 95% intervals overlap."""
+    if int(row["trial"]) == int(best["trial"]):
+        return True
+    a, b = hits.get(int(best["trial"])), hits.get(int(row["trial"]))
+    if a is not None and b is not None:
+        low, high = paired_interval(a, b, k)
+        if low == low:
+            return low <= 0.0 <= high
+    return bool(row["ci_high"] >= best["ci_low"] and row["ci_low"] <= best["ci_high"])
+
+
+def _break_tie(table: pd.DataFrame, metric: str,
+               hits: Optional[Dict[int, Any]] = None) -> Tuple[pd.DataFrame, Optional[str]]:
+    """Statistical ties go to the cheaper model: among the best row of each family within
+    noise of the best row (:func:`_tied`: a paired 95% interval of the difference over the
+    validation users that includes 0; full trials only; the popularity baseline is a
     reference, not a candidate), the one of least estimated cost (``cost``, deterministic:
     from the data's size and the parameters) comes first. Within a family the higher score
     stays first."""
@@ -413,18 +437,19 @@ def _break_tie(table: pd.DataFrame, metric: str) -> Tuple[pd.DataFrame, Optional
         return table, None
     best = ok.loc[0]
     heads = ok.drop_duplicates(MODEL)  # each family's best row (the table is best first)
-    tied = heads[(heads["ci_high"] >= best["ci_low"]) & (heads["ci_low"] <= best["ci_high"])]
+    k = int(metric.rsplit("@", 1)[1]) if "@" in metric else 10
+    tied = heads[[_tied(best, r, hits or {}, k) for _, r in heads.iterrows()]]
     if len(tied) < 2:
         return table, None
     pick = tied.sort_values(["cost", metric], ascending=[True, False], kind="stable").index[0]
     others = ", ".join(f"{r[MODEL]} {r[metric]:.4f}" for i, r in tied.iterrows() if i != pick)
     if pick == 0:
-        note = (f"tie: {best[MODEL]} ({best[metric]:.4f}) is within noise of {others} (95% intervals overlap) "
-                f"and the cheapest of them: kept")
+        note = (f"tie: {best[MODEL]} ({best[metric]:.4f}) is within noise of {others} (the 95% interval of the "
+                f"per-user difference includes 0) and the cheapest of them: kept")
         return table, note
     row = table.loc[pick]
-    note = (f"tie: {row[MODEL]} ({row[metric]:.4f}) is within noise of {others} (95% intervals overlap) "
-            f"and cheaper (a fit estimated at {row['cost']:.1f} s against {best['cost']:.1f} s for the "
+    note = (f"tie: {row[MODEL]} ({row[metric]:.4f}) is within noise of {others} (the 95% interval of the "
+            f"per-user difference includes 0) and cheaper (a fit estimated at {row['cost']:.1f} s against {best['cost']:.1f} s for the "
             f"top-scoring {best[MODEL]} trial {int(best['trial'])}, at a fixed reference speed): picked")
     order = [pick] + [i for i in table.index if i != pick]
     return table.loc[order].reset_index(drop=True), note
