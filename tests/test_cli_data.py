@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mrec_warp.data import datasets
-from .conftest import run
+from .conftest import run, run_ok
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
@@ -337,3 +337,23 @@ def test_prepare_says_how_it_read_the_input_once_for_many_splits(ratings, tmp_pa
     assert result.exit_code == 0, result.output
     assert result.stdout.count("columns (counted from 0): user = column 0, item = column 1") == 1
     assert result.stdout.count("no header line") == 1
+
+
+def test_prepare_says_how_many_items_were_read_and_how_many_train_holds(tmp_path):
+    """Items only in test rows (whose rows are dropped) are counted among the items read,
+    and the line says train holds fewer; summary.json keeps its counts."""
+    rows = [f"u{u}\ti{(u + j) % 6}\t1\t{100 + j}\n" for u in range(20) for j in range(4)]
+    # each user's latest row is the test row: new-a and new-b appear in no training row
+    rows += ["u1\tnew-a\t1\t999\n", "u2\tnew-a\t1\t999\n", "u3\tnew-b\t1\t999\n"]
+    path = tmp_path / "t.tsv"
+    path.write_text("".join(rows))
+    result = run_ok("prepare", path, "-o", tmp_path / "out", "--split", "temporal", "--leave-out", "1",
+                    "--columns", "0,1,2,3")
+    assert ("20 users, 8 items from 83 rows read; 83 pairs kept, 3 test rows with items unseen in train dropped; "
+            "train holds 6 of the 8 items (2 only in dropped test rows)") in result.output, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["items"] == {"read": 8, "kept": 6, "dropped_without_positives": 0, "dropped_only_in_test": 2}
+    assert summary["test_rows_with_unknown_item"] == 3 and summary["test"]["rows"] == 17
+    # every item in train: the line is as before, with no count of items in train
+    plain = run_ok("prepare", path, "-o", tmp_path / "all", "--leave-out", "0", "--columns", "0,1,2,3")
+    assert "20 users, 8 items from 83 rows read; 83 pairs kept\n" in plain.output and "train holds" not in plain.output

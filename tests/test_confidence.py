@@ -271,3 +271,23 @@ def test_sub_models_refuse_confidence_instead_of_dropping_it():
     data = Interactions(counts, [f"u{i}" for i in range(40)], [f"i{j}" for j in range(30)])
     with pytest.raises(InputError, match="sub-models do not use confidence"):
         fit_submodels(data, {"factors": 4, "epochs": 1, "confidence": "log"}, n_models=2)
+
+
+@pytest.mark.parametrize("model,two_columns,three_columns", [
+    ("warp", "no value column: every row is a positive of weight 1",
+     "value column (3rd) ignored: every row is a positive of weight 1 (--confidence log to weight by it)"),
+    ("wrmf", "wrmf: confidence 1 + alpha * 1 (no value column)", "wrmf: confidence 1 + alpha * 1 (values ignored)"),
+])
+def test_the_value_line_of_train_says_whether_the_file_has_values(tmp_path, model, two_columns, three_columns):
+    """A two-column file has no value column to ignore: train's log says so, and keeps the
+    hint to weight by the values only for a file that has them."""
+    rows = [(f"u{u}", f"i{(u * 3 + j) % 7}") for u in range(12) for j in range(3)]
+    pairs, valued = tmp_path / "pairs.tsv", tmp_path / "valued.tsv"
+    pairs.write_text("".join(f"{u} {i}\n" for u, i in rows))  # space-separated, as the docs' example
+    valued.write_text("".join(f"{u}\t{i}\t{n + 1}\n" for n, (u, i) in enumerate(rows)))
+    for path, expected, other in ((pairs, two_columns, three_columns), (valued, three_columns, two_columns)):
+        result = run("train", path, "-o", tmp_path / "m.npz", "--model", model, "--epochs", "1", "--factors", "2",
+                     "--confidence", "none", "-v")
+        assert result.exit_code == 0, result.output
+        assert expected in result.stderr and other not in result.stderr, result.stderr
+        assert "ignored" not in result.stderr or path == valued, result.stderr

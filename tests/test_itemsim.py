@@ -299,3 +299,29 @@ def test_similar_notes_items_without_neighbours(tmp_path):
         assert "'it-58'" in res.stderr
         res = runner.invoke(main, ["similar", str(model_file), "--items", "it-58", "--quiet"])
         assert res.exit_code == 0 and res.stderr == "" and res.stdout == ""
+
+
+@pytest.mark.parametrize("name,bad,needle", [("itemknn", -5.0, "negative"), ("ease", -5.0, "negative"),
+                                             ("slim", np.inf, "infinite"), ("popularity", -5.0, "negative")])
+def test_recommend_refuses_damaged_item_counts(tmp_path, name, bad, needle):
+    """A model file is untrusted input: a negative (or infinite) item count would silently
+    rank its item last for users without history, so loading refuses it in one line."""
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("u1\ta\nu1\tb\nu2\tb\nu2\tc\nu3\ta\nu3\tc\nu4\tb\n")
+    model_file = tmp_path / "m.npz"
+    res = CliRunner().invoke(main, ["train", str(tsv), "-o", str(model_file), "--model", name, "--quiet"])
+    assert res.exit_code == 0, res.output
+    with np.load(model_file, allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    counts = members["arr_item_counts"].astype(np.float32)
+    counts[1] = bad
+    members["arr_item_counts"] = counts
+    damaged = tmp_path / "damaged.npz"
+    np.savez(damaged, **members)
+    out = tmp_path / "recs.tsv"
+    res = CliRunner().invoke(main, ["recommend", str(damaged), "-o", str(out)])
+    assert res.exit_code == 2, (res.output, res.exception)
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {damaged}"), res.output
+    assert "item counts" in lines[0] and needle in lines[0] and "Traceback" not in res.output, lines[0]
+    assert not out.exists()

@@ -195,3 +195,21 @@ def test_refit_reuse_on_the_command_line(tmp_path):
            "--refit-reuse", "0.5", "--seed", "0", "-q")
     model = load(tmp_path / "m.npz")
     assert model.get_params()["refit_reuse"] == 0.5
+
+
+def test_no_refit_says_the_model_is_the_one_fitted_on_the_hold_out_s_rest(tmp_path):
+    """``--no-refit`` keeps the best epoch's model of the fit on the pairs left after the
+    hold-out: the log says so in one line, with the pairs it was fitted on."""
+    from .conftest import run
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"u{u} i{(u * 7 + j) % 23}\n" for u in range(60) for j in range(10)))  # 600 pairs
+    result = run("train", path, "-o", tmp_path / "m.npz", "--factors", "4", "--max-epochs", "3", "--no-refit", "-v")
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if "no refit" in ln]
+    assert len(lines) == 1, result.stderr
+    model = load(tmp_path / "m.npz")
+    assert f"no refit: keeping the best epoch's model (epoch {model.best_epoch_}), fitted on " in lines[0], lines[0]
+    assert " of the 600 pairs (the other 10% held out for validation)" in lines[0], lines[0]
+    assert "refitting" not in result.stderr
+    refit = run("train", path, "-o", tmp_path / "r.npz", "--factors", "4", "--max-epochs", "3", "-v")
+    assert refit.exit_code == 0 and "no refit" not in refit.stderr and "refitting on all training data" in refit.stderr

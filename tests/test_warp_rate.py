@@ -180,3 +180,23 @@ def test_a_model_file_saved_before_the_schedule_loads_with_a_constant_rate(plant
     assert [loaded._step_settings(e)["learning_rate"] for e in (0, 40)] == [0.02, 0.02]
     np.testing.assert_array_equal(loaded.item_factors_, model.item_factors_)
     assert loaded._step_settings(loaded.epochs_done_)["learning_rate"] == 0.02
+
+
+def test_each_epoch_s_rate_is_in_history_and_in_the_log(planted, monkeypatch, tmp_path):
+    """The late rate is visible: every epoch's ``history_`` entry holds the rate its steps
+    took, and train's line of each epoch shows it."""
+    train, _ = planted
+    seen = spy_rates(monkeypatch)
+    model = WARP(factors=8, epochs=5, random_state=0, **ON).fit(train)
+    assert [h["learning_rate"] for h in model.history_] == [r for _, r in seen]
+    np.testing.assert_allclose([h["learning_rate"] for h in model.history_], [expected(e) for e in range(5)])
+
+    from .conftest import run
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"u{u}\ti{(u * 5 + j) % 13}\n" for u in range(30) for j in range(4)))
+    result = run("train", path, "-o", tmp_path / "m.npz", "--epochs", "5", "--factors", "4",
+                 "--late-rate", "2", "--late-rate-epoch", "3", "-v")
+    assert result.exit_code == 0, result.output
+    epochs = [ln for ln in result.stderr.splitlines() if "fit epoch" in ln]
+    assert len(epochs) == 5, result.stderr  # still one line per epoch
+    assert [ln.rsplit("lr ", 1)[1] for ln in epochs] == ["0.02"] * 3 + ["0.04"] * 2, epochs

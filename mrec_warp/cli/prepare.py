@@ -90,6 +90,24 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
         say(_describe(folder, summary), quiet=quiet)
 
 
+def _items_read(s: Dict[str, Any]) -> int:
+    """Items with a kept row, in train or not (the users' count is read the same way)."""
+    items = s["items"]
+    return items["read"] - items["dropped_without_positives"]
+
+
+def _items_in_train(s: Dict[str, Any]) -> str:
+    """``"; train holds N of the M items (...)"`` when some items have no training row: the
+    items of dropped test rows, or a cold-items split's held-out ones (empty otherwise)."""
+    items, read = s["items"], _items_read(s)
+    if items["kept"] == read:
+        return ""
+    why = [f"{items['dropped_only_in_test']:,} only in dropped test rows"] if items["dropped_only_in_test"] else []
+    if items.get("cold_in_test"):
+        why.append(f"{items['cold_in_test']:,} held out in test")
+    return f"; train holds {items['kept']:,} of the {read:,} items" + (f" ({', '.join(why)})" if why else "")
+
+
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
     """What was written, what was dropped on the way, how the input was read (first split
     only) and what became of the value column."""
@@ -99,17 +117,18 @@ def _describe(folder: Path, s: Dict[str, Any]) -> str:
     if s["rows_of_users_below_min_user_items"]:
         dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
     if s["test_rows_with_unknown_item"]:
-        dropped.append(f"{plural(s['test_rows_with_unknown_item'], 'test row')} with items unseen in train")
+        dropped.append(f"{plural(s['test_rows_with_unknown_item'], 'test row')} with items unseen in train dropped")
     if s.get("test_rows_with_unknown_user"):  # cold-items splits: a test row's user must be known
-        dropped.append(f"{plural(s['test_rows_with_unknown_user'], 'test row')} with users unseen in train")
+        dropped.append(f"{plural(s['test_rows_with_unknown_user'], 'test row')} with users unseen in train dropped")
     if "cutoff" in s:
         dropped.append(f"cut-off {s['cutoff']['date']}")
     return (
         f"wrote {folder / 'train.tsv'} ({plural(s['train']['rows'], 'row')}), {folder / 'test.tsv'} "
         f"({plural(s['test']['rows'], 'row')}) and {folder / 'summary.json'}\n"
-        f"  {plural(s['users']['kept'], 'user')}, {plural(s['items']['kept'], 'item')} from "
+        f"  {plural(s['users']['kept'], 'user')}, {plural(_items_read(s), 'item')} from "
         f"{plural(s['rows_read'], 'row')} read"
         + (f"; {', '.join(dropped)}" if dropped else "")
+        + _items_in_train(s)
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
                   if "reading" in s and not s.get("split"))

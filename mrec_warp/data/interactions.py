@@ -113,6 +113,9 @@ class Interactions:
     #: The matrix holds a file's value column (the stages' reader sets it); ``False``: ones,
     #: or values given in Python (which a WRMF fit weighs as its ``use_values`` says).
     has_values: bool = field(default=False, repr=False, compare=False)
+    #: The file read had a value column, used or not (the stages' reader sets it): what the
+    #: training log says was ignored.
+    value_column: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.matrix = as_csr(self.matrix)

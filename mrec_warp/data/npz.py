@@ -274,6 +274,14 @@ def check_finite(arr: np.ndarray, what: str, limit: float = MAX_FACTOR) -> None:
         raise ValueError(f"{what} holds {bad} values")
 
 
+def check_counts(arr: np.ndarray, what: str) -> None:
+    """Counts (of users per item): finite, below 2**63 and not negative. A negative count
+    would rank its item last without any sign of damage, so it is refused like a NaN."""
+    check_finite(arr, what, limit=float(2**63))
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"{what} holds negative values")
+
+
 def check_shape(arr: np.ndarray, shape: Sequence[int], what: str) -> None:
     if arr.shape != tuple(shape):
         raise ValueError(f"{what} has shape {arr.shape}, expected {tuple(shape)}")

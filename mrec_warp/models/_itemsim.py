@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.npz import check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
+from ..data.npz import check_counts, check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
 from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
@@ -224,7 +224,7 @@ class ItemSimilarity(Recommender):
     def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
-        check_finite(counts, "item counts", limit=float(2**63))
+        check_counts(counts, "item counts")
         n = self.n_items
         if self._dense_weights:
             kept = np.asarray(arrays["kept_items"], dtype=np.int64)

@@ -5,7 +5,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..data.npz import check_finite, check_shape
+from ..data.npz import check_counts, check_shape
 from ..progress import SILENT, Progress
 from .base import Recommender
 from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
@@ -79,7 +79,5 @@ class Popularity(Recommender):
     def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         counts = np.ascontiguousarray(arrays["item_counts"], dtype=np.float32)
         check_shape(counts, (self.n_items,), "item counts")
-        check_finite(counts, "item counts", limit=float(2**63))
-        if len(counts) and counts.min() < 0:
-            raise ValueError("item counts hold negative values")
+        check_counts(counts, "item counts")
         self.item_counts_ = counts

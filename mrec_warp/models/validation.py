@@ -312,7 +312,12 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
                               validation=(fit_part, val, rng, users, keeper), **train_options)
     model.best_epoch_ = best
-    if validation is not None or not model.refit:
+    if validation is not None:
+        return
+    if not model.refit:
+        held_out = 1.0 - fit_part.nnz / max(csr.nnz, 1)
+        progress.log(f"no refit: keeping the best {unit}'s model ({unit} {best}), fitted on {fit_part.nnz:,} of the "
+                     f"{csr.nnz:,} pairs (the other {held_out:.0%} held out for validation)")
         return
     if warm_epochs > 0:
         # the factors are the best pass's; the sampler goes on from where it stopped

@@ -468,7 +468,7 @@ class WARP(FactorModel):
         def step():
             stats = self._epoch(data, progress)
             return stats, (f"updates {stats['updates']:.1%}  mean L(rank) {stats['mean_weight']:.3f}  "
-                           f"loss {stats['loss']:.4f}")
+                           f"loss {stats['loss']:.4f}  lr {stats['learning_rate']:.4g}")
 
         return run_epochs(self, step, epochs, progress, callbacks, validation, phase, n_jobs=effective_n_jobs(self.n_jobs),
                           min_improvement=float(self.min_improvement), first=first)

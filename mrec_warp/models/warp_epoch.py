@@ -30,7 +30,11 @@ CHUNK = 262144
 
 
 def run_epoch(model, data: TrainingData, progress: Progress) -> Dict[str, float]:
-    """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads)."""
+    """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads).
+
+    Returns the epoch's statistics (its ``history_`` entry): ``updates`` and ``loss`` per
+    positive, ``mean_weight`` (mean L(rank)), ``compared_per_positive`` and the
+    ``learning_rate`` of its steps."""
     if data.alias is not None:
         _rng.draw_positives(data.order, *data.alias, model._rng_state, data.targets)
     else:
@@ -69,6 +73,8 @@ def run_epoch(model, data: TrainingData, progress: Progress) -> Dict[str, float]
         "mean_weight": total_weight / max(n_updates, 1),
         "loss": total_loss / max(nnz, 1),
         "compared_per_positive": n_compared / max(nnz, 1),
+        # the rate every step of the epoch took (the late rate, SGD's decay): visible in the log
+        "learning_rate": float(cfg["learning_rate"]),
     }
 
 

@@ -70,6 +70,7 @@ def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, r
     if not (values and "value" in df):  # the value decided which pairs are kept; the model sees presence
         data.matrix.data[:] = 1.0
     data.has_values = values and "value" in df
+    data.value_column = "value" in df
     data.id_encoding = df.attrs.get("encoding")  # so outputs write ids back as the same bytes
     return data
 

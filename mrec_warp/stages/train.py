@@ -293,7 +293,7 @@ def _log_values(estimator: Recommender, model_name: str, kind: str, data: Intera
     if estimator.weighs_without_values:
         weighs = data.has_values and kind != "none"
         progress.log(f"{model_name}: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if weighs
-                                                        else "1 (values ignored or no value column)")
+                                                        else "1 (values ignored)" if data.value_column else "1 (no value column)")
                      + (zeros_note(data) if weighs else ""))
     elif estimator.supports_confidence:
         params = estimator.get_params()  # a confidence's settings: alpha, eps and how it is used
@@ -303,6 +303,8 @@ def _log_values(estimator: Recommender, model_name: str, kind: str, data: Intera
 
 def describe_values(data: Interactions, kind: str, alpha: float, eps: float) -> str:
     """One log line: what the value column (TRAIN's third) became."""
+    if kind == "none" and not data.value_column:
+        return "no value column: every row is a positive of weight 1"
     if kind == "none":
         return "value column (3rd) ignored: every row is a positive of weight 1 (`confidence=log` to weight by it)"
     return f"value column (3rd): {describe_confidence(kind, alpha, eps)}"
