@@ -200,3 +200,16 @@ def test_each_epoch_s_rate_is_in_history_and_in_the_log(planted, monkeypatch, tm
     epochs = [ln for ln in result.stderr.splitlines() if "fit epoch" in ln]
     assert len(epochs) == 5, result.stderr  # still one line per epoch
     assert [ln.rsplit("lr ", 1)[1] for ln in epochs] == ["0.02"] * 3 + ["0.04"] * 2, epochs
+
+
+def test_a_divergence_at_the_late_rate_names_it_in_the_hint(planted):
+    from mrec_warp.errors import TrainingDivergedError
+
+    train, _ = planted
+    huge = dict(factors=8, epochs=3, learning_schedule="sgd", learning_rate=1e6, user_max_norm=0, random_state=0)
+    with np.errstate(all="ignore"), pytest.raises(TrainingDivergedError) as late:
+        WARP(late_rate=3, late_rate_epoch=0, **huge).fit(train)
+    assert "`late_rate` from 3" in str(late.value)
+    with np.errstate(all="ignore"), pytest.raises(TrainingDivergedError) as constant:
+        WARP(late_rate=1, **huge).fit(train)
+    assert "late_rate" not in str(constant.value)

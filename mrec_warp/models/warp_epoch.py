@@ -65,9 +65,13 @@ def run_epoch(model, data: TrainingData, progress: Progress) -> Dict[str, float]
     model.epochs_done_ += 1
     n_updates, total_weight, total_loss, n_compared = totals
     weighted = model._confidence_kind() != "none" and model.confidence_use == "weight"
+    scales = model._step_scales()
+    late = cfg["learning_rate"] / model._step_settings(model.epochs_done_ - 1, boosted=False)["learning_rate"]
+    if late > 1:  # this epoch stepped at the late rate: the hint names it too
+        scales = {**scales, "late_rate": float(model._late_rate())}
     check_divergence(model._learned_arrays(), float(model.init_scale), model._base_learning_rate(),
                      f"training diverged at epoch {model.epochs_done_}", alpha=float(model.alpha) if weighted else None,
-                     scales=model._step_scales())
+                     scales=scales)
     return {
         "updates": n_updates / max(nnz, 1),
         "mean_weight": total_weight / max(n_updates, 1),
