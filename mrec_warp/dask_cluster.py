@@ -70,11 +70,66 @@ def dask_client(scheduler: Optional[str] = None, n_workers: int = 1):
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     client = Client(cluster)
+    stopped = False
     try:
         yield client
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (mrec_warp.signals): the user stops the run
+        stopped = True
+        _hush_workers(client)
+        raise
     finally:
         _close_quietly(client)
-        cluster.close()
+        if stopped:
+            # tearing down nannies whose workers are still busy logs a lost comm or a timed
+            # out join as ERROR with a traceback; the one line of the stop says it all
+            with _quiet_logs():
+                cluster.close()
+        else:
+            cluster.close()
+
+
+def _hush_worker() -> None:
+    """Run on each worker process of a local cluster that a signal stops: nothing it says
+    from now on reaches the command's standard error, which it inherited.
+
+    Its task goes on running (a thread cannot be stopped) until its nanny closes it after a
+    grace period or kills it; meanwhile the worker's close, its dying threads and its
+    interpreter's exit print what they hit -- a lost connection, a work folder the driver
+    removed -- as tracebacks after the command's one line.
+    """
+    import os
+
+    logging.disable(logging.CRITICAL)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)  # the descriptor, not only sys.stderr: exit hooks and C code write there too
+    finally:
+        os.close(devnull)
+
+
+#: Seconds to wait for the local workers to go quiet before the cluster is closed anyway.
+HUSH_TIMEOUT = 5
+
+
+def _hush_workers(client) -> None:
+    """Silence the local cluster's worker processes before it is shut down (:func:`_hush_worker`);
+    a worker too busy to answer in :data:`HUSH_TIMEOUT` seconds is closed as it is."""
+    with _quiet_logs(), contextlib.suppress(Exception):  # noqa: BLE001 - best effort, the stop goes on
+        client.run(_hush_worker, on_error="ignore", callback_timeout=HUSH_TIMEOUT)
+
+
+@contextlib.contextmanager
+def _quiet_logs():
+    """Dask's loggers (and asyncio's, on which its comms run) at CRITICAL for the block."""
+    names = ("distributed", "asyncio", "tornado")
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _close_quietly(client) -> None:

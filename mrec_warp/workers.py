@@ -239,7 +239,10 @@ class Workers:
         if stack is not None:
             if self.name == "dask":
                 self.client = None
-            stack.close()
+            if len(exc) == 3 and exc[0] is not None:
+                stack.__exit__(*exc)  # the exception goes in: a stopped local Dask cluster is hushed first
+            else:
+                stack.close()
 
     @property
     def is_local_memory(self) -> bool:
