@@ -91,15 +91,30 @@ def test_same_seed_same_factors_with_refit_reuse(planted):
     ({"epochs": 4}, 0),
     ({"warm_epochs": 2}, 2),
 ])
-def test_refit_reuse_leaves_the_other_fits_alone(planted, params, refit_epochs):
+def test_refit_reuse_leaves_the_other_fits_alone(planted, params, refit_epochs, monkeypatch):
     train, _ = planted
+    kept = []
+    original = WARP.train_state
+    monkeypatch.setattr(WARP, "train_state", lambda self: kept.append(1) or original(self))
     a = WARP(factors=8, random_state=1, refit_reuse=0.5, **params).fit(train)
+    assert kept == []  # no training state is ever copied when no refit could start from one
+    assert a.refit_start_ == 0
     b = WARP(factors=8, random_state=1, refit_reuse=0.0, **params).fit(train)
     assert sum(h["phase"] == "refit" for h in a.history_) == refit_epochs
     if "epochs" in params:
         assert [h["epoch"] for h in a.history_] == [1, 2, 3, 4]
     for x, y in zip(a.get_arrays().values(), b.get_arrays().values()):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_given_validation_set_keeps_no_training_state(planted, monkeypatch):
+    train, test = planted
+    kept = []
+    original = WARP.train_state
+    monkeypatch.setattr(WARP, "train_state", lambda self: kept.append(1) or original(self))
+    model = WARP(factors=8, random_state=1, refit_reuse=0.5).fit(train, validation=test)
+    assert kept == [] and model.refit_start_ == 0
+    assert all(h["phase"] == "fit" for h in model.history_)  # no refit with the user's own hold-out
 
 
 def test_model_file_of_a_reusing_fit_loads(planted, tmp_path):

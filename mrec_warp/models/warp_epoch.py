@@ -66,8 +66,7 @@ def run_epoch(model, data: TrainingData, progress: Progress) -> Dict[str, float]
     n_updates, total_weight, total_loss, n_compared = totals
     weighted = model._confidence_kind() != "none" and model.confidence_use == "weight"
     scales = model._step_scales()
-    late = cfg["learning_rate"] / model._step_settings(model.epochs_done_ - 1, boosted=False)["learning_rate"]
-    if late > 1:  # this epoch stepped at the late rate: the hint names it too
+    if late_factor(model, model.epochs_done_ - 1) > 1:  # this epoch stepped at the late rate: the hint names it
         scales = {**scales, "late_rate": float(model._late_rate())}
     check_divergence(model._learned_arrays(), float(model.init_scale), model._base_learning_rate(),
                      f"training diverged at epoch {model.epochs_done_}", alpha=float(model.alpha) if weighted else None,
@@ -103,6 +102,15 @@ def rate_factor(late_rate: float, late_epoch: int, epoch: int) -> float:
     return float(late_rate) if epoch >= late_epoch else 1.0
 
 
+def late_factor(model, epoch: int) -> float:
+    """The ``late_rate`` multiple in force at ``epoch`` for ``model``'s training: 1 before
+    ``late_rate_epoch``, and 1 after a restart of adagrad's accumulators on trained factors
+    (a warm refit, ``partial_fit`` of a loaded model: measured at a constant rate)."""
+    if getattr(model, "_steps_restarted", False):
+        return 1.0
+    return rate_factor(model._late_rate(), int(model.late_rate_epoch), epoch)
+
+
 def step_settings(model, epoch: int, boosted: bool = True) -> Dict[str, Any]:
     """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
     struct (``kernels/steps.pxd``) wants it: a dict of every field.
@@ -114,8 +122,8 @@ def step_settings(model, epoch: int, boosted: bool = True) -> Dict[str, Any]:
     lr = model._base_learning_rate()
     if model.learning_schedule == "sgd":
         lr = lr / (1.0 + float(model.decay) * epoch)
-    if boosted and not getattr(model, "_steps_restarted", False):
-        lr = lr * rate_factor(model._late_rate(), int(model.late_rate_epoch), epoch)
+    if boosted:
+        lr = lr * late_factor(model, epoch)
     return dict(
         loss=LOSSES[model.loss], max_sampled=int(model.max_sampled), learning_rate=lr,
         user_reg=float(model.user_reg), item_reg=float(model.item_reg),

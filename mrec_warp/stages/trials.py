@@ -90,13 +90,14 @@ def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp
 HITS = "_hits"
 
 
-def paired_interval(hits_a, hits_b, k: int) -> Tuple[float, float]:
-    """95% interval of the mean per-user precision@k difference ``a - b`` of two trials
-    scored on the same validation users (normal approximation); NaNs when they were not."""
+def paired_interval(hits_a, hits_b) -> Tuple[float, float]:
+    """95% interval of the mean per-user difference of hits ``a - b`` (precision@k times k)
+    of two trials scored on the same validation users (normal approximation); NaNs when
+    they were not. Whether it holds 0 does not depend on k."""
     a, b = np.asarray(hits_a, dtype=np.float64), np.asarray(hits_b, dtype=np.float64)
     if a.shape != b.shape or len(a) < 2:
         return float("nan"), float("nan")
-    diff = (a - b) / k
+    diff = a - b
     mean, half = float(diff.mean()), Z95 * float(np.std(diff, ddof=1)) / np.sqrt(len(diff))
     return mean - half, mean + half
 

@@ -408,7 +408,7 @@ def _results_table(rows, points, default_trials, metric: str,
     return table, notes
 
 
-def _tied(best: pd.Series, row: pd.Series, hits: Dict[int, Any], k: int) -> bool:
+def _tied(best: pd.Series, row: pd.Series, hits: Dict[int, Any]) -> bool:
     """Whether ``row`` is within noise of ``best``: the 95% interval of their per-user
     difference includes 0 (paired: both scored the same validation users; unpaired intervals
     overlapping let a model 20% below pass as tied), or, without per-user hits (trial files
@@ -417,7 +417,7 @@ def _tied(best: pd.Series, row: pd.Series, hits: Dict[int, Any], k: int) -> bool
         return True
     a, b = hits.get(int(best["trial"])), hits.get(int(row["trial"]))
     if a is not None and b is not None:
-        low, high = paired_interval(a, b, k)
+        low, high = paired_interval(a, b)
         if low == low:
             return low <= 0.0 <= high
     return bool(row["ci_high"] >= best["ci_low"] and row["ci_low"] <= best["ci_high"])
@@ -437,8 +437,7 @@ def _break_tie(table: pd.DataFrame, metric: str,
         return table, None
     best = ok.loc[0]
     heads = ok.drop_duplicates(MODEL)  # each family's best row (the table is best first)
-    k = int(metric.rsplit("@", 1)[1]) if "@" in metric else 10
-    tied = heads[[_tied(best, r, hits or {}, k) for _, r in heads.iterrows()]]
+    tied = heads[[_tied(best, r, hits or {}) for _, r in heads.iterrows()]]
     if len(tied) < 2:
         return table, None
     pick = tied.sort_values(["cost", metric], ascending=[True, False], kind="stable").index[0]
