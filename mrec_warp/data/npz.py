@@ -368,7 +368,7 @@ def compact_values(values: np.ndarray) -> np.ndarray:
     return half if np.array_equal(half.astype(np.float32), values) else values
 
 
-def compact_csr_arrays(m: sp.csr_matrix, half: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def compact_csr_arrays(m: sp.csr_matrix, half: bool = False) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(indptr, indices, data)`` of ``m`` to save in the fewest bytes that lose nothing: index
     pointers and column indices in the smallest unsigned types that hold them
     (:func:`index_dtype`), values as float16 when ``half``, there are some and that is exact
