@@ -30,7 +30,32 @@ def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias:
     return scores
 
 
-class FactorModel(Recommender):
+class FactorScoring:
+    """Scoring by factors, ``f(u, i) = p_u . q_i (+ b_i)``, for any model holding
+    ``user_factors_``, ``item_factors_`` and (with ``item_bias``) ``item_bias_``: the trained
+    factor models and imported factors (:class:`~.imported.Factors`) score the same way."""
+
+    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(user vectors, item vectors, item biases or None): what :meth:`score_users`
+        multiplies, for one-user scoring (:mod:`.single_user`)."""
+        bias = self.item_bias_ if getattr(self, "item_bias", False) else None
+        return self.user_factors_, self.item_factors_, bias
+
+    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        self.check_fitted()
+        user_factors, item_factors, bias = self.factor_parts()
+        return factor_scores(user_factors[np.asarray(users)], item_factors, bias, out)
+
+    @property
+    def user_factors(self) -> np.ndarray:
+        return self.user_factors_
+
+    @property
+    def item_factors(self) -> np.ndarray:
+        return self.item_factors_
+
+
+class FactorModel(FactorScoring, Recommender):
     """A model of user and item factors trained in epochs with early stopping.
 
     A family sets :attr:`LEARNED` (the attributes training writes, which early stopping
@@ -110,30 +135,12 @@ class FactorModel(Recommender):
         self.history_: List[Dict[str, Any]] = []
         fit_or_select(self, csr, validation, np.random.default_rng(self.random_state), progress, callbacks, **options)
 
-    # -- factors and scoring ------------------------------------------------------------------------
-    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """(user vectors, item vectors, item biases or None): what :meth:`score_users`
-        multiplies, for one-user scoring (:mod:`.single_user`)."""
-        bias = self.item_bias_ if getattr(self, "item_bias", False) else None
-        return self.user_factors_, self.item_factors_, bias
-
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self.check_fitted()
-        user_factors, item_factors, bias = self.factor_parts()
-        return factor_scores(user_factors[np.asarray(users)], item_factors, bias, out)
+    # -- factors and scoring: FactorScoring ----------------------------------------------------------
 
     @abc.abstractmethod
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
         unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
-
-    @property
-    def user_factors(self) -> np.ndarray:
-        return self.user_factors_
-
-    @property
-    def item_factors(self) -> np.ndarray:
-        return self.item_factors_
 
     # -- new users ------------------------------------------------------------------------------------
     def append_users(self, ids, user_features=None) -> None:

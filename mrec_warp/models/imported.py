@@ -20,11 +20,11 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from .base import Recommender
 from .declared import Param
-from .factor_model import factor_scores
+from .factor_model import FactorScoring
 from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
 
 
-class Factors(Recommender):
+class Factors(FactorScoring, Recommender):
     """User and item factors computed elsewhere (no training; see the module docstring).
 
     Parameters
@@ -93,23 +93,7 @@ class Factors(Recommender):
         raise InputError("imported factors are not trained here",
                          hint="build the model with Factors.from_arrays (mrec-warp factors), or train warp or wrmf")
 
-    # -- scoring -------------------------------------------------------------------------------
-    def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        self.check_fitted()
-        return factor_scores(self.user_factors_[np.asarray(users)], self.item_factors_,
-                             self.item_bias_ if self.item_bias else None, out)
-
-    def factor_parts(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """(user factors, item factors, item biases or ``None``), as the factor models give them."""
-        return self.user_factors_, self.item_factors_, self.item_bias_ if self.item_bias else None
-
-    @property
-    def user_factors(self) -> np.ndarray:
-        return self.user_factors_
-
-    @property
-    def item_factors(self) -> np.ndarray:
-        return self.item_factors_
+    # -- scoring: FactorScoring (the same product as a trained factor model) ----------------------
 
     # -- fold-in ---------------------------------------------------------------------------------
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
