@@ -8,6 +8,7 @@ epoch counts a model file keeps. Each family implements the hooks declared abstr
 from __future__ import annotations
 
 import abc
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,6 +20,11 @@ from ..progress import Progress
 from .base import Recommender
 from .foldin import append_user_ids
 from .early_stopping import fit_or_select
+from .single_user import GridLists, ItemSide
+
+#: Held while a model's one-user scoring caches are checked and renewed (served models are
+#: scored from several threads).
+_CACHE_LOCK = threading.Lock()
 
 
 def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
@@ -40,6 +46,37 @@ class FactorScoring:
         multiplies, for one-user scoring (:mod:`.single_user`)."""
         bias = self.item_bias_ if getattr(self, "item_bias", False) else None
         return self.user_factors_, self.item_factors_, bias
+
+    def item_side(self) -> Optional[ItemSide]:
+        """The item side as one-user scoring reads it (:class:`~.single_user.ItemSide`: the
+        item vectors and biases with their largest norms), kept until the item factors change;
+        ``None`` when they are not float32 and C-contiguous (scored the batch way).
+
+        It is kept while the item arrays are the same objects (held, so never confused with
+        a new array at the same address) and ``epochs_done_`` is unchanged, which every
+        in-place training step (``fit``, ``partial_fit``) advances.
+        """
+        _, items, bias = self.factor_parts()
+        key = (id(items), id(bias), getattr(self, "epochs_done_", None))
+        cached = self.__dict__.get("_item_side_cache")
+        if cached is not None and cached.items is items and cached.bias is bias and cached.key == key:
+            return cached
+        with _CACHE_LOCK:
+            side = ItemSide.of(items, bias, key)
+            if side is not None:
+                self._item_side_cache = side
+        return side
+
+    def grid_lists(self) -> GridLists:
+        """The lists one-user scoring keeps of the grid calls it made for close calls
+        (:func:`~.single_user.close_call`), for the current factors: empty again once the
+        item factors, the user factors or the number of users change."""
+        key = (self.item_side().key, id(self.factor_parts()[0]), self.n_users)
+        with _CACHE_LOCK:
+            lists = self.__dict__.get("_grid_cache")
+            if lists is None or lists.key != key:
+                lists = self._grid_cache = GridLists(key)
+        return lists
 
     def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self.check_fitted()
