@@ -120,6 +120,7 @@ class GridLists:
         return self._blocks.get(start)
 
     def keep(self, start: int, lists: Tuple[np.ndarray, np.ndarray]) -> None:
+        """Keep the (items, scores) of the call starting at row ``start``."""
         with self._lock:
             while len(self._blocks) * SCORE_ROWS >= GRID_USERS:
                 self._blocks.pop(next(iter(self._blocks)))  # the oldest call
