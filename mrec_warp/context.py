@@ -10,7 +10,7 @@ Models take ``n_jobs`` and run their fitting threads through
 :func:`~mrec_warp.workers.fitting_threads`, which the context's :attr:`~ExecutionContext.fit_jobs`
 sizes. Hogwild fitting shares factor arrays, so it always runs on threads of this
 process, whatever the backend; WRMF's fit also takes the context (``workers=``) and
-solves its blocks of rows on processes or a cluster (:mod:`~mrec_warp.models.als_blocks`).
+solves its blocks of rows on processes or a cluster (:class:`~mrec_warp.models.wrmf.RemoteBlocks`).
 
 Example
 -------

@@ -56,7 +56,7 @@ def scaling_split(cache: Path):
     if not (train.exists() and val.exists()):
         from mrec_warp.data.interactions import Interactions
         from mrec_warp.data.synthetic import generate
-        from mrec_warp.models.validation import holdout_split
+        from mrec_warp.models.early_stopping import holdout_split
 
         ratings, _ = generate(**SCALING_SET)
         X = Interactions.from_dataframe(ratings).matrix.tocsr().astype(np.float32)
@@ -78,7 +78,7 @@ def lightfm_factors(model):
 def holdout_precision_at_10(uf, itf, ib, train, val, n_users: int = 5000) -> float:
     """P@10 of any library's factors on ``n_users`` random hold-out users (seed 0), training
     items excluded, with the same top-k code for every library (a fair comparison)."""
-    from mrec_warp.models.validation import precision_at_k
+    from mrec_warp.models.early_stopping import precision_at_k
 
     users = np.flatnonzero(np.diff(val.indptr) > 0)
     users = np.sort(np.random.default_rng(0).choice(users, min(n_users, len(users)), replace=False))

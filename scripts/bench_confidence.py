@@ -23,7 +23,7 @@ import numpy as np
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.split import iter_splits
 from mrec_warp.models import WARP
-from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.early_stopping import precision_at_k
 
 ML100K = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-100k" / "u.data"
 

@@ -48,7 +48,7 @@ from _benchlib import (  # noqa: E402
 # -- part 1: fit ----------------------------------------------------------------------------------
 def fit_worker(lib: str, data: str, threads: int, epochs: int) -> None:
     """One library at one thread count, in its own process."""
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     X = sp.load_npz(data).tocsr().astype(np.float32)
     X.data[:] = 1

@@ -101,7 +101,7 @@ def movielens(seeds, rows):
 
 
 def synthetic_1m(rounds, cache, rows):
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     X = sp.load_npz(synthetic_matrix("1m", cache)).tocsr().astype(np.float32)
     X.data[:] = 1
@@ -115,7 +115,7 @@ def synthetic_1m(rounds, cache, rows):
 def other_shapes(seeds, rows):
     from mrec_warp.data.interactions import Interactions
     from mrec_warp.data.synthetic import generate
-    from mrec_warp.models.validation import holdout_split, precision_at_k
+    from mrec_warp.models.early_stopping import holdout_split, precision_at_k
 
     shapes = {"synth-dense": (2000, 1000, 100_000, 3), "synth-longtail": (5000, 10_000, 60_000, 4)}
     for name, (users, items, n, data_seed) in shapes.items():

@@ -158,7 +158,7 @@ def worker(lib, data_path, threads, epochs, holdout):
     X.data[:] = 1
     train, val = X, None
     if holdout:
-        from mrec_warp.models.validation import holdout_split
+        from mrec_warp.models.early_stopping import holdout_split
 
         train, val = holdout_split(X, 0.1, np.random.default_rng(0))
     times = []

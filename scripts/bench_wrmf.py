@@ -156,7 +156,7 @@ def planted_counts(n_users=6000, n_items=3000, n_topics=30, per_user=40, noise=0
 
 def counts_part():
     from mrec_warp.models import WRMF
-    from mrec_warp.models.validation import precision_at_k
+    from mrec_warp.models.early_stopping import precision_at_k
 
     train, val, test = planted_counts()
     rows = []
@@ -180,7 +180,7 @@ def worker(lib, data_path, threads, iterations):
     from threadpoolctl import threadpool_limits
 
     from mrec_warp.models import WRMF
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     X = sp.load_npz(data_path).tocsr().astype(np.float32)
     X.data[:] = 1
@@ -221,7 +221,7 @@ def quality(cache, iterations, seeds):
     from threadpoolctl import threadpool_limits
 
     from mrec_warp.models import WRMF
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     X = sp.load_npz(synthetic_matrix("1m", cache)).tocsr().astype(np.float32)
     X.data[:] = 1

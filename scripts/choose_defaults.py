@@ -30,7 +30,7 @@ from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.synthetic import generate
 from mrec_warp.models import WARP
-from mrec_warp.models.validation import holdout_split, precision_at_k
+from mrec_warp.models.early_stopping import holdout_split, precision_at_k
 
 ROOT = Path(__file__).resolve().parents[1]
 ML100K = ROOT.parent / "shared" / "data" / "ml-100k" / "u.data"

@@ -25,7 +25,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from mrec_warp.models import EASE, SLIM, ItemKNN, load
-from mrec_warp.models.validation import holdout_split, precision_at_k
+from mrec_warp.models.early_stopping import holdout_split, precision_at_k
 
 DATA = os.environ.get("MREC_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 

@@ -16,7 +16,7 @@ from mrec_warp.data.synthetic import generate
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP
 from mrec_warp.kernels import rng as _rng
-from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.early_stopping import precision_at_k
 from .conftest import run
 
 

@@ -175,7 +175,7 @@ def test_slim_on_a_dask_cluster_learns_the_weights_threads_learn(client, tmp_pat
 
 def test_wrmf_on_dask_is_bit_identical_to_threads_and_ships_the_data_once(client, fitted, monkeypatch):
     from mrec_warp.models import WRMF
-    from mrec_warp.models.als_blocks import Rows
+    from mrec_warp.models.wrmf import Rows
 
     _, _, data = fitted
     shipped = []

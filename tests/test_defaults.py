@@ -16,7 +16,7 @@ from mrec_warp.models.ease import EASE
 from mrec_warp.models.itemknn import ItemKNN
 from mrec_warp.models.slim import SLIM
 from mrec_warp.models.hybrid import HybridWARP
-from mrec_warp.models.validation import holdout_split, id_keys, sample_users
+from mrec_warp.models.early_stopping import holdout_split, id_keys, sample_users
 from mrec_warp.data.confidence import BINARY_ALPHA
 from mrec_warp.models.wrmf import AUTO_ALPHA, auto_alpha
 
@@ -52,17 +52,17 @@ def test_validation_split_follows_the_pairs_not_the_row_order():
 
 def test_warp_fit_holds_out_the_same_pairs_in_any_row_order(monkeypatch):
     """Through the model's own fit: the hold-out it early-stops on is the same set of pairs."""
-    import mrec_warp.models.validation as validation
+    import mrec_warp.models.early_stopping as early_stopping
 
     seen = []
-    real = validation.holdout_split
+    real = early_stopping.holdout_split
 
     def spy(csr, fraction, rng, user_keys=None, item_keys=None):
         fit, val = real(csr, fraction, rng, user_keys, item_keys)
         seen.append(val)
         return fit, val
 
-    monkeypatch.setattr(validation, "holdout_split", spy)
+    monkeypatch.setattr(early_stopping, "holdout_split", spy)
     df = _pairs()
     held = []
     for frame in (df, df.iloc[::-1].reset_index(drop=True)):

@@ -5,11 +5,15 @@ import pytest
 import scipy.sparse as sp
 
 from mrec_warp.models import WARP, WRMF
-from mrec_warp.models import validation as validation_module
+from mrec_warp.models import early_stopping
+from mrec_warp.models.early_stopping import HoldoutScorer, holdout_split, precision_at_k
 from mrec_warp.models.factor_model import factor_scores
-from mrec_warp.models.holdout_scoring import HoldoutScorer
-from mrec_warp.models.validation import holdout_split, precision_at_k
 from mrec_warp.topk import SCORE_ROWS
+
+
+def _scoring(uf, itf, bias):
+    """A ``score_users`` of these factors (what the scorer is given)."""
+    return lambda rows, out=None: factor_scores(uf[rows], itf, bias, out=out)
 
 
 def _random_problem(n_users, n_items, d=8, seed=0):
@@ -32,10 +36,10 @@ def test_scorer_gives_the_general_paths_precision(with_bias):
     b = bias if with_bias else None
     expected = precision_at_k(lambda rows: factor_scores(uf[rows], itf, b), 300, fit, val, 10, users=users)
     scorer = HoldoutScorer(fit, val, users, 10)
-    assert scorer(uf, itf, b) == expected
+    assert scorer(_scoring(uf, itf, b)) == expected
     # the buffers are reused: a second call on other factors is right too
     uf2 = uf[::-1].copy()
-    assert scorer(uf2, itf, b) == precision_at_k(lambda rows: factor_scores(uf2[rows], itf, b), 300, fit, val, 10,
+    assert scorer(_scoring(uf2, itf, b)) == precision_at_k(lambda rows: factor_scores(uf2[rows], itf, b), 300, fit, val, 10,
                                                   users=users)
 
 
@@ -46,20 +50,20 @@ def test_a_stored_zero_in_the_truth_is_a_hit():
     assert truth.nnz == 1
     uf = np.ones((1, 1), np.float32)
     itf = np.arange(5, dtype=np.float32)[:, None]
-    assert HoldoutScorer(exclude, truth, np.array([0]), 1)(uf, itf, None) == 1.0
+    assert HoldoutScorer(exclude, truth, np.array([0]), 1)(_scoring(uf, itf, None)) == 1.0
 
 
 def test_no_users_scores_nan():
     X = sp.csr_matrix(np.ones((2, 3), np.float32))
-    assert np.isnan(HoldoutScorer(X, X, np.array([], dtype=np.int64), 2)(np.ones((2, 1), np.float32),
-                                                                          np.ones((3, 1), np.float32), None))
+    scoring = _scoring(np.ones((2, 1), np.float32), np.ones((3, 1), np.float32), None)
+    assert np.isnan(HoldoutScorer(X, X, np.array([], dtype=np.int64), 2)(scoring))
 
 
 @pytest.mark.parametrize("make", [lambda: WARP(factors=8, random_state=3), lambda: WRMF(factors=8, random_state=3)])
 def test_early_stopping_picks_the_same_epoch_and_factors_as_the_general_path(planted, monkeypatch, make):
     train, _ = planted
     fast = make().fit(train)
-    monkeypatch.setattr(validation_module, "holdout_scorer", lambda *a, **k: None)
+    monkeypatch.setattr(early_stopping, "holdout_scorer", lambda *a, **k: None)
     general = make().fit(train)
     key = [k for k in fast.history_[0] if k.startswith("val_precision")][0]
     assert [h.get(key) for h in fast.history_] == [h.get(key) for h in general.history_]
@@ -71,8 +75,8 @@ def test_early_stopping_picks_the_same_epoch_and_factors_as_the_general_path(pla
 def test_several_threads_keep_the_general_path(planted, monkeypatch):
     train, _ = planted
     used = []
-    original = validation_module.holdout_scorer
-    monkeypatch.setattr(validation_module, "holdout_scorer",
+    original = early_stopping.holdout_scorer
+    monkeypatch.setattr(early_stopping, "holdout_scorer",
                         lambda *a, **k: used.append(original(*a, **k)) or used[-1])
     WARP(factors=8, random_state=3, n_jobs=2, max_epochs=3).fit(train)
     WARP(factors=8, random_state=3, n_jobs=1, max_epochs=3).fit(train)

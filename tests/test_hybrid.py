@@ -13,7 +13,7 @@ from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import WARP, HybridWARP, load
 from mrec_warp.kernels import hybrid as _hybrid
 from mrec_warp.kernels import rng as _rng
-from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.early_stopping import precision_at_k
 
 from .conftest import step_settings
 
@@ -118,7 +118,7 @@ def test_content_features_help_warm_items(world):
     train, test, features, cold = world
     warm_test = Interactions.from_dataframe(test, user_ids=train.user_ids, item_ids=train.item_ids)
     # a warm split: hold out a random part of training for the test
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     fit, held = holdout_split(train.matrix, 0.2, np.random.default_rng(0))
     fit_i = Interactions(fit, train.user_ids, train.item_ids)
@@ -274,7 +274,7 @@ def test_norm_limits_hold_for_every_embedding_row(world):
 
 def test_warp_kos_with_features_and_fold_in(world):
     from mrec_warp.models import Popularity
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     train, _, features, _ = world
     fit, held = holdout_split(train.matrix, 0.2, np.random.default_rng(0))

@@ -14,7 +14,7 @@ from mrec_warp.cli._flags import error_line
 from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, ItemKNN, Popularity, load
-from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.early_stopping import precision_at_k
 
 from .conftest import planted_low_rank
 

@@ -162,7 +162,7 @@ def test_sub_models_are_reproducible_and_concatenated(planted, tmp_path):
     # the concatenated model's score is the sum of the sub-models' scores
     single = WARP(factors=8, epochs=8, learning_rate=0.05, random_state=a.sub_models_[0]["seed"]).fit(data)
     np.testing.assert_array_equal(single.user_factors_, a.user_factors_[:, :8])
-    from mrec_warp.models.validation import precision_at_k
+    from mrec_warp.models.early_stopping import precision_at_k
 
     assert precision_at_k(a.score_users, a.n_items, train, test, 10) > 0.08  # near the planted ceiling (~0.1)
 

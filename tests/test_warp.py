@@ -9,7 +9,7 @@ from mrec_warp import InputError, TrainingDivergedError
 from mrec_warp.models import WARP, Popularity, load
 from mrec_warp.kernels import rng as _rng
 from mrec_warp.kernels import warp as _warp
-from mrec_warp.models.validation import precision_at_k
+from mrec_warp.models.early_stopping import precision_at_k
 
 from .conftest import step_settings
 
@@ -258,17 +258,18 @@ def _scripted_run(monkeypatch, scores, **params):
     returns (best epoch, epochs run)."""
     from types import SimpleNamespace
 
-    from mrec_warp.models import validation as validation_module
+    from mrec_warp.models import early_stopping
     from mrec_warp.progress import SILENT
 
     it = iter(scores)
-    monkeypatch.setattr(validation_module, "precision_at_k", lambda *a, **k: next(it))
+    monkeypatch.setattr(early_stopping, "precision_at_k", lambda *a, **k: next(it))
+    monkeypatch.setattr(early_stopping, "holdout_scorer", lambda *a, **k: None)  # the scripted general path
     model = SimpleNamespace(history_=[], eval_every=1, eval_k=10, validation_users=10, n_items=1,
                             score_users=None, snapshot=lambda: "snap", restore=lambda snap: None,
                             patience=params.pop("patience"))
     data = sp.csr_matrix(np.ones((2, 2), np.float32))
-    best = validation_module.run_epochs(model, lambda: ({}, ""), len(scores), SILENT, (),
-                                        (data, data, np.random.default_rng(0)), **params)
+    best = early_stopping.run_epochs(model, lambda: ({}, ""), len(scores), SILENT, (),
+                                     early_stopping.Holdout(data, data, np.random.default_rng(0)), **params)
     return best, len(model.history_)
 
 
@@ -435,7 +436,7 @@ def test_ml100k_precision_floor(ml100k_dir):
     # (this split and seed give 0.228; without the norm limit, 0.223)
     from mrec_warp.data.interactions import Interactions
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.models.validation import holdout_split
+    from mrec_warp.models.early_stopping import holdout_split
 
     df = read_ratings(ml100k_dir / "u.data", format="movielens")
     inter = Interactions.from_dataframe(df[df.value >= 4])

@@ -16,9 +16,8 @@ from mrec_warp.cli import main
 from mrec_warp.errors import InputError
 from mrec_warp.models import WRMF, Popularity, load
 from mrec_warp.kernels import als as _als
-from mrec_warp.models.validation import precision_at_k
-from mrec_warp.models.als_blocks import LocalBlocks
-from mrec_warp.models.wrmf import _TrainingData
+from mrec_warp.models.early_stopping import precision_at_k
+from mrec_warp.models.wrmf import LocalBlocks, TrainingData
 
 from .conftest import planted_low_rank
 
@@ -90,7 +89,7 @@ def _values_matrix(planted, seed=0):
 def test_loss_decreases_every_half_iteration(planted, solver):
     m = _values_matrix(planted)
     model = WRMF(factors=8, alpha=0.5, regularization=5.0, solver=solver, epochs=1, random_state=0).fit(m)
-    data = _TrainingData(model._confidence_csr())
+    data = TrainingData(model._confidence_csr())
     model.init_state(*m.shape, np.random.default_rng(3))
     losses = [model.loss(data)]
     for _ in range(6):

@@ -15,7 +15,7 @@ from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import TrainingDivergedError
 from mrec_warp.files import owner_tag
 from mrec_warp.models import WRMF, load
-from mrec_warp.models import als_blocks
+from mrec_warp.models import wrmf
 
 from .conftest import planted_low_rank
 from .test_wrmf import _run, _values_matrix
@@ -48,12 +48,12 @@ def test_the_blocks_are_solved_by_the_workers_not_here(plays, monkeypatch):
     def not_here(*args, **kwargs):
         raise AssertionError("a block was solved in the driver")
 
-    monkeypatch.setattr(als_blocks, "solve_rows", not_here)  # the driver's copy only
+    monkeypatch.setattr(wrmf, "solve_rows", not_here)  # the driver's copy only
     model = WRMF(factors=8, epochs=2, random_state=0, n_jobs=2)
     model.fit(plays, workers=ExecutionContext("processes", n_jobs=2))  # entered by fit
     with pytest.raises(AssertionError, match="solved in the driver"):
         WRMF(factors=8, epochs=2, random_state=0, n_jobs=2).fit(plays, workers=ExecutionContext("threads", n_jobs=2))
-    leftovers = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(als_blocks.STAGE_PREFIX + owner_tag())]
+    leftovers = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(wrmf.STAGE_PREFIX + owner_tag())]
     assert leftovers == []  # the staged confidence matrix is removed after the fit
 
 
@@ -87,7 +87,7 @@ def test_one_process_solves_in_this_process_without_staging(plays, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("staged for remote blocks")
 
-    monkeypatch.setattr(als_blocks.RemoteBlocks, "__enter__", refuse)
+    monkeypatch.setattr(wrmf.RemoteBlocks, "__enter__", refuse)
     params = dict(factors=8, alpha=0.5, regularization=3.0, random_state=4, epochs=2)
     with ExecutionContext("processes", n_jobs=1) as context:
         one = WRMF(**params).fit(plays, workers=context)

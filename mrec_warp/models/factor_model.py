@@ -2,12 +2,13 @@
 
 What they share: factors and their scoring (:meth:`FactorModel.score_users` through
 :func:`factor_scores`), users added with zero rows (:meth:`FactorModel.append_users`), the
-epoch-trained fit with early stopping of :mod:`.validation` and the hooks it calls, and the
+epoch-trained fit with early stopping of :mod:`.early_stopping` and the hooks it calls, and the
 epoch counts a model file keeps. Each family implements the hooks declared abstract here.
 """
 from __future__ import annotations
 
 import abc
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -18,7 +19,12 @@ from ..errors import InputError
 from ..progress import Progress
 from .base import Recommender
 from .foldin import append_user_ids
-from .validation import fit_or_select
+from .early_stopping import fit_or_select
+from .single_user import GridLists, ItemSide
+
+#: Held while a model's one-user scoring caches are checked and renewed (served models are
+#: scored from several threads).
+_CACHE_LOCK = threading.Lock()
 
 
 def factor_scores(user_factors: np.ndarray, item_factors: np.ndarray, item_bias: Optional[np.ndarray],
@@ -40,6 +46,37 @@ class FactorScoring:
         multiplies, for one-user scoring (:mod:`.single_user`)."""
         bias = self.item_bias_ if getattr(self, "item_bias", False) else None
         return self.user_factors_, self.item_factors_, bias
+
+    def item_side(self) -> Optional[ItemSide]:
+        """The item side as one-user scoring reads it (:class:`~.single_user.ItemSide`: the
+        item vectors and biases with their largest norms), kept until the item factors change;
+        ``None`` when they are not float32 and C-contiguous (scored the batch way).
+
+        It is kept while the item arrays are the same objects (held, so never confused with
+        a new array at the same address) and ``epochs_done_`` is unchanged, which every
+        in-place training step (``fit``, ``partial_fit``) advances.
+        """
+        _, items, bias = self.factor_parts()
+        key = (id(items), id(bias), getattr(self, "epochs_done_", None))
+        cached = self.__dict__.get("_item_side_cache")
+        if cached is not None and cached.items is items and cached.bias is bias and cached.key == key:
+            return cached
+        with _CACHE_LOCK:
+            side = ItemSide.of(items, bias, key)
+            if side is not None:
+                self._item_side_cache = side
+        return side
+
+    def grid_lists(self) -> GridLists:
+        """The lists one-user scoring keeps of the grid calls it made for close calls
+        (:func:`~.single_user.close_call`), for the current factors: empty again once the
+        item factors, the user factors or the number of users change."""
+        key = (self.item_side().key, id(self.factor_parts()[0]), self.n_users)
+        with _CACHE_LOCK:
+            lists = self.__dict__.get("_grid_cache")
+            if lists is None or lists.key != key:
+                lists = self._grid_cache = GridLists(key)
+        return lists
 
     def score_users(self, users: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         self.check_fitted()
@@ -74,7 +111,7 @@ class FactorModel(FactorScoring, Recommender):
     LEARNED: Tuple[str, ...] = ("user_factors_", "item_factors_")
     #: Arrays of the factors' size a fit keeps (WARP: the factors and their adagrad accumulators),
     #: and factors x factors matrices it holds (WRMF: the Gram matrix and one system per solve):
-    #: what the memory check before a fit counts (:func:`.validation.check_factor_memory`).
+    #: what the memory check before a fit counts (:func:`.early_stopping.check_factor_memory`).
     STATE_COPIES: int = 1
     GRAM_COPIES: int = 0
 
@@ -82,17 +119,17 @@ class FactorModel(FactorScoring, Recommender):
         """Rows of factors a fit allocates (the hybrid: one per feature column)."""
         return n_users + n_items
 
-    # -- early-stopping hooks (called by validation.fit_or_select / run_epochs) -----------------
+    # -- early-stopping hooks (called by early_stopping.fit_or_select / run_epochs) ------------
     @abc.abstractmethod
     def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
         """Fresh factors (and optimiser state) for ``n_users`` x ``n_items``, drawn from ``seed_rng``."""
 
     @abc.abstractmethod
     def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit") -> int:
-        """Run up to ``epochs`` epochs on ``csr`` (through :func:`.validation.run_epochs`); with
-        ``validation`` ``(fit, val, rng)``, early-stop and keep the best. Returns the best epoch
-        (with validation) or ``epochs``. A family may take more keywords (WRMF: ``workers``),
-        which ``fit_or_select`` passes on every call."""
+        """Run up to ``epochs`` epochs on ``csr`` (through :func:`.early_stopping.run_epochs`);
+        with ``validation`` (a :class:`~.early_stopping.Holdout`), early-stop and keep the best.
+        Returns the best epoch (with validation) or ``epochs``. A family may take more keywords
+        (WRMF: ``workers``), which ``fit_or_select`` passes on every call."""
 
     def snapshot(self) -> Tuple[np.ndarray, ...]:
         """Copies of the :attr:`LEARNED` arrays (the best epoch's, kept by early stopping)."""
@@ -110,7 +147,7 @@ class FactorModel(FactorScoring, Recommender):
     def train_state(self) -> Dict[str, Any]:
         """A copy of everything the next epochs depend on: the :attr:`LEARNED` arrays, the
         :attr:`OPTIMISER_STATE` and the epoch count (what a refit may start from,
-        :mod:`.refit_states`)."""
+        :class:`~.early_stopping.RefitStates`)."""
         return {"learned": self.snapshot(), "epochs_done_": int(self.epochs_done_),
                 **{name: np.copy(getattr(self, name)) for name in self.OPTIMISER_STATE}}
 

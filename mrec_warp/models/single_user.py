@@ -26,8 +26,11 @@ A close call costs one grid call of 256 users (0.1-0.4 s on 100k items); at the 
 row of the file's grid (``mrec-warp serve``, ``recommend --ann``) the best items of all
 256 users of that call are kept (:func:`_grid_list`), so each block of users pays it once.
 
-The item side's norms are computed once per change of the item factors and kept on the
-model (:func:`item_side`); exclusion rows are slices of the model's CSR, never copies.
+What this module needs of a model is public: its :meth:`~.factor_model.FactorScoring.item_side`
+(the item factors with their norms, which the model keeps until its item factors change),
+``factor_parts()``, ``score_users``, ``n_users`` / ``n_items`` and, for close calls, the
+:class:`GridLists` it keeps (:meth:`~.factor_model.FactorScoring.grid_lists`). Exclusion
+rows are slices of the model's CSR, never copies.
 """
 from __future__ import annotations
 
@@ -54,8 +57,9 @@ GRID_USERS = 32768
 #: rounds the bias addition or the accumulation once more than assumed).
 SAFETY = 2.0
 
-#: What this module keeps on a model (see :func:`item_side` and friends): derived data,
-#: dropped when a model is pickled or copied (:meth:`Recommender.__getstate__`).
+#: What one-user scoring keeps on a model (its item side and grid lists, the unit item vectors of
+#: its neighbours, what its fold-in of one history reuses): derived data, dropped when a model
+#: is pickled or copied (:meth:`Recommender.__getstate__`).
 CACHES = ("_item_side_cache", "_fold_cache", "_gram_cache", "_unit_cache", "_anonymous_weight", "_grid_cache")
 
 _UNIT = 2.0 ** -24
@@ -64,7 +68,6 @@ _ZERO_INDPTR = np.zeros(2, dtype=np.int64)
 _NO_ROWS = np.zeros(1, dtype=np.int64)
 _NO_INDICES = np.zeros(0, dtype=np.int32)
 _LAST_EXCLUSION: Optional[tuple] = None
-_LOCK = threading.Lock()
 
 
 class ItemSide(NamedTuple):
@@ -76,36 +79,52 @@ class ItemSide(NamedTuple):
     max_bias: float              # largest |bias|
     key: tuple                   # what the cache was computed for
 
+    @classmethod
+    def of(cls, items: np.ndarray, bias: Optional[np.ndarray], key: tuple) -> Optional["ItemSide"]:
+        """The side of these item vectors and biases, or ``None`` when ``items`` is not float32
+        and C-contiguous (never the case for the shipped models; scored the batch way)."""
+        if not (items.flags.c_contiguous and items.dtype == np.float32):
+            return None
+        norms = np.sqrt(np.einsum("ij,ij->i", items, items, dtype=np.float64))
+        return cls(items, bias, float(norms.max(initial=0.0)),
+                   0.0 if bias is None else float(np.abs(bias).max(initial=0.0)), key)
+
 
 def _gamma(n: int) -> float:
     return n * _UNIT / (1.0 - n * _UNIT)
 
 
 def item_side(model) -> Optional[ItemSide]:
-    """The model's :class:`ItemSide`, cached until its item factors change; ``None`` for a
-    model without factors (item-item and popularity models score another way).
+    """The model's :class:`ItemSide` (:meth:`~.factor_model.FactorScoring.item_side`); ``None``
+    for a model without factors (item-item and popularity models score another way)."""
+    side_of = getattr(model, "item_side", None)
+    return None if side_of is None else side_of()
 
-    The cache is keyed on the item arrays themselves (held, so never confused with a new
-    array at the same address) and ``epochs_done_``, which every in-place training step
-    (``fit``, ``partial_fit``) advances.
-    """
-    parts = getattr(model, "factor_parts", None)
-    if parts is None:
-        return None
-    _, items, bias = parts()
-    key = (id(items), id(bias), getattr(model, "epochs_done_", None))
-    cached = model.__dict__.get("_item_side_cache")
-    if cached is not None and cached.items is items and cached.bias is bias and cached.key == key:
-        return cached
-    with _LOCK:
-        items_c = items if items.flags.c_contiguous and items.dtype == np.float32 else None
-        if items_c is None:  # never the case for the shipped models; scored the batch way
-            return None
-        norms = np.sqrt(np.einsum("ij,ij->i", items, items, dtype=np.float64))
-        side = ItemSide(items, bias, float(norms.max(initial=0.0)),
-                        0.0 if bias is None else float(np.abs(bias).max(initial=0.0)), key)
-        model.__dict__["_item_side_cache"] = side
-    return side
+
+class GridLists:
+    """The best :data:`GRID_KEEP` items of every user of the grid calls made for close calls
+    (:func:`_grid_list`), by the call's first row, for one state of a model's factors
+    (``key``); at most :data:`GRID_USERS` users, the oldest call's dropped first."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self._blocks: dict = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """Grid calls kept."""
+        return len(self._blocks)
+
+    def get(self, start: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """(items, scores) kept of the call starting at row ``start``, or ``None``."""
+        return self._blocks.get(start)
+
+    def keep(self, start: int, lists: Tuple[np.ndarray, np.ndarray]) -> None:
+        """Keep the (items, scores) of the call starting at row ``start``."""
+        with self._lock:
+            while len(self._blocks) * SCORE_ROWS >= GRID_USERS:
+                self._blocks.pop(next(iter(self._blocks)))  # the oldest call
+            self._blocks[start] = lists
 
 
 def exclusion_row(exclude: Optional[sp.csr_matrix], user: int) -> np.ndarray:
@@ -346,16 +365,9 @@ def _grid_list(model, user: int, k: int, exclude: Optional[sp.csr_matrix],
     n_users = model.n_users
     if user >= n_users:
         return None
-    side = item_side(model)
-    key = (side.key, id(model.factor_parts()[0]), n_users)
-    with _LOCK:
-        cache = model.__dict__.get("_grid_cache")
-        if cache is None or cache[0] != key:
-            cache = (key, {})
-            model.__dict__["_grid_cache"] = cache
-    blocks = cache[1]
+    lists = model.grid_lists()
     start = user - user % SCORE_ROWS
-    kept = blocks.get(start)
+    kept = lists.get(start)
     if kept is None:
         block_users = np.arange(start, min(start + SCORE_ROWS, n_users), dtype=np.int64)
         scores = grid_scores(model.score_users, block_users, start)
@@ -363,10 +375,7 @@ def _grid_list(model, user: int, k: int, exclude: Optional[sp.csr_matrix],
         kept = (np.empty((len(block_users), keep), np.int64), np.empty((len(block_users), keep), np.float32))
         topk_masked(scores, np.full(len(block_users), -1, np.int64), _ZERO_INDPTR[:1], _NO_INDICES, _NO_MASK,
                     kept[0], kept[1])
-        with _LOCK:
-            while len(blocks) * SCORE_ROWS >= GRID_USERS:
-                blocks.pop(next(iter(blocks)))  # the oldest block
-            blocks[start] = kept
+        lists.keep(start, kept)
     items, scores = kept[0][user - start], kept[1][user - start]
     valid = items >= 0
     complete = not valid.all() or len(items) == model.n_items  # every rankable item is in the list
@@ -390,39 +399,3 @@ def _outside_sorted(items: np.ndarray, sorted_row: np.ndarray) -> np.ndarray:
         return np.ones(len(items), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_row, items), len(sorted_row) - 1)
     return sorted_row[at] != items
-
-
-# -- neighbours of a few items ---------------------------------------------------------------------
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """``vectors`` scaled to length 1 (cosine similarity is then a dot product)."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def similar_few(model, vectors: np.ndarray, rows: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-    """:meth:`~mrec_warp.models.base.Recommender.similar_items` for a few items: each from
-    one product with the unit item vectors (kept until the item factors change), a close
-    call the batch way, as :func:`recommend_few`."""
-    key = (id(vectors), getattr(model, "epochs_done_", None))
-    cached = model.__dict__.get("_unit_cache")
-    if cached is None or cached[0] is not vectors or cached[1] != key:
-        unit = np.ascontiguousarray(unit_rows(vectors), dtype=np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", unit, unit, dtype=np.float64))
-        cached = (vectors, key, ItemSide(unit, None, float(norms.max(initial=0.0)), 0.0, key))
-        model.__dict__["_unit_cache"] = cached
-    side = cached[2]
-    unit = side.items
-    n = len(unit)
-    out_items = np.empty((len(rows), k), dtype=np.int64)
-    out_scores = np.empty((len(rows), k), dtype=np.float32)
-    itself = None
-    for pos, row in enumerate(rows):
-        row = int(row)
-        found = top_k_vector(side, unit[row], k, np.array([row], dtype=np.int32))
-        if found is None:
-            if itself is None:
-                itself = sp.identity(n, dtype=np.float32, format="csr")
-            _, block_items, block_scores = top_k_block(lambda r: unit[r] @ unit.T, np.array([row], dtype=np.int64),
-                                                       k, itself, position=pos)
-            found = block_items[0], block_scores[0]
-        out_items[pos], out_scores[pos] = found
-    return out_items, out_scores

@@ -29,7 +29,7 @@ from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_co
 from .positives import TrainingData
 from .declared import Param, declared_by_name, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .validation import check_epochs, early_stopping_params, need, run_epochs
+from .early_stopping import check_epochs, early_stopping_params, need, run_epochs
 
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
@@ -135,7 +135,7 @@ class WARP(FactorModel):
         over from the fit instead of repeating it: the refit starts from the fit's whole
         training state (factors, biases, adagrad's accumulators, the sampler) after epoch
         ``k``, the latest of the states kept on a geometric grid of epochs at or before
-        ``round(refit_reuse * best_epoch_)`` (:mod:`~mrec_warp.models.refit_states`), and
+        ``round(refit_reuse * best_epoch_)`` (:class:`~mrec_warp.models.early_stopping.RefitStates`), and
         trains epochs ``k + 1 .. best_epoch_`` on all the data (``refit_start_`` is ``k``).
         ``0``: every refit epoch from scratch; ignored with ``warm_epochs``. Default 0.25:
         on the selection suite (3 seeds) it took 18-25% of the refit's epochs over and no

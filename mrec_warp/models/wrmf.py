@@ -8,11 +8,36 @@ every other pair has ``p_ui = 0`` and confidence 1. The model minimises
 
 by solving for all users with the items fixed, then for all items with the users fixed.
 The per-row solves are in the Cython kernel :mod:`mrec_warp.kernels.als`.
+
+One half-iteration solves every row of one side (users, then items) against the fixed
+factors ``Y`` of the other side and the Gram matrix ``G = Y^T Y + reg I``. Each row's solve
+depends only on its own confidences, ``Y``, ``G`` and (for conjugate gradients) its current
+value, so the rows are cut into blocks of about equal work and the blocks go to whatever
+workers there are:
+
+* in this process (:class:`LocalBlocks`): threads of :func:`~mrec_warp.workers.fitting_threads`
+  writing the factor matrix in place;
+* on worker processes or a Dask cluster (:class:`RemoteBlocks`): each block's rows travel to a
+  worker and come back solved. The confidence matrix (both orientations) is shipped once
+  per fit -- scattered to every Dask worker, or written to a temporary folder that loky's
+  worker processes memory-map -- and per half-iteration only ``Y`` travels the same way
+  (``G`` is small). ``G`` is computed once per half-iteration on the driver.
+
+Either way every row goes through the same kernel call with the same inputs, so the
+factors are bit-for-bit the same on any backend and any number of workers (of one CPU
+family: the kernel picks its FMA build by CPU at load time).
+
+Fold-in and explanations rest on the same exact least-squares solve of one user's row:
+fold-in stores its solution, an explanation splits its scores into one term per history item.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+import os
+import shutil
+import tempfile
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -23,20 +48,208 @@ from ..data.confidence import (AUTO_ALPHA, CONFIDENCES, MAX_CONFIDENCE, all_equa
 from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
 from ..errors import InputError, TrainingDivergedError
+from ..files import owner_tag, remove_stale_temps
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
-from ..workers import Workers, effective_n_jobs
-from .als_blocks import TrainingData as _TrainingData, block_solver, solves_remotely
-from .wrmf_users import explain as explain_user, explain_frame as explain_user_frame, fold_in as fold_in_users
+from ..workers import ClusterError, Workers, effective_n_jobs, fitting_threads, one_blas_thread
 from .factor_model import FactorModel
-from .foldin import refuse_features
-from .history_vectors import wrmf_vector
+from .foldin import _log_fold_in, read_history, refuse_features
+from .history_vectors import gram, wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .validation import check_epochs, early_stopping_params, run_epochs
+from .early_stopping import check_epochs, early_stopping_params, run_epochs
 
 SOLVERS = ("cg", "cholesky")
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
+
+
+# -- the blocks of a half-iteration, solved on this process's threads or on other workers ------
+#: Prefix of the temporary folder that worker processes read a fit's arrays from.
+STAGE_PREFIX = "mrec-warp-als-"
+
+#: What to do when the Dask scheduler is lost in the middle of a fit (there are no parts to resume).
+LOST_HINT = "restart the scheduler and the workers, then rerun the same command; the fit starts over"
+
+
+class Rows:
+    """One side of the problem: CSR structure and confidences of the rows being solved."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, conf: np.ndarray) -> None:
+        self.indptr, self.indices, self.conf = indptr, indices, conf
+
+    @classmethod
+    def from_csr(cls, csr: sp.csr_matrix) -> "Rows":
+        return cls(csr.indptr.astype(np.int64, copy=False), csr.indices,
+                   np.ascontiguousarray(csr.data, dtype=np.float32))
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.indptr) - 1
+
+    def chunks(self, d: int, n_workers: int) -> List[Tuple[int, int]]:
+        """Row ranges of about equal work (a row costs about d + its entries per CG step),
+        four per worker so a slow range does not leave the others idle."""
+        n = self.n_rows
+        if n_workers <= 1 or n == 0:
+            return [(0, n)]
+        cost = np.cumsum(np.diff(self.indptr) + d)
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], 4 * n_workers + 1)[1:-1])
+        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+        return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class TrainingData:
+    """Both sides of a confidence matrix: users x items and its transpose."""
+
+    def __init__(self, conf_csr: sp.csr_matrix) -> None:
+        self.users = Rows.from_csr(conf_csr)
+        self.items = Rows.from_csr(conf_csr.T.tocsr())
+
+
+def solve_rows(X: np.ndarray, Y: np.ndarray, G: np.ndarray, rows: Rows, start: int, stop: int,
+               exact: bool, cg_steps: int) -> int:
+    """Solve rows ``[start, stop)`` of ``rows`` into ``X[start:stop]`` (in place): the exact
+    solve, or ``cg_steps`` conjugate-gradient steps from the current rows. Returns how many
+    systems were not positive definite (exact solve only)."""
+    if exact:
+        return int(_als.solve_exact(X, Y, G, rows.indptr, rows.indices, rows.conf, start, stop))
+    _als.solve_cg(X, Y, G, rows.indptr, rows.indices, rows.conf, start, stop, int(cg_steps))
+    return 0
+
+
+def solve_block(rows: Rows, Y: np.ndarray, G: np.ndarray, block: np.ndarray, start: int, stop: int,
+                exact: bool, cg_steps: int) -> Tuple[np.ndarray, int]:
+    """On a worker: rows ``[start, stop)`` solved, from their current values ``block``.
+
+    The block is solved as a matrix of its own against the slice of ``indptr`` that covers
+    it (its offsets still index the whole side's ``indices`` and ``conf``), so each row sees
+    exactly what it sees in :func:`solve_rows`. Returns (solved rows, failed systems).
+    """
+    x = np.array(block, dtype=np.float32, order="C", copy=True)  # arguments may be read-only maps
+    failed = solve_rows(x, Y, G, Rows(rows.indptr[start:stop + 1], rows.indices, rows.conf), 0, stop - start,
+                        exact, cg_steps)
+    return x, failed
+
+
+class LocalBlocks:
+    """Blocks solved by ``run`` (a :func:`~mrec_warp.workers.fitting_threads` pool of
+    ``n_workers`` threads) in this process; without ``run``, one block on this thread."""
+
+    def __init__(self, data: TrainingData, run: Optional[Callable] = None, n_workers: int = 1) -> None:
+        self.data, self.n_workers = data, n_workers if run is not None else 1
+        self.run = run or (lambda func, args: [func(*a) for a in args])
+        self._chunks: Dict[str, List[Tuple[int, int]]] = {}  # per side: the same every half-iteration
+
+    def solve(self, side: str, X: np.ndarray, Y: np.ndarray, G: np.ndarray, exact: bool, cg_steps: int) -> int:
+        """Solve every row of ``side`` into ``X`` (in place); returns the failed systems."""
+        rows: Rows = getattr(self.data, side)
+        if side not in self._chunks:
+            self._chunks[side] = rows.chunks(X.shape[1], self.n_workers)
+        chunks = self._chunks[side]
+        return sum(self.run(lambda a, b: solve_rows(X, Y, G, rows, a, b, exact, cg_steps), chunks))
+
+
+class RemoteBlocks:
+    """Blocks solved on the worker processes of ``workers`` (loky processes or Dask).
+
+    Use as a context manager: the confidence matrix is staged for the workers on entry
+    (once), and released on exit.
+    """
+
+    def __init__(self, data: TrainingData, workers: Workers) -> None:
+        self.data, self.workers = data, workers
+        self.folder: Optional[str] = None
+        self.sides: dict = {}
+        self.rounds = 0
+        self._chunks: Dict[str, List[Tuple[int, int]]] = {}  # per side, asked of the scheduler once
+
+    def __enter__(self) -> "RemoteBlocks":
+        if self.workers.name == "processes":
+            remove_stale_temps(tempfile.gettempdir(), prefix=STAGE_PREFIX)  # of killed runs
+            self.folder = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{owner_tag()}")
+        try:
+            with self._cluster_faults():
+                self.sides = {side: self._share(side, getattr(self.data, side)) for side in ("users", "items")}
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.sides = {}  # a scattered value is forgotten by the cluster once its futures are
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    @contextlib.contextmanager
+    def _cluster_faults(self) -> Iterator[None]:
+        """A lost Dask scheduler, while scattering or while the blocks run, is one
+        :class:`~mrec_warp.workers.ClusterError` whose hint fits a fit: nothing to resume."""
+        try:
+            yield
+        except ClusterError as exc:
+            raise ClusterError(exc.message, hint=LOST_HINT) from None
+        except (OSError, TimeoutError) as exc:
+            if self.workers.name != "dask":
+                raise
+            raise ClusterError(self.workers._lost().message, hint=LOST_HINT) from exc
+
+    def _share(self, name: str, value: Any) -> Any:
+        """``value`` where every worker can read it without it travelling with each block: scattered
+        to every Dask worker, or memory-mapped from a file (joblib passes a map by its file name)."""
+        if self.workers.name == "dask":
+            key = f"wrmf-{name}-{uuid.uuid4().hex[:8]}"  # a readable name in the dashboard, unique per fit
+            return self.workers.client.scatter({key: value}, broadcast=True, hash=False)[key]
+        if isinstance(value, Rows):
+            return Rows(*(self._share(f"{name}.{k}", a) for k, a in
+                          (("indptr", value.indptr), ("indices", value.indices), ("conf", value.conf))))
+        path = os.path.join(self.folder, f"{name}.npy")
+        np.save(path, np.ascontiguousarray(value))
+        return np.load(path, mmap_mode="r")
+
+    def solve(self, side: str, X: np.ndarray, Y: np.ndarray, G: np.ndarray, exact: bool, cg_steps: int) -> int:
+        """Solve every row of ``side`` into ``X`` on the workers; returns the failed systems."""
+        rows: Rows = getattr(self.data, side)
+        self.rounds += 1
+        name = f"fixed-{self.rounds}"  # a new file each time: never rewrite a file a worker may still map
+        failed, fixed, tasks = 0, None, []
+        try:
+            with self._cluster_faults():
+                if side not in self._chunks:
+                    self._chunks[side] = rows.chunks(X.shape[1], self.workers.workers)  # asks the scheduler
+                chunks = self._chunks[side]
+                fixed = self._share(name, Y)  # once per half-iteration, not once per block
+                tasks = [(self.sides[side], fixed, G, X[a:b], a, b, exact, cg_steps) for a, b in chunks]
+                names = [f"wrmf-{side}-{self.rounds:03d}-block-{i:03d}" for i in range(len(tasks))]
+                for (a, b), (x, bad) in zip(chunks, self.workers.map(solve_block, tasks, names=names)):
+                    X[a:b] = x
+                    failed += bad
+        finally:
+            del fixed, tasks
+            if self.folder is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.folder, f"{name}.npy"))
+        return failed
+
+
+def solves_remotely(workers: Optional[Workers]) -> bool:
+    """Whether a fit's blocks go to ``workers``: other processes, more than one of them (a
+    single loky process runs its calls in this one: staging the data would buy nothing)."""
+    if workers is None or workers.is_local_memory:
+        return False
+    return not (workers.name == "processes" and workers.workers <= 1)
+
+
+@contextlib.contextmanager
+def block_solver(data: TrainingData, workers: Optional[Workers], n_jobs: Optional[int]) -> Iterator[Any]:
+    """The solver of a fit's half-iterations, BLAS on one thread throughout: on ``workers``
+    when :func:`solves_remotely`, else on a pool of ``n_jobs`` threads kept for the fit."""
+    if not solves_remotely(workers):
+        with fitting_threads(n_jobs, single_blas=True) as run:
+            yield LocalBlocks(data, run, effective_n_jobs(n_jobs))
+        return
+    with one_blas_thread(), RemoteBlocks(data, workers) as blocks:
+        yield blocks
 
 
 class WRMF(FactorModel):
@@ -278,10 +491,10 @@ class WRMF(FactorModel):
             return f"lower `regularization` from {reg:g}: the float32 arithmetic overflows, e.g. `regularization=40`"
         return "raise `regularization` or lower `alpha`"
 
-    def loss(self, data: Optional["_TrainingData"] = None) -> float:
+    def loss(self, data: Optional["TrainingData"] = None) -> float:
         """The objective on the training data (or ``data``): weighted squared error plus L2."""
         self.check_fitted()
-        rows = (data or _TrainingData(self._confidence_csr())).users
+        rows = (data or TrainingData(self._confidence_csr())).users
         X = self.user_factors_.astype(np.float64)
         Y = self.item_factors_.astype(np.float64)
         everything = float(np.sum((X.T @ X) * (Y.T @ Y)))  # sum over all pairs of s^2
@@ -315,7 +528,7 @@ class WRMF(FactorModel):
             cluster (e.g. the stage's :class:`~mrec_warp.context.ExecutionContext`; entered
             here if it is not yet). Without it, or with threads, ``n_jobs`` threads of this
             process. The model is bit-for-bit the same either way
-            (:mod:`~mrec_warp.models.als_blocks`).
+            (:class:`LocalBlocks`, :class:`RemoteBlocks`).
         """
         self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
@@ -385,7 +598,7 @@ class WRMF(FactorModel):
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
         The half-iterations' blocks run on ``workers`` when they are other processes
-        (:func:`~mrec_warp.models.als_blocks.block_solver`), else on a pool of ``n_jobs``
+        (:func:`block_solver`), else on a pool of ``n_jobs``
         threads kept for the whole run. BLAS runs on one thread here
         throughout: the Gram matrices then come out the same whatever ``n_jobs`` or the
         workers are (so do the factors, as every row's solve is independent), they cost
@@ -393,7 +606,7 @@ class WRMF(FactorModel):
         other programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead
         of 0.2 ms.
         """
-        data = _TrainingData(conf_csr)
+        data = TrainingData(conf_csr)
         with block_solver(data, workers, self.n_jobs) as blocks:
             def step():
                 self._iteration(blocks)
@@ -411,22 +624,144 @@ class WRMF(FactorModel):
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
                 progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WRMF":
         """Add users from a history by one exact solve each, without refitting (in place;
-        returns ``self``). ``history`` is anything :meth:`WARP.fold_in` takes (a sparse
-        matrix's values are confidences' values, its rows the users ``user_ids``); ``epochs``
-        is ignored (nothing is iterated), ``user_features`` refused. See
-        :func:`mrec_warp.models.wrmf_users.fold_in`."""
+        returns ``self``).
+
+        Each user of ``history`` (anything :meth:`WARP.fold_in` takes; a sparse matrix's
+        values are confidences' values, its rows the users ``user_ids``) gets the exact
+        least-squares solution against the fixed item factors: one Cholesky solve, nothing
+        iterated, so ``epochs`` is ignored; ``user_features`` are refused. New users are
+        appended; known users are re-solved from their training items plus the history (an
+        item in both keeps the larger confidence). Items the model does not know are skipped
+        and counted in ``fold_in_summary_``.
+        """
         refuse_features(self, user_features)
-        return fold_in_users(self, history, epochs=epochs, progress=progress, user_ids=user_ids)
+        self.check_fitted()
+        progress = progress or SILENT
+        if epochs is not None:
+            progress.log("note: fold-in epochs do not apply to WRMF, whose fold-in is one exact solve")
+        source = str(history) if isinstance(history, (str, os.PathLike)) else None
+        table = read_history(history, source, model=self, user_ids=user_ids, values=True)
+        items = self.item_indices(table["item"].to_numpy(), strict=False)
+        known = items >= 0
+        if not known.any():
+            raise InputError(f"none of the {len(table)} history rows names an item the model knows", path=source,
+                             hint="the history's second column must hold item ids of the training data")
+        users_col = table["user"].to_numpy()[known]
+        values = table["value"].to_numpy()[known] if "value" in table else None
+        if values is not None:
+            self.confidences(values)  # refuses bad values before the model changes
+        ids = np.asarray(pd.unique(users_col), dtype=str)
+        new = ids[self.user_indices(ids, strict=False) < 0]
+        if len(new):
+            self.append_users(new)
+        idx = self.user_indices(ids)
+        codes = pd.Index(ids).get_indexer(users_col)
+        # repeated rows of a pair add their values, as in training; then values become confidences
+        hist = sp.csr_matrix((np.ones(len(codes)) if values is None else values, (codes, items[known])),
+                             shape=(len(ids), self.n_items), dtype=np.float64)
+        hist.sum_duplicates()  # a value of 0 stays: the pair's confidence is the lowest, as in training
+        hist.data = self.confidences(None if values is None else hist.data, hist.nnz)
+        hist = hist.maximum(self._confidence_csr()[idx]).tocsr()  # a repeated item keeps its larger confidence
+        hist.sort_indices()
+        self._replace_rows(idx, hist)
+        rows = self.user_factors_[idx].copy()
+        failed = _als.solve_exact(rows, self.item_factors_, gram(self),
+                                  hist.indptr.astype(np.int64), hist.indices, hist.data.astype(np.float32),
+                                  0, len(idx))
+        if failed:
+            raise InputError(f"{failed} fold-in systems were not positive definite",
+                             hint="refit with regularization > 0")
+        self.user_factors_[idx] = rows
+        n_unknown = int((~known).sum())
+        self.fold_in_summary_: Dict[str, Any] = {"users": len(ids), "new_users": len(new), "rows": int(known.sum()),
+                                                "rows_with_unknown_items": n_unknown, "epochs": 0}
+        _log_fold_in(progress, self.fold_in_summary_, ", exact solve")
+        return self
+
+    def _replace_rows(self, rows: np.ndarray, values: sp.csr_matrix) -> None:
+        """Rows ``rows`` of the training matrix and its confidences become ``values``'s rows."""
+        keep = np.ones(self.n_users, dtype=bool)
+        keep[rows] = False
+        old = self._confidence_csr().tocoo()
+        mask = keep[old.row]
+        new = values.tocoo()
+        merged = sp.csr_matrix((np.concatenate([old.data[mask], new.data]),
+                                (np.concatenate([old.row[mask], np.asarray(rows)[new.row]]),
+                                 np.concatenate([old.col[mask], new.col]))), shape=self.train_.shape)
+        merged.sort_indices()
+        self.confidence_ = merged.data.astype(np.float32)
+        self.train_ = sp.csr_matrix((np.ones(merged.nnz, np.float32), merged.indices, merged.indptr),
+                                    shape=merged.shape)
+        self._interactions_cache = None
 
     def explain(self, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Which of ``user``'s training items drove the scores of ``items``: (history items,
-        contributions, scores), see :func:`mrec_warp.models.wrmf_users.explain`."""
-        return explain_user(self, user, items, k=k)
+        """Which of ``user``'s training items drove the scores of ``items`` (Hu et al. 2008, sec. 5).
+
+        With ``W = (Y^T C_u Y + reg * I)^-1`` the exact solve gives
+        ``score(u, i) = sum_j s_ij c_uj`` over the user's items ``j``, ``s_ij = y_i^T W y_j``:
+        each term is what history item ``j`` contributes to item ``i``.
+
+        Parameters
+        ----------
+        user : int
+            Row index of the user (see :meth:`user_indices`).
+        items : sequence of int
+            Item indices to explain.
+        k : int
+            Contributions returned per item, largest first.
+
+        Returns
+        -------
+        history_items : int64 array (len(items), k)
+            Item indices of the user's history, ``-1`` where the history is shorter than ``k``.
+        contributions : float32 array (len(items), k)
+        scores : float64 array (len(items),)
+            The sum of all contributions: the score of the exact solve (the fitted user
+            vector, after a few CG steps, scores within a small margin of it).
+        """
+        self.check_fitted()
+        user = int(user)
+        if not 0 <= user < self.n_users:
+            raise InputError(f"user index {user} is out of range (the model has {self.n_users} users)")
+        items = np.atleast_1d(np.asarray(items, dtype=np.int64))
+        if len(items) and (items.min() < 0 or items.max() >= self.n_items):
+            raise InputError(f"item indices must be in [0, {self.n_items})")
+        lo, hi = self.train_.indptr[user], self.train_.indptr[user + 1]
+        hist = self.train_.indices[lo:hi]
+        c = self.confidence_[lo:hi].astype(np.float64)
+        Y = self.item_factors_.astype(np.float64)
+        A = Y.T @ Y + float(self.regularization) * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
+        S = Y[items] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
+        contrib = S * c
+        n = min(int(k), len(hist))
+        out_items = np.full((len(items), int(k)), -1, dtype=np.int64)
+        out_contrib = np.zeros((len(items), int(k)), dtype=np.float32)
+        if n:
+            order = np.argsort(-contrib, axis=1, kind="stable")[:, :n]
+            out_items[:, :n] = hist[order]
+            out_contrib[:, :n] = np.take_along_axis(contrib, order, axis=1)
+        return out_items, out_contrib, contrib.sum(axis=1)
 
     def explain_frame(self, user_id, item_ids: Optional[Sequence] = None, k: int = 5, n: int = 10) -> pd.DataFrame:
-        """:meth:`explain` for ids, as a table (user, item, score, history_item, contribution,
-        rank); without ``item_ids`` the user's top-``n`` recommendations are explained."""
-        return explain_user_frame(self, user_id, item_ids, k=k, n=n)
+        """:meth:`explain` for ids, as a table: columns user, item, score, history_item,
+        contribution, rank; without ``item_ids`` the user's top-``n`` recommendations are explained."""
+        user = int(self.user_indices([user_id])[0])
+        if item_ids is None:
+            items, _ = self.recommend(np.array([user]), k=int(n))
+            items = items[0][items[0] >= 0]
+        else:
+            items = self.item_indices(list(item_ids))
+        hist, contrib, scores = self.explain(user, items, k=k)
+        valid = hist >= 0
+        rows = np.repeat(np.arange(len(items)), hist.shape[1]).reshape(hist.shape)[valid]
+        return pd.DataFrame({
+            "user": np.full(int(valid.sum()), str(self.user_ids[user]), dtype=object),
+            "item": self.item_ids[items[rows]],
+            "score": scores[rows].astype(np.float32),
+            "history_item": self.item_ids[hist[valid]],
+            "contribution": contrib[valid],
+            "rank": np.tile(np.arange(1, hist.shape[1] + 1), len(items)).reshape(hist.shape)[valid],
+        })
 
     # -- persistence -------------------------------------------------------------------------
     def get_arrays(self) -> Dict[str, np.ndarray]:

@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
 from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
 from ..models.params import check_number, integer_params
-from ..models.validation import holdout_split, id_keys
+from ..models.early_stopping import holdout_split, id_keys
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs

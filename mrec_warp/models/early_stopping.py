@@ -1,8 +1,23 @@
-"""Hold-out validation used for early stopping: split, a fast precision@k, the epoch loop,
-and the fit that iterative models (WARP, its hybrid, WRMF) share around it."""
+"""Early stopping of the models trained in epochs (WARP, its hybrid, WRMF): the hold-out,
+its scoring, the epoch loop with its patience, and the refit on all the data.
+
+* **The hold-out** (:func:`holdout_split`, :func:`sample_users`, :class:`Holdout`): per user,
+  a share of the pairs, and the users scored, both drawn by keys of the ids so that they
+  follow the pairs, not the order of a file's rows.
+* **Its scoring**: precision@k through the general top-k path (:func:`precision_at_k`), or,
+  on one thread, :class:`HoldoutScorer`, which prepares everything once for the many
+  evaluations of a fit and gives the same bits.
+* **The epoch loop** (:func:`run_epochs`): evaluate every ``eval_every`` passes, stop when the
+  patience runs out, put the best pass's snapshot back.
+* **The refit** (:func:`fit_or_select`, :func:`refit_all`): on all the data for the best
+  number of passes, from scratch or from a training state the fit kept
+  (:class:`RefitStates`, WARP's ``refit_reuse``).
+"""
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -10,12 +25,13 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..kernels.topk import topk_masked
 from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
-from ..topk import iter_top_k
+from ..topk import SCORE_ROWS, KernelExclusion, iter_top_k
+from ..workers import one_blas_thread
 from .alignment import as_aligned_csr
 from .declared import Param
-from .refit_states import MOST_STATES, RefitStates
 
 
 #: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
@@ -93,6 +109,33 @@ def sample_users(val: sp.csr_matrix, most: int, rng: np.random.Generator,
     return np.sort(users[np.argsort(keys, kind="stable")[:most]])
 
 
+
+@dataclass
+class Holdout:
+    """The hold-out a fit's passes are scored on (what :func:`run_epochs` takes as ``validation``).
+
+    Attributes
+    ----------
+    fit : csr_matrix
+        The pairs trained on, users x items: never recommended back.
+    held_out : csr_matrix
+        The held-out pairs, same shape: a recommended one is a hit, whatever its value.
+    rng : numpy.random.Generator
+        Draws the users scored when ``users`` is not given.
+    users : int array, optional
+        The users scored at every evaluation; by default up to ``model.validation_users``
+        users of ``held_out`` (:func:`sample_users`, one fixed sample for the whole run).
+    refit_states : RefitStates, optional
+        Shown every pass with the best pass so far: it keeps training states a refit may start from.
+    """
+
+    fit: sp.csr_matrix
+    held_out: sp.csr_matrix
+    rng: np.random.Generator
+    users: Optional[np.ndarray] = None
+    refit_states: Optional[RefitStates] = None
+
+
 def precision_at_k(
     score_fn: Callable[[np.ndarray], np.ndarray],
     n_items: int,
@@ -122,14 +165,84 @@ def precision_at_k(
     return hits / (k * len(users))
 
 
-def holdout_scorer(model, fit_part: sp.csr_matrix, val: sp.csr_matrix, users: np.ndarray, k: int, n_jobs: int):
-    """The prepared one-thread scorer of :mod:`.holdout_scoring` when ``model`` scores by its
-    factors alone (``FactorModel.score_users``) and runs on one thread; else ``None`` (the
-    general :func:`precision_at_k`, which spreads blocks over ``n_jobs`` threads)."""
-    from .factor_model import FactorModel  # (factor_model imports this module)
-    from .holdout_scoring import HoldoutScorer
+_NO_MASK = np.zeros(0, dtype=np.uint8)
 
-    if n_jobs != 1 or not isinstance(model, FactorModel) or type(model).score_users is not FactorModel.score_users:
+
+class HoldoutScorer:
+    """Precision@``k`` of a model's scores on fixed ``users``, excluding ``exclude``'s items,
+    on one thread, with everything prepared once.
+
+    Early stopping scores the same users against the same exclusions every pass (WARP: every
+    epoch, patience 10). :func:`precision_at_k` goes through the general top-k path
+    (:func:`mrec_warp.topk.iter_top_k`): a fresh score block of up to 64 MB per call (page
+    faults every epoch, and a block far larger than the caches, written, biased and read
+    again), the exclusion CSR converted again, and a sparse fancy-index per block to count the
+    hits. This scorer keeps one score buffer of :data:`~mrec_warp.topk.SCORE_ROWS` rows (it
+    stays in cache between the product, the bias and the top-k), the exclusion and the truth
+    keys built once, and writes the top-k of all users into one array.
+
+    The scores are the same bits: every call of the model's scoring still scores exactly
+    ``SCORE_ROWS`` users on one BLAS thread, the user at list position ``p`` in row
+    ``p % SCORE_ROWS``, the rows outside the list filled with the first user
+    (:func:`mrec_warp.topk.grid_scores`), and the top-k is the same kernel; so the score of
+    every evaluation, the pass early stopping picks and the fitted factors do not change.
+
+    Parameters
+    ----------
+    exclude : csr_matrix
+        The fitting pairs (never recommended back), users x items.
+    truth : csr_matrix
+        The held-out pairs; every stored entry is a hit when recommended, whatever its value.
+    users : int array
+        The users scored (rows of both matrices), each once.
+    k : int
+    """
+
+    def __init__(self, exclude: sp.csr_matrix, truth: sp.csr_matrix, users: np.ndarray, k: int) -> None:
+        self.users = np.asarray(users, dtype=np.int64)
+        self.k = int(k)
+        self.n_items = int(truth.shape[1])
+        self.exclusion = KernelExclusion.of(exclude)
+        self.rows = np.where(self.users < self.exclusion.n_rows, self.users, -1).astype(np.int64)
+        # a key per held-out pair of the scored users: position * n_items + item, sorted
+        sub = sp.csr_matrix(truth[self.users])
+        positions = np.repeat(np.arange(len(self.users), dtype=np.int64), np.diff(sub.indptr))
+        self.truth_keys = np.sort(positions * self.n_items + sub.indices.astype(np.int64))
+        self.call_rows = np.empty(SCORE_ROWS, dtype=np.int64)
+        self.items = np.empty((len(self.users), self.k), dtype=np.int64)
+        self.top_scores = np.empty((len(self.users), self.k), dtype=np.float32)
+        self.scores: Optional[np.ndarray] = None  # SCORE_ROWS x n_items, allocated at first use
+
+    def __call__(self, score_fn: Callable[..., np.ndarray]) -> float:
+        """Precision@k of the scores ``score_fn(rows, out=buffer)`` writes (a model's ``score_users``)."""
+        n = len(self.users)
+        if n == 0:
+            return float("nan")
+        if self.scores is None:
+            self.scores = np.empty((SCORE_ROWS, self.n_items), dtype=np.float32)
+        ex = self.exclusion
+        with one_blas_thread():
+            for start in range(0, n, SCORE_ROWS):
+                stop = min(start + SCORE_ROWS, n)
+                rows = self.call_rows
+                rows.fill(self.users[0])  # as grid_scores fills a call's rows outside the list
+                rows[:stop - start] = self.users[start:stop]
+                scores = score_fn(rows, out=self.scores)
+                topk_masked(scores[:stop - start], self.rows[start:stop], ex.indptr, ex.indices, _NO_MASK,
+                            self.items[start:stop], self.top_scores[start:stop])
+        valid = self.items >= 0
+        keys = (np.repeat(np.arange(n, dtype=np.int64), self.k) * self.n_items + self.items.ravel())[valid.ravel()]
+        where = np.searchsorted(self.truth_keys, keys)
+        found = where < len(self.truth_keys)
+        hits = int(np.count_nonzero(self.truth_keys[where[found]] == keys[found]))
+        return hits / (self.k * n)
+
+
+def holdout_scorer(fit_part: sp.csr_matrix, val: sp.csr_matrix, users: np.ndarray, k: int,
+                   n_jobs: int) -> Optional[HoldoutScorer]:
+    """The prepared :class:`HoldoutScorer` when the passes are scored on one thread; else
+    ``None`` (the general :func:`precision_at_k`, which spreads blocks over ``n_jobs`` threads)."""
+    if n_jobs != 1:
         return None
     return HoldoutScorer(fit_part, val, users, k)
 
@@ -140,7 +253,7 @@ def run_epochs(
     epochs: int,
     progress,
     callbacks: Sequence[Callable],
-    validation: Optional[Tuple[sp.csr_matrix, sp.csr_matrix, np.random.Generator]] = None,
+    validation: Optional[Holdout] = None,
     phase: str = "fit",
     unit: str = "epoch",
     n_jobs: int = 1,
@@ -150,19 +263,16 @@ def run_epochs(
     """Run up to ``epochs`` passes of ``step``; with ``validation``, early-stop and keep the best.
 
     ``step()`` runs one pass and returns ``(stats, text)``: numbers for the pass's log entry
-    and what its progress line shows. ``validation`` is ``(fit, val, rng)`` or
-    ``(fit, val, rng, users)``: every ``model.eval_every`` passes, precision@``model.eval_k``
-    (the blocked BLAS top-k of :mod:`mrec_warp.topk`) on ``users``, by default up to
-    ``model.validation_users`` users of ``val`` (:func:`sample_users`, one fixed sample for
-    the whole run), excluding ``fit``. The patience is counted in
+    and what its progress line shows. With a :class:`Holdout`, every ``model.eval_every``
+    passes, precision@``model.eval_k`` of ``model.score_users`` (the blocked BLAS top-k of
+    :mod:`mrec_warp.topk`) on its users, excluding its ``fit`` pairs. The patience is counted in
     passes: training stops at the first evaluation ``model.patience`` or more passes after
     the last rise of the score (with ``eval_every`` 1, after ``patience`` evaluations
     without one), and the best-scoring snapshot (``model.snapshot`` / ``model.restore``)
     is put back. A rise counts for the patience when it beats the score of the previous
     counted rise by more than ``min_improvement`` of it (relative; 0: any rise), so that a
-    plateau creeping up by noise-sized steps does not keep training alive. A fifth element of
-    ``validation``, a :class:`~.refit_states.RefitStates`, is shown every pass with the best
-    pass so far (it keeps training states a refit may start from). Log entries go to
+    plateau creeping up by noise-sized steps does not keep training alive. The hold-out's
+    :class:`RefitStates`, if any, is shown every pass with the best pass so far. Log entries go to
     ``model.history_``, numbered from ``first + 1`` (a refit that goes on from pass
     ``first``); ``callbacks(model, logs)`` returning ``True`` stop training.
 
@@ -174,11 +284,12 @@ def run_epochs(
     eval_users = None
     keeper = None
     if validation is not None:
-        fit_part, val, rng = validation[:3]
-        # (fit, val, rng, users): the users fit_or_select drew by id; else drawn here
-        eval_users = validation[3] if len(validation) > 3 else sample_users(val, int(model.validation_users), rng)
-        scorer = holdout_scorer(model, fit_part, val, eval_users, int(model.eval_k), n_jobs)
-        keeper = validation[4] if len(validation) > 4 else None
+        fit_part, val = validation.fit, validation.held_out
+        eval_users = validation.users  # fit_or_select draws them by id; else drawn here
+        if eval_users is None:
+            eval_users = sample_users(val, int(model.validation_users), validation.rng)
+        scorer = holdout_scorer(fit_part, val, eval_users, int(model.eval_k), n_jobs)
+        keeper = validation.refit_states
     # a bar over the passes on a terminal (each pass logs its own line: no line per unit)
     for epoch in progress.iterate(range(first + 1, first + epochs + 1), total=epochs, desc=phase, unit=unit,
                                   lines=False):
@@ -190,7 +301,7 @@ def run_epochs(
         if evaluated:
             t1 = time.perf_counter()
             if scorer is not None:
-                score = scorer(*model.factor_parts())
+                score = scorer(model.score_users)
             else:
                 score = precision_at_k(model.score_users, model.n_items, fit_part, val, int(model.eval_k),
                                        users=eval_users, n_jobs=n_jobs)
@@ -231,6 +342,97 @@ def check_epochs(model) -> None:
          "choose the count by early stopping)")
 
 
+# -- the refit -------------------------------------------------------------------------------
+#: Successive grid epochs differ by at most this factor (and by at least 1).
+GRID_RATIO = 1.25
+#: Most training states kept at once (each: the factors and their accumulators).
+MOST_STATES = 5
+
+
+def grid_epochs(most: int):
+    """The grid epochs up to ``most``: 1, 2, ..., then each ``floor(previous * GRID_RATIO)``."""
+    e = 1
+    while e <= most:
+        yield e
+        e = max(e + 1, int(math.floor(e * GRID_RATIO)))
+
+
+class RefitStates:
+    """Training states of a fit, kept where a refit reusing ``fraction`` of it may start
+    (WARP's ``refit_reuse``).
+
+    After early stopping on an internal hold-out has chosen ``best`` epochs, the refit trains
+    on all the data. From scratch, its first epochs repeat what the fit's first epochs did on
+    90% of the pairs. This keeps copies of the whole training state (factors, biases, the
+    optimiser's accumulators, the sampler's state and the epoch count: the model's
+    :meth:`~mrec_warp.models.factor_model.FactorModel.train_state`) at some of the fit's
+    epochs, so that the refit can start at epoch ``k <= round(fraction * best)`` and train
+    only the ``best - k`` epochs after it on all the data.
+
+    ``best`` is known only when the fit stops, so states are kept on a geometric grid of
+    epochs (each at most :data:`GRID_RATIO` times the one before: 1, 2, ..., 8, 10, 12, 15,
+    18, 22, ...), and only those that can still be the start: the latest at or before the
+    current best epoch's target and the ones after it, at most :data:`MOST_STATES` (when
+    there are more, the one whose neighbours are closest by ratio goes, never the oldest or
+    the newest). The start is then the latest kept epoch at or before
+    ``round(fraction * best)``: never after the target, so the refit reuses at most the
+    share the parameter says, and usually within a grid step of it (on the selection suite
+    at 0.25, the start was at 19-24% of ``best``).
+
+    Parameters
+    ----------
+    fraction : float
+        The refit starts at the latest kept epoch at or before ``round(fraction * best)``.
+    every_epoch : bool
+        Keep a state after every epoch that can still be the start (the exact target,
+        whatever the memory): for measuring, not for fits.
+    """
+
+    def __init__(self, fraction: float, every_epoch: bool = False, most: int = MOST_STATES) -> None:
+        self.fraction = float(fraction)
+        self.every_epoch = every_epoch
+        self.most = int(most)
+        self.states: Dict[int, Any] = {}
+        self._grid = set()
+        self._grid_top = 0
+
+    def target(self, best: int) -> int:
+        """The epoch a refit after ``best`` epochs would ideally start from (before ``best``)."""
+        return min(int(round(self.fraction * best)), best - 1)
+
+    def _on_grid(self, epoch: int) -> bool:
+        if self.every_epoch:
+            return True
+        if epoch > self._grid_top:  # extend the grid (epochs only grow)
+            self._grid_top = 2 * epoch
+            self._grid = set(grid_epochs(self._grid_top))
+        return epoch in self._grid
+
+    def after_epoch(self, model, epoch: int, best: int) -> None:
+        """Called after each fit epoch ``epoch`` (1-based) with the best epoch so far."""
+        if self._on_grid(epoch):
+            self.states[epoch] = model.train_state()
+        floor = self._start_epoch(max(best, 1))
+        for e in [e for e in self.states if floor is not None and e < floor]:
+            del self.states[e]  # the final best is no earlier than this one: never a start again
+        if not self.every_epoch and len(self.states) > self.most:
+            # thin where the kept epochs are densest (by ratio), never the start or the newest
+            kept = sorted(self.states)
+            i = min(range(1, len(kept) - 1), key=lambda j: kept[j + 1] / kept[j - 1])
+            del self.states[kept[i]]
+
+    def _start_epoch(self, best: int) -> Optional[int]:
+        target = self.target(best)
+        below = [e for e in self.states if e <= target]
+        return max(below) if below else None
+
+    def start(self, best: int) -> Optional[Tuple[int, Any]]:
+        """``(k, state)``: the kept state a refit of ``best`` epochs starts from, or ``None``
+        (none kept at or before the target: the refit starts from scratch)."""
+        k = self._start_epoch(best)
+        return None if k is None else (k, self.states[k])
+
+
 def _reuse(model) -> float:
     """The share of the fit a refit reuses (WARP's ``refit_reuse``; 0 for a model without it)."""
     return float(getattr(model, "refit_reuse", 0.0) or 0.0)
@@ -262,7 +464,7 @@ def check_factor_memory(model, n_users: int, n_items: int) -> None:
 
 def refit_states_fit(model, n_users: int, n_items: int) -> bool:
     """Whether the training states a reusing refit keeps (up to
-    :data:`~.refit_states.MOST_STATES` + 1 of ``model.STATE_COPIES`` factor copies each) take
+    :data:`MOST_STATES` + 1 of ``model.STATE_COPIES`` factor copies each) take
     at most half the memory still available: a saving in time, so never at the risk of
     running out (the refit then starts from scratch, as with ``refit_reuse=0``)."""
     need = _factor_bytes(model, n_users, n_items, (MOST_STATES + 1) * model.STATE_COPIES)
@@ -310,7 +512,7 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
             progress.log("the refit will start from scratch: the training states `refit_reuse` keeps would "
                          "take more than half the available memory")
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
-                              validation=(fit_part, val, rng, users, keeper), **train_options)
+                              validation=Holdout(fit_part, val, rng, users, keeper), **train_options)
     model.best_epoch_ = best
     if validation is not None:
         return
@@ -333,7 +535,7 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
 def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates], init_seed: int, progress,
               callbacks: Sequence[Callable], unit: str = "epoch", **train_options) -> None:
     """The refit on all of ``csr`` for ``best`` passes in all: from the fit's training state
-    at pass ``k`` (``keeper.start(best)``, :mod:`.refit_states`) for the ``best - k`` passes
+    at pass ``k`` (``keeper.start(best)``, :class:`RefitStates`) for the ``best - k`` passes
     after it, numbered ``k + 1 .. best``, or, with no state kept, from the fit's initial
     state (drawn again from ``init_seed``) for ``best`` passes. ``model.refit_start_`` is ``k``
     (0 from scratch)."""
