@@ -10,8 +10,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
-from .arrow import as_arrow_table, frame_of, is_arrow_like
-from .id_text import id_text, series_id_texts
+from .arrow import as_arrow_table, is_arrow_like
+from .id_text import frame_of, id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (

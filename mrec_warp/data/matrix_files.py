@@ -44,12 +44,11 @@ from .id_lines import check_unique, check_writable_ids, read_paired_id_lines, wr
 from .inputs import check_readable, output_encoding
 from .interactions import _compact, _ids_of
 from .npz import NpzArchive, check_finite, write_npz
-from .ratings import read_ratings
+from .ratings import MAX_ABS_VALUE, read_ratings
 from .rows import (
     DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, merge_rows, nothing_left, table_locator,
 )
 from .tsv import check_tsv_ids, write_interactions
-from .value_columns import MAX_ABS_VALUE
 
 #: The formats :func:`read_matrix` and :func:`write_matrix` know.
 MATRIX_FORMATS = ("text", "mtx", "npz")
