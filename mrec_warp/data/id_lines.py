@@ -29,7 +29,7 @@ from .inputs import check_readable, decode_input, output_encoding, read_list_byt
 from .npz import MAX_ID_CHARS, first_duplicate
 
 
-# -- id lists --------------------------------------------------------------------------------
+# -- id lists ---------------------------------------------------------------------------------
 def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
                  note: Optional[Callable[[str], None]] = None, first_column: bool = False) -> List[str]:
     """Ids from a file with one id per line (``--users FILE``, ``--items-file FILE``).
@@ -91,7 +91,7 @@ def _first_field(line: str) -> str:
     return split_fields(line, ",")[0]
 
 
-# -- row ids ---------------------------------------------------------------------------------
+# -- row ids ----------------------------------------------------------------------------------
 def read_row_ids(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
     """The row ids of a ``what`` id file, one per line, and the encoding they were read in.
 

@@ -138,9 +138,10 @@ def number_values(column) -> np.ndarray:
 
 
 def frame_of(table, columns: Sequence[Optional[str]], value_col: Optional[str] = None) -> pd.DataFrame:
-    """The ``columns`` of a ``pyarrow.Table`` (:func:`~mrec_warp.data.arrow.as_arrow_table`) that
-    :meth:`Interactions.from_dataframe` reads, as pandas: ids as text (None where null),
-    ``value_col`` as float64; the rows keep their positions as labels (row 0 first)."""
+    """The ``columns`` of a ``pyarrow.Table`` (:func:`~mrec_warp.data.arrow.as_arrow_table`)
+    that :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe` reads, as pandas:
+    ids as text (None where null), ``value_col`` as float64; the rows keep their positions as
+    labels (row 0 first)."""
     data = {col: number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
             for col in dict.fromkeys(c for c in columns if c is not None)}
     return pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))

@@ -270,6 +270,7 @@ def read_ratings(
     return out
 
 
+# -- a text file ------------------------------------------------------------------------------
 def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int, encoding: str,
                empty_ids: str) -> Optional[np.ndarray]:
     """The rows with an empty user or item field, which ``empty_ids="drop"`` keeps for the
@@ -372,6 +373,7 @@ def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError
                       path=str(path), line=lineno, hint=hint)
 
 
+# -- which columns are user, item, value and timestamp ----------------------------------------
 def _resolve_columns(
     columns: Optional[List[str]], header_names: Optional[List[str]], n_fields: int, path: Path
 ) -> List[int]:
@@ -422,7 +424,7 @@ def _resolve_columns(
     return chosen
 
 
-# -- the header line ---------------------------------------------------------------------------
+# -- the header line --------------------------------------------------------------------------
 #: Header names that give a header away even when every column holds text ids; compared
 #: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
 _HEADER_WORDS = frozenset(

@@ -434,7 +434,7 @@ def _reader_index(index, n_rows: Optional[int]) -> bool:
     return int(index.min()) >= 0 and int(index.max()) < n_rows
 
 
-# -- prepare's positives -----------------------------------------------------------------------
+# -- prepare's positives ----------------------------------------------------------------------
 @dataclass
 class Positives:
     """Merged, filtered interactions as integer codes, sorted by user then item.
