@@ -12,7 +12,7 @@ import pytest
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.near_ids import close_id
 from mrec_warp.data.ratings import read_ratings
-from mrec_warp.data.reading_words import describe_reading
+from mrec_warp.data.ratings import describe_reading
 from mrec_warp.errors import InputError
 
 from .test_guards import one_line_error, run

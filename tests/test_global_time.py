@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrec_warp.cli.prepare import prepare as prepare_cli
-from mrec_warp.data.cutoff import parse_cutoff
-from mrec_warp.data.split import iter_splits
+from mrec_warp.data.split import iter_splits, parse_cutoff
 from mrec_warp.stages.prepare import prepare
 from mrec_warp.errors import InputError
 

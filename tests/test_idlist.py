@@ -1,7 +1,7 @@
 """Id lists (--users / --items files): whole lines are ids, repeats are kept once."""
 from __future__ import annotations
 
-from mrec_warp.data.idlist import read_id_list
+from mrec_warp.data.id_lines import read_id_list
 
 
 def test_id_list_takes_whole_lines(tmp_path):

@@ -288,7 +288,7 @@ def test_hybrid_copies_with_new_ids_keep_the_id_encoding(tmp_path):
 
 def test_evaluate_items_reads_the_first_field_of_a_csv_feature_file(tmp_path):
     """A quoted comma in the first column of a CSV feature file is part of the id."""
-    from mrec_warp.data.idlist import read_id_list
+    from mrec_warp.data.id_lines import read_id_list
 
     path = tmp_path / "items.csv"
     path.write_bytes(b'"Warhammer 40,000",genre:Strategy\r\n"The ""Quoted"" Game",x\r\nPlain ,y\r\nalone\r\n')

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
-from mrec_warp.data.idlist import read_id_list
+from mrec_warp.data.id_lines import read_id_list
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.errors import InputError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mrec_warp.data.binarise import binarise
+from mrec_warp.data.rows import binarise
 
 
 def test_duplicates_merge_by_the_rule_chosen_with_the_earliest_time():

@@ -307,10 +307,10 @@ def test_movielens_100k(tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
-    from mrec_warp.data import split_folder
+    from mrec_warp.data import split
 
     path = frame_file(tmp_path, random_ratings(seed=1))
-    real = split_folder.write_interactions
+    real = split.write_interactions
     calls = []
 
     def failing(df, target):
@@ -319,7 +319,7 @@ def test_a_failed_write_leaves_no_partial_split(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real(df, target)
 
-    monkeypatch.setattr(split_folder, "write_interactions", failing)
+    monkeypatch.setattr(split, "write_interactions", failing)
     with pytest.raises(OSError):
         prepare(path, tmp_path / "out")
     # a new folder is written whole, then renamed: no folder, no temporary files beside it

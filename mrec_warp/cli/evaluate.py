@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence
 import click
 
 from ..context import ExecutionContext
-from ..data.idlist import read_id_list
+from ..data.id_lines import read_id_list
 from ..data.inputs import check_readable
 from ..errors import printable
 from ..data.features import read_features

@@ -1,25 +1,20 @@
 """Arrow tables in: pyarrow and polars tables (and anything speaking the Arrow PyCapsule or
-dataframe interchange protocol) as the pandas tables the row rules read, ids as text.
+dataframe interchange protocol) as one ``pyarrow.Table``, and its columns as plain arrays.
 
 pyarrow is an optional dependency (``pip install mrec-warp[parquet]``), imported only
-when such a table or a Parquet file is met, so the package imports without it. Ids come
-out as a text file would give them: strings as they are (spaces, commas, emoji, leading
-zeros), integers as their decimal text (``7``, never ``7.0``), floats that are whole
-numbers likewise (an integer column that went through a NaN), other floats as their
-shortest round-trip text (``1.5``); a null or NaN id is a missing id, refused (or dropped
-with ``empty_ids="drop"``) as an empty field of a text file is. Dictionary-encoded (polars
+when such a table or a Parquet file is met, so the package imports without it
+(:func:`pyarrow` says in one line what needs it). Dictionary-encoded (polars
 ``Categorical`` / ``Enum``), ``string_view`` and ``large_string`` columns read as their
-values. The rule is :mod:`mrec_warp.data.id_text`'s, which pandas columns follow too.
+values (:func:`one_array`). Their cells become ids and values by the one rule of
+:mod:`mrec_warp.data.id_text`, which pandas columns and Parquet files follow too.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
-import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .id_text import float_id_texts
 
 #: What installs the optional dependency, said in every refusal for want of it.
 PYARROW_HINT = "pip install 'mrec-warp[parquet]' (or pip install pyarrow)"
@@ -102,54 +97,3 @@ def _plain_array(array, pa):
     if getattr(pa.types, "is_binary_view", None) is not None and pa.types.is_binary_view(kind):
         return pa.compute.cast(array, pa.large_binary())
     return array
-
-
-def id_texts(column) -> np.ndarray:
-    """An Arrow id column as an object array of str, ``None`` where the id is null or NaN.
-
-    The text is what a text file of the same ids holds, by the one rule of
-    :mod:`mrec_warp.data.id_text` (which pandas columns go through too).
-    """
-    pa = pyarrow("an Arrow id column")
-    pc = pa.compute
-    column = one_array(column)
-    kind = column.type
-    if pa.types.is_floating(kind):
-        values = column.to_numpy(zero_copy_only=False)  # a null is NaN, a missing id as NaN is
-        return float_id_texts(values)
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
-        try:
-            column = pc.cast(column, pa.large_string())  # checks the bytes are UTF-8, as every id output is
-        except pa.ArrowInvalid:
-            raise InputError("an id column holds bytes that are not UTF-8 text",
-                             hint="decode the ids to text first (e.g. from Latin-1)") from None
-    elif not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        try:
-            column = pc.cast(column, pa.large_string())  # integers as decimal text, booleans, dates, decimals
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise InputError(f"an id column of type {kind} cannot be read as text",
-                             hint="ids are text or whole numbers; convert the column first") from None
-    return np.asarray(column.to_pylist(), dtype=object)  # exact str objects; None for nulls
-
-
-def number_values(column) -> np.ndarray:
-    """An Arrow value column as float64, NaN where it is null; a text column is parsed as
-    a text file's is (``pandas.to_numeric``), NaN where it is no number."""
-    pa = pyarrow("an Arrow value column")
-    column = one_array(column)
-    kind = column.type
-    types = pa.types
-    if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind):
-        values = pa.compute.cast(column, pa.float64(), safe=False)
-        return values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls come out NaN
-    text = pd.Series(id_texts(column), dtype=object)
-    return pd.to_numeric(text.str.strip(), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def frame_of(table, columns: Sequence[Optional[str]], value_col: Optional[str] = None) -> pd.DataFrame:
-    """The ``columns`` of a ``pyarrow.Table`` (:func:`as_arrow_table`) that
-    :meth:`Interactions.from_dataframe` reads, as pandas: ids as text (None where null),
-    ``value_col`` as float64; the rows keep their positions as labels (row 0 first)."""
-    data = {col: number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
-            for col in dict.fromkeys(c for c in columns if c is not None)}
-    return pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))

@@ -5,7 +5,7 @@ Three inputs:
 
 ``.npy``
     One 2-D float array (a 1-D one for item biases), row *n* for the id on line *n* of an
-    id list (:func:`~mrec_warp.data.id_lines.read_id_lines`). The ``.npy`` header is checked
+    id list (:func:`~mrec_warp.data.id_lines.read_row_ids`). The ``.npy`` header is checked
     against the file's size before anything is loaded; pickled arrays are refused.
 ``.npz``
     One archive with ``user_factors``, ``item_factors``, optionally ``item_bias``, and the
@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import InputError
 from ..files import PathLike, atomic_path
 from .delimited import split_fields
-from .id_lines import check_unique, write_id_lines
+from .id_lines import check_unique, write_row_ids
 from .inputs import check_readable, decode_input, output_encoding, read_list_bytes
 from .npz import MAX_HEADER_BYTES, NpzArchive, check_finite, write_npz
 
@@ -258,7 +258,7 @@ def export_factors(outdir: PathLike, user_ids: np.ndarray, item_ids: np.ndarray,
                 np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
             _text_vectors_into(tmp[f"{key}.tsv"], side_ids[key], arr, encoding)
         for ids, kind in ((user_ids, "user"), (item_ids, "item")):
-            write_id_lines(out / f"{kind}_ids.txt", ids, encoding, kind, tmp=tmp[f"{kind}_ids.txt"])
+            write_row_ids(out / f"{kind}_ids.txt", ids, encoding, kind, tmp=tmp[f"{kind}_ids.txt"])
     return [str(out / n) for n in names]
 
 

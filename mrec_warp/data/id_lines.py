@@ -1,27 +1,99 @@
-"""Id lists that name the rows or columns of a matrix (``OUT.users.txt`` beside a Matrix
-Market file, ``user_ids.txt`` beside a ``.npy`` of factors): line *n* is the id of row *n*.
+"""Files of one id per line, of two kinds, each with its reader.
 
-Unlike :func:`~mrec_warp.data.idlist.read_id_list` (a list of ids to look up), nothing is
-skipped or merged here: a blank line or a repeated id would shift or alias every later row,
-so both are refused in one line. The id is the whole line without its line ending, byte for
-byte; the file is UTF-8, or Latin-1 when it is not valid UTF-8 (as every reader of the
-package), and :func:`write_id_lines` writes the ids back as the same bytes.
+* An **id list** names ids to look up (``recommend --users FILE``, ``similar --items-file
+  FILE``, ``evaluate --items FILE``): :func:`read_id_list`. Blank lines are skipped, and
+  repeats may be merged.
+* **Row ids** name the rows or columns of a matrix (``OUT.users.txt`` beside a Matrix
+  Market file, ``user_ids.txt`` beside a ``.npy`` of factors): line *n* is the id of row
+  *n* (:func:`read_row_ids`, :func:`write_row_ids`). Nothing is skipped or merged: a blank
+  line or a repeated id would shift or alias every later row, so both are refused in one
+  line.
+
+Either way an id is the whole line without its line ending, byte for byte (nothing split
+off at spaces, tabs or commas, nothing stripped; only an id list given as a feature file
+takes each line's first field); the file is read once (a pipe works), in UTF-8 (a
+byte-order mark dropped), or Latin-1 when it is not valid UTF-8, as every reader of the
+package, and :func:`write_row_ids` writes ids back as the same bytes.
 """
 from __future__ import annotations
 
 import io
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..errors import InputError
 from ..files import PathLike, atomic_path
+from .delimited import split_fields
 from .inputs import check_readable, decode_input, output_encoding, read_list_bytes
-from .npz import MAX_ID_CHARS, _first_duplicate
+from .npz import MAX_ID_CHARS, first_duplicate
 
 
-def read_id_lines(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
-    """The ids of a ``what`` id list, one per line, and the encoding they were read in.
+# -- id lists ---------------------------------------------------------------------------------
+def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
+                 note: Optional[Callable[[str], None]] = None, first_column: bool = False) -> List[str]:
+    """Ids from a file with one id per line (``--users FILE``, ``--items-file FILE``).
+
+    The whole line is the id: nothing is split off at spaces, tabs or commas
+    (``john smith`` and ``Papers, Please`` are one id each) and nothing is stripped but the
+    line ending. A UTF-8 byte-order mark is dropped; a file that is not valid UTF-8 is read
+    as Latin-1 (like ratings files). The file is read once, so a pipe or FIFO
+    (``--users <(...)``, ``/dev/stdin``, ``-``) works; a device (``/dev/zero``) is refused
+    before reading, and the limits of :func:`~mrec_warp.data.inputs.read_list_bytes` stop an
+    endless pipe. Blank lines (empty or only spaces) are skipped.
+
+    With ``unique`` repeated ids are kept once, in order of first appearance, and ``note``
+    (when given) is called with one line saying how many repeats were dropped. With
+    ``first_column`` (a feature file given as a list of items) the id is the line's first
+    tab-separated field, or its first comma-separated field when it has no tab, with RFC 4180
+    quoting as the feature reader reads them (``"Warhammer 40,000",x`` gives
+    ``Warhammer 40,000``).
+    """
+    # read the bytes once: a pipe (<(...), /dev/stdin) cannot be read again after the
+    # encoding is known
+    empty_hint = f"expected one {what} id per line"
+    p = check_readable(path, f"{what} list", empty_hint=empty_hint, stream_ok=True)
+    data = read_list_bytes(p, f"{what} list")
+    if not data:
+        raise InputError(f"{what} list is empty", path=str(p), hint=empty_hint)
+    text, _ = decode_input(data)
+    ids: List[str] = []
+    with io.StringIO(text, newline="") as fh:
+        for line in fh:
+            # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
+            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+            if first_column:
+                body = _first_field(body)
+            if body.strip():
+                ids.append(body)
+    if not ids:
+        raise InputError(f"no {what} ids found", path=str(p), hint=f"one {what} id per line")
+    if unique:
+        kept = list(dict.fromkeys(ids))
+        repeats = len(ids) - len(kept)
+        if repeats and note is not None:
+            seen: set = set()
+            first = next(x for x in ids if x in seen or seen.add(x))
+            note(f"{p}: {repeats:,} repeated {what} id(s) ignored, each is recommended for once "
+                         f"(first repeat: {first!r})")
+        ids = kept
+    return ids
+
+
+def _first_field(line: str) -> str:
+    """The first field of a feature-file line, as the feature reader splits it: the first
+    tab-separated field, else the first comma-separated one (RFC 4180 quoting in both, so
+    an id that starts with a quote, which feature files write quoted, comes back whole)."""
+    if "\t" in line:
+        return split_fields(line, "\t")[0]
+    if "," not in line and not line.startswith('"'):
+        return line
+    return split_fields(line, ",")[0]
+
+
+# -- row ids ----------------------------------------------------------------------------------
+def read_row_ids(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
+    """The row ids of a ``what`` id file, one per line, and the encoding they were read in.
 
     Returns
     -------
@@ -60,17 +132,17 @@ def read_id_lines(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
 
 def check_unique(ids: np.ndarray, what: str, path: Optional[str]) -> None:
     """Refuse an id list in which an id names two rows (naming the first repeat and its line)."""
-    dup = _first_duplicate(ids) if len(ids) else None
+    dup = first_duplicate(ids) if len(ids) else None
     if dup is not None:
         lines = np.flatnonzero(ids == dup)[:2] + 1
         raise InputError(f"{what} id {dup[:80]!r} appears twice (lines {lines[0]} and {lines[1]})",
                          path=path, line=int(lines[1]), hint=f"each {what} must have one row: remove the repeat")
 
 
-def read_paired_id_lines(user_path: PathLike, item_path: PathLike) -> Tuple[np.ndarray, np.ndarray, str]:
-    """Both id lists of a matrix and the one encoding its outputs are written in
+def read_matrix_ids(user_path: PathLike, item_path: PathLike) -> Tuple[np.ndarray, np.ndarray, str]:
+    """The row and column ids of a matrix and the one encoding its outputs are written in
     (:func:`common_encoding`)."""
-    (users, items), encoding = common_encoding([read_id_lines(user_path, "user"), read_id_lines(item_path, "item")])
+    (users, items), encoding = common_encoding([read_row_ids(user_path, "user"), read_row_ids(item_path, "item")])
     return users, items, encoding
 
 
@@ -91,7 +163,7 @@ def _as_latin1(ids: np.ndarray) -> np.ndarray:
     return np.asarray([s.encode("utf-8").decode("latin-1") for s in ids.tolist()], dtype=str)
 
 
-def write_id_lines(path: PathLike, ids: Union[Sequence[str], np.ndarray], encoding: str = "utf-8", what: str = "user",
+def write_row_ids(path: PathLike, ids: Union[Sequence[str], np.ndarray], encoding: str = "utf-8", what: str = "user",
                    tmp: Optional[PathLike] = None) -> None:
     """Write ``ids`` one per line (``\\n`` endings), each exactly as it is, atomically (or
     into ``tmp``, a temporary name the caller renames to ``path`` with the files written

@@ -15,14 +15,20 @@ An id is what a text file of the same ids holds:
   text file is (``empty_ids``).
 
 :func:`float_id_texts` is the float rule; :func:`series_id_texts` applies the rules to a
-pandas column, :func:`mrec_warp.data.arrow.id_texts` to an Arrow one.
+pandas column, :func:`id_texts` to an Arrow one (a pyarrow or polars table's, a Parquet
+file's), and :func:`frame_of` to the columns of an Arrow table; :func:`number_values`
+reads an Arrow value column as a text file's value column is read.
 """
 from __future__ import annotations
 
 import numbers
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
+
+from ..errors import InputError
+from .arrow import one_array, pyarrow
 
 #: Whole floats below this convert to int64 in one step; larger ones one by one as Python ints.
 _INT64_LIMIT = 2.0 ** 63
@@ -72,8 +78,6 @@ def series_id_texts(column: pd.Series) -> pd.Series:
         out[codes < 0] = None
         return pd.Series(out, index=column.index, dtype=object)
     if isinstance(dtype, getattr(pd, "ArrowDtype", ())):
-        from .arrow import id_texts, pyarrow  # pyarrow is there: the column is made of Arrow arrays
-
         return pd.Series(id_texts(pyarrow("an Arrow-backed column").array(column)), index=column.index,
                          dtype=object)
     if dtype.kind == "f":  # numpy floats and pandas' nullable Float64
@@ -89,3 +93,55 @@ def series_id_texts(column: pd.Series) -> pd.Series:
             return column if isinstance(dtype, pd.StringDtype) else column.astype(str)
         return column.astype(str).where(~missing, None)  # astype(str) would make a None the id 'None'
     return column.astype(str)  # integers (also nullable Int64: NA stays NA), booleans, dates
+
+
+def id_texts(column) -> np.ndarray:
+    """An Arrow id column as an object array of str, ``None`` where the id is null or NaN.
+
+    The text is what a text file of the same ids holds, by this module's rule
+    (which pandas columns go through too).
+    """
+    pa = pyarrow("an Arrow id column")
+    pc = pa.compute
+    column = one_array(column)
+    kind = column.type
+    if pa.types.is_floating(kind):
+        values = column.to_numpy(zero_copy_only=False)  # a null is NaN, a missing id as NaN is
+        return float_id_texts(values)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        try:
+            column = pc.cast(column, pa.large_string())  # checks the bytes are UTF-8, as every id output is
+        except pa.ArrowInvalid:
+            raise InputError("an id column holds bytes that are not UTF-8 text",
+                             hint="decode the ids to text first (e.g. from Latin-1)") from None
+    elif not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        try:
+            column = pc.cast(column, pa.large_string())  # integers as decimal text, booleans, dates, decimals
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise InputError(f"an id column of type {kind} cannot be read as text",
+                             hint="ids are text or whole numbers; convert the column first") from None
+    return np.asarray(column.to_pylist(), dtype=object)  # exact str objects; None for nulls
+
+
+def number_values(column) -> np.ndarray:
+    """An Arrow value column as float64, NaN where it is null; a text column is parsed as
+    a text file's is (``pandas.to_numeric``), NaN where it is no number."""
+    pa = pyarrow("an Arrow value column")
+    column = one_array(column)
+    kind = column.type
+    types = pa.types
+    if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind):
+        values = pa.compute.cast(column, pa.float64(), safe=False)
+        return values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls come out NaN
+    text = pd.Series(id_texts(column), dtype=object)
+    return pd.to_numeric(text.str.strip(), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def frame_of(table, columns: Sequence[Optional[str]], value_col: Optional[str] = None) -> pd.DataFrame:
+    """The ``columns`` of a ``pyarrow.Table`` (:func:`~mrec_warp.data.arrow.as_arrow_table`)
+    that :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe` reads, as pandas:
+    ids as text (None where null), ``value_col`` as float64; the rows keep their positions as
+    labels (row 0 first)."""
+    data = {col: number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
+            for col in dict.fromkeys(c for c in columns if c is not None)}
+    return pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))

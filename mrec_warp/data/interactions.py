@@ -10,8 +10,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..errors import InputError
-from .arrow import as_arrow_table, frame_of, is_arrow_like
-from .id_text import id_text, series_id_texts
+from .arrow import as_arrow_table, is_arrow_like
+from .id_text import frame_of, id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
@@ -259,8 +259,8 @@ class Interactions:
             df[col] = series_id_texts(df[col])
         df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
         locate = table_locator(df, user_col, item_col, source, numbered=numbered, labels=labels)
-        users = _ids_of(df, user_col, "user", locate)
-        items = _ids_of(df, item_col, "item", locate)
+        users = checked_ids(df, user_col, "user", locate)
+        items = checked_ids(df, item_col, "item", locate)
         values = None
         if value_col is not None:
             values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -300,9 +300,9 @@ class Interactions:
                 "hint": "every row has an empty user or item id: check user_col and item_col"}))
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
-            user, u_uniques = _compact(user, u_uniques)
+            user, u_uniques = compact_codes(user, u_uniques)
         if item_ids is None:
-            item, i_uniques = _compact(item, i_uniques)
+            item, i_uniques = compact_codes(item, i_uniques)
         matrix = sp.csr_matrix(
             (rows.value.astype(np.float32), (user, item)),
             shape=(len(u_uniques), len(i_uniques)), dtype=np.float32,
@@ -339,7 +339,7 @@ class Interactions:
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
 
 
-def _compact(codes: np.ndarray, uniques: np.ndarray):
+def compact_codes(codes: np.ndarray, uniques: np.ndarray):
     """``codes`` renumbered over the ids they use, in the same order, and those ids."""
     used = np.zeros(len(uniques), dtype=bool)
     used[codes] = True
@@ -373,7 +373,7 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
                              hint="rename or drop the extra ones, e.g. `df.loc[:, ~df.columns.duplicated()]`")
 
 
-def _ids_of(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
+def checked_ids(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
     """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses
     it (``empty_ids="drop"`` has removed those rows before)."""
     text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips

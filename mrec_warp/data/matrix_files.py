@@ -40,16 +40,15 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..files import PathLike, atomic_path
-from .id_lines import check_unique, check_writable_ids, read_paired_id_lines, write_id_lines
+from .id_lines import check_unique, check_writable_ids, read_matrix_ids, write_row_ids
 from .inputs import check_readable, output_encoding
-from .interactions import _compact, _ids_of
+from .interactions import checked_ids, compact_codes
 from .npz import NpzArchive, check_finite, write_npz
-from .ratings import read_ratings
+from .ratings import MAX_ABS_VALUE, read_ratings
 from .rows import (
     DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, merge_rows, nothing_left, table_locator,
 )
 from .tsv import check_tsv_ids, write_interactions
-from .value_columns import MAX_ABS_VALUE
 
 #: The formats :func:`read_matrix` and :func:`write_matrix` know.
 MATRIX_FORMATS = ("text", "mtx", "npz")
@@ -105,7 +104,7 @@ def read_matrix(path: PathLike, fmt: Optional[str] = None, reader: Optional[Dict
     if fmt == "text":
         return _read_text(path, reader or {}, rules)
     if fmt == "mtx":
-        users, items, encoding = read_paired_id_lines(*_id_lists_of(path))
+        users, items, encoding = read_matrix_ids(*_id_lists_of(path))
         rows, cols, values = _read_mtx(path, len(users), len(items))
     elif fmt == "npz":
         users, items, encoding, (rows, cols, values) = _read_npz(path)
@@ -134,8 +133,8 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     n_rows = len(df)
     df, n_empty = drop_empty_ids(df, reader.get("empty_ids", DEFAULT_EMPTY_IDS))  # as prepare and train
     locate = table_locator(df, source=source)  # a missing id is named by its file line
-    users = _ids_of(df, "user", "user", locate)
-    items = _ids_of(df, "item", "item", locate)
+    users = checked_ids(df, "user", "user", locate)
+    items = checked_ids(df, "item", "item", locate)
     if rules["min_value"] is not None and "value" not in df:
         raise InputError("`min_value` needs a value column, and the file has only user and item", path=source,
                          hint="drop `min_value`, or name the value column with `columns`")
@@ -145,8 +144,8 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=locate, **rules)
     merged.counts.update(rows_read=n_rows, empty_id_rows_dropped=n_empty)
     _check_left(merged.counts, source)
-    user, u_ids = _compact(merged.user, np.asarray(u_ids, dtype=object))
-    item, i_ids = _compact(merged.item, np.asarray(i_ids, dtype=object))
+    user, u_ids = compact_codes(merged.user, np.asarray(u_ids, dtype=object))
+    item, i_ids = compact_codes(merged.item, np.asarray(i_ids, dtype=object))
     csr = _csr(user, item, merged.value, (len(u_ids), len(i_ids)))
     return Matrix(csr, np.asarray(u_ids, dtype=str), np.asarray(i_ids, dtype=str),
                   output_encoding(df.attrs.get("encoding")), merged.counts, "timestamp" in df)
@@ -284,8 +283,8 @@ def _write_mtx(m: Matrix, path: PathLike) -> List[str]:
         check_writable_ids(ids, what, where)
     with contextlib.ExitStack() as stack:
         tmp = {p: stack.enter_context(atomic_path(p)) for p in (users_path, items_path, Path(path))}
-        write_id_lines(users_path, m.user_ids, m.encoding, "user", tmp=tmp[users_path])
-        write_id_lines(items_path, m.item_ids, m.encoding, "item", tmp=tmp[items_path])
+        write_row_ids(users_path, m.user_ids, m.encoding, "user", tmp=tmp[users_path])
+        write_row_ids(items_path, m.item_ids, m.encoding, "item", tmp=tmp[items_path])
         with open(tmp[Path(path)], "wb") as fh:  # a file object: mmwrite would add .mtx to a name
             # tocoo keeps stored zeros: each is an interaction
             scipy.io.mmwrite(fh, m.matrix.tocoo(), field="real", symmetry="general",
@@ -318,7 +317,7 @@ def _read_npz(path: PathLike):
                 if len(ids) and (np.char.str_len(np.char.strip(ids)) == 0).any():
                     raise archive.error(f"an {what} id is empty")
         else:
-            users, items, encoding = read_paired_id_lines(*_id_lists_of(path))
+            users, items, encoding = read_matrix_ids(*_id_lists_of(path))
         if tuple(int(s) for s in shape) != (len(users), len(items)):
             raise archive.error(f"has shape {tuple(int(s) for s in shape)} but names {len(users):,} users and "
                                 f"{len(items):,} items")

@@ -232,12 +232,12 @@ def check_ids(ids: np.ndarray, what: str) -> None:
     """Ids are 1-D text and each one appears once."""
     if ids.ndim != 1 or ids.dtype.kind != "U":
         raise ValueError(f"{what}: expected a 1-D array of text")
-    dup = _first_duplicate(ids)
+    dup = first_duplicate(ids)
     if dup is not None:
         raise ValueError(f"{what}: id {dup[:80]!r} appears more than once")
 
 
-def _first_duplicate(ids: np.ndarray) -> Optional[str]:
+def first_duplicate(ids: np.ndarray) -> Optional[str]:
     """A repeated id, or None. Hashes each id's code points in a few vectorised passes
     (one per character position) and compares exactly only the ids whose hashes collide:
     several times faster than building a pandas index or sorting the strings."""

@@ -1,38 +1,52 @@
-"""Reading a ratings file into the canonical interactions table.
+"""Reading a ratings file into the canonical interactions table: the one ratings reader.
 
-The parser of one file format and its guesses: the delimiter, whether line 1 is a header
-(and why), which columns are user, item, value and timestamp, and the parsing of values
-and timestamps. Every problem is an :class:`~mrec_warp.errors.InputError` naming the file
-and line; what the reader found is recorded in ``attrs["reading"]``
+A text file and a Parquet file give the same table by the same rules. For a text file the
+reader guesses the delimiter and whether line 1 is a header (and why); for either it
+chooses which columns are user, item, value and timestamp, parses values and timestamps
+(:func:`parse_values`, :func:`parse_timestamps`) and refuses an empty, too long or
+unwritable id. A Parquet file's bytes are read by :mod:`~mrec_warp.data.parquet`. Every
+problem is an :class:`~mrec_warp.errors.InputError` naming the file and line (a Parquet
+file's data row); what the reader found is recorded in ``attrs["reading"]``
 (:func:`describe_reading` puts it in words).
 """
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..errors import PARAMETER, InputError, spell_parameters
 from ..files import PathLike
+from ..progress import plural
+from . import inputs
+from .arrow import one_array, pyarrow
 from .delimited import (
-    WHITESPACE, columns_hint, data_lines, detect_separator, first_lines, normalise_columns,
+    WHITESPACE, columns_hint, data_line, data_lines, detect_separator, first_lines, normalise_columns,
     parse_table, quoted, split_fields,
 )
 from .field_checks import check_fields
-from .header_guess import guess_header
+from .id_text import id_texts, number_values
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
+from .parquet import is_parquet, read_columns
 from .rows import DEFAULT_EMPTY_IDS, check_empty_ids, empty_ids_error
-from .reading_words import cut as _cut
-from .value_columns import parse_timestamps, parse_values, refuse_row
+from .tsv import TSV_UNSAFE
 
 FORMATS = ("auto", "tsv", "csv", "movielens", "parquet")
 #: The reader options of :func:`read_ratings` (``reader_options`` says which a caller offers).
 READER_OPTIONS = ("format", "sep", "header", "columns", "empty_ids")
+
+#: Largest magnitude of a rating / value: beyond it sums and float32 casts lose the number.
+MAX_ABS_VALUE = 1e15
+
+#: Largest magnitude of a timestamp: integers above 2**53 are not exact as float64.
+MAX_ABS_TIMESTAMP = 2 ** 53
+
 
 def _offering_options(read):
     """``read_ratings`` with ``reader_options``: the reader options the caller offers its
@@ -164,10 +178,8 @@ def read_ratings(
         out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
         return out
     p = check_readable(p)
-    from . import parquet  # here: it reads with this module's parsers
-
-    if parquet.is_parquet(p, format):
-        return parquet.read_parquet_ratings(p, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
+    if is_parquet(p, format):
+        return _read_parquet(p, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
     encoding = detect_encoding(p)
     lines = first_lines(p, n=5, encoding=encoding)  # five: ';' and '|' are guessed when they split them alike
     first_lineno, first = lines[0]
@@ -258,6 +270,7 @@ def read_ratings(
     return out
 
 
+# -- a text file ------------------------------------------------------------------------------
 def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, sep: str, skip: int, encoding: str,
                empty_ids: str) -> Optional[np.ndarray]:
     """The rows with an empty user or item field, which ``empty_ids="drop"`` keeps for the
@@ -360,6 +373,7 @@ def _too_few_columns(text: str, lineno: int, sep: str, path: Path) -> InputError
                       path=str(path), line=lineno, hint=hint)
 
 
+# -- which columns are user, item, value and timestamp ----------------------------------------
 def _resolve_columns(
     columns: Optional[List[str]], header_names: Optional[List[str]], n_fields: int, path: Path
 ) -> List[int]:
@@ -408,3 +422,276 @@ def _resolve_columns(
             raise InputError(f"column {c!r} is chosen twice", path=str(path), hint="give each column once")
         chosen.append(pos)
     return chosen
+
+
+# -- the header line --------------------------------------------------------------------------
+#: Header names that give a header away even when every column holds text ids; compared
+#: lower-cased without ``-``, ``_``, spaces and dots (``user-id`` is ``userid``).
+_HEADER_WORDS = frozenset(
+    "user userid uid customer customerid clientid playerid memberid accountid visitorid "
+    "item itemid iid movie movieid product productid gameid gametitle songid trackid artistid bookid "
+    "isbn articleid "
+    "rating ratings value score weight count counts hours playtime plays playcount quantity qty clicks "
+    "timestamp ts time date datetime".split()
+)
+
+_NOT_ALNUM = re.compile(r"[-_ .]")
+
+#: A number as a ratings file writes one (``nan`` / ``inf`` are words here, not numbers).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+#: The start of an ISO date, as a timestamp column may hold.
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_data_value(token: str) -> bool:
+    """Whether a field is a number or a date, which no column name is."""
+    t = token.strip()
+    return bool(_NUMBER.fullmatch(t) or _ISO_DATE.match(t))
+
+
+def guess_header(first: List[str], second: Optional[List[str]]) -> Tuple[bool, str]:
+    """Whether the first line names the columns rather than holding an interaction, and why.
+
+    A line with any field that is a number or a date is data: column names are words, and
+    a data line taken as a header would be lost and shift ``--columns`` names onto its
+    values. Otherwise the line is a header when a field is a well-known column name (user,
+    item, rating, timestamp, ...; ``user-id`` and ``userId`` too) or when a column holds
+    text on the first line and a number on the second. A text-only line with neither is
+    read as data: losing a line silently is worse than a clear error on a header's text.
+    """
+    first = [t.strip() for t in first]
+    numbers = [i for i, t in enumerate(first) if _is_data_value(t)]
+    if numbers:
+        return False, f"column {numbers[0]} holds {first[numbers[0]]!r}, a number"
+    words = [t for t in first if _NOT_ALNUM.sub("", t.lower()) in _HEADER_WORDS]
+    if words:
+        return True, f"{words[0]!r} is a column name and no field is a number"
+    for i, (a, b) in enumerate(zip(first, second or [])):
+        if a and _is_data_value(b):
+            return True, f"column {i} holds the word {a!r} above the number {b.strip()!r}"
+    return False, "no field is a number, but no column name was recognised either"
+
+
+# -- values and timestamps --------------------------------------------------------------------
+def refuse_row(kind: str, text: str, why: str, row: int, hint: str, path: Path, sep: str, skip: int,
+               encoding: str) -> None:
+    raise InputError(f"{kind} {text!r} {why}", path=str(path),
+                     line=data_line(path, row, sep, skip, encoding)[0], hint=hint)
+
+
+#: How the value and timestamp parsers refuse a row: (kind, text, why, row, hint) -> raises;
+#: a text file names the row's line, a Parquet file its data row.
+Refuse = Callable[[str, str, str, int, str], None]
+
+
+def timestamp_hint(column: Optional[str] = None) -> str:
+    """The hint of every refused timestamp, whatever the format: a 4th column taken by
+    default (a note, a category) is the usual cause, so it names that column (``column``,
+    e.g. ``column 3 'note'``) and the option that chooses the columns."""
+    which = column or "that column"
+    return (f"use Unix seconds or ISO dates (2024-01-31T12:00:00) in the timestamp column; if {which} is no "
+            "timestamp (without `columns` the 4th column is taken as one), choose the columns with `columns`, "
+            "e.g. `columns=0,1,2` for user, item and value")
+
+
+def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
+    """The value column as finite float64 numbers of at most :data:`MAX_ABS_VALUE`."""
+    hint = "the rating column must be numeric; use `columns` to choose columns"
+    if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        parsed, text = values.to_numpy(), values
+    else:
+        text = values.str.strip()
+        parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(parsed)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            refuse("rating", values.iloc[row], "is not a finite number", row, hint)
+    big = np.abs(parsed) > MAX_ABS_VALUE
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        refuse("rating", str(text.iloc[row]), f"is too large (the limit is {MAX_ABS_VALUE:g})", row,
+               "scale the values down, e.g. hours instead of milliseconds")
+    return parsed
+
+
+def parse_timestamps(stamps: pd.Series, refuse: Refuse, column: Optional[str] = None) -> np.ndarray:
+    """Unix seconds, or dates (ISO 8601) converted to Unix seconds (``column``: the column's
+    words for a refusal's hint, e.g. ``column 3 'note'``)."""
+    if stamps.dtype == np.float64:  # already parsed and checked finite by _read_fast
+        numeric = stamps.to_numpy()
+        is_number = np.ones(len(numeric), dtype=bool)
+    else:
+        text = stamps.str.strip()
+        numeric = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        is_number = np.isfinite(numeric)
+    big = is_number & (np.abs(np.where(is_number, numeric, 0)) >= MAX_ABS_TIMESTAMP)
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        refuse("timestamp", str(stamps.iloc[row]), "is too large for a time in seconds", row, timestamp_hint(column))
+    if is_number.all():
+        return numeric.astype(np.int64)
+    try:
+        parsed = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    except (TypeError, ValueError):  # pandas < 2 has no format="ISO8601"
+        parsed = pd.to_datetime(text, errors="coerce", utc=True)
+    bad = parsed.isna().to_numpy() & ~is_number
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        refuse("timestamp", stamps.iloc[row], "is neither a number nor a date", row, timestamp_hint(column))
+    seconds = ((parsed - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=0)
+    return np.where(is_number, numeric, seconds).astype(np.int64)
+
+
+# -- a Parquet file ---------------------------------------------------------------------------
+#: Unix seconds per unit of an Arrow timestamp.
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _read_parquet(path: Path, sep: Optional[str] = None, header: Optional[bool] = None,
+                  columns: Optional[Sequence] = None, empty_ids: str = "refuse") -> pd.DataFrame:
+    """The canonical table of a Parquet file (see :func:`read_ratings`).
+
+    ``columns`` chooses user, item[, value[, timestamp]] by name or 0-based position among
+    the file's columns (a stored pandas index is not one); by default the first four.
+    ``sep`` and ``header`` do not apply (Parquet names its columns) and are refused.
+    """
+    check_empty_ids(empty_ids)
+    path = Path(path)
+    if sep is not None or header is not None:
+        given = "`sep`" if sep is not None else "`header`"
+        raise InputError(f"{given} does not apply to a Parquet file, whose columns are named in the file",
+                         path=str(path), hint="leave it out; choose columns with `columns`")
+
+    def choose(names: List[str]) -> List[int]:
+        if len(names) < 2:
+            raise InputError(f"expected at least 2 columns (user, item), the file has {len(names)}",
+                             path=str(path), hint="write the user and item ids as two columns")
+        return _resolve_columns(normalise_columns(columns), names, len(names), path)
+
+    read = read_columns(path, choose)
+    names, used, cols = read.names, read.chosen, read.columns
+    if read.num_rows == 0:
+        raise InputError("the Parquet file has no rows", path=str(path), hint="expected one interaction per row")
+    pa = pyarrow("reading a Parquet file", str(path))
+
+    def refuse(kind: str, text, why: str, row: int, hint: str) -> None:
+        raise InputError(f"{kind} {text!r} in data row {row + 1} {why}", path=str(path), hint=hint)
+
+    out = pd.DataFrame({role: id_texts(col) for role, col in zip(CANONICAL_COLUMNS[:2], cols)})
+    empty = _check_parquet_ids(out, used, names, path, empty_ids)
+    if len(used) > 2:
+        values = number_values(cols[2])
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.argmax(bad))
+            refuse("rating", cols[2][row].as_py(), "is not a finite number", row,
+                   "the rating column must be numeric; use `columns` to choose columns")
+        out["value"] = parse_values(pd.Series(values), refuse)  # the size limit
+        out.attrs["value_column"] = names[used[2]]
+    if len(used) > 3:
+        column = f"column {used[3]} {names[used[3]]!r}"
+        out["timestamp"] = parse_timestamps(_parquet_timestamps(cols[3], pa, refuse, column), refuse, column)
+    out.attrs["encoding"] = "utf-8"  # Arrow strings are UTF-8
+    out.attrs["reading"] = {
+        "format": "parquet", "sep": None, "header": True, "header_guessed": False,
+        "header_reason": "a Parquet file names its columns", "header_line": None, "fields": len(names),
+        "columns": {role: {"position": pos, "name": names[pos]} for role, pos in zip(CANONICAL_COLUMNS, used)},
+        "ignored_columns": [], "rows": len(out), "empty_trailing_lines": 0,
+        "empty_id_rows": int(empty.sum()),
+    }
+    out.attrs["source"] = str(path)
+    return out
+
+
+def _check_parquet_ids(out: pd.DataFrame, used: List[int], names: List[str], path: Path, empty_ids: str) -> np.ndarray:
+    """The rows with an empty or null user or item id (kept for ``empty_ids="drop"``, else
+    refused as a text file's empty fields are), after refusing ids a text output cannot
+    hold: a tab or line break, or more than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH`
+    characters."""
+    empty = np.zeros(len(out), dtype=bool)
+    roles, first = [], None
+    for role, pos in zip(CANONICAL_COLUMNS[:2], used[:2]):
+        ids = out[role]
+        missing = ids.isna().to_numpy(dtype=bool)
+        text = ids.fillna("")
+        blank = missing | (text.str.strip() == "").to_numpy(dtype=bool)
+        if blank.any():
+            row = int(np.argmax(blank))
+            if first is None or row < first[0]:
+                first = row, pos, "a missing (null)" if missing[row] else (
+                    "an empty" + (" (only spaces)" if text.iloc[row] else ""))
+            empty |= blank
+            roles.append(role)
+        long = (text.str.len() > inputs.MAX_ID_LENGTH).to_numpy(dtype=bool)
+        if long.any():
+            row = int(np.argmax(long))
+            raise InputError(f"{role} id {text.iloc[row][:40]!r}... in data row {row + 1} is "
+                             f"{len(text.iloc[row]):,} characters long; the limit is {inputs.MAX_ID_LENGTH:,}",
+                             path=str(path), hint="a model cannot hold ids this long; check which columns are the ids")
+        unsafe = text.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy(dtype=bool)
+        if unsafe.any():
+            row = int(np.argmax(unsafe))
+            raise InputError(f"{role} id {text.iloc[row]!r} in data row {row + 1} holds a tab or line break, "
+                             "which TSV outputs cannot hold", path=str(path),
+                             hint="remove tabs and line breaks from ids")
+    if first is not None and empty_ids != "drop":
+        row, pos, what = first
+        column = f"column {pos} {names[pos]!r}"
+        raise empty_ids_error(int(empty.sum()), " or ".join(roles), column, f"in data row {row + 1}",
+                              path=str(path), what=what)
+    return empty
+
+
+def _parquet_timestamps(column, pa, refuse, words: Optional[str] = None) -> pd.Series:
+    """A Parquet timestamp column as :func:`parse_timestamps` takes it: float64 seconds for numbers,
+    dates and Arrow timestamps, text for text; a null is refused."""
+    column = one_array(column)
+    if column.null_count:
+        row = int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
+        refuse("timestamp", None, "is empty", row, timestamp_hint(words))
+    kind = column.type
+    if pa.types.is_date(kind):
+        column = pa.compute.cast(column, pa.timestamp("s"))
+        kind = column.type
+    if pa.types.is_timestamp(kind):
+        ticks = pa.compute.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
+        return pd.Series(np.floor_divide(ticks, _PER_SECOND[kind.unit]).astype(np.float64))
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        seconds = pa.compute.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+        bad = ~np.isfinite(seconds)
+        if bad.any():
+            row = int(np.argmax(bad))
+            refuse("timestamp", float(seconds[row]), "is neither a number nor a date", row, timestamp_hint(words))
+        return pd.Series(seconds)
+    return pd.Series(id_texts(column), dtype=object)
+
+
+# -- what the reader found, in words ----------------------------------------------------------
+def _cut(text: str, limit: int) -> str:
+    """``text`` quoted as Python does, cut to ``limit`` characters with an ellipsis when longer."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def describe_reading(r: Dict[str, Any]) -> str:
+    """Two lines from ``read_ratings``' ``attrs["reading"]``: what line 1 is, and which
+    column became user, item, value and timestamp. Columns count from 0 here as in
+    ``--columns`` (which the line repeats) and in every message."""
+    if r.get("format") == "parquet":  # columns named in the file, no header line
+        first = f"Parquet file of {plural(r['fields'], 'column')}, named in the file"
+    elif r["header"]:
+        line = r["header_line"]
+        first = (f"line {line['line']} taken as a header: {_cut(line['text'], 80)} "
+                 f"({r['header_reason']}; use --no-header if it is data)" if r["header_guessed"] else
+                 f"line {line['line']} is a header ({r['header_reason']})")
+    else:
+        first = "no header line" + (f" ({r['header_reason']}" + (
+            "; use --header if line 1 names the columns)" if "no column name" in r["header_reason"] else ")"))
+    roles = ", ".join(f"{role} = column {c['position']}" + (f" {c['name']!r}" if c["name"] is not None else "")
+                      for role, c in r["columns"].items())
+    ignored = "".join(f"; column {c['position']} ignored ({c['why']})" for c in r["ignored_columns"])
+    if r.get("empty_trailing_lines"):
+        ignored += (f"\n{plural(r['empty_trailing_lines'], 'line')} had empty trailing fields (beyond the "
+                    f"{r['fields']} columns of the first line), ignored")
+    again = ",".join(str(c["position"]) for c in r["columns"].values())
+    return f"{first}\ncolumns (counted from 0): {roles} (--columns {again}){ignored}"

@@ -5,7 +5,7 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
 1. **Negatives and duplicates** (the row rules of :mod:`mrec_warp.data.rows`, shared with
    ``train`` and :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe`),
    2. **binarise** at ``min_rating``, 3. **filter users** below ``min_user_items``:
-   :func:`~mrec_warp.data.binarise.binarise`, whose module docstring states these rules.
+   :func:`~mrec_warp.data.rows.binarise`, whose module docstring states these rules.
 4. **Split each user** (users with fewer than 2 positives stay wholly in train, so every
    user in test also has training data):
 
@@ -31,23 +31,36 @@ The rules, in the order they are applied (each is counted in ``summary.json``):
 
 Everything is vectorised over numpy arrays (group by user = sort by user), never a
 per-user Python loop, so 20M-row files split in seconds. The same input, parameters and
-seed give byte-identical files.
+seed give byte-identical files. A ``global-time`` cut-off is read by :func:`parse_cutoff`;
+each split is written as one folder (train.tsv, test.tsv, summary.json) by
+:func:`write_split`, so that no reader sees a mixed split.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import math
 import numbers
-from typing import Any, Dict, Iterator, Optional, Tuple
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..files import DIR_MODE, atomic_path, atomic_write, make_folders, owner_tag, record_finished, remove_stale_temps
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
-from .binarise import Positives, binarise
-from .cutoff import iso_time, parse_cutoff
-from .rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options, nothing_left
+from .rows import (
+    DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Positives, binarise, check_empty_ids, check_row_options,
+    nothing_left,
+)
+from .tsv import write_interactions
 
 #: Split strategies; each names an entry of ``_TEST_CHOOSERS``. The cold ones hold out whole
 #: items (users): a ``test_fraction`` of them, every row of theirs in test.
@@ -69,6 +82,57 @@ def check_num_splits(num_splits) -> None:
         # each split is a full copy of the data on disk and one summary in memory
         raise InputError(f"`num_splits={num_splits}` is more than the {MAX_SPLITS:,} splits prepare writes "
                          "(each one a full copy of the data)", hint=f"use `num_splits` <= {MAX_SPLITS:,}")
+
+
+# -- the global-time cut-off ------------------------------------------------------------------
+#: The only date forms a cut-off takes: ISO 8601 ``YYYY-MM-DD[THH:MM[:SS[.f]]][Z|+hh:mm]`` (a space
+#: may stand for the ``T``). Anything else (``01/06/2021``: 6 January or 1 June?) is refused
+#: rather than read in one locale's order.
+_ISO_CUTOFF = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+#: What a cut-off that is not one of them is told.
+CUTOFF_FORMS = "an ISO 8601 date YYYY-MM-DD[THH:MM[:SS]][Z|+hh:mm] or a unix timestamp"
+
+
+def parse_cutoff(cutoff: Any) -> int:
+    """A cut-off as a unix timestamp in seconds: a number (or its text), or an ISO 8601 date
+    or date-time (``2020-01-31``, ``2020-01-31T12:00:00``, ``2020-01-31T12:00+02:00``; UTC
+    unless it names a zone). Other date forms (``01/06/2021``, ``31 Jan 2020``) are refused:
+    their day and month order is a guess.
+
+    A fractional timestamp is rounded down: timestamps are whole seconds, and a row at
+    second ``t`` is later than a cut-off ``t - 0.5`` as it is than ``t - 1``.
+    """
+    if isinstance(cutoff, bool):
+        cutoff = str(cutoff)
+    if isinstance(cutoff, numbers.Real):
+        value = float(cutoff)
+    else:
+        text = str(cutoff).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            stamp = None
+            if _ISO_CUTOFF.match(text):
+                try:
+                    stamp = pd.Timestamp(text)
+                except (ValueError, TypeError):  # 2020-13-45: the form, not a date
+                    stamp = None
+            if stamp is None or stamp is pd.NaT:
+                raise InputError(f"cut-off {cutoff!r} is not {CUTOFF_FORMS}",
+                                 hint="e.g. `cutoff=2020-01-31`, `cutoff=2020-01-31T12:00:00` or `cutoff=1580428800`") from None
+            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+            return int(np.floor(stamp.timestamp()))
+    if not math.isfinite(value):
+        raise InputError(f"cut-off {cutoff!r} is not a finite number", hint="e.g. `cutoff=2020-01-31`")
+    return int(np.floor(value))
+
+
+def iso_time(seconds: int) -> str:
+    """A unix timestamp as an ISO date-time in UTC (and the number, which is what the data holds)."""
+    try:
+        return f"{pd.Timestamp(seconds, unit='s', tz='UTC').strftime('%Y-%m-%dT%H:%M:%SZ')}, unix {seconds}"
+    except (OverflowError, ValueError):  # timestamps that are not seconds since 1970
+        return str(seconds)
 
 
 # -- choosing test rows -----------------------------------------------------------------------
@@ -415,3 +479,64 @@ def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
         "users": int(np.count_nonzero(np.bincount(pos.user[mask], minlength=pos.n_users))),
         "items": int(np.count_nonzero(np.bincount(pos.item[mask], minlength=pos.n_items))),
     }
+
+
+# -- a split's folder -------------------------------------------------------------------------
+#: What :func:`~mrec_warp.stages.prepare.prepare` writes into each split's folder; summary.json,
+#: written last, says the folder is complete.
+SPLIT_FILES = ("train.tsv", "test.tsv", "summary.json")
+
+
+def write_split(folder: Path, train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                encoding: str = "utf-8") -> None:
+    """Write train.tsv, test.tsv and summary.json so that a reader never sees a mixed split.
+
+    A new (or empty) folder is written whole as a hidden temporary folder beside it and
+    renamed into place: it appears complete or not at all. An existing folder may hold other
+    files (the input, the user's notes), so it is not replaced: each file goes to a
+    temporary name, summary.json -- the "complete" marker -- is removed first, and the files
+    are renamed train, test, then summary last. A run killed in between leaves no
+    summary.json, so the folder never claims to hold a split it does not. Train and test
+    are written in the input's encoding (see :func:`~mrec_warp.data.inputs.output_encoding`).
+    """
+    make_folders(folder.parent)
+    if not folder.exists() or not any(folder.iterdir()):
+        remove_stale_temps(folder.parent)  # what killed runs left beside it, for any output
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{owner_tag()}", dir=str(folder.parent)))
+        try:
+            _write_split_files(tmp, train, test, summary, encoding)
+            os.chmod(tmp, DIR_MODE)  # mkdtemp makes it private
+            os.rename(tmp, folder)  # replaces an empty folder; fails if a full one appeared meanwhile
+            record_finished(folder)
+            return
+        except OSError:
+            if not (folder.is_dir() and any(folder.iterdir())):
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already after the rename
+        # another run filled the folder meanwhile: write into it like into any existing one
+    with contextlib.ExitStack() as stack:
+        # entered in reverse: the stack renames the last entered first
+        summary_tmp = stack.enter_context(atomic_path(folder / "summary.json"))
+        test_tmp = stack.enter_context(atomic_path(folder / "test.tsv"))
+        train_tmp = stack.enter_context(atomic_path(folder / "train.tsv"))
+        _write_split_files(None, train, test, summary, encoding, (train_tmp, test_tmp, summary_tmp))
+        # the old marker goes before any file changes, so no moment pairs it with new files
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / "summary.json")
+    record_finished(folder)
+
+
+def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.DataFrame, summary: Dict[str, Any],
+                       encoding: str, paths: Optional[Sequence[str]] = None) -> None:
+    """The three files, into ``folder`` or to the given ``paths`` (train, test, summary)."""
+    paths = paths or [str(folder / name) for name in SPLIT_FILES]
+    for table, path in ((train, paths[0]), (test, paths[1])):
+        table.attrs["encoding"] = encoding  # write_interactions writes in the input's encoding
+        write_interactions(table, path)  # synced to disk, with the umask's mode
+    if folder is None:
+        with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        with atomic_write(paths[2]) as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..context import ExecutionContext, local_context
 from ..stages.prepare import prepare
-from ..data.split_folder import SPLIT_FILES
+from ..data.split import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
 from ..files import PathLike, atomic_write, check_outputs, file_digest

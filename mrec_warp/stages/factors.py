@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from ..data.factor_files import Loaded, export_factors as write_export, is_text, read_factors_npz, read_npy, \
     read_text_vectors
-from ..data.id_lines import common_encoding, read_id_lines
+from ..data.id_lines import common_encoding, read_row_ids
 from ..data.matrix_files import read_matrix
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES
 from ..errors import InputError, ParameterError
@@ -127,7 +127,7 @@ def _side(values: np.ndarray, ids: Optional[np.ndarray], encoding: str, ids_file
     if ids is None:
         if not ids_file:
             raise InputError(f"holds no {kind}_ids", path=source, hint=f"give the {kind} ids with `{kind}_ids`")
-        ids, encoding = read_id_lines(ids_file, kind)
+        ids, encoding = read_row_ids(ids_file, kind)
         source = str(ids_file)
     _rows_match(values, ids, kind, source)
     return Loaded(values, ids, encoding)
@@ -144,7 +144,7 @@ def _factor_file(path: PathLike, ids_file: Optional[PathLike], kind: str) -> Loa
     if not ids_file:
         raise ParameterError(f"`{kind}_factors` is a .npy, which holds no ids: give `{kind}_ids` (one id per row)")
     values = read_npy(path, f"{kind} factors", ndim=2)
-    ids, encoding = read_id_lines(ids_file, kind)
+    ids, encoding = read_row_ids(ids_file, kind)
     _rows_match(values, ids, kind, str(ids_file))
     return Loaded(values, ids, encoding)
 

@@ -14,11 +14,11 @@ import pandas as pd
 
 from ..data.features import write_features
 from ..data.ratings import read_ratings
-from ..data.reading_words import describe_reading
+from ..data.ratings import describe_reading
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids
 from ..data.side_features import side_features
 from ..data.split import check_split_options, check_num_splits, iter_splits, min_value_of
-from ..data.split_folder import SPLIT_FILES, write_split
+from ..data.split import SPLIT_FILES, write_split
 from ..errors import InputError
 from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED

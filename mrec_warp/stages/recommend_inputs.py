@@ -22,7 +22,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeatureFiles
-from ..data.idlist import read_id_list
+from ..data.id_lines import read_id_list
 from ..data.near_ids import did_you_mean
 from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives

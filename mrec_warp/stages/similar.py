@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from ..data.idlist import read_id_list
+from ..data.id_lines import read_id_list
 from ..data.near_ids import did_you_mean
 from ..errors import InputError, ParameterError
 from ..models import Recommender
