@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from ..data.npz import check_shape
 from ..errors import InputError
 from ..progress import Progress
+from . import single_user
 from .base import Recommender
 from .foldin import append_user_ids
 from .validation import fit_or_select
@@ -140,7 +141,14 @@ class FactorModel(FactorScoring, Recommender):
     @abc.abstractmethod
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
-        unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
+        unique indices), the model unchanged (what :meth:`history_top_k` ranks)."""
+
+    def history_top_k(self, row: np.ndarray, k: int,
+                      item_mask: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+        """The list of the new user :meth:`fold_in` would make of the history ``row``: its
+        :meth:`history_vector` ranked as :meth:`recommend` ranks a user."""
+        side = single_user.item_side(self)
+        return single_user.top_k_of_vector(side, self.history_vector(row), k, row, item_mask)
 
     # -- new users ------------------------------------------------------------------------------------
     def append_users(self, ids, user_features=None) -> None:

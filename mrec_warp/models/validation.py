@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
 from ..topk import iter_top_k
-from .alignment import as_aligned_csr
+from .foldin import as_aligned_csr
 from .declared import Param
 from .refit_states import MOST_STATES, RefitStates
 

@@ -17,7 +17,6 @@ from ..errors import InputError
 from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from .foldin import _log_fold_in, read_history
-from .history_vectors import gram
 
 
 def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Progress] = None,
@@ -61,7 +60,7 @@ def fold_in(model, history, epochs: Optional[int] = None, progress: Optional[Pro
     hist.sort_indices()
     replace_rows(model, idx, hist)
     rows = model.user_factors_[idx].copy()
-    failed = _als.solve_exact(rows, model.item_factors_, gram(model),
+    failed = _als.solve_exact(rows, model.item_factors_, model._fold_in_gram(),
                               hist.indptr.astype(np.int64), hist.indices, hist.data.astype(np.float32),
                               0, len(idx))
     if failed:
