@@ -123,7 +123,6 @@ class FactorModel(FactorScoring, Recommender):
         for name in self.OPTIMISER_STATE:
             setattr(self, name, take(state[name]))
         self.epochs_done_ = int(state["epochs_done_"])
-        self._steps_restarted = False  # the fit's own accumulators, as they were
 
     def restart_steps(self) -> None:
         """Restart the optimiser's step sizes (the warm refit after early stopping); a family
@@ -152,13 +151,11 @@ class FactorModel(FactorScoring, Recommender):
 
     # -- new users ------------------------------------------------------------------------------------
     def append_users(self, ids, user_features=None) -> None:
-        """New users with zero factor rows (and fresh adagrad rows when training keeps them)."""
+        """New users with zero factor rows."""
         if user_features is not None:
             raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         d = self.user_factors_.shape[1]
         self.user_factors_ = np.vstack([self.user_factors_, np.zeros((len(ids), d), np.float32)])
-        if getattr(self, "_user_accum", None) is not None:
-            self._user_accum = np.vstack([self._user_accum, np.ones((len(ids), d), np.float32)])
         append_user_ids(self, ids)
 
     # -- persistence --------------------------------------------------------------------------------

@@ -524,6 +524,10 @@ class WARP(FactorModel):
         self.epochs_done_ = 0
         self._steps_restarted = False
 
+    def set_train_state(self, state: Dict[str, Any], copy: bool = True) -> None:
+        super().set_train_state(state, copy)
+        self._steps_restarted = False  # the fit's own accumulators, as they were
+
     def restart_steps(self) -> None:
         """Adagrad's accumulators back at 1 (the learned arrays and the sampler stay): the
         next steps are as large as the first epoch's."""
@@ -709,7 +713,8 @@ class WARP(FactorModel):
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
         if getattr(self, "train_", None) is None:
             csr = self._with_confidence(X, self.set_training_data(X))
-            self.init_state(*csr.shape, np.random.default_rng(self.random_state))
+            n_users, n_items = csr.shape
+            self.init_state(n_users, n_items, np.random.default_rng(self.random_state))
             data = self._training_data(csr)
             summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
                        "unknown_users": 0, "unknown_items": 0}
@@ -829,6 +834,13 @@ class WARP(FactorModel):
         _log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
         return self
 
+    def append_users(self, ids, user_features=None) -> None:
+        """New users with zero factor rows, and fresh adagrad rows while training keeps them."""
+        super().append_users(ids, user_features)
+        if getattr(self, "_user_accum", None) is not None:
+            d = self._user_accum.shape[1]
+            self._user_accum = np.vstack([self._user_accum, np.ones((len(ids), d), np.float32)])
+
     def _fold_in_problem(self, users: np.ndarray) -> Tuple[np.ndarray, ...]:
         """What fold-in fits for ``users``: ``(rows, offset, scale, item_factors, item_bias)``
         with ``p_u = offset[u] + scale[u] * rows[u]`` (an empty offset / scale means 0 / 1).
@@ -877,6 +889,7 @@ class WARP(FactorModel):
         """What every one-history fold-in of the model shares: the sampler's rank weights for
         its catalogue and the contiguous item side (built once per change of the item factors)."""
         side = item_side(self)
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
         cached = self.__dict__.get("_fold_cache")
         if cached is None or cached["side"] is not side:
             bias = side.bias if side.bias is not None else np.zeros(0, np.float32)

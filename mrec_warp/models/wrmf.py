@@ -453,6 +453,7 @@ class WRMF(FactorModel):
         unique indices, no values), the model unchanged: one exact solve against the Gram
         matrix of :meth:`_fold_in_gram`."""
         side = item_side(self)
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
         rows = np.zeros((1, side.items.shape[1]), dtype=np.float32)
         conf = self.confidences(None, len(items))
         failed = _als.solve_exact(rows, side.items, self._fold_in_gram(), np.array([0, len(items)], dtype=np.int64),
@@ -465,6 +466,7 @@ class WRMF(FactorModel):
         """``Y^T Y + reg I``, computed once per change of the item factors or the
         regularisation (on one BLAS thread, as training computes it: the same bits)."""
         side = item_side(self)
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
         key = (side.key, float(self.regularization))
         cached = self.__dict__.get("_gram_cache")
         if cached is None or cached[0] != key or cached[1] is not side:
