@@ -74,6 +74,7 @@ FOLD_IN_SALT = 0x5F0D1D
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
 
 
+# -- the positives as the kernel reads them, and the check after an epoch ---------------------------
 class TrainingData:
     """The arrays the kernel reads: CSR structure, the user of each positive, the visit order.
 
@@ -180,6 +181,7 @@ def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_r
                 f"their initial {max(float(init_scale), 0.1):g}", hint=hint)
 
 
+# -- the rules of a step: confidence, rate, norm limit ------------------------------------------------
 def with_confidence(X, binary: sp.csr_matrix, kind: str, alpha: float, eps: float) -> sp.csr_matrix:
     """``binary`` (the positives) with each positive's confidence (``kind``, ``alpha``, ``eps``)
     as its value.
