@@ -233,7 +233,7 @@ def speed(folder: Path, threads_list, epochs, rows):
 
             m = HybridWARP(factors=64, learning_rate=0.05, max_sampled=10, epochs=0, n_jobs=threads, random_state=rep)
             m.fit(train, item_features=genres)
-            data = __import__("mrec_warp.models.positives", fromlist=["TrainingData"]).TrainingData(m.train_)
+            data = __import__("mrec_warp.models.warp", fromlist=["TrainingData"]).TrainingData(m.train_)
             from mrec_warp.progress import SILENT
             for _ in range(epochs):
                 timed(lambda: m._epoch(data, SILENT))

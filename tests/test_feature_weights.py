@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mrec_warp.models.feature_weights import raw_rows, weighted_rows
+from mrec_warp.models.hybrid import raw_rows, weighted_rows
 
 
 def test_normalisation_rule():

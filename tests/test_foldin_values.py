@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mrec_warp.models import WARP, history_vectors
+from mrec_warp.models import WARP
 
 #: float32 bits of the folded-in vector, per (loss, history).
 EXPECTED = {
@@ -47,7 +47,7 @@ def _model(loss: str) -> WARP:
 def test_history_vector_is_unchanged(loss, history):
     model = _model(loss)
     for _ in range(2):  # the second call reads what the first one kept
-        vector = history_vectors.warp_vector(model, np.array(history, dtype=np.int32))
+        vector = model.history_vector(np.array(history, dtype=np.int32))
         assert vector.view(np.uint32).tolist() == EXPECTED[loss, history]
 
 
@@ -62,5 +62,5 @@ def test_fold_in_is_unchanged(loss):
 def test_a_changed_seed_changes_the_vector():
     model = _model("warp")
     model.set_params(random_state=12)
-    vector = history_vectors.warp_vector(model, np.array([3, 7, 19], dtype=np.int32))
+    vector = model.history_vector(np.array([3, 7, 19], dtype=np.int32))
     assert vector.view(np.uint32).tolist() != EXPECTED["warp", (3, 7, 19)]

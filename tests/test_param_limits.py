@@ -98,7 +98,7 @@ from mrec_warp.evaluation.metrics import evaluate_recommendations  # noqa: E402
 from mrec_warp.models import EASE, WRMF, HybridWARP, ItemKNN  # noqa: E402
 from mrec_warp.models.base import _REGISTRY  # noqa: E402
 from mrec_warp.models.params import MAX_INT, check_number, integer_params  # noqa: E402
-from mrec_warp.models.positives import check_divergence  # noqa: E402
+from mrec_warp.models.warp import check_divergence  # noqa: E402
 
 
 def _tsv(tmp_path, rows=None) -> str:

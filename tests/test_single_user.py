@@ -10,7 +10,7 @@ import pytest
 
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.models import EASE, WARP, WRMF, HybridWARP, ItemKNN, Popularity
-from mrec_warp.models import history_vectors, single_user
+from mrec_warp.models import single_user
 from mrec_warp.stages.recommend import write_recommendations
 
 
@@ -131,8 +131,8 @@ def test_history_gets_the_fold_in_list(make, data):
 
 
 def test_wrmf_fold_in_uses_one_cached_gram(wrmf):
-    g1 = history_vectors.gram(wrmf)
-    assert history_vectors.gram(wrmf) is g1
+    g1 = wrmf._fold_in_gram()
+    assert wrmf._fold_in_gram() is g1
     np.testing.assert_allclose(g1, wrmf._gram(wrmf.item_factors_), rtol=1e-5)
 
 

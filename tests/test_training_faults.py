@@ -130,7 +130,7 @@ def test_a_blown_up_learning_rate_is_reported(planted, cls, kwargs):
 
 
 def test_nan_factors_are_still_reported():
-    from mrec_warp.models.positives import check_divergence
+    from mrec_warp.models.warp import check_divergence
 
     with pytest.raises(TrainingDivergedError, match="no longer finite"):
         check_divergence([np.array([[1.0, np.nan]], np.float32)], 0.1, 0.02, "training diverged")
@@ -145,7 +145,7 @@ def test_default_training_stays_far_from_the_divergence_limit(planted, ml100k_di
     # a guard against false alarms: defaults on planted data and MovieLens 100k (early
     # stopping) must stay two orders of magnitude below the limit
     from mrec_warp.data.ratings import read_ratings
-    from mrec_warp.models.positives import DIVERGENCE_GROWTH
+    from mrec_warp.models.warp import DIVERGENCE_GROWTH
 
     df = read_ratings(ml100k_dir / "u.data", format="movielens")
     ml = Interactions.from_dataframe(df[df.value >= 4]).matrix

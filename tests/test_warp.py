@@ -480,7 +480,7 @@ def _shard_with_bitmap(csr, order, seen, seed=0, **kw):
 @pytest.mark.parametrize("loss", [0, 1])
 def test_the_positives_bitmap_gives_the_row_searchs_steps(planted, loss):
     # the bitmap is a faster membership test, not another rule: same seed, same bits
-    from mrec_warp.models.positives import TrainingData
+    from mrec_warp.models.warp import TrainingData
 
     train, _ = planted
     data = TrainingData(train)
@@ -503,10 +503,10 @@ def test_a_bitmap_of_the_wrong_size_is_refused(planted):
 
 
 def test_no_bitmap_above_its_memory_cap(monkeypatch):
-    from mrec_warp.models import positives
+    from mrec_warp.models import warp
 
     X = sp.csr_matrix(np.eye(40, dtype=np.float32))
-    monkeypatch.setattr(positives, "SEEN_BITMAP_BYTES", 100)  # 40 x 40 bits = 200 bytes
-    assert positives.TrainingData(X).seen_bits is None
-    monkeypatch.setattr(positives, "SEEN_BITMAP_BYTES", 200)
-    assert positives.TrainingData(X).seen_bits is not None
+    monkeypatch.setattr(warp, "SEEN_BITMAP_BYTES", 100)  # 40 x 40 bits = 200 bytes
+    assert warp.TrainingData(X).seen_bits is None
+    monkeypatch.setattr(warp, "SEEN_BITMAP_BYTES", 200)
+    assert warp.TrainingData(X).seen_bits is not None

@@ -9,7 +9,7 @@ import pytest
 from mrec_warp import InputError
 from mrec_warp.models import WARP, HybridWARP, load
 from mrec_warp.models import hybrid as hybrid_module
-from mrec_warp.models.warp_epoch import rate_factor
+from mrec_warp.models.warp import rate_factor
 
 
 def spy_rates(monkeypatch, cls=WARP):
@@ -139,20 +139,20 @@ def test_the_hybrid_takes_warps_schedule_without_features_and_a_constant_rate_wi
     train, _ = planted
     assert HybridWARP().late_rate is None
     plain = HybridWARP(factors=8, epochs=1, random_state=0).fit(train)
-    assert plain._late_rate() == WARP().late_rate == 2.0  # WARP's default
+    assert plain._rates()[1] == WARP().late_rate == 2.0  # WARP's default
 
     class Other(WARP):  # WARP were its default another late rate
         def __init__(self, **params):
             super().__init__(**{"late_rate": 1.5, **params})
 
     monkeypatch.setattr(hybrid_module, "WARP", Other)
-    assert plain._late_rate() == 1.5  # it follows WARP's default, whatever that is
+    assert plain._rates()[1] == 1.5  # it follows WARP's default, whatever that is
     n_items = train.shape[1]
     features = pd.DataFrame({"id": [str(i) for i in range(n_items)], "feature": [f"f{i % 7}" for i in range(n_items)]})
     with_features = HybridWARP(factors=8, epochs=1, random_state=0).fit(train, item_features=features)
-    assert with_features._late_rate() == 1.0
+    assert with_features._rates()[1] == 1.0
     assert with_features._step_settings(40)["learning_rate"] == HybridWARP.FEATURE_LEARNING_RATE
-    assert HybridWARP(late_rate=3.0)._late_rate() == 3.0
+    assert HybridWARP(late_rate=3.0)._rates()[1] == 3.0
 
 
 @pytest.mark.parametrize("bad", [{"late_rate": 0}, {"late_rate": -1.5}, {"late_rate": float("nan")},

@@ -16,7 +16,7 @@ A feature file has one row per (id, feature) pair, ``id<TAB>feature[<TAB>weight]
   from the first line or given, optional header, columns chosen by name or position.
 
 How a hybrid model turns these tables into the rows it scores with (identities, weights,
-normalisation) is :mod:`mrec_warp.models.feature_weights`; feature tables of known datasets
+normalisation) is :mod:`mrec_warp.models.hybrid`; feature tables of known datasets
 (MovieLens, ``mrec-warp synth``) are made by :mod:`mrec_warp.data.side_features`.
 """
 from __future__ import annotations

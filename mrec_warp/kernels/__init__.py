@@ -3,9 +3,9 @@
 Compiled modules (no GIL, typed memoryviews, float32; no OpenMP -- callers split the work
 over threads) and what they are for:
 
-* :mod:`~mrec_warp.kernels.warp` -- WARP / BPR / WARP-kOS epochs of matrix factorisation.
-* :mod:`~mrec_warp.kernels.hybrid` -- the same for the hybrid model (feature embeddings),
-  and fold-in of user rows against fixed items.
+* :mod:`~mrec_warp.kernels.warp` -- WARP / BPR / WARP-kOS epochs of matrix factorisation,
+  and fold-in of user rows against fixed items (plain WARP's and the hybrid's).
+* :mod:`~mrec_warp.kernels.hybrid` -- the same epochs for the hybrid model (feature embeddings).
 * :mod:`~mrec_warp.kernels.rng` -- seeding the xoshiro streams, shuffling, weighted draws of
   positives and WARP's rank weights.
 * :mod:`~mrec_warp.kernels.als` -- WRMF's per-row least-squares solves.

@@ -19,7 +19,7 @@ cdef extern from "mw_adagrad.h":
 
 
 # The step settings, one struct for every kernel: Python passes a dict with every field
-# (Cython converts it), built in one place, ``WARP._step_settings``.
+# (Cython converts it), built in one place: ``WARP._step_settings`` in mrec_warp/models/warp.py.
 cdef struct StepSettings:
     int loss                # LOSS_WARP, LOSS_BPR or LOSS_WARP_KOS (sampler.pxd)
     int max_sampled

@@ -27,8 +27,9 @@ from ..errors import InputError, spell_parameters
 from ..files import PathLike
 from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
-from . import history_vectors, single_user
+from . import single_user
 from .declared import Param, check_declared
+from .family_names import family_names
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
 from .neighbours import Neighbours
@@ -345,7 +346,24 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         rows, _ = as_indices(items, self.n_items, "item")
         if len(rows) == 0:
             raise InputError("the history names no item", hint="give at least one item the model knows")
-        return history_vectors.recommend_history(self, rows, k, self.item_mask(filter_items))
+        row = np.unique(np.asarray(rows, dtype=np.int64)).astype(np.int32)  # as fold-in reads a history
+        return self.history_top_k(row, k, self.item_mask(filter_items))
+
+    def history_top_k(self, row: np.ndarray, k: int,
+                      item_mask: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` for the anonymous history ``row`` (sorted unique item indices, int32),
+        excluding its items and those ``item_mask`` marks: the ranking of
+        :meth:`score_history`. Factor models override it to rank the vector fold-in would
+        give the history."""
+        scores = np.ascontiguousarray(self.score_history(row), dtype=np.float32)
+        return single_user.top_k_scores(scores, k, row, item_mask)
+
+    def score_history(self, items: np.ndarray) -> np.ndarray:
+        """Every item's score (1, n_items) for an anonymous history ``items`` (sorted unique
+        indices), for a family that scores a history directly (item-item models,
+        popularity); refused here."""
+        raise InputError(f"a {type(self).__name__} model cannot score an anonymous history",
+                         hint=f"use a {family_names('supports_fold_in')} model")
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
                         filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:

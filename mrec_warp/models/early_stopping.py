@@ -30,7 +30,7 @@ from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
 from ..topk import SCORE_ROWS, KernelExclusion, iter_top_k
 from ..workers import one_blas_thread
-from .alignment import as_aligned_csr
+from .foldin import as_aligned_csr
 from .declared import Param
 
 

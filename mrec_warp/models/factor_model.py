@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from ..data.npz import check_shape
 from ..errors import InputError
 from ..progress import Progress
+from . import single_user
 from .base import Recommender
 from .foldin import append_user_ids
 from .early_stopping import fit_or_select
@@ -159,7 +160,6 @@ class FactorModel(FactorScoring, Recommender):
         for name in self.OPTIMISER_STATE:
             setattr(self, name, take(state[name]))
         self.epochs_done_ = int(state["epochs_done_"])
-        self._steps_restarted = False  # the fit's own accumulators, as they were
 
     def restart_steps(self) -> None:
         """Restart the optimiser's step sizes (the warm refit after early stopping); a family
@@ -177,17 +177,22 @@ class FactorModel(FactorScoring, Recommender):
     @abc.abstractmethod
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The user vector :meth:`fold_in` fits for a new user with history ``items`` (sorted
-        unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
+        unique indices), the model unchanged (what :meth:`history_top_k` ranks)."""
+
+    def history_top_k(self, row: np.ndarray, k: int,
+                      item_mask: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+        """The list of the new user :meth:`fold_in` would make of the history ``row``: its
+        :meth:`history_vector` ranked as :meth:`recommend` ranks a user."""
+        side = self.item_side()
+        return single_user.top_k_of_vector(side, self.history_vector(row), k, row, item_mask)
 
     # -- new users ------------------------------------------------------------------------------------
     def append_users(self, ids, user_features=None) -> None:
-        """New users with zero factor rows (and fresh adagrad rows when training keeps them)."""
+        """New users with zero factor rows."""
         if user_features is not None:
             raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
         d = self.user_factors_.shape[1]
         self.user_factors_ = np.vstack([self.user_factors_, np.zeros((len(ids), d), np.float32)])
-        if getattr(self, "_user_accum", None) is not None:
-            self._user_accum = np.vstack([self._user_accum, np.ones((len(ids), d), np.float32)])
         append_user_ids(self, ids)
 
     # -- persistence --------------------------------------------------------------------------------

@@ -1,19 +1,14 @@
-"""Fold-in: fit vectors for new (or updated) users against a trained model's fixed items.
+"""Data that reaches a trained model after its fit: users folded in, pairs aligned to its ids.
 
-The answer to "how do I add users without refitting?". For each user of a history, a few
-WARP passes over their items update *only* that user's row -- the user factors of
-:class:`~mrec_warp.models.warp.WARP`, the identity embedding of
-:class:`~mrec_warp.models.hybrid.HybridWARP` (whose other features stay as trained) --
-against item representations that do not move, so the rest of the model, and every other
-user's recommendations, stay exactly as they were. The kernel is
-:func:`mrec_warp.kernels.hybrid.fold_in_shard`, which samples with the same ``warp_sample``
-as training.
-
-:meth:`~mrec_warp.models.base.Recommender.fold_in` has one signature in every family. A
-model folding in with WARP passes provides ``append_users(ids, user_features)`` (the
-contract's: adds users with a zero row) and two hooks: ``_fold_in_problem(users)`` returns ``(rows, offset, scale, item_factors, item_bias)``
-with ``p_u = offset[u] + scale[u] * rows[u]`` (empty offset / scale mean 0 / 1), and
-``_fold_in_store(users, rows)`` writes the fitted rows back.
+Fold-in adds (or refines) users without refitting. :meth:`~mrec_warp.models.base.Recommender.fold_in`
+has one signature in every family and each family fits the users' rows its own way (WARP's
+SGD passes, WRMF's exact solve, an item-item model's history as it is); what they share is
+here: reading a history in any of its forms (:func:`read_history`), appending the new
+users with empty training rows and adding every history item to its user's row, so it is
+excluded from their recommendations (:func:`add_history`), and the log line. The same
+alignment to the model's ids serves ``partial_fit``'s new pairs (:func:`known_pairs`) and a
+validation matrix (:func:`as_aligned_csr`): pairs the model does not know are skipped and
+counted, or refused.
 """
 from __future__ import annotations
 
@@ -27,19 +22,8 @@ import scipy.sparse as sp
 from ..data.interactions import Interactions, as_csr, check_values
 from ..data.ratings import read_ratings
 from ..errors import InputError
-from ..progress import SILENT, Progress, plural
-from ..kernels import hybrid as _hybrid
-from ..kernels import rng as _rng
-from ..seeds import spawn_seed
-from .positives import TrainingData, check_divergence
-
-#: Default passes over a folded-in user's history. The item side is fixed, so each pass is
-#: cheap; starting from a zero vector, about this many passes bring a folded-in user's
-#: precision close to that of a user trained in (see tests/test_foldin.py).
-FOLD_IN_EPOCHS = 30
-
-#: Mixed into the model's seed so that fold-in samples its own stream.
-FOLD_IN_SALT = 0x5F0D1D
+from ..progress import Progress, plural
+from .base import Recommender
 
 
 def read_history(history, source: Optional[str] = None, model=None,
@@ -96,65 +80,6 @@ def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> 
                          "value": coo.data.astype(np.float64)})
 
 
-def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
-            progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None):
-    """Fit the users of ``history`` against ``model``'s fixed items (in place; returns ``model``).
-
-    Parameters
-    ----------
-    model : WARP or HybridWARP
-        A fitted model; it gains the new users of ``history`` (appended to ``user_ids``).
-    history : path, DataFrame, Interactions, (user, item) pairs or sparse matrix
-        ``user, item`` rows (see :func:`read_history`). New users are added; known users
-        are refined from their training items plus these. Items the model does not know
-        are skipped (counted in ``model.fold_in_summary_``).
-    epochs : int, optional
-        Passes over the history (default :data:`FOLD_IN_EPOCHS`).
-    user_features : path or DataFrame, optional
-        For a hybrid model: features of new users.
-    progress : Progress, optional
-    user_ids : sequence, optional
-        With a sparse-matrix history: the id of each of its rows.
-
-    Notes
-    -----
-    The learning rate, loss, ``max_sampled``, schedule and ``user_reg`` are the model's.
-    Each folded user's history items join their training row (``model.train_``), so they
-    are excluded from recommendations like training items are. One call with a fixed
-    ``random_state`` is reproducible.
-    """
-    model.check_fitted()
-    refuse_features(model, user_features)
-    progress = progress or SILENT
-    epochs = FOLD_IN_EPOCHS if epochs is None else int(epochs)
-    if epochs < 1:
-        raise InputError(f"fold-in epochs must be >= 1, got {epochs}")
-    added = add_history(model, history, user_features, user_ids)
-    idx, pos = added["rows"], added["positives"]
-
-    rows, offset, scale, item_factors, item_bias = model._fold_in_problem(idx)
-    rows = np.ascontiguousarray(rows, dtype=np.float32)
-    accum = np.ones_like(rows)
-    data = TrainingData(pos)
-    # the model's first seed, salted: a stream of its own (kept as it was: the fold-in
-    # quality test's margin was measured on this stream)
-    state = _rng.seed_state(spawn_seed(model.random_state) ^ FOLD_IN_SALT)
-    bias = np.ascontiguousarray(item_bias, dtype=np.float32) if model.item_bias else np.zeros(0, np.float32)
-    offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
-    for epoch in range(epochs):
-        _rng.shuffle(data.order, state)
-        _hybrid.fold_in_shard(
-            rows, accum, offset, scale, item_factors, bias,
-            data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
-            model._step_settings(epoch, boosted=False),  # at learning_rate (no late_rate)
-        )
-    check_divergence([rows], float(model.init_scale), model._base_learning_rate(), "fold-in diverged")
-    model._fold_in_store(idx, rows)
-    model.fold_in_summary_ = dict(added["summary"], epochs=epochs)
-    _log_fold_in(progress, model.fold_in_summary_, f", {epochs} epochs")
-    return model
-
-
 def refuse_features(model, user_features) -> None:
     """Refuse ``user_features`` for a model that does not use features (they would be ignored)."""
     if user_features is not None and not model.uses_features:
@@ -196,7 +121,6 @@ def add_history(model, history, user_features=None, user_ids: Optional[Sequence]
     pos = sp.csr_matrix(pos, dtype=np.float32)
     pos.sort_indices()
     model.train_ = replace_rows(model.train_, idx, pos)
-    model._interactions_cache = None
     summary = {"users": len(ids), "new_users": len(new), "rows": int(known_item.sum()),
                "rows_with_unknown_items": n_unknown}
     return {"rows": idx, "positives": pos, "summary": summary}
@@ -235,10 +159,55 @@ def append_user_ids(model, ids: np.ndarray) -> None:
     """New users' ids and empty training rows (what every model's ``append_users`` does)."""
     model.user_ids = np.concatenate([model.user_ids, np.asarray(ids, dtype=str)])
     model.train_ = append_empty_rows(model.train_, len(ids))
-    model._interactions_cache = None
 
 
-def warp_problem(model, users: np.ndarray) -> Tuple[np.ndarray, ...]:
-    """WARP's ``_fold_in_problem``: the user factors themselves, no offset, scale 1."""
-    rows = model.user_factors_[users].copy()
-    return rows, np.zeros((0, rows.shape[1]), np.float32), np.zeros(0, np.float32), model.item_factors_, model.item_bias_
+# -- new data in the model's index space ----------------------------------------------------------
+def known_pairs(X, model: Recommender, keep_values: bool = False) -> Tuple[sp.csr_matrix, Dict[str, int]]:
+    """``X`` as a binary matrix in the model's index space, and what was skipped.
+
+    With ``keep_values`` the matrix holds ``X``'s values (summed over duplicates) instead of ones.
+    Every stored entry is a pair, one of value 0 too; a negative value is refused.
+
+    Interactions are matched by id; a pair whose user or item the model does not know is
+    skipped and counted. A matrix must already have the model's shape.
+    """
+    if not isinstance(X, Interactions):
+        csr = as_aligned_csr(X, model, "X", keep_values=keep_values)
+        summary = {"pairs": int(csr.nnz), "skipped_pairs": 0, "unknown_users": 0, "unknown_items": 0}
+    else:
+        check_values(X.matrix.data, X.matrix.indptr)
+        coo = X.matrix.tocoo()  # every stored pair, one of value 0 too
+        src_rows, src_cols = coo.row, coo.col
+        rows = pd.Index(model.user_ids).get_indexer(X.user_ids)[src_rows]
+        cols = pd.Index(model.item_ids).get_indexer(X.item_ids)[src_cols]
+        keep = (rows >= 0) & (cols >= 0)
+        values = coo.data[keep] if keep_values else np.ones(int(keep.sum()), np.float32)
+        csr = sp.csr_matrix((values.astype(np.float32), (rows[keep], cols[keep])),
+                            shape=(model.n_users, model.n_items))
+        csr.sum_duplicates()
+        if not keep_values:
+            csr.data[:] = 1.0
+        summary = {"pairs": int(len(rows)), "skipped_pairs": int((~keep).sum()),
+                   "unknown_users": int(len(np.unique(src_rows[rows < 0]))),
+                   "unknown_items": int(len(np.unique(src_cols[cols < 0])))}
+    if csr.nnz == 0:
+        raise InputError(
+            f"X has no pairs to train on: {summary['skipped_pairs']} of {summary['pairs']} name users or items "
+            "the model does not know", hint="add new users with fold_in; new items need a refit")
+    return csr, summary
+
+
+def as_aligned_csr(X, model: Recommender, what: str, keep_values: bool = False) -> sp.csr_matrix:
+    """``X`` (named ``what`` in errors) as a CSR copy in the model's index space: interactions
+    are reindexed by id, a matrix must already have the model's shape. Values become ones
+    unless ``keep_values``."""
+    if isinstance(X, Interactions):
+        X = X.reindex(model.user_ids, model.item_ids).matrix
+    csr = as_csr(X)
+    if csr.shape != (model.n_users, model.n_items):
+        raise InputError(f"{what} has shape {csr.shape}, expected {(model.n_users, model.n_items)}")
+    check_values(csr.data, csr.indptr)  # a negative value is no interaction of any strength
+    csr = csr.copy()
+    if not keep_values:
+        csr.data[:] = 1.0
+    return csr

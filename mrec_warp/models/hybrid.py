@@ -1,16 +1,36 @@
 """Hybrid WARP: users and items represented by the embeddings of their features.
 
-The Python side of the model; the per-interaction work is in :mod:`mrec_warp.kernels.hybrid`.
-Training, early stopping, refit, callbacks and hogwild threads are WARP's own
-(:class:`~mrec_warp.models.warp.WARP`); this class only supplies the state, the kernel call,
-the scoring and the handling of features and of ids that appear after training.
-Its cold-start methods (``with_new_items``, ``with_new_users``, fold-in's hooks) change
-the same embedding tables as training, so they stay with it; what they do to the feature
-sides, and the sides' arrays in a model file, are in :mod:`.feature_sides`.
+A user is the weighted sum of its features' embeddings, an item likewise (plus a bias per
+item feature), and the model is trained, early-stopped, refitted and folded in exactly as
+:class:`~mrec_warp.models.warp.WARP` is; the per-interaction work is in
+:mod:`mrec_warp.kernels.hybrid`. This module holds what the features add: each side's
+vocabulary, weights and identity columns (:class:`FeatureSide`), the weighted rows the model
+scores with (:func:`weighted_rows`), the ids known only by their features (cold start:
+:meth:`HybridWARP.with_new_items`, :meth:`HybridWARP.with_new_users`, fold-in of new users)
+and the sides' arrays in a model file.
+
+**Feature weights.** Feature tables come from :mod:`mrec_warp.data.features` (one row per
+id, feature, weight). Each id's row holds its content features and, unless
+``identity=False``, an identity feature of its own with weight 2 (``identity_weight``).
+Normalisation (on by default) then scales every row to unit Euclidean length: an item with
+its identity and two genres of weight 1 has weights ``2/sqrt(6)`` = 0.82 and
+``1/sqrt(6)`` = 0.41 each; an id with no feature row has its identity only (weight 1). Ids
+without an identity (new users or items, known by their features only) are normalised as
+if their identity were there with a zero embedding, so they carry exactly the weights a
+trained id with the same features has, and old and new ids can be ranked together.
+
+Why this rule. Euclidean rather than sum-to-1 rows keep the information in *how many*
+features an id has -- the total weight of its features grows with their number -- which
+matters for new ids (on MovieLens, films with more genres are more popular; sum-to-1 rows
+halve the precision on new films). The identity's weight of 2 keeps an id's own embedding
+the larger part of its representation for up to four unit-weight features, so trained ids
+still learn their own taste at a useful speed (with weight 1, a user with three
+demographic features has only a quarter of each step go to their own embedding).
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -18,19 +38,267 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ..data.features import FeaturesLike, as_feature_table, check_ids_match
-from ..data.npz import check_finite, check_shape, csr_arrays
+from ..data.npz import check_finite, check_ids, check_shape, csr_arrays, read_csr
 from ..errors import InputError
-from ..progress import SILENT, Progress
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
+from ..progress import SILENT, Progress
 from ..seeds import spawn_seed
 from .declared import Param, init_signature, with_params
-from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
-from .foldin import append_empty_rows as _append_empty_rows
-from .history_vectors import anonymous_weight, warp_vector
+from .foldin import append_empty_rows
 from .warp import WARP, Callback
 
 
+# -- one side's features and their weights -----------------------------------------------------------
+def feature_names(table: Optional[pd.DataFrame]) -> np.ndarray:
+    """Content feature vocabulary, in order of first appearance."""
+    if table is None or len(table) == 0:
+        return np.zeros(0, dtype=str)
+    return np.asarray(pd.unique(table["feature"].to_numpy()), dtype=str)
+
+
+def raw_rows(ids: np.ndarray, table: Optional[pd.DataFrame], names: np.ndarray) -> Tuple[sp.csr_matrix, int]:
+    """Raw content weights of ``ids`` over ``names``: (len(ids) x len(names)) CSR, float32.
+
+    Table rows of other ids are ignored; rows naming a feature outside ``names`` are
+    dropped and counted (the second value returned).
+    """
+    ids = np.asarray(ids, dtype=str)
+    rows = cols = np.zeros(0, np.int64)
+    vals = np.zeros(0, np.float32)
+    n_unknown = 0
+    if table is not None and len(table) and len(ids):
+        r = pd.Index(ids).get_indexer(table["id"].to_numpy())
+        c = pd.Index(names).get_indexer(table["feature"].to_numpy()) if len(names) else np.full(len(table), -1)
+        n_unknown = int(((r >= 0) & (c < 0)).sum())
+        ok = (r >= 0) & (c >= 0)
+        rows, cols, vals = r[ok], c[ok], table["weight"].to_numpy(dtype=np.float32)[ok]
+    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(len(ids), len(names)), dtype=np.float32)
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return matrix, n_unknown
+
+
+def weighted_rows(
+    raw: sp.csr_matrix,
+    identity: np.ndarray,
+    n_columns: int,
+    normalize: bool = True,
+    identity_slot: bool = True,
+    identity_weight: float = 2.0,
+) -> sp.csr_matrix:
+    """The rows a model scores with: raw content weights plus identities, normalised.
+
+    Parameters
+    ----------
+    raw : csr_matrix (n, n_content)
+        Content feature weights (columns ``0 .. n_content - 1``).
+    identity : int array (n,)
+        Column of each row's identity feature, -1 for none.
+    n_columns : int
+        Width of the result (content columns plus every identity column of the model).
+    normalize : bool
+        Scale each row to unit Euclidean length (identity included).
+    identity_slot : bool
+        When normalising a row without identity, count an identity of weight 1 anyway: the
+        row gets the weights a trained id with the same features has (as if its identity
+        embedding were zero), so new and trained ids are on one scale. Set for models whose
+        ids have identities; a model without them normalises content alone.
+    identity_weight : float
+        Weight of the identity feature before normalisation (content features keep theirs).
+    """
+    identity = np.asarray(identity, dtype=np.int64)
+    n = raw.shape[0]
+    coo = raw.tocoo()
+    have = identity >= 0
+    rows = np.concatenate([coo.row.astype(np.int64), np.flatnonzero(have)])
+    cols = np.concatenate([coo.col.astype(np.int64), identity[have]])
+    vals = np.concatenate([coo.data.astype(np.float32), np.full(int(have.sum()), identity_weight, np.float32)])
+    if normalize:
+        squares = np.bincount(rows, weights=vals.astype(np.float64) ** 2, minlength=n).astype(np.float64)
+        if identity_slot:
+            squares = squares + (~have) * float(identity_weight) ** 2  # the missing identity
+        scale = np.divide(1.0, np.sqrt(squares), out=np.zeros_like(squares), where=squares > 0)
+        vals = (vals * scale[rows]).astype(np.float32)
+    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, int(n_columns)), dtype=np.float32)
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return matrix
+
+
+@dataclass
+class FeatureSide:
+    """The features of one side (users or items) of a fitted model.
+
+    Columns of the embedding table: content features ``0 .. len(names) - 1``, then one
+    identity column per id that has one (appended in the order ids were added, so ids
+    added after training never renumber anything).
+    """
+
+    names: np.ndarray  # content feature names
+    raw: sp.csr_matrix  # (n_ids, n_content) raw content weights
+    identity: np.ndarray  # (n_ids,) identity column of each id, -1 for none
+    n_columns: int  # rows of the embedding table
+    new_ids: np.ndarray  # ids known only by their features (not in training)
+    new_raw: sp.csr_matrix  # (n_new, n_content) their raw content weights
+
+    @property
+    def n_content(self) -> int:
+        return len(self.names)
+
+    def weights(self, normalize: bool, identity_slot: bool, identity_weight: float) -> sp.csr_matrix:
+        return weighted_rows(self.raw, self.identity, self.n_columns, normalize, identity_slot, identity_weight)
+
+    def take_new(self, ids: np.ndarray, table: Optional[pd.DataFrame]) -> Tuple[np.ndarray, sp.csr_matrix]:
+        """Raw rows of ``ids``: from ``table`` when it has them, else from the kept features."""
+        raw, _ = raw_rows(ids, table, self.names)
+        kept = pd.Index(self.new_ids).get_indexer(ids)
+        fill = (np.diff(raw.indptr) == 0) & (kept >= 0)
+        if fill.any():
+            lil = raw.tolil()
+            lil[np.flatnonzero(fill)] = self.new_raw[kept[fill]]
+            raw = lil.tocsr()
+            raw.sort_indices()
+        return ids, raw
+
+    def unknown_ids(self, known: np.ndarray, table: Optional[pd.DataFrame]) -> np.ndarray:
+        """The ids of ``table`` not in ``known`` (the trained ids), or without a table the ids
+        kept as new at training."""
+        if table is None:
+            return self.new_ids.copy()
+        ids = np.asarray(pd.unique(table["id"].to_numpy()), dtype=str)
+        return ids[pd.Index(known).get_indexer(ids) < 0]
+
+    def added(self, ids: np.ndarray, raw: sp.csr_matrix, only: bool = False) -> "FeatureSide":
+        """A copy with the rows ``raw`` of ``ids`` (no identities) after its own rows -- or
+        instead of them, ``only`` -- and those ids no longer kept as new. Nothing of this
+        side changes: a shallow copy of a model may share it."""
+        side = copy.copy(self)
+        rest = pd.Index(ids).get_indexer(side.new_ids) < 0
+        side.new_ids, side.new_raw = side.new_ids[rest], side.new_raw[rest]
+        no_identity = np.full(len(ids), -1, dtype=np.int64)
+        side.raw = raw if only else sp.vstack([side.raw, raw], format="csr")
+        side.identity = no_identity if only else np.concatenate([side.identity, no_identity])
+        return side
+
+    def with_identities(self, rows: np.ndarray) -> "FeatureSide":
+        """A copy that gives ``rows`` (ids without an identity) new identity columns, after the
+        last column (their embeddings are the caller's to append)."""
+        side = copy.copy(self)
+        side.identity = side.identity.copy()
+        side.identity[rows] = side.n_columns + np.arange(len(rows))
+        side.n_columns += len(rows)
+        return side
+
+
+def sides_weights(sides: Tuple[FeatureSide, FeatureSide], normalize: bool, identity: bool,
+                  identity_weight: float) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The (users, items) weighted feature rows of a model (:meth:`FeatureSide.weights`);
+    an :class:`InputError` naming ``identity_weight`` when they overflow float32."""
+    w = identity_weight
+    overflow = InputError(f"`identity_weight={w:g}` makes feature weights infinite in float32",
+                          hint="lower `identity_weight`, e.g. `identity_weight=2`")
+    # float32 weights: an identity weight beyond 3.4e38 is infinite, and every score it
+    # touches NaN: a model that trains, saves and then ranks nothing
+    if not w <= float(np.finfo(np.float32).max):
+        raise overflow
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+        weights = tuple(side.weights(normalize, identity, w) for side in sides)
+    if not all(np.isfinite(m.data).all() for m in weights):
+        raise overflow
+    return weights[0], weights[1]
+
+
+def describe_side(kind: str, n_ids: int, info: Dict[str, int]) -> str:
+    """The log line of one side's features, from :func:`build_side`'s ``info``."""
+    unknown = info["rows_with_unknown_features"]
+    return (f"{kind} features: {info['features']} features on {n_ids - info['ids_without_features']} of "
+            f"{n_ids} training {kind}s ({info['ids_without_features']} with identity only); "
+            f"{info['new_ids']} new {kind}s kept for cold start"
+            + (f"; {unknown} rows of new {kind}s name features no training {kind} has (ignored)" if unknown else ""))
+
+
+def build_side(ids: np.ndarray, table: Optional[pd.DataFrame], identity: bool) -> Tuple[FeatureSide, Dict[str, int]]:
+    """Content vocabulary, raw rows and identity columns of the training ids of one side.
+
+    The vocabulary is the features of training ids only: a feature seen only on new ids
+    would never get a gradient, so its embedding would be noise.
+    """
+    ids = np.asarray(ids, dtype=str)
+    info = {"rows": 0, "features": 0, "ids_without_features": len(ids), "new_ids": 0,
+            "new_ids_without_known_features": 0, "rows_with_unknown_features": 0}
+    names = np.zeros(0, dtype=str)
+    new_ids = np.zeros(0, dtype=str)
+    if table is not None:
+        in_train = pd.Index(ids).get_indexer(table["id"].to_numpy()) >= 0
+        names = feature_names(table[in_train])
+        info["rows"] = len(table)
+    raw, _ = raw_rows(ids, table, names)
+    info["features"] = len(names)
+    info["ids_without_features"] = int((np.diff(raw.indptr) == 0).sum())
+    if table is not None:
+        other = table[pd.Index(ids).get_indexer(table["id"].to_numpy()) < 0]
+        new_ids = np.asarray(pd.unique(other["id"].to_numpy()), dtype=str)
+    new_raw, n_unknown = raw_rows(new_ids, table, names)
+    has = np.diff(new_raw.indptr) > 0
+    info["new_ids_without_known_features"] = int((~has).sum())
+    info["rows_with_unknown_features"] = n_unknown
+    new_ids, new_raw = new_ids[has], new_raw[has]
+    info["new_ids"] = len(new_ids)
+    n = len(ids)
+    ident = (len(names) + np.arange(n)) if identity else np.full(n, -1)
+    side = FeatureSide(names, raw, ident.astype(np.int64), len(names) + (n if identity else 0), new_ids, new_raw)
+    return side, info
+
+
+# -- the sides in a model file -------------------------------------------------------------------
+def sides_arrays(users: FeatureSide, items: FeatureSide) -> Dict[str, np.ndarray]:
+    """The arrays a model file holds for the two sides (names, identities, raw weights, new ids)."""
+    out = {}
+    for kind, side in (("user", users), ("item", items)):
+        out[f"{kind}_feature_names"] = side.names.astype(str)
+        out[f"{kind}_identity"] = side.identity.astype(np.int64)
+        out[f"new_{kind}_ids"] = side.new_ids.astype(str)
+        for prefix, m in ((f"{kind}_raw", side.raw), (f"new_{kind}_raw", side.new_raw)):
+            out[f"{prefix}_indptr"], out[f"{prefix}_indices"], out[f"{prefix}_data"] = csr_arrays(m)
+    return out
+
+
+def sides_spec(n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
+    """Kind and shape of each array of :func:`sides_arrays` (``None``: any size)."""
+    spec: Dict[str, Tuple[str, Tuple]] = {}
+    for kind, n in (("user", n_users), ("item", n_items)):
+        spec[f"{kind}_feature_names"] = ("U", (None,))
+        spec[f"{kind}_identity"] = ("iu", (n,))
+        spec[f"new_{kind}_ids"] = ("U", (None,))
+        for prefix, rows in ((f"{kind}_raw", n), (f"new_{kind}_raw", None)):
+            spec[f"{prefix}_indptr"] = ("iu", (None if rows is None else rows + 1,))
+            spec[f"{prefix}_indices"] = ("iu", (None,))
+            spec[f"{prefix}_data"] = ("f", (None,))
+    return spec
+
+
+def read_sides(arrays: Dict[str, np.ndarray], n_ids: Tuple[int, int],
+               n_columns: Tuple[int, int]) -> Tuple[FeatureSide, FeatureSide]:
+    """The (users, items) sides of a model file's arrays, for ``n_ids`` users and items whose
+    embedding tables have ``n_columns`` rows; ``ValueError`` for what does not fit together."""
+    sides = []
+    for kind, n, columns in (("user", n_ids[0], n_columns[0]), ("item", n_ids[1], n_columns[1])):
+        names = np.asarray(arrays[f"{kind}_feature_names"])
+        new_ids = np.asarray(arrays[f"new_{kind}_ids"])
+        check_ids(names, f"{kind} feature names")
+        check_ids(new_ids, f"new {kind} ids")
+        identity = np.ascontiguousarray(arrays[f"{kind}_identity"], dtype=np.int64)
+        raw = read_csr(arrays, f"{kind}_raw", (n, len(names)))
+        new_raw = read_csr(arrays, f"new_{kind}_raw", (len(new_ids), len(names)))
+        if identity.shape != (n,) or columns < len(names) or (identity < -1).any() \
+                or (identity >= columns).any() or ((identity >= 0) & (identity < len(names))).any():
+            raise ValueError(f"{kind} identity columns do not match the embeddings")
+        sides.append(FeatureSide(names, raw, identity, columns, new_ids, new_raw))
+    return sides[0], sides[1]
+
+
+# -- the model ------------------------------------------------------------------------------------------
 class HybridWARP(WARP):
     """WARP with user and item features (a LightFM-style hybrid model).
 
@@ -73,7 +341,7 @@ class HybridWARP(WARP):
         representation for up to four unit-weight features.
     normalize : bool
         Scale each id's feature weights, identity included, to unit Euclidean length
-        (default); see :mod:`mrec_warp.models.feature_weights` for the rule and why.
+        (default); see the module's description for the rule and why.
     factors, loss, learning_schedule, decay, late_rate_epoch, user_reg, item_reg, max_sampled, \
 user_max_norm, item_max_norm, kos_k, kos_n, item_bias, epochs, max_epochs, patience, eval_every, eval_k, min_improvement, \
 validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_scale, n_jobs, random_state, verbose
@@ -117,22 +385,18 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
     FEATURE_LEARNING_RATE = 0.05
 
     # -- training ------------------------------------------------------------------------------
-    def _base_learning_rate(self) -> float:
-        if self.learning_rate is not None:
-            return float(self.learning_rate)
+    def _rates(self) -> Tuple[float, float]:
+        """(learning rate, late rate): the parameters, or when ``None`` their defaults for the
+        data. With content features ``FEATURE_LEARNING_RATE`` and a constant rate (WARP's
+        schedule was chosen without features); without them WARP's defaults."""
         sides = (getattr(self, "_users", None), getattr(self, "_items", None))
-        if any(side is not None and side.n_content > 0 for side in sides):
-            return self.FEATURE_LEARNING_RATE
-        return float(WARP().learning_rate)
-
-    def _late_rate(self) -> float:
-        # WARP's schedule was chosen without features; with them the rate stays constant
-        if self.late_rate is not None:
-            return float(self.late_rate)
-        sides = (getattr(self, "_users", None), getattr(self, "_items", None))
-        if any(side is not None and side.n_content > 0 for side in sides):
-            return 1.0
-        return float(WARP().late_rate)
+        content = any(side is not None and side.n_content > 0 for side in sides)
+        learning_rate, late_rate = self.learning_rate, self.late_rate
+        if learning_rate is None:
+            learning_rate = self.FEATURE_LEARNING_RATE if content else WARP().learning_rate
+        if late_rate is None:
+            late_rate = 1.0 if content else WARP().late_rate
+        return float(learning_rate), float(late_rate)
 
     def fit(
         self,
@@ -362,7 +626,6 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         train = self.train_
         model.train_ = (sp.csr_matrix(train.shape[:1] + (len(ids),), dtype=np.float32) if only else
                         sp.csr_matrix((train.data, train.indices, train.indptr), shape=(self.n_users, model.n_items)))
-        model._interactions_cache = None
         model._refresh_weights()
         return model
 
@@ -388,7 +651,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         model.append_users(ids, table)  # replaces, never mutates, what the copy shares
         return model
 
-    # -- fold-in hooks (see mrec_warp.models.foldin) ------------------------------------------------
+    # -- fold-in ---------------------------------------------------------------------------------
     def append_users(self, ids: np.ndarray, user_features: FeaturesLike = None) -> None:
         """Append users (empty training rows) with their features; attributes are replaced,
         not changed in place, so a shallow copy of the model can call this safely."""
@@ -396,8 +659,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         ids, raw = self._users.take_new(np.asarray(ids, dtype=str), table)
         self._users = self._users.added(ids, raw)
         self.user_ids = np.concatenate([self.user_ids, ids])
-        self.train_ = _append_empty_rows(self.train_, len(ids))
-        self._interactions_cache = None
+        self.train_ = append_empty_rows(self.train_, len(ids))
         self._refresh_weights()
 
     def _give_identities(self, users: np.ndarray) -> None:
@@ -415,11 +677,31 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
 
     def history_vector(self, items: np.ndarray) -> np.ndarray:
         """The vector :meth:`fold_in` fits for a new user without features whose history is
-        ``items`` (sorted unique indices), the model unchanged (:func:`.history_vectors.recommend_history`)."""
+        ``items`` (sorted unique indices), the model unchanged."""
         if not self.identity:
             raise InputError("a hybrid model without identities cannot fold in a history",
                              hint="train it with identities (the default) to fold in new users")
-        return warp_vector(self, items, scale=anonymous_weight(self))
+        return self._fold_in_vector(items, scale=self._anonymous_identity_weight())
+
+    def _anonymous_identity_weight(self) -> float:
+        """The weight the model gives the identity of a new user without features (what its
+        fold-in scales that user's row by), found once on a shallow copy of the model."""
+        key = (id(self._users), float(self.identity_weight), bool(self.normalize), bool(self.identity))
+        cached = self.__dict__.get("_anonymous_weight")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        probe = copy.copy(self)  # the hooks replace attributes, never change them in place
+        name = "\x00anonymous"
+        while name in self.id_map("user"):
+            name += "_"
+        probe.append_users(np.array([name]), None)
+        user = np.array([probe.n_users - 1])
+        probe._give_identities(user)
+        if np.diff(probe._uw.indptr)[user[0]] != 1:  # features kept for this id: not anonymous after all
+            raise RuntimeError("an anonymous user unexpectedly has features")
+        weight = float(probe._uw[user[0], probe._users.identity[user[0]]])
+        self.__dict__["_anonymous_weight"] = (key, weight)
+        return weight
 
     def _fold_in_problem(self, users: np.ndarray):
         self._give_identities(users)
@@ -434,7 +716,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
         self.user_embeddings_[self._users.identity[users]] = rows
         self._cache = None
 
-    # -- persistence (the sides' arrays: mrec_warp.models.feature_sides) ------------------------------
+    # -- persistence ---------------------------------------------------------------------------------
     def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"user_embeddings": self.user_embeddings_, "item_embeddings": self.item_embeddings_,
                 "item_feature_bias": self.item_feature_bias_, **sides_arrays(self._users, self._items)}

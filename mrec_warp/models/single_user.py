@@ -399,3 +399,31 @@ def _outside_sorted(items: np.ndarray, sorted_row: np.ndarray) -> np.ndarray:
         return np.ones(len(items), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_row, items), len(sorted_row) - 1)
     return sorted_row[at] != items
+
+
+# -- an anonymous history's list ---------------------------------------------------------------------
+def top_k_of_vector(side: ItemSide, vector: np.ndarray, k: int, excluded: np.ndarray,
+                    item_mask: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` for one vector that is no user of the model (a history folded in): the
+    list of :func:`top_k_vector`, a close call scored at the first row of a grid call as the
+    batch path scores a block (:mod:`mrec_warp.topk`)."""
+    found = top_k_vector(side, vector, k, excluded, item_mask)
+    if found is not None:
+        return found
+    grid = np.repeat(vector[None, :], SCORE_ROWS, axis=0)
+    with one_blas_thread():
+        scores = np.matmul(grid, side.items.T)[:1]
+    if side.bias is not None:
+        scores += side.bias
+    return top_k_scores(scores, k, excluded, item_mask)
+
+
+def top_k_scores(scores: np.ndarray, k: int, excluded: np.ndarray,
+                 item_mask: Optional[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """The batch kernel's top ``k`` of one row of scores (1, n_items), ``excluded`` (sorted
+    item indices) and the items ``item_mask`` marks left out."""
+    items = np.empty((1, k), dtype=np.int64)
+    best = np.empty((1, k), dtype=np.float32)
+    indptr = np.array([0, len(excluded)], dtype=np.int64)
+    topk_masked(scores, _NO_ROWS, indptr, excluded, _NO_MASK if item_mask is None else item_mask, items, best)
+    return items[0], best[0]

@@ -1,43 +1,210 @@
-"""WARP matrix factorisation: the Python side (initialisation, epochs, early stopping).
+"""WARP: matrix factorisation trained with the WARP ranking loss (Weston et al., 2010).
 
-The per-interaction work is in the Cython kernel :mod:`mrec_warp.kernels.warp`; one epoch
-in :mod:`.warp_epoch`, the epoch loop and early stopping in :mod:`.validation`, what every
-factor model shares in :mod:`.factor_model`, fold-in in :mod:`.foldin`, ``partial_fit`` in
-:mod:`.partial_fit`, the positives' arrays in :mod:`.positives`. What is left is the
-estimator, a third of it the documentation of its parameters.
+A user's score for an item is ``f(u, i) = p_u . q_i + b_i``. An epoch visits every training
+positive once, in a fresh random order (or, when confidences are used to sample, draws as
+many positives in proportion to them); for each one the kernel (:mod:`mrec_warp.kernels.warp`)
+draws items until one outranks the positive within the margin, estimates the positive's
+rank from the number of draws, and steps the user, the positive and that negative on the
+rank-weighted hinge. Several threads may share an epoch (hogwild shards); after it, the
+learned arrays are checked for divergence.
+
+The number of epochs is chosen by early stopping on a hold-out, then the model is refitted
+on all the data: the loop every epoch-trained factor model shares (:mod:`.validation`).
+:meth:`WARP.partial_fit` trains on more pairs; :meth:`WARP.fold_in` fits new users' rows
+against the fixed items with the same sampler, and :meth:`WARP.history_vector` gives the row
+fold-in would fit for one anonymous history, bit for bit, without changing the model.
 """
 from __future__ import annotations
 
+import threading
+import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..data.confidence import CONFIDENCES, check_confidence
+from ..data.confidence import confidence as confidence_of
+from ..data.interactions import Interactions, as_csr
 from ..data.npz import check_finite, check_shape
-from ..errors import InputError
-from ..progress import SILENT, Progress
+from ..errors import InputError, TrainingDivergedError
 from ..kernels import rng as _rng
 from ..kernels import warp as _warp
-from ..seeds import spawn_seed
-from ..workers import effective_n_jobs
-from .factor_model import FactorModel
-from .history_vectors import warp_vector
-from .foldin import fold_in, warp_problem
-from .partial_fit import partial_fit
-from .warp_epoch import LOSSES, run_epoch, step_settings, training_data, with_confidence
-from .positives import TrainingData
+from ..progress import SILENT, Progress, plural
+from ..seeds import spawn_seed, spawn_seeds
+from ..workers import effective_n_jobs, thread_map
 from .declared import Param, declared_by_name, n_jobs_param, seed_param, verbose_param
+from .factor_model import FactorModel
+from .foldin import _log_fold_in, add_history, known_pairs, refuse_features
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import check_epochs, early_stopping_params, need, run_epochs
 
+LOSSES = {"warp": 0, "bpr": 1, "warp-kos": 2}
 #: Most positives a WARP-kOS step may compare (the kernel keeps them on the stack).
 KOS_MAX_N = 64
 SCHEDULES = ("adagrad", "sgd")
 #: How WARP uses a confidence: draw positives in proportion to it, or scale each step by it.
 CONFIDENCE_USES = ("sample", "weight")
 
+#: Positives per kernel call: small enough for a live progress bar and Ctrl-C, large
+#: enough that the Python overhead between calls is negligible.
+CHUNK = 262144
+
+#: Training stops as diverged when a learned array's typical vector length (root mean square
+#: of its row norms) passes this many times the initial one (``init_scale``, counted as at
+#: least 0.1). With the hinge's margin of 1, sound models stay within about 30 times: 1.6 on
+#: MovieLens 100k and planted data with the defaults, ~130 even at learning rate 10, while a
+#: learning rate of 1e6 reaches 1e8 times in one epoch.
+DIVERGENCE_GROWTH = 1e4
+
+#: Largest bitmap of the positives (one bit per user and item) the WARP kernel tests its
+#: negatives against instead of searching CSR rows; bigger sets keep the search (a bitmap
+#: that does not stay in cache would cost a memory load per draw).
+SEEN_BITMAP_BYTES = 16 * 1024 * 1024
+
+#: Default passes over a folded-in user's history. The item side is fixed, so each pass is
+#: cheap; starting from a zero vector, about this many passes bring a folded-in user's
+#: precision close to that of a user trained in (see tests/test_foldin.py).
+FOLD_IN_EPOCHS = 30
+
+#: Mixed into the model's seed so that fold-in samples its own stream.
+FOLD_IN_SALT = 0x5F0D1D
+
 Callback = Callable[["WARP", Dict[str, Any]], Optional[bool]]
+
+
+# -- the positives as the kernel reads them, and the check after an epoch ---------------------------
+class TrainingData:
+    """The arrays the kernel reads: CSR structure, the user of each positive, the visit order.
+
+    Every stored pair of ``csr`` is a positive (never sampled as a negative); an epoch visits
+    them all, or only the pairs of ``visit`` (a subset of ``csr``) when it is given.
+    ``confidence``, one value per visited pair (in CSR order), weighs them: ``use="weight"``
+    builds step weights (confidence over its mean; 1 for pairs not visited),
+    ``use="sample"`` the alias table the epochs draw the visited pairs from.
+    """
+
+    def __init__(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
+                 confidence: Optional[np.ndarray] = None, use: str = "weight") -> None:
+        self.indptr = csr.indptr.astype(np.int64)  # small: one entry per user
+        self.indices = csr.indices.astype(np.int32, copy=False)  # shared with the model's CSR
+        counts = np.diff(self.indptr)
+        self.pos_users = np.repeat(np.arange(csr.shape[0], dtype=np.int32), counts)
+        # the visit order is shuffled in place every epoch; int32 halves its memory when it fits
+        dtype = np.int32 if csr.nnz < 2**31 - 1 else np.int64
+        if visit is None:
+            self.order = np.arange(csr.nnz, dtype=dtype)
+        else:
+            self.order = _positions(csr, visit).astype(dtype)
+        self.rank_weights = _rng.harmonic_table(csr.shape[1])
+        self.shape: Tuple[int, int] = (int(csr.shape[0]), int(csr.shape[1]))
+        self._seen_bits: Optional[np.ndarray] = None
+        self._seen_lock = threading.Lock()  # hogwild shards ask for it at once in the first epoch
+        self.alias: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self.targets: Optional[np.ndarray] = None  # what an alias draw k stands for: order[k]
+        self.step_weights: Optional[np.ndarray] = None
+        if confidence is not None and len(self.order):
+            values = np.asarray(confidence, dtype=np.float64)
+            if use == "sample":
+                self.alias = _rng.alias_table(values)
+                if visit is not None:
+                    self.targets = self.order.astype(np.int64)
+            else:
+                self.step_weights = np.ones(csr.nnz, dtype=np.float32)
+                self.step_weights[self.order] = values / values.mean()
+
+    @property
+    def seen_bits(self) -> Optional[np.ndarray]:
+        """The positives as a bitmap, bit ``u * n_items + j`` (little-endian within each
+        byte), built at first use; ``None`` above :data:`SEEN_BITMAP_BYTES`."""
+        n_users, n_items = self.shape
+        with self._seen_lock:
+            if self._seen_bits is None and 0 < n_users * n_items <= 8 * SEEN_BITMAP_BYTES:
+                rows = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(self.indptr))
+                bits = rows * n_items + self.indices
+                seen = np.zeros((n_users * n_items + 7) // 8, dtype=np.uint8)
+                np.bitwise_or.at(seen, bits >> 3, np.left_shift(1, bits & 7).astype(np.uint8))
+                self._seen_bits = seen
+            return self._seen_bits
+
+
+def _pair_keys(csr: sp.csr_matrix) -> np.ndarray:
+    """One int64 per stored pair, ``row * n_cols + col``: increasing for sorted indices."""
+    rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+    return rows * csr.shape[1] + csr.indices
+
+
+def _positions(csr: sp.csr_matrix, subset: sp.csr_matrix) -> np.ndarray:
+    """Where each stored pair of ``subset`` sits among the stored pairs of ``csr``."""
+    csr.sort_indices()
+    subset.sort_indices()
+    return np.searchsorted(_pair_keys(csr), _pair_keys(subset))
+
+
+def merge_seen(seen: sp.csr_matrix, new: sp.csr_matrix) -> sp.csr_matrix:
+    """The union of two binary users x items matrices: sorted, ones, float32."""
+    merged = sp.csr_matrix(seen + new, dtype=np.float32)
+    merged.sum_duplicates()
+    merged.sort_indices()
+    merged.data[:] = 1.0
+    return merged
+
+
+def check_divergence(arrays: Sequence[np.ndarray], init_scale: float, learning_rate: float, what: str,
+                     alpha: Optional[float] = None, scales: Optional[Dict[str, float]] = None) -> None:
+    """Raise :class:`TrainingDivergedError` when an array is not finite or has blown up.
+
+    Blown up: its typical vector length (root mean square of the row norms; of the values
+    for a 1-D array) passed :data:`DIVERGENCE_GROWTH` times ``init_scale`` (at least 0.1).
+    ``alpha``: the confidence scale, when confidences weight each step; ``scales``: other
+    parameters that multiply each step (a hybrid's un-normalised ``identity_weight``). The
+    hint names them first, the largest first: a step scaled by ``identity_weight=1e30`` is
+    not fixed by a learning rate ten times lower.
+    """
+    scales = {**({"alpha": alpha} if alpha else {}), **(scales or {})}
+    scaled = "".join(f"lower `{name}` from {value:g} ({'confidences multiply' if name == 'alpha' else 'it multiplies'} "
+                     "each step), " for name, value in sorted(scales.items(), key=lambda kv: -kv[1]))
+    hint = (scaled + f"lower the learning rate from {learning_rate:g} to {learning_rate / 10:g} or less, "
+            "or add regularisation")
+    limit = DIVERGENCE_GROWTH * max(float(init_scale), 0.1)
+    for a in arrays:
+        if a.size == 0:
+            continue
+        flat = a.reshape(-1)
+        typical = float(np.sqrt(np.dot(flat, flat) / a.shape[0]))  # float32 dot: inf when huge
+        if not np.isfinite(typical) and not np.isfinite(flat).all():
+            raise TrainingDivergedError(f"{what}: factors are no longer finite", hint=hint)
+        if not typical <= limit:
+            raise TrainingDivergedError(
+                f"{what}: factor lengths grew to {typical:.3g}, more than {DIVERGENCE_GROWTH:.0e} times "
+                f"their initial {max(float(init_scale), 0.1):g}", hint=hint)
+
+
+# -- the rules of a step: confidence, rate, norm limit ------------------------------------------------
+def with_confidence(X, binary: sp.csr_matrix, kind: str, alpha: float, eps: float) -> sp.csr_matrix:
+    """``binary`` (the positives) with each positive's confidence (``kind``, ``alpha``, ``eps``)
+    as its value.
+
+    The values come from ``X`` (the same stored entries as ``binary``: a value of 0 is a
+    positive of the lowest confidence); the visit order and hold-out splits only look at
+    the structure, so they do not change with the confidence.
+    """
+    raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
+    if raw.nnz != binary.nnz:  # cannot happen through fit; guards a subclass's set_training_data
+        raise ValueError("confidence values do not line up with the positives")
+    conf = confidence_of(raw.data, kind, alpha, eps)
+    return sp.csr_matrix((conf, binary.indices, binary.indptr), shape=binary.shape)
+
+
+def rate_factor(late_rate: float, late_epoch: int, epoch: int) -> float:
+    """The multiple of the learning rate at ``epoch`` (0-based): 1 for the first
+    ``late_epoch`` epochs, ``late_rate`` from then on."""
+    return float(late_rate) if epoch >= late_epoch else 1.0
+
+
+def _limit(max_norm: Optional[float]) -> float:
+    """A norm limit as the kernels take it: 0 for none (``None`` and 0 both mean no limit)."""
+    return 0.0 if max_norm is None else float(max_norm)
 
 
 class WARP(FactorModel):
@@ -358,6 +525,10 @@ class WARP(FactorModel):
         self.epochs_done_ = 0
         self._steps_restarted = False
 
+    def set_train_state(self, state: Dict[str, Any], copy: bool = True) -> None:
+        super().set_train_state(state, copy)
+        self._steps_restarted = False  # the fit's own accumulators, as they were
+
     def restart_steps(self) -> None:
         """Adagrad's accumulators back at 1 (the learned arrays and the sampler stay): the
         next steps are as large as the first epoch's."""
@@ -368,23 +539,102 @@ class WARP(FactorModel):
         self._steps_restarted = True
 
     # -- one epoch ---------------------------------------------------------------------------
-    def _epoch(self, data: "TrainingData", progress: Progress) -> Dict[str, float]:
-        """One epoch on ``data`` (:func:`.warp_epoch.run_epoch`): its statistics."""
-        return run_epoch(self, data, progress)
+    def _training_data(self, csr: sp.csr_matrix, visit: Optional[sp.csr_matrix] = None,
+                       values: Optional[np.ndarray] = None) -> TrainingData:
+        """The kernel's arrays for the positives ``csr``; with a confidence, ``values``
+        (default ``csr.data``) are the confidences of the visited pairs."""
+        if self._confidence_kind() == "none":
+            return TrainingData(csr, visit)
+        return TrainingData(csr, visit, confidence=csr.data if values is None else values,
+                            use=self.confidence_use)
+
+    def _epoch(self, data: TrainingData, progress: Progress) -> Dict[str, float]:
+        """Shuffle the positives (or draw them by confidence), then visit each (in shards on several threads).
+
+        Returns the epoch's statistics (its ``history_`` entry): ``updates`` and ``loss`` per
+        positive, ``mean_weight`` (mean L(rank)), ``compared_per_positive`` and the
+        ``learning_rate`` of its steps."""
+        if data.alias is not None:
+            _rng.draw_positives(data.order, *data.alias, self._rng_state, data.targets)
+        else:
+            _rng.shuffle(data.order, self._rng_state)
+        cfg = self._step_settings(self.epochs_done_)
+        nnz = len(data.order)
+        n_jobs = effective_n_jobs(self.n_jobs)
+
+        def run(start: int, stop: int, state: np.ndarray):
+            return self._fit_shard(data, start, stop, state, cfg)
+
+        totals = np.zeros(4)
+        if n_jobs == 1:
+            chunks = [(s, min(s + CHUNK, nnz)) for s in range(0, nnz, CHUNK)]
+            for s, e in progress.iterate(chunks, total=len(chunks), desc=f"epoch {self.epochs_done_ + 1}", unit="chunk",
+                                         lines=False):  # the epoch's line says it is done
+                totals += run(s, e, self._rng_state)
+        else:
+            bounds = np.linspace(0, nnz, n_jobs + 1).astype(np.int64)
+            # one independent sampler per thread, seeded from the model's state and the epoch
+            seeds = spawn_seeds([int(self._rng_state[0]), self.epochs_done_], n_jobs)
+            states = [_rng.seed_state(int(x)) for x in seeds]
+            self._rng_state = _rng.seed_state(int(self._rng_state[1]))
+            # one hogwild shard per thread, on the fitting threads every model shares
+            shards = [(int(bounds[w]), int(bounds[w + 1]), states[w]) for w in range(n_jobs)]
+            for r in thread_map(run, shards, n_jobs):
+                totals += r
+        self.epochs_done_ += 1
+        n_updates, total_weight, total_loss, n_compared = totals
+        weighted = self._confidence_kind() != "none" and self.confidence_use == "weight"
+        scales = self._step_scales()
+        base_rate, late_rate = self._rates()
+        if self._late_factor(self.epochs_done_ - 1) > 1:  # this epoch stepped at the late rate: the hint names it
+            scales = {**scales, "late_rate": late_rate}
+        check_divergence(self._learned_arrays(), float(self.init_scale), base_rate,
+                         f"training diverged at epoch {self.epochs_done_}", alpha=float(self.alpha) if weighted else None,
+                         scales=scales)
+        return {
+            "updates": n_updates / max(nnz, 1),
+            "mean_weight": total_weight / max(n_updates, 1),
+            "loss": total_loss / max(nnz, 1),
+            "compared_per_positive": n_compared / max(nnz, 1),
+            # the rate every step of the epoch took (the late rate, SGD's decay): visible in the log
+            "learning_rate": float(cfg["learning_rate"]),
+        }
+
+    def _rates(self) -> Tuple[float, float]:
+        """(learning rate, late rate) in force: the parameters, here; a hook for a subclass
+        that resolves their defaults from its data (the hybrid)."""
+        return float(self.learning_rate), float(self.late_rate)
+
+    def _late_factor(self, epoch: int) -> float:
+        """The ``late_rate`` multiple in force at ``epoch``: 1 before ``late_rate_epoch``, and
+        1 after a restart of adagrad's accumulators on trained factors (a warm refit,
+        ``partial_fit`` of a loaded model: measured at a constant rate)."""
+        if getattr(self, "_steps_restarted", False):
+            return 1.0
+        return rate_factor(self._rates()[1], int(self.late_rate_epoch), epoch)
 
     def _step_settings(self, epoch: int, boosted: bool = True) -> Dict[str, Any]:
-        """What every kernel step takes at ``epoch`` (:func:`.warp_epoch.step_settings`)."""
-        return step_settings(self, epoch, boosted)
+        """What every kernel step takes at ``epoch`` (0-based), as the kernels' ``StepSettings``
+        struct (``kernels/steps.pxd``) wants it: a dict of every field.
 
-    def _base_learning_rate(self) -> float:
-        """The learning rate in force (a hook: subclasses may resolve a default from the data)."""
-        return float(self.learning_rate)
+        The rate depends on the epoch number alone (SGD's ``decay``, the ``late_rate``), so a
+        refit replays the fit's rates epoch by epoch. ``boosted=False``: without the
+        ``late_rate`` (fold-in, which fits a new user's row against the trained items at
+        ``learning_rate``, as before the schedule existed)."""
+        lr = self._rates()[0]
+        if self.learning_schedule == "sgd":
+            lr = lr / (1.0 + float(self.decay) * epoch)
+        if boosted:
+            lr = lr * self._late_factor(epoch)
+        return dict(
+            loss=LOSSES[self.loss], max_sampled=int(self.max_sampled), learning_rate=lr,
+            user_reg=float(self.user_reg), item_reg=float(self.item_reg),
+            adagrad=self.learning_schedule == "adagrad", use_bias=bool(self.item_bias),
+            user_max_norm=_limit(self.user_max_norm), item_max_norm=_limit(self.item_max_norm),
+            kos_n=int(self.kos_n), kos_k=int(self.kos_k),
+        )
 
-    def _late_rate(self) -> float:
-        """The ``late_rate`` in force (a hook, as :meth:`_base_learning_rate`)."""
-        return float(self.late_rate)
-
-    def _fit_shard(self, data: "TrainingData", start: int, stop: int, state: np.ndarray,
+    def _fit_shard(self, data: TrainingData, start: int, stop: int, state: np.ndarray,
                    cfg: Dict[str, Any]) -> Tuple[float, float, float, float]:
         """One kernel call on positives ``data.order[start:stop]`` (a hook for subclasses)."""
         return _warp.fit_shard(
@@ -458,12 +708,51 @@ class WARP(FactorModel):
             Passes over ``X`` (at least 1).
         progress : Progress, optional
         """
-        return partial_fit(self, X, epochs, progress)
+        self.check_params()
+        if int(epochs) < 1:
+            raise InputError(f"partial_fit needs epochs >= 1, got {epochs}")
+        progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        if getattr(self, "train_", None) is None:
+            csr = self._with_confidence(X, self.set_training_data(X))
+            n_users, n_items = csr.shape
+            self.init_state(n_users, n_items, np.random.default_rng(self.random_state))
+            data = self._training_data(csr)
+            summary = {"pairs": int(csr.nnz), "new_pairs": int(csr.nnz), "skipped_pairs": 0,
+                       "unknown_users": 0, "unknown_items": 0}
+        else:
+            if not hasattr(self, "_rng_state"):  # a loaded model keeps its factors, not the optimiser
+                self._fresh_optimizer_state(np.random.default_rng(self.random_state))
+            new, summary = known_pairs(X, self, keep_values=self._confidence_kind() != "none")
+            values = self._with_confidence(new, new).data if self._confidence_kind() != "none" else None
+            new.data[:] = 1.0
+            seen = merge_seen(self.train_, new)
+            summary["new_pairs"] = int(seen.nnz - self.train_.nnz)
+            data = self._training_data(seen, visit=new, values=values)
+            self.train_ = seen
+        self.partial_fit_summary_: Dict[str, int] = summary
+        if summary["skipped_pairs"]:
+            message = (f"partial_fit skipped {summary['skipped_pairs']:,} of {plural(summary['pairs'], 'pair')} naming "
+                       f"{plural(summary['unknown_users'], 'user')} and {plural(summary['unknown_items'], 'item')} "
+                       "the model does not know (add new users with fold_in; new items need a refit)")
+            warnings.warn(message, UserWarning, stacklevel=2)
+            progress.log(f"warning: {message}")
+        if not hasattr(self, "history_"):
+            self.history_ = []
+        self.train_epochs(data, int(epochs), progress, ())
+        return self
+
+    def _fresh_optimizer_state(self, seed_rng: np.random.Generator) -> None:
+        """Adagrad accumulators (at 1) and a sampler seed for the learned arrays as they are,
+        e.g. to continue training a model loaded from disk."""
+        self._user_accum, self._item_accum, self._bias_accum = (
+            np.ones_like(a) for a in self._learned_arrays())
+        self._rng_state = _rng.seed_state(spawn_seed(seed_rng))
+        self._steps_restarted = True  # fresh accumulators on trained factors: no late rate
 
     def train_epochs(self, csr, epochs, progress, callbacks, validation=None, phase="fit", first: int = 0) -> int:
         """Run up to ``epochs`` epochs on ``csr`` (or prepared :class:`TrainingData`), numbered
         from ``first + 1``; with ``validation``, early-stop and keep the best."""
-        data = csr if isinstance(csr, TrainingData) else training_data(self, csr)
+        data = csr if isinstance(csr, TrainingData) else self._training_data(csr)
 
         def step():
             stats = self._epoch(data, progress)
@@ -479,36 +768,159 @@ class WARP(FactorModel):
         return getattr(self, "confidence", "none") if self.supports_confidence else "none"
 
     def _with_confidence(self, X, binary: sp.csr_matrix) -> sp.csr_matrix:
-        """``binary`` with each positive's confidence as its value (:func:`.warp_epoch.with_confidence`)."""
+        """``binary`` with each positive's confidence as its value (:func:`with_confidence`)."""
         kind = self._confidence_kind()
         return binary if kind == "none" else with_confidence(X, binary, kind, self.alpha, self.eps)
 
-    # -- fold-in (mrec_warp.models.foldin) ---------------------------------------------------
+    # -- fold-in -------------------------------------------------------------------------------
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
                 progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WARP":
         """Add users from a short history without refitting (in place; returns ``self``).
 
-        Each user of ``history`` (a ratings path, a ``user, item`` DataFrame,
-        Interactions, a list of ``(user, item)`` pairs, or a sparse matrix with one column
-        per model item whose rows are the users ``user_ids``) gets a factor row fitted by
-        ``epochs`` WARP passes (default :data:`~mrec_warp.models.foldin.FOLD_IN_EPOCHS`)
-        over their items against the fixed item factors; new users are appended to
-        ``user_ids``, known ones are refined from their training items plus the history;
-        every history item joins the user's training row, so it is excluded from their
-        recommendations. Nothing else changes. ``user_features``: a hybrid's new users'
-        features (a plain WARP refuses them). See :func:`mrec_warp.models.foldin.fold_in`.
-        """
-        return fold_in(self, history, epochs=epochs, user_features=user_features, progress=progress,
-                       user_ids=user_ids)
+        For each user of ``history``, ``epochs`` WARP passes over their items update *only*
+        that user's row (the user factors here, a hybrid's identity embedding) against item
+        representations that do not move, so the rest of the model, and every other user's
+        recommendations, stay exactly as they were. New users are appended to ``user_ids``;
+        known ones are refined from their training items plus the history.
 
-    def _fold_in_problem(self, users: np.ndarray):
-        return warp_problem(self, users)
+        Parameters
+        ----------
+        history : path, DataFrame, Interactions, (user, item) pairs or sparse matrix
+            ``user, item`` rows (see :func:`~mrec_warp.models.foldin.read_history`); a sparse
+            matrix has one column per model item and rows that are the users ``user_ids``.
+            Items the model does not know are skipped (counted in ``fold_in_summary_``).
+        epochs : int, optional
+            Passes over the history (default :data:`FOLD_IN_EPOCHS`).
+        user_features : path or DataFrame, optional
+            A hybrid's new users' features (a plain WARP refuses them).
+        progress : Progress, optional
+        user_ids : sequence, optional
+            With a sparse-matrix history: the id of each of its rows.
+
+        Notes
+        -----
+        The learning rate (without the ``late_rate``), loss, ``max_sampled``, schedule and
+        ``user_reg`` are the model's. Each folded user's history items join their training
+        row (``train_``), so they are excluded from recommendations like training items are.
+        One call with a fixed ``random_state`` is reproducible.
+        """
+        self.check_fitted()
+        refuse_features(self, user_features)
+        progress = progress or SILENT
+        epochs = FOLD_IN_EPOCHS if epochs is None else int(epochs)
+        if epochs < 1:
+            raise InputError(f"fold-in epochs must be >= 1, got {epochs}")
+        added = add_history(self, history, user_features, user_ids)
+        idx, pos = added["rows"], added["positives"]
+
+        rows, offset, scale, item_factors, item_bias = self._fold_in_problem(idx)
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        accum = np.ones_like(rows)
+        data = TrainingData(pos)
+        # the model's first seed, salted: a stream of its own (kept as it was: the fold-in
+        # quality test's margin was measured on this stream)
+        state = _rng.seed_state(spawn_seed(self.random_state) ^ FOLD_IN_SALT)
+        bias = np.ascontiguousarray(item_bias, dtype=np.float32) if self.item_bias else np.zeros(0, np.float32)
+        offset, scale, item_factors = (np.ascontiguousarray(a, dtype=np.float32) for a in (offset, scale, item_factors))
+        for epoch in range(epochs):
+            _rng.shuffle(data.order, state)
+            _warp.fold_in_shard(
+                rows, accum, offset, scale, item_factors, bias,
+                data.indptr, data.indices, data.pos_users, data.order, 0, len(data.order), data.rank_weights, state,
+                self._step_settings(epoch, boosted=False),  # at learning_rate (no late_rate)
+            )
+        check_divergence([rows], float(self.init_scale), self._rates()[0], "fold-in diverged")
+        self._fold_in_store(idx, rows)
+        self.fold_in_summary_ = dict(added["summary"], epochs=epochs)
+        _log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
+        return self
+
+    def append_users(self, ids, user_features=None) -> None:
+        """New users with zero factor rows, and fresh adagrad rows while training keeps them."""
+        super().append_users(ids, user_features)
+        if getattr(self, "_user_accum", None) is not None:
+            d = self._user_accum.shape[1]
+            self._user_accum = np.vstack([self._user_accum, np.ones((len(ids), d), np.float32)])
+
+    def _fold_in_problem(self, users: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """What fold-in fits for ``users``: ``(rows, offset, scale, item_factors, item_bias)``
+        with ``p_u = offset[u] + scale[u] * rows[u]`` (an empty offset / scale means 0 / 1).
+        Here the user factors themselves, no offset, scale 1."""
+        rows = self.user_factors_[users].copy()
+        return rows, np.zeros((0, rows.shape[1]), np.float32), np.zeros(0, np.float32), self.item_factors_, self.item_bias_
 
     def _fold_in_store(self, users: np.ndarray, rows: np.ndarray) -> None:
+        """Write the rows fold-in fitted for ``users`` back into the model."""
         self.user_factors_[users] = rows
 
     def history_vector(self, items: np.ndarray) -> np.ndarray:
-        return warp_vector(self, items)
+        """The user vector :meth:`fold_in` fits for a new user whose history is ``items``
+        (sorted unique indices), bit for bit, the model unchanged."""
+        return self._fold_in_vector(items)
+
+    def _fold_in_vector(self, items: np.ndarray, scale: Optional[float] = None) -> np.ndarray:
+        """The factor row :meth:`fold_in` fits for one new user whose history is ``items``
+        (sorted unique indices), bit for bit, leaving the model as it is.
+
+        ``scale``: the weight of the user's own (identity) row in its vector, for a hybrid
+        model's featureless user (``p_u = scale * row``); ``None`` for WARP (``p_u = row``).
+        """
+        cached = self._fold_in_cache()
+        epochs = FOLD_IN_EPOCHS
+        d = cached["side"].items.shape[1]
+        n = len(items)
+        rows = np.zeros((1, d), dtype=np.float32)
+        accum = np.ones((1, d), dtype=np.float32)
+        indptr = np.array([0, n], dtype=np.int64)
+        pos_users = np.zeros(n, dtype=np.int32)
+        order = np.arange(n, dtype=np.int32)
+        state = _rng.seed_state(self._fold_in_seed(cached) ^ FOLD_IN_SALT)
+        if scale is None:
+            offset, scales = np.zeros((0, d), np.float32), np.zeros(0, np.float32)
+        else:  # a featureless user: nothing but its own row, weighted
+            offset, scales = np.zeros((1, d), np.float32), np.full(1, scale, np.float32)
+        # every epoch in one kernel call: 30 calls of shuffle and fold_in_shard cost more than their steps
+        _warp.fold_in_epochs(rows, accum, offset, scales, cached["side"].items, cached["bias"], indptr, items,
+                             pos_users, order, cached["rank_weights"], state,
+                             self._fold_in_settings(cached, epochs))
+        check_divergence([rows], float(self.init_scale), self._rates()[0], "fold-in diverged")
+        return rows[0] if scale is None else (np.float32(scale) * rows[0]).astype(np.float32)
+
+    def _fold_in_cache(self) -> dict:
+        """What every one-history fold-in of the model shares: the sampler's rank weights for
+        its catalogue and the contiguous item side (built once per change of the item factors)."""
+        side = self.item_side()
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
+        cached = self.__dict__.get("_fold_cache")
+        if cached is None or cached["side"] is not side:
+            bias = side.bias if side.bias is not None else np.zeros(0, np.float32)
+            cached = {"side": side, "rank_weights": _rng.harmonic_table(self.n_items),
+                      "bias": np.ascontiguousarray(bias, dtype=np.float32)}
+            self.__dict__["_fold_cache"] = cached
+        return cached
+
+    def _fold_in_settings(self, cached: dict, epochs: int) -> list:
+        """The step settings of epochs 0..epochs-1, kept in ``cached`` while its first and last
+        epochs' are unchanged (they depend on the parameters and the epoch alone; building 30
+        dicts was a third of the cost of a fold-in)."""
+        # fold-in steps at learning_rate, without the late_rate (as before the schedule existed)
+        first, last = self._step_settings(0, boosted=False), self._step_settings(epochs - 1, boosted=False)
+        kept = cached.get("settings")
+        if kept is None or len(kept) < epochs or kept[0] != first or kept[epochs - 1] != last:
+            kept = cached["settings"] = [first] + [self._step_settings(e, boosted=False) for e in range(1, epochs)]
+        return kept[:epochs]
+
+    def _fold_in_seed(self, cached: dict) -> int:
+        """``spawn_seed(random_state)``, kept in ``cached`` while an integer seed is unchanged
+        (drawing it builds a generator: a fifth of a short fold-in). Any other seed is drawn
+        every time: ``None`` must stay fresh and a Generator advances."""
+        seed = self.random_state
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            return spawn_seed(seed)
+        kept = cached.get("seed")
+        if kept is None or kept[0] != int(seed):
+            kept = cached["seed"] = (int(seed), spawn_seed(seed))
+        return kept[1]
 
     # -- persistence -------------------------------------------------------------------------
     def get_arrays(self) -> Dict[str, np.ndarray]:

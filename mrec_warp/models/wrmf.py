@@ -54,7 +54,6 @@ from ..kernels import als as _als
 from ..workers import ClusterError, Workers, effective_n_jobs, fitting_threads, one_blas_thread
 from .factor_model import FactorModel
 from .foldin import _log_fold_in, read_history, refuse_features
-from .history_vectors import gram, wrmf_vector
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import check_epochs, early_stopping_params, run_epochs
@@ -616,11 +615,6 @@ class WRMF(FactorModel):
                               n_jobs=effective_n_jobs(self.n_jobs))
 
     # -- fold-in and explanations ------------------------------------------------------------
-    def history_vector(self, items: np.ndarray) -> np.ndarray:
-        """The user vector :meth:`fold_in` solves for a new user with history ``items`` (sorted
-        unique indices, no values), the model unchanged."""
-        return wrmf_vector(self, items)
-
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
                 progress: Optional[Progress] = None, user_ids: Optional[Sequence] = None) -> "WRMF":
         """Add users from a history by one exact solve each, without refitting (in place;
@@ -665,7 +659,7 @@ class WRMF(FactorModel):
         hist.sort_indices()
         self._replace_rows(idx, hist)
         rows = self.user_factors_[idx].copy()
-        failed = _als.solve_exact(rows, self.item_factors_, gram(self),
+        failed = _als.solve_exact(rows, self.item_factors_, self._fold_in_gram(),
                                   hist.indptr.astype(np.int64), hist.indices, hist.data.astype(np.float32),
                                   0, len(idx))
         if failed:
@@ -786,3 +780,31 @@ class WRMF(FactorModel):
         # the alpha the fit used (what "auto" became); None before a fit
         return {**super().get_attrs(),
                 "alpha_": None if getattr(self, "alpha_", None) is None else float(self.alpha_)}
+
+    # -- one history's vector, without changing the model ------------------------------------
+    def history_vector(self, items: np.ndarray) -> np.ndarray:
+        """The user vector :meth:`fold_in` solves for a new user with history ``items`` (sorted
+        unique indices, no values), the model unchanged: one exact solve against the Gram
+        matrix of :meth:`_fold_in_gram`."""
+        side = self.item_side()
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
+        rows = np.zeros((1, side.items.shape[1]), dtype=np.float32)
+        conf = self.confidences(None, len(items))
+        failed = _als.solve_exact(rows, side.items, self._fold_in_gram(), np.array([0, len(items)], dtype=np.int64),
+                                  items, conf, 0, 1)
+        if failed:
+            raise InputError("the fold-in system is not positive definite", hint="refit with regularization > 0")
+        return rows[0]
+
+    def _fold_in_gram(self) -> np.ndarray:
+        """``Y^T Y + reg I``, computed once per change of the item factors or the
+        regularisation (on one BLAS thread, as training computes it: the same bits)."""
+        side = self.item_side()
+        assert side is not None  # trained and loaded factors are float32 and C-contiguous
+        key = (side.key, float(self.regularization))
+        cached = self.__dict__.get("_gram_cache")
+        if cached is None or cached[0] != key or cached[1] is not side:
+            with one_blas_thread():
+                cached = (key, side, self._gram(side.items))
+            self.__dict__["_gram_cache"] = cached
+        return cached[2]
