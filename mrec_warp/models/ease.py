@@ -79,6 +79,8 @@ class EASE(ItemSimilarity):
         (they spin waiting for each other), so the default is one.
     """
 
+    name = "ease"
+
     _dense_weights = True
     _float16_weights = True
 

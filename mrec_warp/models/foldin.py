@@ -31,6 +31,7 @@ from ..progress import SILENT, Progress, plural
 from ..kernels import hybrid as _hybrid
 from ..kernels import rng as _rng
 from ..seeds import spawn_seed
+from .families import takes_features
 from .positives import TrainingData, check_divergence
 
 #: Default passes over a folded-in user's history. The item side is fixed, so each pass is
@@ -157,7 +158,7 @@ def fold_in(model, history, epochs: Optional[int] = None, user_features=None,
 
 def refuse_features(model, user_features) -> None:
     """Refuse ``user_features`` for a model that does not use features (they would be ignored)."""
-    if user_features is not None and not model.uses_features:
+    if user_features is not None and not takes_features(model):
         raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
 
 

@@ -17,7 +17,7 @@ from ..kernels.topk import topk_masked
 from ..seeds import spawn_seed
 from ..topk import SCORE_ROWS
 from ..workers import one_blas_thread
-from .family_names import family_names
+from .families import family_names
 from .foldin import FOLD_IN_EPOCHS, FOLD_IN_SALT
 from .positives import check_divergence
 from .single_user import _NO_MASK, _NO_ROWS, item_side, top_k_vector

@@ -28,6 +28,7 @@ from .declared import Param, init_signature, with_params
 from .feature_sides import build_side, describe_side, sides_weights, read_sides, sides_arrays, sides_spec
 from .foldin import append_empty_rows as _append_empty_rows
 from .history_vectors import anonymous_weight, warp_vector
+from .base import Recommender
 from .warp import WARP, Callback
 
 
@@ -95,9 +96,10 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
              Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
                    "length.")])
 
-    uses_features = True
+    name = "hybrid"
     supports_confidence = False
-    supports_sub_models = False
+    # feature weights fitted apart do not add up: the base's refusal, not WARP's merge
+    merge_sub_models = Recommender.merge_sub_models
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
     # the hybrid's own parameters, as attributes (set by __init__ from the declaration)
     identity: bool

@@ -58,6 +58,8 @@ class ItemKNN(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    name = "itemknn"
+
     #: Seconds per ``items^2`` (its dense blocks; one thread), measured on ml-100k and a
     #: 1.9k x 16k long-tail synthetic set (2 shared cores).
     TUNE_RATE = 2.6e-8

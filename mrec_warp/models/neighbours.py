@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from ..topk import iter_top_k
 from . import single_user
-from .family_names import family_names
+from .families import family_names
 from .indices import IdsArg, IndexArg, as_indices, check_k
 
 

@@ -49,6 +49,8 @@ class RP3beta(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    name = "rp3beta"
+
     PARAMETERS = (
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),

@@ -51,6 +51,8 @@ class SLIM(ItemSimilarity):
         Dask scheduler address (with ``backend="dask"``); empty: a local cluster.
     """
 
+    name = "slim"
+
     #: Seconds per ``sum_k deg_k^2`` (``deg_k``: items co-occurring with ``k``: coordinate
     #: descent on a target visits each neighbour's Gram row; one thread), measured on
     #: ml-100k and a 1.9k x 16k long-tail synthetic set (2 shared cores).

@@ -196,9 +196,9 @@ class WARP(FactorModel):
     #: What a model file written before a parameter existed was trained with: a constant rate.
     PARAMS_BEFORE: Dict[str, Any] = {"late_rate": 1.0}
 
+    name = "warp"
     supports_confidence = True
     fold_in_epochs = True
-    supports_sub_models = True
     hogwild = True
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
@@ -342,6 +342,10 @@ class WARP(FactorModel):
         if self.supports_confidence:  # (the hybrid trains without one)
             # the shared rule of every confidence; the values are checked against it at fit time
             check_confidence(self.confidence, self.alpha, self.eps)
+
+    def _check_file_params(self) -> None:
+        if self.supports_confidence:  # a file has no values to check alpha against: the largest any file holds
+            check_confidence(self.confidence, self.alpha, self.eps, bounded=True)
 
     # -- state -------------------------------------------------------------------------------
     def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -526,3 +530,14 @@ class WARP(FactorModel):
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
             check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
+
+    def merge_sub_models(self, parts: Sequence[Dict[str, np.ndarray]]) -> None:
+        """The sub-models' factors side by side and their item biases summed, so that a score is
+        the sum of theirs; the epochs are the most any of them ran."""
+        self.set_arrays({
+            "user_factors": np.hstack([p["user_factors"] for p in parts]),
+            "item_factors": np.hstack([p["item_factors"] for p in parts]),
+            "item_bias": np.sum([p["item_bias"] for p in parts], axis=0),
+        })
+        self.best_epoch_ = int(max(int(p["best_epoch"]) for p in parts))
+        self.epochs_done_ = self.best_epoch_

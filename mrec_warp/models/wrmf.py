@@ -126,10 +126,8 @@ class WRMF(FactorModel):
         return super().trial_params(values, {"random_state": shared.get("random_state"), "validation_users": 10**9},
                                     k, epochs_cap)
 
+    name = "wrmf"
     supports_confidence = True
-    weighs_without_values = True
-    fits_on_workers = True
-    explains = True
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
@@ -213,6 +211,11 @@ class WRMF(FactorModel):
             check_confidence(self.confidence, 1.0, self.eps)  # the shared rule, alpha resolved by fit
         else:
             check_confidence(self.confidence, self.alpha, self.eps)  # the shared rule of every confidence
+
+    def _check_file_params(self) -> None:
+        if not isinstance(self.alpha, str):  # ("auto" was resolved by the fit into alpha_)
+            # a file has no values to check alpha against: the largest any file holds
+            check_confidence(self.confidence, self.alpha, self.eps, bounded=True)
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..files import atomic_write
 from ..jobs import cached, job_manifest, maybe_inject_fault, read_inputs, unit_of_job
 from ..models.base import Recommender
-from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES
+from ..models.families import DEFAULT_FAMILY, baseline_family, model_classes
 from ..progress import Progress, plural
 from ..topk import iter_top_k
 from .candidates import MODEL
@@ -39,7 +39,7 @@ Z95 = 1.959964
 
 def family_class(family: str) -> Type[Recommender]:
     """The class of a registered family."""
-    return FAMILIES[family].cls
+    return model_classes()[family]
 
 
 def point_values(point: Dict[str, Any]) -> Dict[str, Any]:
@@ -168,11 +168,11 @@ def check_pick(table: pd.DataFrame, metric: str) -> None:
     short one), not the baseline, with a score. Otherwise every trial failed, or the budget
     ended before a full one finished -- a best.json of the baseline or of a failed trial
     would be a plausible-looking wrong answer."""
-    top = table.iloc[0]
+    top, baseline = table.iloc[0], baseline_family()
     short = SHORT in table.columns and pd.notna(top.get(SHORT))
-    if top[MODEL] != BASELINE_FAMILY and not short and top[metric] == top[metric]:
+    if top[MODEL] != baseline and not short and top[metric] == top[metric]:
         return
-    searched = table[table[MODEL] != BASELINE_FAMILY]
+    searched = table[table[MODEL] != baseline]
     failed = searched[searched[metric].isna()]
     if len(searched) and len(failed) == len(searched):
         first = failed.iloc[0]
