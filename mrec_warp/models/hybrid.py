@@ -85,14 +85,14 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
     PARAMETERS = with_params(
         WARP.PARAMETERS, drop=("confidence", "alpha", "eps", "confidence_use"),
         replace=[Param("learning_rate", float, None, "Base step size.",
-                       low=0, low_open=True, nullable=True, tune=("log", 0.007, 0.06),
+                       low=0, open=True, nullable=True, tune=("log", 0.007, 0.06),
                        shown="0.05 with features, else 0.02"),
                  Param("late_rate", float, None, "The rate after the first late_rate_epoch epochs, as a multiple "
-                       "of learning_rate (1: a constant rate).", low=0, low_open=True,
+                       "of learning_rate (1: a constant rate).", low=0, open=True,
                        nullable=True, shown="1 with features, else WARP's")],
         add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
              Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
-                   low=0, low_open=True),
+                   low=0, open=True),
              Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
                    "length.")])
 

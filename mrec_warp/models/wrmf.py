@@ -139,13 +139,13 @@ class WRMF(FactorModel):
               tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
-        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, open=True,
               check=False),  # alpha and eps: the confidence rule's (_check_extra)
         Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
               grid=(10.0, 40.0, 160.0)),
         Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
               choices=SOLVERS, option=False),
-        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
+        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tune=True,
               option=False),
         _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
         _STOPPING["eval_k"], _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
