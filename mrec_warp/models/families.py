@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Tuple, Type, Union
 
 from .declared import hyper_parameters
+
+if TYPE_CHECKING:  # (annotations only: the base registers its subclasses here)
+    from .base import Recommender
 
 #: Every registered model class by its class name (what a model file names), in the order the
 #: classes were defined. A family's ``name`` is its ``--model`` name; a class whose ``name`` is
 #: ``None`` is loaded from files but is no family of ``train`` (imported factors).
-REGISTRY: Dict[str, type] = {}
+REGISTRY: Dict[str, Type[Recommender]] = {}
 
 #: The family of everything that names none: ``train`` without ``--model``, a search point
 #: without ``model``, a flat grid file (parameter -> values) and ``tune --random N`` alone
@@ -37,13 +40,13 @@ REGISTRY: Dict[str, type] = {}
 DEFAULT_FAMILY = "warp"
 
 
-def register(cls: type) -> None:
+def register(cls: Type[Recommender]) -> None:
     """Add ``cls`` to the registry (a class that sets ``name`` in its body; a later class of
     the same class name replaces the earlier one)."""
     REGISTRY[cls.__name__] = cls
 
 
-def model_classes() -> Dict[str, type]:
+def model_classes() -> Dict[str, Type[Recommender]]:
     """``--model`` name -> class of every family, in registry order."""
     return {cls.name: cls for cls in REGISTRY.values() if cls.name is not None}
 
@@ -71,7 +74,7 @@ def takes_features(model: Any) -> bool:
 
 
 #: What :func:`families_with` takes: a capability's name (a class attribute) or a test of a class.
-Capability = Union[str, Callable[[type], bool]]
+Capability = Union[str, Callable[[Any], bool]]
 
 
 def families_with(capability: Capability) -> List[str]:
@@ -102,7 +105,7 @@ def family_names(capability: Capability) -> str:
 class Family:
     """A trainable model family as ``tune`` sees it; :meth:`of` derives it from the class's declaration."""
 
-    cls: type
+    cls: Type[Recommender]
     tunable: Dict[str, type] = field(default_factory=dict)
     space: Dict[str, Any] = field(default_factory=dict)
     grid: Dict[str, List[Any]] = field(default_factory=dict)
@@ -112,7 +115,7 @@ class Family:
     searchable: bool = True
 
     @classmethod
-    def of(cls, model: type) -> "Family":
+    def of(cls, model: Type[Recommender]) -> "Family":
         """The family of ``model`` as its ``PARAMETERS`` declare it."""
         searchable = not takes_features(model)
         searched = [p for p in hyper_parameters(model) if p.searched] if searchable else []

@@ -6,7 +6,7 @@ excluded. How a trial is built and fitted is the family's
 (:meth:`~mrec_warp.models.tuning.TuneHooks.trial_params` and
 :meth:`~mrec_warp.models.tuning.TuneHooks.fit_trial`): an ``early_stopping`` family's
 trial early-stops on the split (its epoch count is chosen per trial, not searched), a
-``weighs_without_values`` family's weighs the training values, the others fit once on
+family whose fit takes ``use_values`` weighs the training values, the others fit once on
 the pairs. Trials are independent work units; with a work folder each finished trial is
 a part file that a rerun skips.
 """
@@ -120,7 +120,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
 
     ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
     with ``use_values`` the fit matrix holds the training values, which the families that
-    weigh them (``weighs_without_values``) turn into confidences (the others binarise it).
+    weigh them (their fit takes ``use_values``) turn into confidences (the others binarise it).
     With ``workdir`` the row is also saved as ``trial-NNNN.json``, and an existing one is
     returned without fitting again.
     """
