@@ -24,7 +24,7 @@ from .data.tsv import write_interactions  # noqa: E402
 from .data.features import read_features  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
-from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, load  # noqa: E402
+from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, RP3beta, load  # noqa: E402
 from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
@@ -53,6 +53,7 @@ __all__ = [
     "ItemKNN",
     "SLIM",
     "EASE",
+    "RP3beta",
     "load",
     "write_recommendations",
     "evaluate_recommendations",

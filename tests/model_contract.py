@@ -48,16 +48,6 @@ def _csr_bytes(csr: sp.csr_matrix):
     return (csr.shape, csr.data.dtype.str, csr.data.tobytes(), csr.indices.tobytes(), csr.indptr.tobytes())
 
 
-def supports_fold_in(cls) -> bool:
-    """Whether the family folds users in.
-
-    CAPABILITY (issue 21): ``supports_fold_in`` is the declared capability attribute the model
-    contract is getting; until every family declares it, the fallback is today's API (a
-    ``fold_in`` method).
-    """
-    return bool(getattr(cls, "supports_fold_in", hasattr(cls, "fold_in")))
-
-
 class ModelContract:
     """Persistence, recommending, exclusions, ids, determinism, thread safety, parameters and
     bad input: what every model class keeps (see the module docstring)."""
@@ -364,7 +354,7 @@ class ModelContract:
         np.testing.assert_array_equal(first[1], again[1])
 
     def test_fold_in_comes_close_to_refitting(self, data):
-        if not supports_fold_in(self.model_class):
+        if not self.model_class.supports_fold_in:
             pytest.skip(f"{self.model_class.__name__} does not fold users in")
         train = data[0]
         n_kept = train.shape[0] - 12

@@ -1,5 +1,6 @@
-"""The model contract's capabilities: every family declares each one, and stages act on them
-(never on a family's name or class)."""
+"""What a family can do decides what the stages do with it: the capability flags that divide
+families, and the behaviours one family has (a method it overrides, or what its fit takes),
+each checked by its outcome -- never by a family's name or class."""
 from __future__ import annotations
 
 import inspect
@@ -11,9 +12,9 @@ import scipy.sparse as sp
 import mrec_warp as mw
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, WRMF, HybridWARP, Popularity
-from mrec_warp.models.base import _REGISTRY, CAPABILITIES, Recommender
+from mrec_warp.models.base import CAPABILITIES, Recommender
 from mrec_warp.models.factor_model import FactorModel
-from mrec_warp.models.families import FAMILIES, families_with, model_classes, named_families
+from mrec_warp.models.families import REGISTRY, families_with
 from mrec_warp.stages.recommend_inputs import check_known_users, cold_start
 from mrec_warp.progress import SILENT
 
@@ -25,27 +26,18 @@ def _small(n_users=12, n_items=8, seed=0) -> sp.csr_matrix:
     return sp.csr_matrix(dense)
 
 
-@pytest.fixture
-def registered():
-    """Classes a test defines are registered by name (as every Recommender subclass is):
-    take them out again so that no other test sees them."""
-    before = dict(_REGISTRY)
-    yield
-    _REGISTRY.clear()
-    _REGISTRY.update(before)
+def _train_file(tmp_path, values=True):
+    path = tmp_path / "train.tsv"
+    path.write_text("".join(f"u{u}\ti{(u + j) % 7}" + ("\t1" if values else "") + "\n"
+                            for u in range(10) for j in range(3)))
+    return path
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_every_family_declares_every_capability_as_a_bool(name):
-    cls = model_classes()[name]
-    caps = cls.capabilities()
-    assert set(caps) == set(CAPABILITIES)
-    assert all(type(value) is bool for value in caps.values()), caps
-
-
-def test_every_registered_class_declares_every_capability_as_a_bool():
-    for cls in set(_REGISTRY.values()):
-        assert all(type(getattr(cls, name)) is bool for name in CAPABILITIES), cls
+def test_a_capability_flag_divides_the_families():
+    # a flag true for exactly one family would be an isinstance in disguise: that family
+    # overrides a method instead
+    for capability in CAPABILITIES:
+        assert len(families_with(capability)) != 1, capability
 
 
 def test_what_a_family_must_provide_is_abstract():
@@ -59,42 +51,9 @@ def test_what_a_family_must_provide_is_abstract():
         def score_users(self, users, out=None):
             return np.zeros((len(users), 1), np.float32)
 
-    try:
-        with pytest.raises(TypeError, match="abstract"):
-            Half()
-    finally:
-        _REGISTRY.pop("Half", None)
-
-
-#: the families this package ships; a contributor's new family joins the registry without
-#: editing these tests (they check the shipped ones, and rules every family keeps)
-SHIPPED = ("warp", "itemknn", "slim", "ease", "wrmf", "popularity", "hybrid", "rp3beta")
-
-
-def _shipped_with(capability):
-    return [name for name in families_with(capability) if name in SHIPPED]
-
-
-def test_the_capabilities_say_what_the_shipped_families_do():
-    assert _shipped_with("uses_features") == ["hybrid"]
-    assert _shipped_with("supports_sub_models") == ["warp"]
-    assert set(_shipped_with("early_stopping")) == {"warp", "wrmf", "hybrid"}
-    assert set(_shipped_with("has_factors")) == {"warp", "wrmf", "hybrid"}
-    assert set(_shipped_with("fold_in_epochs")) == {"warp", "hybrid"}
-    assert set(_shipped_with("supports_confidence")) == {"warp", "wrmf"}
-    assert _shipped_with("appends_unknown_users") == ["popularity"]
-    assert _shipped_with("explains") == ["wrmf"]
-    assert "popularity" not in families_with("finds_similar_items")
-    assert all(model_classes()[n].supports_fold_in for n in SHIPPED)
-    # every family: folding in is optional, but a family that says it can has the method
-    for cls in model_classes().values():
-        assert not cls.supports_fold_in or callable(getattr(cls, "fold_in", None)), cls
-    if set(families_with("supports_confidence")) == {"warp", "wrmf"}:
-        assert named_families("supports_confidence") == "`model=warp` or wrmf"
-    # a capability and the parameters agree: a seed where random numbers are drawn
-    for cls in model_classes().values():
-        assert cls.draws_random_numbers == ("random_state" in cls._param_names()), cls
-        assert cls.supports_confidence == ("confidence" in cls._param_names()), cls
+    with pytest.raises(TypeError, match="abstract"):
+        Half()
+    assert "Half" not in REGISTRY  # it named no family
 
 
 @pytest.mark.parametrize("cls", [WARP, WRMF, HybridWARP, Popularity])
@@ -114,7 +73,7 @@ def test_user_features_are_refused_by_a_family_without_features(cls, params):
     assert model.n_users == 12  # nothing was added
 
 
-def test_cold_start_refuses_a_history_for_a_family_that_cannot_fold_in(registered, tmp_path):
+def test_cold_start_refuses_a_history_for_a_family_that_cannot_fold_in(tmp_path):
     class Frozen(Popularity):
         supports_fold_in = False
 
@@ -131,7 +90,7 @@ def test_cold_start_refuses_a_history_for_a_family_that_cannot_fold_in(registere
     assert model.n_users == 12
 
 
-def test_cold_start_asks_fold_in_epochs_not_the_class(registered, tmp_path):
+def test_cold_start_asks_fold_in_epochs_not_the_class(tmp_path):
     class Iterating(Popularity):  # a family whose fold-in iterates: the epochs go through
         fold_in_epochs = True
         seen = []
@@ -148,36 +107,81 @@ def test_cold_start_asks_fold_in_epochs_not_the_class(registered, tmp_path):
         cold_start(Popularity().fit(_small()), history=history, fold_in_epochs=3)
 
 
-def test_feature_options_follow_uses_features(registered, tmp_path):
+def test_feature_options_need_a_family_whose_fit_takes_features(tmp_path):
     features = tmp_path / "items.tsv"
     features.write_text("100\tred\n")
     with pytest.raises(InputError, match="`item_features` needs a hybrid model, this is a WARP"):
         cold_start(WARP(factors=4, epochs=1, random_state=0).fit(_small()), item_features=features)
+    with pytest.raises(InputError, match="feature files need `model=hybrid`, not `model=warp`"):
+        mw.train(_train_file(tmp_path), item_features=features)
 
 
-def test_unknown_users_follow_appends_unknown_users(registered):
+def test_unknown_users_are_served_by_a_family_that_says_what_they_get():
     class Serving(WARP):  # a factor family that serves newcomers instead of refusing them
-        appends_unknown_users = True
+        def unknown_user_ranking(self):
+            return "the item biases"
 
     refusing = WARP(factors=4, epochs=1, random_state=0).fit(_small())
     with pytest.raises(InputError, match="user 'stranger' is not in the model"):
         check_known_users(refusing, ["0", "stranger"], "users.txt", SILENT)
     serving = Serving(factors=4, epochs=1, random_state=0).fit(_small())
-    assert check_known_users(serving, ["0", "stranger"], "users.txt", SILENT)
+    lines = []
+
+    class Lines(mw.Progress):
+        def log(self, message):
+            lines.append(message)
+
+    assert check_known_users(serving, ["0", "stranger"], "users.txt", Lines(verbose=False))
     assert serving.user_ids[-1] == "stranger" and serving.user_factors_.shape[0] == 13
+    assert "they get the item biases" in lines[0]
+    popular = Popularity().fit(_small())
+    assert check_known_users(popular, ["stranger"], "users.txt", SILENT) and popular.n_users == 13
+
+
+def test_only_a_family_that_explains_is_asked_to_explain(tmp_path):
+    train = _train_file(tmp_path)
+    wrmf = mw.train(train, model="wrmf", params={"factors": 4, "epochs": 2}).model
+    assert len(mw.explain(wrmf, "u1", top=2).frame)
+    popularity = mw.train(train, model="popularity").model
+    with pytest.raises(InputError, match=r"a Popularity model cannot explain its scores \(train a wrmf model"):
+        mw.explain(popularity, "u1")
+    with pytest.raises(InputError, match="cannot explain its scores"):
+        popularity.explain_frame("u1")  # the base's refusal, from the API too
+
+
+def test_sub_models_are_for_a_family_that_merges_them(tmp_path):
+    train = _train_file(tmp_path)
+    with pytest.raises(InputError, match=r"`sub_models` needs `model=warp`, not `model=wrmf`"):
+        mw.train(train, model="wrmf", sub_models=2)
+    # the hybrid is WARP with feature weights, which do not add up over sub-models
+    with pytest.raises(InputError, match=r"`sub_models` needs `model=warp`, not `model=hybrid`"):
+        mw.train(train, model="hybrid", sub_models=2)
+    with pytest.raises(InputError, match="cannot be fitted as sub-models"):
+        HybridWARP().merge_sub_models([])
+    merged = mw.train(train, params={"factors": 4, "epochs": 2}, sub_models=2).model
+    assert merged.user_factors_.shape == (10, 4) and len(merged.sub_models_) == 2
+
+
+def test_a_family_that_weighs_pairs_without_values_trains_without_a_value_column(tmp_path):
+    bare = _train_file(tmp_path, values=False)
+    wrmf = mw.train(bare, model="wrmf", params={"factors": 4, "epochs": 1})  # 1 + alpha per pair
+    assert wrmf.model.n_users == 10
+    with pytest.raises(InputError):  # WARP's confidence weighs rows by values it does not have
+        mw.train(bare, params={"factors": 4, "epochs": 1, "confidence": "log"})
+    # its confidence settings always matter, so they are taken without a confidence
+    mw.train(bare, model="wrmf", params={"factors": 4, "epochs": 1, "confidence": "none", "alpha": 2.0})
+    with pytest.raises(InputError, match="only matter with a confidence"):
+        mw.train(bare, params={"factors": 4, "epochs": 1, "alpha": 2.0})
 
 
 def test_train_refuses_what_a_family_cannot_take(tmp_path):
-    train = tmp_path / "train.tsv"
-    train.write_text("".join(f"u{u}\ti{(u + j) % 7}\t1\n" for u in range(10) for j in range(3)))
+    train = _train_file(tmp_path)
     validation = tmp_path / "val.tsv"
     validation.write_text("u1\ti6\t1\n")
     # popularity has no early stopping: a validation file would be ignored, so it is refused
     with pytest.raises(InputError, match="`model=popularity` has no early stopping to validate") as caught:
         mw.train(train, model="popularity", validation=validation)
     assert caught.value.path == str(validation)
-    with pytest.raises(InputError, match=r"`sub_models` needs `model=warp`, not `model=wrmf`"):
-        mw.train(train, model="wrmf", sub_models=2)
 
 
 def test_the_recommend_path_is_a_straight_line():
@@ -195,7 +199,6 @@ def test_the_recommend_path_is_a_straight_line():
 
     assert stage_imports("recommend") == {"recommend_inputs"}
     assert stage_imports("recommend_inputs") == set()
-    assert not (stages / "cold_start.py").exists()
 
 
 def test_the_hybrid_takes_warps_parameters_without_relisting_them():

@@ -96,7 +96,7 @@ from mrec_warp.data.split import iter_splits  # noqa: E402
 from mrec_warp.data.synthetic import write_synthetic  # noqa: E402
 from mrec_warp.evaluation.metrics import evaluate_recommendations  # noqa: E402
 from mrec_warp.models import EASE, WRMF, HybridWARP, ItemKNN  # noqa: E402
-from mrec_warp.models.base import _REGISTRY  # noqa: E402
+from mrec_warp.models.families import REGISTRY  # noqa: E402
 from mrec_warp.models.params import MAX_INT, check_number, integer_params  # noqa: E402
 from mrec_warp.models.warp import check_divergence  # noqa: E402
 
@@ -129,7 +129,7 @@ def test_an_integer_without_its_own_bound_stops_at_a_c_int():
     check_number(10**400, "z", integer=True, at_least=0, at_most=10**500)
 
 
-@pytest.mark.parametrize("cls", sorted({c for c in _REGISTRY.values() if integer_params(c)}, key=lambda c: c.__name__))
+@pytest.mark.parametrize("cls", sorted({c for c in REGISTRY.values() if integer_params(c)}, key=lambda c: c.__name__))
 def test_every_integer_parameter_of_every_model_has_an_upper_bound(cls):
     for name in integer_params(cls):
         huge = 2**64 if name == "random_state" else 2**40

@@ -6,33 +6,40 @@ import pytest
 
 from mrec_warp.models import WARP, WRMF, ItemKNN
 from mrec_warp.models.ease import EASE
-from mrec_warp.models.families import FAMILIES, Family
+from mrec_warp.models.families import FAMILIES, REGISTRY
 from mrec_warp.models.tuning import SHORT_VALIDATION_USERS
 from mrec_warp.stages.tune import tune
 
 
-class Hungry(ItemKNN):
-    """Item-kNN that refuses more than 10 neighbours for its memory."""
-
-    @classmethod
-    def memory_refusal(cls, fit, params):
-        if params.get("neighbours", 200) > 10:
-            return f"needs {params.get('neighbours', 200)} neighbours of {fit.shape[1]} items (search fewer)"
-        return None
-
-
-class Slow(ItemKNN):
-    """Item-kNN whose own estimate is a day per trial."""
-
-    @classmethod
-    def fit_cost(cls, shape, params, epochs_cap=None):
-        return 86400.0 + params.get("neighbours", 200)
-
-
 @pytest.fixture
-def registered(monkeypatch):
-    monkeypatch.setitem(FAMILIES, "hungry", Family.of(Hungry))
-    monkeypatch.setitem(FAMILIES, "slow", Family.of(Slow))
+def registered():
+    """Two item-kNN families with hooks of their own, registered as any family is (by naming
+    themselves), and out of the registry again after the test."""
+    before = dict(REGISTRY)
+
+    class Hungry(ItemKNN):
+        """Item-kNN that refuses more than 10 neighbours for its memory."""
+
+        name = "hungry"
+
+        @classmethod
+        def memory_refusal(cls, fit, params):
+            if params.get("neighbours", 200) > 10:
+                return f"needs {params.get('neighbours', 200)} neighbours of {fit.shape[1]} items (search fewer)"
+            return None
+
+    class Slow(ItemKNN):
+        """Item-kNN whose own estimate is a day per trial."""
+
+        name = "slow"
+
+        @classmethod
+        def fit_cost(cls, shape, params, epochs_cap=None):
+            return 86400.0 + params.get("neighbours", 200)
+
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
 
 
 def test_a_new_family_is_costed_and_refused_by_its_own_hooks(planted, registered):

@@ -20,9 +20,10 @@ from ..stages.train import UnknownParameterError
 _DECLARED = [param for fam in FAMILIES.values() for param in hyper_parameters(fam.cls)]
 
 #: Parameters whose flag is not ``--`` + the name with dashes: the declared renames
-#: (``dtype``: ``--ease-dtype``, ``random_state``: ``--seed``), then the commands' own.
+#: (``dtype``: ``--ease-dtype``), then the commands' own.
 RENAMED = {
-    **{param.name: param.flag for param in reversed(_DECLARED) if param.flag},
+    **{param.name: param.option for param in reversed(_DECLARED) if isinstance(param.option, str)},
+    "random_state": "--seed",  # train's, for every family that draws random numbers
     "outdir": "--output",
     "k": "-k",
     "n_users": "--users",  # synth

@@ -31,10 +31,6 @@ def declared_options() -> Dict[str, List[Tuple[str, Param]]]:
     return out
 
 
-def flag_of(param: Param) -> str:
-    return param.flag or "--" + param.name.replace("_", "-")
-
-
 def _sentence(text: str) -> str:
     """Help text as the CLI shows it: parameter names (`` `name` ``) as flags, no final stop."""
     return as_flags(text).rstrip(".")
@@ -88,7 +84,7 @@ def _click_type(pairs: List[Tuple[str, Param]]):
 def model_options(func: Callable) -> Callable:
     """Decorate ``train`` with one option per declared parameter (see the module docstring)."""
     for name, pairs in reversed(list(declared_options().items())):
-        flag = flag_of(pairs[0][1])
+        flag = pairs[0][1].flag
         help_text = re.sub(r"\s+", " ", option_help(pairs))
         if pairs[0][1].type is bool:
             func = click.option(f"{flag}/--no-{flag[2:]}", default=None, help=help_text)(func)

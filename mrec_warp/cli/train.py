@@ -6,7 +6,7 @@ import click
 
 from ..context import ExecutionContext
 from ..models.ann import check_indexable
-from ..models.families import FAMILIES
+from ..models.families import model_classes
 from ..seeds import DEFAULT_SEED
 from ..stages.train import train as train_model
 from ..progress import plural
@@ -37,7 +37,7 @@ Examples:
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
-@click.option("--model", "model_name", default=None, type=click.Choice(list(FAMILIES)),
+@click.option("--model", "model_name", default=None, type=click.Choice(list(model_classes())),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
                    "each model's options say which families take them) [the one --params names, else warp].")
 @reader_options("TRAIN")

@@ -9,7 +9,7 @@ from ..files import atomic_write
 from ..errors import InputError
 from ..seeds import DEFAULT_SEED
 from ..context import ExecutionContext
-from ..models.families import DEFAULT_FAMILY
+from ..models.families import DEFAULT_FAMILY, FAMILIES, tunable_families
 from ..stages import candidates as search
 from ..stages.budget import parse_duration
 from ..stages.tune import tune as tune_stage
@@ -56,7 +56,7 @@ alone, from a default space.
 """)
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--models", "models", default="all", show_default=True, metavar="NAME[,NAME...]",
-              help=f"Model families to search: {', '.join(search.TUNABLE_FAMILIES)}, or all (a flat --grid or "
+              help=f"Model families to search: {', '.join(tunable_families())}, or all (a flat --grid or "
                    f"--random alone without --models: {DEFAULT_FAMILY}).")
 @click.option("--time-budget", "time_budget", metavar="DURATION",
               help="Search within this time (90s, 2m, 1h): short trials first, the best promoted.")
@@ -108,14 +108,14 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
                                "(or --models to use built-in grids)")
     if models.strip() == "all":
         # a flat grid, or --random alone, searched warp before every family was the default
-        families = list(search.TUNABLE_FAMILIES) if models_given or seconds is not None or not (
+        families = list(tunable_families()) if models_given or seconds is not None or not (
             grid_file or n_random) else _grid_families(grid_file)
     else:
         families = [m.strip() for m in models.split(",") if m.strip()]
-    unknown = [m for m in families if m not in search.TUNABLE_FAMILIES]
+    unknown = [m for m in families if m not in tunable_families()]
     if not families or unknown:
         raise click.BadParameter(f"unknown model family {unknown[0] if unknown else models!r}; choose among "
-                                 f"{', '.join(search.TUNABLE_FAMILIES)} or all", param_hint="--models")
+                                 f"{', '.join(tunable_families())} or all", param_hint="--models")
     families = list(dict.fromkeys(families))
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
@@ -154,6 +154,6 @@ def _grid_families(grid_file) -> list:
         grid = json.loads(open(grid_file).read())
     except (OSError, ValueError):
         return [DEFAULT_FAMILY]  # read_grid says what is wrong with it
-    if isinstance(grid, dict) and grid and all(k in search.FAMILIES for k in grid):
-        return [k for k in grid if k in search.TUNABLE_FAMILIES] or [DEFAULT_FAMILY]
+    if isinstance(grid, dict) and grid and all(k in FAMILIES for k in grid):
+        return [k for k in grid if k in tunable_families()] or [DEFAULT_FAMILY]
     return [DEFAULT_FAMILY]

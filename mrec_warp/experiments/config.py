@@ -52,7 +52,7 @@ from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
-from ..models.families import FAMILIES, TUNABLE_FAMILIES
+from ..models.families import FAMILIES, takes_features, tunable_families
 from ..seeds import DEFAULT_SEED
 from ..stages.train import _check_confidence as check_confidence
 from .config_lines import Checker, check_duplicate_models
@@ -75,7 +75,7 @@ EVALUATE_KEYS = {"k": [5, 10, 20], "metrics": None, "baseline": None, "paired_te
 MODEL_KEYS = ("family", "tune")
 TABLES = ("data", "splits", "models", "evaluate")
 #: Families an experiment can run (the hybrid needs feature files, which an experiment does not pass yet).
-EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if not FAMILIES[f].cls.uses_features)
+EXPERIMENT_FAMILIES = tuple(f for f in FAMILIES if not takes_features(FAMILIES[f].cls))
 #: Split kinds an experiment can run: the per-user and global ones (a cold split leaves test
 #: users or items the models never saw, which recommend cannot score).
 EXPERIMENT_SPLITS = tuple(s for s in SPLITS if not s.startswith("cold"))
@@ -357,7 +357,7 @@ def _read_models(check: Checker, models: Dict[str, Any]) -> List[ModelSpec]:
         family = spec["family"]
         if family not in EXPERIMENT_FAMILIES:
             hint = (f"the {family} family needs feature files, which an experiment does not pass yet"
-                    if family in FAMILIES and FAMILIES[family].cls.uses_features
+                    if family in FAMILIES and takes_features(FAMILIES[family].cls)
                     else f"one of {', '.join(EXPERIMENT_FAMILIES)}")
             check.fail(f"unknown model family {family!r}", table, "family", hint)
         params = {k: v for k, v in spec.items() if k not in MODEL_KEYS}
@@ -374,9 +374,9 @@ def _read_models(check: Checker, models: Dict[str, Any]) -> List[ModelSpec]:
         tune = spec.get("tune")
         if tune is not None:
             check.integer(tune, table, "tune", 1)
-            if family not in TUNABLE_FAMILIES:
+            if family not in tunable_families():
                 check.fail(f"the {family} family cannot be tuned", table, "tune",
-                           f"tunable: {', '.join(TUNABLE_FAMILIES)}")
+                           f"tunable: {', '.join(tunable_families())}")
         out.append(ModelSpec(name=name, family=family, params=params, tune=tune))
     return out
 

@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..files import PathLike, atomic_write, file_digest
 from ..progress import SILENT
 from ..topk import default_block_size, top_k_block
-from .families import DEFAULT_FAMILY, FAMILIES
+from .families import DEFAULT_FAMILY, family_name, model_classes
 from .single_user import exclusion_row, recommend_few
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def check_indexable(family: Optional[str]) -> None:
     """Refuse ``train --ann`` before training: faiss missing, or a ``family`` without item
     vectors (``None``: the default family, WARP)."""
     _faiss()
-    if not FAMILIES[family or DEFAULT_FAMILY].cls.has_factors:
+    if not model_classes()[family or DEFAULT_FAMILY].has_factors:
         raise InputError(f"`ann` needs a factor model (warp, hybrid, wrmf); a {family} model has no item vectors",
                          hint="drop `ann`: exact top-k is the only way for this model")
 
@@ -93,7 +93,7 @@ def check_model(model) -> None:
     """Refuse ``recommend --ann`` / ``serve --ann`` for a model without item vectors, with
     :func:`check_indexable`'s message (``mrec-warp index`` refuses it: never "build it first")."""
     if not getattr(model, "has_factors", False):
-        family = next((name for name, fam in FAMILIES.items() if type(model) is fam.cls), type(model).__name__)
+        family = family_name(model)
         raise InputError(f"`ann` needs a factor model (warp, hybrid, wrmf); a {family} model has no item vectors",
                          hint="drop `ann`: exact top-k is the only way for this model")
 

@@ -2,12 +2,15 @@
 
 What a family must provide is declared abstract here (:meth:`Recommender.fit`,
 :meth:`~Recommender.score_users`, :meth:`~Recommender.get_arrays`,
-:meth:`~Recommender.set_arrays`, :meth:`~Recommender.array_spec`); what it can do is
-declared by class-level capabilities (:data:`CAPABILITIES`) that stages ask instead of
-testing a family's name or class. Everything else -- parameters, ids, batch top-k,
-save/load -- is shared. Neighbours in the factor space are in :mod:`.neighbours`; the
-factor models' shared base is :class:`~mrec_warp.models.factor_model.FactorModel`.
-The contract is documented for family authors in docs/contract.rst.
+:meth:`~Recommender.set_arrays`, :meth:`~Recommender.array_spec`); the few class-level
+capabilities that divide families (:data:`CAPABILITIES`) are what stages ask instead of
+testing a family's name or class, and a behaviour only some families have is a method with a
+refusing default here that they override (:func:`provides`). Everything else -- parameters,
+ids, batch top-k, save/load -- is shared. A family names itself with ``name`` and is
+registered when its class is defined (:mod:`.families`). Neighbours in the factor space are in
+:mod:`.neighbours`; the factor models' shared base is
+:class:`~mrec_warp.models.factor_model.FactorModel`. The contract is documented for family
+authors in docs/contract.rst.
 """
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.confidence import check_confidence
 from ..data.interactions import as_csr
 from ..data.npz import source_name
 from ..data.inputs import check_readable
@@ -29,34 +31,25 @@ from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k
 from . import single_user
 from .declared import Param, check_declared
-from .family_names import family_names
+from .families import REGISTRY, family_names, register
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
 from .neighbours import Neighbours
 from .tuning import TuneHooks
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
 
-_REGISTRY: Dict[str, Type["Recommender"]] = {}
-
-#: The capabilities every family declares (class attributes, each a bool), and what each
+#: The capabilities that divide families (class attributes, each a bool), and what each
 #: promises. Stages and the command line ask these, never a family's name or class.
 CAPABILITIES: Dict[str, str] = {
     "supports_fold_in": "fold_in(history, ...) adds or refines users without refitting",
     "fold_in_epochs": "fold-in iterates: fold_in's epochs is used, not ignored",
-    "uses_features": "fit takes user_features / item_features; the model has with_new_users, "
-                     "with_new_items, featureless_users and new_user_ids / new_item_ids",
     "has_factors": "user_factors / item_factors (neighbours by cosine; factor_parts for one-user scoring)",
     "supports_confidence": "a confidence parameter weighs each row by its value",
-    "weighs_without_values": "observed pairs are weighted (alpha) even without a value column",
     "early_stopping": "trained in epochs, choosing their count on a validation split "
                       "(fit takes validation and progress)",
     "draws_random_numbers": "the fit is random: it takes random_state (the seed)",
-    "appends_unknown_users": "serves users it never saw (they are appended) instead of refusing them",
-    "supports_sub_models": "can be fitted as sub-models on workers and merged (sub_models)",
     "hogwild": "fit writes shared arrays from several threads: it runs on threads, never processes",
-    "fits_on_workers": "fit takes workers (processes or a Dask cluster) and use_values",
     "finds_similar_items": "similar_items / similar rank neighbours (by factors or item-item weights)",
-    "explains": "explain / explain_frame split a score into the contributions of the user's history",
 }
 
 
@@ -76,25 +69,26 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     ``train_`` (the CSR the model was fitted on, used to exclude seen items).
     """
 
+    #: The family's name: ``train --model``, ``tune --models``, messages. Setting it in a class
+    #: body registers the class (:mod:`.families`); ``None`` there: a model loaded from files
+    #: that ``train`` does not fit (imported factors). A subclass that does not set it is not
+    #: registered.
+    name: ClassVar[Optional[str]] = None
+
     # -- capabilities (see CAPABILITIES) -------------------------------------------------------
     supports_fold_in: ClassVar[bool] = False
     fold_in_epochs: ClassVar[bool] = False
-    uses_features: ClassVar[bool] = False
     has_factors: ClassVar[bool] = False
     supports_confidence: ClassVar[bool] = False
-    weighs_without_values: ClassVar[bool] = False
     early_stopping: ClassVar[bool] = False
     draws_random_numbers: ClassVar[bool] = False
-    appends_unknown_users: ClassVar[bool] = False
-    supports_sub_models: ClassVar[bool] = False
     hogwild: ClassVar[bool] = False
-    fits_on_workers: ClassVar[bool] = False
     finds_similar_items: ClassVar[bool] = False
-    explains: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+        if "name" in vars(cls):
+            register(cls)
 
     @classmethod
     def capabilities(cls) -> Dict[str, bool]:
@@ -115,6 +109,10 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
 
     def _check_extra(self) -> None:
         """Rules that involve more than one parameter (subclasses extend)."""
+
+    def _check_file_params(self) -> None:
+        """Checks a model file's parameters need beyond :meth:`check_params`: what training
+        checks against the data (a file has no data to check it against). None by default."""
 
     @classmethod
     def _param_names(cls):
@@ -154,9 +152,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         """Fit on a users x items matrix (CSR or :class:`Interactions`); returns ``self``.
 
         Every stored entry is an interaction (also one of value 0). Must call
-        :meth:`set_training_data` (ids, ``train_``). Families with capabilities take more
-        keywords: ``validation`` and ``progress`` (``early_stopping``), ``user_features`` /
-        ``item_features`` (``uses_features``), ``workers`` / ``use_values`` (``fits_on_workers``).
+        :meth:`set_training_data` (ids, ``train_``). ``train`` passes ``progress``, and more
+        keywords to a family whose ``fit`` takes them by name (:func:`~.families.fit_takes`):
+        ``validation`` (``early_stopping``), ``user_features`` / ``item_features`` (a family
+        that learns from features), ``workers`` and ``use_values`` (one whose fit spreads over
+        workers and weighs pairs with or without values).
         """
 
     @abc.abstractmethod
@@ -190,15 +190,39 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         ratings path, a ``user, item`` DataFrame, Interactions, (user, item) pairs or a
         sparse matrix whose rows are the users ``user_ids``; new users are appended, known
         ones refined; ``epochs`` is used by families with ``fold_in_epochs`` (others ignore
-        it); ``user_features`` by families with ``uses_features`` (others refuse it).
+        it); ``user_features`` by a family that learns from features (others refuse it).
         """
         raise InputError(f"a {type(self).__name__} model cannot fold in users",
                          hint="retrain with the new users, or use a model that folds in (e.g. `model=warp`)")
 
     def append_users(self, ids, user_features=None) -> None:
         """Append users with empty training rows (and ``user_features`` where the family
-        ``uses_features``); fold-in, and recommend for ``appends_unknown_users``, call it."""
+        learns from features); fold-in, and recommend for a family that serves unknown users
+        (:meth:`unknown_user_ranking`), call it."""
         raise InputError(f"a {type(self).__name__} model cannot add users", hint="retrain with the new users")
+
+    # -- what only some families do: a refusing default here, overridden where it is done -------
+    def unknown_user_ranking(self) -> Optional[str]:
+        """What a user the model never saw is recommended, in words for the log ("the most
+        popular items overall"), when the family serves such users (``recommend`` appends them
+        with :meth:`append_users`); ``None``, the default: they are refused."""
+        return None
+
+    def explain_frame(self, user_id, item_ids: Optional[Sequence] = None, k: int = 5, n: int = 10) -> pd.DataFrame:
+        """Which of the user's training items drove the scores of ``item_ids`` (default: the
+        user's top-``n`` recommendations), as a table: user, item, score, history_item,
+        contribution, rank. The default refuses: only a family whose score is a sum over the
+        user's history can split it (WRMF)."""
+        raise InputError(f"a {type(self).__name__} model cannot explain its scores",
+                         hint=f"train a {family_names(explains)} model")
+
+    def merge_sub_models(self, parts: Sequence[Dict[str, np.ndarray]]) -> None:
+        """Take as this model's fitted arrays those of sub-models fitted apart on its training
+        data (``train``'s ``sub_models``: :mod:`mrec_warp.stages.submodels`), each with a share of
+        the factors; ``parts`` hold each one's ``user_factors``, ``item_factors``, ``item_bias``
+        and ``best_epoch``. The default refuses: only a family whose scores add up over
+        sub-models fitted apart can be fitted so (WARP)."""
+        raise InputError(f"a {type(self).__name__} model cannot be fitted as sub-models", hint="drop `sub_models`")
 
     def get_attrs(self) -> Dict[str, Any]:
         """Small fitted scalars worth saving (JSON-serialisable). Subclasses extend this dict;
@@ -423,7 +447,7 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     Every array is validated before use (see :mod:`~mrec_warp.models.persistence`); a
     damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`.
     """
-    cls, params, attrs, user_ids, item_ids, train, arrays = load_model(source, _REGISTRY, expected)
+    cls, params, attrs, user_ids, item_ids, train, arrays = load_model(source, REGISTRY, expected)
     name = source_name(source)
     model = cls(**params)
     model.user_ids, model.item_ids, model.train_ = user_ids, item_ids, train
@@ -431,10 +455,7 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         model.check_params()  # the checks training makes, on the file's parameters
         if attrs.get("id_encoding_", "utf-8") not in ("utf-8", "latin-1"):  # the two a model is written with
             raise ValueError(f"id encoding {str(attrs['id_encoding_'])[:40]!r} is not utf-8 or latin-1")
-        if {"alpha", "confidence"} <= set(model.get_params()) and not isinstance(model.alpha, str):
-            # training checks alpha against its values; a file has none to check it against
-            # ("auto" was resolved by the fit into alpha_)
-            check_confidence(model.confidence, model.alpha, model.eps, bounded=True)
+        model._check_file_params()
         model.set_arrays(arrays)
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.message if isinstance(exc, InputError) else str(exc)
@@ -443,6 +464,19 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
         raise InputError(f"model file is invalid: {message}", path=name, hint=MODEL_FILE_HINT) from None
     model.set_attrs(attrs)
     return model
+
+
+def provides(model: Union[Recommender, Type[Recommender]], method: str) -> bool:
+    """Whether the family of ``model`` (a model or class) does what ``method`` promises: it
+    overrides the base's refusing default (:meth:`Recommender.explain_frame`,
+    :meth:`~Recommender.merge_sub_models`)."""
+    cls = model if isinstance(model, type) else type(model)
+    return getattr(cls, method) is not getattr(Recommender, method)
+
+
+def explains(model: Union[Recommender, Type[Recommender]]) -> bool:
+    """Whether the family of ``model`` explains its scores (:meth:`Recommender.explain_frame`)."""
+    return provides(model, "explain_frame")
 
 
 def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Optional[str]]:

@@ -21,7 +21,7 @@ import dataclasses
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..seeds import MAX_SEED
 from .params import check_choice, check_flag, check_number
@@ -45,26 +45,25 @@ class Param:
     help : str
         One short sentence for ``train --help`` and the parameter table.
     low, high : float, optional
-        Bounds; closed (``>=``, ``<=``) unless ``low_open`` / ``high_open``.
+        Bounds, closed (``>=``, ``<=``) unless ``open``.
+    open : bool
+        The bounds themselves are refused (``> low``, ``< high``).
     choices : tuple of str
         The values a ``str`` parameter may take.
     nullable : bool
         ``None`` is allowed too.
     tune : optional
-        Where a random search draws it (a list, or ``("log", lo, hi)``, ``("logint", lo,
-        hi)``, ``("log0", lo, hi)``: see :mod:`mrec_warp.stages.candidates`); ``None``: not
-        drawn.
+        Where a search varies it: a list or ``("log", lo, hi)``, ``("logint", lo, hi)``,
+        ``("log0", lo, hi)`` where a random search draws it (see
+        :mod:`mrec_warp.stages.candidates`); ``True``: only a grid of the user's varies it;
+        ``None``: no search does, unless ``grid`` is given.
     grid : tuple, optional
         Its values in the family's small built-in grid.
-    tunable : bool
-        A user's grid may vary it although no built-in search does (implied by ``tune``
-        and ``grid``).
-    flag : str, optional
-        The ``train`` option, only when it is not ``--`` + the name with dashes
-        (``dtype``: ``--ease-dtype``).
-    option : bool
-        ``train`` has an option for it; ``False``: set from ``--params`` files and the API
-        only (``random_state`` has ``--seed`` of its own).
+    option : bool or str
+        ``train``'s option for it: ``True`` is ``--`` + the name with dashes, a string the
+        flag when it is spelled otherwise (``dtype``: ``"--ease-dtype"``); ``False``: set
+        from ``--params`` files and the API only (``random_state`` is set from ``train``'s
+        own ``--seed``).
     placement : bool
         Where and how the work runs, not what is learned (see the module docstring).
     hint : str, optional
@@ -81,15 +80,12 @@ class Param:
     help: str
     low: Optional[float] = None
     high: Optional[float] = None
-    low_open: bool = False
-    high_open: bool = False
+    open: bool = False
     choices: Tuple[str, ...] = ()
     nullable: bool = False
     tune: Any = None
     grid: Optional[Tuple[Any, ...]] = None
-    tunable: bool = False
-    flag: Optional[str] = None
-    option: bool = True
+    option: Union[bool, str] = True
     placement: bool = False
     hint: Optional[str] = None
     shown: Optional[str] = None
@@ -114,15 +110,22 @@ class Param:
         else:
             low, high = self.low, self.high
             check_number(value, self.name, integer=self.type is int,
-                         at_least=None if self.low_open else low, above=low if self.low_open else None,
-                         at_most=None if self.high_open else high, below=high if self.high_open else None,
+                         at_least=None if self.open else low, above=low if self.open else None,
+                         at_most=None if self.open else high, below=high if self.open else None,
                          optional=self.nullable, hint=self.hint)
 
     # -- what users read ---------------------------------------------------------------------
     @property
     def searched(self) -> bool:
         """Whether a search may vary it (a grid of the user's, or the built-in space)."""
-        return not self.placement and (self.tunable or self.tune is not None or self.grid is not None)
+        return not self.placement and (self.tune is not None or self.grid is not None)
+
+    @property
+    def flag(self) -> Optional[str]:
+        """``train``'s option for it (``--kos-k``, ``--ease-dtype``), or ``None``."""
+        if self.option is False:
+            return None
+        return self.option if isinstance(self.option, str) else "--" + self.name.replace("_", "-")
 
     @property
     def type_name(self) -> str:
@@ -145,11 +148,11 @@ class Param:
         elif self.type is str:
             text = "text"
         elif self.low is not None and self.high is not None:
-            text = f"{'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
+            text = f"{'(' if self.open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.open else ']'}"
         elif self.low is not None:
-            text = f"{'>' if self.low_open else '>='} {_num(self.low)}"
+            text = f"{'>' if self.open else '>='} {_num(self.low)}"
         elif self.high is not None:
-            text = f"{'<' if self.high_open else '<='} {_num(self.high)}"
+            text = f"{'<' if self.open else '<='} {_num(self.high)}"
         else:
             text = "any integer" if self.type is int else "any number"
         return text + (" or none" if self.nullable else "")
@@ -161,7 +164,7 @@ class Param:
             kind, lo, hi = self.tune
             parts.append({"log": "log-uniform", "logint": "log-uniform integer",
                           "log0": "0 or log-uniform"}.get(kind, kind) + f" {_num(lo)}..{_num(hi)}")
-        elif self.tune is not None:
+        elif self.tune not in (None, True):
             parts.append("one of " + ", ".join(_value(v) for v in self.tune))
         if self.grid is not None:
             parts.append("grid " + ", ".join(_value(v) for v in self.grid))
@@ -198,7 +201,7 @@ def verbose_param() -> Param:
 def seed_param() -> Param:
     """``random_state`` as the iterative models declare it (``train`` sets it from ``--seed``)."""
     return Param("random_state", int, None, "Seed of initialisation, shuffling and sampling (none: a fresh one).",
-                 low=0, high=MAX_SEED, nullable=True, option=False, flag="--seed")
+                 low=0, high=MAX_SEED, nullable=True, option=False)
 
 
 # -- declarations of a class ------------------------------------------------------------------

@@ -572,7 +572,7 @@ def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, re
         Param("eval_every", int, eval_every, f"{units.capitalize()} between validation evaluations.", low=1),
         Param("eval_k", int, 10, "The k of the validation precision@k.", low=1, option=False),
         Param("validation_fraction", float, 0.1, "Share of each user's items held out for early stopping.",
-              low=0, high=1, low_open=True, high_open=True),
+              low=0, high=1, open=True),
         Param("validation_users", int, validation_users, "Most users (drawn at random) scored per validation "
               "evaluation.",
               low=1, option=False),

@@ -79,6 +79,8 @@ class EASE(ItemSimilarity):
         (they spin waiting for each other), so the default is one.
     """
 
+    name = "ease"
+
     _dense_weights = True
     _float16_weights = True
 
@@ -108,12 +110,12 @@ class EASE(ItemSimilarity):
         return None
 
     PARAMETERS = (
-        Param("l2", float, 200.0, "lambda, the L2 penalty on the weights.", low=0, low_open=True,
+        Param("l2", float, 200.0, "lambda, the L2 penalty on the weights.", low=0, open=True,
               hint="the Gram matrix may be singular", tune=("log", 100.0, 1600.0),
               grid=(100.0, 200.0, 400.0, 800.0, 1600.0)),
-        Param("dtype", str, "float32", "Precision of the inverse.", choices=DTYPES, flag="--ease-dtype"),
+        Param("dtype", str, "float32", "Precision of the inverse.", choices=DTYPES, option="--ease-dtype"),
         Param("max_items", int, None, "Only the N most popular items.", low=1, nullable=True, shown="all"),
-        Param("memory_limit_mb", float, None, "Most memory the fit may take.", low=0, low_open=True, nullable=True,
+        Param("memory_limit_mb", float, None, "Most memory the fit may take.", low=0, open=True, nullable=True,
               shown="3/4 of the available memory"),
         Param("topk", int, DEFAULT_TOPK, "Weights kept per item on average (the largest in magnitude); 0: the "
               "dense matrix.", low=0),

@@ -24,6 +24,7 @@ from ..data.ratings import read_ratings
 from ..errors import InputError
 from ..progress import Progress, plural
 from .base import Recommender
+from .families import takes_features
 
 
 def read_history(history, source: Optional[str] = None, model=None,
@@ -82,7 +83,7 @@ def _matrix_history(csr: sp.csr_matrix, model, user_ids: Optional[Sequence]) -> 
 
 def refuse_features(model, user_features) -> None:
     """Refuse ``user_features`` for a model that does not use features (they would be ignored)."""
-    if user_features is not None and not model.uses_features:
+    if user_features is not None and not takes_features(model):
         raise InputError("user features need a hybrid model", hint="train a hybrid model (`model=hybrid`)")
 
 

@@ -46,6 +46,7 @@ from ..progress import SILENT, Progress
 from ..seeds import spawn_seed
 from .declared import Param, init_signature, with_params
 from .foldin import append_empty_rows
+from .base import Recommender
 from .warp import WARP, Callback
 
 
@@ -352,20 +353,21 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
     PARAMETERS = with_params(
         WARP.PARAMETERS, drop=("confidence", "alpha", "eps", "confidence_use"),
         replace=[Param("learning_rate", float, None, "Base step size.",
-                       low=0, low_open=True, nullable=True, tune=("log", 0.007, 0.06),
+                       low=0, open=True, nullable=True, tune=("log", 0.007, 0.06),
                        shown="0.05 with features, else 0.02"),
                  Param("late_rate", float, None, "The rate after the first late_rate_epoch epochs, as a multiple "
-                       "of learning_rate (1: a constant rate).", low=0, low_open=True,
+                       "of learning_rate (1: a constant rate).", low=0, open=True,
                        nullable=True, shown="1 with features, else WARP's")],
         add=[Param("identity", bool, True, "Give every user and item its own identity feature."),
              Param("identity_weight", float, 2.0, "Weight of each id's identity feature before normalisation.",
-                   low=0, low_open=True),
+                   low=0, open=True),
              Param("normalize", bool, True, "Scale each id's feature weights, identity included, to unit Euclidean "
                    "length.")])
 
-    uses_features = True
+    name = "hybrid"
     supports_confidence = False
-    supports_sub_models = False
+    # feature weights fitted apart do not add up: the base's refusal, not WARP's merge
+    merge_sub_models = Recommender.merge_sub_models
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")
     # the hybrid's own parameters, as attributes (set by __init__ from the declaration)
     identity: bool

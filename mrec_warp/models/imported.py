@@ -39,6 +39,9 @@ class Factors(FactorScoring, Recommender):
     ``item_bias_`` (n_items,; zeros without biases), as float32.
     """
 
+    #: loaded from model files, but built by `mrec-warp factors`: no family `train` fits
+    name = None
+
     PARAMETERS = (
         Param("item_bias", bool, False, "Whether the scores add the item biases."),
         Param("regularization", float, 0.01, "Ridge penalty of fold-in, relative to the mean eigenvalue of the "

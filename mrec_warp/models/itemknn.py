@@ -58,6 +58,8 @@ class ItemKNN(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    name = "itemknn"
+
     #: Seconds per ``items^2`` (its dense blocks; one thread), measured on ml-100k and a
     #: 1.9k x 16k long-tail synthetic set (2 shared cores).
     TUNE_RATE = 2.6e-8
@@ -74,10 +76,10 @@ class ItemKNN(ItemSimilarity):
               tune=list(SIMILARITIES), grid=SIMILARITIES),
         Param("shrink", float, 0.0, "Added to the cosine denominator (bm25 ignores it).", low=0,
               tune=("log0", 1.0, 100.0)),
-        Param("bm25_k1", float, 1.2, "BM25's saturation.", low=0, tunable=True, option=False),
-        Param("bm25_b", float, 0.75, "BM25's length normalisation.", low=0, high=1, tunable=True, option=False),
+        Param("bm25_k1", float, 1.2, "BM25's saturation.", low=0, tune=True, option=False),
+        Param("bm25_b", float, 0.75, "BM25's length normalisation.", low=0, high=1, tune=True, option=False),
         Param("memory_mb", float, 256.0, "Budget in MB for one block of dense similarities per worker.", low=0,
-              low_open=True, option=False),
+              open=True, option=False),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
     )
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..topk import iter_top_k, top_k_block
-from .family_names import family_names
+from .families import family_names
 from .indices import IdsArg, IndexArg, as_indices, check_k
 from .single_user import MAX_USERS, ItemSide, top_k_vector
 

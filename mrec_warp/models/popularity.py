@@ -20,8 +20,8 @@ class Popularity(Recommender):
     then excluded from their lists like training items.
     """
 
+    name = "popularity"
     supports_fold_in = True
-    appends_unknown_users = True
     tune_baseline = True  # the reference row of tune's table
 
     @classmethod
@@ -67,6 +67,10 @@ class Popularity(Recommender):
 
     def append_users(self, ids, user_features=None) -> None:
         append_user_ids(self, ids)
+
+    def unknown_user_ranking(self) -> str:
+        """Users it never saw are served too: their list is every user's, the overall ranking."""
+        return "the most popular items overall"
 
     def get_arrays(self) -> Dict[str, np.ndarray]:
         return {"item_counts": self.item_counts_}

@@ -49,6 +49,8 @@ class RP3beta(ItemSimilarity):
         Threads computing blocks at once (-1: every core).
     """
 
+    name = "rp3beta"
+
     PARAMETERS = (
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),
@@ -56,9 +58,9 @@ class RP3beta(ItemSimilarity):
               low=0, tune=("log0", 0.05, 1.0), grid=(0.3, 0.5, 0.7)),
         Param("neighbours", int, 400, "Largest weights kept per item.", low=1, tune=("logint", 50, 1600),
               grid=(200, 400, 800)),
-        Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tunable=True),
+        Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tune=True),
         Param("memory_mb", float, 256.0, "Budget in MB for one block of dense weights per worker.", low=0,
-              low_open=True, option=False),
+              open=True, option=False),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
     )
 

@@ -51,6 +51,8 @@ class SLIM(ItemSimilarity):
         Dask scheduler address (with ``backend="dask"``); empty: a local cluster.
     """
 
+    name = "slim"
+
     #: Seconds per ``sum_k deg_k^2`` (``deg_k``: items co-occurring with ``k``: coordinate
     #: descent on a target visits each neighbour's Gram row; one thread), measured on
     #: ml-100k and a 1.9k x 16k long-tail synthetic set (2 shared cores).
@@ -67,7 +69,7 @@ class SLIM(ItemSimilarity):
         Param("l1", float, 1.0, "L1 penalty (sparsity; larger is faster too).", low=0, tune=("log", 0.5, 10.0),
               grid=(1.0, 2.0, 5.0)),
         Param("l2", float, 100.0, "L2 penalty.", low=0, tune=("log", 50.0, 800.0), grid=(100.0, 200.0, 500.0)),
-        Param("topk", int, 200, "Largest weights kept per item.", low=1, tunable=True),
+        Param("topk", int, 200, "Largest weights kept per item.", low=1, tune=True),
         Param("max_iter", int, 100, "Most coordinate-descent sweeps per item.", low=1, option=False),
         Param("tol", float, 1e-4, "Stop an item's sweeps when no weight moves by more than this times the largest.",
               low=0, option=False),

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 import scipy.sparse as sp
 
 from ..data.interactions import binary_csr
+from .families import fit_takes
 
 #: Validation users the early stopping of a short trial scores (a sample of them).
 SHORT_VALIDATION_USERS = 1000
@@ -121,11 +122,12 @@ class TuneHooks:
     def fit_trial(self, fit: sp.csr_matrix, validation: sp.csr_matrix, use_values: bool = False) -> None:
         """Fit a trial on ``fit``; ``validation`` is what an ``early_stopping`` family stops on.
 
-        ``use_values``: ``fit`` holds the training values, which a ``weighs_without_values``
-        family weighs as confidences; every other family fits on the pairs alone.
+        ``use_values``: ``fit`` holds the training values, which a family whose fit takes
+        ``use_values`` (it weighs observed pairs with or without values: WRMF) weighs as
+        confidences; every other family fits on the pairs alone.
         """
         fit_model = getattr(self, "fit")
-        if getattr(self, "weighs_without_values", False):
+        if fit_takes(self, "use_values"):
             fit_model(fit, validation=validation, use_values=use_values)
             return
         binary = binary_csr(fit) if use_values else fit

@@ -363,9 +363,9 @@ class WARP(FactorModel):
     #: What a model file written before a parameter existed was trained with: a constant rate.
     PARAMS_BEFORE: Dict[str, Any] = {"late_rate": 1.0}
 
+    name = "warp"
     supports_confidence = True
     fold_in_epochs = True
-    supports_sub_models = True
     hogwild = True
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")
     _STOPPING = early_stopping_params(
@@ -373,12 +373,12 @@ class WARP(FactorModel):
         refit_help="After early stopping on an internal hold-out, train on all the data (how: `refit_reuse`, `warm_epochs`).")
     PARAMETERS: Tuple[Param, ...] = (
         Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128], grid=(32, 128)),
-        Param("loss", str, "warp", "Ranking loss.", choices=tuple(LOSSES), tunable=True),
-        Param("learning_rate", float, 0.02, "Base step size.", low=0, low_open=True, tune=("log", 0.007, 0.06)),
-        Param("learning_schedule", str, "adagrad", "Step rule.", choices=SCHEDULES, tunable=True),
+        Param("loss", str, "warp", "Ranking loss.", choices=tuple(LOSSES), tune=True),
+        Param("learning_rate", float, 0.02, "Base step size.", low=0, open=True, tune=("log", 0.007, 0.06)),
+        Param("learning_schedule", str, "adagrad", "Step rule.", choices=SCHEDULES, tune=True),
         Param("decay", float, 0.0, "SGD: decay of the rate per epoch (adagrad ignores it).", low=0, option=False),
         Param("late_rate", float, 2.0, "The rate after the first late_rate_epoch epochs, as a multiple of "
-              "learning_rate (1: a constant rate).", low=0, low_open=True),
+              "learning_rate (1: a constant rate).", low=0, open=True),
         Param("late_rate_epoch", int, 15, "Epochs at learning_rate before late_rate applies.", low=0),
         Param("user_reg", float, 0.0, "L2 penalty on user vectors.", low=0, tune=("log0", 1e-7, 1e-4)),
         Param("item_reg", float, 0.0, "L2 penalty on item vectors.", low=0, tune=("log0", 1e-7, 1e-4)),
@@ -386,11 +386,11 @@ class WARP(FactorModel):
         Param("user_max_norm", float, 1.25, "Longest a user vector may grow; 0 = no limit.", low=0, nullable=True,
               tune=[None, 1.0, 1.25, 1.5], hint="0 or None: no limit"),
         Param("item_max_norm", float, None, "Longest an item vector may grow; 0 = no limit.", low=0, nullable=True,
-              tunable=True, hint="0 or None: no limit", shown="0"),
-        Param("kos_k", int, 5, "warp-kos: step on the k-th best of the sampled positives.", low=1, tunable=True),
+              tune=True, hint="0 or None: no limit", shown="0"),
+        Param("kos_k", int, 5, "warp-kos: step on the k-th best of the sampled positives.", low=1, tune=True),
         Param("kos_n", int, 10, f"warp-kos: positives sampled per step, at most {KOS_MAX_N}.", low=1, high=KOS_MAX_N,
-              tunable=True),
-        Param("item_bias", bool, True, "Learn item biases.", tunable=True),
+              tune=True),
+        Param("item_bias", bool, True, "Learn item biases.", tune=True),
         _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
         _STOPPING["eval_k"],
         Param("min_improvement", float, 0.0, "A rise resets the patience only when above the last one by more "
@@ -410,7 +410,7 @@ class WARP(FactorModel):
         Param("confidence", str, "none", "Weigh each row by its value: linear c = 1 + alpha*value, log "
               "c = 1 + alpha*log1p(value/eps); none = every row counts 1.", choices=CONFIDENCES),
         Param("alpha", float, 1.0, "Confidence scale alpha.", low=0, check=False),  # the confidence rule's
-        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, open=True,
               check=False),
         Param("confidence_use", str, "weight", "Scale each step by confidence (over its mean), or draw positives "
               "in proportion to it.", choices=CONFIDENCE_USES),
@@ -509,6 +509,10 @@ class WARP(FactorModel):
         if self.supports_confidence:  # (the hybrid trains without one)
             # the shared rule of every confidence; the values are checked against it at fit time
             check_confidence(self.confidence, self.alpha, self.eps)
+
+    def _check_file_params(self) -> None:
+        if self.supports_confidence:  # a file has no values to check alpha against: the largest any file holds
+            check_confidence(self.confidence, self.alpha, self.eps, bounded=True)
 
     # -- state -------------------------------------------------------------------------------
     def init_state(self, n_users: int, n_items: int, seed_rng: np.random.Generator) -> None:
@@ -938,3 +942,14 @@ class WARP(FactorModel):
         for arr, what in ((uf, "user factors"), (itf, "item factors"), (ib, "item biases")):
             check_finite(arr, what)
         self.user_factors_, self.item_factors_, self.item_bias_ = uf, itf, ib
+
+    def merge_sub_models(self, parts: Sequence[Dict[str, np.ndarray]]) -> None:
+        """The sub-models' factors side by side and their item biases summed, so that a score is
+        the sum of theirs; the epochs are the most any of them ran."""
+        self.set_arrays({
+            "user_factors": np.hstack([p["user_factors"] for p in parts]),
+            "item_factors": np.hstack([p["item_factors"] for p in parts]),
+            "item_bias": np.sum([p["item_bias"] for p in parts], axis=0),
+        })
+        self.best_epoch_ = int(max(int(p["best_epoch"]) for p in parts))
+        self.epochs_done_ = self.best_epoch_

@@ -338,10 +338,8 @@ class WRMF(FactorModel):
         return super().trial_params(values, {"random_state": shared.get("random_state"), "validation_users": 10**9},
                                     k, epochs_cap)
 
+    name = "wrmf"
     supports_confidence = True
-    weighs_without_values = True
-    fits_on_workers = True
-    explains = True
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
@@ -353,13 +351,13 @@ class WRMF(FactorModel):
               tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
-        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, low_open=True,
+        Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, open=True,
               check=False),  # alpha and eps: the confidence rule's (_check_extra)
         Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
               grid=(10.0, 40.0, 160.0)),
         Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
               choices=SOLVERS, option=False),
-        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tunable=True,
+        Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tune=True,
               option=False),
         _STOPPING["epochs"], _STOPPING["max_epochs"], _STOPPING["patience"], _STOPPING["eval_every"],
         _STOPPING["eval_k"], _STOPPING["validation_fraction"], _STOPPING["validation_users"], _STOPPING["refit"],
@@ -425,6 +423,11 @@ class WRMF(FactorModel):
             check_confidence(self.confidence, 1.0, self.eps)  # the shared rule, alpha resolved by fit
         else:
             check_confidence(self.confidence, self.alpha, self.eps)  # the shared rule of every confidence
+
+    def _check_file_params(self) -> None:
+        if not isinstance(self.alpha, str):  # ("auto" was resolved by the fit into alpha_)
+            # a file has no values to check alpha against: the largest any file holds
+            check_confidence(self.confidence, self.alpha, self.eps, bounded=True)
 
     def confidences(self, values: Optional[np.ndarray], n: Optional[int] = None) -> np.ndarray:
         """The confidence of observed pairs with these values: the shared rule

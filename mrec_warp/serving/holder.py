@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import InputError
 from ..models.base import Recommender, load
-from ..models.families import FAMILIES
+from ..models.families import family_name
 from .mapped import map_arrays, private_copy, remove_copy
 
 log = logging.getLogger("mrec_warp.serve")
@@ -47,13 +47,6 @@ class Served:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _family(model: Recommender) -> str:
-    for name, family in FAMILIES.items():
-        if type(model) is family.cls:
-            return name
-    return type(model).__name__
 
 
 def _jsonable(value: Any) -> Any:
@@ -87,7 +80,7 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     copy = private_copy(data, sha)  # also the last good model a new worker falls back to
     mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache
     description = {
-        "family": _family(model),
+        "family": family_name(model),
         "class": type(model).__name__,
         "parameters": {k: _jsonable(v) for k, v in model.get_params().items()},
         "users": int(model.n_users),

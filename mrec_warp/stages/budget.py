@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..models.families import BASELINE_FAMILY
+from ..models.families import baseline_family
 from ..models.tuning import TrialShape
 from ..progress import Progress
 from .candidates import MODEL
@@ -226,7 +226,7 @@ def run_budget(run: Callable[[Sequence[int], Dict[int, float]], None], done: Dic
     first_points = [i for i, p in enumerate(points)
                     if p[MODEL] not in skipped and i == min(j for j, q in enumerate(points) if q[MODEL] == p[MODEL])]
     run_wave(sorted((by_point[i][0] for i in first_points),
-                    key=lambda u: (points[units[u][0]][MODEL] != BASELINE_FAMILY, estimate(u))), reserving=True)
+                    key=lambda u: (points[units[u][0]][MODEL] != baseline_family(), estimate(u))), reserving=True)
     # 2. successive halving of the early-stopping families: every candidate short, then the
     # best half of each rung on to the next, longer one, up to full trials
     for level in range(max((len(rungs(f)) for f in halved()), default=1)):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..files import PathLike
 from ..errors import InputError
-from ..models.families import DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
+from ..models.families import DEFAULT_FAMILY, FAMILIES, tunable_families
 from ..seeds import DEFAULT_SEED
 
 #: The default family's parameters a search may vary, and what each must be (other
@@ -146,8 +146,8 @@ def candidates(families: Sequence[str], grids: Optional[Dict[str, Dict[str, List
     each family's defaults."""
     points: List[Dict[str, Any]] = []
     for fam in families:
-        if fam not in TUNABLE_FAMILIES:
-            raise InputError(f"cannot tune `models={fam}`", hint=f"choose among {', '.join(TUNABLE_FAMILIES)}")
+        if fam not in tunable_families():
+            raise InputError(f"cannot tune `models={fam}`", hint=f"choose among {', '.join(tunable_families())}")
         grid = (grids or {}).get(fam)
         if n_random:
             found = random_points(n_random, grid, seed=seed, family=fam)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..models import Recommender
-from ..models.base import open_model
+from ..models.base import explains, open_model
 from ..models.families import families_with
 from .similar import split_id_list
 
@@ -68,10 +68,10 @@ def explain(
         within a small margin of it).
     """
     model, model_file = open_model(model)
-    if not model.explains:  # (a family that explains has explain_frame)
+    if not explains(model):  # refused before any id is looked up, naming the file
         raise InputError(f"a {type(model).__name__} model cannot explain its scores", path=model_file,
-                         hint=f"train a {' or '.join(families_with('explains'))} model "
-                              f"(`model={families_with('explains')[0]}`)")
+                         hint=f"train a {' or '.join(families_with(explains))} model "
+                              f"(`model={families_with(explains)[0]}`)")
     if model.user_indices([user], strict=False)[0] < 0:
         raise InputError(f"user {user!r} is not in the model", hint="use a user id of the training data")
     item_ids = None
@@ -81,5 +81,4 @@ def explain(
         if not item_ids or (idx < 0).any():
             bad = item_ids[int((idx < 0).argmax())] if item_ids else items
             raise InputError(f"item {bad!r} is not in the model", hint="use item ids of the training data")
-    explain_frame = getattr(model, "explain_frame")  # what the `explains` capability promises
-    return Explanation(explain_frame(user, item_ids, k=k, n=top), model)
+    return Explanation(model.explain_frame(user, item_ids, k=k, n=top), model)

@@ -4,7 +4,7 @@ users asked for, the interactions to exclude and the items never to recommend.
 :func:`recommend_inputs` is the first step of the recommend stage's straight line
 (inputs -> model -> candidates -> top-k -> writer: :mod:`mrec_warp.stages.recommend`).
 Cold start is part of it: a trained model meets three kinds of newcomers -- users known by
-their features (a model that ``uses_features`` adds them without training), users with a
+their features (a model that learns from features adds them without training), users with a
 short history (folded in: their vectors are fitted against the fixed items, no refit), and
 items known by their features (ranked beside, or instead of, the trained ones).
 :func:`cold_start` extends a loaded model with all three. Each input is checked against the
@@ -28,7 +28,7 @@ from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender, open_model
-from ..models.families import families_with
+from ..models.families import families_with, takes_features
 from ..progress import SILENT, Progress
 
 PathLike = Union[str, os.PathLike]
@@ -166,15 +166,15 @@ def cold_start(
     files = FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
                          columns=feature_columns)
     user_table, item_table = files.read(getattr(model, "id_encoding_", None))
-    features = model.uses_features
+    features = takes_features(model)
     kind = type(model).__name__
     if not features:
         for name, given in (("user_features", user_table is not None), ("item_features", item_table is not None),
                             ("include_new_items", include_new_items), ("new_items_only", new_items_only)):
             if given:
-                with_features = " or ".join(families_with("uses_features"))
+                with_features = " or ".join(families_with(takes_features))
                 raise InputError(f"`{name}` needs a {with_features} model, this is a {kind}", path=model_file,
-                                 hint=f"train a {with_features} model (`model={families_with('uses_features')[0]}`)")
+                                 hint=f"train a {with_features} model (`model={families_with(takes_features)[0]}`)")
     if history and not model.supports_fold_in:
         raise InputError(f"`history` needs a model that folds users in, this is a {kind}, which cannot",
                          path=model_file, hint=f"use a model of {', '.join(families_with('supports_fold_in'))}, "
@@ -246,15 +246,16 @@ MAX_UNKNOWN_TRAIN_SHARE = 0.05
 
 
 def check_known_users(model, ids: List[str], path: str, progress) -> bool:
-    """Refuse unknown users (from the ``users`` file ``path``), except for a model that
-    ``appends_unknown_users`` (popularity serves them its overall ranking: they have no
-    history). Returns whether the model gained users."""
+    """Refuse unknown users (from the ``users`` file ``path``), except for a model that serves
+    them (:meth:`~mrec_warp.models.base.Recommender.unknown_user_ranking`: popularity, its
+    overall ranking), which appends them. Returns whether the model gained users."""
     idx = model.user_indices(ids, strict=False)
     if not (idx < 0).any():
         return False
     unknown = list(dict.fromkeys(u for u, i in zip(ids, idx) if i < 0))
     index, known = model.interactions().user_index, model.user_ids.tolist()
-    if model.appends_unknown_users:
+    ranking = model.unknown_user_ranking()
+    if ranking is not None:
         # a new user is served the overall ranking, but an id that is a known one written
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
         # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
@@ -265,7 +266,7 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
                              "like a known user's, whose own items would not be excluded if it were served "
                              "as a new user")
         model.append_users(unknown)
-        progress.log(f"{len(unknown)} users are not in the model: they get the most popular items overall "
+        progress.log(f"{len(unknown)} users are not in the model: they get {ranking} "
                      "(give their history with `history` to exclude what they have seen)")
         return True
     first = int((idx < 0).argmax())

@@ -178,13 +178,7 @@ def fit_submodels(
         job.finish(staged=[INPUTS_FILE])
     model = WARP(**{**params, "factors": total, "random_state": random_state})
     model.set_training_data(data)
-    model.set_arrays({
-        "user_factors": np.hstack([p["user_factors"] for p in parts]),
-        "item_factors": np.hstack([p["item_factors"] for p in parts]),
-        "item_bias": np.sum([p["item_bias"] for p in parts], axis=0),
-    })
-    model.best_epoch_ = int(max(int(p["best_epoch"]) for p in parts))
-    model.epochs_done_ = model.best_epoch_
+    model.merge_sub_models(parts)
     model.sub_models_ = [{"factors": s, "epochs": int(p["best_epoch"]), "seed": sd}
                          for s, p, sd in zip(sizes, parts, seeds)]
     return model

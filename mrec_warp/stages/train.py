@@ -19,8 +19,8 @@ from ..data.confidence import describe_confidence
 from ..data.interactions import Interactions
 from ..files import check_outputs
 from ..errors import InputError
-from ..models.base import Recommender
-from ..models.families import DEFAULT_FAMILY, families_with, model_classes, named_families
+from ..models.base import Recommender, provides
+from ..models.families import DEFAULT_FAMILY, families_with, fit_takes, model_classes, named_families, takes_features
 from ..context import ExecutionContext, local_context
 from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
@@ -232,17 +232,17 @@ def train(
     estimator.set_params(**merged)
     estimator.check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
-    if sub_models and not estimator.supports_sub_models:
-        raise InputError(f"`sub_models` needs {named_families('supports_sub_models')}, not `model={model_name}`",
+    if sub_models and not fits_sub_models(estimator):
+        raise InputError(f"`sub_models` needs {named_families(fits_sub_models)}, not `model={model_name}`",
                          hint="drop `sub_models`")
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=not estimator.weighs_without_values,
+    data = load_interactions(train, format, values=kind != "none", required=not weighs_without_values(estimator),
                              rows=rows)
     # the row rules' counts in prepare's words (a file read always has them), then the matrix they made
     counts = describe_counts(data.row_counts, duplicates, negatives) + ": " if data.row_counts is not None else ""
     progress.log(f"{train}: {counts}{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
-    if estimator.supports_sub_models and (sub_models or backend == "dask"):
+    if fits_sub_models(estimator) and (sub_models or backend == "dask"):
         if kind != "none":
             raise InputError("`confidence` does not combine with sub-models yet",
                              hint="drop `sub_models` / `backend=dask`, or drop `confidence`")
@@ -275,6 +275,18 @@ def _note_default_sub_models(progress: Progress) -> None:
                  "precise); the cluster's other workers serve recommend, evaluate and tune")
 
 
+def fits_sub_models(family: Any) -> bool:
+    """Whether a family (model or class) can be fitted as sub-models and merged: it merges them
+    (:meth:`~mrec_warp.models.base.Recommender.merge_sub_models`)."""
+    return provides(family, "merge_sub_models")
+
+
+def weighs_without_values(family: Any) -> bool:
+    """Whether a family (model or class) weighs observed pairs with or without a value column:
+    its fit is told which (it takes ``use_values``), so its confidence settings always matter."""
+    return fit_takes(family, "use_values")
+
+
 def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
     """A confidence only for families that weigh rows, and its settings only with one."""
     if kind != "none" and not estimator.supports_confidence:
@@ -282,7 +294,7 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
                          hint=f"drop `confidence`, or train `model={families_with('supports_confidence')[0]}`")
     # WRMF weighs observed pairs 1 + alpha even without values, so its alpha always matters
     # (a family without a confidence may have parameters of these names of its own: rp3beta's alpha)
-    if kind == "none" and not estimator.weighs_without_values and estimator.supports_confidence \
+    if kind == "none" and not weighs_without_values(estimator) and estimator.supports_confidence \
             and any(given.get(k) is not None for k in CONFIDENCE_PARAMS):
         raise InputError("`alpha`, `eps` and `confidence_use` only matter with a confidence",
                          hint="add `confidence=log` (or linear), or drop them")
@@ -290,7 +302,7 @@ def _check_confidence(estimator: Recommender, model_name: str, kind: str, given:
 
 def _log_values(estimator: Recommender, model_name: str, kind: str, data: Interactions, progress: Progress) -> None:
     """One log line on what the value column became."""
-    if estimator.weighs_without_values:
+    if weighs_without_values(estimator):
         weighs = data.has_values and kind != "none"
         progress.log(f"{model_name}: confidence 1 + alpha * " + (f"f(value), {kind}, from the value column" if weighs
                                                         else "1 (values ignored)" if data.value_column else "1 (no value column)")
@@ -333,13 +345,13 @@ def _fit(estimator: Recommender, model_name: str, data: Interactions, context: E
             raise InputError(f"`model={model_name}` has no early stopping to validate", path=validation,
                              hint=f"drop `validation` (it is for {', '.join(families_with('early_stopping'))})")
         fit_kwargs["validation"] = load_validation(validation, data, rows)
-    if estimator.fits_on_workers:
+    if fit_takes(estimator, "workers"):
         fit_kwargs.update(use_values=data.has_values, workers=context)
     user_table, item_table = features.read(getattr(data, "id_encoding", None))
     if user_table is not None or item_table is not None:
-        if not estimator.uses_features:
-            first = families_with("uses_features")[0]
-            raise InputError(f"feature files need {named_families('uses_features')}, not `model={model_name}`",
+        if not takes_features(estimator):
+            first = families_with(takes_features)[0]
+            raise InputError(f"feature files need {named_families(takes_features)}, not `model={model_name}`",
                              path=features.item or features.user, hint=f"add `model={first}`")
         fit_kwargs.update(user_features=user_table, item_features=item_table)
     estimator.fit(data, **fit_kwargs)

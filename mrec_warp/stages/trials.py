@@ -6,7 +6,7 @@ excluded. How a trial is built and fitted is the family's
 (:meth:`~mrec_warp.models.tuning.TuneHooks.trial_params` and
 :meth:`~mrec_warp.models.tuning.TuneHooks.fit_trial`): an ``early_stopping`` family's
 trial early-stops on the split (its epoch count is chosen per trial, not searched), a
-``weighs_without_values`` family's weighs the training values, the others fit once on
+family whose fit takes ``use_values`` weighs the training values, the others fit once on
 the pairs. Trials are independent work units; with a work folder each finished trial is
 a part file that a rerun skips.
 """
@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..files import atomic_write
 from ..jobs import cached, job_manifest, maybe_inject_fault, read_inputs, unit_of_job
 from ..models.base import Recommender
-from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES
+from ..models.families import DEFAULT_FAMILY, baseline_family, model_classes
 from ..progress import Progress, plural
 from ..topk import iter_top_k
 from .candidates import MODEL
@@ -39,7 +39,7 @@ Z95 = 1.959964
 
 def family_class(family: str) -> Type[Recommender]:
     """The class of a registered family."""
-    return FAMILIES[family].cls
+    return model_classes()[family]
 
 
 def point_values(point: Dict[str, Any]) -> Dict[str, Any]:
@@ -120,7 +120,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
 
     ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
     with ``use_values`` the fit matrix holds the training values, which the families that
-    weigh them (``weighs_without_values``) turn into confidences (the others binarise it).
+    weigh them (their fit takes ``use_values``) turn into confidences (the others binarise it).
     With ``workdir`` the row is also saved as ``trial-NNNN.json``, and an existing one is
     returned without fitting again.
     """
@@ -168,11 +168,11 @@ def check_pick(table: pd.DataFrame, metric: str) -> None:
     short one), not the baseline, with a score. Otherwise every trial failed, or the budget
     ended before a full one finished -- a best.json of the baseline or of a failed trial
     would be a plausible-looking wrong answer."""
-    top = table.iloc[0]
+    top, baseline = table.iloc[0], baseline_family()
     short = SHORT in table.columns and pd.notna(top.get(SHORT))
-    if top[MODEL] != BASELINE_FAMILY and not short and top[metric] == top[metric]:
+    if top[MODEL] != baseline and not short and top[metric] == top[metric]:
         return
-    searched = table[table[MODEL] != BASELINE_FAMILY]
+    searched = table[table[MODEL] != baseline]
     failed = searched[searched[metric].isna()]
     if len(searched) and len(failed) == len(searched):
         first = failed.iloc[0]

@@ -28,7 +28,7 @@ from ..context import ExecutionContext, local_context
 from ..data.interactions import Interactions, as_csr, binary_csr, check_values
 from ..errors import InputError
 from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
-from ..models.families import BASELINE_FAMILY, DEFAULT_FAMILY, FAMILIES, TUNABLE_FAMILIES
+from ..models.families import DEFAULT_FAMILY, FAMILIES, baseline_family, fit_takes, tunable_families
 from ..models.params import check_number, integer_params
 from ..models.early_stopping import holdout_split, id_keys
 from ..progress import SILENT, Progress
@@ -43,7 +43,7 @@ from .trials import (HITS, SHORT, check_pick, family_class, load_split, log_tria
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
-BASELINE = BASELINE_FAMILY
+BASELINE = baseline_family()
 _load_split = load_split  # (its former name here)
 
 
@@ -252,7 +252,7 @@ def tune(
     for p in points:
         family = p.get(MODEL, DEFAULT_FAMILY)
         if family not in FAMILIES:
-            raise InputError(f"unknown model family {family!r}", hint=f"choose among {', '.join(TUNABLE_FAMILIES)}")
+            raise InputError(f"unknown model family {family!r}", hint=f"choose among {', '.join(tunable_families())}")
         foreign = sorted(set(p) - {MODEL} - set(FAMILIES[family].cls._param_names()))
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
@@ -263,7 +263,7 @@ def tune(
     for p in points:  # a value no model takes is the search's error, found before the data is read
         trial_model(p.get(MODEL, DEFAULT_FAMILY), base, point_values(p), k).check_params()
     # only the families that weigh observed pairs take the values (as confidences)
-    weighing = any(family_class(p.get(MODEL, DEFAULT_FAMILY)).weighs_without_values for p in points)
+    weighing = any(fit_takes(family_class(p.get(MODEL, DEFAULT_FAMILY)), "use_values") for p in points)
     if isinstance(train, (str, os.PathLike)):
         train = load_interactions(train, format, values=weighing, required=False, rows=rows)
     if isinstance(validation, (str, os.PathLike)):

@@ -1,0 +1,81 @@
+"""The one registry of model families: a class that names itself is registered, and every
+list of families -- train's choices, tune's families, load(), the public API and its
+reference -- reads it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import mrec_warp as mw
+import mrec_warp.models
+from mrec_warp.cli.train import train as train_command
+from mrec_warp.models import Popularity
+from mrec_warp.models.families import FAMILIES, REGISTRY, model_classes, tunable_families
+
+API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.rst"
+
+
+@pytest.fixture
+def registry():
+    """The registry as it is; a family a test defines is gone again afterwards."""
+    before = dict(REGISTRY)
+    yield REGISTRY
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
+def documented_names(rst: str):
+    """The names listed under the ``autosummary`` directives of a reST file."""
+    names, listing = [], False
+    for line in rst.splitlines():
+        if line.startswith(".. autosummary::"):
+            listing = True
+        elif listing and re.fullmatch(r"   [A-Za-z_][A-Za-z0-9_]*", line):
+            names.append(line.strip())
+        elif listing and line and not line.startswith(" "):
+            listing = False
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_registered_model_is_exported_and_documented(name):
+    cls = REGISTRY[name]
+    assert getattr(mw, name, None) is cls and name in mw.__all__, f"mw.{name} is not exported"
+    assert getattr(mrec_warp.models, name, None) is cls and name in mrec_warp.models.__all__
+    assert name in documented_names(API_REFERENCE.read_text(encoding="utf-8")), f"{name} is not in api.rst"
+
+
+def test_the_reference_parser_sees_the_listed_models():
+    assert {"Recommender", "WARP", "EASE", "RP3beta", "Factors", "load"} <= set(documented_names(
+        API_REFERENCE.read_text(encoding="utf-8")))
+
+
+def test_the_families_keep_their_order_everywhere():
+    shipped = ["warp", "itemknn", "slim", "ease", "wrmf", "popularity", "hybrid", "rp3beta"]
+    assert list(model_classes())[:len(shipped)] == shipped
+    assert list(FAMILIES) == list(model_classes())
+    choices = next(p for p in train_command.params if p.name == "model_name").type.choices
+    assert list(choices) == list(model_classes())
+    assert tunable_families() == tuple(n for n in model_classes() if FAMILIES[n].searchable)
+    assert set(model_classes().values()) | {mw.Factors} == set(REGISTRY.values())
+    assert mw.Factors.name is None  # loaded from files, never trained by train
+
+
+def test_a_class_is_registered_when_it_names_itself(registry, tmp_path):
+    class Unnamed(Popularity):  # a subclass that names nothing stays out of every list
+        pass
+
+    assert "Unnamed" not in registry and model_classes()["popularity"] is Popularity
+
+    class Trending(Popularity):
+        name = "trending"
+
+    assert model_classes()["trending"] is Trending and "trending" in FAMILIES
+    assert "trending" not in tunable_families()  # nothing to tune
+    # load() reads the same registry: the file names the class
+    train = tmp_path / "t.tsv"
+    train.write_text("u1\ti1\nu2\ti2\nu2\ti1\n")
+    model = mw.train(train, tmp_path / "m.npz", model="trending").model
+    assert type(model) is Trending and type(mw.load(tmp_path / "m.npz")) is Trending
