@@ -16,7 +16,7 @@ from ._logs import log_file_option, start_log_file
 
 # (module, command) pairs; each module defines a click command named after it.
 _COMMANDS = ("prepare", "synth", "fetch", "train", "recommend", "evaluate", "similar", "explain", "tune",
-             "experiment", "convert", "factors", "serve", "index")
+             "experiment", "convert", "factors", "serve", "index", "info")
 
 
 #: The options of ``mrec-warp`` itself, given before the command.

@@ -280,3 +280,13 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
             raise archive.error(f"model {section[:-1]} {key!r} has the invalid value {str(value)[:40]!r}")
         out[key] = value
     return out
+
+
+def read_header(source) -> Dict[str, Any]:
+    """The checked JSON header of a model file (format, version, class, params, attrs and
+    any provenance a newer writer added), without reading an array: what ``mrec-warp info``
+    shows beside the loaded model."""
+    with NpzArchive(source, "an mrec-warp model file", HINT) as archive:
+        if "__meta__" not in archive:
+            raise archive.error("not an mrec-warp model file (no metadata)")
+        return _read_meta(archive)
