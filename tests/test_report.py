@@ -68,11 +68,11 @@ def test_single_split_study_matches_direct_evaluation(split_files):
     diff = paired_difference(direct[0], direct[1])
     for m in data["metrics"]:
         assert data["runs"][0]["summary"][m]["mean"] == pytest.approx(direct[0].mean(m))
-        assert data["runs"][1]["difference_to_first"][m]["mean"] == pytest.approx(diff.loc[m, "mean"])
+        assert data["runs"][1]["difference_to_baseline"][m]["mean"] == pytest.approx(diff.loc[m, "mean"])
         if not m.startswith("coverage"):
             assert data["runs"][1]["summary"][m]["plus_minus"] == pytest.approx(direct[1].summary.loc[m, "ci95"])
-            assert data["runs"][1]["difference_to_first"][m]["plus_minus"] == pytest.approx(diff.loc[m, "ci95"])
-    assert data["runs"][0]["difference_to_first"] is None
+            assert data["runs"][1]["difference_to_baseline"][m]["plus_minus"] == pytest.approx(diff.loc[m, "ci95"])
+    assert data["runs"][0]["difference_to_baseline"] is None
     assert data["uncertainty"] == "ci95" and data["n_users"] == direct[0].info["n_users_evaluated"]
 
 
@@ -87,7 +87,7 @@ def test_several_splits_mean_and_standard_error(split_files):
     assert head["mean"] == pytest.approx(np.mean(per_split))
     assert head["plus_minus"] == pytest.approx(np.std(per_split, ddof=1) / math.sqrt(3))
     diffs = [study.evaluations[s][1].mean("mrr") - study.evaluations[s][0].mean("mrr") for s in range(3)]
-    dh = data["runs"][1]["difference_to_first"]["mrr"]
+    dh = data["runs"][1]["difference_to_baseline"]["mrr"]
     assert dh["mean"] == pytest.approx(np.mean(diffs))
     assert dh["plus_minus"] == pytest.approx(np.std(diffs, ddof=1) / math.sqrt(3))
     assert "standard error" in format_table(data)

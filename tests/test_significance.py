@@ -120,7 +120,7 @@ def test_identical_files_get_no_star_and_say_so(tmp_path):
                     [tmp_path / "base.tsv", tmp_path / "same.tsv"], ks=(5,)).to_dict()
     comparison = data["comparison"]
     assert comparison["n_significant"] == 0 and comparison["correction"] == "Holm"
-    assert all(d["p"] == 1.0 for m, d in data["runs"][1]["difference_to_first"].items() if m != "coverage@5")
+    assert all(d["p"] == 1.0 for m, d in data["runs"][1]["difference_to_baseline"].items() if m != "coverage@5")
     table = format_table(data)
     assert "*" not in table.split("\n", 2)[2]  # no star below the legend
     assert "same vs base: no detectable difference on any of the" in table
@@ -133,17 +133,17 @@ def test_stars_follow_the_adjusted_p_values(tmp_path):
                      correction="bh")
     data = study.to_dict()
     cells = [(r, m) for r in data["runs"][1:] for m in data["metrics"]
-             if r["difference_to_first"][m]["p"] is not None]
-    raw = [r["difference_to_first"][m]["p"] for r, m in cells]
+             if r["difference_to_baseline"][m]["p"] is not None]
+    raw = [r["difference_to_baseline"][m]["p"] for r, m in cells]
     expected = adjust(raw, "bh")
     for (r, m), p_adj in zip(cells, expected):
-        d = r["difference_to_first"][m]
+        d = r["difference_to_baseline"][m]
         assert d["p_adjusted"] == pytest.approx(p_adj)
         assert d["significant"] == (p_adj < 0.05)
         # the raw p is the permutation test of this metric's per-user differences
         a, b = study.evaluations[0][0].per_user[m], study.evaluations[0][data["runs"].index(r)].per_user[m]
         assert d["p"] == pytest.approx(paired_users_test((b - a).to_numpy()))
-    assert data["runs"][1]["difference_to_first"]["precision@5"]["significant"]
+    assert data["runs"][1]["difference_to_baseline"]["precision@5"]["significant"]
     assert data["comparison"]["n_tests"] == len(cells) and data["comparison"]["correction"] == "Benjamini-Hochberg"
     md = format_markdown(data)
     assert "good vs base (BH-adjusted p < 0.05): higher on precision@5" in md
@@ -158,7 +158,7 @@ def test_several_splits_test_over_splits_and_warn_of_low_power(tmp_path):
                      splits=["0", "1", "2"])
     data = study.to_dict()
     means = np.array([[study.evaluations[s][r].mean("ndcg@5") for s in range(3)] for r in range(2)])
-    d = data["runs"][1]["difference_to_first"]["ndcg@5"]
+    d = data["runs"][1]["difference_to_baseline"]["ndcg@5"]
     assert d["p"] == pytest.approx(stats.ttest_rel(means[1], means[0]).pvalue)
     assert "paired t-test over splits" in data["comparison"]["test"]
     assert any("power is low" in n for n in data["comparison"]["notes"])
