@@ -172,8 +172,7 @@ class Study:
 def check_baseline(baseline: Optional[str], names: List[str]) -> None:
     """Refuse, in one line naming every run, a baseline that is no run's name."""
     if baseline is not None and baseline not in names:
-        raise ParameterError(f"`baseline={baseline}` is the name of no recommendations file",
-                             hint=f"the names are {', '.join(names)}")
+        raise ParameterError(f"`baseline={baseline}` names none of the `recs`", hint=f"their names: {', '.join(names)}")
 
 
 # ----------------------------------------------------------------------------------------

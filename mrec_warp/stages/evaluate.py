@@ -204,10 +204,10 @@ def evaluate_here(
             result = score_against(space, table, ks=ks, source=where_from, beyond=beyond, features=features)
             check_evaluation(result.info, result.per_user, where_from, len(space.train_keys),
                              len(space.test_keys) + space.n_test_in_train)
-            for label, part, bounds in parts:
-                result.groups[label] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
+            for group, part, bounds in parts:
+                result.groups[group] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
                                                      features=features)
-                result.group_bounds[label] = bounds
+                result.group_bounds[group] = bounds
             row.append(result)
         evaluations.append(row)
     return Study(
