@@ -166,7 +166,7 @@ def _aligned(rows: List[List[str]]) -> List[str]:
 
 def _markdown_table(rows: List[List[str]]) -> List[str]:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join([":---"] + ["---:"] * (len(rows[0]) - 1)) + "|"]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return lines + ["| " + " | ".join(cell.strip() for cell in r) + " |" for r in rows[1:]]  # no alignment padding
 
 
 def _legend(data: Dict[str, Any]) -> List[str]:
