@@ -72,7 +72,7 @@ PROTOCOL = {
                    "adjusted p < 0.05",
     "resolution": f"the permutation test's N random sign flips give no p below 2 / (N + 1); N is {N_RESAMPLES:,}, "
                   f"raised for a table of many tests until its smallest adjusted p is at most "
-                  f"{ALPHA / RESOLUTION_MARGIN:g} (at most {MAX_RESAMPLES:,} flips); p<= marks a p at that floor, "
+                  f"{ALPHA / RESOLUTION_MARGIN:g} (at most {MAX_RESAMPLES:,} flips); p≤ marks a p at that floor, "
                   "whose true value may be smaller",
     "novelty@k": "mean self-information log2(training users / item's training interactions) of the top k "
                  "(an item without training interactions counts as 1)",
@@ -116,7 +116,7 @@ class Study:
         ``user-activity`` or ``item-popularity`` when each evaluation holds per-group results.
     baseline : str, optional
         Name of the run every other is compared with (paired differences and tests); None:
-        the first. A name not in ``names`` raises :class:`~mrec_warp.errors.InputError`.
+        the first. A name not in ``names`` raises :class:`~mrec_warp.errors.ParameterError`.
     """
 
     names: List[str]
