@@ -94,10 +94,10 @@ Examples:
               help="The run every other is compared with (Δ, paired test), by its --name or default name "
                    "[the first --recs].")
 @click.option("--table", "table", type=click.Choice(TABLES), default="compact", show_default=True,
-              help="What standard output gets: compact (runs as rows, metrics as columns, in blocks that fit "
-                   "the terminal's width, or 100 columns in a pipe or when $COLUMNS says so), or long (one "
-                   "tab-separated row per run and metric with its interval, difference to the baseline, p, "
-                   "adjusted p and star: pandas.read_csv(FILE, sep='\\t') loads it).")
+              help="What standard output gets: compact (a row per metric while that fits the width, else a "
+                   "row per run in blocks of metrics that fit it; the width: $COLUMNS, the terminal's, or 100 "
+                   "in a pipe), or long (one tab-separated row per run and metric with its interval, difference "
+                   "to the baseline, p, adjusted p and star: pandas.read_csv(FILE, sep='\\t') loads it).")
 @click.option("-k", "ks", default="5,10,20", show_default=True, callback=_parse_ks, metavar="K[,K...]",
               help="Cut-offs for the @k metrics.")
 @click.option("--splits", "splits", callback=_parse_splits, metavar="LABELS",
@@ -145,11 +145,11 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     Catalogue coverage at each k is one global number. Training items are removed from
     the recommendations before scoring; test items also in train are ignored.
 
-    Each --recs is one row, each metric a column (in blocks that fit the terminal); every
-    run but the baseline (the first --recs, or --baseline) gets its paired per-user
-    difference to it (Δ), starred when the p-value of a paired test (--paired-test),
-    adjusted over the table (--correction), is below 0.05; --table long lists every p-value
-    (p≤ marks one at the smallest value the permutation test can give). With --splits,
+    A few --recs are columns beside each metric; more are rows, in blocks of metrics that
+    fit the terminal. Every run but the baseline (the first --recs, or --baseline) gets its
+    paired per-user difference to it (Δ), starred when the p-value of a paired test
+    (--paired-test), adjusted over the table (--correction), is below 0.05; --table long
+    lists every p-value (p≤: one at the smallest value the permutation test can give). With --splits,
     every path holds a {split} placeholder, each number is the mean over splits ± its
     standard error and the test is a paired t-test over splits.
 
@@ -184,10 +184,8 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path,
                             notes=written_notes)
     data = study.to_dict()
-    if table == "long":
-        click.echo(format_long(data), nl=False)
-    else:  # the command's result: shown even with --quiet
-        click.echo(format_table(data, notes=False, width=_width()), nl=False)
+    # the command's result: shown even with --quiet
+    click.echo(format_long(data) if table == "long" else format_table(data, notes=False, width=_width()), nl=False)
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)

@@ -116,10 +116,11 @@ def _tables(runs: List[Dict[str, Any]], metrics: List[str], value: Cell, width: 
 
 def _metric_rows(runs: List[Dict[str, Any]], metrics: List[str], value: Cell, delta: Optional[Cell]) -> List[List[str]]:
     """One row per metric: its value for each run, then each difference to the baseline."""
-    challengers = [r for r in runs if r.get("difference_to_baseline") is not None] if delta else []
-    header = ["metric"] + [r["name"] for r in runs] + [f"Δ {r['name']}" for r in challengers]
-    return [header] + [[m] + [value(r, m) for r in runs] + [delta(r, m) for r in challengers]  # type: ignore[misc]
-                       for m in metrics]
+    challengers = [r for r in runs if r.get("difference_to_baseline") is not None] if delta is not None else []
+    rows = [["metric"] + [r["name"] for r in runs] + [f"Δ {r['name']}" for r in challengers]]
+    for m in metrics:
+        rows.append([m] + [value(r, m) for r in runs] + [delta(r, m) for r in challengers if delta is not None])
+    return rows
 
 
 def _run_blocks(runs: List[Dict[str, Any]], metrics: List[str], value: Cell, delta: Optional[Cell],
@@ -194,7 +195,7 @@ def _resolution(c: Dict[str, Any]) -> List[str]:
     if c.get("n_resamples") and c["n_resamples"] != c["n_resamples_default"]:
         lines.append(f"{c['n_resamples']:,} sign flips instead of {c['n_resamples_default']:,}, so that the "
                      f"{c['n_tests']} corrected tests can give an adjusted p well below {c['alpha']:g} "
-                     f"(at most {MAX_RESAMPLES:,}: ten times the usual time)")
+                     f"(never more than {MAX_RESAMPLES:,}: ten times the time of {c['n_resamples_default']:,})")
     if c.get("n_at_floor"):
         lines.append(f"{c['n_at_floor']} of the {c['n_tests']} p-values are the smallest the "
                      f"{c['n_resamples']:,} sign flips can give (adjusted: up to {_two_digits(c['p_adjusted_floor'])}, "
