@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from mrec_warp.cli.evaluate import evaluate
 
@@ -108,6 +112,77 @@ def test_several_splits_with_placeholder(tmp_path):
     assert "3 splits" in r.stdout and "standard error" in r.stdout
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["uncertainty"] == "se" and len(data["runs"][1]["per_split"]) == 3
+
+
+def test_baseline_picks_the_run_every_other_is_compared_with(files):
+    out = files / "r.json"
+    r = run(*base_args(files), "--recs", files / "b.tsv", "--name", "first", "--name", "second",
+            "--baseline", "second", "--json", out)
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["baseline"] == "second" and data["runs"][1]["difference_to_baseline"] is None
+    assert "Δ first" in r.stdout and "Δ: paired difference to second" in r.stdout
+    assert data["comparison"]["verdicts"][0].startswith("first vs second")
+
+
+def test_unknown_baseline_is_one_line_naming_the_runs(files):
+    r = run_cli("evaluate", *base_args(files), "--recs", files / "b.tsv", "--name", "first", "--name", "second",
+                "--baseline", "third", *outputs(files))  # through mrec-warp: its usage errors are one line
+    assert_one_line_error(r, "--baseline third names none of the --recs (their names: first, second)")
+    assert_no_outputs(files)
+
+
+def write_runs(d: Path, n_runs: int) -> List[Path]:
+    """``write_split``'s data and ``n_runs`` recommendation files of random lists."""
+    write_split(d)
+    train = pd.read_csv(d / "train.tsv", sep="\t", header=None, names=["user", "item"])
+    items, users = sorted(set(train["item"])), sorted(set(train["user"]))
+    paths = []
+    for r in range(n_runs):
+        rng = np.random.default_rng(r)
+        rows = [(u, i, 1.0 - k / 10, k + 1) for u in users for k, i in enumerate(rng.permutation(items)[:10])]
+        paths.append(d / f"run{r}.tsv")
+        pd.DataFrame(rows).to_csv(paths[-1], sep="\t", header=False, index=False)
+    return paths
+
+
+@pytest.mark.parametrize("columns", ["100", "72"])
+def test_twelve_runs_fit_the_terminal(tmp_path, columns):
+    recs = [a for p in write_runs(tmp_path, 12) for a in ("--recs", p)]
+    r = CliRunner().invoke(evaluate, [str(a) for a in ["--train", tmp_path / "train.tsv", "--test",
+                                                      tmp_path / "test.tsv", *recs]], env={"COLUMNS": columns})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= int(columns)
+    assert sum(line.startswith("run ") for line in lines) >= 2  # runs as rows, metrics in blocks
+    rows = sum(re.match(r"run11 +\d", line) is not None for line in lines)  # one row in every block
+    assert rows == sum(line.startswith("run ") for line in lines)
+
+
+def test_long_table_loads_in_pandas_as_the_json_has_it(tmp_path):
+    recs = [a for p in write_runs(tmp_path, 3) for a in ("--recs", p)]
+    r = run("--train", tmp_path / "train.tsv", "--test", tmp_path / "test.tsv", *recs, "--baseline", "run1",
+            "--table", "long", "--json", tmp_path / "r.json", "-k", "5")
+    assert r.exit_code == 0, r.output
+    frame = pd.read_csv(io.StringIO(r.stdout), sep="\t")
+    data = json.loads((tmp_path / "r.json").read_text())
+    expected = pd.DataFrame(data["table"])
+    assert list(frame.columns) == list(expected.columns) and len(frame) == 3 * len(data["metrics"])
+    pd.testing.assert_frame_equal(frame[["run", "metric", "baseline"]], expected[["run", "metric", "baseline"]])
+    for column in ("mean", "plus_minus", "difference", "p", "p_adjusted"):
+        assert np.array_equal(frame[column].to_numpy(float), expected[column].to_numpy(float), equal_nan=True)
+    assert set(frame["baseline"]) == {"run1"} and frame[frame["run"] == "run1"]["difference"].isna().all()
+
+
+def test_several_splits_with_groups_and_files(tmp_path):
+    for s in range(2):
+        write_split(tmp_path / f"cv{s}", seed=s)
+    p = tmp_path / "cv{split}"
+    r = run("--splits", "0,1", "--train", p / "train.tsv", "--test", p / "test.tsv", "--recs", p / "a.tsv",
+            "--recs", p / "b.tsv", "--groups", "user-activity", "--json", tmp_path / "r.json")
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "r.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert [g["name"] for g in data["groups"]["groups"]] == ["light", "medium", "heavy"]
 
 
 def test_registered_in_the_command_group():

@@ -53,8 +53,8 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     "items", "items_file",
     # evaluate, tune, fetch
     "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url", "time_budget",
-    # evaluate's paired tests and groups; prepare's global time split
-    "paired_test", "correction", "groups", "cutoff",
+    # evaluate's paired tests, groups and baseline; prepare's global time split
+    "paired_test", "correction", "groups", "baseline", "cutoff",
     # factors (imported factor models)
     "user_factors", "item_factors", "user_ids", "item_ids", "npz",
 })

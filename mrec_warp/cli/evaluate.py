@@ -1,6 +1,7 @@
 """``mrec-warp evaluate``: score recommendation files against held-out interactions."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -11,17 +12,21 @@ from ..data.id_lines import read_id_list
 from ..data.inputs import check_readable
 from ..errors import printable
 from ..data.features import read_features
-from ..evaluation.formatting import format_table, study_notes
+from ..evaluation.formatting import DEFAULT_WIDTH, format_long, format_table, study_notes
 from ..evaluation.groups import GROUPINGS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
 from ..seeds import DEFAULT_SEED
 from ..evaluation.plot import check_plot_available
-from ..evaluation.report import write_reports
+from ..evaluation.report import check_baseline, write_reports
 from ..stages.evaluate import SPLIT_PLACEHOLDER, default_names, resolve_split, evaluate as evaluate_stage
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
 from ._common import friendly_errors, make_progress, parse_int_list, quiet_option, say
+
+
+#: What ``--table`` prints on standard output.
+TABLES = ("compact", "long")
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -72,6 +77,8 @@ Examples:
       --items cold/item_features.tsv          # new items (cold-items split)
   mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs warp.tsv \\
       --recs itemknn.tsv --correction bh --beyond-accuracy --groups item-popularity
+  mrec-warp evaluate --train split/train.tsv --test split/test.tsv --recs pop.tsv \\
+      --recs warp.tsv --recs wrmf.tsv --baseline warp --table long > long.tsv
   mrec-warp evaluate --splits 0,1,2,3,4 --train 'cv/split-{split}/train.tsv' \\
       --test 'cv/split-{split}/test.tsv' --recs 'cv/split-{split}/recs.tsv'
 """)
@@ -81,8 +88,16 @@ Examples:
 @click.option("--test", "test", required=True, metavar="FILE", help="Held-out interactions; every row is a positive.")
 @click.option("--recs", "recs", required=True, multiple=True, metavar="FILE",
               help="Recommendations: user<TAB>item<TAB>score<TAB>rank (.tsv), .csv or .parquet. "
-                   "Repeat to compare files; later files are compared with the first.")
+                   "Repeat to compare files; each is compared with the --baseline.")
 @click.option("--name", "names", multiple=True, help="Display name of each --recs, in order [file name].")
+@click.option("--baseline", metavar="NAME",
+              help="The run every other is compared with (Δ, paired test), by its --name or default name "
+                   "[the first --recs].")
+@click.option("--table", "table", type=click.Choice(TABLES), default="compact", show_default=True,
+              help="What standard output gets: compact (a row per metric while that fits the width, else a "
+                   "row per run in blocks of metrics that fit it; the width: $COLUMNS, the terminal's, or 100 "
+                   "in a pipe), or long (one tab-separated row per run and metric with its interval, difference "
+                   "to the baseline, p, adjusted p and star: pandas.read_csv(FILE, sep='\\t') loads it).")
 @click.option("-k", "ks", default="5,10,20", show_default=True, callback=_parse_ks, metavar="K[,K...]",
               help="Cut-offs for the @k metrics.")
 @click.option("--splits", "splits", callback=_parse_splits, metavar="LABELS",
@@ -98,9 +113,9 @@ Examples:
               help="Item ids (first column, e.g. an item feature file) that recommendations may name though "
                    "they are in neither --train nor --test: the new items of a cold-items split.")
 @click.option("--paired-test", "paired_test", type=click.Choice(TESTS), default=DEFAULT_TEST, show_default=True,
-              help="Paired test over users of each difference to the first --recs: Wilcoxon signed-rank, or "
-                   "a sign-flip permutation test of the mean (9999 resamples, --seed). With --splits: a paired "
-                   "t-test over splits.")
+              help="Paired test over users of each difference to the baseline: Wilcoxon signed-rank, or "
+                   "a sign-flip permutation test of the mean (9,999 sign flips, --seed; more, up to 99,999, "
+                   "when many tests are corrected together). With --splits: a paired t-test over splits.")
 @click.option("--correction", type=click.Choice(CORRECTIONS), default=DEFAULT_CORRECTION, show_default=True,
               help="Multiple-comparison correction over the p-values of the table: Holm, Benjamini-Hochberg, "
                    "or none. Only differences significant after it get a star.")
@@ -122,7 +137,7 @@ Examples:
 @friendly_errors
 def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_user_path, plot_path, n_jobs, backend,
              scheduler, quiet, verbose, items_file=None, paired_test=DEFAULT_TEST, correction=DEFAULT_CORRECTION,
-             seed=DEFAULT_SEED, beyond=False, item_features=None, groups=None):
+             seed=DEFAULT_SEED, beyond=False, item_features=None, groups=None, baseline=None, table="compact"):
     """Score recommendation files against held-out test interactions.
 
     For every user with test items: precision, recall, NDCG, MAP and hit rate at each k,
@@ -130,9 +145,11 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     Catalogue coverage at each k is one global number. Training items are removed from
     the recommendations before scoring; test items also in train are ignored.
 
-    Several --recs are shown side by side, each later one with its paired per-user
-    difference to the first, the p-value of a paired test (--paired-test), adjusted over the
-    table (--correction); a star marks a difference significant after that. With --splits,
+    A few --recs are columns beside each metric; more are rows, in blocks of metrics that
+    fit the terminal. Every run but the baseline (the first --recs, or --baseline) gets its
+    paired per-user difference to it (Δ), starred when the p-value of a paired test
+    (--paired-test), adjusted over the table (--correction), is below 0.05; --table long
+    lists every p-value (p≤: one at the smallest value the permutation test can give). With --splits,
     every path holds a {split} placeholder, each number is the mean over splits ± its
     standard error and the test is a paired t-test over splits.
 
@@ -141,11 +158,12 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     table per group of users (activity) or of test items (head / long tail).
 
     The table goes to standard output; --report/--json/--per-user/--plot write files,
-    each one complete or not at all.
+    each one complete or not at all (the JSON strict: null, never NaN).
     """
     progress = make_progress(quiet, verbose)
     _check_split_options(train, test, recs, splits)
     names = _check_names(recs, names)
+    check_baseline(baseline, names)
     labels = splits or [None]
     inputs = _existing_inputs(train, test, recs, labels)
     if item_features:
@@ -160,17 +178,24 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     features = read_features(item_features, kind="item") if item_features else None
     study = evaluate_stage(train, test, list(recs), names=names, ks=ks, splits=splits, catalog=catalog,
                            context=context, progress=progress, beyond=beyond, item_features=features,
-                           groups=groups, paired_test=paired_test, correction=correction, seed=seed)
+                           groups=groups, paired_test=paired_test, correction=correction, seed=seed,
+                           baseline=baseline)
     written_notes: List[str] = []
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path,
                             notes=written_notes)
     data = study.to_dict()
-    click.echo(format_table(data, notes=False), nl=False)  # the command's result: shown even with --quiet
+    # the command's result: shown even with --quiet
+    click.echo(format_long(data) if table == "long" else format_table(data, notes=False, width=_width()), nl=False)
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)
     for path in written:
         say(f"wrote {path}", err=True, quiet=quiet)
+
+
+def _width() -> int:
+    """The terminal's columns ($COLUMNS first); DEFAULT_WIDTH when standard output is no terminal."""
+    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns or DEFAULT_WIDTH
 
 
 def _existing_inputs(train: str, test: str, recs: Sequence[str], labels) -> List[str]:

@@ -3,10 +3,10 @@
 ``evaluate_recommendations`` scores one recommendations table against one train/test
 split; the evaluate stage (:func:`mrec_warp.evaluate`) reads files and scores several
 recommendation files on one or more splits into a :class:`Study`, testing each difference to
-the first (:mod:`.significance`); ``write_reports`` / ``format_table`` turn the result into
-reports.
+the baseline (:mod:`.significance`); ``write_reports`` / ``format_table`` / ``format_long``
+turn the result into reports.
 """
-from .formatting import format_json, format_markdown, format_table
+from .formatting import format_json, format_long, format_markdown, format_table, tidy_rows
 from .metrics import evaluate_recommendations
 from .recs_file import read_recs
 from .report import Study, per_user_table, write_reports
@@ -24,6 +24,7 @@ __all__ = [
     "auc",
     "evaluate_recommendations",
     "format_json",
+    "format_long",
     "format_markdown",
     "format_table",
     "metric_names",
@@ -34,5 +35,6 @@ __all__ = [
     "per_user_table",
     "read_recs",
     "summarize",
+    "tidy_rows",
     "write_reports",
 ]

@@ -9,37 +9,41 @@ disagree. The per-user CSV comes straight from the per-user tables.
 Uncertainty
 -----------
 * One split: each mean comes with a 95% confidence interval over users,
-  ``mean +- 1.96 * sd / sqrt(n)``; later recommendation files also get the paired
-  per-user difference to the first file, with the same kind of interval.
+  ``mean +- 1.96 * sd / sqrt(n)``; every recommendations file but the baseline (the first,
+  or the one :attr:`Study.baseline` names) also gets the paired per-user difference to the
+  baseline, with the same kind of interval.
 * Several splits: each number is first computed per split, then reported as the mean
   over splits +- its standard error ``sd / sqrt(n_splits)``; differences likewise.
 
-Is a difference real? Each difference to the first file gets a paired test (over users on
+Is a difference real? Each difference to the baseline gets a paired test (over users on
 one split, over splits with several) and every p-value of a table is adjusted for the
 number of tests (Holm by default); only differences significant after that get a star:
-:mod:`~mrec_warp.evaluation.significance`.
+:mod:`~mrec_warp.evaluation.significance`. The permutation test draws more sign flips for a
+table of many tests (:func:`~mrec_warp.evaluation.significance.resamples_for`), and a p at
+the smallest value its sign flips can give is marked ``p_at_floor``.
 """
 from __future__ import annotations
 
 import io
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..errors import InputError
+from ..errors import InputError, ParameterError
 from ..files import PathLike, atomic_write
 from ..tables import neutralise_cells, neutralised_note
 from ..seeds import DEFAULT_SEED
-from .formatting import format_json, format_markdown
+from .formatting import format_json, format_markdown, tidy_rows
 from .groups import RULES
 from .plot import render_plot
 from .result import Evaluation, metric_names
 from .significance import (
-    ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, adjust, describe, paired_splits_test, paired_users_pvalues,
+    ALPHA, DEFAULT_CORRECTION, DEFAULT_TEST, FEW_SPLITS, MAX_RESAMPLES, N_RESAMPLES, RESOLUTION_MARGIN, adjust, describe,
+    paired_splits_test, paired_users_pvalues, resamples_for, smallest_p,
 )
 from .statistics import across_splits, paired_difference
 
@@ -60,12 +64,16 @@ PROTOCOL = {
     "coverage@k": "distinct training items in the top k of the evaluated users / number of "
                   "training items (one global number, no interval)",
     "interval": "95% confidence interval over users: mean +- 1.96 * sd / sqrt(n), sample sd",
-    "paired_difference": "per-user difference (this file minus the first), mean +- 1.96 * sd / sqrt(n)",
-    "paired_test": "two-sided, per metric and file against the first: over users, a sign-flip permutation test "
+    "paired_difference": "per-user difference (this file minus the baseline), mean +- 1.96 * sd / sqrt(n)",
+    "paired_test": "two-sided, per metric and file against the baseline: over users, a sign-flip permutation test "
                    "of the mean difference (default) or the Wilcoxon signed-rank test (scipy.stats.wilcoxon, zero "
                    "differences dropped); over several splits, a paired t-test on the per-split means; the "
                    "p-values of a table are adjusted together (Holm, Benjamini-Hochberg or none) and * marks "
                    "adjusted p < 0.05",
+    "resolution": f"the permutation test's N random sign flips give no p below 2 / (N + 1); N is {N_RESAMPLES:,}, "
+                  f"raised for a table of many tests until its smallest adjusted p is at most "
+                  f"{ALPHA / RESOLUTION_MARGIN:g} (at most {MAX_RESAMPLES:,} flips); p≤ marks a p at that floor, "
+                  "whose true value may be smaller",
     "novelty@k": "mean self-information log2(training users / item's training interactions) of the top k "
                  "(an item without training interactions counts as 1)",
     "popularity@k": "mean number of training interactions of the top-k items",
@@ -86,8 +94,7 @@ class Study:
     Attributes
     ----------
     names : list of str
-        One display name per recommendations file; the first is the baseline of the
-        paired differences.
+        One display name per recommendations file.
     sources : list of str
         The recommendations files (patterns with ``{split}`` when there are splits).
     splits : list of str
@@ -107,6 +114,9 @@ class Study:
         Seed of the permutation test.
     grouping : str, optional
         ``user-activity`` or ``item-popularity`` when each evaluation holds per-group results.
+    baseline : str, optional
+        Name of the run every other is compared with (paired differences and tests); None:
+        the first. A name not in ``names`` raises :class:`~mrec_warp.errors.ParameterError`.
     """
 
     names: List[str]
@@ -121,7 +131,16 @@ class Study:
     correction: str = DEFAULT_CORRECTION
     seed: int = DEFAULT_SEED
     grouping: Optional[str] = None
+    baseline: Optional[str] = None
     _dict: Optional[Dict[str, Any]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_baseline(self.baseline, self.names)
+
+    @property
+    def baseline_index(self) -> int:
+        """Position of the baseline in :attr:`names`."""
+        return 0 if self.baseline is None else self.names.index(self.baseline)
 
     @property
     def metrics(self) -> List[str]:
@@ -135,13 +154,25 @@ class Study:
         return Study(names=self.names, sources=self.sources, splits=self.splits,
                      evaluations=[[ev.groups[label] for ev in row] for row in self.evaluations], ks=self.ks,
                      train=self.train, test=self.test, id_encoding=self.id_encoding, paired_test=self.paired_test,
-                     correction=self.correction, seed=self.seed)
+                     correction=self.correction, seed=self.seed, baseline=self.baseline)
 
     def to_dict(self) -> Dict[str, Any]:
         """The whole study as plain numbers and strings (NaN becomes ``None``)."""
         if self._dict is None:
             self._dict = _clean_json(_study_dict(self))
         return self._dict
+
+    def to_frame(self) -> pd.DataFrame:
+        """The headline numbers as a long (tidy) table: one row per (group,) run and metric,
+        with its interval, the difference to the baseline, p-values and the star
+        (:func:`~mrec_warp.evaluation.formatting.tidy_rows` says what each column holds)."""
+        return pd.DataFrame(tidy_rows(self.to_dict()))
+
+
+def check_baseline(baseline: Optional[str], names: List[str]) -> None:
+    """Refuse, in one line naming every run, a baseline that is no run's name."""
+    if baseline is not None and baseline not in names:
+        raise ParameterError(f"`baseline={baseline}` names none of the `recs`", hint=f"their names: {', '.join(names)}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -156,32 +187,36 @@ def _stat_dict(row: pd.Series) -> Dict[str, Any]:
 def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
     multi = len(study.splits) > 1
     metrics = study.metrics
+    b = study.baseline_index
+    n_resamples = _resamples(study)
+    # over users only on one split: with several, the test is over splits
+    tested = [{} if multi else _users_p(row, b, study, n_resamples) for row in study.evaluations]
     runs = []
     for r, (name, source) in enumerate(zip(study.names, study.sources)):
         per_split = []
         for s, row in enumerate(study.evaluations):
             ev = row[r]
             diff = None
-            if r > 0:
-                diff = {m: _stat_dict(row_) for m, row_ in paired_difference(row[0], ev).iterrows()}
-                # over users only on one split: with several, the test is over splits
-                found = {} if multi else _users_p(row[0], ev, study)
+            if r != b:
+                diff = {m: _stat_dict(row_) for m, row_ in paired_difference(row[b], ev).iterrows()}
+                found = tested[s].get(r, {})
                 for m in metrics:
-                    diff[m]["p"] = found.get(m)
+                    diff[m]["p"], diff[m]["p_at_floor"] = found.get(m, (None, False))
             per_split.append({
                 "split": study.splits[s] if study.splits else None,
                 "info": dict(ev.info),
                 "metrics": {m: _stat_dict(ev.summary.loc[m]) for m in metrics},
-                "difference_to_first": diff,
+                "difference_to_baseline": diff,
             })
         runs.append({
             "name": name,
             "recs": source,
             "per_split": per_split,
             "summary": _headline(per_split, "metrics", metrics, multi),
-            "difference_to_first": _headline(per_split, "difference_to_first", metrics, multi) if r > 0 else None,
+            "difference_to_baseline": (_headline(per_split, "difference_to_baseline", metrics, multi)
+                                       if r != b else None),
         })
-    comparison = _compare(runs, metrics, multi, study) if len(runs) > 1 else None
+    comparison = _compare(runs, metrics, multi, study, n_resamples) if len(runs) > 1 else None
     n_users = [row[0].info["n_users_evaluated"] for row in study.evaluations]
     protocol = dict(PROTOCOL)
     protocol.update(train=study.train, test=study.test, ks=list(study.ks))
@@ -195,6 +230,7 @@ def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
         "splits": list(study.splits),
         "n_users": n_users[0] if len(n_users) == 1 else n_users,
         "uncertainty": "se" if multi else "ci95",
+        "baseline": study.names[b],
         "runs": runs,
         "comparison": comparison,
     }
@@ -211,33 +247,75 @@ def _study_dict(study: Study, with_groups: bool = True) -> Dict[str, Any]:
     return out
 
 
-def _users_p(base: Evaluation, other: Evaluation, study: Study) -> Dict[str, Optional[float]]:
-    """p-value of the paired test over users of every per-user metric (global ones have none)."""
-    metrics = [m for m in study.metrics if m in base.per_user.columns and m in other.per_user.columns]
-    common = base.per_user.index.intersection(other.per_user.index)
-    diff = other.per_user.loc[common, metrics].to_numpy(np.float64) - base.per_user.loc[common, metrics].to_numpy(np.float64)
-    return dict(zip(metrics, paired_users_pvalues(diff, study.paired_test, study.seed)))
+def _resamples(study: Study) -> int:
+    """Sign flips of the permutation test over users for this study's tables: one table's
+    tests are every non-baseline run times every per-user metric (each group table has as
+    many)."""
+    if study.paired_test != "permutation" or len(study.splits) > 1 or not study.evaluations:
+        return N_RESAMPLES
+    per_user = [m for m in study.metrics if m in study.evaluations[0][0].per_user.columns]
+    return resamples_for((len(study.names) - 1) * len(per_user), study.correction)
 
 
-def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) -> Dict[str, Any]:
+def _users_p(row: List[Evaluation], b: int, study: Study,
+             n_resamples: int) -> Dict[int, Dict[str, Tuple[Optional[float], bool]]]:
+    """For every run ``r`` but the baseline ``b`` of one split, ``(p, at_floor)`` of the paired
+    test over users of every per-user metric (global ones have none): ``at_floor`` when p is
+    the smallest the test's random sign flips can give.
+
+    Every run of a split has the same evaluated users, so the runs' difference columns go
+    through the test together: one set of sign flips for the whole table (the same flips each
+    run would draw alone from the seed), which makes a table of many runs many times faster.
+    """
+    base = row[b]
+    metrics = {r: [m for m in study.metrics if m in base.per_user.columns and m in ev.per_user.columns]
+               for r, ev in enumerate(row) if r != b}
+    users = {r: base.per_user.index.intersection(row[r].per_user.index) for r in metrics}
+    groups: List[List[int]] = []  # runs that share their users (all of them, unless a table was made by hand)
+    for r in metrics:
+        same = next((g for g in groups if users[g[0]].equals(users[r])), None)
+        if same is None:
+            groups.append([r])
+        else:
+            same.append(r)
+    out: Dict[int, Dict[str, Tuple[Optional[float], bool]]] = {}
+    for group in groups:
+        common = users[group[0]]
+        diff = np.hstack([row[r].per_user.loc[common, metrics[r]].to_numpy(np.float64)
+                          - base.per_user.loc[common, metrics[r]].to_numpy(np.float64) for r in group])
+        found = iter(paired_users_pvalues(diff, study.paired_test, study.seed, n_resamples=n_resamples))
+        floor = smallest_p(len(common), n_resamples) if study.paired_test == "permutation" else None
+        for r in group:
+            out[r] = {}
+            for m in metrics[r]:
+                p = next(found)
+                out[r][m] = (p, bool(floor is not None and p is not None and p <= floor * (1 + 1e-9)))
+    return out
+
+
+def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study, n_resamples: int) -> Dict[str, Any]:
     """Test every difference of the headline table, adjust the p-values as one family, and
-    say in words what differs. Adds ``p``, ``p_adjusted`` and ``significant`` to each
-    headline difference."""
+    say in words what differs. Adds ``p``, ``p_at_floor``, ``p_adjusted`` and ``significant``
+    to each headline difference."""
+    b = study.baseline_index
+    challengers = [run for r, run in enumerate(runs) if r != b]
     cells = []
-    for run in runs[1:]:
+    for run in challengers:
         for m in metrics:
-            head = run["difference_to_first"][m]
+            head = run["difference_to_baseline"][m]
             if multi:
-                head["p"] = paired_splits_test([p["difference_to_first"][m]["mean"] for p in run["per_split"]])
+                head["p"] = paired_splits_test([p["difference_to_baseline"][m]["mean"] for p in run["per_split"]])
+                head["p_at_floor"] = False
             else:
-                head["p"] = run["per_split"][0]["difference_to_first"][m]["p"]
+                found = run["per_split"][0]["difference_to_baseline"][m]
+                head["p"], head["p_at_floor"] = found["p"], found["p_at_floor"]
             cells.append(head)
     adjusted = adjust([c["p"] for c in cells], study.correction)
     for cell, p in zip(cells, adjusted):
         cell["p_adjusted"] = None if np.isnan(p) else float(p)
         cell["significant"] = bool(cell["p_adjusted"] is not None and cell["p_adjusted"] < ALPHA)
-    base = runs[0]["name"]
-    verdicts = [_verdict(run, base, metrics, study.correction) for run in runs[1:]]
+    base = runs[b]["name"]
+    verdicts = [_verdict(run, base, metrics, study.correction) for run in challengers]
     notes = []
     if multi and len(study.splits) < FEW_SPLITS:
         notes.append(f"the test over {len(study.splits)} splits has {len(study.splits) - 1} degrees of freedom: its "
@@ -245,14 +323,20 @@ def _compare(runs: List[Dict], metrics: List[str], multi: bool, study: Study) ->
     untested = sorted({m.split("@")[0] for m in metrics if m not in study.evaluations[0][0].per_user.columns})
     if not multi and untested:
         notes.append(f"not tested: {' and '.join(untested)} (one global number per run on one split)")
-    return {**describe(study.paired_test, study.correction, multi, study.seed), "baseline": base,
+    random_flips = not multi and study.paired_test == "permutation"
+    floor = [c["p_adjusted"] for c in cells if c["p_at_floor"] and c["p_adjusted"] is not None]
+    return {**describe(study.paired_test, study.correction, multi, study.seed, n_resamples), "baseline": base,
             "n_tests": int(np.count_nonzero(~np.isnan(adjusted))),
-            "n_significant": int(sum(c["significant"] for c in cells)), "verdicts": verdicts, "notes": notes}
+            "n_significant": int(sum(c["significant"] for c in cells)),
+            "n_resamples": n_resamples if random_flips else None,
+            "n_resamples_default": N_RESAMPLES if random_flips else None,
+            "n_at_floor": len(floor), "p_adjusted_floor": max(floor) if floor else None,
+            "verdicts": verdicts, "notes": notes}
 
 
 def _verdict(run: Dict, base: str, metrics: List[str], correction: str) -> str:
     """One sentence: where ``run`` is significantly above / below the baseline, and where not."""
-    diffs = run["difference_to_first"]
+    diffs = run["difference_to_baseline"]
     tested = [m for m in metrics if diffs[m].get("p_adjusted") is not None]
     higher = [m for m in tested if diffs[m]["significant"] and diffs[m]["mean"] > 0]
     lower = [m for m in tested if diffs[m]["significant"] and diffs[m]["mean"] < 0]
@@ -263,9 +347,22 @@ def _verdict(run: Dict, base: str, metrics: List[str], correction: str) -> str:
     if not higher and not lower:
         return (f"{run['name']} vs {base}: no detectable difference on any of the {len(tested)} tested "
                 f"metrics ({adjusted} >= {ALPHA:g})")
-    parts = [f"higher on {', '.join(higher)}" if higher else "", f"lower on {', '.join(lower)}" if lower else "",
-             f"no detectable difference on {', '.join(same)}" if same else ""]
+    parts = [f"higher on {metric_list(higher)}" if higher else "", f"lower on {metric_list(lower)}" if lower else "",
+             f"no detectable difference on {metric_list(same)}" if same else ""]
     return f"{run['name']} vs {base} ({adjusted} < {ALPHA:g}): " + "; ".join(p for p in parts if p)
+
+
+def metric_list(metrics: List[str]) -> str:
+    """``precision@5/10, recall@20, mrr``: metrics in order, the cut-offs of one metric after
+    one name."""
+    groups: List[List[str]] = []
+    for m in metrics:
+        name, _, k = m.partition("@")
+        if k and groups and groups[-1][0] == name:
+            groups[-1].append(k)
+        else:
+            groups.append([name, k] if k else [name])
+    return ", ".join(g[0] + ("@" + "/".join(g[1:]) if len(g) > 1 else "") for g in groups)
 
 
 _CORRECTED = {"holm": "Holm", "bh": "BH"}

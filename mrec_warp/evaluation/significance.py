@@ -23,9 +23,15 @@ non-zero differences positive): permutation p = 0.007, signed-rank p = 0.14. Its
 p-values are those of :func:`scipy.stats.permutation_test` when every pattern is
 enumerated; the sign flips are drawn once per comparison and shared by its metrics (one
 matrix product), so a table costs well under a second at 1,000 users.
+
+Resolution: with N random sign flips no p can be below ``2 / (N + 1)`` (:func:`smallest_p`),
+and a correction multiplies the smallest p by up to the number of tests, so a big table at a
+fixed N would put every clear difference at one floor near -- or past -- :data:`ALPHA`.
+:func:`resamples_for` raises N with the number of tests; a p at its floor is reported as such.
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -41,15 +47,20 @@ DEFAULT_TEST = "permutation"
 DEFAULT_CORRECTION = "holm"
 #: Family-wise (Holm) or false-discovery (BH) level at which a difference gets a star.
 ALPHA = 0.05
-#: Resamples of the permutation test: p-values resolve down to 1 / (N_RESAMPLES + 1).
+#: Resamples of the permutation test for a table of few tests: two-sided p-values resolve
+#: down to 2 / (N_RESAMPLES + 1).
 N_RESAMPLES = 9999
+#: The most resamples :func:`resamples_for` raises that to: ten times the default's time.
+MAX_RESAMPLES = 99_999
+#: :func:`resamples_for` aims the smallest adjusted p of a table at ALPHA / RESOLUTION_MARGIN.
+RESOLUTION_MARGIN = 10
 #: Below this many splits the report warns that the test over splits has low power.
 FEW_SPLITS = 10
 
 #: How each test and correction is named in reports.
 TEST_NAMES = {
     "wilcoxon": "Wilcoxon signed-rank test over users",
-    "permutation": f"paired permutation test over users ({N_RESAMPLES} sign flips, seed {{seed}})",
+    "permutation": "paired permutation test over users ({n_resamples:,} sign flips, seed {seed})",
     "splits": "paired t-test over splits (per-split means)",
 }
 CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
@@ -61,6 +72,53 @@ def check_test_options(test: str, correction: str) -> None:
         raise InputError(f"unknown paired test {test!r}", hint=f"use `paired_test` {' or '.join(TESTS)}")
     if correction not in CORRECTIONS:
         raise InputError(f"unknown correction {correction!r}", hint=f"use `correction` {', '.join(CORRECTIONS)}")
+
+
+def resamples_for(n_tests: int, correction: str = DEFAULT_CORRECTION) -> int:
+    """Sign flips of the permutation test for a table of ``n_tests`` p-values adjusted together.
+
+    Holm multiplies the smallest p by the number of tests ``m`` (Benjamini-Hochberg by at most
+    as much), so the smallest adjusted p a table can show is ``m * 2 / (N + 1)``: at the
+    default N that passes :data:`ALPHA` from 250 tests on (12 runs with the beyond-accuracy
+    metrics), and then no difference, however large, could get a star. N is therefore raised
+    until that floor is at most ``ALPHA / RESOLUTION_MARGIN`` -- a clear difference is then
+    clearly starred, and the floor it sits at is shown as ``p≤`` -- rounded up to a whole
+    ten thousand minus one, and capped at :data:`MAX_RESAMPLES` because the test's time grows
+    linearly with N (ten times the default's at most; past 250 tests the floor rises again,
+    still below ALPHA up to 2,500). A table of up to 25 tests keeps :data:`N_RESAMPLES`.
+
+    Parameters
+    ----------
+    n_tests : int
+        p-values corrected together (one table).
+    correction : {"holm", "bh", "none"}
+        Without a correction each p stands alone: the default N.
+
+    Returns
+    -------
+    int
+    """
+    family = 1 if correction == "none" else max(1, int(n_tests))
+    needed = 2 * family * RESOLUTION_MARGIN / ALPHA  # N + 1 at which family * 2 / (N + 1) = ALPHA / margin
+    if needed <= N_RESAMPLES + 1:
+        return N_RESAMPLES
+    return min(MAX_RESAMPLES, math.ceil(needed / 10_000) * 10_000 - 1)
+
+
+def smallest_p(n_pairs: int, n_resamples: int = N_RESAMPLES) -> Optional[float]:
+    """The smallest two-sided p the permutation test over ``n_pairs`` users can give when it
+    draws ``n_resamples`` random sign flips, ``2 / (n_resamples + 1)``: a p equal to it only says
+    that the true p is at most that. None when every sign pattern is enumerated (the p is
+    then exact)."""
+    if _enumerates(n_pairs, n_resamples):
+        return None
+    return 2.0 / (n_resamples + 1)
+
+
+def _enumerates(n_pairs: int, n_resamples: int) -> bool:
+    """Whether the permutation test runs every sign pattern (as scipy does when there are at
+    most as many as resamples) instead of random ones."""
+    return n_pairs <= 62 and 2 ** n_pairs <= n_resamples
 
 
 def paired_users_test(diff: np.ndarray, test: str = DEFAULT_TEST, seed: int = DEFAULT_SEED) -> Optional[float]:
@@ -118,7 +176,7 @@ def paired_users_pvalues(diffs: np.ndarray, test: str = DEFAULT_TEST, seed: int 
     n = sub.shape[0]
     greater = np.zeros(len(todo))
     less = np.zeros(len(todo))
-    if n <= 62 and 2 ** n <= n_resamples:  # every sign pattern, as scipy does then
+    if _enumerates(n, n_resamples):
         total, extra = 2 ** n, 0
         codes = np.arange(total, dtype=np.int64)
         for start in range(0, total, 4096):
@@ -192,7 +250,8 @@ def adjust(pvalues: Sequence[Optional[float]], correction: str = DEFAULT_CORRECT
     return out
 
 
-def describe(test: str, correction: str, multi: bool, seed: int = DEFAULT_SEED) -> Dict[str, str]:
+def describe(test: str, correction: str, multi: bool, seed: int = DEFAULT_SEED,
+             n_resamples: int = N_RESAMPLES) -> Dict[str, str]:
     """How a table's differences were tested, in words, for the report."""
-    name = TEST_NAMES["splits"] if multi else TEST_NAMES[test].format(seed=seed)
+    name = TEST_NAMES["splits"] if multi else TEST_NAMES[test].format(seed=seed, n_resamples=n_resamples)
     return {"test": name, "correction": CORRECTION_NAMES[correction], "alpha": ALPHA}

@@ -26,7 +26,7 @@ from importlib import metadata
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
-from ..evaluation.formatting import _markdown_table, _table_rows, comparison_lines
+from ..evaluation.formatting import comparison_lines, headline_markdown
 from ..evaluation.report import write_reports
 from ..files import atomic_write, file_digest
 from ..progress import plural
@@ -82,7 +82,7 @@ def results_rows(result) -> List[Dict[str, Any]]:
         for run in data["runs"]:
             for m in data["metrics"]:
                 s = run["summary"][m]
-                d = (run["difference_to_first"] or {}).get(m) or {}
+                d = (run["difference_to_baseline"] or {}).get(m) or {}
                 rows.append({"split_set": set_name, "model": run["name"], "metric": m, "mean": s["mean"],
                              "plus_minus": s["plus_minus"], "interval": s["kind"],
                              "difference": d.get("mean"), "difference_plus_minus": d.get("plus_minus"),
@@ -128,7 +128,7 @@ def format_results_markdown(result) -> str:
                 f"{users} evaluated users per split; values: {interval}."
                 + (f" Δ: paired difference to {c['baseline']}; p: {c['correction']}-adjusted p of the "
                    f"{c['test']} over the {c['n_tests']} tests of this table; * = adjusted p < {c['alpha']:g}."
-                   + _star_words(data, set_name, cfg) if c else ""), "", *_markdown_table(_table_rows(data)), ""]
+                   + _star_words(data, set_name, cfg) if c else ""), "", *headline_markdown(data)]
         out += [f"- {line}" for line in comparison_lines(data)] + [""]
     out += ["Per split, per user and the protocol: `SPLIT_SET/report.md`, `SPLIT_SET/per_user.csv`; "
             "reproduce with `reproduce.json`.", ""]

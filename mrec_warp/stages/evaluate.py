@@ -28,7 +28,7 @@ from ..evaluation.beyond import feature_matrix
 from ..evaluation.groups import GROUPINGS, group_spaces
 from ..evaluation.metrics import score_against
 from ..evaluation.recs_file import read_recs
-from ..evaluation.report import Study
+from ..evaluation.report import Study, check_baseline
 from ..evaluation.result import Evaluation
 from ..evaluation.sanity import check_evaluation, check_recs_table, check_test_table
 from ..evaluation.significance import DEFAULT_CORRECTION, DEFAULT_TEST, check_test_options
@@ -63,6 +63,7 @@ def evaluate(
     paired_test: str = DEFAULT_TEST,
     correction: str = DEFAULT_CORRECTION,
     seed: int = DEFAULT_SEED,
+    baseline: Optional[str] = None,
 ) -> Study:
     """Evaluate recommendation files (see :func:`evaluate_here` for every argument), their
     (split, file) units run on ``context``'s workers.
@@ -76,9 +77,10 @@ def evaluate(
         raise ValueError(f"{len(names)} names for {len(recs)} recommendation files")
     labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
     check_test_options(paired_test, correction)
+    check_baseline(baseline, names)
     # what each unit scores; the tests themselves run here, once every unit is back
     options: Dict[str, Any] = dict(beyond=beyond, item_features=as_feature_table(item_features), groups=groups)
-    tests: Dict[str, Any] = dict(paired_test=paired_test, correction=correction, seed=seed)
+    tests: Dict[str, Any] = dict(paired_test=paired_test, correction=correction, seed=seed, baseline=baseline)
     units = [(resolve_split(train, lab), resolve_split(test, lab), resolve_split(r, lab), n, tuple(ks), catalog,
               options) for lab in labels for r, n in zip(recs, names)]
     if len(units) == 1 or context is None or (context.is_local_memory and context.workers == 1):
@@ -116,6 +118,7 @@ def evaluate_here(
     paired_test: str = DEFAULT_TEST,
     correction: str = DEFAULT_CORRECTION,
     seed: int = DEFAULT_SEED,
+    baseline: Optional[str] = None,
 ) -> Study:
     """Score one or more recommendation files against a train/test split, or several splits,
     here in this process (:func:`evaluate` with no context).
@@ -145,11 +148,13 @@ def evaluate_here(
     groups : {"user-activity", "item-popularity"}, optional
         Also score every group (:mod:`~mrec_warp.evaluation.groups`).
     paired_test : {"wilcoxon", "permutation"}
-        Paired test over users of the differences to the first file.
+        Paired test over users of the differences to the baseline.
     correction : {"holm", "bh", "none"}
         Multiple-comparison correction over each table's p-values.
     seed : int
         Seed of the permutation test.
+    baseline : str, optional
+        Name (in ``names``) of the file every other is compared with; default: the first.
 
     Returns
     -------
@@ -165,6 +170,7 @@ def evaluate_here(
     names = list(names) if names else default_names(recs)
     if len(names) != len(recs):
         raise ValueError(f"{len(names)} names for {len(recs)} recommendation files")
+    check_baseline(baseline, names)
     labels: List[Optional[str]] = [str(s) for s in splits] if splits else [None]
     if splits:
         _check_placeholders({"train": train, "test": test, **{f"recs {n}": r for n, r in zip(names, recs)}})
@@ -198,16 +204,17 @@ def evaluate_here(
             result = score_against(space, table, ks=ks, source=where_from, beyond=beyond, features=features)
             check_evaluation(result.info, result.per_user, where_from, len(space.train_keys),
                              len(space.test_keys) + space.n_test_in_train)
-            for label, part, bounds in parts:
-                result.groups[label] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
+            for group, part, bounds in parts:
+                result.groups[group] = score_against(part, table, ks=ks, source=where_from, beyond=beyond,
                                                      features=features)
-                result.group_bounds[label] = bounds
+                result.group_bounds[group] = bounds
             row.append(result)
         evaluations.append(row)
     return Study(
         names=names, sources=[_describe(r) for r in recs], splits=[l for l in labels if l is not None],
         evaluations=evaluations, ks=evaluations[0][0].ks, train=_describe(train), test=_describe(test),
         id_encoding=id_encoding, paired_test=paired_test, correction=correction, seed=int(seed), grouping=groups,
+        baseline=baseline,
     )
 
 
