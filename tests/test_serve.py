@@ -185,6 +185,18 @@ def test_anonymous_history_is_folded_in(served):
     assert status == 200 and "i7" not in [item for item, _ in _listed(filtered)]
 
 
+def test_an_empty_allow_list_allows_nothing(served):
+    """"include": [] is a client's empty in-stock list: nothing is allowed, the list is empty
+    (not the whole catalogue, as if no allow-list were given)."""
+    server, _, _ = served
+    status, answer = server.post("/recommend", {"items": ["item 0", "i+2"], "k": 6, "include": []})
+    assert status == 200 and answer["items"] == [], answer
+    status, answer = server.post("/recommend", {"items": ["item 0", "i+2"], "k": 6, "include": ["i7"]})
+    assert status == 200 and [item for item, _ in _listed(answer)] == ["i7"]
+    status, answer = server.post("/recommend", {"items": ["item 0"], "k": 6, "include": [], "exclude": ["i7"]})
+    assert status == 200 and answer["items"] == []
+
+
 def test_similar_items(served):
     server, model, _ = served
     status, answer = server.get("/similar", item="i,1", k=4)
