@@ -303,3 +303,32 @@ def test_inputs_that_are_not_text_files_of_short_lines(case, inputs, tmp_path):
     proc = run_cli(*args)
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, fragment)
     assert _files(tmp_path) == {Path(name) for name in NOT_TEXT}, "nothing may be left behind"
+
+
+# -- a model path that is no regular file: every command's model read checks it first ---------------------
+MODEL_READERS = [
+    ("recommend", "recommend {model} -o {out}/recs.tsv"),
+    ("similar", "similar {model} --items i1 -o {out}/similar.tsv"),
+    ("explain", "explain {model} --user u1 -o {out}/explain.tsv"),
+    ("index", "index {model}"),
+    ("factors-export", "factors --export {model} {out}/exported"),
+]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("case", MODEL_READERS, ids=[c[0] for c in MODEL_READERS])
+def test_a_model_path_that_is_no_regular_file_is_refused_before_it_is_opened(case, kind, tmp_path):
+    """A FIFO blocks an open() for as long as nobody writes to it, /dev/zero never ends: each
+    is refused in one line naming what it is, before any byte is read (bounded by the
+    subprocess timeout, the test cannot hang)."""
+    model = tmp_path / "model.npz"
+    if kind == "fifo":
+        os.mkfifo(model)
+    else:
+        model.symlink_to("/dev/zero")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli(*case[1].replace("{model}", str(model)).replace("{out}", str(out)).split())
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr,
+                          "is a pipe" if kind == "fifo" else "character device")
+    assert "model file" in proc.stderr and _files(out) == set()

@@ -516,3 +516,50 @@ def test_keep_alive_clients_are_not_dropped_by_a_worker_swap(tmp_path):
     assert errors == [] and set(answers) == {200}
     assert closes, "no answer of a stopping worker said 'Connection: close'"
     assert "Error" not in log and "Traceback" not in log and log.count("stopping (SIGTERM)") >= 2
+
+
+def _swap_link(path: Path, target) -> None:
+    """Make ``path`` a symbolic link to ``target``, atomically (a reload sees the old or the new)."""
+    tmp = path.with_name(path.name + ".link")
+    tmp.symlink_to(target)
+    os.replace(tmp, path)
+
+
+def test_a_fifo_or_device_at_the_model_path_never_hangs_the_server(tmp_path):
+    """serve refuses a FIFO or /dev/zero at start in one line; a reload (the watcher and
+    SIGHUP) onto either names the reason and keeps serving, a good model after them still
+    loads, and SIGTERM still ends the server."""
+    good, second = tmp_path / "good.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(good)
+    _fit(seed=4).save(second)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for bad, reason in ((fifo, "is a pipe"), (Path("/dev/zero"), "character device")):
+        start = tmp_path / "start.npz"
+        _swap_link(start, bad)
+        run = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(start), "--port", str(_free_port())],
+                             capture_output=True, text=True, timeout=60)
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode == 2 and len(lines) == 1 and reason in lines[0], run.stderr
+    live = tmp_path / "live.npz"
+    shutil.copyfile(good, live)
+    server = Server(live, "--reload")
+    try:
+        sha = server.get("/health")[1]["sha256"]
+        for bad, reason in ((Path("/dev/zero"), "character device"), (fifo, "is a pipe")):
+            _swap_link(live, bad)
+            server.proc.send_signal(signal.SIGHUP)
+            server.wait_for(lambda: reason in (server.get("/model")[1]["reload_error"] or ""), f"refused: {reason}")
+            assert server.get("/health")[1]["sha256"] == sha
+            assert server.get("/recommend", user="u 1", k=3)[0] == 200
+        _swap_link(live, second)
+        sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
+        server.wait_for(lambda: server.get("/health")[1]["sha256"] == sha_second, "the good model after them")
+        assert server.get("/model")[1]["reload_error"] is None
+        started = time.monotonic()
+        log = server.stop()
+        assert server.proc.returncode == 0 and time.monotonic() - started < 20, log
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
+    assert "Traceback" not in log

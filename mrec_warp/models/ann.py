@@ -43,6 +43,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.inputs import check_readable
 from ..errors import InputError
 from ..files import PathLike, atomic_write, file_digest
 from ..progress import SILENT
@@ -217,6 +218,8 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
     check_model(model)  # before "build it first": `index` refuses such a model too
     where = str(path)
     rebuild = f"rebuild it: mrec-warp index {model_file if model_file is not None else 'MODEL'}"
+    if os.path.exists(path):  # a FIFO would block the open, a device never end: a regular file only
+        check_readable(path, "ANN index", empty_hint=rebuild)
     try:
         with open(path, "rb") as fh:
             data = fh.read()

@@ -41,7 +41,7 @@ from ..errors import InputError
 from ..models import single_user
 from ..workers import _blas_controller
 from .batching import MAX_BATCH, Batcher
-from .holder import ModelHolder, Served
+from .holder import ModelHolder, Served, failure_reason, read_model
 from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
                        parse_k, parse_query)
 
@@ -385,8 +385,6 @@ def app_from_environment() -> Starlette:
     the supervisor checked it), it serves the supervisor's last good model instead, from
     its private copy, and says so: a new or restarted worker never takes the server down.
     """
-    from .holder import read_model
-
     config = json.loads(os.environ[CONFIG_ENV])
     # a worker is a new process of the serve command: its records need the command's handler
     # (the package logger only has a NullHandler, which also keeps Python's last-resort one away)
@@ -395,8 +393,8 @@ def app_from_environment() -> Starlette:
     ann_file = config.get("ann_file")
     try:
         served = read_model(config["model"], ann_file)
-    except (InputError, OSError) as exc:
-        message = exc.render() if isinstance(exc, InputError) else str(exc)
+    except (InputError, OSError, MemoryError) as exc:
+        message = failure_reason(exc, config["model"])
         if not config.get("fallback"):  # no private copy could be written: nothing good to fall back on
             log.error("worker %d not started: %s", os.getpid(), message)
             raise SystemExit(3) from None

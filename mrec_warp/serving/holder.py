@@ -20,8 +20,10 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
+from stat import S_ISREG
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..data.inputs import check_readable
 from ..errors import InputError
 from ..models.base import Recommender, load
 from ..models.families import FAMILIES
@@ -64,6 +66,28 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _read_regular(path: str) -> Tuple[bytes, os.stat_result]:
+    """The bytes of the model file at ``path`` and its status, read once.
+
+    The path must name a regular file (:func:`~mrec_warp.data.inputs.check_readable`, the
+    check of every model read), and so must what is opened: the file is opened without
+    blocking and checked again, so a FIFO or device swapped in after the check can neither
+    block the open (and with it the reload lock and shutdown) nor be read without end."""
+    check_readable(path, "model file", empty_hint="a model file is written by training")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise InputError("model file is not a regular file (it was replaced while being opened)", path=path,
+                             hint="give a regular file")
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            return fh.read(), stat
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     """Load and check the model at ``path``; an :class:`InputError` (one line) if unusable.
 
@@ -71,9 +95,7 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     stale, mismatched or damaged index makes the model unusable: it is never served silently)."""
     from ..stages.recommend import check_rankable
 
-    with open(path, "rb") as fh:
-        data = fh.read()
-    stat = os.stat(path)
+    data, stat = _read_regular(path)
     sha = hashlib.sha256(data).hexdigest()
     source = io.BytesIO(data)
     source.name = path  # messages name the file, not "<file object>"
@@ -105,6 +127,18 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
             "library", "library_version", "M", "ef_search", "dim", "model_sha256")},
     }
     return Served(model, sha, description, _now(), copy, index)
+
+
+def failure_reason(exc: BaseException, path: str) -> str:
+    """One line saying why loading ``path`` failed, never empty (a MemoryError has no text)."""
+    if isinstance(exc, InputError):
+        return exc.render()
+    if isinstance(exc, MemoryError):
+        return f"{path}: out of memory while loading the model"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename or path}: {exc.strerror}"
+    text = " ".join(str(exc).split())
+    return f"{path}: {text or type(exc).__name__}"
 
 
 class ModelHolder:
@@ -162,7 +196,7 @@ class ModelHolder:
             try:
                 served = read_model(self.path, self.ann_file)
             except (InputError, OSError, ValueError, MemoryError) as exc:
-                message = exc.render() if isinstance(exc, InputError) else f"{self.path}: {exc}"
+                message = failure_reason(exc, self.path)
                 self.last_error = f"{_now()} {reason}: {message}"
                 log.warning("%s: %s; still serving sha256 %s", reason, message, self.current.sha256[:12])
                 return False
