@@ -19,6 +19,7 @@ import io
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from stat import S_ISREG
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -150,24 +151,24 @@ class ModelHolder:
         The model file.
     served : Served, optional
         An already loaded model (the command loads it once to refuse a bad file at start).
-    owns_copies : bool
-        Remove the private copy of a model that is replaced, and of the last one at
-        :meth:`stop`: the single process, or the supervisor of several workers (whose
-        copies a new worker may still need), never a worker.
     on_swap : callable, optional
         Called with the new :class:`Served` after each successful reload.
     ann_file : str, optional
         The model's ANN index (``serve --ann``): loaded with every model, and watched too.
+
+    The private copy of a model that is replaced, and of the last one at :meth:`stop`, is
+    released (:func:`~.mapped.remove_copy`): removed once no live process holds it, so the
+    supervisor of several workers keeps the copy a new worker may still fall back to.
     """
 
-    def __init__(self, path: str, served: Optional[Served] = None, owns_copies: bool = True,
+    def __init__(self, path: str, served: Optional[Served] = None,
                  on_swap: Optional[Callable[[Served], None]] = None, ann_file: Optional[str] = None) -> None:
         self.path = path
         self.ann_file = ann_file
-        self.owns_copies = owns_copies
         self.on_swap = on_swap
         self.current: Served = served if served is not None else read_model(path, ann_file)
         self.last_error: Optional[str] = None
+        self.last_reload_at = 0.0  # seconds since the epoch of the last reload, good or failed
         self._lock = threading.Lock()  # one reload at a time; requests never take it
         self._stat = self._file_state()
         self._stop = threading.Event()
@@ -198,12 +199,14 @@ class ModelHolder:
             except (InputError, OSError, ValueError, MemoryError) as exc:
                 message = failure_reason(exc, self.path)
                 self.last_error = f"{_now()} {reason}: {message}"
+                self.last_reload_at = time.time()
                 log.warning("%s: %s; still serving sha256 %s", reason, message, self.current.sha256[:12])
                 return False
             old = self.current
             self.current = served  # one reference assignment: requests see the old or the new model
             self.last_error = None
-            if self.owns_copies and old.copy_file and old.copy_file != served.copy_file:
+            self.last_reload_at = time.time()
+            if old.copy_file and old.copy_file != served.copy_file:
                 remove_copy(old.copy_file)  # mappings outlive the names
             log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
         if self.on_swap is not None:
@@ -230,10 +233,10 @@ class ModelHolder:
             self.reload("file changed")
 
     def stop(self) -> None:
-        """Stop watching; the owner also removes the private copy (mappings outlive its name)."""
+        """Stop watching and release the private copy (mappings outlive its name)."""
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
             self._watcher = None
-        if self.owns_copies and self.current.copy_file:
+        if self.current.copy_file:
             remove_copy(self.current.copy_file)
