@@ -332,3 +332,72 @@ def test_a_model_path_that_is_no_regular_file_is_refused_before_it_is_opened(cas
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr,
                           "is a pipe" if kind == "fifo" else "character device")
     assert "model file" in proc.stderr and _files(out) == set()
+
+
+# -- "-o -": standard output, never a file named "-" ----------------------------------------------------
+def _run_in(folder: Path, *args, stdout=subprocess.PIPE):
+    env = {k: v for k, v in os.environ.items() if k != "MREC_WARP_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "mrec_warp", *map(str, args)], cwd=folder, stdout=stdout,
+                          stderr=subprocess.PIPE, env=env, timeout=300)
+
+
+def test_dash_output_is_standard_output(inputs, tmp_path):
+    """Text, Parquet, a model file and JSON all reach a pipe whole; what the command says
+    (wrote ..., its table) goes to standard error then, and no file named '-' appears."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    recs = _run_in(tmp_path, "recommend", inputs / "model.npz", "-o", "-", "-k", "2")
+    assert recs.returncode == 0, recs.stderr
+    rows = recs.stdout.decode().splitlines()
+    assert len(rows) == 600 and all(len(r.split("\t")) == 4 for r in rows)  # 300 users x 2: nothing else
+    assert b"wrote" in recs.stderr
+    parquet = _run_in(tmp_path, "recommend", inputs / "model.npz", "-o", "-", "-k", "2", "--format", "parquet")
+    assert parquet.returncode == 0, parquet.stderr
+    import io
+
+    assert pq.read_table(io.BytesIO(parquet.stdout)).num_rows == 600
+    model = _run_in(tmp_path, "train", inputs / "ratings.tsv", "-o", "-", "--epochs", "1", "--factors", "4")
+    assert model.returncode == 0, model.stderr
+    (tmp_path / "piped.npz").write_bytes(model.stdout)
+    from mrec_warp.models import load
+
+    assert load(tmp_path / "piped.npz").n_users == 300
+    split = tmp_path / "split"
+    assert _run_in(tmp_path, "prepare", inputs / "ratings.tsv", "-o", split, "-q").returncode == 0
+    (tmp_path / "recs.tsv").write_bytes(recs.stdout)
+    report = _run_in(tmp_path, "evaluate", "--train", split / "train.tsv", "--test", split / "test.tsv",
+                     "--recs", tmp_path / "recs.tsv", "--json", "-", "-k", "2")
+    assert report.returncode == 0, report.stderr
+    import json
+
+    assert "runs" in json.loads(report.stdout)  # the table went to standard error
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args", [
+    "prepare {in}/ratings.tsv -o -", "synth -o -", "factors --export {in}/model.npz -",
+    "train {in}/ratings.tsv -o {out}/m.npz --epochs 1 --workdir -",
+])
+def test_dash_is_refused_where_a_folder_is_written(inputs, tmp_path, args):
+    proc = _run_in(tmp_path, *args.replace("{in}", str(inputs)).replace("{out}", str(tmp_path)).split())
+    assert_one_line_error(proc.returncode, proc.stdout.decode(), proc.stderr.decode(),
+                          "standard output cannot hold a folder")
+    assert not (tmp_path / "-").exists() and _files(tmp_path) == set()
+
+
+def test_disk_full_names_the_file_and_the_option_that_wrote_it(inputs, small_mount, tmp_path):
+    """index writes MODEL.ann beside the model (it has no -o); tune --workdir fills its work
+    folder, not its -o file: each message names the file that failed and only an option the
+    command has."""
+    beside = small_mount("beside", f"size={(inputs / 'model.npz').stat().st_size // 1024 + 8}k")
+    model = beside / "model.npz"
+    model.write_bytes((inputs / "model.npz").read_bytes())
+    proc = run_cli("index", model)
+    if "faiss" in proc.stderr:
+        pytest.skip("needs faiss")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, f"cannot write {model}.ann: No space left")
+    assert " -o" not in proc.stderr and "--output" not in proc.stderr and "standard output" not in proc.stderr
+    work = small_mount("work", "size=16k")
+    proc = run_cli("tune", inputs / "ratings.tsv", "--random", "1", "--models", "warp", "--max-epochs", "2",
+                   "--workdir", work / "wd", "-o", tmp_path / "best.json", "-q")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, f"cannot write {work / 'wd'}")
+    assert "with --workdir" in proc.stderr and "best.json" not in proc.stderr

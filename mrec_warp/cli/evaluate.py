@@ -21,7 +21,7 @@ from ..stages.evaluate import SPLIT_PLACEHOLDER, default_names, resolve_split, e
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, parse_int_list, quiet_option, say
+from ._common import echo_result, friendly_errors, make_progress, parse_int_list, quiet_option, say
 
 
 def _parse_ks(ctx, param, value: str) -> List[int]:
@@ -165,7 +165,7 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
     written = write_reports(study, markdown=report_path, json_path=json_path, per_user=per_user_path, plot=plot_path,
                             notes=written_notes)
     data = study.to_dict()
-    click.echo(format_table(data, notes=False), nl=False)  # the command's result: shown even with --quiet
+    echo_result(format_table(data, notes=False), nl=False)  # the command's result: shown even with --quiet
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)
