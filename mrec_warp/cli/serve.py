@@ -106,8 +106,10 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, max_history
                          limits=limits, **options)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug", http=protocol)
         return
-    holder = ModelHolder(model_file, served, ann_file=ann_file)  # the supervisor's: it checks a new file before any worker does
-    # the supervisor's last failed SIGHUP reload, which the workers' /model shows (they never load that file)
+    # the supervisor's: it checks a new file before any worker does
+    holder = ModelHolder(model_file, served, ann_file=ann_file)
+    # the supervisor's last reload, which the workers' /model shows when it is their newest (they never load
+    # a file the supervisor refused)
     status_dir = tempfile.mkdtemp(prefix="mrec-warp-serve-status-")
     status_file = os.path.join(status_dir, "reload_error")
     settings = {"model": os.path.abspath(model_file), "reload": reload_, **options, "poll": 1.0,
