@@ -373,14 +373,19 @@ def test_dash_output_is_standard_output(inputs, tmp_path):
     assert not (tmp_path / "-").exists()
 
 
-@pytest.mark.parametrize("args", [
-    "prepare {in}/ratings.tsv -o -", "synth -o -", "factors --export {in}/model.npz -",
-    "train {in}/ratings.tsv -o {out}/m.npz --epochs 1 --workdir -",
+@pytest.mark.parametrize("args, message", [
+    ("prepare {in}/ratings.tsv -o -", "standard output cannot hold a folder"),
+    ("synth -o -", "standard output cannot hold a folder"),
+    ("factors --export {in}/model.npz -", "standard output cannot hold a folder"),
+    ("train {in}/ratings.tsv -o {out}/m.npz --epochs 1 --workdir -", "standard output cannot hold a folder"),
+    ("train {in}/ratings.tsv -o - --epochs 1 --ann", "--ann writes the index beside the model file"),
 ])
-def test_dash_is_refused_where_a_folder_is_written(inputs, tmp_path, args):
+def test_dash_is_refused_where_standard_output_makes_no_sense(inputs, tmp_path, args, message):
+    if "--ann" in args:
+        pytest.importorskip("faiss")
     proc = _run_in(tmp_path, *args.replace("{in}", str(inputs)).replace("{out}", str(tmp_path)).split())
-    assert_one_line_error(proc.returncode, proc.stdout.decode(), proc.stderr.decode(),
-                          "standard output cannot hold a folder")
+    assert_one_line_error(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), message)
+    assert proc.stdout == b"" and not Path("/dev/stdout.ann").exists()
     assert not (tmp_path / "-").exists() and _files(tmp_path) == set()
 
 
