@@ -10,8 +10,9 @@ that is not exactly of this form is never touched.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import contextvars
+import errno
+import hashlib
 import os
 import re
 import shutil
@@ -194,8 +195,18 @@ def is_stream(path: PathLike) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+#: The name of standard output among a command's outputs (``-o -``).
+STDOUT_NAME = "-"
+
+
+def output_path(path: PathLike) -> PathLike:
+    """``path``, or ``/dev/stdout`` for ``-``: an output named ``-`` is standard output,
+    never a file of that name."""
+    return "/dev/stdout" if os.fspath(path) == STDOUT_NAME else path
+
+
 @contextlib.contextmanager
-def atomic_path(path: PathLike) -> Iterator[str]:
+def atomic_path(path: PathLike, whole: bool = False) -> Iterator[str]:
     """A temporary file name beside ``path``, renamed over ``path`` only on success.
 
     For writers that want a file name (numpy, pyarrow, matplotlib); the temporary name keeps
@@ -210,10 +221,13 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     path naming a descriptor (:func:`descriptor_of`: ``/dev/stdout``) that is a file gets
     the whole output at the end, written into the descriptor as the shell opened it
     (appending after ``>>``); a stream (:func:`is_stream`: a pipe, a terminal, a FIFO) is
-    written in place, as it comes.
+    written in place, as it comes, unless ``whole``: a writer that seeks or reads its file
+    back (a zip archive checked after writing, Parquet) writes a private temporary file,
+    copied into the stream at the end. ``-`` is standard output (:func:`output_path`).
     """
+    path = output_path(path)
     fd = descriptor_of(path)
-    if fd is not None and _is_regular_descriptor(fd):
+    if (fd is not None and _is_regular_descriptor(fd)) or (whole and is_stream(path)):
         # /dev/stdout and friends name a descriptor the shell already opened; when that is a
         # file (``>`` or ``>>``), opening the path again would truncate a ``>>`` file and
         # renaming over it would replace the user's file: write a private temporary file,
@@ -226,7 +240,8 @@ def atomic_path(path: PathLike) -> Iterator[str]:
             for stream in (sys.stdout, sys.stderr):  # what the command printed comes first
                 with contextlib.suppress(Exception):
                     stream.flush()
-            with open(tmp, "rb") as src, os.fdopen(os.dup(fd), "wb") as dst:
+            with open(tmp, "rb") as src, (os.fdopen(os.dup(fd), "wb") if fd is not None
+                                          else open(path, "wb")) as dst:
                 shutil.copyfileobj(src, dst)
         return
     path = Path(path)
@@ -267,9 +282,14 @@ def atomic_path(path: PathLike) -> Iterator[str]:
                 _DISCARDED.append(str(path))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno in _DISK_FULL:
+            # a write() or fsync() error names no file: say which output the full disk stopped
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
         raise
 
 
+#: Errors only writing raises: a full disk or quota, a file over the size limit.
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: Targets of :func:`atomic_path` whose write an interrupt cut short (see :func:`take_discarded`).
 _DISCARDED: List[str] = []
 
@@ -293,7 +313,11 @@ _FINISHED: List[str] = []
 
 def make_folders(folder: PathLike) -> None:
     """``folder`` and its missing parents, created and remembered: a run stopped before its
-    output appears removes them again if they are still empty (:func:`remove_made_folders`)."""
+    output appears removes them again if they are still empty (:func:`remove_made_folders`).
+    ``-`` is refused: it names standard output, which holds no folder."""
+    if os.fspath(folder) == STDOUT_NAME:
+        raise InputError("'-' means standard output, which cannot hold a folder", path=STDOUT_NAME,
+                         hint="give a folder path")
     folder = Path(folder)
     missing = []
     while not folder.exists() and folder != folder.parent:
@@ -352,10 +376,11 @@ def take_discarded() -> List[str]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[IO]:
+def atomic_write(path: PathLike, mode: str = "w", encoding: Optional[str] = "utf-8",
+                 whole: bool = False) -> Iterator[IO]:
     """:func:`atomic_path` for writers that want an open file."""
     binary = "b" in mode
-    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if binary else encoding,
+    with atomic_path(path, whole=whole) as tmp, open(tmp, mode, encoding=None if binary else encoding,
                                         newline=None if binary else "") as fh:
         yield fh
 

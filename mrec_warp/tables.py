@@ -204,7 +204,7 @@ def _write_parquet(frames: Iterable, path: PathLike, columns: Sequence[str]) -> 
     import pyarrow.parquet as pq
 
     n_rows = 0
-    with atomic_path(path) as tmp:
+    with atomic_path(path, whole=True) as tmp:  # Parquet seeks: a file, also for a pipe
         writer = None
         try:
             for frame in frames:

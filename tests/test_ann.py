@@ -230,6 +230,8 @@ def test_serve_ann_reload_waits_for_the_new_index(tmp_path):
     _fit(seed=0).save(live)
     _fit(seed=1).save(second)
     assert run("index", live, "-q").exit_code == 0
+    (tmp_path / "first.npz").write_bytes(live.read_bytes())
+    (tmp_path / "first.npz.ann").write_bytes(ann.index_path(live).read_bytes())
     server = Server(live, "--ann", "--reload")
     try:
         sha_first = server.get("/health")[1]["sha256"]
@@ -238,6 +240,15 @@ def test_serve_ann_reload_waits_for_the_new_index(tmp_path):
         assert "stale" in server.get("/model")[1]["reload_error"]
         assert server.get("/health")[1]["sha256"] == sha_first
         assert server.get("/recommend", user="u 1", k=3)[0] == 200  # the old model and its index
+        # an index bound to the new file by its header, holding the old model's vectors: refused too
+        from mrec_warp.models import load
+
+        old_index = ann.load(tmp_path / "first.npz.ann", load(tmp_path / "first.npz"),
+                             ann.file_sha256(tmp_path / "first.npz")).index
+        _forge(ann.index_path(live), ann.build(load(live), model_sha256=ann.file_sha256(live)), old_index)
+        server.wait_for(lambda: "stored vectors" in (server.get("/model")[1]["reload_error"] or ""),
+                        "the crafted index refused")
+        assert server.get("/health")[1]["sha256"] == sha_first
         assert run("index", live, "-q").exit_code == 0
         sha_second = ann.file_sha256(live)
         server.wait_for(lambda: server.get("/health")[1]["sha256"] == sha_second, "the new model and index")
@@ -263,3 +274,41 @@ def test_train_ann_writes_the_index_beside_the_model(tmp_path):
     knn = tmp_path / "knn.npz"
     one_line_error(run("train", data, "-o", knn, "--model", "itemknn", "--ann"), "needs a factor model")
     assert not knn.exists()
+
+
+def _forge(target, genuine: "ann.AnnIndex", payload_index, stored_field: str = "forged") -> None:
+    """An index file whose header is the genuine one (model and item checksums), whose
+    payload is ``payload_index``'s and whose payload checksum is made to agree: only the
+    stored vectors betray it. ``stored_field``: the header's stored-vector checksum set to
+    the genuine one ("forged"), or left out, as in files written before it ("absent")."""
+    import hashlib
+    import json
+
+    faiss = ann._faiss()
+    payload = faiss.serialize_index(payload_index).tobytes()
+    header = dict(genuine.header)
+    if stored_field == "absent":
+        header.pop("stored_vectors_sha256", None)
+    header.update(payload_bytes=len(payload), payload_sha256=hashlib.sha256(payload).hexdigest())
+    target.write_bytes(ann.MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
+
+
+@pytest.mark.parametrize("stored_field", ["forged", "absent"])
+def test_an_index_whose_stored_vectors_are_not_the_models_is_refused(warp, tmp_path, stored_field):
+    """Header, graph and payload checksum consistent, the vectors another model's: refused by
+    load, recommend --ann and a serve reload alike (the stored block is hashed against the
+    model's vectors, so an index written before the header field is checked the same way)."""
+    model, src = warp
+    path = tmp_path / "model.npz"
+    path.write_bytes(src.read_bytes())
+    genuine = ann.build(model, model_sha256=ann.file_sha256(path))
+    other = WARP(factors=16, epochs=1, random_state=9).fit(model.train_)
+    crafted = ann.build(other).index  # same shape, other vectors: recall against exact would collapse
+    target = ann.index_path(path)
+    _forge(target, genuine, crafted, stored_field)
+    with pytest.raises(InputError, match="stored vectors are not the model's.*rebuild it: mrec-warp index"):
+        ann.open_for(model, path)
+    one_line_error(run("recommend", path, "-o", tmp_path / "r.tsv", "--ann"), "stored vectors are not the model's")
+    assert not (tmp_path / "r.tsv").exists()
+    _forge(target, genuine, genuine.index, stored_field)  # the genuine payload, even without the field, loads
+    assert ann.open_for(model, path).index.ntotal == model.n_items

@@ -204,3 +204,41 @@ def test_a_fourth_column_of_text_taken_as_the_timestamp_names_it_and_columns(tmp
     one_line_error(run("prepare", path, "-o", tmp_path / "out"), "timestamp 'gift'", "is neither a number nor a date",
                    f"if {column} is no timestamp", "choose the columns with --columns", "--columns 0,1,2")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_parquet_bomb_is_refused_from_its_footer_before_any_column_is_read(tmp_path, monkeypatch):
+    """5M rows of one dictionary-encoded pair in 25 KB: the footer's row count against the
+    file's size refuses it at once, naming the file, as does a row count whose columns need
+    more memory than is available (checked before reading, not after filling memory)."""
+    import mrec_warp.data.parquet as parquet_module
+
+    n = 5_000_000
+    zeros = pa.array(np.zeros(n, dtype=np.int32))
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(pa.table({"user": pa.DictionaryArray.from_arrays(zeros, pa.array(["u1"])),
+                             "item": pa.DictionaryArray.from_arrays(zeros, pa.array(["i1"]))}), bomb,
+                   row_group_size=1 << 22)
+    assert bomb.stat().st_size < 100_000
+    read = []
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda self, *a, **k: read.append(1))
+    with pytest.raises(InputError, match="declares 5,000,000 rows in a file of") as info:
+        read_ratings(bomb)
+    assert info.value.path == str(bomb) and not read
+    one_line_error(run("prepare", bomb, "-o", tmp_path / "split"), "bomb.parquet", "rows a byte")
+    monkeypatch.undo()
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"user": [f"u{u}" for u in range(1000)], "item": [f"i{u % 7}" for u in range(1000)]}),
+                   plain)
+    monkeypatch.setattr(parquet_module, "available_bytes", lambda: 1000)
+    with pytest.raises(InputError, match="needs at least .* of memory, more than the 1000 bytes available") as info:
+        read_ratings(plain)
+    assert info.value.path == str(plain)
+
+
+def test_a_parquet_id_column_of_a_type_ids_cannot_have_names_the_file_and_column(tmp_path):
+    path = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"user": pa.array([[1, 2], [3]]), "item": ["a", "b"]}), path)
+    with pytest.raises(InputError) as info:
+        read_ratings(path)
+    assert info.value.path == str(path)
+    assert "user id column 0 'user'" in str(info.value) and "cannot be read as text" in str(info.value)

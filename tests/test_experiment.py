@@ -148,8 +148,10 @@ def test_changed_config_is_not_mixed_with_old_runs(setup, monkeypatch):
         mw.experiment(cfg, tmp / "r")
     monkeypatch.delenv(FAULT_ENV)
     cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
-    with pytest.raises(InputError, match="different job"):
+    with pytest.raises(InputError, match="report of another experiment"):
         mw.experiment(cfg, tmp / "r")
+    with pytest.raises(InputError, match="different job"):  # forced: the work folder still refuses to mix
+        mw.experiment(cfg, tmp / "r", force=True)
 
 
 BAD = [
@@ -359,8 +361,66 @@ def test_a_failing_job_keeps_a_report_folder_it_did_not_make(setup, monkeypatch)
     (tmp / "report" / "mine.txt").write_text("x")
     monkeypatch.setenv(FAULT_ENV, "raise:0")
     with pytest.raises(RuntimeError):
-        mw.experiment(cfg)
+        mw.experiment(cfg, force=True)
     assert sorted(p.name for p in (tmp / "report").iterdir()) == ["mine.txt"]
+
+
+ONE_SPLIT = CONFIG.replace("repeats = 2", "repeats = 1")
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_folder_holding_other_files_is_refused_before_any_work(setup):
+    """output = "." beside the user's own results.md and experiment.toml: refused, nothing
+    changed; --force writes the report there and leaves the user's other files alone."""
+    tmp, cfg = setup
+    cfg.write_text(ONE_SPLIT)
+    mine = tmp / "mine"
+    mine.mkdir()
+    (mine / "results.md").write_text("my own notes\n")
+    (mine / "experiment.toml").write_text("# another tool's file\n")
+    (mine / "notes.txt").write_text("keep me\n")
+    before = _snapshot(mine)
+    with pytest.raises(InputError, match="holds files mrec-warp did not write") as info:
+        mw.experiment(cfg, mine)
+    assert "--force" in str(info.value) and "experiment.toml" in str(info.value)
+    assert _snapshot(mine) == before
+    res = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(mine), "-q"])
+    assert res.exit_code == 2 and "did not write" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert _snapshot(mine) == before
+    res = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(mine), "-q", "--force"])
+    assert res.exit_code == 0, res.stderr
+    assert (mine / "notes.txt").read_text() == "keep me\n"
+    assert (mine / "experiment.toml").read_bytes() == cfg.read_bytes()
+    mw.experiment(cfg, mine)  # now the folder is this experiment's: a rerun needs no --force
+
+
+def test_another_experiments_report_is_refused_and_force_replaces_it_whole(setup):
+    tmp, cfg = setup
+    cfg.write_text(ONE_SPLIT)
+    out = tmp / "out"
+    mw.experiment(cfg, out)
+    first = _snapshot(out)
+    assert (out / "random" / "report.md").is_file()
+    record = json.loads((out / ".mrec-warp-report.json").read_text())
+    assert "random/report.md" in record["files"] and "results.md" in record["files"]
+    other = ONE_SPLIT.replace("[splits.random]", "[splits.holdout]")
+    cfg.write_text(other)
+    with pytest.raises(InputError, match="report of another experiment") as info:
+        mw.experiment(cfg, out)
+    assert "--force" in str(info.value)
+    assert _snapshot(out) == first
+    cfg.write_text("# the same experiment, other comments\n" + ONE_SPLIT)
+    mw.experiment(cfg, out)  # comments do not make another experiment
+    cfg.write_text(other)
+    mw.experiment(cfg, out, force=True)
+    assert not (out / "random").exists(), "the first experiment's split-set reports are gone"
+    assert (out / "holdout" / "report.md").is_file()
+    assert "holdout" in (out / "results.md").read_text() and "random" not in (out / "results.csv").read_text()
+    record = json.loads((out / ".mrec-warp-report.json").read_text())
+    assert "holdout/report.md" in record["files"] and "random/report.md" not in record["files"]
 
 
 def test_runs_csv_and_results_show_each_runs_epochs(setup):

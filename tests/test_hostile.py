@@ -303,3 +303,106 @@ def test_inputs_that_are_not_text_files_of_short_lines(case, inputs, tmp_path):
     proc = run_cli(*args)
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, fragment)
     assert _files(tmp_path) == {Path(name) for name in NOT_TEXT}, "nothing may be left behind"
+
+
+# -- a model path that is no regular file: every command's model read checks it first ---------------------
+MODEL_READERS = [
+    ("recommend", "recommend {model} -o {out}/recs.tsv"),
+    ("similar", "similar {model} --items i1 -o {out}/similar.tsv"),
+    ("explain", "explain {model} --user u1 -o {out}/explain.tsv"),
+    ("index", "index {model}"),
+    ("factors-export", "factors --export {model} {out}/exported"),
+]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("case", MODEL_READERS, ids=[c[0] for c in MODEL_READERS])
+def test_a_model_path_that_is_no_regular_file_is_refused_before_it_is_opened(case, kind, tmp_path):
+    """A FIFO blocks an open() for as long as nobody writes to it, /dev/zero never ends: each
+    is refused in one line naming what it is, before any byte is read (bounded by the
+    subprocess timeout, the test cannot hang)."""
+    model = tmp_path / "model.npz"
+    if kind == "fifo":
+        os.mkfifo(model)
+    else:
+        model.symlink_to("/dev/zero")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli(*case[1].replace("{model}", str(model)).replace("{out}", str(out)).split())
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr,
+                          "is a pipe" if kind == "fifo" else "character device")
+    assert "model file" in proc.stderr and _files(out) == set()
+
+
+# -- "-o -": standard output, never a file named "-" ----------------------------------------------------
+def _run_in(folder: Path, *args, stdout=subprocess.PIPE):
+    env = {k: v for k, v in os.environ.items() if k != "MREC_WARP_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "mrec_warp", *map(str, args)], cwd=folder, stdout=stdout,
+                          stderr=subprocess.PIPE, env=env, timeout=300)
+
+
+def test_dash_output_is_standard_output(inputs, tmp_path):
+    """Text, Parquet, a model file and JSON all reach a pipe whole; what the command says
+    (wrote ..., its table) goes to standard error then, and no file named '-' appears."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    recs = _run_in(tmp_path, "recommend", inputs / "model.npz", "-o", "-", "-k", "2")
+    assert recs.returncode == 0, recs.stderr
+    rows = recs.stdout.decode().splitlines()
+    assert len(rows) == 600 and all(len(r.split("\t")) == 4 for r in rows)  # 300 users x 2: nothing else
+    assert b"wrote" in recs.stderr
+    parquet = _run_in(tmp_path, "recommend", inputs / "model.npz", "-o", "-", "-k", "2", "--format", "parquet")
+    assert parquet.returncode == 0, parquet.stderr
+    import io
+
+    assert pq.read_table(io.BytesIO(parquet.stdout)).num_rows == 600
+    model = _run_in(tmp_path, "train", inputs / "ratings.tsv", "-o", "-", "--epochs", "1", "--factors", "4")
+    assert model.returncode == 0, model.stderr
+    (tmp_path / "piped.npz").write_bytes(model.stdout)
+    from mrec_warp.models import load
+
+    assert load(tmp_path / "piped.npz").n_users == 300
+    split = tmp_path / "split"
+    assert _run_in(tmp_path, "prepare", inputs / "ratings.tsv", "-o", split, "-q").returncode == 0
+    (tmp_path / "recs.tsv").write_bytes(recs.stdout)
+    report = _run_in(tmp_path, "evaluate", "--train", split / "train.tsv", "--test", split / "test.tsv",
+                     "--recs", tmp_path / "recs.tsv", "--json", "-", "-k", "2")
+    assert report.returncode == 0, report.stderr
+    import json
+
+    assert "runs" in json.loads(report.stdout)  # the table went to standard error
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ("prepare {in}/ratings.tsv -o -", "standard output cannot hold a folder"),
+    ("synth -o -", "standard output cannot hold a folder"),
+    ("factors --export {in}/model.npz -", "standard output cannot hold a folder"),
+    ("train {in}/ratings.tsv -o {out}/m.npz --epochs 1 --workdir -", "standard output cannot hold a folder"),
+    ("train {in}/ratings.tsv -o - --epochs 1 --ann", "--ann writes the index beside the model file"),
+])
+def test_dash_is_refused_where_standard_output_makes_no_sense(inputs, tmp_path, args, message):
+    if "--ann" in args:
+        pytest.importorskip("faiss")
+    proc = _run_in(tmp_path, *args.replace("{in}", str(inputs)).replace("{out}", str(tmp_path)).split())
+    assert_one_line_error(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), message)
+    assert proc.stdout == b"" and not Path("/dev/stdout.ann").exists()
+    assert not (tmp_path / "-").exists() and _files(tmp_path) == set()
+
+
+def test_disk_full_names_the_file_and_the_option_that_wrote_it(inputs, small_mount, tmp_path):
+    """index writes MODEL.ann beside the model (it has no -o); tune --workdir fills its work
+    folder, not its -o file: each message names the file that failed and only an option the
+    command has."""
+    beside = small_mount("beside", f"size={(inputs / 'model.npz').stat().st_size // 1024 + 8}k")
+    model = beside / "model.npz"
+    model.write_bytes((inputs / "model.npz").read_bytes())
+    proc = run_cli("index", model)
+    if "faiss" in proc.stderr:
+        pytest.skip("needs faiss")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, f"cannot write {model}.ann: No space left")
+    assert " -o" not in proc.stderr and "--output" not in proc.stderr and "standard output" not in proc.stderr
+    work = small_mount("work", "size=16k")
+    proc = run_cli("tune", inputs / "ratings.tsv", "--random", "1", "--models", "warp", "--max-epochs", "2",
+                   "--workdir", work / "wd", "-o", tmp_path / "best.json", "-q")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, f"cannot write {work / 'wd'}")
+    assert "with --workdir" in proc.stderr and "best.json" not in proc.stderr

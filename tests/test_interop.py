@@ -376,3 +376,24 @@ def test_convert_honours_empty_ids_drop_and_names_the_files_own_column(tmp_path)
     result = ok("convert", tmp_path / "e.parquet", tmp_path / "p.mtx", "--columns", "customer,product,qty",
                 "--empty-ids", "drop")
     assert "1 row with an empty id dropped" in result.output and (tmp_path / "p.users.txt").read_text() == "a\nb\n"
+
+
+def test_export_never_overwrites_an_earlier_export_unless_forced(warp_model, tmp_path):
+    """A second export into a folder of factors is refused, files untouched; --force replaces
+    the earlier export whole (an item_bias the new model has not is removed, not left to mix)."""
+    out = tmp_path / "ex"
+    ok("factors", "--export", warp_model / "warp.npz", out, "-q")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "item_bias.npy" in before
+    wrmf = tmp_path / "wrmf.npz"
+    ok("train", warp_model / "train.tsv", "-o", wrmf, "--model", "wrmf", "--factors", "4", "--epochs", "2", "-q")
+    assert_one_line_error(run("factors", "--export", wrmf, out), "already holds factors.npz", "--force")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    (tmp_path / "lone").mkdir()
+    (tmp_path / "lone" / "user_ids.txt").write_text("mine\n")  # one file of an export's names is enough
+    assert_one_line_error(run("factors", "--export", wrmf, tmp_path / "lone"), "already holds user_ids.txt")
+    assert (tmp_path / "lone" / "user_ids.txt").read_text() == "mine\n"
+    ok("factors", "--export", wrmf, out, "--force", "-q")
+    names = {p.name for p in out.iterdir()}
+    assert "factors.npz" in names and not {"item_bias.npy", "item_bias.tsv"} & names
+    assert np.load(out / "factors.npz")["user_factors"].shape[1] == 4

@@ -51,12 +51,16 @@ def _fit(cls=WARP, seed: int = 0, **params):
 
 
 class Server:
-    def __init__(self, model_path: Path, *args: str) -> None:
+    def __init__(self, model_path: Path, *args: str, tmpdir: Path = None) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(model_path.parent / f"server-{self.port}.log", "w+")
+        # the server's private copies in a folder of the test's own, not the machine's temporary folder
+        self.tmpdir = tmpdir or model_path.parent / f"tmp-{self.port}"
+        self.tmpdir.mkdir(exist_ok=True)
         self.proc = subprocess.Popen([sys.executable, "-m", "mrec_warp", "serve", str(model_path), "--port",
-                                      str(self.port), *args], stdout=self.log, stderr=subprocess.STDOUT)
+                                      str(self.port), *args], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "TMPDIR": str(self.tmpdir)})
         deadline = time.monotonic() + 120  # a start-up bound, not a timing assertion
         while True:
             try:
@@ -183,6 +187,18 @@ def test_anonymous_history_is_folded_in(served):
     assert [item for item, _ in _listed(answer)] == folded.item_ids[expected].tolist()
     status, filtered = server.post("/recommend", {"items": history[:3], "k": 6, "exclude": ["i7"]})
     assert status == 200 and "i7" not in [item for item, _ in _listed(filtered)]
+
+
+def test_an_empty_allow_list_allows_nothing(served):
+    """"include": [] is a client's empty in-stock list: nothing is allowed, the list is empty
+    (not the whole catalogue, as if no allow-list were given)."""
+    server, _, _ = served
+    status, answer = server.post("/recommend", {"items": ["item 0", "i+2"], "k": 6, "include": []})
+    assert status == 200 and answer["items"] == [], answer
+    status, answer = server.post("/recommend", {"items": ["item 0", "i+2"], "k": 6, "include": ["i7"]})
+    assert status == 200 and [item for item, _ in _listed(answer)] == ["i7"]
+    status, answer = server.post("/recommend", {"items": ["item 0"], "k": 6, "include": [], "exclude": ["i7"]})
+    assert status == 200 and answer["items"] == []
 
 
 def test_similar_items(served):
@@ -378,7 +394,7 @@ def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
     _fit(seed=5).save(second)
     live = tmp_path / "live.npz"
     shutil.copyfile(first, live)
-    server = Server(live, "--workers", "2")
+    server = Server(live, "--workers", "2", "--expose-path")
     try:
         sha_first = server.get("/health")[1]["sha256"]
         garbage = tmp_path / "garbage.npz"
@@ -391,7 +407,7 @@ def test_workers_keep_serving_through_sighup_with_a_bad_file(tmp_path):
             time.sleep(0.2)
         # every worker shows the supervisor's failed reload (the workers never loaded the junk)
         errors = {(d["pid"], d["reload_error"]) for d in (server.get("/model")[1] for _ in range(10))}
-        assert all(error is not None and "live.npz" in error and "SIGHUP" in error for _, error in errors)
+        assert all(error is not None and "live.npz" in error and "SIGHUP" in error for _, error in errors), errors
         _replace(live, second)
         server.proc.send_signal(signal.SIGHUP)
         sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
@@ -407,7 +423,7 @@ def test_a_worker_started_on_a_bad_file_serves_the_last_good_model(tmp_path):
     live, garbage = tmp_path / "live.npz", tmp_path / "garbage.npz"
     _fit(seed=0).save(live)
     garbage.write_bytes(b"junk")
-    server = Server(live, "--workers", "2")
+    server = Server(live, "--workers", "2", "--expose-path")
     try:
         sha = server.get("/health")[1]["sha256"]
         first = server.get("/model")[1]["pid"]
@@ -469,7 +485,7 @@ def test_keep_alive_clients_are_not_dropped_by_a_worker_swap(tmp_path):
 
     path = tmp_path / "model.npz"
     _fit(seed=0).save(path)
-    server = Server(path, "--workers", "2")
+    server = Server(path, "--workers", "2", "--expose-path")
     errors, closes, answers = [], [], []
     stop = threading.Event()
 
@@ -504,3 +520,292 @@ def test_keep_alive_clients_are_not_dropped_by_a_worker_swap(tmp_path):
     assert errors == [] and set(answers) == {200}
     assert closes, "no answer of a stopping worker said 'Connection: close'"
     assert "Error" not in log and "Traceback" not in log and log.count("stopping (SIGTERM)") >= 2
+
+
+def _swap_link(path: Path, target) -> None:
+    """Make ``path`` a symbolic link to ``target``, atomically (a reload sees the old or the new)."""
+    tmp = path.with_name(path.name + ".link")
+    tmp.symlink_to(target)
+    os.replace(tmp, path)
+
+
+def test_a_fifo_or_device_at_the_model_path_never_hangs_the_server(tmp_path):
+    """serve refuses a FIFO or /dev/zero at start in one line; a reload (the watcher and
+    SIGHUP) onto either names the reason and keeps serving, a good model after them still
+    loads, and SIGTERM still ends the server."""
+    good, second = tmp_path / "good.npz", tmp_path / "second.npz"
+    _fit(seed=0).save(good)
+    _fit(seed=4).save(second)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for bad, reason in ((fifo, "is a pipe"), (Path("/dev/zero"), "character device")):
+        start = tmp_path / "start.npz"
+        _swap_link(start, bad)
+        run = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(start), "--port", str(_free_port())],
+                             capture_output=True, text=True, timeout=60)
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode == 2 and len(lines) == 1 and reason in lines[0], run.stderr
+    live = tmp_path / "live.npz"
+    shutil.copyfile(good, live)
+    server = Server(live, "--reload")
+    try:
+        sha = server.get("/health")[1]["sha256"]
+        for bad, reason in ((Path("/dev/zero"), "character device"), (fifo, "is a pipe")):
+            _swap_link(live, bad)
+            server.proc.send_signal(signal.SIGHUP)
+            server.wait_for(lambda reason=reason: reason in (server.get("/model")[1]["reload_error"] or ""), f"refused: {reason}")
+            assert server.get("/health")[1]["sha256"] == sha
+            assert server.get("/recommend", user="u 1", k=3)[0] == 200
+        _swap_link(live, second)
+        sha_second = hashlib.sha256(second.read_bytes()).hexdigest()
+        server.wait_for(lambda: server.get("/health")[1]["sha256"] == sha_second, "the good model after them")
+        assert server.get("/model")[1]["reload_error"] is None
+        started = time.monotonic()
+        log = server.stop()
+        assert server.proc.returncode == 0 and time.monotonic() - started < 20, log
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
+    assert "Traceback" not in log
+
+
+# -- bounds on what clients can hold: connections, headers, histories --------------------------------------
+def _half_open(port: int, n: int) -> list:
+    """``n`` connections that start a request and never finish its headers (slowloris)."""
+    held = []
+    for _ in range(n):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        held.append(sock)
+    return held
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (EOF, possibly after its 408 answer)."""
+    sock.settimeout(0.05)
+    try:
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                return True
+    except socket.timeout:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_slowloris_connections_are_bounded_and_timed_out(tmp_path):
+    """300 half-open connections against a limit of 20: /health keeps answering at once (the
+    longest-waiting half-open connection makes room), every held connection is closed by the
+    header timeout, and the log stays a few lines."""
+    path = tmp_path / "model.npz"
+    _fit(seed=0).save(path)
+    server = Server(path, "--max-connections", "20", "--header-timeout", "2")
+    held = []
+    try:
+        held = _half_open(server.port, 300)
+        for _ in range(5):
+            started = time.monotonic()
+            assert server.get("/health")[0] == 200
+            assert time.monotonic() - started < 5
+        described = server.get("/model")[1]
+        assert described["connections"]["max"] == 20 and described["connections"]["evicted"] >= 250
+        deadline = time.monotonic() + 30  # the header timeout (2 s) closes what eviction left open
+        open_ones = held
+        while open_ones and time.monotonic() < deadline:
+            open_ones = [sock for sock in open_ones if not _closed_by_server(sock)]
+            time.sleep(0.2)
+        assert not open_ones, f"{len(open_ones)} half-open connections still open"
+        late = _half_open(server.port, 1)[0]
+        late.settimeout(10)
+        answer = late.recv(4096)  # the header timeout answers a client that began a request
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not come within 2 s" in answer
+        held.append(late)
+        assert server.get("/health")[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+        log = server.stop()
+    assert "Traceback" not in log and len(log) < 20_000, log[-2000:]
+
+
+def test_failed_accepts_are_logged_once_then_summed_up(caplog):
+    """EMFILE at accept() used to log a traceback per attempt (274 MB in 35 s): one line,
+    then at most one line per interval with the count in between."""
+    import asyncio
+    import errno as errno_
+
+    from mrec_warp.serving.connections import _AcceptErrors
+
+    loop = asyncio.new_event_loop()
+    try:
+        handler = _AcceptErrors(loop, every=3600)
+        error = OSError(errno_.EMFILE, os.strerror(errno_.EMFILE))
+        with caplog.at_level("ERROR", logger="mrec_warp.serve"):
+            for _ in range(10_000):
+                handler(loop, {"message": "socket.accept() out of system resource", "exception": error})
+        lines = [r for r in caplog.records if r.name == "mrec_warp.serve"]
+        assert len(lines) == 1 and "Too many open files" in lines[0].getMessage()
+        assert lines[0].exc_info is None and "--max-connections" in lines[0].getMessage()
+        handler.last -= 7200  # an interval later: one line with the count
+        with caplog.at_level("ERROR", logger="mrec_warp.serve"):
+            handler(loop, {"message": "socket.accept() out of system resource", "exception": error})
+        assert "9999 more since the last line" in caplog.records[-1].getMessage()
+    finally:
+        loop.close()
+
+
+def test_posted_histories_fold_in_off_the_loop_a_few_at_once_and_are_capped(tmp_path):
+    """Six slow fold-ins at once: /health answers meanwhile, at most --foldin-threads run at
+    a time, each answer is the fold-in's; a history over --max-history is a 413."""
+    import asyncio
+    import threading
+
+    from starlette.requests import Request
+
+    from mrec_warp.serving.app import Service
+    from mrec_warp.serving.holder import ModelHolder
+    from mrec_warp.serving.requests import BadRequest
+
+    path = tmp_path / "model.npz"
+    _fit(seed=0).save(path)
+    holder = ModelHolder(str(path))
+    model = holder.current.model
+    real, lock, running, peak = model.recommend_history, threading.Lock(), [0], [0]
+
+    def slow(*args, **kwargs):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            time.sleep(0.3)
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    model.recommend_history = slow
+
+    def request(body: bytes) -> Request:
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+        return Request({"type": "http", "method": "POST", "path": "/recommend", "query_string": b"",
+                        "headers": [(b"content-length", str(len(body)).encode())]}, receive)
+
+    async def scenario():
+        service = Service(holder, max_history=5, foldin_threads=2)
+        body = json.dumps({"items": ["item 0", "i+2", "i7"], "k": 4}).encode()
+        posts = [asyncio.ensure_future(service.recommend_post(request(body))) for _ in range(6)]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        health = await service.health(request(b""))
+        waited = time.monotonic() - started
+        answers = await asyncio.gather(*posts)
+        with pytest.raises(BadRequest) as info:
+            await service.recommend_post(request(json.dumps({"items": [f"i{n}" for n in range(6)]}).encode()))
+        service.foldins.shutdown()
+        return health, waited, answers, info.value
+
+    try:
+        health, waited, answers, refused = asyncio.run(scenario())
+    finally:
+        holder.stop()
+    assert health.status_code == 200 and waited < 0.2  # six fold-ins of 0.3 s were under way
+    assert peak[0] == 2
+    expected = [model.item_ids[i] for i in real(model.item_indices(["item 0", "i+2", "i7"]), k=4)[0]]
+    assert all([e["item"] for e in json.loads(a.body)["items"]] == expected for a in answers)
+    assert refused.status == 413 and "--max-history" in refused.message and "6 items" in refused.message
+
+
+def test_model_description_shows_no_path_or_pid_unless_asked(served, tmp_path):
+    server, _, path = served
+    described = server.get("/model")[1]
+    assert described["file"] == "model.npz" and "pid" not in described
+    assert str(path.parent) not in json.dumps(described)
+    exposed = tmp_path / "exposed.npz"
+    _fit(seed=0).save(exposed)
+    other = Server(exposed, "--expose-path")
+    try:
+        described = other.get("/model")[1]
+        assert described["file"] == str(exposed.resolve()) and described["pid"] == other.proc.pid
+    finally:
+        other.stop()
+
+
+def test_workers_show_the_newest_reload_error(tmp_path):
+    """With --workers 2 --reload, each worker's own failed reload of a bad file is older than
+    the supervisor's SIGHUP reload after it: /model shows the SIGHUP one, not the stale one,
+    and no folder of the model path."""
+    live, good = tmp_path / "live.npz", tmp_path / "good.npz"
+    _fit(seed=0).save(good)
+    shutil.copyfile(good, live)
+    server = Server(live, "--workers", "2", "--reload")
+    try:
+        junk = tmp_path / "junk.npz"
+        junk.write_bytes(b"junk")
+        _replace(live, junk)
+        server.wait_for(lambda: all("file changed" in (server.get("/model")[1]["reload_error"] or "")
+                                    for _ in range(6)), "each worker's own failed reload", seconds=120)
+        time.sleep(1.1)  # the SIGHUP reload's time is later, also at a second's resolution
+        server.proc.send_signal(signal.SIGHUP)
+        server.wait_for(lambda: all("SIGHUP" in (server.get("/model")[1]["reload_error"] or "")
+                                    for _ in range(6)), "the supervisor's newer failure on every worker")
+        error = server.get("/model")[1]["reload_error"]
+        assert "live.npz" in error and str(tmp_path) not in error
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
+
+
+def test_private_copies_leave_nothing_on_a_full_disk(tmp_path):
+    """The private copy of the model cannot be written (a small filesystem as the temporary
+    folder): no partial .tmp is left holding the free space, and the server serves from memory."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small filesystem here")
+    try:
+        path = tmp_path / "model.npz"
+        _fit(seed=0).save(path)
+        assert path.stat().st_size > 4096
+        server = Server(path, tmpdir=small)
+        try:
+            assert server.get("/recommend", user="u 1", k=3)[0] == 200
+            assert server.get("/model")[1]["memory_mapped"] == {}
+            leftovers = [p.name for p in small.rglob("*") if p.is_file()]
+            assert not [n for n in leftovers if n.endswith(".tmp") or n.endswith(".npz")], leftovers
+        finally:
+            log = server.stop()
+        assert "Traceback" not in log
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def test_stale_private_copies_are_swept_by_name_and_pid(tmp_path, monkeypatch):
+    """What killed servers left (a .tmp, a lease, a copy no live process holds, its aligned
+    arrays) goes at the next copy; a copy a live process holds stays."""
+    import tempfile
+
+    from mrec_warp.files import host_name
+    from mrec_warp.serving import mapped
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = Path(mapped._folder())
+    folder.mkdir(mode=0o700)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale, held = "a" * 64 + ".npz", "b" * 64 + ".npz"
+    names = {stale: b"x", f"{stale}.item_factors.npy": b"x", f"{stale}.{dead.pid}.tmp": b"x" * 1000,
+             f"{stale}.held-by-{dead.pid}@{host_name()}": b"", held: b"y",
+             f"{held}.held-by-{os.getpid()}@{host_name()}": b"", f"{held}.user_factors.npy.{dead.pid}.tmp": b"x",
+             "notes.txt": b"not ours"}
+    for name, data in names.items():
+        (folder / name).write_bytes(data)
+    copy = mapped.private_copy(b"model bytes", "c" * 64)
+    assert copy is not None and Path(copy).read_bytes() == b"model bytes"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [held, f"{held}.held-by-{os.getpid()}@{host_name()}", "notes.txt", Path(copy).name,
+         f"{Path(copy).name}.held-by-{os.getpid()}@{host_name()}"])
+    mapped.remove_copy(copy)  # released, and no other process holds it: gone
+    assert not Path(copy).exists() and not list(folder.glob(f"{Path(copy).name}.held-by-*"))

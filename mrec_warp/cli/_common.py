@@ -21,7 +21,8 @@ from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
 from ..jobs import settle_stopped_jobs
 from ..errors import InputError, ParameterError, printable
-from ..files import file_identity, forget_outputs, remove_made_folders, take_discarded, take_finished
+from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, output_path, remove_made_folders, \
+    take_discarded, take_finished
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..tables import neutralised_note, write_table as write_table_file
@@ -121,15 +122,53 @@ def check_log_file(ctx: Optional[click.Context]) -> None:
                          hint="give --log-file another path")
 
 
+#: Parameters naming a folder the command writes into, besides the folder outputs of
+#: :data:`_OUTPUT_PARAMS`.
+_OUTPUT_FOLDERS = ("workdir", "dest")
+
+
+def resolve_standard_output(ctx: Optional[click.Context], kwargs: dict) -> None:
+    """``-`` as an output means standard output: a file output becomes ``/dev/stdout`` (in
+    ``kwargs`` and ``ctx.params``), a folder output is refused in one line (standard output
+    holds no folder). Never a file or folder named ``-``."""
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = kwargs.get(param.name)
+        if not isinstance(param.type, click.Path) or not value:
+            continue
+        flag = max(param.opts, key=len)
+        if param.nargs == 2 and isinstance(value, (tuple, list)) and str(value[1]) == STDOUT_NAME:
+            raise InputError(f"{flag} {value[0]} -: standard output cannot hold a folder", hint="give a folder path")
+        if str(value) != STDOUT_NAME or not (param.name in _OUTPUT_PARAMS or param.name in _OUTPUT_FOLDERS):
+            continue
+        if not param.type.file_okay:
+            raise InputError(f"{flag} -: standard output cannot hold a folder", hint="give a folder path")
+        kwargs[param.name] = ctx.params[param.name] = output_path(value)
+
+
+def stdout_is_an_output(ctx: Optional[click.Context] = None) -> bool:
+    """Whether the command writes one of its outputs to standard output (``-o -``,
+    ``--json /dev/stdout``): then only that output may go there."""
+    ctx = ctx or click.get_current_context(silent=True)
+    return any(descriptor_of(path) == 1 for path in _param_paths(ctx, output=True))
+
+
+def echo_result(text: str, nl: bool = True) -> None:
+    """The command's own result (a table), on standard output, or on standard error when an
+    output goes to standard output (it would be mixed into it)."""
+    click.echo(text, nl=nl, err=stdout_is_an_output())
+
+
 def say(text: str, err: bool = False, quiet: bool = False) -> None:
     """A result line of the command (``wrote model.npz: ...``): ``click.echo`` unless ``quiet``,
     and in the global ``--log-file`` whatever ``quiet`` says (the log holds what a run made).
     Each line made printable (:func:`~mrec_warp.errors.printable`), the line breaks of ``text``
-    kept."""
+    kept. On standard error when an output goes to standard output."""
     text = "\n".join(printable(line) for line in text.split("\n"))
     to_log_file(text)
     if not quiet:
-        click.echo(text, err=err)
+        click.echo(text, err=err or stdout_is_an_output())
 
 
 def _named(paths: List[str], fallback: str) -> str:
@@ -195,14 +234,33 @@ def describe_memory_error(ctx: Optional[click.Context]) -> str:
             "(free memory, or split the input)")
 
 
+def _writing_option(exc: OSError, ctx: Optional[click.Context]) -> Optional[str]:
+    """The option (its longest flag) whose file or folder ``exc`` happened in: ``--workdir``
+    for a part file of the work folder, ``--output`` for the output or its temporary twin;
+    ``None`` for a file no option names (``index`` writes MODEL.ann beside the model)."""
+    if ctx is None or exc.filename is None:
+        return None
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name not in _OUTPUT_PARAMS + _OUTPUT_FOLDERS or not isinstance(value, (str, os.PathLike)):
+            continue
+        if _owning_output(exc, [str(value)]) is not None:
+            return max(param.opts, key=len)
+    return None
+
+
 def _describe_os_error(exc: OSError, ctx: Optional[click.Context]) -> str:
     outputs = _param_paths(ctx, output=True)
     output = _owning_output(exc, outputs)
     # a temporary name beside an output means nothing to the user: name the output itself
     where = output or (str(exc.filename) if exc.filename is not None else _named(outputs, "standard output"))
+    if descriptor_of(where) == 1:
+        where = "standard output"
     reason = exc.strerror or os.strerror(exc.errno)
     if exc.errno in _NO_SPACE:
-        return f"cannot write {where}: {reason} (free some space, or write elsewhere with -o)"
+        option = _writing_option(exc, ctx)
+        elsewhere = f", or write elsewhere with {option}" if option else ""
+        return f"cannot write {where}: {reason} (free some space{elsewhere})"
     if exc.errno in _NOT_WRITABLE and (output or exc.filename is None):
         return (f"cannot write {where}: {reason} "
                 "(choose a folder you can write to with -o, or change its permissions)")
@@ -300,6 +358,7 @@ def friendly_errors(func: Callable) -> Callable:
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
+            resolve_standard_output(click.get_current_context(silent=True), kwargs)
             check_standard_output(click.get_current_context(silent=True))
             check_log_file(click.get_current_context(silent=True))
             check_outputs_outside_workdir(click.get_current_context(silent=True))

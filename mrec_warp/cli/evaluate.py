@@ -22,7 +22,7 @@ from ..stages.evaluate import SPLIT_PLACEHOLDER, default_names, resolve_split, e
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, parse_int_list, quiet_option, say
+from ._common import echo_result, friendly_errors, make_progress, parse_int_list, quiet_option, say
 
 
 #: What ``--table`` prints on standard output.
@@ -185,7 +185,7 @@ def evaluate(train, test, recs, names, ks, splits, report_path, json_path, per_u
                             notes=written_notes)
     data = study.to_dict()
     # the command's result: shown even with --quiet
-    click.echo(format_long(data) if table == "long" else format_table(data, notes=False, width=_width()), nl=False)
+    echo_result(format_long(data) if table == "long" else format_table(data, notes=False, width=_width()), nl=False)
     if not quiet:  # what happened on the way is a log: standard error, so a pipe gets the table alone
         for note in study_notes(data) + written_notes:
             click.echo(f"note: {printable(note)}", err=True)

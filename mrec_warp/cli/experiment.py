@@ -29,7 +29,8 @@ are kept in the work folder (OUTPUT/work): rerunning an interrupted experiment s
 The report folder holds results.md / results.csv (mean ± interval per model and metric,
 paired differences to the baseline with corrected p-values), each split set's evaluate
 reports, accuracy-vs-novelty.png (with matplotlib), the config and reproduce.json.
-The same file gives byte-identical tables.
+The same file gives byte-identical tables. The folder records whose report it holds: a
+folder with other files or another experiment's report is refused (--force replaces it).
 """)
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False),
@@ -38,9 +39,12 @@ The same file gives byte-identical tables.
               help="Runs at once, each on one thread (-1: every core; with dask and no --scheduler: local workers).")
 @parallel_options(workdir_help="Folder of the finished runs [OUTPUT/work]; a rerun skips them.")
 @click.option("--keep-work", is_flag=True, help="Keep the work folder (splits, recommendations) after the report.")
+@click.option("--force", is_flag=True,
+              help="Write into a folder that holds other files or another experiment's report: that report is "
+                   "replaced whole (without it such a folder is refused).")
 @quiet_option
 @friendly_errors
-def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, quiet, verbose):
+def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, force, quiet, verbose):
     """Run every model of CONFIG on every split and write one report folder.
 
     The headline table goes to standard output, also with --quiet; one log line per
@@ -48,7 +52,7 @@ def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, q
     """
     progress = make_progress(quiet, verbose)
     context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, keep_parts=keep_work)
-    result = run_experiment(config, output, context=context, progress=progress)
+    result = run_experiment(config, output, context=context, progress=progress, force=force)
     click.echo((result.output / "results.md").read_text(), nl=False)
     for note in result.notes:
         say(f"note: {note}", err=True, quiet=quiet)

@@ -44,22 +44,26 @@ given --train.
               help="Ridge penalty of fold-in (recommend --history), relative to the item factors' scale.")
 @click.option("--export", nargs=2, type=click.Path(), metavar="MODEL OUTDIR",
               help="Instead: write the factors of MODEL (warp, hybrid, wrmf or imported) into OUTDIR.")
+@click.option("--force", is_flag=True,
+              help="With --export: replace the files of an earlier export in OUTDIR (refused without it).")
 @quiet_option
 @friendly_errors
 def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, npz, train_file, fmt, sep, header,
-            columns, duplicates, negatives, min_value, empty_ids, regularization, export, quiet, verbose):
+            columns, duplicates, negatives, min_value, empty_ids, regularization, export, force, quiet, verbose):
     """Wrap user/item factors computed elsewhere as a model file that recommend, evaluate
     and similar use like their own (mrec's mrec_factors); or, with --export, write a model's
     factors and ids as .npz, .npy + id lists and text vectors."""
     if export:
         if output or user_factors or item_factors or npz or train_file:
             raise click.UsageError("--export takes only MODEL OUTDIR")
-        written = export_factors(export[0], export[1])
+        written = export_factors(export[0], export[1], force=force)
         say(f"wrote {len(written)} files into {export[1]}: " + ", ".join(p.split("/")[-1] for p in written),
             quiet=quiet)
         return
     if not output:
         raise click.UsageError("give -o MODEL (or --export MODEL OUTDIR)")
+    if force:
+        raise click.UsageError("--force goes with --export (a model file -o is replaced as every output is)")
     reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
     s = import_factors(output, user_factors=user_factors, item_factors=item_factors, item_bias=item_bias,
                        user_ids=user_ids, item_ids=item_ids, npz=npz, train=train_file, reader=reader,

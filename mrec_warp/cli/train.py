@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from ..context import ExecutionContext
+from ..errors import InputError
+from ..files import descriptor_of, is_stream
 from ..models.ann import check_indexable
 from ..models.families import model_classes
 from ..seeds import DEFAULT_SEED
@@ -79,6 +81,9 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
     """
     if ann_index:  # refused before training, not after it
         check_indexable(model_name)
+        if descriptor_of(output) is not None or is_stream(output):
+            raise InputError("--ann writes the index beside the model file (OUTPUT.ann): give -o a file, not "
+                             "standard output or a stream", hint="drop --ann, or write the model to a file")
     progress = make_progress(quiet, verbose)
     features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}

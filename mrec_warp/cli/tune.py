@@ -14,7 +14,7 @@ from ..stages import candidates as search
 from ..stages.budget import parse_duration
 from ..stages.tune import tune as tune_stage
 from ..files import check_outputs
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
+from ._common import echo_result, friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._flags import as_flags
 from ._parallel import N_JOBS, parallel_options
 
@@ -140,8 +140,8 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
     if table_file:
         with atomic_write(table_file) as fh:
             result.table.to_csv(fh, sep="\t", index=False, lineterminator="\n")
-    click.echo(result.format_table(), nl=False)  # the command's result: shown even with --quiet
-    click.echo(result.summary())
+    echo_result(result.format_table(), nl=False)  # the command's result: shown even with --quiet
+    echo_result(result.summary())
     if output:
         say(f"wrote {output}: best {result.metric} {result.best_json()['score']:.4f}", err=True, quiet=quiet)
 

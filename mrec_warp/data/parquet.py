@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Sequence
 
 from ..errors import InputError
+from ..memory import available_bytes, format_bytes
 from .arrow import pyarrow
 
 #: The first (and last) four bytes of every Parquet file.
@@ -22,6 +23,38 @@ MAGIC = b"PAR1"
 
 #: File name endings taken for Parquet when the format is guessed.
 SUFFIXES = (".parquet", ".pq")
+
+#: Most rows per byte of file a footer may declare. Interactions are distinct (user, item)
+#: pairs, so even dictionary and run-length encoding need a few bits a row; a file claiming
+#: more (300M rows in 1.7 MB: 176 a byte) is a decompression bomb or a lying footer.
+MAX_ROWS_PER_BYTE = 64
+#: Bytes a row of a chosen column takes at least once read: an Arrow string offset and the
+#: object pointer of its text (ids), or a 4-byte value and its float64 copy (numbers).
+MIN_ROW_BYTES = 12
+
+
+def check_footer(parquet, path: Path, wanted: Sequence[int]) -> None:
+    """Refuse, before any column is read, a file whose footer declares more rows than it can
+    hold (:data:`MAX_ROWS_PER_BYTE`), row groups that do not add up to its row count, or
+    columns whose reading needs more memory than is available (a lower bound: the Arrow
+    columns and their conversion). Every refusal names the file."""
+    meta = parquet.metadata
+    rows = int(meta.num_rows)
+    size = max(1, Path(path).stat().st_size)
+    groups = [int(meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+    if rows < 0 or any(n < 0 for n in groups) or sum(groups) != rows:
+        raise InputError(f"the Parquet footer is inconsistent: {rows:,} rows, its row groups hold {sum(groups):,}",
+                         path=str(path), hint="the file is corrupt or crafted; re-create it")
+    if rows > MAX_ROWS_PER_BYTE * size:
+        raise InputError(f"the Parquet footer declares {rows:,} rows in a file of {size:,} bytes, more than "
+                         f"{MAX_ROWS_PER_BYTE} rows a byte, which distinct interactions cannot be",
+                         path=str(path), hint="the file is corrupt or crafted (a decompression bomb); re-create it")
+    need = float(rows) * len(wanted) * MIN_ROW_BYTES
+    limit = available_bytes()
+    if need > limit:
+        raise InputError(f"reading the {len(wanted)} chosen columns of {rows:,} rows needs at least "
+                         f"{format_bytes(need)} of memory, more than the {format_bytes(limit)} available",
+                         path=str(path), hint="split the file, or read it on a machine with more memory")
 
 
 def has_magic(path: Path) -> bool:
@@ -92,6 +125,7 @@ def read_columns(path: Path, choose: Callable[[List[str]], List[int]]) -> Parque
         names = [schema.names[i] for i in positions]
         chosen = choose(names)
         wanted = [positions[i] for i in chosen]
+        check_footer(parquet, path, wanted)  # before a byte of the columns is read
         if len(set(schema.names)) == len(schema.names):
             table = parquet.read(columns=[schema.names[i] for i in wanted])
             columns = [table.column(k) for k in range(len(wanted))]

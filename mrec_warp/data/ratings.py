@@ -578,7 +578,14 @@ def _read_parquet(path: Path, sep: Optional[str] = None, header: Optional[bool] 
     def refuse(kind: str, text, why: str, row: int, hint: str) -> None:
         raise InputError(f"{kind} {text!r} in data row {row + 1} {why}", path=str(path), hint=hint)
 
-    out = pd.DataFrame({role: id_texts(col) for role, col in zip(CANONICAL_COLUMNS[:2], cols)})
+    ids = {}
+    for role, col, pos in zip(CANONICAL_COLUMNS[:2], cols, used):
+        try:
+            ids[role] = id_texts(col)
+        except InputError as exc:  # the Arrow rule knows neither the file nor the column
+            raise InputError(f"{role} id column {pos} {names[pos]!r}: {exc.message}", path=str(path),
+                             hint=exc.hint) from None
+    out = pd.DataFrame(ids)
     empty = _check_parquet_ids(out, used, names, path, empty_ids)
     if len(used) > 2:
         values = number_values(cols[2])

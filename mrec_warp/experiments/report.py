@@ -10,26 +10,38 @@ Per split set ``NAME``, evaluate's own reports of the study (:mod:`mrec_warp.eva
 * ``accuracy-vs-novelty.png`` -- accuracy against novelty and coverage (needs matplotlib);
 * ``experiment.toml`` (the file's exact bytes) and ``reproduce.json`` (data and config
   digests, seeds, package versions, the command);
-* ``tuned.json`` -- with models that ``tune``: the parameters chosen on each split.
+* ``tuned.json`` -- with models that ``tune``: the parameters chosen on each split;
+* ``.mrec-warp-report.json`` -- whose report the folder holds (:func:`claim_folder`).
+
+A report folder is an experiment's own: a folder holding other files, or the report of
+another experiment (another configuration), is refused before any work unless ``force``
+is given, and then the whole earlier report is replaced (its files that the new report
+does not write are removed), so one folder never holds two experiments.
 
 All but the plot are text rendered from the study's plain structure, so the same file gives
 the same bytes. Run times are not in them: they are logged, and kept in ``timing.json``.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
 import io
 import json
+import os
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
 from ..evaluation.formatting import comparison_lines, headline_markdown
 from ..evaluation.report import write_reports
-from ..files import atomic_write, file_digest
+from ..errors import InputError
+from ..files import atomic_write, file_digest, is_temp_name
 from ..progress import plural
+from ..workdir import JOB_FILE
 
 #: Packages whose versions can change a number of the report.
 VERSIONED = ("numpy", "scipy", "pandas", "joblib", "threadpoolctl", "click", "matplotlib")
@@ -290,4 +302,124 @@ def write_timing(result) -> str:
     return str(path)
 
 
-__all__ = ["write_report", "report_files", "write_timing", "results_rows", "reproduce_info"]
+#: The report folder's record of whose report it holds: the experiment's digest
+#: (:func:`experiment_digest`) and the files its report wrote.
+OWNER_FILE = ".mrec-warp-report.json"
+
+
+def experiment_digest(cfg) -> str:
+    """SHA-256 of what the experiment is: every key of its file but ``output``, in a
+    canonical form (comments, spacing and key order do not change it)."""
+    meaning = {key: value for key, value in cfg.raw.items() if key != "output"}
+    return hashlib.sha256(json.dumps(meaning, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _read_owner(output: Path) -> Optional[Dict[str, Any]]:
+    try:
+        found = json.loads((output / OWNER_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("experiment_sha256"), str):
+        return {"experiment_sha256": "unreadable", "files": []}
+    return found
+
+
+def _write_owner(output: Path, digest: str, files: List[str]) -> None:
+    with atomic_write(output / OWNER_FILE) as fh:
+        json.dump({"experiment_sha256": digest, "files": sorted(set(files))}, fh, indent=1)
+        fh.write("\n")
+
+
+def _foreign(output: Path, work: str) -> List[str]:
+    """What ``output`` holds that no report of ours put there: not the record, not our
+    temporaries, not the work folder of a run of ours (it holds ``job.json``)."""
+    names = []
+    for name in sorted(os.listdir(output)):
+        if name == OWNER_FILE or is_temp_name(name):
+            continue
+        if name == work and (output / name / JOB_FILE).is_file():
+            continue  # a run interrupted before it wrote its record: its job says whose it is
+        names.append(name)
+    return names
+
+
+def claim_folder(output: Path, digest: str, force: bool = False, work: str = "work") -> Optional[Dict[str, Any]]:
+    """Make ``output`` the report folder of the experiment ``digest``, before any work.
+
+    A new or empty folder is claimed (:data:`OWNER_FILE` written); a folder of this
+    experiment's report (a rerun, or a resumed run) is kept as it is. A folder holding
+    another experiment's report, or files mrec-warp did not write, is refused in one line,
+    unless ``force``: then it is claimed, and :func:`record_report` removes the earlier
+    report's files the new one does not write (files of the same name are replaced).
+
+    Returns
+    -------
+    dict or None
+        ``None`` when the folder already was this experiment's; else the record it held
+        before (empty: none), which :func:`release_folder` puts back when the run fails
+        before any work.
+
+    Raises
+    ------
+    InputError
+        The folder is someone else's and ``force`` is not given.
+    """
+    owner = _read_owner(output) if output.is_dir() else None
+    if owner is not None:
+        if owner["experiment_sha256"] == digest:
+            return None
+        if not force:
+            raise InputError(f"the report folder holds the report of another experiment (configuration sha256 "
+                             f"{owner['experiment_sha256'][:12]}, this one {digest[:12]})", path=str(output),
+                             hint="give another output folder, or --force (force=True) to replace that report")
+        earlier = [str(f) for f in owner.get("files", []) if isinstance(f, str)]
+    else:
+        foreign = _foreign(output, work) if output.is_dir() else []
+        if foreign and not force:
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            raise InputError(f"the report folder holds files mrec-warp did not write ({', '.join(foreign[:3])}{more})",
+                             path=str(output), hint="give a new or empty folder, or --force (force=True) to write "
+                                                    "the report there (files of the report's names are replaced)")
+        earlier = []
+    output.mkdir(parents=True, exist_ok=True)
+    _write_owner(output, digest, earlier)  # the earlier report's files go once the new report is written
+    return owner or {}
+
+
+def release_folder(output: Path, previous: Optional[Dict[str, Any]]) -> None:
+    """Undo :func:`claim_folder` (a run that failed before any work): the folder's earlier
+    record back, or none as before. ``previous`` is what :func:`claim_folder` returned."""
+    if previous is None:
+        return
+    if previous:
+        _write_owner(output, previous["experiment_sha256"], previous.get("files", []))
+        return
+    with contextlib.suppress(OSError):
+        (output / OWNER_FILE).unlink()
+
+
+def record_report(output: Path, digest: str, written: List[str]) -> None:
+    """Record the report just written as the folder's, and remove the files of an earlier
+    report (of this or, after ``force``, another experiment) that it did not write again,
+    with the split-set folders they leave empty."""
+    owner = _read_owner(output) or {"files": []}
+    mine = {Path(os.path.relpath(p, output)).as_posix() for p in written}
+    root = output.resolve()
+    for name in owner.get("files", []):
+        if not isinstance(name, str) or name in mine:
+            continue
+        target = (output / name).resolve()
+        if root not in target.parents:  # the record names files inside the folder only
+            continue
+        with contextlib.suppress(OSError):
+            target.unlink()
+        with contextlib.suppress(OSError):
+            if target.parent != root:
+                target.parent.rmdir()  # an emptied split-set folder
+    _write_owner(output, digest, sorted(mine))
+
+
+__all__ = ["write_report", "report_files", "write_timing", "results_rows", "reproduce_info", "claim_folder",
+           "record_report", "experiment_digest"]

@@ -160,6 +160,7 @@ def experiment(
     *,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
+    force: bool = False,
 ) -> ExperimentResult:
     """Run every model of an experiment file on every split and write its report folder.
 
@@ -175,6 +176,10 @@ def experiment(
         runs. It is removed after a complete run unless ``keep_parts``. Default: one thread.
     progress : Progress
         One line per finished run, and what each stage does.
+    force : bool
+        Write into a folder that holds other files or another experiment's report (see
+        :mod:`.report`): the earlier report is replaced whole. Without it such a folder is
+        refused before any work.
 
     Returns
     -------
@@ -183,9 +188,11 @@ def experiment(
     Raises
     ------
     InputError
-        A bad configuration (naming the file and its line) or data, before any training.
+        A bad configuration (naming the file and its line) or data, or a report folder that
+        is not this experiment's (without ``force``), before any training.
     """
-    from .report import report_files, write_report, write_timing
+    from .report import claim_folder, experiment_digest, record_report, release_folder, report_files, write_report, \
+        write_timing
 
     t0 = time.perf_counter()
     cfg = config if isinstance(config, Config) else read_config(config)
@@ -200,6 +207,8 @@ def experiment(
     check_outputs({"`output`": report_files(cfg, output)}, [str(cfg.path), cfg.data["path"]])
     context = context if context is not None else local_context()
     made_output = not output.exists()  # removed again if the job fails before any run finished
+    digest = experiment_digest(cfg)
+    claimed = claim_folder(output, digest, force=force, work=WORK_FOLDER)
     workdir = context.folder(output / WORK_FOLDER)
     description = {"kind": "experiment", "version": EXPERIMENT_VERSION, "data": file_digest(cfg.data["path"]),
                    "config": {key: value for key, value in cfg.raw.items() if key != "output"}}
@@ -210,12 +219,21 @@ def experiment(
     units = [(m, sp) for sps in splits for sp in sps for m in range(len(cfg.models))]
     k = max(cfg.ks)
     with context:
-        job = Job(context, description, [part_name(i) for i in range(len(units))], folder=workdir, progress=progress)
+        try:
+            job = Job(context, description, [part_name(i) for i in range(len(units))], folder=workdir,
+                      progress=progress)
+        except BaseException:
+            release_folder(output, claimed)  # refused (another job in the work folder, or one running)
+            if made_output:
+                with contextlib.suppress(OSError):
+                    output.rmdir()
+            raise
         try:
             _prepare_splits(cfg, splits, progress)
             _run_units(cfg, job, splits, units, workdir, k, context, progress)
         except BaseException:
             if not any(job.folder.done(name) for name in job.parts):
+                release_folder(output, claimed)
                 _forget(job, output if made_output else None)  # nothing to resume: the fixed file must run
             raise
         job.check_complete()
@@ -240,6 +258,7 @@ def experiment(
         job.finish()
     result.seconds = time.perf_counter() - t0
     result.files.append(write_timing(result))
+    record_report(output, digest, result.files)
     return result
 
 

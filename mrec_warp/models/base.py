@@ -445,8 +445,13 @@ def load(source, expected: Type[Recommender] = Recommender) -> Recommender:
     """Load any mrec-warp model file; the class comes from the file's metadata.
 
     Every array is validated before use (see :mod:`~mrec_warp.models.persistence`); a
-    damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`.
+    damaged or crafted file is a one-line :class:`~mrec_warp.errors.InputError`. A path
+    must name a regular file, checked before it is opened (a FIFO would block the open,
+    ``/dev/zero`` would be read until memory runs out): the check every command's model
+    read goes through.
     """
+    if not hasattr(source, "read"):
+        check_readable(source, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
     cls, params, attrs, user_ids, item_ids, train, arrays = load_model(source, REGISTRY, expected)
     name = source_name(source)
     model = cls(**params)
@@ -483,5 +488,4 @@ def open_model(model: Union[PathLike, Recommender]) -> Tuple[Recommender, Option
     """(model, the file it came from): ``model`` itself, or loaded from a model file."""
     if isinstance(model, Recommender):
         return model, None
-    check_readable(model, "model file", empty_hint=f"a model file is written by training; {MODEL_FILE_HINT}")
     return load(model), str(model)

@@ -90,7 +90,7 @@ def save_model(
         _verified(verify, buffer, target)
         target.write(buffer.getbuffer())
         return
-    with atomic_path(target) as tmp:
+    with atomic_path(target, whole=True) as tmp:  # read back by verify: a file, also for a pipe
         with open(tmp, "wb") as fh:
             write_npz(fh, payload, deflate)
         if verify is not None:

@@ -8,13 +8,21 @@
 ``mrec-warp recommend`` writes (same items, same order; scores to float32 rounding).
 
 Every refusal is a 4xx with ``{"error": "one line"}``; an unexpected fault is a 500 with
-one line too (its traceback goes to the log, never to the client). A request's work
-runs on the event loop itself, on one BLAS thread: a thread pool and BLAS threads only
-added hand-offs and contention on 2 cores, and ``--workers`` gives parallelism. The
-known-user requests of one turn of the loop are ranked together (:mod:`.batching`): one
-pass over the item matrix for all of them; a close call (:mod:`~mrec_warp.models.single_user`)
-is scored on a thread. Each request reads the served model once (:mod:`.holder`), so a
-reload never mixes two models in an answer.
+one line too (its traceback goes to the log, never to the client). A known-user or
+similar-items request's work runs on the event loop itself, on one BLAS thread: a thread
+pool and BLAS threads only added hand-offs and contention on 2 cores, and ``--workers``
+gives parallelism. The known-user requests of one turn of the loop are ranked together
+(:mod:`.batching`): one pass over the item matrix for all of them; a close call
+(:mod:`~mrec_warp.models.single_user`) is scored on a thread. A posted history (its JSON,
+its fold-in) is the one kind of request whose cost the client sets: it is parsed and
+folded in off the loop, at most ``foldin_threads`` at once, and its length is capped
+(``max_history``), so large histories neither stall ``/health`` nor the other requests.
+Each request reads the served model once (:mod:`.holder`), so a reload never mixes two
+models in an answer.
+
+The connections themselves are bounded by :mod:`.connections` (a limit, a header timeout,
+quiet accept errors). ``GET /model`` names the model file by its name only and no process
+id, unless ``expose_path`` (``--expose-path``): a client learns nothing of the host's folders.
 """
 from __future__ import annotations
 
@@ -25,7 +33,9 @@ import json
 import logging
 import os
 import signal
-from typing import Any, Callable, Dict, List, Optional, Sequence
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from starlette.applications import Starlette
@@ -41,7 +51,9 @@ from ..errors import InputError
 from ..models import single_user
 from ..workers import _blas_controller
 from .batching import MAX_BATCH, Batcher
-from .holder import ModelHolder, Served
+from .connections import GuardedH11Protocol, quiet_accept_errors
+from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
+from .holder import ModelHolder, Served, failure_reason, read_model
 from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
                        parse_k, parse_query)
 
@@ -140,12 +152,43 @@ class Service:
     """The endpoints, over a :class:`ModelHolder`."""
 
     def __init__(self, holder: ModelHolder, max_k: int = MAX_K, max_body: int = MAX_BODY,
-                 max_batch: int = MAX_BATCH, status_file: Optional[str] = None) -> None:
+                 max_batch: int = MAX_BATCH, status_file: Optional[str] = None, max_history: int = MAX_HISTORY,
+                 foldin_threads: int = FOLDIN_THREADS, expose_path: bool = False) -> None:
         self.holder = holder
         self.status_file = status_file  # the supervisor's last failed reload (--workers N)
         self.max_k = int(max_k)
         self.max_body = int(max_body)
+        self.max_history = int(max_history)
+        self.expose_path = bool(expose_path)
         self.batcher = Batcher(_rank_users, max_batch=max_batch)
+        self.foldin_threads = max(1, int(foldin_threads))
+        self.foldins = ThreadPoolExecutor(self.foldin_threads, thread_name_prefix="mrec-warp-foldin")
+        self._foldin_slots: Optional[asyncio.Semaphore] = None  # made on the serving loop
+
+    async def _off_loop(self, work: Callable[[], Any]) -> Any:
+        """``work()`` on a fold-in thread, at most :attr:`foldin_threads` at once: the others
+        wait here, off the loop, which keeps answering."""
+        if self._foldin_slots is None:
+            self._foldin_slots = asyncio.Semaphore(self.foldin_threads)
+        async with self._foldin_slots:
+            return await asyncio.get_running_loop().run_in_executor(self.foldins, work)
+
+    def _shown(self, text: Optional[str]) -> Optional[str]:
+        """``text`` with the folders of the model's paths removed, unless :attr:`expose_path`."""
+        if text is None or self.expose_path:
+            return text
+        folders = {os.path.dirname(os.path.abspath(p)) for p in (self.holder.path, self.holder.ann_file) if p}
+        folders |= {os.path.dirname(p) for p in (self.holder.path, self.holder.ann_file) if p}
+        for folder in sorted((f for f in folders if f), key=len, reverse=True):
+            text = text.replace(folder.rstrip(os.sep) + os.sep, "")
+        return text
+
+    def reload_error(self) -> Optional[str]:
+        """The newest reload's failure, of this process or (``--workers N``) the supervisor's;
+        ``None`` when the newest reload succeeded."""
+        mine: Tuple[float, Optional[str]] = (self.holder.last_reload_at, self.holder.last_error)
+        newest = max((mine, read_status(self.status_file)), key=lambda attempt: attempt[0])
+        return self._shown(newest[1])
 
     def _encoding(self, served: Served) -> str:
         return str(getattr(served.model, "id_encoding_", "utf-8") or "utf-8")
@@ -174,12 +217,15 @@ class Service:
         served = self.holder.current
         model = served.model
         body = await self._body(request)
-        data = parse_body(body, ("items", "k", "include", "exclude"))
-        history = id_list(data, "items", required=True)
-        include, exclude = id_list(data, "include"), id_list(data, "exclude")
-        k = parse_k(data.get("k", DEFAULT_K), self.max_k, model.n_items)
 
-        def work():
+        def work():  # off the loop (see the module docstring): parsing a large body takes time too
+            data = parse_body(body, ("items", "k", "include", "exclude"))
+            history = id_list(data, "items", required=True)
+            if len(history) > self.max_history:
+                raise BadRequest(413, f"the history has {len(history):,} items; the most this server takes is "
+                                      f"{self.max_history:,} (--max-history)")
+            include, exclude = id_list(data, "include"), id_list(data, "exclude")
+            k = parse_k(data.get("k", DEFAULT_K), self.max_k, model.n_items)
             index = model.id_map("item")
             rows = np.fromiter((index.get(x, -1) for x in history), dtype=np.int64, count=len(history))
             known = rows[rows >= 0]
@@ -197,7 +243,7 @@ class Service:
                 raise BadRequest(400, exc.render()) from None
             return found, int((rows < 0).sum())
 
-        (items, scores), unknown = work()
+        (items, scores), unknown = await self._off_loop(work)
         return _answer(served, items, scores, unknown_items=unknown)
 
     async def similar(self, request: Request) -> JSONResponse:
@@ -230,10 +276,16 @@ class Service:
 
     async def describe(self, request: Request) -> JSONResponse:
         served = self.holder.current
-        return JSONResponse({**served.description, "loaded_at": served.loaded_at,
-                             "reload_error": self.holder.last_error or read_status(self.status_file),
-                             "max_k": self.max_k, "pid": os.getpid(), "batching": self.batcher.stats()},
-                            headers={"X-Model-SHA256": served.sha256})
+        described = {**served.description, "loaded_at": served.loaded_at, "reload_error": self.reload_error(),
+                     "max_k": self.max_k, "max_history": self.max_history, "batching": self.batcher.stats(),
+                     "connections": {"max": GuardedH11Protocol.limits.max_connections,
+                                     "header_timeout": GuardedH11Protocol.limits.header_timeout,
+                                     **GuardedH11Protocol.counts}}
+        if self.expose_path:
+            described["pid"] = os.getpid()
+        else:
+            described["file"] = os.path.basename(described["file"])
+        return JSONResponse(described, headers={"X-Model-SHA256": served.sha256})
 
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -308,18 +360,24 @@ def _drain_on_sigterm(draining: List[bool], seconds: float) -> None:
 
 def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool = False, max_k: int = MAX_K,
                max_body: int = MAX_BODY, poll: float = 1.0, status_file: Optional[str] = None,
-               drain: float = 0.0) -> Starlette:
+               drain: float = 0.0, max_history: int = MAX_HISTORY, foldin_threads: int = FOLDIN_THREADS,
+               expose_path: bool = False, limits: Optional[ConnectionLimits] = None) -> Starlette:
     """The application over ``holder``.
 
     ``reload`` watches the model file; ``own_signals`` reloads on SIGHUP in this process
     (one process: with several workers, uvicorn's supervisor takes SIGHUP and replaces the
     workers one by one, each loading the file, and keeps an old worker whose replacement
     cannot load it). ``status_file``: where the supervisor of several workers writes its
-    last failed reload (see :func:`read_status`), shown by ``/model``. ``drain``: seconds a
+    last reload (see :func:`read_status`), shown by ``/model``. ``drain``: seconds a
     worker keeps answering (``Connection: close``) after SIGTERM (:func:`_drain_on_sigterm`).
+    ``max_history``, ``foldin_threads``, ``expose_path``: see the module docstring;
+    ``limits``: the connections' bounds of this process (:mod:`.connections`; they apply
+    when uvicorn serves with :class:`~.connections.GuardedH11Protocol`).
     """
     draining = [False]
-    service = Service(holder, max_k=max_k, max_body=max_body, status_file=status_file)
+    GuardedH11Protocol.configure(limits or ConnectionLimits())
+    service = Service(holder, max_k=max_k, max_body=max_body, status_file=status_file, max_history=max_history,
+                      foldin_threads=foldin_threads, expose_path=expose_path)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -332,6 +390,7 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         if reload:
             holder.watch(poll)
         loop = asyncio.get_running_loop()
+        quiet_accept_errors(loop)
         if own_signals and hasattr(signal, "SIGHUP"):
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, holder.reload, "SIGHUP"))
         if drain > 0 and hasattr(signal, "SIGTERM"):
@@ -342,6 +401,7 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
             if own_signals and hasattr(signal, "SIGHUP"):
                 loop.remove_signal_handler(signal.SIGHUP)
             holder.stop()
+            service.foldins.shutdown(wait=False, cancel_futures=True)
             blas.restore_original_limits()
 
     routes = [
@@ -366,16 +426,22 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
     return app
 
 
-def read_status(path: Optional[str]) -> Optional[str]:
-    """The supervisor's last failed reload from its status file, or None (no file, or the
-    last reload succeeded: the supervisor empties it)."""
+def read_status(path: Optional[str]) -> Tuple[float, Optional[str]]:
+    """The supervisor's last reload from its status file: ``(when, its failure or None)``,
+    ``when`` in seconds since the epoch (0: no file, or none readable)."""
     if not path:
-        return None
+        return 0.0, None
     try:
         with open(path, encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
+            status = json.load(fh)
+        return float(status["at"]), status.get("error") or None
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0, None
+
+
+def status_text(error: Optional[str]) -> str:
+    """What the supervisor writes to its status file after a reload (:func:`read_status`)."""
+    return json.dumps({"at": time.time(), "error": error})
 
 
 def app_from_environment() -> Starlette:
@@ -385,8 +451,6 @@ def app_from_environment() -> Starlette:
     the supervisor checked it), it serves the supervisor's last good model instead, from
     its private copy, and says so: a new or restarted worker never takes the server down.
     """
-    from .holder import read_model
-
     config = json.loads(os.environ[CONFIG_ENV])
     # a worker is a new process of the serve command: its records need the command's handler
     # (the package logger only has a NullHandler, which also keeps Python's last-resort one away)
@@ -395,15 +459,17 @@ def app_from_environment() -> Starlette:
     ann_file = config.get("ann_file")
     try:
         served = read_model(config["model"], ann_file)
-    except (InputError, OSError) as exc:
-        message = exc.render() if isinstance(exc, InputError) else str(exc)
+    except (InputError, OSError, MemoryError) as exc:
+        message = failure_reason(exc, config["model"])
         if not config.get("fallback"):  # no private copy could be written: nothing good to fall back on
             log.error("worker %d not started: %s", os.getpid(), message)
             raise SystemExit(3) from None
         log.warning("worker %d: %s; serving the last good model (sha256 %s) instead", os.getpid(), message,
                     config["fallback_sha256"][:12])
         served = read_model(config["fallback"], ann_file)
-    holder = ModelHolder(config["model"], served, owns_copies=False, ann_file=ann_file)
+    holder = ModelHolder(config["model"], served, ann_file=ann_file)
     return create_app(holder, reload=config["reload"], own_signals=False, max_k=config["max_k"],
                       max_body=config["max_body"], poll=config["poll"], status_file=config.get("status_file"),
-                      drain=DRAIN_SECONDS)
+                      drain=DRAIN_SECONDS, max_history=config["max_history"], foldin_threads=config["foldin_threads"],
+                      expose_path=config["expose_path"],
+                      limits=ConnectionLimits(config["max_connections"], config["header_timeout"]))

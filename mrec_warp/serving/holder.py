@@ -19,9 +19,12 @@ import io
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
+from stat import S_ISREG
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..data.inputs import check_readable
 from ..errors import InputError
 from ..models.base import Recommender, load
 from ..models.families import family_name
@@ -57,6 +60,28 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _read_regular(path: str) -> Tuple[bytes, os.stat_result]:
+    """The bytes of the model file at ``path`` and its status, read once.
+
+    The path must name a regular file (:func:`~mrec_warp.data.inputs.check_readable`, the
+    check of every model read), and so must what is opened: the file is opened without
+    blocking and checked again, so a FIFO or device swapped in after the check can neither
+    block the open (and with it the reload lock and shutdown) nor be read without end."""
+    check_readable(path, "model file", empty_hint="a model file is written by training")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise InputError("model file is not a regular file (it was replaced while being opened)", path=path,
+                             hint="give a regular file")
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            return fh.read(), stat
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     """Load and check the model at ``path``; an :class:`InputError` (one line) if unusable.
 
@@ -64,9 +89,7 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     stale, mismatched or damaged index makes the model unusable: it is never served silently)."""
     from ..stages.recommend import check_rankable
 
-    with open(path, "rb") as fh:
-        data = fh.read()
-    stat = os.stat(path)
+    data, stat = _read_regular(path)
     sha = hashlib.sha256(data).hexdigest()
     source = io.BytesIO(data)
     source.name = path  # messages name the file, not "<file object>"
@@ -100,6 +123,18 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     return Served(model, sha, description, _now(), copy, index)
 
 
+def failure_reason(exc: BaseException, path: str) -> str:
+    """One line saying why loading ``path`` failed, never empty (a MemoryError has no text)."""
+    if isinstance(exc, InputError):
+        return exc.render()
+    if isinstance(exc, MemoryError):
+        return f"{path}: out of memory while loading the model"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename or path}: {exc.strerror}"
+    text = " ".join(str(exc).split())
+    return f"{path}: {text or type(exc).__name__}"
+
+
 class ModelHolder:
     """The served model and its replacement on a change of the file.
 
@@ -109,24 +144,24 @@ class ModelHolder:
         The model file.
     served : Served, optional
         An already loaded model (the command loads it once to refuse a bad file at start).
-    owns_copies : bool
-        Remove the private copy of a model that is replaced, and of the last one at
-        :meth:`stop`: the single process, or the supervisor of several workers (whose
-        copies a new worker may still need), never a worker.
     on_swap : callable, optional
         Called with the new :class:`Served` after each successful reload.
     ann_file : str, optional
         The model's ANN index (``serve --ann``): loaded with every model, and watched too.
+
+    The private copy of a model that is replaced, and of the last one at :meth:`stop`, is
+    released (:func:`~.mapped.remove_copy`): removed once no live process holds it, so the
+    supervisor of several workers keeps the copy a new worker may still fall back to.
     """
 
-    def __init__(self, path: str, served: Optional[Served] = None, owns_copies: bool = True,
+    def __init__(self, path: str, served: Optional[Served] = None,
                  on_swap: Optional[Callable[[Served], None]] = None, ann_file: Optional[str] = None) -> None:
         self.path = path
         self.ann_file = ann_file
-        self.owns_copies = owns_copies
         self.on_swap = on_swap
         self.current: Served = served if served is not None else read_model(path, ann_file)
         self.last_error: Optional[str] = None
+        self.last_reload_at = 0.0  # seconds since the epoch of the last reload, good or failed
         self._lock = threading.Lock()  # one reload at a time; requests never take it
         self._stat = self._file_state()
         self._stop = threading.Event()
@@ -155,14 +190,16 @@ class ModelHolder:
             try:
                 served = read_model(self.path, self.ann_file)
             except (InputError, OSError, ValueError, MemoryError) as exc:
-                message = exc.render() if isinstance(exc, InputError) else f"{self.path}: {exc}"
+                message = failure_reason(exc, self.path)
                 self.last_error = f"{_now()} {reason}: {message}"
+                self.last_reload_at = time.time()
                 log.warning("%s: %s; still serving sha256 %s", reason, message, self.current.sha256[:12])
                 return False
             old = self.current
             self.current = served  # one reference assignment: requests see the old or the new model
             self.last_error = None
-            if self.owns_copies and old.copy_file and old.copy_file != served.copy_file:
+            self.last_reload_at = time.time()
+            if old.copy_file and old.copy_file != served.copy_file:
                 remove_copy(old.copy_file)  # mappings outlive the names
             log.info("%s: now serving %s (sha256 %s, was %s)", reason, self.path, served.sha256[:12], old.sha256[:12])
         if self.on_swap is not None:
@@ -189,10 +226,10 @@ class ModelHolder:
             self.reload("file changed")
 
     def stop(self) -> None:
-        """Stop watching; the owner also removes the private copy (mappings outlive its name)."""
+        """Stop watching and release the private copy (mappings outlive its name)."""
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
             self._watcher = None
-        if self.owns_copies and self.current.copy_file:
+        if self.current.copy_file:
             remove_copy(self.current.copy_file)

@@ -104,13 +104,18 @@ def lookup(index: Dict[str, int], ids: Iterable[str], kind: str, status: int = 4
 
 def item_mask(index: Dict[str, int], n_items: int, include: Optional[Sequence[str]],
               exclude: Optional[Sequence[str]]) -> Optional[np.ndarray]:
-    """The uint8 mask of items never to show: all but ``include`` (when given) and ``exclude``."""
-    if not include and not exclude:
+    """The uint8 mask of items never to show: all but ``include`` (when given) and ``exclude``.
+
+    ``include`` is an allow-list: given empty (``"include": []``, a client's empty in-stock
+    list) it allows nothing, and the answer is an empty list; only ``None`` (not given)
+    means no allow-list."""
+    if include is None and not exclude:
         return None
     mask = np.zeros(n_items, dtype=np.uint8)
-    if include:
+    if include is not None:
         mask[:] = 1
-        mask[lookup(index, include, "item")] = 0
+        if len(include):
+            mask[lookup(index, include, "item")] = 0
     if exclude:
         mask[lookup(index, exclude, "item")] = 1
     return mask

@@ -204,15 +204,28 @@ def _train_matrix(path: PathLike, user_ids: np.ndarray, item_ids: np.ndarray, re
     return csr
 
 
-def export_factors(model: Union[PathLike, Recommender], outdir: PathLike) -> List[str]:
+def export_factors(model: Union[PathLike, Recommender], outdir: PathLike, force: bool = False) -> List[str]:
     """Write the factors of a factor model (a file or a fitted model) into ``outdir`` (see
-    :func:`mrec_warp.data.factor_files.export_factors`); returns the paths written."""
+    :func:`mrec_warp.data.factor_files.export_factors`); returns the paths written.
+
+    A folder that already holds files of an export (``factors.npz``, ``user_ids.txt``, ...)
+    is refused before anything is read, unless ``force``: then the earlier export is
+    replaced whole (its files this export does not write, an ``item_bias`` of a model with
+    biases, are removed), so the folder never mixes two models' factors.
+    """
     source = None if isinstance(model, Recommender) else str(model)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise InputError("the export folder is a file", path=str(outdir),
                          hint="give a folder (created if needed) for the exported files")
     if source is not None:
         check_outputs({"`outdir`": [os.path.join(str(outdir), n) for n in _EXPORTED]}, [source])
+    # (a folder at a file's name is refused by the writer, which names it)
+    present = [n for n in _EXPORTED if os.path.lexists(os.path.join(str(outdir), n))
+               and not os.path.isdir(os.path.join(str(outdir), n))]
+    if present and not force:
+        more = f" and {len(present) - 3} more" if len(present) > 3 else ""
+        raise InputError(f"the export folder already holds {', '.join(present[:3])}{more}; nothing was written",
+                         path=str(outdir), hint="export into another folder, or --force (force=True) to replace them")
     m = model if isinstance(model, Recommender) else load(model)
     try:  # the arrays of a factor model, whatever its class
         uf, itf = getattr(m, "user_factors_"), getattr(m, "item_factors_")
@@ -220,7 +233,12 @@ def export_factors(model: Union[PathLike, Recommender], outdir: PathLike) -> Lis
         raise InputError(f"a {type(m).__name__} model has no factors to export", path=source,
                          hint="export a warp, hybrid, wrmf or imported model") from None
     bias = getattr(m, "item_bias_") if getattr(m, "item_bias", False) else None
-    return write_export(outdir, m.user_ids, m.item_ids, uf, itf, bias, getattr(m, "id_encoding_", "utf-8"))
+    written = write_export(outdir, m.user_ids, m.item_ids, uf, itf, bias, getattr(m, "id_encoding_", "utf-8"))
+    for name in present:  # an earlier export's file this one did not write again
+        stale = os.path.join(str(outdir), name)
+        if stale not in written:
+            os.unlink(stale)
+    return written
 
 
 #: The files an export writes (checked against the model file before anything is written).
