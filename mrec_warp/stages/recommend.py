@@ -35,7 +35,7 @@ from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, neutralised_note, output_format, write_frames
-from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k,
+from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
 from .recommend_inputs import recommend_inputs
@@ -125,9 +125,6 @@ def recommend(
                   feature_header=feature_header, feature_columns=feature_columns, include_new_items=include_new_items,
                   new_items_only=new_items_only, history=history, fold_in_epochs=fold_in_epochs))
     model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
-    if int(k) > 0:
-        k, note = capped_k(int(k), model.n_items)
-        notes += [note] if note else []
     # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
     index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
     rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
@@ -141,10 +138,6 @@ def recommend(
     return RecommendResult(rows, n_users, notes)
 
 
-#: Users whose scores :func:`check_rankable` looks at.
-PROBE_USERS = 64
-
-
 def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) -> None:
     """Refuse, before any output, a model that cannot rank anything: one without items, or
     one whose scores are all NaN or infinite for its first users (numbers that overflowed in
@@ -153,13 +146,10 @@ def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) ->
     if model.n_items == 0:
         raise InputError("the model has no items: there is nothing to recommend", path=where,
                          hint="train it on interactions that name items")
-    if model.n_users == 0:
-        return  # only new users (history, features) can get lists: nothing to probe here
-    users = np.arange(min(model.n_users, PROBE_USERS), dtype=np.int64)
-    with np.errstate(all="ignore"):
-        scores = model.score_users(users)
-    if not np.isfinite(scores).any():
-        raise InputError(f"every score of the model's first {len(users):,} users is NaN or infinite: it ranks "
+    # a model of new users only (history, features) has no first users to probe: it passes
+    probed = probe_unrankable(model.score_users, model.n_users)
+    if probed is not None:
+        raise InputError(f"every score of the model's first {probed:,} users is NaN or infinite: it ranks "
                          "nothing", path=where,
                          hint="train it again with smaller parameters (a weight or confidence overflowed)")
 
@@ -194,7 +184,7 @@ def write_recommendations(
     path : path-like
         The output file (``.gz``: gzip-compressed text).
     k : int
-        Items per user (capped at the catalogue).
+        Items per user (capped at the catalogue: :func:`~mrec_warp.topk.capped_k`).
     user_ids : sequence of str, optional
         Users to recommend for, in output order.
     exclude : "train", None or sparse matrix
@@ -216,7 +206,8 @@ def write_recommendations(
         (:attr:`~mrec_warp.context.ExecutionContext.uses_parts`) writes them under its work
         folder (default ``PATH.parts``).
     notes : list of str, optional
-        Gets a note when CSV cells were neutralised (how many).
+        Gets a note when ``k`` was capped at the catalogue, and when CSV cells were
+        neutralised (how many).
     ann_index : mrec_warp.models.ann.AnnIndex, optional
         Rank with this index (on local threads) instead of exactly.
 
@@ -228,7 +219,9 @@ def write_recommendations(
     if k <= 0:
         raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
     check_rankable(model, model_file)
-    k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
+    k, note = capped_k(int(k), model.n_items)  # a longer list holds nothing more, only bigger buffers
+    if note and notes is not None:
+        notes.append(note)
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
     mask = None if filter_items is None else model.item_mask(model.item_indices(filter_items))
