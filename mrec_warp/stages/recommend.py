@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from ..models.ann import iter_top_k as ann_top_k, open_for as open_ann
 from ..context import ExecutionContext, local_context
+from ..data.features import FeatureFiles
 from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
@@ -38,7 +39,8 @@ from ..tables import concatenate, neutralised_note, output_format, write_frames
 from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
-from .recommend_inputs import recommend_inputs
+from .options import TableOutput
+from .recommend_inputs import ColdStartOptions, recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
 #: large enough that a 20M-interaction job has tens of parts, not thousands.
@@ -107,6 +109,8 @@ def recommend(
         rows mostly name ids the model does not know is refused.
     exclude_items : path-like, optional
         Item ids never recommended to anyone.
+    format, block_size, part_size
+        As :func:`write_recommendations` takes them.
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
         Cold start, as :func:`~mrec_warp.stages.recommend_inputs.cold_start`.
@@ -117,18 +121,45 @@ def recommend(
         Where the scoring runs (default one thread).
     progress : Progress, optional
     """
-    check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
-                                        exclude_items, history, item_features, user_features])
+    cold = ColdStartOptions(FeatureFiles(user=user_features, item=item_features, sep=feature_sep,
+                                         header=feature_header, columns=feature_columns),
+                            include_new_items=include_new_items, new_items_only=new_items_only, history=history,
+                            fold_in_epochs=fold_in_epochs)
+    return run_recommend(model, TableOutput(output, format), k, users=users, train=train, exclude_items=exclude_items,
+                         cold=cold, ann=ann, block_size=block_size, part_size=part_size, context=context,
+                         progress=progress)
+
+
+def run_recommend(
+    model: Union[PathLike, Any],
+    output: TableOutput,
+    k: int = 10,
+    *,
+    users: Optional[PathLike] = None,
+    train: Optional[PathLike] = None,
+    exclude_items: Optional[PathLike] = None,
+    cold: Optional[ColdStartOptions] = None,
+    ann: bool = False,
+    block_size: Optional[int] = None,
+    part_size: Optional[int] = None,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+) -> RecommendResult:
+    """:func:`recommend` with its options as objects, as ``mrec-warp recommend`` calls it:
+    ``output`` is the file and its format, ``cold`` the newcomers the model is extended with
+    (:class:`~mrec_warp.stages.recommend_inputs.ColdStartOptions`). Every other argument is
+    :func:`recommend`'s."""
+    cold = cold or ColdStartOptions()
+    check_outputs({"`output`": output.path}, [None if isinstance(model, Recommender) else model, users, train,
+                                             exclude_items, cold.history, cold.features.item, cold.features.user])
     inputs = recommend_inputs(  # 1. inputs: the model extended for newcomers, users, exclusions
-        model, users=users, train=train, exclude_items=exclude_items, progress=progress,
-        cold=dict(item_features=item_features, user_features=user_features, feature_sep=feature_sep,
-                  feature_header=feature_header, feature_columns=feature_columns, include_new_items=include_new_items,
-                  new_items_only=new_items_only, history=history, fold_in_epochs=fold_in_epochs))
+        model, users=users, train=train, exclude_items=exclude_items, cold=cold, progress=progress)
     model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
     # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
     index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
-    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
-                                 filter_items=inputs.filtered, block_size=block_size, part_size=part_size,
+    rows = write_recommendations(model, output.path, k=k, user_ids=user_ids, exclude=inputs.exclude,
+                                 format=output.format, filter_items=inputs.filtered, block_size=block_size,
+                                 part_size=part_size,
                                  model_file=inputs.model_file, context=context, progress=progress, notes=notes,
                                  ann_index=index)
     n_users = model.n_users if user_ids is None else len(user_ids)
