@@ -10,10 +10,11 @@ from click.testing import CliRunner
 
 from mrec_warp.context import ExecutionContext
 from mrec_warp.cli import main
-from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.errors import InputError
 from mrec_warp.stages.candidates import check_grid, grid_points, random_points, read_grid
 from mrec_warp.stages.tune import tune
+
+from .faults import Fault
 
 BASE = {"max_epochs": 6, "patience": 2}
 
@@ -68,9 +69,10 @@ def test_parallel_trials_give_the_serial_table(planted):
 def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     train, _ = planted
     points = grid_points({"factors": [4, 8, 16]})
-    monkeypatch.setenv(FAULT_ENV, "raise:2")
-    with pytest.raises(RuntimeError, match="injected"):
-        tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:2", tmp_path / "fault").install(patch)
+        with pytest.raises(RuntimeError, match="injected"):
+            tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
     done = sorted(p.name for p in (tmp_path / "w").glob("trial-*.json"))
     assert done == ["trial-0000.json", "trial-0001.json"]
     # a finished trial's file is what the rerun reports: it is not fitted again

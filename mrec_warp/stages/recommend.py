@@ -32,7 +32,7 @@ from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
 from ..models.base import Recommender
 from ..errors import InputError
-from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
+from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
 from ..tables import concatenate, neutralised_note, output_format, write_frames
@@ -348,7 +348,6 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
         return 0
-    maybe_inject_fault(workdir, part)
     started = job_manifest(workdir)  # before reading the job's inputs: the part is kept only for this job
     model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
     staged = {} if inputs is None else cached_inputs(inputs, model.n_users, model.n_items,
