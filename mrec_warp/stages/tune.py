@@ -39,13 +39,12 @@ from ._inputs import load_interactions, load_validation
 from .options import RowOptions
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import (HITS, SHORT, check_pick, family_class, load_split, log_trial, paired_interval, point_values,
+from .trials import (HITS, SHORT, check_pick, family_class, log_trial, paired_interval, point_values,
                      run_trial, trial_model)
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
 BASELINE = BASELINE_FAMILY
-_load_split = load_split  # (its former name here)
 
 
 # ---------------------------------------------------------------------------------------------
