@@ -1,7 +1,8 @@
 """The recommend stage: top-k lists for many users of a fitted model, written to one file.
 
-:func:`recommend` is the stage as the command runs it, one straight line: its inputs (the
-model file, its cold start, the users asked for, exclusions:
+:func:`recommend` (and :func:`run_recommend`, its twin with options as objects, which the
+command runs) is one straight line: its inputs (the model file, its cold start, the users
+asked for, exclusions:
 :func:`~mrec_warp.stages.recommend_inputs.recommend_inputs`), then the model's scores as
 candidates, their top k (:mod:`mrec_warp.topk`) and the writer (:mod:`mrec_warp.tables`);
 :func:`write_recommendations` is that second half, for a model in hand.

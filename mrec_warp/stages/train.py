@@ -1,10 +1,11 @@
 """The training stage: a ratings file (and its side files) in, a fitted model (and model file) out.
 
-:func:`train` is what ``mrec-warp train`` runs: it picks the model family, merges the
-parameters of a parameters file with the ones given, checks that every one applies to the
-family, reads the interactions (with their value column when a confidence weighs rows by
-it), the validation and feature files, fits, and saves. Warp models can also be fitted as
-independent sub-models on a backend's workers.
+:func:`train` picks the model family, merges the parameters of a parameters file with the
+ones given, checks that every one applies to the family, reads the interactions (with their
+value column when a confidence weighs rows by it), the validation and feature files, fits,
+and saves. Warp models can also be fitted as independent sub-models on a backend's workers.
+``mrec-warp train`` runs :func:`run_train`, the same stage with its reader options, row rules
+and feature files as objects (:mod:`~mrec_warp.stages.options`).
 
 >>> result = train("split/train.tsv", "model.npz", params={"factors": 32})   # doctest: +SKIP
 >>> result.model.recommend_frame(["196"], k=5)                              # doctest: +SKIP
