@@ -4,9 +4,9 @@ from __future__ import annotations
 import click
 
 from ..progress import plural
-from ..stages.options import TableOutput
 from ..stages.recommend import run_recommend
 from ..stages.recommend_inputs import ColdStartOptions
+from ..tables import TableOutput
 from ._common import friendly_errors, make_progress, quiet_option, say
 from ._features import feature_file_options
 from ._flags import as_flags

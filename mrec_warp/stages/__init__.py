@@ -13,7 +13,7 @@ function takes plain keywords.
 from .evaluate import evaluate
 from .explain import Explanation, explain
 from .prepare import prepare
-from .options import RowOptions, TableOutput
+from .options import RowOptions
 from .recommend_inputs import ColdStart, ColdStartOptions, cold_start
 from .recommend import RecommendResult, recommend, recommend_in_parts, write_recommendations
 from .similar import SimilarResult, similar
@@ -21,7 +21,7 @@ from .submodels import fit_submodels
 from .train import TrainResult, UnknownParameterError, train
 from .tune import TuneResult, tune
 
-__all__ = ["RowOptions", "TableOutput", "ColdStartOptions",
+__all__ = ["RowOptions", "ColdStartOptions",
            "prepare", "train", "TrainResult", "UnknownParameterError", "cold_start", "ColdStart",
            "fit_submodels", "recommend", "RecommendResult", "write_recommendations", "recommend_in_parts", "evaluate", "tune", "TuneResult",
            "similar", "SimilarResult", "explain", "Explanation"]

@@ -1,11 +1,11 @@
 """What a command hands its stage besides paths: one options object per concern.
 
-A command's flags come in groups that travel together from the command line to the work:
-how a ratings file is read and what its rows become (:class:`RowOptions`), where a table is
-written and in which format (:class:`TableOutput`). Where the work runs is the third
-concern, :class:`~mrec_warp.context.ExecutionContext`; the feature files of a hybrid model
-travel as :class:`~mrec_warp.data.features.FeatureFiles`, a recommend run's newcomers as
-:class:`~mrec_warp.stages.recommend_inputs.ColdStartOptions`.
+A command's flags come in groups that travel together from the command line to the work.
+How a ratings file is read and what its rows become is :class:`RowOptions`, here; where a
+table is written and in which format is :class:`~mrec_warp.tables.TableOutput`, beside its
+writer; where the work runs is :class:`~mrec_warp.context.ExecutionContext`. The feature
+files of a hybrid model travel as :class:`~mrec_warp.data.features.FeatureFiles`, a recommend
+run's newcomers as :class:`~mrec_warp.stages.recommend_inputs.ColdStartOptions`.
 
 The CLI builds these objects from its flags and calls a stage's ``run_*`` function with them;
 the public functions (:func:`mrec_warp.train` ...) take the same settings as plain keywords
@@ -14,13 +14,10 @@ and build the objects themselves.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Union
 
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options
-
-PathLike = Union[str, os.PathLike]
 
 
 @dataclass(frozen=True)
@@ -68,19 +65,3 @@ class RowOptions:
         """The same row rules for a file of its own layout (guessed): a validation file is
         usually ``prepare``'s test.tsv, whatever raw export ``sep`` and ``columns`` describe."""
         return dataclasses.replace(self, format="auto", sep=None, header=None, columns=None)
-
-
-@dataclass(frozen=True)
-class TableOutput:
-    """Where a table is written, and in which format.
-
-    Attributes
-    ----------
-    path : path-like
-        The file (a name ending in ``.gz``: gzip-compressed text).
-    format : {"tsv", "csv", "parquet"}, optional
-        Default: from the suffix of ``path`` (:func:`~mrec_warp.tables.output_format`).
-    """
-
-    path: PathLike
-    format: Optional[str] = None

@@ -36,11 +36,10 @@ from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import concatenate, neutralised_note, output_format, write_frames
+from ..tables import TableOutput, concatenate, neutralised_note, output_format, write_frames
 from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
-from .options import TableOutput
 from .recommend_inputs import ColdStartOptions, recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
