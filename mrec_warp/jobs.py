@@ -32,9 +32,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
-import time
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -57,12 +55,6 @@ JOB_VERSION = 1
 
 #: The file holding a job's staged inputs (:func:`write_inputs`).
 INPUTS_FILE = "inputs.npz"
-
-#: Test hook, read on the workers: "kill:<part>" kills the worker process the first time
-#: it starts that part, "raise:<part>" makes that part fail, "wait:<part>" holds that part
-#: until a file ``.fault-go`` appears in the work folder (at most a minute) (a marker file
-#: in the work folder makes each fire once). Only the test-suite sets it.
-FAULT_ENV = "MREC_WARP_TEST_FAULT"
 
 #: How to repair a damaged work-folder file, appended to its error.
 WORK_HINT = "the work folder is damaged; delete it (or this file) and run the command again"
@@ -256,32 +248,6 @@ def unit_of_job(workdir: PathLike, started: Any = ...) -> Iterator[None]:
 
     with rename_guard(check):
         yield
-
-
-def maybe_inject_fault(workdir: PathLike, part: int) -> None:
-    """The test-suite's fault hook (see :data:`FAULT_ENV`); does nothing otherwise."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    action, _, which = spec.partition(":")
-    if not which or int(which) != part:
-        return
-    marker = Path(workdir) / f".fault-{action}-{part}"
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return  # fired already: this is the retry
-    os.close(fd)
-    if action == "wait":
-        go = Path(workdir) / ".fault-go"
-        deadline = time.monotonic() + 60
-        while not go.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(60)  # pragma: no cover - the signal ends the process
-    raise RuntimeError(f"injected failure in part {part}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import io
 import re
 import sys
 from pathlib import Path
+from dataclasses import dataclass
 from typing import IO, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 import pandas as pd
@@ -92,6 +93,22 @@ def neutralised_note(n: int) -> Optional[str]:
             "(evaluate reads them back as they were; TSV and Parquet keep ids as they are)")
 #: Columns of a recommendations table (also those of an empty Parquet file).
 RECS_COLUMNS = ("user", "item", "score", "rank")
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """Where a table is written, and in which format: what a command hands its stage.
+
+    Attributes
+    ----------
+    path : path-like
+        The file (a name ending in ``.gz``: gzip-compressed text).
+    format : {"tsv", "csv", "parquet"}, optional
+        Default: from the suffix of ``path`` (:func:`output_format`).
+    """
+
+    path: PathLike
+    format: Optional[str] = None
 
 
 def is_gzip_name(path) -> bool:

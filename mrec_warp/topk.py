@@ -229,3 +229,20 @@ def capped_k(k: int, n: int, what: str = "items") -> Tuple[int, Optional[str]]:
     if k > n:
         return n, f"`k={k:,}` is more than the {n:,} {what} there are; using `k={n:,}`"
     return k, None
+
+
+#: Users whose scores :func:`probe_unrankable` looks at: enough to catch a model whose numbers
+#: overflowed, few enough to cost nothing beside a save or a recommend run.
+PROBE_USERS = 64
+
+
+def probe_unrankable(score_fn: Callable[..., np.ndarray], n_users: int) -> Optional[int]:
+    """Score the first :data:`PROBE_USERS` users: how many were scored when not one of
+    their scores is finite (NaN or infinite numbers: the model ranks nothing), else ``None``
+    (also when there is no user to probe)."""
+    users = np.arange(min(int(n_users), PROBE_USERS), dtype=np.int64)
+    if len(users) == 0:
+        return None
+    with np.errstate(all="ignore"):
+        scores = score_fn(users)
+    return None if np.isfinite(scores).any() else len(users)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 import weakref
 from pathlib import Path
@@ -25,8 +24,6 @@ JOB_FILE = "job.json"
 LOCK_FILE = "lock"
 #: The key of ``job.json`` that says whether the tool made the folder (then it also removes it).
 CREATED_KEY = "folder_created"
-#: The marker files of the test-suite's fault hook (:func:`mrec_warp.jobs.maybe_inject_fault`).
-_FAULT_MARKER = re.compile(r"\.fault-(?:go|(?:kill|raise|wait)-\d+)")
 
 
 def _own_before_job(name: str) -> bool:
@@ -36,13 +33,13 @@ def _own_before_job(name: str) -> bool:
 
 
 def _work_names(path: PathLike) -> Optional[List[str]]:
-    """The names in a work folder besides ``job.json``, the lock and the test hook's markers
-    (``None`` if it cannot be listed)."""
+    """The names in a work folder besides ``job.json`` and the lock (``None`` if it cannot be
+    listed)."""
     try:
         names = os.listdir(path)
     except OSError:
         return None
-    return [name for name in names if name not in (JOB_FILE, LOCK_FILE) and not _FAULT_MARKER.fullmatch(name)]
+    return [name for name in names if name not in (JOB_FILE, LOCK_FILE)]
 
 
 def holds_work(path: PathLike) -> bool:
@@ -215,9 +212,7 @@ class WorkDir:
         empty = False
         if created and _work_names(path) == []:  # a folder this run made and left without work goes again
             with contextlib.suppress(OSError):
-                for name in os.listdir(path):  # job.json and test markers: still under the lock
-                    if name == JOB_FILE or _FAULT_MARKER.fullmatch(name):
-                        (path / name).unlink(missing_ok=True)
+                (path / JOB_FILE).unlink(missing_ok=True)  # still under the lock
                 empty = True
         with contextlib.suppress(OSError):
             lock.unlink()
@@ -286,8 +281,6 @@ class WorkDir:
         goes only if empty and made by the tool.
         """
         self.remove(list(names) + [JOB_FILE])
-        with contextlib.suppress(OSError):
-            self.remove(name for name in os.listdir(self.path) if _FAULT_MARKER.fullmatch(name))
         remove_stale_temps(self.path)
         self.release()
         if self.created:  # never a folder the user made, even one left empty

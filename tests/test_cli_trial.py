@@ -15,9 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mrec_warp.jobs import FAULT_ENV
-
 from .conftest import planted_low_rank
+from .faults import Fault
 from .test_guards import one_line_error, run
 
 #: Item ids holding commas and quotes, as game titles do.
@@ -145,8 +144,11 @@ def test_evaluate_refuses_a_ratings_file_without_ranks_as_recs(files, tmp_path):
 #: Runs the CLI with one function replaced by a wait (after touching a "ready" file), so that
 #: the test can interrupt it at a known point.
 DRIVER = """
-import importlib, pathlib, sys, time
-ready, target, args = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+import importlib, json, pathlib, sys, time
+ready, target, fault, args = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+if fault:
+    from tests.faults import Fault
+    Fault(**json.loads(fault)).install()
 if target:
     module, _, attr = target.partition(":")
     owner = importlib.import_module(module)
@@ -168,11 +170,13 @@ main(args, prog_name="mrec-warp")
 """
 
 
-def interrupt(tmp_path, ready: Path, target: str, *args, env=None):
-    full_env = dict(os.environ, **(env or {}))
+def interrupt(tmp_path, ready: Path, target: str, *args, fault=None):
+    full_env = fault.env() if fault else dict(os.environ)
+    injected = fault.to_json() if fault else ""
     # SIGINT back to its default in the child: a child started while this process ignores
     # it (some libraries do, for a while) would inherit the ignoring and run to the end
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(ready), target, *map(str, args)], env=full_env,
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(ready), target, injected, *map(str, args)],
+                            env=full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -204,12 +208,12 @@ def test_ctrl_c_in_streamed_recommend_leaves_nothing(files, tmp_path):
 def test_ctrl_c_in_recommend_parts_says_rerun_and_no_joblib_warning(files, tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     out.mkdir()
-    ready = work / ".fault-wait-2"
-    line = interrupt(tmp_path, ready, "", "recommend", files["warp"], "-o", out / "recs.tsv", "--workdir", work,
-                     "--part-size", 10, "--n-jobs", 2, "-q", env={FAULT_ENV: "wait:2"})
+    held = Fault.at("wait:2", tmp_path / "fault")
+    line = interrupt(tmp_path, held.fired, "", "recommend", files["warp"], "-o", out / "recs.tsv", "--workdir",
+                     work, "--part-size", 10, "--n-jobs", 2, "-q", fault=held)
     assert "rerun the same command to resume" in line
     no_temporaries(out)
-    (work / ".fault-go").touch()  # rerun: resumes and completes
+    held.release()  # rerun: resumes and completes
     assert run("recommend", files["warp"], "-o", out / "recs.tsv", "--workdir", work, "--part-size", 10,
                "-q").exit_code == 0
     assert len((out / "recs.tsv").read_text().splitlines()) == 120 * 10

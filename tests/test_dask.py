@@ -13,12 +13,13 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from mrec_warp.data.interactions import Interactions  # noqa: E402
-from mrec_warp.jobs import FAULT_ENV  # noqa: E402
 from mrec_warp.stages.recommend import recommend_in_parts  # noqa: E402
 from mrec_warp.stages.submodels import fit_submodels  # noqa: E402
 from mrec_warp.models import WARP, load  # noqa: E402
 from mrec_warp.context import ExecutionContext as Backend  # noqa: E402
 from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
+
+from .faults import Fault  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +44,6 @@ def fitted(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "model.npz"
     model.save(path)
     return load(path), path, data
-
-
-def _set_worker_env(client, value):
-    # a worker killed by an earlier test may still be restarting: it must get the setting too
-    client.wait_for_workers(2, timeout=60)
-
-    def setenv(name, v):
-        if v is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = v
-
-    client.run(setenv, FAULT_ENV, value)
 
 
 def _settled_parts(folder, quiet=1.5, timeout=60):
@@ -92,17 +80,17 @@ def test_recommend_on_dask_is_identical_to_local(client, fitted, tmp_path):
         assert out.read_bytes() == ref.read_bytes()
 
 
-def test_worker_killed_mid_job_loses_and_duplicates_no_user(client, fitted, tmp_path):
+def test_worker_killed_mid_job_loses_and_duplicates_no_user(client, fitted, tmp_path, monkeypatch):
     model, path, _ = fitted
     ref, out, wd = tmp_path / "ref.tsv", tmp_path / "out.tsv", tmp_path / "work"
     write_recommendations(model, ref, k=5)
-    _set_worker_env(client, "kill:2")  # the worker that starts part 2 dies (SIGKILL), once
-    try:
+    client.wait_for_workers(2, timeout=60)  # a worker killed by an earlier test may still be restarting
+    killing = Fault.at("kill:2", tmp_path / "fault")  # the worker that starts part 2 dies (SIGKILL), once
+    with monkeypatch.context() as patch:
+        killing.install(patch)
         with Backend("dask", client=client, workdir=wd, keep_parts=True) as be:
             info = recommend_in_parts(model, out, k=5, context=be, part_size=40, model_file=path)
-    finally:
-        _set_worker_env(client, None)
-    assert (wd / ".fault-kill-2").exists()  # the kill really happened
+    assert killing.fired.exists()  # the kill really happened
     assert info["parts"] == 10 and info["parts_run"] == 10
     counts = _rows_per_user(out)
     assert len(counts) == 400 and set(counts.values()) == {5}
@@ -110,16 +98,14 @@ def test_worker_killed_mid_job_loses_and_duplicates_no_user(client, fitted, tmp_
     client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker
 
 
-def test_interrupted_dask_job_resumes(client, fitted, tmp_path):
+def test_interrupted_dask_job_resumes(client, fitted, tmp_path, monkeypatch):
     model, path, _ = fitted
     ref, out, wd = tmp_path / "ref.tsv", tmp_path / "out.tsv", tmp_path / "work"
     write_recommendations(model, ref, k=3)
-    _set_worker_env(client, "raise:6")
-    try:
+    with monkeypatch.context() as patch:
+        Fault.at("raise:6", tmp_path / "fault").install(patch)
         with Backend("dask", client=client, workdir=wd) as be, pytest.raises(RuntimeError, match="injected failure"):
             recommend_in_parts(model, out, k=3, context=be, part_size=40, model_file=path)
-    finally:
-        _set_worker_env(client, None)
     assert not out.exists()
     finished = _settled_parts(wd)
     assert 1 <= finished < 10
@@ -223,13 +209,14 @@ def test_cli_wrmf_on_a_cluster_writes_the_threads_model(client, fitted, tmp_path
 
 
 # -- pre-flight: every worker runs this mrec-warp ------------------------------------------------
-def _cli(*args, env=None):
+def _cli(*args, env=None, fault=None):
+    """The command in its own process, with ``fault`` injected when given."""
     import subprocess
     import sys
 
-    full_env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    full_env.update(env or {})
-    return subprocess.Popen([sys.executable, "-m", "mrec_warp", *map(str, args)], env=full_env,
+    full_env = {**os.environ, **(env or {})}
+    argv = fault.argv(*args) if fault else [sys.executable, "-m", "mrec_warp", *map(str, args)]
+    return subprocess.Popen(argv, env=fault.env(full_env) if fault else full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -283,8 +270,9 @@ def test_workers_without_this_mrec_warp_fail_the_preflight_in_one_line(client, f
 
 
 # -- losing the scheduler mid-job -----------------------------------------------------------------
-def _start_cluster(folder, worker_env):
-    """A scheduler and one worker as separate processes on 127.0.0.1 (as on a real cluster)."""
+def _start_cluster(folder, worker_env=None):
+    """A scheduler and one worker as separate processes on 127.0.0.1 (as on a real cluster);
+    ``worker_env``: the worker's environment (default: this process's)."""
     import json
     import subprocess
     import sys
@@ -300,10 +288,8 @@ def _start_cluster(folder, worker_env):
         time.sleep(0.1)
     time.sleep(0.2)  # the file is written whole
     address = json.loads(sf.read_text())["address"]
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    env.update(worker_env)
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
-                               "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=env, **quiet)
+                               "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=worker_env, **quiet)
     return scheduler, worker, address
 
 
@@ -314,19 +300,20 @@ def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
     wd, out, ref = tmp_path / "work", tmp_path / "recs.tsv", tmp_path / "ref.tsv"
     procs = []
     try:
-        scheduler, worker, address = _start_cluster(tmp_path, {FAULT_ENV: "wait:3"})
+        held = Fault.at("wait:3", tmp_path / "fault")  # the worker holds part 3 (it imports the fault)
+        scheduler, worker, address = _start_cluster(tmp_path, held.env())
         procs += [scheduler, worker]
         job = ["recommend", path, "-o", out, "-k", 3, "--backend", "dask", "--scheduler", address,
                "--workdir", wd, "--part-size", 40]
-        first = _cli(*job)
+        first = _cli(*job, fault=held)
         procs.append(first)
         deadline = time.monotonic() + 120
-        while not (wd / ".fault-wait-3").exists():  # the worker is inside part 3
+        while not held.fired.exists():  # the worker is inside part 3
             assert time.monotonic() < deadline and first.poll() is None, first.communicate()
             time.sleep(0.05)
         scheduler.kill()
         _, err = first.communicate(timeout=120)
-        (wd / ".fault-go").touch()
+        held.release()
         assert first.returncode == 2
         _one_line_error(err, f"lost the Dask scheduler at {address}", "workers stop with it",
                         "rerun the same command", "resumes")
@@ -334,7 +321,7 @@ def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
         done = len(list(wd.glob("part-*.tsv")))
         assert 3 <= done < 10
         worker.wait(timeout=120)  # the worker went with its scheduler
-        scheduler2, worker2, address2 = _start_cluster(tmp_path, {})
+        scheduler2, worker2, address2 = _start_cluster(tmp_path)
         procs += [scheduler2, worker2]
         job[job.index(address)] = address2  # the same job on the restarted cluster
         second = _cli(*job, "-v")
@@ -357,7 +344,7 @@ def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):
     (tmp_path / "big.tsv").write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(users, items)))
     procs = []
     try:
-        scheduler, worker, address = _start_cluster(tmp_path, {})
+        scheduler, worker, address = _start_cluster(tmp_path)
         procs += [scheduler, worker]
         fit = _cli("train", tmp_path / "big.tsv", "-o", tmp_path / "m.npz", "--model", "wrmf", "--epochs", 500,
                    "--backend", "dask", "--scheduler", address, "-v")
@@ -380,7 +367,7 @@ def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):
 
 
 # -- the model does not depend on the cluster ---------------------------------------------------
-def test_default_fit_on_dask_is_the_plain_fit_and_resumes_on_fewer_workers(client, fitted, tmp_path):
+def test_default_fit_on_dask_is_the_plain_fit_and_resumes_on_fewer_workers(client, fitted, tmp_path, monkeypatch):
     import io
 
     from mrec_warp.progress import Progress
@@ -394,12 +381,10 @@ def test_default_fit_on_dask_is_the_plain_fit_and_resumes_on_fewer_workers(clien
     np.testing.assert_array_equal(remote.item_factors_, plain.item_factors_)
     # a job interrupted on the 2-worker cluster resumes on 1 worker (here: 1 process)
     wd = tmp_path / "work"
-    _set_worker_env(client, "raise:0")
-    try:
+    with monkeypatch.context() as patch:
+        Fault.at("raise:0", tmp_path / "fault").install(patch)
         with Backend("dask", client=client, workdir=wd) as be, pytest.raises(RuntimeError, match="injected failure"):
             fit_submodels(data, params, be, random_state=5)
-    finally:
-        _set_worker_env(client, None)
     log = io.StringIO()
     again = fit_submodels(data, params, Backend("processes", n_jobs=1, workdir=wd), random_state=5,
                           progress=Progress(verbose=True, stream=log))

@@ -15,7 +15,8 @@ from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import InputError
 from mrec_warp.experiments.config import read_config
 from mrec_warp.experiments.config_lines import line_of
-from mrec_warp.jobs import FAULT_ENV
+
+from .faults import Fault
 
 CONFIG = """\
 # a small comparison
@@ -125,10 +126,10 @@ def test_processes_give_the_same_tables(setup):
 
 def test_resume_skips_finished_runs(setup, monkeypatch):
     tmp, cfg = setup
-    monkeypatch.setenv(FAULT_ENV, "raise:2")  # the third run fails once
-    with pytest.raises(RuntimeError, match="injected failure in part 2"):
-        mw.experiment(cfg, tmp / "r")
-    monkeypatch.delenv(FAULT_ENV)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:2", tmp / "fault").install(patch)  # the third run fails
+        with pytest.raises(RuntimeError, match="injected failure in part 2"):
+            mw.experiment(cfg, tmp / "r")
     work = tmp / "r" / "work"
     done = sorted(p.name for p in work.glob("run-*.json"))
     assert done == ["run-0000.json", "run-0001.json"]
@@ -143,10 +144,10 @@ def test_resume_skips_finished_runs(setup, monkeypatch):
 
 def test_changed_config_is_not_mixed_with_old_runs(setup, monkeypatch):
     tmp, cfg = setup
-    monkeypatch.setenv(FAULT_ENV, "raise:1")
-    with pytest.raises(RuntimeError):
-        mw.experiment(cfg, tmp / "r")
-    monkeypatch.delenv(FAULT_ENV)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:1", tmp / "fault").install(patch)
+        with pytest.raises(RuntimeError):
+            mw.experiment(cfg, tmp / "r")
     cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
     with pytest.raises(InputError, match="report of another experiment"):
         mw.experiment(cfg, tmp / "r")
@@ -345,10 +346,10 @@ def test_global_time_on_a_file_without_timestamps_names_the_kind_line(setup):
 
 def test_a_job_failing_before_any_run_finished_leaves_nothing_and_the_fixed_config_runs(setup, monkeypatch):
     tmp, cfg = setup
-    monkeypatch.setenv(FAULT_ENV, "raise:0")  # the first run fails (with one worker: before any other)
-    with pytest.raises(RuntimeError, match="injected failure in part 0"):
-        mw.experiment(cfg)
-    monkeypatch.delenv(FAULT_ENV)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:0", tmp / "fault").install(patch)  # the first run fails (one worker: before any other)
+        with pytest.raises(RuntimeError, match="injected failure in part 0"):
+            mw.experiment(cfg)
     assert not (tmp / "report").exists()  # no job.json, no split folders to block another config
     cfg.write_text(CONFIG.replace("factors = 4", "factors = 5"))
     result = mw.experiment(cfg)
@@ -359,7 +360,7 @@ def test_a_failing_job_keeps_a_report_folder_it_did_not_make(setup, monkeypatch)
     tmp, cfg = setup
     (tmp / "report").mkdir()
     (tmp / "report" / "mine.txt").write_text("x")
-    monkeypatch.setenv(FAULT_ENV, "raise:0")
+    Fault.at("raise:0", tmp / "fault").install(monkeypatch)
     with pytest.raises(RuntimeError):
         mw.experiment(cfg, force=True)
     assert sorted(p.name for p in (tmp / "report").iterdir()) == ["mine.txt"]

@@ -19,22 +19,21 @@ import pytest
 
 from mrec_warp.data import datasets
 from mrec_warp.files import atomic_write, host_name
-from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.workdir import LOCK_FILE, WorkDir
 from mrec_warp.errors import InputError
 
 from .conftest import run_strict as run
+from .faults import Fault
 
 N_USERS, N_ITEMS = 200, 40
 
 
-def cli(*args, env=None, **kwargs):
-    """The real command in its own process (as two users would start it)."""
-    full_env = dict(os.environ)
-    full_env.pop(FAULT_ENV, None)
-    full_env.update(env or {})
-    return subprocess.Popen([sys.executable, "-m", "mrec_warp", *map(str, args)], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+def cli(*args, fault=None, **kwargs):
+    """The real command in its own process (as two users would start it), with ``fault``
+    injected when given."""
+    argv = fault.argv(*args) if fault else [sys.executable, "-m", "mrec_warp", *map(str, args)]
+    return subprocess.Popen(argv, env=fault.env() if fault else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
 
 
 def one_line_error(stderr: str, *needles: str) -> str:
@@ -84,10 +83,10 @@ def list_lengths(path: Path):
 @pytest.mark.parametrize("k_second", [5, 3])  # the same job again; another job
 def test_second_run_on_a_busy_work_folder_is_refused_and_the_first_finishes(model_file, tmp_path, k_second):
     wd, out_a, out_b = tmp_path / "work", tmp_path / "a.tsv", tmp_path / "b.tsv"
-    first = cli("recommend", model_file, "-o", out_a, "-k", 5, "--workdir", wd, "--part-size", 20,
-                env={FAULT_ENV: "wait:3"})
+    held = Fault.at("wait:3", tmp_path / "fault")
+    first = cli("recommend", model_file, "-o", out_a, "-k", 5, "--workdir", wd, "--part-size", 20, fault=held)
     try:
-        wait_for(lambda: (wd / ".fault-wait-3").exists() or first.poll() is not None, "the first run's part 3")
+        wait_for(lambda: held.fired.exists() or first.poll() is not None, "the first run's part 3")
         assert first.poll() is None, first.communicate()
         second = cli("recommend", model_file, "-o", out_b if k_second != 5 else out_a, "-k", k_second,
                      "--workdir", wd, "--part-size", 20)
@@ -96,7 +95,7 @@ def test_second_run_on_a_busy_work_folder_is_refused_and_the_first_finishes(mode
         line = one_line_error(err, str(wd), "in use by another run", f"process {first.pid} on {host_name()}")
         assert "Traceback" not in line
     finally:
-        (wd / ".fault-go").touch()
+        held.release()
     _, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert set(list_lengths(out_a).values()) == {5} and len(list_lengths(out_a)) == N_USERS
@@ -107,12 +106,12 @@ def test_lock_of_a_killed_run_is_taken_over_and_the_job_resumes(model_file, tmp_
     wd, out = tmp_path / "work", tmp_path / "recs.tsv"
     # one worker, so parts run in order and the counts below are exact
     failed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20, "--n-jobs", 1,
-                 env={FAULT_ENV: "raise:2"})
+                 fault=Fault.at("raise:2", tmp_path / "fault-raise"))
     _, err = failed.communicate(timeout=120)
     assert failed.returncode != 0 and "injected failure" in err
     assert not (wd / LOCK_FILE).exists() and (wd / "job.json").exists()  # a failed run lets go
     killed = cli("recommend", model_file, "-o", out, "-k", 4, "--workdir", wd, "--part-size", 20, "--n-jobs", 1,
-                 env={FAULT_ENV: "kill:4"})
+                 fault=Fault.at("kill:4", tmp_path / "fault-kill"))
     killed.communicate(timeout=120)
     assert killed.returncode == -signal.SIGKILL
     holder = json.loads((wd / LOCK_FILE).read_text())
@@ -189,7 +188,7 @@ def test_temporary_files_of_killed_runs_are_removed_and_live_ones_kept(model_fil
 def test_killed_worker_part_temporary_is_removed_by_the_rerun(model_file, tmp_path):
     wd, out = tmp_path / "work", tmp_path / "recs.tsv"
     args = ("recommend", model_file, "-o", out, "--workdir", wd, "--part-size", 50, "--n-jobs", 1, "-q")
-    failed = cli(*args, env={FAULT_ENV: "raise:2"})
+    failed = cli(*args, fault=Fault.at("raise:2", tmp_path / "fault"))
     _, err = failed.communicate(timeout=120)
     assert failed.returncode != 0 and "injected failure" in err
     stale = wd / f".part-00002.~{dead_pid()}@{host_name()}~abcd1234.tsv"

@@ -13,11 +13,12 @@ import scipy.sparse as sp
 from mrec_warp.cli._flags import error_line
 from mrec_warp.context import ExecutionContext
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.stages.evaluate import evaluate as evaluate_parallel
 from mrec_warp.stages.recommend import recommend_in_parts
 from mrec_warp.stages.submodels import fit_submodels, split_factors
 from mrec_warp.workdir import WorkDir
+
+from .faults import Fault
 from mrec_warp.errors import InputError
 from mrec_warp.models import WARP, load
 from mrec_warp import workers as parallel
@@ -130,9 +131,10 @@ def test_interrupted_job_resumes_and_skips_finished_parts(fitted, tmp_path, monk
     model, _ = fitted
     ref, out, wd = tmp_path / "ref.tsv", tmp_path / "out.tsv", tmp_path / "work"
     write_recommendations(model, ref, k=5)
-    monkeypatch.setenv(FAULT_ENV, "raise:3")
-    with pytest.raises(RuntimeError, match="injected failure in part 3"):
-        recommend_in_parts(model, out, k=5, context=ExecutionContext(workdir=wd), part_size=40)  # 8 parts, serial
+    with monkeypatch.context() as patch:
+        Fault.at("raise:3", tmp_path / "fault").install(patch)
+        with pytest.raises(RuntimeError, match="injected failure in part 3"):
+            recommend_in_parts(model, out, k=5, context=ExecutionContext(workdir=wd), part_size=40)  # 8 parts, serial
     assert not out.exists()  # nothing half-written
     assert (wd / "part-00000.tsv").exists() and not (wd / "part-00003.tsv").exists()
     info = recommend_in_parts(model, out, k=5, context=ExecutionContext(workdir=wd), part_size=40)
@@ -191,7 +193,6 @@ def test_evaluate_parallel_matches_serial(fitted, tmp_path):
 # -- CLI -----------------------------------------------------------------------------------------
 def _cli(*args, check=True):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(FAULT_ENV, None)
     proc = subprocess.run([sys.executable, "-m", "mrec_warp", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=120)
     if check and proc.returncode != 0:

@@ -17,7 +17,8 @@ from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.rows import DUPLICATES, merge_rows
 from mrec_warp.errors import InputError
 from mrec_warp.models import load
-from mrec_warp.stages._inputs import RowOptions, load_interactions
+from mrec_warp.stages._inputs import load_interactions
+from mrec_warp.stages.options import RowOptions
 
 from .test_guards import one_line_error, run
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from mrec_warp.files import host_name, remove_stale_temps
-from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.signals import STOP_SIGNALS, Stopped, stop_on_signals
 
 from .conftest import run_strict as run
+from .faults import Fault
 
 #: Generous: the machine running the suite may be loaded.
 TIMEOUT = 120
@@ -50,14 +50,18 @@ def _default_signals():
 
 
 class Command:
-    """The real command in a new session; its standard error read line by line as it comes."""
+    """The real command in a new session (with ``fault`` injected when given); its standard
+    error read line by line as it comes."""
 
-    def __init__(self, *args, env=None, python_code=None, preexec=_default_signals):
+    def __init__(self, *args, env=None, python_code=None, fault=None, preexec=_default_signals):
         full_env = dict(os.environ)
-        full_env.pop(FAULT_ENV, None)
         full_env.update(env or {})
-        head = ["-c", python_code] if python_code else ["-m", "mrec_warp"]
-        self.proc = subprocess.Popen([sys.executable, *head, *map(str, args)], env=full_env,
+        if fault is not None:
+            argv, full_env = fault.argv(*args), fault.env(full_env)
+        else:
+            head = ["-c", python_code] if python_code else ["-m", "mrec_warp"]
+            argv = [sys.executable, *head, *map(str, args)]
+        self.proc = subprocess.Popen(argv, env=full_env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True, preexec_fn=preexec)
         self.lines: "queue.Queue[str | None]" = queue.Queue()
@@ -267,18 +271,19 @@ def test_a_signal_stops_process_workers_and_removes_a_work_folder_of_no_finished
 
 def test_a_signal_with_a_finished_sub_model_keeps_the_work_folder(data, tmp_path):
     out = tmp_path / "m.npz"
+    held = Fault.at("wait:1", tmp_path / "fault")
     cmd = Command("train", data["train"], "-o", out, "--sub-models", 2, "--epochs", 1, "--factors", 4, "-v",
-                  env={FAULT_ENV: "wait:1"})
+                  fault=held)
     parts = tmp_path / "m.npz.parts"
     deadline = time.monotonic() + TIMEOUT
-    while not ((parts / ".fault-wait-1").exists() and (parts / "submodel-000.npz").exists()):
+    while not (held.fired.exists() and (parts / "submodel-000.npz").exists()):
         assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
         time.sleep(0.05)
     after = cmd.stop(signal.SIGTERM)
     assert the_line(after) == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
     left = listing(parts)
     assert "job.json" in left and "submodel-000.npz" in left and "lock" not in left, left
-    assert not [n for n in left if n.startswith(".") and not n.startswith(".fault")], left
+    assert not [n for n in left if n.startswith(".")], left
 
 
 def test_a_signal_removes_the_partial_parts_of_thread_workers(data, tmp_path):
@@ -303,12 +308,12 @@ def test_loky_s_resource_tracker_is_started_silenced(data, tmp_path):
     # memory-mapped folders) as a UserWarning on the inherited standard error, after the
     # command's one line (trial of issue 20, item 4: `timeout 5 ... --backend processes`,
     # 3 runs of 12); it inherits the command's environment, and the filter with it
-    parts = tmp_path / "recs.tsv.parts"
+    held = Fault.at("wait:0", tmp_path / "fault")
     cmd = Command("recommend", data["model"], "-o", tmp_path / "recs.tsv", "--backend", "processes",
-                  "--n-jobs", 2, "--part-size", 500, "-v", env={FAULT_ENV: "wait:0"})
+                  "--n-jobs", 2, "--part-size", 500, "-v", fault=held)
     cmd.wait_for_line("running 3 parts")
     deadline = time.monotonic() + TIMEOUT
-    while not (parts / ".fault-wait-0").exists():  # the pool is up, part 0 held in a worker
+    while not held.fired.exists():  # the pool is up, part 0 held in a worker
         assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
         time.sleep(0.05)
     trackers = []
@@ -341,11 +346,12 @@ def test_sigterm_shuts_a_local_dask_cluster_down(data, tmp_path):
 def test_resume_is_promised_only_when_a_part_was_kept(data, tmp_path):
     out = tmp_path / "recs.tsv"
     parts = tmp_path / "recs.tsv.parts"
+    held = Fault.at("wait:0", tmp_path / "fault")
     cmd = Command("recommend", data["model"], "-o", out, "--backend", "processes", "--n-jobs", 2,
-                  "--part-size", 500, "-v", env={FAULT_ENV: "wait:0"})
+                  "--part-size", 500, "-v", fault=held)
     cmd.wait_for_line("running 3 parts")
     deadline = time.monotonic() + TIMEOUT
-    while not (parts / ".fault-wait-0").exists():  # part 0 is held in a worker
+    while not held.fired.exists():  # part 0 is held in a worker
         assert time.monotonic() < deadline and cmd.proc.poll() is None, cmd.seen
         time.sleep(0.05)
     line = the_line(cmd.stop(signal.SIGTERM))
@@ -355,7 +361,7 @@ def test_resume_is_promised_only_when_a_part_was_kept(data, tmp_path):
     kept = parts.exists() and any(p.name.startswith("part-") for p in parts.iterdir())
     if kept:
         assert line == "Error: stopped by SIGTERM (rerun the same command to resume from its work folder)"
-        assert not [p.name for p in parts.iterdir() if p.name.startswith(".") and not p.name.startswith(".fault")]
+        assert not [p.name for p in parts.iterdir() if p.name.startswith(".")]
     else:  # and the folder it made for nothing is gone
         assert line == "Error: stopped by SIGTERM" and not parts.exists()
 

@@ -25,6 +25,7 @@ from mrec_warp.stages.prepare import prepare_outputs
 
 from .conftest import planted_low_rank
 from .conftest import run
+from .faults import Fault
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +194,6 @@ def _planted_data():
 
 
 def test_default_sub_models_give_the_same_model_on_any_number_of_workers(tmp_path, monkeypatch):
-    from mrec_warp.jobs import FAULT_ENV
     from mrec_warp.stages.submodels import DEFAULT_SUB_MODELS, fit_submodels
 
     from mrec_warp.workers import FORCE_N_JOBS_ENV
@@ -208,9 +208,10 @@ def test_default_sub_models_give_the_same_model_on_any_number_of_workers(tmp_pat
         np.testing.assert_array_equal(model.item_factors_, plain.item_factors_)
     # a work folder started on 3 workers resumes on 2 (it used to say "differs in: sub_models")
     wd = tmp_path / "work"
-    monkeypatch.setenv(FAULT_ENV, "raise:0")
-    with pytest.raises(RuntimeError, match="injected failure"):
-        fit_submodels(data, params, ExecutionContext("processes", n_jobs=3, workdir=wd), random_state=4)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:0", tmp_path / "fault").install(patch)
+        with pytest.raises(RuntimeError, match="injected failure"):
+            fit_submodels(data, params, ExecutionContext("processes", n_jobs=3, workdir=wd), random_state=4)
     assert (wd / "job.json").exists()
     model = fit_submodels(data, params, ExecutionContext("processes", n_jobs=2, workdir=wd), random_state=4)
     np.testing.assert_array_equal(model.user_factors_, plain.user_factors_)

@@ -10,10 +10,11 @@ from click.testing import CliRunner
 
 from mrec_warp.context import ExecutionContext
 from mrec_warp.cli import main
-from mrec_warp.jobs import FAULT_ENV
 from mrec_warp.errors import InputError
 from mrec_warp.stages.candidates import check_grid, grid_points, random_points, read_grid
 from mrec_warp.stages.tune import tune
+
+from .faults import Fault
 
 BASE = {"max_epochs": 6, "patience": 2}
 
@@ -68,9 +69,10 @@ def test_parallel_trials_give_the_serial_table(planted):
 def test_finished_trials_are_skipped_on_rerun(planted, tmp_path, monkeypatch):
     train, _ = planted
     points = grid_points({"factors": [4, 8, 16]})
-    monkeypatch.setenv(FAULT_ENV, "raise:2")
-    with pytest.raises(RuntimeError, match="injected"):
-        tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:2", tmp_path / "fault").install(patch)
+        with pytest.raises(RuntimeError, match="injected"):
+            tune(train, points, base=BASE, context=ExecutionContext(workdir=tmp_path / "w"), with_defaults=False)
     done = sorted(p.name for p in (tmp_path / "w").glob("trial-*.json"))
     assert done == ["trial-0000.json", "trial-0001.json"]
     # a finished trial's file is what the rerun reports: it is not fitted again
@@ -187,21 +189,23 @@ def test_cli_tunes_several_families_and_train_uses_the_winner(tmp_path):
     assert res.exit_code != 0 and "names its family" in res.output
 
 
-def test_a_damaged_split_file_in_the_work_folder_is_one_line(tmp_path):
+def test_a_damaged_split_file_in_the_work_folder_is_refused_by_the_rerun(planted, tmp_path, monkeypatch):
     from mrec_warp.data.npz import write_npz
-    from mrec_warp.errors import InputError
-    from mrec_warp.stages.tune import _load_split
+    from mrec_warp.jobs import INPUTS_FILE
 
-    good = {"fit.shape": np.array([2, 3], np.int64), "fit.indptr": np.array([0, 1, 2], np.int64),
-            "fit.indices": np.array([0, 2], np.int32), "val.shape": np.array([2, 3], np.int64),
-            "val.indptr": np.array([0, 1, 1], np.int64), "val.indices": np.array([1], np.int32),
-            "fit.data": np.array([1.0, 4.0], np.float32)}
-    write_npz(tmp_path / "ok.npz", good)
-    fit, val = _load_split(str(tmp_path / "ok.npz"), values=True)
-    assert fit.data.tolist() == [1.0, 4.0] and val.nnz == 1
-    write_npz(tmp_path / "bad.npz", {**good, "fit.indptr": np.array([0, -10**12, 2], np.int64)})
+    train, _ = planted
+    points, work = grid_points({"factors": [4, 8]}), tmp_path / "w"
+    with monkeypatch.context() as patch:  # trial 0 finishes, trial 1 fails: the folder is kept
+        Fault.at("raise:1", tmp_path / "fault").install(patch)
+        with pytest.raises(RuntimeError, match="injected failure in part 1"):
+            tune(train, points, base=BASE, context=ExecutionContext("processes", n_jobs=1, workdir=work),
+                 with_defaults=False)
+    staged = dict(np.load(work / INPUTS_FILE))  # the split the trials' processes read
+    staged["fit.indptr"][1] = -10**12
+    write_npz(work / INPUTS_FILE, staged)
     with pytest.raises(InputError, match="work folder is damaged"):
-        _load_split(str(tmp_path / "bad.npz"), values=True)
+        tune(train, points, base=BASE, context=ExecutionContext("processes", n_jobs=1, workdir=work),
+             with_defaults=False)
 
 
 def test_values_kept_for_wrmf_never_weigh_the_other_families_or_the_validation():

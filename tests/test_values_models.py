@@ -166,7 +166,8 @@ def test_partial_fit_and_fold_in_keep_zero_valued_pairs():
     wrmf.fold_in(pd.DataFrame({"user": ["new", "new"], "item": ["i1", "i2"], "value": [0.0, 3.0]}))
     row = wrmf.user_indices("new")[0]
     assert sorted(wrmf.item_ids[wrmf.train_[row].indices]) == ["i1", "i2"]
-    assert sorted(wrmf._confidence_csr()[row].data.tolist()) == [1.0, 4.0]
+    pairs = slice(wrmf.train_.indptr[row], wrmf.train_.indptr[row + 1])  # confidence_ follows train_'s pairs
+    assert sorted(wrmf.confidence_[pairs].tolist()) == [1.0, 4.0]
     items, _ = wrmf.recommend(row, k=N_ITEMS)
     assert not {"i1", "i2"} & set(wrmf.item_ids[items[items >= 0]])
 

@@ -14,6 +14,7 @@ from mrec_warp.errors import InputError
 from mrec_warp.files import host_name
 from mrec_warp.workdir import CREATED_KEY, JOB_FILE, LOCK_FILE, WorkDir
 from .conftest import run_strict as run
+from .faults import Fault
 
 
 
@@ -95,31 +96,26 @@ def test_a_folder_the_tool_made_goes_an_empty_one_of_the_user_stays(data, tmp_pa
 
 
 def test_a_resumed_run_knows_the_tool_made_the_folder(data, tmp_path, monkeypatch):
-    from mrec_warp.jobs import FAULT_ENV
-
     w, out = tmp_path / "w", tmp_path / "r.tsv"
     args = ("recommend", data["model"], "-o", out, "-k", 3, "--workdir", w, "--part-size", 20, "-q")
-    monkeypatch.setenv(FAULT_ENV, "raise:1")
-    r = CliRunner().invoke(main, [str(a) for a in args])
+    with monkeypatch.context() as patch:
+        Fault.at("raise:1", tmp_path / "fault").install(patch)
+        r = CliRunner().invoke(main, [str(a) for a in args])
     assert r.exit_code != 0 and "injected failure" in r.output
     assert json.loads((w / JOB_FILE).read_text())[CREATED_KEY] is True
-    monkeypatch.delenv(FAULT_ENV)
     assert run(*args).exit_code == 0
     assert not w.exists()
 
 
 def test_a_job_folder_the_user_added_a_file_to_keeps_it(data, tmp_path, monkeypatch):
-    from mrec_warp.jobs import FAULT_ENV
-
     w, out = tmp_path / "w", tmp_path / "r.tsv"
     args = ("recommend", data["model"], "-o", out, "-k", 3, "--workdir", w, "--part-size", 20, "-q")
-    monkeypatch.setenv(FAULT_ENV, "raise:1")
-    assert CliRunner().invoke(main, [str(a) for a in args]).exit_code != 0
-    monkeypatch.delenv(FAULT_ENV)
+    with monkeypatch.context() as patch:
+        Fault.at("raise:1", tmp_path / "fault").install(patch)
+        assert CliRunner().invoke(main, [str(a) for a in args]).exit_code != 0
     (w / "README").write_text("what this folder is")
-    (w / ".fault-notes").write_text("a name like the test hook's markers, but not one")
     assert run(*args).exit_code == 0
-    assert sorted(p.name for p in w.iterdir()) == [".fault-notes", "README"]
+    assert sorted(p.name for p in w.iterdir()) == ["README"]
 
 
 # -- the library's WorkDir ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import sys
 import traceback
 import zlib
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import click
 from click.core import ParameterSource
@@ -25,6 +25,7 @@ from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, o
     take_discarded, take_finished
 from ..progress import Progress
 from ..signals import Stopped, signal_of
+from ..stages.options import RowOptions
 from ..tables import neutralised_note, write_table as write_table_file
 from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
@@ -383,38 +384,53 @@ def check_sep(ctx: click.Context, param: click.Parameter, value: Optional[str]) 
     return value
 
 
-def reader_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
-    """``--format``, ``--sep``, ``--header/--no-header`` and ``--columns``: how a ratings file
-    is read, declared once for every command that reads one (``what`` names its argument)."""
+def gathered(into: str, names: Sequence[str], build: Callable[..., Any]) -> Callable[[Callable], Callable]:
+    """A decorator: the command gets one argument ``into``, ``build(**options)`` of its options
+    ``names``, instead of those options.
+
+    A command that takes such a group lists :func:`friendly_errors` right under
+    ``@click.command``, so that a refusal while building the object is one line as well.
+    """
     def decorate(func: Callable) -> Callable:
-        for option in reversed((
-            click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-                         help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), parquet (needs "
-                              "pyarrow: the [parquet] extra), or guess: Parquet by its first bytes or a .parquet "
-                              "name, else the delimiter from the first lines: '::', tab, comma, then ';' or '|' "
-                              "when they split the lines alike, then whitespace."),
-            click.option("--sep", callback=check_sep,
-                         help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
-                              "With every one-character delimiter a field in double quotes may hold it "
-                              r"(RFC 4180); '\s+' and '::' have no quoting."),
-            click.option("--header/--no-header", default=None,
-                         help="Whether the first line names the columns [guessed: never when a field is a "
-                              "number; prepare's output says what was chosen]."),
-            click.option("--columns", metavar="USER,ITEM[,VALUE[,TS]]",
-                         help="Which columns to use, by header name or 0-based position, e.g. "
-                              "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
-                              "always a position, never a header name. Columns count from 0 here, in errors "
-                              "and in the summary alike."),
-        )):
-            func = option(func)
-        return func
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            kwargs[into] = build(**{name: kwargs.pop(name) for name in names})
+            return func(*args, **kwargs)
+        return wrapper
     return decorate
 
 
-def row_options(func: Callable) -> Callable:
-    """``--duplicates``, ``--negatives``, ``--min-value`` and ``--empty-ids``: the row rules of
-    :mod:`mrec_warp.data.rows`, declared once for prepare, train and tune."""
+def _row_options_of(fmt: str, sep: Optional[str], header: Optional[bool], columns: Optional[str],
+                    duplicates: Optional[str], negatives: str, min_value: Optional[float],
+                    empty_ids: str) -> RowOptions:
+    return RowOptions(format=fmt, sep=sep, header=header, columns=columns, duplicates=duplicates,
+                      negatives=negatives, min_value=min_value, empty_ids=empty_ids)
+
+
+def row_options(what: str = "INPUT") -> Callable[[Callable], Callable]:
+    """How a ratings file is read -- ``--format``, ``--sep``, ``--header/--no-header`` and
+    ``--columns`` -- and what its rows become -- ``--duplicates``, ``--negatives``,
+    ``--min-value`` and ``--empty-ids``, the row rules of :mod:`mrec_warp.data.rows`: declared
+    once for every command that reads one (``what`` names its argument), and given to the
+    command as one :class:`~mrec_warp.stages.options.RowOptions`, ``rows``."""
     options = (
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+                     help=f"Format of {what}: tsv, csv, movielens (u.data or ratings.dat), parquet (needs "
+                          "pyarrow: the [parquet] extra), or guess: Parquet by its first bytes or a .parquet "
+                          "name, else the delimiter from the first lines: '::', tab, comma, then ';' or '|' "
+                          "when they split the lines alike, then whitespace."),
+        click.option("--sep", callback=check_sep,
+                     help=r"Field delimiter, overriding --format, e.g. ';' or '\t'; '\s+' is runs of spaces and tabs. "
+                          "With every one-character delimiter a field in double quotes may hold it "
+                          r"(RFC 4180); '\s+' and '::' have no quoting."),
+        click.option("--header/--no-header", default=None,
+                     help="Whether the first line names the columns [guessed: never when a field is a "
+                          "number; prepare's output says what was chosen]."),
+        click.option("--columns", metavar="USER,ITEM[,VALUE[,TS]]",
+                     help="Which columns to use, by header name or 0-based position, e.g. "
+                          "userId,movieId,rating,timestamp or 0,1,2 [the first four]. A whole number is "
+                          "always a position, never a header name. Columns count from 0 here, in errors "
+                          "and in the summary alike."),
         # no default value: with --min-value, repeated pairs need the rule chosen (rows.merge_rows)
         click.option("--duplicates", type=click.Choice(DUPLICATES), default=None,
                      help="How repeated (user, item) rows merge: sum their values, keep the largest, the "
@@ -433,9 +449,14 @@ def row_options(func: Callable) -> Callable:
                      help="Rows whose user or item id is empty (anonymous rows, e.g. no customer id): refuse the "
                           "file, or drop those rows (the summary counts them)."),
     )
-    for option in reversed(options):
-        func = option(func)
-    return func
+
+    def decorate(func: Callable) -> Callable:
+        func = gathered("rows", ("fmt", "sep", "header", "columns", "duplicates", "negatives", "min_value",
+                                 "empty_ids"), _row_options_of)(func)
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
 
 
 def quiet_option(func: Callable) -> Callable:

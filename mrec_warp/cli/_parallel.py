@@ -1,12 +1,14 @@
-"""The options every parallel command shares: --backend, --scheduler, --workdir, and the
-type of every command's --n-jobs."""
+"""The options every parallel command shares -- --n-jobs, --backend, --scheduler and
+--workdir -- given to the command as one execution context."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 import click
 
+from ..context import ExecutionContext
 from ..workers import BACKENDS, FORCE_N_JOBS_ENV, cpu_count, n_jobs_forced
+from ._common import gathered
 
 
 class NJobs(click.ParamType):
@@ -46,18 +48,34 @@ class NJobs(click.ParamType):
 N_JOBS = NJobs()
 
 
-def parallel_options(func: Optional[Callable] = None, *, workdir_help: Optional[str] = None):
-    """Add ``--backend``, ``--scheduler`` and ``--workdir`` (``--n-jobs`` stays per command)."""
+def parallel_options(*, n_jobs_default: int, n_jobs_help: str, workdir_help: Optional[str] = None,
+                     keep_parts: Optional[str] = None) -> Callable[[Callable], Callable]:
+    """Where a command's work runs: ``--n-jobs`` (its default and help are the command's),
+    ``--backend``, ``--scheduler`` and ``--workdir``, given to the command as one
+    :class:`~mrec_warp.context.ExecutionContext`, ``context``. ``keep_parts`` names the
+    command's own flag that keeps the work folder's parts, when it has one."""
+    # the tool owns the folder (mrec_warp.workdir): say so wherever the option is offered
+    owned = " New or empty, or one the same command left; a folder of other files is refused."
+    options = (
+        click.option("--n-jobs", type=N_JOBS, default=n_jobs_default, show_default=True, help=n_jobs_help),
+        click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
+                     help="Where --n-jobs workers run: threads, processes (loky), or a Dask cluster."),
+        click.option("--scheduler", metavar="tcp://HOST:PORT",
+                     help="Dask scheduler to use with --backend dask [a local cluster of --n-jobs workers]."),
+        click.option("--workdir", type=click.Path(file_okay=False),
+                     help=(workdir_help or "Folder for resumable part files (shared by all workers).") + owned),
+    )
+    names = ("n_jobs", "backend", "scheduler", "workdir") + ((keep_parts,) if keep_parts else ())
 
-    def decorate(f: Callable) -> Callable:
-        # the tool owns the folder (mrec_warp.workdir): say so wherever the option is offered
-        owned = " New or empty, or one the same command left; a folder of other files is refused."
-        f = click.option("--workdir", type=click.Path(file_okay=False),
-                         help=(workdir_help or "Folder for resumable part files (shared by all workers).") + owned)(f)
-        f = click.option("--scheduler", metavar="tcp://HOST:PORT",
-                         help="Dask scheduler to use with --backend dask [a local cluster of --n-jobs workers].")(f)
-        f = click.option("--backend", type=click.Choice(BACKENDS), default="threads", show_default=True,
-                         help="Where --n-jobs workers run: threads, processes (loky), or a Dask cluster.")(f)
-        return f
+    def context_of(n_jobs: int, backend: str, scheduler: Optional[str], workdir: Optional[str],
+                   **keep: bool) -> ExecutionContext:
+        return ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir,
+                                keep_parts=any(keep.values()))
 
-    return decorate(func) if func is not None else decorate
+    def decorate(func: Callable) -> Callable:
+        func = gathered("context", names, context_of)(func)
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate

@@ -7,7 +7,7 @@ from ..data.matrix_files import id_list_paths, matrix_format, read_matrix, write
 from ..data.rows import describe_counts
 from ..files import check_outputs
 from ..progress import plural
-from ._common import friendly_errors, quiet_option, reader_options, row_options, say
+from ._common import friendly_errors, quiet_option, row_options, say
 
 
 @click.command(short_help="Convert interactions between ratings files, Matrix Market (.mtx) and scipy .npz.",
@@ -28,29 +28,27 @@ twice merges by --duplicates, negatives follow --negatives, and a stored 0 is ke
 interaction with the lowest value). A file of pairs gets the value 1; timestamps are not
 carried (the matrix formats hold none).
 """)
+@friendly_errors
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.argument("output", metavar="OUTPUT", type=click.Path(dir_okay=False))
-@reader_options("INPUT (a ratings file)")
-@row_options
+@row_options("INPUT (a ratings file)")
 @quiet_option
-@friendly_errors
-def convert(input_file, output, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, quiet,
-            verbose):
+def convert(input_file, output, rows, quiet, verbose):
     """Convert the interactions of INPUT into OUTPUT, ids byte for byte."""
     in_fmt, out_fmt = matrix_format(input_file), matrix_format(output)
-    if in_fmt != "text" and (fmt != "auto" or sep or header is not None or columns):
+    if in_fmt != "text" and rows.given_layout:
         raise click.UsageError("--format, --sep, --header and --columns read a ratings file; INPUT is "
                                f"{'Matrix Market' if in_fmt == 'mtx' else 'an .npz'}")
     inputs = [input_file, *(map(str, id_list_paths(input_file)) if in_fmt != "text" else ())]
     outputs = [output, *(map(str, id_list_paths(output)) if out_fmt == "mtx" else ())]
     check_outputs({"OUTPUT": outputs}, inputs)
-    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
-    m = read_matrix(input_file, reader=reader, duplicates=duplicates, negatives=negatives, min_value=min_value)
+    m = read_matrix(input_file, reader=rows.reader, duplicates=rows.duplicates, negatives=rows.negatives,
+                    min_value=rows.min_value)
     written = write_matrix(m, output)
     n_users, n_items = m.matrix.shape
     say(f"wrote {', '.join(written)}: {plural(m.matrix.nnz, 'interaction')} of "
         f"{plural(n_users, 'user')} x {plural(n_items, 'item')}", quiet=quiet)
-    say(f"  {describe_counts(m.counts, duplicates, negatives)}", quiet=quiet)
+    say(f"  {describe_counts(m.counts, rows.duplicates, rows.negatives)}", quiet=quiet)
     if quiet:
         return
     if m.timestamps:

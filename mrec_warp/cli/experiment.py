@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import click
 
-from ..context import ExecutionContext
 from ..experiments.run import experiment as run_experiment
 from ._common import friendly_errors, make_progress, quiet_option, say
-from ._parallel import N_JOBS, parallel_options
+from ._parallel import parallel_options
 
 
 @click.command(short_help="Compare models on several splits from one TOML file (paired, corrected tests).",
@@ -32,26 +31,26 @@ reports, accuracy-vs-novelty.png (with matplotlib), the config and reproduce.jso
 The same file gives byte-identical tables. The folder records whose report it holds: a
 folder with other files or another experiment's report is refused (--force replaces it).
 """)
+@friendly_errors
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Report folder [the file's output key, relative to the file].")
-@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
-              help="Runs at once, each on one thread (-1: every core; with dask and no --scheduler: local workers).")
-@parallel_options(workdir_help="Folder of the finished runs [OUTPUT/work]; a rerun skips them.")
+@parallel_options(n_jobs_default=1,
+                  n_jobs_help="Runs at once, each on one thread (-1: every core; with dask and no --scheduler: local "
+                              "workers).",
+                  workdir_help="Folder of the finished runs [OUTPUT/work]; a rerun skips them.", keep_parts="keep_work")
 @click.option("--keep-work", is_flag=True, help="Keep the work folder (splits, recommendations) after the report.")
 @click.option("--force", is_flag=True,
               help="Write into a folder that holds other files or another experiment's report: that report is "
                    "replaced whole (without it such a folder is refused).")
 @quiet_option
-@friendly_errors
-def experiment(config, output, n_jobs, backend, scheduler, workdir, keep_work, force, quiet, verbose):
+def experiment(config, output, context, force, quiet, verbose):
     """Run every model of CONFIG on every split and write one report folder.
 
     The headline table goes to standard output, also with --quiet; one log line per
     finished run goes to standard error.
     """
     progress = make_progress(quiet, verbose)
-    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir, keep_parts=keep_work)
     result = run_experiment(config, output, context=context, progress=progress, force=force)
     click.echo((result.output / "results.md").read_text(), nl=False)
     for note in result.notes:

@@ -5,7 +5,7 @@ import click
 
 from ..progress import plural
 from ..stages.factors import export_factors, import_factors
-from ._common import friendly_errors, quiet_option, reader_options, row_options, say
+from ._common import friendly_errors, quiet_option, row_options, say
 
 
 @click.command(short_help="Import factors computed elsewhere as a model file, or export a model's factors.",
@@ -28,6 +28,7 @@ factors' order, or text rows id<TAB>bias. The model scores user_factors . item_f
 Without --train the model stores no interactions, so recommend excludes nothing unless
 given --train.
 """)
+@friendly_errors
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Model file to write (.npz).")
 @click.option("--user-factors", type=click.Path(dir_okay=False), help="User factors: .npy or text vectors.")
 @click.option("--item-factors", type=click.Path(dir_okay=False), help="Item factors: .npy or text vectors.")
@@ -38,8 +39,7 @@ given --train.
 @click.option("--train", "train_file", type=click.Path(dir_okay=False),
               help="The interactions the factors were trained on (ratings file, .mtx or .npz): excluded by "
                    "recommend; every id must have factors.")
-@reader_options("--train")
-@row_options
+@row_options("--train")
 @click.option("--regularization", type=click.FloatRange(min=0), default=0.01, show_default=True,
               help="Ridge penalty of fold-in (recommend --history), relative to the item factors' scale.")
 @click.option("--export", nargs=2, type=click.Path(), metavar="MODEL OUTDIR",
@@ -47,9 +47,8 @@ given --train.
 @click.option("--force", is_flag=True,
               help="With --export: replace the files of an earlier export in OUTDIR (refused without it).")
 @quiet_option
-@friendly_errors
-def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, npz, train_file, fmt, sep, header,
-            columns, duplicates, negatives, min_value, empty_ids, regularization, export, force, quiet, verbose):
+def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, npz, train_file, rows, regularization,
+            export, force, quiet, verbose):
     """Wrap user/item factors computed elsewhere as a model file that recommend, evaluate
     and similar use like their own (mrec's mrec_factors); or, with --export, write a model's
     factors and ids as .npz, .npy + id lists and text vectors."""
@@ -64,10 +63,10 @@ def factors(output, user_factors, item_factors, item_bias, user_ids, item_ids, n
         raise click.UsageError("give -o MODEL (or --export MODEL OUTDIR)")
     if force:
         raise click.UsageError("--force goes with --export (a model file -o is replaced as every output is)")
-    reader = {"format": fmt, "sep": sep, "header": header, "columns": columns, "empty_ids": empty_ids}
     s = import_factors(output, user_factors=user_factors, item_factors=item_factors, item_bias=item_bias,
-                       user_ids=user_ids, item_ids=item_ids, npz=npz, train=train_file, reader=reader,
-                       duplicates=duplicates, negatives=negatives, min_value=min_value, regularization=regularization)
+                       user_ids=user_ids, item_ids=item_ids, npz=npz, train=train_file, reader=rows.reader,
+                       duplicates=rows.duplicates, negatives=rows.negatives, min_value=rows.min_value,
+                       regularization=regularization)
     say(f"wrote {output}: {plural(s['users'], 'user')} x {plural(s['items'], 'item')}, {s['factors']} factors"
         + (", item biases" if s["item_bias"] else "")
         + (f", {plural(s['train'], 'training interaction')}" if s["train"] is not None else ""), quiet=quiet)

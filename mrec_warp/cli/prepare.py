@@ -10,10 +10,10 @@ from ..data.rows import describe_counts
 from ..data.split import SPLITS
 from ..progress import plural
 from ..seeds import DEFAULT_SEED
-from ..stages.prepare import prepare as prepare_split, prepare_outputs, split_folders
+from ..stages.prepare import prepare_outputs, run_prepare, split_folders
 from ..files import check_outputs
 from ._flags import as_flags
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
+from ._common import friendly_errors, make_progress, quiet_option, row_options, say
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -36,11 +36,11 @@ test rows whose item never appears in train are dropped. summary.json counts eac
 The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
 with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
 """)
+@friendly_errors
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
-@reader_options("INPUT")
-@row_options
+@row_options("INPUT")
 @click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",
               help="Drop users with fewer than N interactions left.")
 @click.option("--test-fraction", type=float, metavar="F",
@@ -65,9 +65,8 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                    "MovieLens 100k u.item (genres, release-year bucket) and u.user (age bucket, gender, "
                    "occupation), or a synth folder's item_tags.tsv.")
 @quiet_option
-@friendly_errors
-def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, min_user_items,
-            test_fraction, leave_out, split_kind, num_splits, seed, quiet, verbose, features=False, cutoff=None):
+def prepare(input_file, outdir, rows, min_user_items, test_fraction, leave_out, split_kind, num_splits, seed, quiet,
+            verbose, features=False, cutoff=None):
     """Merge, filter and split a ratings file into train and test files per user.
 
     INPUT has one interaction per line: user, item[, rating[, timestamp]] (any delimiter,
@@ -77,12 +76,9 @@ def prepare(input_file, outdir, fmt, sep, header, columns, duplicates, negatives
     """
     progress = make_progress(quiet, verbose)
     check_outputs({"--output": prepare_outputs(outdir, num_splits, features)}, [input_file])
-    result = prepare_split(
-        input_file, outdir, format=fmt, sep=sep, header=header, columns=columns,
-        min_value=min_value, duplicates=duplicates, negatives=negatives, empty_ids=empty_ids, min_user_items=min_user_items, test_fraction=test_fraction,
-        leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, progress=progress,
-        features=features, cutoff=cutoff,
-    )
+    result = run_prepare(input_file, outdir, rows, min_user_items=min_user_items, test_fraction=test_fraction,
+                         leave_out=leave_out, split=split_kind, num_splits=num_splits, seed=seed, cutoff=cutoff,
+                         features=features, progress=progress)
     summaries = [result] if num_splits == 1 else result["splits"]
     for path in summaries[0].get("feature_files", []):
         say(f"wrote {path}", quiet=quiet)

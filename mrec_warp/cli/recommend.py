@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import click
 
-from ..context import ExecutionContext
 from ..progress import plural
-from ..stages.recommend import recommend as recommend_stage
+from ..stages.recommend import run_recommend
+from ..stages.recommend_inputs import ColdStartOptions
+from ..tables import TableOutput
 from ._common import friendly_errors, make_progress, quiet_option, say
-from ._features import feature_file_options, pop_feature_options
+from ._features import feature_file_options
 from ._flags import as_flags
-from ._parallel import N_JOBS, parallel_options
+from ._parallel import parallel_options
 
 
 @click.command(epilog="""\b
@@ -26,6 +27,7 @@ Examples:
   mrec-warp recommend model.npz -o recs.tsv --exclude-items discontinued.txt
   mrec-warp index model.npz && mrec-warp recommend model.npz -o recs.tsv --ann   # approximate, faster
 """)
+@friendly_errors
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Where to write user, item, score, rank rows (best first); a name ending in .gz "
@@ -40,11 +42,11 @@ Examples:
               help="File with one user id per line (default: every user of the model).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "parquet"]),
               help="Output format [from the file suffix; tsv otherwise].")
-@click.option("--n-jobs", type=N_JOBS, default=-1, show_default=True,
-              help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local workers). "
-                   "Each scores on one BLAS thread, so the output is the same for any count.")
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
-@parallel_options(workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
+@parallel_options(n_jobs_default=-1,
+                  n_jobs_help="Workers scoring user blocks (-1: every core; with dask and no --scheduler: local "
+                              "workers). Each scores on one BLAS thread, so the output is the same for any count.",
+                  workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
 @click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000, or --block-size if larger].")
 @feature_file_options
@@ -62,9 +64,8 @@ Examples:
                    "on large catalogues, recall below 1; seen and filtered items still never listed. A stale "
                    "index is refused. [exact]")
 @quiet_option
-@friendly_errors
-def recommend(model_file, output, k, train_file, exclude_items_file, users_file, fmt, n_jobs, block_size, backend,
-              scheduler, workdir, part_size, ann, quiet, verbose, **cold):
+def recommend(model_file, output, k, train_file, exclude_items_file, users_file, fmt, block_size, context, part_size,
+              features, include_new_items, new_items_only, history, fold_in_epochs, ann, quiet, verbose):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
@@ -72,11 +73,11 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
     block to a temporary file that replaces OUTPUT only when complete.
     """
     progress = make_progress(quiet, verbose)
-    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
-    features = pop_feature_options(cold)  # cold keeps the cold-start options
-    result = recommend_stage(model_file, output, k, users=users_file, train=train_file,
-                             exclude_items=exclude_items_file, format=fmt, block_size=block_size,
-                             part_size=part_size, **features, **cold, ann=ann, context=context, progress=progress)
+    cold = ColdStartOptions(features, include_new_items=include_new_items, new_items_only=new_items_only,
+                            history=history, fold_in_epochs=fold_in_epochs)
+    result = run_recommend(model_file, TableOutput(output, fmt), k, users=users_file, train=train_file,
+                           exclude_items=exclude_items_file, cold=cold, ann=ann, block_size=block_size,
+                           part_size=part_size, context=context, progress=progress)
     for note in [] if quiet else result.notes:
         click.echo(f"note: {as_flags(note)}", err=True)
     say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}", quiet=quiet)

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import click
 
-from ..context import ExecutionContext
 from ..errors import InputError
 from ..files import descriptor_of, is_stream
 from ..models.ann import check_indexable
 from ..models.families import model_classes
 from ..seeds import DEFAULT_SEED
-from ..stages.train import train as train_model
+from ..stages.train import run_train
 from ..progress import plural
-from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
-from ._features import feature_file_options, pop_feature_options
+from ._common import friendly_errors, make_progress, quiet_option, row_options, say
+from ._features import feature_file_options
 from .index import index
 from ._flags import MODEL_OPTIONS, as_flags, option_name
 from ._model_options import model_options
-from ._parallel import N_JOBS, parallel_options
+from ._parallel import parallel_options
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
 _MODEL_OPTIONS = {option_name(param): param for param in MODEL_OPTIONS}
@@ -36,14 +35,14 @@ Examples:
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
   mrec-warp train export.csv -o all.npz --sep ';' --columns 0,1,2 --negatives net   # a raw export, all of it
 """)
+@friendly_errors
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default=None, type=click.Choice(list(model_classes())),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "
                    "each model's options say which families take them) [the one --params names, else warp].")
-@reader_options("TRAIN")
-@row_options
+@row_options("TRAIN")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
               help="Validation file instead of an internal hold-out (no refit then); its layout is "
                    "guessed (--sep/--columns describe TRAIN), the row rules apply.")
@@ -53,9 +52,9 @@ Examples:
 @model_options
 @click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
               help="Random seed (models that draw no random numbers say so and ignore it).")
-@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
-              help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
-@parallel_options(workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
+@parallel_options(n_jobs_default=1,
+                  n_jobs_help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).",
+                  workdir_help="Folder for resumable sub-model part files [OUTPUT.parts].")
 @click.option("--sub-models", "sub_models", type=click.IntRange(min=1),
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
                    "concatenate them; K is part of the model, never the cluster's size "
@@ -63,9 +62,8 @@ Examples:
 @click.option("--ann", "ann_index", is_flag=True,
               help="Also build the model's ANN index, OUTPUT.ann, as mrec-warp index does (the [ann] extra).")
 @quiet_option
-@friendly_errors
-def train(train, output, model_name, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, validation_file,
-          params_file, seed, n_jobs, backend, scheduler, workdir, sub_models, quiet, verbose, ann_index, **options):
+def train(train, output, model_name, rows, validation_file, params_file, features, seed, context, sub_models, quiet,
+          verbose, ann_index, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
     TRAIN may be prepare's train.tsv or a raw export, read with the same options as
@@ -85,13 +83,10 @@ def train(train, output, model_name, fmt, sep, header, columns, duplicates, nega
             raise InputError("--ann writes the index beside the model file (OUTPUT.ann): give -o a file, not "
                              "standard output or a stream", hint="drop --ann, or write the model to a file")
     progress = make_progress(quiet, verbose)
-    features = pop_feature_options(options)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
-    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
-    result = train_model(train, output, model=model_name, params=params, params_file=params_file, format=fmt,
-                         validation=validation_file, sub_models=sub_models, seed=seed, context=context,
-                         progress=progress, sep=sep, header=header, columns=columns, duplicates=duplicates,
-                         negatives=negatives, min_value=min_value, empty_ids=empty_ids, **features)
+    result = run_train(train, output, model=model_name, params=params, params_file=params_file,
+                       validation=validation_file, sub_models=sub_models, seed=seed, rows=rows, features=features,
+                       context=context, progress=progress)
     if ann_index:
         click.get_current_context().invoke(index, model_file=output, quiet=quiet, verbose=verbose)
     for note in [] if quiet else result.notes:

@@ -8,15 +8,14 @@ import click
 from ..files import atomic_write
 from ..errors import InputError
 from ..seeds import DEFAULT_SEED
-from ..context import ExecutionContext
 from ..models.families import DEFAULT_FAMILY, FAMILIES, tunable_families
 from ..stages import candidates as search
 from ..stages.budget import parse_duration
-from ..stages.tune import tune as tune_stage
+from ..stages.tune import run_tune
 from ..files import check_outputs
-from ._common import echo_result, friendly_errors, make_progress, quiet_option, reader_options, row_options, say
+from ._common import echo_result, friendly_errors, make_progress, quiet_option, row_options, say
 from ._flags import as_flags
-from ._parallel import N_JOBS, parallel_options
+from ._parallel import parallel_options
 
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
@@ -54,6 +53,7 @@ TRAIN's value column (3rd) as confidence when there is one.
 With --random N and --grid, N points are drawn from the grid's values; with --random
 alone, from a default space.
 """)
+@friendly_errors
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--models", "models", default="all", show_default=True, metavar="NAME[,NAME...]",
               help=f"Model families to search: {', '.join(tunable_families())}, or all (a flat --grid or "
@@ -77,17 +77,14 @@ alone, from a default space.
 @click.option("--patience", type=click.IntRange(min=1), default=10, show_default=True,
               help="Epochs after the last rise of the score before a trial stops (as train's WARP "
                    "default: a shorter one favours settings that peak early, such as no norm limit).")
-@reader_options("TRAIN")
-@row_options
+@row_options("TRAIN")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
-@click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
-              help="Trials at once (-1: every core; with dask and no --scheduler: local workers).")
-@parallel_options(workdir_help="Folder for one result file per finished trial; a rerun skips them.")
+@parallel_options(n_jobs_default=1,
+                  n_jobs_help="Trials at once (-1: every core; with dask and no --scheduler: local workers).",
+                  workdir_help="Folder for one result file per finished trial; a rerun skips them.")
 @quiet_option
-@friendly_errors
-def tune(train, models, time_budget, grid_file, n_random, output, table_file, validation_file, validation_fraction, k, max_epochs,
-         patience, fmt, sep, header, columns, duplicates, negatives, min_value, empty_ids, seed, n_jobs, backend, scheduler,
-         workdir, quiet, verbose):
+def tune(train, models, time_budget, grid_file, n_random, output, table_file, validation_file, validation_fraction, k,
+         max_epochs, patience, rows, seed, context, quiet, verbose):
     """Fit each candidate on TRAIN and rank the candidates by validation precision@k.
 
     Every trial uses the same split and seed (WARP trials early-stop on their own), so the
@@ -119,16 +116,13 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
     families = list(dict.fromkeys(families))
     if not 0 < validation_fraction < 1:
         raise click.BadParameter("must be between 0 and 1, e.g. 0.1", param_hint="--validation-fraction")
-    context = ExecutionContext(backend, n_jobs=n_jobs, scheduler=scheduler, workdir=workdir)
     check_outputs({"--output": output, "--table": table_file}, [train, grid_file, validation_file])
     progress = make_progress(quiet, verbose)
     grids = search.read_grid(grid_file, families) if grid_file else None
     points = search.candidates(families, grids, n_random, seed=seed)
-    result = tune_stage(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
-                        base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
-                        progress=progress, format=fmt, sep=sep, header=header, columns=columns,
-                        duplicates=duplicates, negatives=negatives, min_value=min_value, empty_ids=empty_ids,
-                        time_budget=seconds, baseline=True)
+    result = run_tune(train, points, validation=validation_file, validation_fraction=validation_fraction, k=k,
+                      base={"max_epochs": max_epochs, "patience": patience}, seed=seed, context=context,
+                      progress=progress, rows=rows, time_budget=seconds, baseline=True)
     if "error" in result.table:  # failed trials' errors name parameters: show the flags the user typed
         result.table["error"] = result.table["error"].map(lambda e: as_flags(e) if isinstance(e, str) else e)
     if result.table[result.metric].isna().all():

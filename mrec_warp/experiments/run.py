@@ -31,7 +31,7 @@ from ..data.split import SPLIT_FILES
 from ..errors import InputError
 from ..evaluation.report import Study
 from ..files import PathLike, atomic_write, check_outputs, file_digest
-from ..jobs import Job, job_manifest, maybe_inject_fault, unit_of_job
+from ..jobs import Job, job_manifest, unit_of_job
 from ..models.families import FAMILIES
 from ..progress import SILENT, Progress, plural
 from ..stages.evaluate import evaluate
@@ -103,7 +103,6 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
     """One (model, split) run: fit on one thread (after ``trials`` random tuning trials on a
     hold-out of the training file, when given), write the top ``k`` of every training user,
     then the part file ``run-NNNN.json`` that marks it done (returned as a dict)."""
-    maybe_inject_fault(workdir, index)
     started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     t0 = time.perf_counter()
     seeded = FAMILIES[family].cls.draws_random_numbers

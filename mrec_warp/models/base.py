@@ -28,7 +28,7 @@ from ..data.inputs import check_readable
 from ..errors import InputError, spell_parameters
 from ..files import PathLike
 from ..progress import Progress
-from ..topk import block_to_frame, iter_top_k
+from ..topk import block_to_frame, iter_top_k, probe_unrankable
 from . import single_user
 from .declared import Param, check_declared
 from .families import REGISTRY, family_names, register
@@ -412,9 +412,6 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
             self.user_ids, self.item_ids, self.train_, self.get_arrays(), verify=self._check_loadable,
         )
 
-    #: Users whose scores :meth:`_check_loadable` computes (enough to see a model that ranks nothing).
-    _PROBE_USERS = 64
-
     def _check_loadable(self, source) -> None:
         """What is written is what loads: the archive just written (``source``) goes through
         :func:`load`, the checks of every later run, and the loaded model must give finite
@@ -426,12 +423,10 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         loaded = load(source, expected=type(self))
         if loaded.n_users == 0 or loaded.n_items == 0:
             return
-        users = np.arange(min(loaded.n_users, self._PROBE_USERS), dtype=np.int64)
-        with np.errstate(all="ignore"):
-            scores = loaded.score_users(users)
-        if not np.isfinite(scores).any():
+        probed = probe_unrankable(loaded.score_users, loaded.n_users)
+        if probed is not None:
             large = [f"`{p}`" for p in ("alpha", "identity_weight", "learning_rate") if p in self.get_params()]
-            raise InputError(f"every score of its first {len(users):,} users is NaN or infinite: it would rank "
+            raise InputError(f"every score of its first {probed:,} users is NaN or infinite: it would rank "
                              "nothing", hint="a parameter overflowed the numbers: lower " + (" or ".join(large)
                                                                                            or "the largest one"))
 

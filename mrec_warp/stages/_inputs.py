@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -18,47 +17,27 @@ import pandas as pd
 from ..data.interactions import Interactions
 from ..data.inputs import output_encoding
 from ..data.ratings import READER_OPTIONS, read_ratings
-from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids, check_row_options
+from ..data.rows import DEFAULT_NEGATIVES
 from ..errors import InputError
 from ..models.families import model_classes
+from .options import RowOptions
 
 PathLike = Union[str, os.PathLike]
 
 
-@dataclass(frozen=True)
-class RowOptions:
-    """How a ratings file is read and what its rows become: ``prepare``'s reader options
-    (``sep``, ``header``, ``columns``; ``format`` is the stage's own) and the row rules of
-    :mod:`mrec_warp.data.rows` (``duplicates``, ``negatives``, ``min_value``), so that
-    ``train`` and ``tune`` read a raw export as ``prepare`` does."""
-
-    sep: Optional[str] = None
-    header: Optional[bool] = None
-    columns: Optional[Union[str, Sequence]] = None
-    duplicates: Optional[str] = None  # sum, but not chosen: see mrec_warp.data.rows.merge_rows
-    negatives: str = DEFAULT_NEGATIVES
-    min_value: Optional[float] = None
-    empty_ids: str = DEFAULT_EMPTY_IDS
-
-    def __post_init__(self) -> None:
-        check_row_options(self.duplicates, self.negatives, self.min_value)
-        check_empty_ids(self.empty_ids)
-
-
-def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, required: bool = True,
-                      rows: Optional[RowOptions] = None, reader_options: Sequence[str] = READER_OPTIONS,
+def load_interactions(path: PathLike, rows: Optional[RowOptions] = None, *, values: bool = False,
+                      required: bool = True, reader_options: Sequence[str] = READER_OPTIONS,
                       own_layout: bool = False) -> Interactions:
-    """Read a ratings file by the row rules (:mod:`mrec_warp.data.rows`, ``rows``' options;
-    by default duplicates summed and negative values refused); with ``values`` the matrix
-    holds the merged value column, else every kept pair is 1. A file without a value column
-    is refused when ``required``, else read as ones (``has_values`` says which it was).
-    The counts of the row rules are in ``row_counts``; ``reader_options`` are those the
-    caller offers for this file (:func:`~mrec_warp.data.ratings.read_ratings`); ``own_layout``:
-    the file is not the one the options describe (a validation file), so ``negatives`` applies
-    only where it has values."""
+    """Read a ratings file as ``rows`` says (its reader options and the row rules of
+    :mod:`mrec_warp.data.rows`; by default a guessed layout, duplicates summed and negative
+    values refused); with ``values`` the matrix holds the merged value column, else every
+    kept pair is 1. A file without a value column is refused when ``required``, else read as
+    ones (``has_values`` says which it was). The counts of the row rules are in
+    ``row_counts``; ``reader_options`` are those the caller offers for this file
+    (:func:`~mrec_warp.data.ratings.read_ratings`); ``own_layout``: the file is not the one
+    the options describe (a validation file), so ``negatives`` applies only where it has values."""
     rows = rows or RowOptions()
-    df = read_ratings(path, format=fmt, sep=rows.sep, header=rows.header, columns=rows.columns,
-                      empty_ids=rows.empty_ids, reader_options=reader_options)
+    df = read_ratings(path, **rows.reader, reader_options=reader_options)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")
@@ -78,17 +57,16 @@ def load_interactions(path: PathLike, fmt: str = "auto", values: bool = False, r
 def load_validation(path: PathLike, train: Interactions, rows: Optional[RowOptions] = None) -> Interactions:
     """The validation file of ``train`` / ``tune``, every kept pair a 1.
 
-    Read with its own layout guessed (``format="auto"``, no ``sep`` / ``header`` /
-    ``columns``): those options describe TRAIN, often a raw export, while the validation
+    Read with its own layout guessed (:meth:`RowOptions.rules_only`): ``rows``' ``format``,
+    ``sep``, ``header`` and ``columns`` describe TRAIN, often a raw export, while the validation
     file is usually ``prepare``'s test.tsv, whose layout differs (``columns=1,0,2`` would
     swap its users and items, a header would eat its first row). The row rules do apply
     (a return is no hit). A file that shares no (user, item) pair's user *and* item with
     ``train`` is refused: it would score every model 0 and early stopping would pick at random.
     """
     rows = rows or RowOptions()
-    val = load_interactions(path, "auto", rows=RowOptions(duplicates=rows.duplicates, negatives=rows.negatives,
-                                                          min_value=rows.min_value, empty_ids=rows.empty_ids),
-                            reader_options=(), own_layout=True)  # --sep & co. are TRAIN's: a hint must not suggest them
+    val = load_interactions(path, rows.rules_only(), reader_options=(),
+                            own_layout=True)  # --sep & co. are TRAIN's: a hint must not suggest them
     known = val.reindex(train.user_ids, train.item_ids)
     if known.nnz == 0:
         users = int(pd.Index(val.user_ids).isin(train.user_ids).sum())

@@ -13,15 +13,14 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..data.features import write_features
-from ..data.ratings import read_ratings
-from ..data.ratings import describe_reading
-from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, check_empty_ids
+from ..data.ratings import describe_reading, read_ratings
+from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
 from ..data.side_features import side_features
-from ..data.split import check_split_options, check_num_splits, iter_splits, min_value_of
-from ..data.split import SPLIT_FILES, write_split
+from ..data.split import SPLIT_FILES, check_num_splits, check_split_options, iter_splits, min_value_of, write_split
 from ..errors import InputError
 from ..progress import SILENT, Progress, plural
 from ..seeds import DEFAULT_SEED
+from .options import RowOptions
 
 PathLike = Union[str, os.PathLike]
 
@@ -133,18 +132,42 @@ def prepare(
     InputError
         Bad options, an unreadable or malformed file, or nothing left to split.
     """
+    rows = RowOptions(format=format, sep=sep, header=header, columns=columns, duplicates=duplicates,
+                      negatives=negatives, min_value=min_value_of(min_value, min_rating), empty_ids=empty_ids)
+    return run_prepare(input, outdir, rows, min_user_items=min_user_items, test_fraction=test_fraction,
+                       leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, cutoff=cutoff,
+                       features=features, progress=progress)
+
+
+def run_prepare(
+    input: PathLike,
+    outdir: PathLike,
+    rows: RowOptions,
+    *,
+    min_user_items: int = 1,
+    test_fraction: Optional[float] = None,
+    leave_out: Optional[int] = None,
+    split: str = "random",
+    num_splits: int = 1,
+    seed: int = DEFAULT_SEED,
+    cutoff: Any = None,
+    features: bool = False,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]:
+    """:func:`prepare` with its reader options and row rules as one object (``rows``; its
+    ``min_value`` is the least value a pair keeps), as ``mrec-warp prepare`` calls it. Every
+    other argument is :func:`prepare`'s."""
     progress = progress or SILENT
-    min_rating = min_value_of(min_value, min_rating)
+    min_rating, duplicates, negatives, empty_ids = rows.min_value, rows.duplicates, rows.negatives, rows.empty_ids
     check_split_options(test_fraction, leave_out, split, num_splits, min_user_items, min_rating, seed, duplicates,
                    negatives, cutoff)
-    check_empty_ids(empty_ids)
     side: Dict[str, pd.DataFrame] = {}
     if features:
         side = side_features(input)
         if not side:
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
                              path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
-    df = read_ratings(input, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
+    df = read_ratings(input, **rows.reader)
     encoding = df.attrs.get("encoding", "utf-8")
     progress.log(f"read {plural(len(df), 'row')} from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     found = df.attrs.get("reading")
@@ -153,15 +176,15 @@ def prepare(
         for line in found["description"].split("\n"):
             progress.log(line)
     outdir = Path(outdir)
-    reading = {"format": format, "sep": sep, "header": header,
-               "columns": None if columns is None else [str(c) for c in _as_list(columns)]}
+    reading = {"format": rows.format, "sep": rows.sep, "header": rows.header,
+               "columns": None if rows.columns is None else [str(c) for c in _as_list(rows.columns)]}
     summaries: List[Dict[str, Any]] = []
     splits = iter_splits(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
         duplicates=duplicates, negatives=negatives, cutoff=cutoff, empty_ids=empty_ids,
     )
-    value_column = describe_value_column(df, columns, min_rating, header)
+    value_column = describe_value_column(df, rows.columns, min_rating, rows.header)
     value_column["duplicates"] = duplicates or DEFAULT_DUPLICATES
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
@@ -234,4 +257,4 @@ _ENCODING_NOTE = {
 }
 
 
-__all__ = ["prepare", "prepare_outputs", "split_folders", "describe_value_column", "FEATURE_FILES"]
+__all__ = ["prepare", "run_prepare", "prepare_outputs", "split_folders", "describe_value_column", "FEATURE_FILES"]

@@ -1,7 +1,8 @@
 """The recommend stage: top-k lists for many users of a fitted model, written to one file.
 
-:func:`recommend` is the stage as the command runs it, one straight line: its inputs (the
-model file, its cold start, the users asked for, exclusions:
+:func:`recommend` (and :func:`run_recommend`, its twin with options as objects, which the
+command runs) is one straight line: its inputs (the model file, its cold start, the users
+asked for, exclusions:
 :func:`~mrec_warp.stages.recommend_inputs.recommend_inputs`), then the model's scores as
 candidates, their top k (:mod:`mrec_warp.topk`) and the writer (:mod:`mrec_warp.tables`);
 :func:`write_recommendations` is that second half, for a model in hand.
@@ -26,19 +27,20 @@ import scipy.sparse as sp
 
 from ..models.ann import iter_top_k as ann_top_k, open_for as open_ann
 from ..context import ExecutionContext, local_context
+from ..data.features import FeatureFiles
 from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
 from ..models.base import Recommender
 from ..errors import InputError
-from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, maybe_inject_fault, model_fingerprint,
+from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import concatenate, neutralised_note, output_format, write_frames
-from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k,
+from ..tables import TableOutput, concatenate, neutralised_note, output_format, write_frames
+from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
-from .recommend_inputs import recommend_inputs
+from .recommend_inputs import ColdStartOptions, recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
 #: large enough that a 20M-interaction job has tens of parts, not thousands.
@@ -107,6 +109,8 @@ def recommend(
         rows mostly name ids the model does not know is refused.
     exclude_items : path-like, optional
         Item ids never recommended to anyone.
+    format, block_size, part_size
+        As :func:`write_recommendations` takes them.
     item_features, user_features, feature_sep, feature_header, feature_columns,
     include_new_items, new_items_only, history, fold_in_epochs
         Cold start, as :func:`~mrec_warp.stages.recommend_inputs.cold_start`.
@@ -117,21 +121,45 @@ def recommend(
         Where the scoring runs (default one thread).
     progress : Progress, optional
     """
-    check_outputs({"`output`": output}, [None if isinstance(model, Recommender) else model, users, train,
-                                        exclude_items, history, item_features, user_features])
+    cold = ColdStartOptions(FeatureFiles(user=user_features, item=item_features, sep=feature_sep,
+                                         header=feature_header, columns=feature_columns),
+                            include_new_items=include_new_items, new_items_only=new_items_only, history=history,
+                            fold_in_epochs=fold_in_epochs)
+    return run_recommend(model, TableOutput(output, format), k, users=users, train=train, exclude_items=exclude_items,
+                         cold=cold, ann=ann, block_size=block_size, part_size=part_size, context=context,
+                         progress=progress)
+
+
+def run_recommend(
+    model: Union[PathLike, Any],
+    output: TableOutput,
+    k: int = 10,
+    *,
+    users: Optional[PathLike] = None,
+    train: Optional[PathLike] = None,
+    exclude_items: Optional[PathLike] = None,
+    cold: Optional[ColdStartOptions] = None,
+    ann: bool = False,
+    block_size: Optional[int] = None,
+    part_size: Optional[int] = None,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+) -> RecommendResult:
+    """:func:`recommend` with its options as objects, as ``mrec-warp recommend`` calls it:
+    ``output`` is the file and its format, ``cold`` the newcomers the model is extended with
+    (:class:`~mrec_warp.stages.recommend_inputs.ColdStartOptions`). Every other argument is
+    :func:`recommend`'s."""
+    cold = cold or ColdStartOptions()
+    check_outputs({"`output`": output.path}, [None if isinstance(model, Recommender) else model, users, train,
+                                             exclude_items, cold.history, cold.features.item, cold.features.user])
     inputs = recommend_inputs(  # 1. inputs: the model extended for newcomers, users, exclusions
-        model, users=users, train=train, exclude_items=exclude_items, progress=progress,
-        cold=dict(item_features=item_features, user_features=user_features, feature_sep=feature_sep,
-                  feature_header=feature_header, feature_columns=feature_columns, include_new_items=include_new_items,
-                  new_items_only=new_items_only, history=history, fold_in_epochs=fold_in_epochs))
+        model, users=users, train=train, exclude_items=exclude_items, cold=cold, progress=progress)
     model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
-    if int(k) > 0:
-        k, note = capped_k(int(k), model.n_items)
-        notes += [note] if note else []
     # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
     index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
-    rows = write_recommendations(model, output, k=k, user_ids=user_ids, exclude=inputs.exclude, format=format,
-                                 filter_items=inputs.filtered, block_size=block_size, part_size=part_size,
+    rows = write_recommendations(model, output.path, k=k, user_ids=user_ids, exclude=inputs.exclude,
+                                 format=output.format, filter_items=inputs.filtered, block_size=block_size,
+                                 part_size=part_size,
                                  model_file=inputs.model_file, context=context, progress=progress, notes=notes,
                                  ann_index=index)
     n_users = model.n_users if user_ids is None else len(user_ids)
@@ -139,10 +167,6 @@ def recommend(
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
                      "for them (seen in training, in `train`, or listed in `exclude_items`)")
     return RecommendResult(rows, n_users, notes)
-
-
-#: Users whose scores :func:`check_rankable` looks at.
-PROBE_USERS = 64
 
 
 def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) -> None:
@@ -153,13 +177,10 @@ def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) ->
     if model.n_items == 0:
         raise InputError("the model has no items: there is nothing to recommend", path=where,
                          hint="train it on interactions that name items")
-    if model.n_users == 0:
-        return  # only new users (history, features) can get lists: nothing to probe here
-    users = np.arange(min(model.n_users, PROBE_USERS), dtype=np.int64)
-    with np.errstate(all="ignore"):
-        scores = model.score_users(users)
-    if not np.isfinite(scores).any():
-        raise InputError(f"every score of the model's first {len(users):,} users is NaN or infinite: it ranks "
+    # a model of new users only (history, features) has no first users to probe: it passes
+    probed = probe_unrankable(model.score_users, model.n_users)
+    if probed is not None:
+        raise InputError(f"every score of the model's first {probed:,} users is NaN or infinite: it ranks "
                          "nothing", path=where,
                          hint="train it again with smaller parameters (a weight or confidence overflowed)")
 
@@ -194,7 +215,7 @@ def write_recommendations(
     path : path-like
         The output file (``.gz``: gzip-compressed text).
     k : int
-        Items per user (capped at the catalogue).
+        Items per user (capped at the catalogue: :func:`~mrec_warp.topk.capped_k`).
     user_ids : sequence of str, optional
         Users to recommend for, in output order.
     exclude : "train", None or sparse matrix
@@ -216,7 +237,8 @@ def write_recommendations(
         (:attr:`~mrec_warp.context.ExecutionContext.uses_parts`) writes them under its work
         folder (default ``PATH.parts``).
     notes : list of str, optional
-        Gets a note when CSV cells were neutralised (how many).
+        Gets a note when ``k`` was capped at the catalogue, and when CSV cells were
+        neutralised (how many).
     ann_index : mrec_warp.models.ann.AnnIndex, optional
         Rank with this index (on local threads) instead of exactly.
 
@@ -228,7 +250,9 @@ def write_recommendations(
     if k <= 0:
         raise InputError(f"`k` must be a positive integer, got {k}", hint="e.g. `k=10`")
     check_rankable(model, model_file)
-    k = min(int(k), max(1, model.n_items))  # a longer list holds nothing more, only bigger buffers
+    k, note = capped_k(int(k), model.n_items)  # a longer list holds nothing more, only bigger buffers
+    if note and notes is not None:
+        notes.append(note)
     fmt = output_format(path, format)
     users = np.arange(model.n_users) if user_ids is None else model.user_indices(user_ids)
     mask = None if filter_items is None else model.item_mask(model.item_indices(filter_items))
@@ -324,7 +348,6 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     path = Path(workdir) / _part_name(part, fmt)
     if path.exists():
         return 0
-    maybe_inject_fault(workdir, part)
     started = job_manifest(workdir)  # before reading the job's inputs: the part is kept only for this job
     model = cached_model(model_src) if isinstance(model_src, (str, os.PathLike)) else model_src
     staged = {} if inputs is None else cached_inputs(inputs, model.n_users, model.n_items,

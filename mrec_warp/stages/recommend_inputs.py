@@ -34,6 +34,30 @@ from ..progress import SILENT, Progress
 PathLike = Union[str, os.PathLike]
 
 
+@dataclass(frozen=True)
+class ColdStartOptions:
+    """The newcomers a recommend run adds to a trained model (:func:`run_cold_start`).
+
+    Attributes
+    ----------
+    features : FeatureFiles
+        Features of new users / items (a hybrid model), and how to read them.
+    include_new_items, new_items_only : bool
+        Rank items known by their features alone beside the trained ones, or alone.
+    history : path-like, optional
+        ``user item`` rows of users to fold in without refitting (new ones are added, known
+        ones refined).
+    fold_in_epochs : int, optional
+        Passes over ``history`` (a family whose fold-in has epochs: ``fold_in_epochs``).
+    """
+
+    features: FeatureFiles = field(default_factory=FeatureFiles)
+    include_new_items: bool = False
+    new_items_only: bool = False
+    history: Optional[PathLike] = None
+    fold_in_epochs: Optional[int] = None
+
+
 @dataclass
 class RecommendInputs:
     """What a recommend run ranks with and for.
@@ -73,20 +97,21 @@ def recommend_inputs(
     users: Optional[PathLike] = None,
     train: Optional[PathLike] = None,
     exclude_items: Optional[PathLike] = None,
-    cold: Optional[dict] = None,
+    cold: Optional[ColdStartOptions] = None,
     progress: Progress = SILENT,
 ) -> RecommendInputs:
     """Read a recommend run's inputs: the model (a file, or a model in hand that is copied
-    before anything extends it), its cold start (``cold``: the keyword arguments of
-    :func:`cold_start`), the ``users`` file, the ``train`` exclusions and the
-    ``exclude_items`` file, each checked against the model."""
+    before anything extends it), its cold start (``cold``: :func:`run_cold_start`), the
+    ``users`` file, the ``train`` exclusions and the ``exclude_items`` file, each checked
+    against the model."""
     given = isinstance(model, Recommender)
     model, model_file = open_model(model)
     if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
         model = copy.deepcopy(model)
     notes: List[str] = []
     requested = read_id_list(users, unique=True, note=notes.append) if users else None
-    extended = cold_start(model, model_file, requested_users=requested, progress=progress, **(cold or {}))
+    extended = run_cold_start(model, model_file, cold or ColdStartOptions(), requested_users=requested,
+                              progress=progress)
     model, changed = extended.model, extended.changed
     user_ids: Optional[List[str]] = None
     if users:
@@ -162,10 +187,22 @@ def cold_start(
     -------
     ColdStart
     """
+    return run_cold_start(model, model_file,
+                          ColdStartOptions(FeatureFiles(user=user_features, item=item_features, sep=feature_sep,
+                                                        header=feature_header, columns=feature_columns),
+                                           include_new_items=include_new_items, new_items_only=new_items_only,
+                                           history=history, fold_in_epochs=fold_in_epochs),
+                          requested_users=requested_users, progress=progress)
+
+
+def run_cold_start(model: Recommender, model_file: Optional[PathLike], options: ColdStartOptions, *,
+                   requested_users: Optional[Sequence[str]] = None,
+                   progress: Optional[Progress] = None) -> ColdStart:
+    """:func:`cold_start` with the newcomers as one object, as the recommend stage calls it."""
     progress = progress or SILENT
-    files = FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
-                         columns=feature_columns)
-    user_table, item_table = files.read(getattr(model, "id_encoding_", None))
+    include_new_items, new_items_only = options.include_new_items, options.new_items_only
+    history, fold_in_epochs = options.history, options.fold_in_epochs
+    user_table, item_table = options.features.read(getattr(model, "id_encoding_", None))
     features = takes_features(model)
     kind = type(model).__name__
     if not features:
@@ -220,7 +257,7 @@ def cold_start(
         model = model.with_new_items(item_table, only=new_items_only)
         n_new = model.n_items - (0 if new_items_only else before)
         if n_new == 0:
-            raise InputError("there are no new items to rank", path=item_features or model_file,
+            raise InputError("there are no new items to rank", path=options.features.item or model_file,
                              hint="give `item_features` with items absent from training")
         progress.log(f"ranking {n_new} new items" + ("" if new_items_only else f" alongside {before} trained ones"))
         changed = True

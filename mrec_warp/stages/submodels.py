@@ -22,7 +22,7 @@ from ..data.interactions import Interactions
 from ..files import PathLike, atomic_path
 from ..data.npz import check_finite, check_ids, write_npz
 from ..errors import InputError
-from ..jobs import (INPUTS_FILE, Job, cached, damaged, fingerprint, maybe_inject_fault, read_inputs, read_work_arrays,
+from ..jobs import (INPUTS_FILE, Job, cached, damaged, fingerprint, read_inputs, read_work_arrays,
                     job_manifest, unit_of_job, write_inputs)
 from ..models import WARP
 from ..progress import SILENT, Progress
@@ -77,7 +77,6 @@ def _fit_submodel(data_src, workdir: str, index: int, params: Dict[str, Any],
     path = Path(workdir) / _part_name(index)
     if path.exists():
         return {"index": index, "skipped": True}
-    maybe_inject_fault(workdir, index)
     started = job_manifest(workdir)  # before reading the job's inputs: the part is kept only for this job
     data = read_training_inputs(data_src) if isinstance(data_src, (str, os.PathLike)) else data_src
     t0 = time.perf_counter()

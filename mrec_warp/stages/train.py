@@ -1,10 +1,11 @@
 """The training stage: a ratings file (and its side files) in, a fitted model (and model file) out.
 
-:func:`train` is what ``mrec-warp train`` runs: it picks the model family, merges the
-parameters of a parameters file with the ones given, checks that every one applies to the
-family, reads the interactions (with their value column when a confidence weighs rows by
-it), the validation and feature files, fits, and saves. Warp models can also be fitted as
-independent sub-models on a backend's workers.
+:func:`train` picks the model family, merges the parameters of a parameters file with the
+ones given, checks that every one applies to the family, reads the interactions (with their
+value column when a confidence weighs rows by it), the validation and feature files, fits,
+and saves. Warp models can also be fitted as independent sub-models on a backend's workers.
+``mrec-warp train`` runs :func:`run_train`, the same stage with its reader options, row rules
+and feature files as objects (:mod:`~mrec_warp.stages.options`).
 
 >>> result = train("split/train.tsv", "model.npz", params={"factors": 32})   # doctest: +SKIP
 >>> result.model.recommend_frame(["196"], k=5)                              # doctest: +SKIP
@@ -28,8 +29,8 @@ from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
 from ..data.features import FeatureFiles
-from ._inputs import (RowOptions, keep_encoding, load_interactions, load_params, load_validation,
-                      params_model)
+from ._inputs import keep_encoding, load_interactions, load_params, load_validation, params_model
+from .options import RowOptions
 
 PathLike = Union[str, os.PathLike]
 
@@ -194,10 +195,41 @@ def train(
         Bad files, or parameters that do not apply (the message names the parameter);
         :class:`UnknownParameterError` for a parameter the family does not take.
     """
+    return run_train(train, output, model=model, params=params, params_file=params_file, validation=validation,
+                     sub_models=sub_models, seed=seed,
+                     rows=RowOptions(format=format, sep=sep, header=header, columns=columns, duplicates=duplicates,
+                                     negatives=negatives, min_value=min_value, empty_ids=empty_ids),
+                     features=FeatureFiles(user=user_features, item=item_features, sep=feature_sep,
+                                           header=feature_header, columns=feature_columns),
+                     context=context, progress=progress)
+
+
+def run_train(
+    train: PathLike,
+    output: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    params_file: Optional[PathLike] = None,
+    validation: Optional[PathLike] = None,
+    sub_models: Optional[int] = None,
+    seed: Optional[int] = None,
+    rows: Optional[RowOptions] = None,
+    features: Optional[FeatureFiles] = None,
+    context: Optional[ExecutionContext] = None,
+    progress: Optional[Progress] = None,
+) -> TrainResult:
+    """:func:`train` with its options as objects, as ``mrec-warp train`` calls it.
+
+    ``rows`` says how TRAIN is read and what its rows become (``validation`` is read by
+    the same row rules, with its own layout: :meth:`~mrec_warp.stages.options.RowOptions.rules_only`);
+    ``features`` are the feature files of a hybrid model. Every other argument is
+    :func:`train`'s.
+    """
     progress = progress or SILENT
-    check_outputs({"`output`": output}, [train, validation, params_file, item_features, user_features])
-    rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
-                      min_value=min_value, empty_ids=empty_ids)
+    rows = rows or RowOptions()
+    features = features or FeatureFiles()
+    check_outputs({"`output`": output}, [train, validation, params_file, features.item, features.user])
     context = context or local_context()
     backend, n_jobs, scheduler = context.backend, context.n_jobs, context.scheduler
     notes: List[str] = []
@@ -236,10 +268,10 @@ def train(
         raise InputError(f"`sub_models` needs {named_families(fits_sub_models)}, not `model={model_name}`",
                          hint="drop `sub_models`")
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
-    data = load_interactions(train, format, values=kind != "none", required=not weighs_without_values(estimator),
-                             rows=rows)
+    data = load_interactions(train, rows, values=kind != "none", required=not weighs_without_values(estimator))
     # the row rules' counts in prepare's words (a file read always has them), then the matrix they made
-    counts = describe_counts(data.row_counts, duplicates, negatives) + ": " if data.row_counts is not None else ""
+    counts = describe_counts(data.row_counts, rows.duplicates, rows.negatives) + ": " \
+        if data.row_counts is not None else ""
     progress.log(f"{train}: {counts}{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
     if fits_sub_models(estimator) and (sub_models or backend == "dask"):
@@ -257,9 +289,7 @@ def train(
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
     else:
-        _fit(estimator, model_name, data, context, format, validation, rows,
-             FeatureFiles(user=user_features, item=item_features, sep=feature_sep, header=feature_header,
-                          columns=feature_columns), progress)
+        _fit(estimator, model_name, data, context, validation, rows, features, progress)
     keep_encoding(estimator, data)
     if output is not None:
         estimator.save(output)
@@ -329,7 +359,7 @@ def zeros_note(data: Interactions) -> str:
             "of the lowest confidence, 1" if zeros else "")
 
 
-def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext, fmt: str,
+def _fit(estimator: Recommender, model_name: str, data: Interactions, context: ExecutionContext,
          validation: Optional[PathLike], rows: RowOptions, features: FeatureFiles, progress: Progress) -> None:
     """Fit one model in this process (WRMF: its blocks on the context's workers), with its
     validation and feature files."""

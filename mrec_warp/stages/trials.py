@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..files import atomic_write
-from ..jobs import cached, job_manifest, maybe_inject_fault, read_inputs, unit_of_job
+from ..jobs import cached, job_manifest, read_inputs, unit_of_job
 from ..models.base import Recommender
 from ..models.families import DEFAULT_FAMILY, baseline_family, model_classes
 from ..progress import Progress, plural
@@ -128,7 +128,6 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     if part is not None and part.exists():
         return json.loads(part.read_text())
     if workdir:
-        maybe_inject_fault(workdir, trial)
         started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     fit, val = load_split(split_src, use_values) if isinstance(split_src, (str, os.PathLike)) else split_src
     family = params.get(MODEL, DEFAULT_FAMILY)

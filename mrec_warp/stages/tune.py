@@ -35,16 +35,16 @@ from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES
-from ._inputs import RowOptions, load_interactions, load_validation
+from ._inputs import load_interactions, load_validation
+from .options import RowOptions
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import (HITS, SHORT, check_pick, family_class, load_split, log_trial, paired_interval, point_values,
+from .trials import (HITS, SHORT, check_pick, family_class, log_trial, paired_interval, point_values,
                      run_trial, trial_model)
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
 BASELINE = baseline_family()
-_load_split = load_split  # (its former name here)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,6 +242,35 @@ def tune(
     -------
     TuneResult
     """
+    return run_tune(train, points, validation=validation, validation_fraction=validation_fraction, k=k, base=base,
+                    seed=seed, context=context, progress=progress, with_defaults=with_defaults, use_values=use_values,
+                    rows=RowOptions(format=format, sep=sep, header=header, columns=columns, duplicates=duplicates,
+                                    negatives=negatives, min_value=min_value, empty_ids=empty_ids),
+                    time_budget=time_budget, baseline=baseline)
+
+
+def run_tune(
+    train,
+    points: Sequence[Dict[str, Any]],
+    validation=None,
+    validation_fraction: float = 0.1,
+    k: int = 10,
+    base: Optional[Dict[str, Any]] = None,
+    seed: int = DEFAULT_SEED,
+    context: Optional[ExecutionContext] = None,
+    progress: Progress = SILENT,
+    with_defaults: bool = True,
+    use_values: Optional[bool] = None,
+    rows: Optional[RowOptions] = None,
+    time_budget: Optional[float] = None,
+    baseline: bool = False,
+) -> TuneResult:
+    """:func:`tune` with its reader options and row rules as one object, as ``mrec-warp tune``
+    calls it: ``rows`` says how the file ``train`` names is read and what the rows of both
+    files become (``validation`` is read with its own layout guessed:
+    :meth:`~mrec_warp.stages.options.RowOptions.rules_only`). Every other argument is :func:`tune`'s.
+    """
+    rows = rows or RowOptions()
     started = time.monotonic()
     if time_budget is not None:
         check_number(time_budget, "time_budget", above=0)
@@ -257,15 +286,13 @@ def tune(
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
-    rows = RowOptions(sep=sep, header=header, columns=columns, duplicates=duplicates, negatives=negatives,
-                      min_value=min_value, empty_ids=empty_ids)
     base = {**(base or {}), "random_state": seed}
     for p in points:  # a value no model takes is the search's error, found before the data is read
         trial_model(p.get(MODEL, DEFAULT_FAMILY), base, point_values(p), k).check_params()
     # only the families that weigh observed pairs take the values (as confidences)
     weighing = any(fit_takes(family_class(p.get(MODEL, DEFAULT_FAMILY)), "use_values") for p in points)
     if isinstance(train, (str, os.PathLike)):
-        train = load_interactions(train, format, values=weighing, required=False, rows=rows)
+        train = load_interactions(train, rows, values=weighing, required=False)
     if isinstance(validation, (str, os.PathLike)):
         if not isinstance(train, Interactions):
             raise InputError("a validation file needs the training data with its ids (an Interactions or a file)",
