@@ -85,6 +85,10 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     hogwild: ClassVar[bool] = False
     finds_similar_items: ClassVar[bool] = False
 
+    #: The parameters that scale the model's numbers, which a save that finds every score
+    #: NaN or infinite names as the ones to lower (none: "the largest one").
+    SCALING_PARAMETERS: ClassVar[Tuple[str, ...]] = ()
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "name" in vars(cls):
@@ -425,7 +429,7 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
             return
         probed = probe_unrankable(loaded.score_users, loaded.n_users)
         if probed is not None:
-            large = [f"`{p}`" for p in ("alpha", "identity_weight", "learning_rate") if p in self.get_params()]
+            large = [f"`{p}`" for p in self.SCALING_PARAMETERS]
             raise InputError(f"every score of its first {probed:,} users is NaN or infinite: it would rank "
                              "nothing", hint="a parameter overflowed the numbers: lower " + (" or ".join(large)
                                                                                            or "the largest one"))

@@ -366,6 +366,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
 
     name = "hybrid"
     supports_confidence = False
+    SCALING_PARAMETERS = ("identity_weight", "learning_rate")
     # feature weights fitted apart do not add up: the base's refusal, not WARP's merge
     merge_sub_models = Recommender.merge_sub_models
     LEARNED = ("user_embeddings_", "item_embeddings_", "item_feature_bias_")

@@ -365,6 +365,7 @@ class WARP(FactorModel):
 
     name = "warp"
     supports_confidence = True
+    SCALING_PARAMETERS = ("alpha", "learning_rate")
     fold_in_epochs = True
     hogwild = True
     LEARNED = ("user_factors_", "item_factors_", "item_bias_")

@@ -340,6 +340,7 @@ class WRMF(FactorModel):
 
     name = "wrmf"
     supports_confidence = True
+    SCALING_PARAMETERS = ("alpha",)
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
