@@ -11,7 +11,7 @@ from ..errors import InputError
 
 ExcludeArg = Union[str, None, sp.spmatrix]
 #: One id or a sequence of ids (a str is always one id).
-IdsArg = Union[str, int, Sequence]
+IdsArg = Union[str, int, Sequence, np.ndarray]
 #: One index or a sequence of indices.
 IndexArg = Union[int, Sequence[int], np.ndarray]
 

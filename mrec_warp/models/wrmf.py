@@ -53,6 +53,7 @@ from ..progress import SILENT, Progress
 from ..kernels import als as _als
 from ..workers import ClusterError, Workers, effective_n_jobs, fitting_threads, one_blas_thread
 from .factor_model import FactorModel
+from .indices import IndexArg
 from .foldin import _log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
@@ -202,6 +203,7 @@ class RemoteBlocks:
         if isinstance(value, Rows):
             return Rows(*(self._share(f"{name}.{k}", a) for k, a in
                           (("indptr", value.indptr), ("indices", value.indices), ("conf", value.conf))))
+        assert self.folder is not None  # made in __enter__ when the blocks share through files
         path = os.path.join(self.folder, f"{name}.npy")
         np.save(path, np.ascontiguousarray(value))
         return np.load(path, mmap_mode="r")
@@ -247,6 +249,7 @@ def block_solver(data: TrainingData, workers: Optional[Workers], n_jobs: Optiona
         with fitting_threads(n_jobs, single_blas=True) as run:
             yield LocalBlocks(data, run, effective_n_jobs(n_jobs))
         return
+    assert workers is not None  # solves_remotely says so
     with one_blas_thread(), RemoteBlocks(data, workers) as blocks:
         yield blocks
 
@@ -685,14 +688,14 @@ class WRMF(FactorModel):
         new = values.tocoo()
         merged = sp.csr_matrix((np.concatenate([old.data[mask], new.data]),
                                 (np.concatenate([old.row[mask], np.asarray(rows)[new.row]]),
-                                 np.concatenate([old.col[mask], new.col]))), shape=self.train_.shape)
+                                 np.concatenate([old.col[mask], new.col]))), shape=old.shape)
         merged.sort_indices()
         self.confidence_ = merged.data.astype(np.float32)
         self.train_ = sp.csr_matrix((np.ones(merged.nnz, np.float32), merged.indices, merged.indptr),
                                     shape=merged.shape)
         self._interactions_cache = None
 
-    def explain(self, user: int, items: Sequence[int], k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def explain(self, user: int, items: IndexArg, k: int = 10) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which of ``user``'s training items drove the scores of ``items`` (Hu et al. 2008, sec. 5).
 
         With ``W = (Y^T C_u Y + reg * I)^-1`` the exact solve gives
@@ -721,19 +724,21 @@ class WRMF(FactorModel):
         user = int(user)
         if not 0 <= user < self.n_users:
             raise InputError(f"user index {user} is out of range (the model has {self.n_users} users)")
-        items = np.atleast_1d(np.asarray(items, dtype=np.int64))
-        if len(items) and (items.min() < 0 or items.max() >= self.n_items):
+        asked = np.atleast_1d(np.asarray(items, dtype=np.int64))
+        if len(asked) and (asked.min() < 0 or asked.max() >= self.n_items):
             raise InputError(f"item indices must be in [0, {self.n_items})")
-        lo, hi = self.train_.indptr[user], self.train_.indptr[user + 1]
-        hist = self.train_.indices[lo:hi]
+        train = self.train_
+        assert train is not None  # check_fitted
+        lo, hi = train.indptr[user], train.indptr[user + 1]
+        hist = train.indices[lo:hi]
         c = self.confidence_[lo:hi].astype(np.float64)
         Y = self.item_factors_.astype(np.float64)
         A = Y.T @ Y + float(self.regularization) * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
-        S = Y[items] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
+        S = Y[asked] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
         contrib = S * c
         n = min(int(k), len(hist))
-        out_items = np.full((len(items), int(k)), -1, dtype=np.int64)
-        out_contrib = np.zeros((len(items), int(k)), dtype=np.float32)
+        out_items = np.full((len(asked), int(k)), -1, dtype=np.int64)
+        out_contrib = np.zeros((len(asked), int(k)), dtype=np.float32)
         if n:
             order = np.argsort(-contrib, axis=1, kind="stable")[:, :n]
             out_items[:, :n] = hist[order]
