@@ -16,14 +16,14 @@ A fallback list is marked wherever it goes -- the ``source`` column of a recomme
 table (:data:`SOURCE_COLUMN`: ``popular``, or ``personal`` for the model's own lists), and
 ``"fallback": "popular"`` in a served answer -- so that no one takes it for a personal list.
 
-An unknown id that is a known one written otherwise (``17850.0`` for ``17850``, another
-case, extra spaces: :func:`lookalike`) is refused even under ``popular``: that user has seen
-items, which a fallback list would not exclude.
+An unknown id that is a known one written otherwise (``17850.0`` for ``17850``, surrounding
+spaces: :func:`lookalike`) is refused even under ``popular``: that user has seen items, which
+a fallback list would not exclude.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -69,6 +69,18 @@ def lookalike(unknown: Iterable[str], index: Dict[str, int]) -> Optional[Tuple[s
     return next(((u, near) for u in unknown for near in [did_you_mean(u, index)] if near), None)
 
 
+def refuse_lookalikes(unknown: Iterable[str], index: Dict[str, int], path: Optional[str] = None,
+                      ids: Optional[List[str]] = None) -> None:
+    """Refuse, before it is served as a new user, an ``unknown`` id that is a known user's id
+    written otherwise (:func:`lookalike`); ``path`` and ``ids`` (its lines) say where it was read."""
+    near = lookalike(unknown, index)
+    if near is not None:
+        raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
+                         line=None if ids is None else ids.index(near[0]) + 1,
+                         hint="write the ids as the training data does: this one looks like a known user's, whose "
+                              "own items would not be excluded if it were served as a new user")
+
+
 def refuse_without_training_data(train: sp.spmatrix, n_unknown: int, path: Optional[str] = None) -> None:
     """Refuse a fallback from a model that stores no training interactions (imported
     factors): it knows no item's popularity."""
@@ -85,6 +97,34 @@ def fallback_list(counts: np.ndarray, k: int, item_mask: Optional[np.ndarray] = 
     scores, ``(k,)``, padded with ``-1`` / ``-inf`` as every top-k here."""
     k = max(1, min(int(k), len(counts)))
     return top_k_scores(np.ascontiguousarray(counts[None, :], dtype=np.float32), k, _NOTHING_EXCLUDED, item_mask)
+
+
+def lists_frame(model, ids: Sequence[str], rows: np.ndarray, items: np.ndarray, scores: np.ndarray,
+                item_mask: Optional[np.ndarray] = None) -> pd.DataFrame:
+    """The recommendations table of ``ids`` (user ids, in output order) with the fallback list
+    for the unknown ones, as ``recommend_frame(unknown_users="popular")`` returns it.
+
+    ``rows`` are the ids' user rows in ``model`` (``-1``: unknown), ``items`` and ``scores``
+    the model's top-k of the known ones, in order; ``item_mask`` marks the items filtered
+    for everyone. A known id written otherwise is refused (:func:`refuse_lookalikes`)."""
+    unknown = rows < 0
+    k = items.shape[1]
+    lists = np.empty((len(ids), k), dtype=np.int64), np.empty((len(ids), k), dtype=np.float32)
+    lists[0][~unknown], lists[1][~unknown] = items, scores
+    if unknown.any():
+        strangers = [u for u, new in zip(ids, unknown) if new]
+        refuse_lookalikes(strangers, model.id_map("user"))
+        refuse_without_training_data(model.train_, len(set(strangers)))
+        lists[0][unknown], lists[1][unknown] = fallback_list(users_per_item(model.train_), k, item_mask)
+    frame = block_to_frame(_Ids(np.asarray(ids, dtype=str), model.item_ids), np.arange(len(ids)), *lists)
+    return with_sources(frame, np.repeat(unknown, k)[lists[0].ravel() >= 0])
+
+
+class _Ids(NamedTuple):
+    """The id arrays :func:`~mrec_warp.topk.block_to_frame` maps rows and columns with."""
+
+    user_ids: np.ndarray
+    item_ids: np.ndarray
 
 
 def with_sources(frame: pd.DataFrame, popular: np.ndarray) -> pd.DataFrame:

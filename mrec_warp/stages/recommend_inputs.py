@@ -28,7 +28,7 @@ from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender, open_model
-from ..models.fallback import (POPULAR, SOURCE_COLUMN, Fallback, check_unknown_users, lookalike,
+from ..models.fallback import (POPULAR, SOURCE_COLUMN, Fallback, check_unknown_users, refuse_lookalikes,
                                refuse_without_training_data, users_per_item)
 from ..models.families import families_with, takes_features
 from ..progress import SILENT, Progress, plural
@@ -352,7 +352,7 @@ def settle_unknown_users(model, ids: List[str], path: str, unknown_users: str, p
                 f"model and {'was' if len(unknown) == 1 else 'were'} skipped (`unknown_users=skip`), e.g. "
                 f"{unknown[0]!r}" + (f" ({near})" if near else ""))
         return UnknownUsers([u for u, i in zip(ids, idx) if i >= 0], skipped=len(unknown), notes=[note])
-    refuse_lookalikes(unknown, ids, index, path)
+    refuse_lookalikes(unknown, index, path, ids)
     refuse_without_training_data(model.train_, len(unknown), path)
     first = model.n_users
     model.append_users(unknown)
@@ -360,17 +360,6 @@ def settle_unknown_users(model, ids: List[str], path: str, unknown_users: str, p
             f"{'it gets' if len(unknown) == 1 else 'they get'} its most popular training items, marked "
             f"{POPULAR!r} in the {SOURCE_COLUMN!r} column")
     return UnknownUsers(ids, True, first, notes=[note])
-
-
-def refuse_lookalikes(unknown: List[str], ids: List[str], index, path: str) -> None:
-    """Refuse an ``unknown`` id of the ``users`` file that is a known user's id written
-    otherwise (:func:`~mrec_warp.models.fallback.lookalike`), before it is served as a new user."""
-    near = lookalike(unknown, index)
-    if near is not None:
-        raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
-                         line=ids.index(near[0]) + 1, hint="write the ids as the training data does: this one looks "
-                         "like a known user's, whose own items would not be excluded if it were served "
-                         "as a new user")
 
 
 def check_known_users(model, ids: List[str], path: str, progress) -> bool:
@@ -386,7 +375,7 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     if ranking is not None:
         # a new user is served the overall ranking, but an id that is a known one written
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded
-        refuse_lookalikes(unknown, ids, index, path)
+        refuse_lookalikes(unknown, index, path, ids)
         model.append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get {ranking} "
                      "(give their history with `history` to exclude what they have seen)")
