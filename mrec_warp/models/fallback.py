@@ -81,13 +81,16 @@ def refuse_lookalikes(unknown: Iterable[str], index: Dict[str, int], path: Optio
                               "own items would not be excluded if it were served as a new user")
 
 
-def refuse_without_training_data(train: sp.spmatrix, n_unknown: int, path: Optional[str] = None) -> None:
+def refuse_without_training_data(train: sp.spmatrix, n_unknown: Optional[int] = None,
+                                 path: Optional[str] = None) -> None:
     """Refuse a fallback from a model that stores no training interactions (imported
-    factors): it knows no item's popularity."""
+    factors): it knows no item's popularity. ``n_unknown``: the users who would have got it
+    (``None``: a server's, still to come)."""
     if train.nnz == 0:
-        raise InputError(f"the model stores no training interactions, so it has no popular items for the "
-                         f"{n_unknown:,} users it does not know", path=path,
-                         hint="use `unknown_users=skip`, or give their history with `history`")
+        whom = "users it does not know" if n_unknown is None else f"the {n_unknown:,} users it does not know"
+        raise InputError(f"the model stores no training interactions, so it has no popular items for {whom}",
+                         path=path, hint="serve it with `unknown_users=refuse`" if n_unknown is None else
+                         "use `unknown_users=skip`, or give their history with `history`")
 
 
 def fallback_list(counts: np.ndarray, k: int, item_mask: Optional[np.ndarray] = None
