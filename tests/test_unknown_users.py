@@ -11,6 +11,7 @@ import pytest
 
 import mrec_warp as mw
 from mrec_warp import InputError
+from mrec_warp.evaluation.recs_file import read_recs
 from mrec_warp.models import Factors
 
 from .conftest import run_strict as run
@@ -240,3 +241,11 @@ def test_a_model_without_training_interactions_has_no_fallback(tmp_path):
         model.recommend_frame(["a", "new"], unknown_users="popular")
     result = run("recommend", path, "-o", tmp_path / "r.tsv", "--users", users, "--unknown-users", "skip", "-q")
     assert result.exit_code == 0 and _users_in_order(_fields(tmp_path / "r.tsv")) == ["a"]
+
+
+def test_evaluate_reads_a_file_with_the_source_column(files, tmp_path):
+    out = tmp_path / "recs.tsv"
+    assert run("recommend", files["warp"], "-o", out, "--users", files["batch"], "-k", 3, "--unknown-users", "popular",
+               "-q").exit_code == 0
+    recs = read_recs(out)
+    assert recs["user"].drop_duplicates().tolist() == BATCH and recs["rank"].tolist() == [1.0, 2.0, 3.0] * len(BATCH)

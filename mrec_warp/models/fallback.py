@@ -31,15 +31,12 @@ import scipy.sparse as sp
 
 from ..data.near_ids import did_you_mean
 from ..errors import InputError
+from ..tables import PERSONAL, POPULAR, SOURCE_COLUMN
 from ..topk import block_to_frame, top_k_block
 from .single_user import top_k_scores
 
 #: The choices of ``unknown_users``; the first is the default.
 UNKNOWN_USERS = ("refuse", "skip", "popular")
-#: The column that says where each row's list came from, present when ``unknown_users="popular"``.
-SOURCE_COLUMN = "source"
-PERSONAL = "personal"
-POPULAR = "popular"
 
 _NOTHING_EXCLUDED = np.zeros(0, dtype=np.int32)
 

@@ -51,7 +51,8 @@ from ..models.ann import one_thread as ann_one_thread
 from ..models.ann import top_k as ann_top_k
 from ..errors import InputError
 from ..models import single_user
-from ..models.fallback import POPULAR, fallback_list, users_per_item
+from ..models.fallback import fallback_list, users_per_item
+from ..tables import POPULAR
 from ..workers import _blas_controller
 from .batching import MAX_BATCH, Batcher
 from .connections import GuardedH11Protocol, quiet_accept_errors

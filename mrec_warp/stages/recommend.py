@@ -32,12 +32,12 @@ from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
 from ..models.base import Recommender
-from ..models.fallback import SOURCE_COLUMN, Fallback
+from ..models.fallback import Fallback
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import RECS_COLUMNS, TableOutput, concatenate, neutralised_note, output_format, write_frames
+from ..tables import RECS_COLUMNS, SOURCE_COLUMN, TableOutput, concatenate, neutralised_note, output_format, write_frames
 from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges

@@ -28,10 +28,11 @@ from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender, open_model
-from ..models.fallback import (POPULAR, SOURCE_COLUMN, Fallback, check_unknown_users, refuse_lookalikes,
-                               refuse_without_training_data, users_per_item)
+from ..models.fallback import (Fallback, check_unknown_users, refuse_lookalikes, refuse_without_training_data,
+                               users_per_item)
 from ..models.families import families_with, takes_features
 from ..progress import SILENT, Progress, plural
+from ..tables import POPULAR, SOURCE_COLUMN
 
 PathLike = Union[str, os.PathLike]
 
