@@ -131,7 +131,7 @@ def recommend_inputs(
     user_ids: Optional[List[str]] = None
     settled = UnknownUsers(None)
     if users:
-        settled = settle_unknown_users(model, requested, users, unknown_users, progress)
+        settled = settle_unknown_users(model, requested or [], str(users), unknown_users, progress)
         user_ids, changed = settled.user_ids, settled.appended or changed
         notes.extend(settled.notes)
     elif extended.users is not None:  # user features / history: recommend for those users
