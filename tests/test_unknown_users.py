@@ -249,3 +249,20 @@ def test_evaluate_reads_a_file_with_the_source_column(files, tmp_path):
                "-q").exit_code == 0
     recs = read_recs(out)
     assert recs["user"].drop_duplicates().tolist() == BATCH and recs["rank"].tolist() == [1.0, 2.0, 3.0] * len(BATCH)
+
+
+def test_items_known_by_their_features_alone_have_no_training_user_in_the_fallback(files, tmp_path):
+    features = tmp_path / "items.tsv"
+    features.write_text("".join(f"{item}\tgenre:{n % 3}\n" for n, item in enumerate(ITEMS)), encoding="utf-8")
+    model = tmp_path / "hybrid.npz"
+    assert run("train", files["train"], "-o", model, "--model", "hybrid", "--item-features", features, "--epochs", 2,
+               "--factors", 4, "-q").exit_code == 0
+    extended = tmp_path / "more_items.tsv"
+    extended.write_text(features.read_text(encoding="utf-8") + "brand new\tgenre:1\n", encoding="utf-8")
+    out = tmp_path / "recs.tsv"
+    result = run("recommend", model, "-o", out, "--users", files["batch"], "-k", 5, "--unknown-users", "popular",
+                 "--item-features", extended, "--include-new-items", "-q")
+    assert result.exit_code == 0, result.output
+    expected = _popularity_list(files, tmp_path, 5)
+    for user in NEW:
+        assert [row[1:4] for row in _fields(out) if row[0] == user] == expected

@@ -124,7 +124,7 @@ def recommend_inputs(
     notes: List[str] = []
     requested = read_id_list(users, unique=True, note=notes.append) if users else None
     # the fallback ranks by the training data, not by the histories folded in below
-    trained = (model.item_ids, model.train_) if unknown_users == "popular" else None
+    trained = (model.item_ids, users_per_item(model.train_)) if unknown_users == "popular" else None
     extended = run_cold_start(model, model_file, cold or ColdStartOptions(), requested_users=requested,
                               progress=progress)
     model, changed = extended.model, extended.changed
@@ -149,11 +149,11 @@ def recommend_inputs(
                            fallback, settled.skipped)
 
 
-def popularity_on(model: Recommender, item_ids: np.ndarray, train: sp.spmatrix) -> np.ndarray:
-    """The fallback scores (:func:`~mrec_warp.models.fallback.users_per_item` of ``train``,
-    whose columns are ``item_ids``) for the items ``model`` ranks, matched by id: an item
-    known only by its features (cold start) has no training user."""
-    counts = users_per_item(train)
+def popularity_on(model: Recommender, item_ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The fallback scores ``counts`` of the items ``item_ids``
+    (:func:`~mrec_warp.models.fallback.users_per_item` of the training data) for the items
+    ``model`` ranks, matched by id: an item known only by its features (cold start) has no
+    training user."""
     if len(item_ids) == model.n_items and (model.item_ids is item_ids or np.array_equal(model.item_ids, item_ids)):
         return counts
     out = np.zeros(model.n_items, dtype=np.float32)
