@@ -93,6 +93,13 @@ def neutralised_note(n: int) -> Optional[str]:
             "(evaluate reads them back as they were; TSV and Parquet keep ids as they are)")
 #: Columns of a recommendations table (also those of an empty Parquet file).
 RECS_COLUMNS = ("user", "item", "score", "rank")
+#: The fifth column of a recommendations table where some users may get a fallback list
+#: (``recommend --unknown-users popular``): where each row's list came from, the model
+#: (:data:`PERSONAL`) or the fallback for a user it does not know (:data:`POPULAR`; see
+#: :mod:`mrec_warp.models.fallback`).
+SOURCE_COLUMN = "source"
+PERSONAL = "personal"
+POPULAR = "popular"
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from mrec_warp.data.interactions import Interactions  # noqa: E402
-from mrec_warp.models import WARP, WRMF, ItemKNN  # noqa: E402
-from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
+from mrec_warp.models import WARP, WRMF, Factors, ItemKNN  # noqa: E402
+from mrec_warp.stages.recommend import recommend, write_recommendations  # noqa: E402
 
 #: Ids that break naive handling: spaces, a comma, '+', '&', '%', quotes, accents, a tab-free emoji.
 ODD_USERS = ["u 1", "Zoë", "a,b", "x+y", "q&r=s", "50%", 'say "hi"', "\u00e9t\u00e9 \U0001F600"]
@@ -158,6 +158,52 @@ def test_known_users_get_the_written_lists(served, tmp_path):
         scores = np.array([score for _, score in _listed(answer)])
         np.testing.assert_allclose(scores, written.loc[written["user"] == user, "score"].astype(float), rtol=1e-4)
         assert not set(items) & set(model.item_ids[model.train_[model.user_indices(user)[0]].indices])
+
+
+def test_an_unknown_user_gets_the_fallback_list_when_asked(served, tmp_path):
+    """The default answer stays a 404 (naming the way to ask for the fallback); with
+    unknown_users=popular, the list recommend --unknown-users popular writes, marked."""
+    server, model, path = served
+    status, answer = server.get("/recommend", user="new é 😀", k=5)
+    assert status == 404 and "ask with unknown_users=popular" in answer["error"]
+    users = tmp_path / "users.txt"
+    users.write_text("u 1\nnew é 😀\n", encoding="utf-8")
+    out = tmp_path / "recs.tsv"
+    recommend(path, out, k=5, users=users, unknown_users="popular")
+    written = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+    status, answer = server.get("/recommend", user="new é 😀", k=5, unknown_users="popular")
+    assert status == 200 and answer["fallback"] == "popular", answer
+    assert [(item, f"{score:.6g}") for item, score in _listed(answer)] == \
+        [(row[1], row[2]) for row in written if row[0] == "new é 😀" and row[4] == "popular"]
+    frame = model.recommend_frame(["new é 😀"], k=5, unknown_users="popular")
+    assert [item for item, _ in _listed(answer)] == frame["item"].tolist()
+    top = _listed(answer)[0][0]
+    status, filtered = server.get("/recommend", user="other new", k=5, unknown_users="popular", exclude=top)
+    assert status == 200 and top not in [item for item, _ in _listed(filtered)]
+    status, known = server.get("/recommend", user="u 1", k=5, unknown_users="popular")
+    assert status == 200 and "fallback" not in known and known == server.get("/recommend", user="u 1", k=5)[1]
+    # a known id written otherwise is that user, never a newcomer; skip fits a batch, not one user
+    status, answer = server.get("/recommend", user="u 1 ", k=5, unknown_users="popular")
+    assert status == 404 and "did you mean 'u 1'" in answer["error"]
+    status, answer = server.get("/recommend", user="nobody", unknown_users="skip")
+    assert status == 400 and "unknown_users must be refuse or popular, got 'skip'" in answer["error"]
+
+
+def test_a_server_can_answer_every_unknown_user_with_the_fallback(tmp_path):
+    path = tmp_path / "model.npz"
+    model = _fit(seed=1)
+    model.save(path)
+    server = Server(path, "--unknown-users", "popular")
+    try:
+        status, answer = server.get("/recommend", user="newcomer", k=4)
+        assert status == 200 and answer["fallback"] == "popular"
+        expected = model.recommend_frame(["newcomer"], k=4, unknown_users="popular")["item"].tolist()
+        assert [item for item, _ in _listed(answer)] == expected
+        status, refused = server.get("/recommend", user="newcomer", k=4, unknown_users="refuse")
+        assert status == 404 and "unknown user" in refused["error"]
+        assert server.get("/model")[1]["unknown_users"] == "popular"
+    finally:
+        assert "Traceback" not in server.stop()
 
 
 def test_filters_and_seen_items(served):
@@ -346,6 +392,17 @@ def test_a_bad_model_file_is_refused_at_start(tmp_path):
     assert run.returncode == 2
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "bad.npz" in lines[0] and "Traceback" not in run.stderr
+
+
+def test_a_fallback_from_a_model_without_training_interactions_is_refused_at_start(tmp_path):
+    path = tmp_path / "factors.npz"
+    rng = np.random.default_rng(0)
+    Factors.from_arrays(rng.normal(size=(3, 2)), rng.normal(size=(4, 2)), ["a", "b", "c"], list("wxyz")).save(path)
+    run = subprocess.run([sys.executable, "-m", "mrec_warp", "serve", str(path), "--port", str(_free_port()),
+                          "--unknown-users", "popular"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "stores no training interactions" in lines[0] and "--unknown-users refuse" in lines[0]
 
 
 def _replace(path: Path, source: Path) -> None:

@@ -48,7 +48,7 @@ PARAMETERS = MODEL_OPTIONS | frozenset({
     # prepare, train, tune: the row rules
     "duplicates", "negatives", "min_value", "empty_ids",
     # recommend (and train's output)
-    "output", "users", "exclude_items", "block_size", "ann",
+    "output", "users", "exclude_items", "block_size", "ann", "unknown_users",
     # similar
     "items", "items_file",
     # evaluate, tune, fetch

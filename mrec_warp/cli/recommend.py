@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from ..models.fallback import UNKNOWN_USERS
 from ..progress import plural
 from ..stages.recommend import run_recommend
 from ..stages.recommend_inputs import ColdStartOptions
@@ -17,6 +18,8 @@ from ._parallel import parallel_options
 Examples:
   mrec-warp recommend model.npz -o recs.tsv -k 20
   mrec-warp recommend model.npz -o recs.parquet --users some_users.txt --n-jobs 2
+  mrec-warp recommend model.npz -o recs.tsv --users batch.txt --unknown-users skip
+  mrec-warp recommend model.npz -o recs.tsv --users batch.txt --unknown-users popular  # + source column
   mrec-warp recommend model.npz -o recs.tsv --backend dask --scheduler tcp://10.0.0.5:8786 \\
       --workdir /shared/recs.parts      # rerun the same line to resume after a failure
   mrec-warp recommend hybrid.npz -o recs.tsv --item-features items.tsv --include-new-items
@@ -39,7 +42,12 @@ Examples:
 @click.option("--exclude-items", "exclude_items_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Item ids, one per line, never to recommend to anyone (besides each user's seen items).")
 @click.option("--users", "users_file", type=click.Path(dir_okay=False),
-              help="File with one user id per line (default: every user of the model).")
+              help="File with one user id per line, in output order (default: every user of the model).")
+@click.option("--unknown-users", type=click.Choice(UNKNOWN_USERS), default=UNKNOWN_USERS[0], show_default=True,
+              help="What --users ids the model does not know get: refuse (exit 2, nothing written; a popularity "
+                   "model serves them its ranking), skip (left out; a note says how many), or popular (the "
+                   "items most training users have; every row then gets a 5th column, source: popular or "
+                   "personal). A user with --history rows is folded in, not unknown.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "parquet"]),
               help="Output format [from the file suffix; tsv otherwise].")
 @click.option("--block-size", type=click.IntRange(min=1), help="Users scored per block (bounds memory).")
@@ -64,20 +72,23 @@ Examples:
                    "on large catalogues, recall below 1; seen and filtered items still never listed. A stale "
                    "index is refused. [exact]")
 @quiet_option
-def recommend(model_file, output, k, train_file, exclude_items_file, users_file, fmt, block_size, context, part_size,
-              features, include_new_items, new_items_only, history, fold_in_epochs, ann, quiet, verbose):
+def recommend(model_file, output, k, train_file, exclude_items_file, users_file, unknown_users, fmt, block_size,
+              context, part_size, features, include_new_items, new_items_only, history, fold_in_epochs, ann, quiet,
+              verbose):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
     .csv, Parquet for .parquet; gzip-compressed for a name ending in .gz), written block by
-    block to a temporary file that replaces OUTPUT only when complete.
+    block to a temporary file that replaces OUTPUT only when complete. With
+    ``--unknown-users popular`` each row has a fifth field, ``source``: ``personal``, or
+    ``popular`` for a user the model does not know, whose list is the fallback.
     """
     progress = make_progress(quiet, verbose)
     cold = ColdStartOptions(features, include_new_items=include_new_items, new_items_only=new_items_only,
                             history=history, fold_in_epochs=fold_in_epochs)
     result = run_recommend(model_file, TableOutput(output, fmt), k, users=users_file, train=train_file,
-                           exclude_items=exclude_items_file, cold=cold, ann=ann, block_size=block_size,
-                           part_size=part_size, context=context, progress=progress)
+                           exclude_items=exclude_items_file, cold=cold, ann=ann, unknown_users=unknown_users,
+                           block_size=block_size, part_size=part_size, context=context, progress=progress)
     for note in [] if quiet else result.notes:
         click.echo(f"note: {as_flags(note)}", err=True)
     say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}", quiet=quiet)

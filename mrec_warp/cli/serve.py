@@ -10,7 +10,9 @@ import tempfile
 import click
 
 from ..errors import InputError
+from ..models.fallback import refuse_without_training_data
 from ..serving.limits import FOLDIN_THREADS, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HISTORY, ConnectionLimits
+from ..serving.requests import SERVED_UNKNOWN_USERS
 from ._common import friendly_errors
 
 
@@ -26,7 +28,9 @@ Examples:
   mrec-warp serve model.npz --port 9000 --reload  # pick up a new model.npz as it is written
   mrec-warp serve model.npz --workers 2           # behind a reverse proxy on this host
   mrec-warp index model.npz && mrec-warp serve model.npz --ann   # approximate top-k
+  mrec-warp serve model.npz --unknown-users popular   # new users get the most popular items
   curl 'http://127.0.0.1:8000/recommend?user=196&k=5'
+  curl 'http://127.0.0.1:8000/recommend?user=newcomer&k=5&unknown_users=popular'
   curl -d '{"items": ["50", "181"], "k": 5}' http://127.0.0.1:8000/recommend
 
 \b
@@ -62,6 +66,11 @@ control, per-client connection and request-rate limits and body timeouts
 @click.option("--expose-path", is_flag=True,
               help="GET /model shows the model's absolute path and the worker's process id (default: the "
                    "file's name only, and no process id).")
+@click.option("--unknown-users", type=click.Choice(SERVED_UNKNOWN_USERS), default=SERVED_UNKNOWN_USERS[0],
+              show_default=True,
+              help="What GET /recommend answers for a user the model does not know: refuse (404) or popular (the "
+                   "items most training users have, marked \"fallback\": \"popular\"). A request's "
+                   "unknown_users=... chooses for itself.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 @click.option("--ann", is_flag=True,
@@ -69,7 +78,7 @@ control, per-client connection and request-rate limits and body timeouts
                    "extra), as recommend --ann; a stale index is refused, and a reload needs a matching one. [exact]")
 @friendly_errors
 def serve(model_file, host, port, workers, reload_, max_k, max_body, max_history, foldin_threads, max_connections,
-          header_timeout, expose_path, log_level, ann):
+          header_timeout, expose_path, unknown_users, log_level, ann):
     """Serve MODEL over HTTP: GET /recommend?user=ID&k=N, POST /recommend with a history,
     GET /similar?item=ID&k=N, GET /health and GET /model, answers in JSON.
 
@@ -96,11 +105,13 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, max_history
 
         ann_file = os.path.abspath(index_path(model_file))
     served = read_model(model_file, ann_file)  # refuse a bad file (or a stale index) before listening
+    if unknown_users == "popular":
+        refuse_without_training_data(served.model.train_, path=model_file)
     logging.getLogger("mrec_warp.serve").info(
         "serving %s: %s, %d users x %d items, sha256 %s", model_file, served.description["family"],
         served.description["users"], served.description["items"], served.sha256[:12])
     options = {"max_k": max_k, "max_body": max_body, "max_history": max_history, "foldin_threads": foldin_threads,
-               "expose_path": expose_path}
+               "expose_path": expose_path, "unknown_users": unknown_users}
     if workers == 1:
         app = create_app(ModelHolder(model_file, served, ann_file=ann_file), reload=reload_, own_signals=True,
                          limits=limits, **options)

@@ -415,7 +415,7 @@ def _id_values(ids) -> list:
     return list(ids)
 
 
-def _id_list(ids) -> list:
+def id_texts(ids) -> list:
     """Ids as a list of str: one id (a str, or a number given as such) is one id, never the
     characters of a string (``"196"`` is the id 196, not the ids 1, 9 and 6); a float by
     the rule of :mod:`~mrec_warp.data.id_text` (``3.0`` is ``'3'``)."""
@@ -426,7 +426,7 @@ def _id_list(ids) -> list:
 def lookup_ids(index: Dict[str, int], ids: Sequence, kind: str, strict: bool, source: Optional[str]) -> np.ndarray:
     """Indices of ``ids`` in an id map (-1 for unknown ones, or an :class:`InputError` with a
     did-you-mean when ``strict``)."""
-    ids = _id_list(ids)
+    ids = id_texts(ids)
     out = np.fromiter((index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
     if strict and (out < 0).any():
         bad = ids[int(np.flatnonzero(out < 0)[0])]

@@ -20,7 +20,7 @@ from ..data.delimited import data_lines, split_fields
 from ..data.inputs import check_readable, detect_encoding
 from ..errors import InputError
 from ..files import PathLike
-from ..tables import restore_cells
+from ..tables import PERSONAL, POPULAR, SOURCE_COLUMN, restore_cells
 from .space import as_str
 
 
@@ -34,7 +34,8 @@ def read_recs(path: PathLike) -> pd.DataFrame:
     ----------
     path : path-like
         ``.tsv`` (or any other suffix): tab-separated ``user item [score [rank]]`` with no
-        header (a ``user<TAB>item...`` header line is tolerated); ``.csv``: the same columns
+        header (or ``user item score rank source``, as ``recommend --unknown-users popular``
+        writes it: the source is not used) (a ``user<TAB>item...`` header line is tolerated); ``.csv``: the same columns
         comma-separated, with or without such a header; ``.parquet``: columns named
         ``user``, ``item`` and optionally ``score``, ``rank``. ``.gz`` compression works.
 
@@ -66,6 +67,8 @@ def _recs_layout(p: Path, sep: str, encoding: str) -> Tuple[List[str], int]:
         fields = [f.lower() for f in split_fields(line, sep, quoting=quoting)]
         if fields[:2] == ["user", "item"]:
             return [f or f"col{i}" for i, f in enumerate(fields)], lineno
+        if len(fields) == len(RECS_COLUMNS) + 1 and fields[-1] in (PERSONAL, POPULAR):
+            return [*RECS_COLUMNS, SOURCE_COLUMN], 0  # recommend --unknown-users popular's source column
         if len(fields) > len(RECS_COLUMNS):
             raise InputError(
                 f"expected at most 4 columns (user, item, score, rank), found {len(fields)}",

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.interactions import as_csr
+from ..data.interactions import as_csr, id_texts
 from ..data.npz import source_name
 from ..data.inputs import check_readable
 from ..errors import InputError, spell_parameters
@@ -31,6 +31,7 @@ from ..progress import Progress
 from ..topk import block_to_frame, iter_top_k, probe_unrankable
 from . import single_user
 from .declared import Param, check_declared
+from .fallback import check_unknown_users, lists_frame, with_sources
 from .families import REGISTRY, family_names, register
 from .indices import ExcludeArg, IdsArg, IndexArg, as_indices, check_k
 from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIdsWarning: public here)
@@ -394,17 +395,39 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
                          hint=f"use a {family_names('supports_fold_in')} model")
 
     def recommend_frame(self, user_ids: Optional[IdsArg] = None, k: int = 10,
-                        filter_items: Optional[IdsArg] = None, **kwargs) -> pd.DataFrame:
+                        filter_items: Optional[IdsArg] = None, unknown_users: str = "refuse",
+                        **kwargs) -> pd.DataFrame:
         """Top-k as a table of the original ids: columns user, item, score, rank.
 
-        ``user_ids`` is one id or a sequence of ids (default every user); ``filter_items``
-        item ids never to show. Other arguments as for :meth:`recommend`.
+        ``user_ids`` is one id or a sequence of ids (default every user), in output order;
+        ``filter_items`` item ids never to show. ``unknown_users`` says what an id the model
+        does not know gets (:mod:`.fallback`): ``"refuse"`` (an :class:`InputError` naming
+        it), ``"skip"`` (no rows; ``frame.attrs["skipped_users"]`` counts them) or
+        ``"popular"`` (the items most training users have, as ``recommend --unknown-users
+        popular`` writes them; a fifth column ``source`` then says ``popular`` or
+        ``personal`` on every row). Other arguments as for :meth:`recommend`.
         """
-        users = None if user_ids is None else self.user_indices(user_ids)
+        check_unknown_users(unknown_users)
         filtered = None if filter_items is None else self.item_indices(filter_items)
-        items, scores = self.recommend(users, k=k, filter_items=filtered, **kwargs)
-        users = np.arange(self.n_users) if users is None else users
-        return block_to_frame(self, users, items, scores)
+        if user_ids is None or unknown_users == "refuse":
+            users = None if user_ids is None else self.user_indices(user_ids)
+            items, scores = self.recommend(users, k=k, filter_items=filtered, **kwargs)
+            users = np.arange(self.n_users) if users is None else users
+            frame = block_to_frame(self, users, items, scores)
+            return frame if unknown_users != "popular" else with_sources(frame, np.zeros(len(frame), dtype=bool))
+        ids = id_texts(user_ids)
+        rows = self.user_indices(ids, strict=False)
+        known = rows[rows >= 0]
+        if len(known):
+            items, scores = self.recommend(known, k=k, filter_items=filtered, **kwargs)
+        else:  # every id unknown: no list of the model's own
+            width = min(check_k(k), max(1, self.n_items))
+            items, scores = np.empty((0, width), dtype=np.int64), np.empty((0, width), dtype=np.float32)
+        if unknown_users == "skip":
+            frame = block_to_frame(self, known, items, scores)
+            frame.attrs["skipped_users"] = len(set(ids[i] for i in np.flatnonzero(rows < 0)))
+            return frame
+        return lists_frame(self, ids, rows, items, scores, self.item_mask(filtered))
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, target) -> None:

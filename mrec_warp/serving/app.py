@@ -1,7 +1,9 @@
 """The Starlette application of ``mrec-warp serve``: five endpoints, JSON in and out.
 
 ``GET /recommend?user=ID&k=N`` (``include``/``exclude`` item ids, repeatable;
-``exclude_seen=false`` to keep the training items), ``POST /recommend`` with
+``exclude_seen=false`` to keep the training items; ``unknown_users=popular`` to answer a
+user the model does not know with its fallback list, marked ``"fallback": "popular"``,
+instead of a 404 -- the server's default is ``unknown_users``), ``POST /recommend`` with
 ``{"items": [...], "k": N, "include": [...], "exclude": [...]}`` for an anonymous history,
 ``GET /similar?item=ID&k=N``, ``GET /health`` and ``GET /model``. Lists are
 ``{"items": [{"item": ID, "score": S}, ...]}``, best first: for a known user the list
@@ -49,13 +51,15 @@ from ..models.ann import one_thread as ann_one_thread
 from ..models.ann import top_k as ann_top_k
 from ..errors import InputError
 from ..models import single_user
+from ..models.fallback import fallback_list, users_per_item
+from ..tables import POPULAR
 from ..workers import _blas_controller
 from .batching import MAX_BATCH, Batcher
 from .connections import GuardedH11Protocol, quiet_accept_errors
 from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
 from .holder import ModelHolder, Served, failure_reason, read_model
-from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
-                       parse_k, parse_query)
+from .requests import (DEFAULT_K, MAX_K, SERVED_UNKNOWN_USERS, BadRequest, id_list, item_mask, lookup, near_id, one,
+                       parse_body, parse_flag, parse_k, parse_query, parse_unknown_users)
 
 log = logging.getLogger("mrec_warp.serve")
 
@@ -153,8 +157,11 @@ class Service:
 
     def __init__(self, holder: ModelHolder, max_k: int = MAX_K, max_body: int = MAX_BODY,
                  max_batch: int = MAX_BATCH, status_file: Optional[str] = None, max_history: int = MAX_HISTORY,
-                 foldin_threads: int = FOLDIN_THREADS, expose_path: bool = False) -> None:
+                 foldin_threads: int = FOLDIN_THREADS, expose_path: bool = False,
+                 unknown_users: str = SERVED_UNKNOWN_USERS[0]) -> None:
         self.holder = holder
+        self.unknown_users = parse_unknown_users(unknown_users)
+        self._popularity: Tuple[str, Optional[np.ndarray]] = ("", None)  # (model sha256, its fallback scores)
         self.status_file = status_file  # the supervisor's last failed reload (--workers N)
         self.max_k = int(max_k)
         self.max_body = int(max_body)
@@ -197,14 +204,24 @@ class Service:
         served = self.holder.current
         model = served.model
         params = parse_query(request.scope.get("query_string", b""), self._encoding(served),
-                             ("user", "k", "include", "exclude", "exclude_seen"), repeatable=("include", "exclude"))
+                             ("user", "k", "include", "exclude", "exclude_seen", "unknown_users"),
+                             repeatable=("include", "exclude"))
         user_id = one(params, "user")
         if user_id is None:
             raise BadRequest(400, "give the user: /recommend?user=ID&k=10 (or POST a history)")
         k = parse_k(one(params, "k", str(DEFAULT_K)), self.max_k, model.n_items)
         exclude_seen = parse_flag(one(params, "exclude_seen"), "exclude_seen", True)
+        unknown_users = parse_unknown_users(one(params, "unknown_users", self.unknown_users))
 
-        user = int(lookup(model.id_map("user"), [user_id], "user", status=404)[0])
+        users = model.id_map("user")
+        # a known id written otherwise is that user, who has seen items: refused with its did-you-mean
+        # (by its spellings: a case-blind scan of every id per new user would cost too much)
+        if user_id not in users and unknown_users == POPULAR and not near_id(user_id, users, scan=False):
+            mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
+            items, scores = fallback_list(await self._popular_scores(served, user_id), k, mask)
+            return _answer(served, items, scores, fallback=POPULAR)
+        user = int(lookup(users, [user_id], "user", status=404,
+                          otherwise="; ask with unknown_users=popular for the model's most popular items")[0])
         mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
         # ranked with the other requests of this turn of the loop (see .batching)
         found = await self.batcher.submit((model, served.ann, user, k, mask, exclude_seen))
@@ -212,6 +229,18 @@ class Service:
             found = await asyncio.get_running_loop().run_in_executor(None, found)
         items, scores = found
         return _answer(served, items, scores)
+
+    async def _popular_scores(self, served: Served, user_id: str) -> np.ndarray:
+        """The fallback scores of the served model (:func:`~mrec_warp.models.fallback.users_per_item`),
+        counted off the loop once per model; a model without training interactions has none."""
+        sha, scores = self._popularity
+        if sha != served.sha256 or scores is None:
+            if served.model.train_.nnz == 0:
+                raise BadRequest(404, f"unknown user {json.dumps(user_id, ensure_ascii=False)}, and the model stores no "
+                                      "training interactions to rank popular items by")
+            scores = await asyncio.get_running_loop().run_in_executor(None, users_per_item, served.model.train_)
+            self._popularity = (served.sha256, scores)
+        return scores
 
     async def recommend_post(self, request: Request) -> JSONResponse:
         served = self.holder.current
@@ -277,7 +306,8 @@ class Service:
     async def describe(self, request: Request) -> JSONResponse:
         served = self.holder.current
         described = {**served.description, "loaded_at": served.loaded_at, "reload_error": self.reload_error(),
-                     "max_k": self.max_k, "max_history": self.max_history, "batching": self.batcher.stats(),
+                     "max_k": self.max_k, "max_history": self.max_history, "unknown_users": self.unknown_users,
+                     "batching": self.batcher.stats(),
                      "connections": {"max": GuardedH11Protocol.limits.max_connections,
                                      "header_timeout": GuardedH11Protocol.limits.header_timeout,
                                      **GuardedH11Protocol.counts}}
@@ -361,7 +391,8 @@ def _drain_on_sigterm(draining: List[bool], seconds: float) -> None:
 def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool = False, max_k: int = MAX_K,
                max_body: int = MAX_BODY, poll: float = 1.0, status_file: Optional[str] = None,
                drain: float = 0.0, max_history: int = MAX_HISTORY, foldin_threads: int = FOLDIN_THREADS,
-               expose_path: bool = False, limits: Optional[ConnectionLimits] = None) -> Starlette:
+               expose_path: bool = False, limits: Optional[ConnectionLimits] = None,
+               unknown_users: str = SERVED_UNKNOWN_USERS[0]) -> Starlette:
     """The application over ``holder``.
 
     ``reload`` watches the model file; ``own_signals`` reloads on SIGHUP in this process
@@ -370,14 +401,14 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
     cannot load it). ``status_file``: where the supervisor of several workers writes its
     last reload (see :func:`read_status`), shown by ``/model``. ``drain``: seconds a
     worker keeps answering (``Connection: close``) after SIGTERM (:func:`_drain_on_sigterm`).
-    ``max_history``, ``foldin_threads``, ``expose_path``: see the module docstring;
+    ``max_history``, ``foldin_threads``, ``expose_path``, ``unknown_users``: see the module docstring;
     ``limits``: the connections' bounds of this process (:mod:`.connections`; they apply
     when uvicorn serves with :class:`~.connections.GuardedH11Protocol`).
     """
     draining = [False]
     GuardedH11Protocol.configure(limits or ConnectionLimits())
     service = Service(holder, max_k=max_k, max_body=max_body, status_file=status_file, max_history=max_history,
-                      foldin_threads=foldin_threads, expose_path=expose_path)
+                      foldin_threads=foldin_threads, expose_path=expose_path, unknown_users=unknown_users)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -472,4 +503,5 @@ def app_from_environment() -> Starlette:
                       max_body=config["max_body"], poll=config["poll"], status_file=config.get("status_file"),
                       drain=DRAIN_SECONDS, max_history=config["max_history"], foldin_threads=config["foldin_threads"],
                       expose_path=config["expose_path"],
-                      limits=ConnectionLimits(config["max_connections"], config["header_timeout"]))
+                      limits=ConnectionLimits(config["max_connections"], config["header_timeout"]),
+                      unknown_users=config.get("unknown_users", SERVED_UNKNOWN_USERS[0]))

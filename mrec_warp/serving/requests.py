@@ -20,6 +20,10 @@ from ..data.near_ids import did_you_mean
 #: Default and largest ``k``.
 DEFAULT_K = 10
 MAX_K = 1000
+#: What ``GET /recommend`` can answer for a user the model does not know (``unknown_users``):
+#: the choices of :data:`~mrec_warp.models.fallback.UNKNOWN_USERS` that fit one user (skipping
+#: one user would be an empty answer that looks like a list).
+SERVED_UNKNOWN_USERS = ("refuse", "popular")
 
 
 class BadRequest(Exception):
@@ -88,18 +92,36 @@ def parse_flag(value: Optional[str], name: str, default: bool) -> bool:
     raise BadRequest(400, f"{name} must be true or false, got {value!r}")
 
 
-def lookup(index: Dict[str, int], ids: Iterable[str], kind: str, status: int = 400) -> np.ndarray:
-    """Indices of ``ids`` in a model's id map; an unknown one is refused with a did-you-mean."""
+def near_id(bad: str, index: Dict[str, int], scan: bool = True) -> str:
+    """The "did you mean" for an id the model does not know, or ``""``: a known id written
+    otherwise (:func:`~mrec_warp.data.near_ids.did_you_mean`; ``scan``: also another case,
+    which looks at every id), or one whose ``+`` a query string turned into a space."""
+    near = did_you_mean(bad, index, index.keys() if scan else None)
+    if not near and " " in bad and bad.replace(" ", "+") in index:  # '+' in a query string means a space
+        near = f"did you mean {bad.replace(' ', '+')!r}? write '+' as %2B in a query string"
+    return near
+
+
+def lookup(index: Dict[str, int], ids: Iterable[str], kind: str, status: int = 400, otherwise: str = "") -> np.ndarray:
+    """Indices of ``ids`` in a model's id map; an unknown one is refused with a did-you-mean
+    or, when there is none, with ``otherwise`` (what else the client can ask) after the reason."""
     ids = list(ids)
     out = np.fromiter((index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
     if (out < 0).any():
         bad = ids[int(np.argmax(out < 0))]
-        near = did_you_mean(bad, index, index.keys())
-        if not near and " " in bad and bad.replace(" ", "+") in index:  # '+' in a query string means a space
-            near = f"did you mean {bad.replace(' ', '+')!r}? write '+' as %2B in a query string"
+        near = near_id(bad, index)
         raise BadRequest(status, f"unknown {kind} {json.dumps(bad, ensure_ascii=False)}"
-                                 + (f" ({near})" if near else f": not an id of the model's {kind}s"))
+                                 + (f" ({near})" if near else f": not an id of the model's {kind}s{otherwise}"))
     return out
+
+
+def parse_unknown_users(value: str) -> str:
+    """``unknown_users`` of a request: what an unknown user gets, ``refuse`` (a 404) or
+    ``popular`` (the fallback list: :mod:`mrec_warp.models.fallback`)."""
+    if value not in SERVED_UNKNOWN_USERS:
+        why = "; skip is for a batch of users (recommend --users)" if value == "skip" else ""
+        raise BadRequest(400, f"unknown_users must be {' or '.join(SERVED_UNKNOWN_USERS)}, got {value!r}{why}")
+    return value
 
 
 def item_mask(index: Dict[str, int], n_items: int, include: Optional[Sequence[str]],

@@ -32,11 +32,12 @@ from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
 from ..models.base import Recommender
+from ..models.fallback import Fallback
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
                     job_manifest, read_inputs, unit_of_job, write_inputs)
 from ..progress import SILENT, Progress, plural
-from ..tables import TableOutput, concatenate, neutralised_note, output_format, write_frames
+from ..tables import RECS_COLUMNS, SOURCE_COLUMN, TableOutput, concatenate, neutralised_note, output_format, write_frames
 from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
@@ -60,12 +61,20 @@ class RecommendResult:
     users : int
         Users they are for.
     notes : list of str
-        What the caller should hear about (a ``k`` larger than the catalogue, repeated users).
+        What the caller should hear about (a ``k`` larger than the catalogue, repeated users,
+        unknown users skipped or given the fallback list).
+    skipped_users : int
+        Users of the ``users`` file left out because the model does not know them
+        (``unknown_users="skip"``).
+    fallback_users : int
+        Users given the fallback list, the model's most popular items (``unknown_users="popular"``).
     """
 
     rows: int
     users: int
     notes: List[str] = field(default_factory=list)
+    skipped_users: int = 0
+    fallback_users: int = 0
 
 
 def recommend(
@@ -89,6 +98,7 @@ def recommend(
     history: Optional[PathLike] = None,
     fold_in_epochs: Optional[int] = None,
     ann: bool = False,
+    unknown_users: str = "refuse",
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -103,7 +113,8 @@ def recommend(
     k : int
         Items per user (capped at the catalogue, with a note).
     users : path-like, optional
-        One user id per line (default: every user of the model, or the cold-start users).
+        One user id per line (default: every user of the model, or the cold-start users), in
+        output order.
     train : path-like, optional
         Exclude these interactions instead of the ones stored in the model; a file whose
         rows mostly name ids the model does not know is refused.
@@ -117,6 +128,13 @@ def recommend(
     ann : bool
         Rank with the model's ANN index (``MODEL.ann``, :mod:`mrec_warp.models.ann`) instead of
         exactly; a missing, stale or mismatched index is refused.
+    unknown_users : {"refuse", "skip", "popular"}
+        What users of ``users`` the model does not know get (:mod:`mrec_warp.models.fallback`):
+        an error naming the first and nothing written (except from a popularity model, which
+        serves them its ranking), no list (counted in the result and a note), or the model's
+        most popular training items -- a fifth column ``source`` then says ``popular`` for
+        those rows and ``personal`` for the others. A user with a row in ``history`` is folded
+        in, not unknown.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
@@ -126,8 +144,8 @@ def recommend(
                             include_new_items=include_new_items, new_items_only=new_items_only, history=history,
                             fold_in_epochs=fold_in_epochs)
     return run_recommend(model, TableOutput(output, format), k, users=users, train=train, exclude_items=exclude_items,
-                         cold=cold, ann=ann, block_size=block_size, part_size=part_size, context=context,
-                         progress=progress)
+                         cold=cold, ann=ann, unknown_users=unknown_users, block_size=block_size, part_size=part_size,
+                         context=context, progress=progress)
 
 
 def run_recommend(
@@ -140,6 +158,7 @@ def run_recommend(
     exclude_items: Optional[PathLike] = None,
     cold: Optional[ColdStartOptions] = None,
     ann: bool = False,
+    unknown_users: str = "refuse",
     block_size: Optional[int] = None,
     part_size: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
@@ -153,7 +172,8 @@ def run_recommend(
     check_outputs({"`output`": output.path}, [None if isinstance(model, Recommender) else model, users, train,
                                              exclude_items, cold.history, cold.features.item, cold.features.user])
     inputs = recommend_inputs(  # 1. inputs: the model extended for newcomers, users, exclusions
-        model, users=users, train=train, exclude_items=exclude_items, cold=cold, progress=progress)
+        model, users=users, train=train, exclude_items=exclude_items, cold=cold, unknown_users=unknown_users,
+        progress=progress)
     model, user_ids, notes = inputs.model, inputs.user_ids, inputs.notes
     # 2-5. the model's candidates (exact, or its ANN index's), their top k, the writer
     index = open_ann(model, inputs.source, context) if ann else None  # checked against the (cold-started) items
@@ -161,12 +181,13 @@ def run_recommend(
                                  format=output.format, filter_items=inputs.filtered, block_size=block_size,
                                  part_size=part_size,
                                  model_file=inputs.model_file, context=context, progress=progress, notes=notes,
-                                 ann_index=index)
+                                 ann_index=index, fallback=inputs.fallback)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
                      "for them (seen in training, in `train`, or listed in `exclude_items`)")
-    return RecommendResult(rows, n_users, notes)
+    fallback_users = 0 if inputs.fallback is None else model.n_users - inputs.fallback.first_row
+    return RecommendResult(rows, n_users, notes, inputs.skipped, fallback_users)
 
 
 def check_rankable(model: Recommender, model_file: Optional[PathLike] = None) -> None:
@@ -200,10 +221,12 @@ def write_recommendations(
     progress: Progress = SILENT,
     notes: Optional[List[str]] = None,
     ann_index=None,
+    fallback: Optional[Fallback] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
-    Output rows are ``user, item, score, rank`` (rank 1 = best), headerless TSV by default,
+    Output rows are ``user, item, score, rank`` (rank 1 = best), and ``source`` with a
+    ``fallback``; headerless TSV by default,
     CSV with a header for ``.csv`` (ids a spreadsheet would run as formulas get a leading
     ``'``: :func:`~mrec_warp.tables.neutralise_cells`), or Parquet. The file appears only
     when complete. A model that ranks nothing is refused first (:func:`check_rankable`).
@@ -241,6 +264,10 @@ def write_recommendations(
         neutralised (how many).
     ann_index : mrec_warp.models.ann.AnnIndex, optional
         Rank with this index (on local threads) instead of exactly.
+    fallback : Fallback, optional
+        The model's users who get the fallback list instead of its own
+        (:class:`~mrec_warp.models.fallback.Fallback`); every row then says in a fifth column,
+        ``source``, whether its list is ``personal`` or ``popular``.
 
     Returns
     -------
@@ -273,19 +300,26 @@ def write_recommendations(
                                       exclude=exclude if isinstance(exclude, str) or exclude is None
                                       else model.exclusion_matrix(exclude),
                                       fmt=fmt, context=context, part_size=part_size, block_size=block_size,
-                                      model_file=model_file, progress=progress, on_neutralised=neutralised)
+                                      model_file=model_file, progress=progress, on_neutralised=neutralised,
+                                      fallback=fallback)
             return info["rows"]
-        blocks = (closable(ann_top_k(ann_index, model, users, k, model.exclusion_matrix(exclude), mask, block_size,
-                                     progress))
+        excluded = model.exclusion_matrix(exclude)
+        blocks = (closable(ann_top_k(ann_index, model, users, k, excluded, mask, block_size, progress))
                   if ann_index is not None else
-                  iter_top_k(model.score_users, model.n_items, users, k, exclude=model.exclusion_matrix(exclude),
+                  iter_top_k(model.score_users, model.n_items, users, k, exclude=excluded,
                              block_size=block_size, progress=progress, workers=context, item_mask=mask))
         # closed here on any exit (Ctrl-C included), so that the workers are stopped now and
         # not by the garbage collector while the interpreter shuts down
         with contextlib.closing(blocks):
-            frames = (block_to_frame(model, u, i, s) for u, i, s in blocks)
+            frames = (block_to_frame(model, u, i, s) if fallback is None else
+                      fallback.frame(model, u, i, s, excluded, mask) for u, i, s in blocks)
             return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
-                                on_neutralised=neutralised)
+                                columns=table_columns(fallback), on_neutralised=neutralised)
+
+
+def table_columns(fallback: Optional[Fallback]) -> tuple:
+    """The columns of a recommendations table: ``source`` too when some users may get the fallback list."""
+    return RECS_COLUMNS if fallback is None else (*RECS_COLUMNS, SOURCE_COLUMN)
 
 
 def _with_items(exclude: Optional[sp.csr_matrix], mask: np.ndarray, n_users: int) -> sp.csr_matrix:
@@ -335,13 +369,15 @@ def cached_inputs(path: PathLike, n_users: int, n_items: int, users: bool, exclu
 
 
 def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, inputs: Optional[str],
-                    users_src, exclude_src, k: int, fmt: str, block_size: Optional[int]) -> int:
+                    users_src, exclude_src, k: int, fmt: str, block_size: Optional[int],
+                    fallback: Optional[Fallback] = None) -> int:
     """One unit: top-k for the users at positions ``[start, stop)`` of the job, written to its part file.
 
     ``model_src`` is a fitted model (threads) or a model file path (other backends).
     ``users_src`` is ``None`` (all users, in order), the job's user array (threads) or
     ``"staged"``; ``exclude_src`` is ``"train"``, ``None``, a CSR matrix or ``"staged"``,
-    with rows by user index; ``inputs`` is the staged inputs file. Users are scored at their
+    with rows by user index; ``inputs`` is the staged inputs file; ``fallback``, the users
+    who get the fallback list (:func:`write_recommendations`). Users are scored at their
     positions in the job (:func:`~mrec_warp.topk.grid_scores`), so parts give the same bits
     as one stream. Returns the number of rows written (0 if the part existed already).
     """
@@ -363,8 +399,9 @@ def _recommend_part(model_src, workdir: str, part: int, start: int, stop: int, i
     if exclude is not None:
         exclude = KernelExclusion.of(exclude)  # once per part, not once per block (no-op if cached)
     bs = block_size or default_block_size(model.n_items)
-    frames = (block_to_frame(model, *top_k_block(model.score_users, users[s:e], k, exclude, start + s))
-              for s, e in chunk_ranges(len(users), bs))
+    blocks = (top_k_block(model.score_users, users[s:e], k, exclude, start + s) for s, e in chunk_ranges(len(users), bs))
+    frames = (block_to_frame(model, *block) if fallback is None else fallback.frame(model, *block, exclude)
+              for block in blocks)
     with unit_of_job(workdir, started):
         return write_frames(frames, path, fmt, encoding=output_encoding(getattr(model, "id_encoding_", None)),
                             header=False)
@@ -383,6 +420,7 @@ def recommend_in_parts(
     model_file: Optional[PathLike] = None,
     progress: Progress = SILENT,
     on_neutralised: Optional[Callable[[int], None]] = None,
+    fallback: Optional[Fallback] = None,
 ) -> Dict[str, int]:
     """Top-k lists for many users as resumable part files, assembled into ``output``.
 
@@ -411,6 +449,8 @@ def recommend_in_parts(
         than a copy saved in the work folder.
     on_neutralised : callable, optional
         Gets the number of CSV cells neutralised (:func:`~mrec_warp.tables.concatenate`).
+    fallback : Fallback, optional
+        As :func:`write_recommendations`.
 
     Returns
     -------
@@ -438,6 +478,8 @@ def recommend_in_parts(
         "format": fmt, "users": "all" if all_users else fingerprint(users), "n_users": n, "part_size": size,
         "exclude": exclude_kind if exclude_kind != "matrix" else fingerprint(exclude),
     }
+    if fallback is not None:  # only then: the work folders of other jobs stay valid
+        description["fallback"] = {"first_row": fallback.first_row, "counts": fingerprint(fallback.counts)}
     with context:
         job = Job(context, description, [_part_name(i, fmt) for i in range(len(ranges))],
                   folder=context.folder(f"{output}.parts"), progress=progress)
@@ -460,11 +502,12 @@ def recommend_in_parts(
                     users_src = "staged" if arrays else None
                     exclude_src = "staged" if matrices else exclude_src
             progress.log(f"running {len(job.todo)} parts on {context.describe()}")
-            tasks = [(model_src, str(job.path), i, *ranges[i], inputs, users_src, exclude_src, k, fmt, block_size)
-                     for i in job.todo]
+            tasks = [(model_src, str(job.path), i, *ranges[i], inputs, users_src, exclude_src, k, fmt, block_size,
+                      fallback) for i in job.todo]
             for _ in job.run(_recommend_part, tasks):
                 pass
         job.check_complete()
-        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt, on_neutralised=on_neutralised)
+        n_rows = concatenate([job.part(i) for i in range(len(ranges))], output, fmt, header=table_columns(fallback),
+                             on_neutralised=on_neutralised)
         job.finish(staged=["model.npz", INPUTS_FILE])
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": job.skipped, "parts_run": len(job.todo)}

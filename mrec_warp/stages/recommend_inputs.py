@@ -28,8 +28,11 @@ from ..data.ratings import read_ratings
 from ..data.rows import refuse_negatives
 from ..errors import InputError
 from ..models.base import Recommender, open_model
+from ..models.fallback import (Fallback, check_unknown_users, refuse_lookalikes, refuse_without_training_data,
+                               users_per_item)
 from ..models.families import families_with, takes_features
-from ..progress import SILENT, Progress
+from ..progress import SILENT, Progress, plural
+from ..tables import POPULAR, SOURCE_COLUMN
 
 PathLike = Union[str, os.PathLike]
 
@@ -80,6 +83,11 @@ class RecommendInputs:
         Item ids never recommended to anyone.
     notes : list of str
         What the caller should hear about.
+    fallback : Fallback or None
+        With ``unknown_users="popular"``: the users (appended to ``model``) who get the
+        fallback list; ``None`` otherwise.
+    skipped : int
+        Users of the ``users`` file left out as unknown (``unknown_users="skip"``).
     """
 
     model: Recommender
@@ -89,6 +97,8 @@ class RecommendInputs:
     filtered: Optional[List[str]]
     source: Optional[str] = None
     notes: List[str] = field(default_factory=list)
+    fallback: Optional[Fallback] = None
+    skipped: int = 0
 
 
 def recommend_inputs(
@@ -98,33 +108,58 @@ def recommend_inputs(
     train: Optional[PathLike] = None,
     exclude_items: Optional[PathLike] = None,
     cold: Optional[ColdStartOptions] = None,
+    unknown_users: str = "refuse",
     progress: Progress = SILENT,
 ) -> RecommendInputs:
     """Read a recommend run's inputs: the model (a file, or a model in hand that is copied
     before anything extends it), its cold start (``cold``: :func:`run_cold_start`), the
-    ``users`` file, the ``train`` exclusions and the ``exclude_items`` file, each checked
-    against the model."""
+    ``users`` file with what its unknown users get (``unknown_users``:
+    :func:`settle_unknown_users`), the ``train`` exclusions and the ``exclude_items`` file,
+    each checked against the model."""
+    check_unknown_users(unknown_users)
     given = isinstance(model, Recommender)
     model, model_file = open_model(model)
     if given:  # cold start and unknown users grow the model: grow a copy, not the caller's
         model = copy.deepcopy(model)
     notes: List[str] = []
     requested = read_id_list(users, unique=True, note=notes.append) if users else None
+    # the fallback ranks by the training data, not by the histories folded in below
+    trained = (model.item_ids, users_per_item(model.train_)) if unknown_users == "popular" else None
     extended = run_cold_start(model, model_file, cold or ColdStartOptions(), requested_users=requested,
                               progress=progress)
     model, changed = extended.model, extended.changed
     user_ids: Optional[List[str]] = None
+    settled = UnknownUsers(None)
     if users:
-        user_ids = requested
-        changed = check_known_users(model, user_ids, users, progress) or changed
+        settled = settle_unknown_users(model, requested or [], str(users), unknown_users, progress)
+        user_ids, changed = settled.user_ids, settled.appended or changed
+        notes.extend(settled.notes)
     elif extended.users is not None:  # user features / history: recommend for those users
         user_ids = extended.users
+    fallback = None
+    if trained is not None:
+        first = model.n_users if settled.first_fallback is None else settled.first_fallback
+        fallback = Fallback(first, popularity_on(model, *trained))
     exclude = train_exclusion(model, train, progress) if train else "train"
     if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
         notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
                      "the items users have seen")
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
-    return RecommendInputs(model, None if changed else model_file, user_ids, exclude, filtered, model_file, notes)
+    return RecommendInputs(model, None if changed else model_file, user_ids, exclude, filtered, model_file, notes,
+                           fallback, settled.skipped)
+
+
+def popularity_on(model: Recommender, item_ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The fallback scores ``counts`` of the items ``item_ids``
+    (:func:`~mrec_warp.models.fallback.users_per_item` of the training data) for the items
+    ``model`` ranks, matched by id: an item known only by its features (cold start) has no
+    training user."""
+    if len(item_ids) == model.n_items and (model.item_ids is item_ids or np.array_equal(model.item_ids, item_ids)):
+        return counts
+    out = np.zeros(model.n_items, dtype=np.float32)
+    rows = model.item_indices(item_ids, strict=False)
+    out[rows[rows >= 0]] = counts[rows >= 0]
+    return out
 
 
 @dataclass
@@ -276,10 +311,56 @@ def _fold_in(model: Recommender, rows: pd.DataFrame, history: PathLike, epochs: 
         raise
 
 
-#: Most of a ``train`` file's rows that may name users or items the model does not know. A
-#: few are legitimate (e.g. users or items dropped when the model was trained, which the
-#: model cannot recommend to or recommend anyway); more means another data set's file.
-MAX_UNKNOWN_TRAIN_SHARE = 0.05
+@dataclass
+class UnknownUsers:
+    """The users of a ``users`` file after :func:`settle_unknown_users`.
+
+    Attributes
+    ----------
+    user_ids : list of str or None
+        The users to recommend for, in the file's order.
+    appended : bool
+        Whether the model gained users (the unknown ones, appended after its own).
+    first_fallback : int or None
+        The model's first row of users who get the fallback list (``unknown_users="popular"``).
+    skipped : int
+        Unknown users left out (``unknown_users="skip"``).
+    notes : list of str
+        What the caller should hear about them.
+    """
+
+    user_ids: Optional[List[str]]
+    appended: bool = False
+    first_fallback: Optional[int] = None
+    skipped: int = 0
+    notes: List[str] = field(default_factory=list)
+
+
+def settle_unknown_users(model, ids: List[str], path: str, unknown_users: str, progress) -> UnknownUsers:
+    """What the users of the ``users`` file (``path``) the model does not know get
+    (:mod:`mrec_warp.models.fallback`): ``refuse``, :func:`check_known_users`; ``skip``,
+    they are left out with a note; ``popular``, they are appended to ``model`` (in place)
+    after its own users, whose rows then get the fallback list. A known id written otherwise
+    is refused under ``popular`` (that user's seen items would not be excluded)."""
+    idx = model.user_indices(ids, strict=False)
+    unknown = [u for u, i in zip(ids, idx) if i < 0]  # the file's ids are unique
+    if not unknown or unknown_users == "refuse":
+        return UnknownUsers(ids, check_known_users(model, ids, path, progress))
+    index = model.interactions().user_index
+    if unknown_users == "skip":
+        near = did_you_mean(unknown[0], index)
+        note = (f"{plural(len(unknown), 'user')} of {len(ids):,} {'is' if len(unknown) == 1 else 'are'} not in the "
+                f"model and {'was' if len(unknown) == 1 else 'were'} skipped (`unknown_users=skip`), e.g. "
+                f"{unknown[0]!r}" + (f" ({near})" if near else ""))
+        return UnknownUsers([u for u, i in zip(ids, idx) if i >= 0], skipped=len(unknown), notes=[note])
+    refuse_lookalikes(unknown, index, path, ids)
+    refuse_without_training_data(model.train_, len(unknown), path)
+    first = model.n_users
+    model.append_users(unknown)
+    note = (f"{plural(len(unknown), 'user')} of {len(ids):,} {'is' if len(unknown) == 1 else 'are'} not in the model: "
+            f"{'it gets' if len(unknown) == 1 else 'they get'} its most popular training items, marked "
+            f"{POPULAR!r} in the {SOURCE_COLUMN!r} column")
+    return UnknownUsers(ids, True, first, notes=[note])
 
 
 def check_known_users(model, ids: List[str], path: str, progress) -> bool:
@@ -294,14 +375,8 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     ranking = model.unknown_user_ranking()
     if ranking is not None:
         # a new user is served the overall ranking, but an id that is a known one written
-        # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded;
-        # by its spellings only (dict look-ups): a case-blind scan per new user would be quadratic
-        near = next(((u, n) for u in unknown for n in [did_you_mean(u, index)] if n), None)
-        if near is not None:
-            raise InputError(f"user {near[0]!r} is not in the model ({near[1]})", path=path,
-                             line=ids.index(near[0]) + 1, hint="write the ids as the training data does: this one looks "
-                             "like a known user's, whose own items would not be excluded if it were served "
-                             "as a new user")
+        # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded
+        refuse_lookalikes(unknown, index, path, ids)
         model.append_users(unknown)
         progress.log(f"{len(unknown)} users are not in the model: they get {ranking} "
                      "(give their history with `history` to exclude what they have seen)")
@@ -310,7 +385,14 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
     near = did_you_mean(ids[first], index, known)
     raise InputError(f"user {ids[first]!r} is not in the model" + (f" ({near})" if near else "")
                      + f", {len(unknown)} unknown", path=path, line=first + 1,
-                     hint="list only users present in the training data, or fold new users in with `history`")
+                     hint="list only users present in the training data, fold new users in with `history`, or "
+                          "choose `unknown_users=skip` or `unknown_users=popular`")
+
+
+#: Most of a ``train`` file's rows that may name users or items the model does not know. A
+#: few are legitimate (e.g. users or items dropped when the model was trained, which the
+#: model cannot recommend to or recommend anyway); more means another data set's file.
+MAX_UNKNOWN_TRAIN_SHARE = 0.05
 
 
 def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
