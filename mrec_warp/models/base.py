@@ -119,7 +119,9 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         checks against the data (a file has no data to check it against). None by default."""
 
     @classmethod
-    def _param_names(cls):
+    def param_names(cls):
+        """The constructor's parameter names, sorted: what :meth:`get_params` returns and
+        :meth:`set_params` accepts."""
         sig = inspect.signature(cls.__init__)
         return sorted(
             p.name for p in sig.parameters.values()
@@ -128,11 +130,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
 
     def get_params(self, deep: bool = True) -> Dict[str, Any]:
         """The constructor parameters and their current values."""
-        return {name: getattr(self, name) for name in self._param_names()}
+        return {name: getattr(self, name) for name in self.param_names()}
 
     def set_params(self, **params: Any) -> "Recommender":
         """Set constructor parameters; unknown names raise ``ValueError``."""
-        valid = set(self._param_names())
+        valid = set(self.param_names())
         for name, value in params.items():
             if name not in valid:
                 raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}")

@@ -35,7 +35,7 @@ from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from .declared import Param, declared_by_name, n_jobs_param, seed_param, verbose_param
 from .factor_model import FactorModel
-from .foldin import _log_fold_in, add_history, known_pairs, refuse_features
+from .foldin import log_fold_in, add_history, known_pairs, refuse_features
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import check_epochs, early_stopping_params, need, run_epochs
 
@@ -837,7 +837,7 @@ class WARP(FactorModel):
         check_divergence([rows], float(self.init_scale), self._rates()[0], "fold-in diverged")
         self._fold_in_store(idx, rows)
         self.fold_in_summary_ = dict(added["summary"], epochs=epochs)
-        _log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
+        log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
         return self
 
     def append_users(self, ids, user_features=None) -> None:
