@@ -3,6 +3,7 @@ list of families -- train's choices, tune's families, load(), the public API and
 reference -- reads it."""
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from mrec_warp.cli.train import train as train_command
 from mrec_warp.models import Popularity
 from mrec_warp.models.families import FAMILIES, REGISTRY, model_classes, tunable_families
 
-API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.rst"
+ROOT = Path(__file__).resolve().parent.parent
+API_REFERENCE = ROOT / "docs" / "reference" / "api.rst"
 
 
 @pytest.fixture
@@ -45,6 +47,15 @@ def test_every_registered_model_is_exported_and_documented(name):
     assert getattr(mw, name, None) is cls and name in mw.__all__, f"mw.{name} is not exported"
     assert getattr(mrec_warp.models, name, None) is cls and name in mrec_warp.models.__all__
     assert name in documented_names(API_REFERENCE.read_text(encoding="utf-8")), f"{name} is not in api.rst"
+
+
+def test_the_api_reference_lists_the_model_classes_the_script_writes():
+    spec = importlib.util.spec_from_file_location("write_parameter_table", ROOT / "scripts" / "write_parameter_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    committed = API_REFERENCE.read_text(encoding="utf-8")
+    assert committed == script.api_reference(committed), "run: python scripts/write_parameter_table.py"
+    assert script.model_classes() == ["Recommender", *REGISTRY]
 
 
 def test_the_reference_parser_sees_the_listed_models():

@@ -74,6 +74,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     #: that ``train`` does not fit (imported factors). A subclass that does not set it is not
     #: registered.
     name: ClassVar[Optional[str]] = None
+    #: Where the family comes in every list of families (``train --model``'s choices, ``tune``'s
+    #: families, the references): ascending. Read from the class body, as ``name`` is (a
+    #: subclass does not take its parent's place); the families that set none come after the
+    #: others, in the order their classes are defined.
+    order: ClassVar[Optional[int]] = None
 
     # -- capabilities (see CAPABILITIES) -------------------------------------------------------
     supports_fold_in: ClassVar[bool] = False

@@ -21,6 +21,7 @@ class Popularity(Recommender):
     """
 
     name = "popularity"
+    order = 60
     supports_fold_in = True
     tune_baseline = True  # the reference row of tune's table
 

@@ -364,6 +364,7 @@ class WARP(FactorModel):
     PARAMS_BEFORE: Dict[str, Any] = {"late_rate": 1.0}
 
     name = "warp"
+    order = 10
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha", "learning_rate")
     fold_in_epochs = True

@@ -339,6 +339,7 @@ class WRMF(FactorModel):
                                     k, epochs_cap)
 
     name = "wrmf"
+    order = 50
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha",)
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
