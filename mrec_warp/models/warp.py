@@ -9,7 +9,7 @@ rank-weighted hinge. Several threads may share an epoch (hogwild shards); after 
 learned arrays are checked for divergence.
 
 The number of epochs is chosen by early stopping on a hold-out, then the model is refitted
-on all the data: the loop every epoch-trained factor model shares (:mod:`.validation`).
+on all the data: the loop every epoch-trained factor model shares (:mod:`.early_stopping`).
 :meth:`WARP.partial_fit` trains on more pairs; :meth:`WARP.fold_in` fits new users' rows
 against the fixed items with the same sampler, and :meth:`WARP.history_vector` gives the row
 fold-in would fit for one anonymous history, bit for bit, without changing the model.
