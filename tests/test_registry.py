@@ -4,7 +4,12 @@ reference -- reads it."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +95,26 @@ def test_a_class_is_registered_when_it_names_itself(registry, tmp_path):
     train.write_text("u1\ti1\nu2\ti2\nu2\ti1\n")
     model = mw.train(train, tmp_path / "m.npz", model="trending").model
     assert type(model) is Trending and type(mw.load(tmp_path / "m.npz")) is Trending
+
+
+def test_a_family_is_one_module_dropped_into_the_package(tmp_path):
+    """Nothing lists a family but its module: in a copy of the package with one more module,
+    the class is registered, exported, a choice of ``train --model`` and listed last."""
+    package = Path(mrec_warp.__file__).resolve().parent
+    shutil.copytree(package, tmp_path / "mrec_warp",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.c", "*.pyx", "*.pxd", "*.h", "build"))
+    (tmp_path / "mrec_warp" / "models" / "trending.py").write_text(
+        "from .popularity import Popularity\n\n\nclass Trending(Popularity):\n    name = 'trending'\n",
+        encoding="utf-8")
+    probe = ("import json, mrec_warp as mw, mrec_warp.models as models\n"
+             "from mrec_warp.cli.train import train\n"
+             "choices = next(p for p in train.params if p.name == 'model_name').type.choices\n"
+             "print(json.dumps({'mw': mw.Trending.__module__, 'all': 'Trending' in mw.__all__,\n"
+             "                  'models': models.__all__, 'choices': list(choices)}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["mw"] == "mrec_warp.models.trending" and found["all"]
+    assert found["models"] == ["Recommender", *REGISTRY, "Trending", "load"]  # no order of its own: last
+    assert found["choices"] == [*model_classes(), "trending"]
