@@ -24,14 +24,14 @@ from .data.tsv import write_interactions  # noqa: E402
 from .data.features import read_features  # noqa: E402
 from .data.synthetic import generate as generate_synthetic  # noqa: E402
 from .data.datasets import fetch  # noqa: E402
-from .models import EASE, SLIM, WARP, WRMF, HybridWARP, ItemKNN, Popularity, Recommender, RP3beta, load  # noqa: E402
+from . import models as _models  # noqa: E402
+from .models import *  # noqa: E402,F403 (every registered model class: models.__all__)
 from .stages.recommend import write_recommendations  # noqa: E402
 from .evaluation.metrics import evaluate_recommendations  # noqa: E402
 from .progress import Progress  # noqa: E402
 from .stages import evaluate, explain, prepare, recommend, similar, train, tune  # noqa: E402
 from .experiments import experiment  # noqa: E402
 # interoperability (mrec's mrec_convert / mrec_factors): other tools' matrices and factors
-from .models.imported import Factors  # noqa: E402
 from .data.matrix_files import read_matrix, write_matrix  # noqa: E402
 from .stages.factors import export_factors, import_factors  # noqa: E402
 
@@ -45,16 +45,10 @@ __all__ = [
     "read_features",
     "generate_synthetic",
     "fetch",
-    "Recommender",
-    "WARP",
-    "HybridWARP",
-    "WRMF",
-    "Popularity",
-    "ItemKNN",
-    "SLIM",
-    "EASE",
-    "RP3beta",
-    "load",
+]
+# the models: the base, every registered class (imported factors among them) and load
+__all__ += _models.__all__
+__all__ += [
     "write_recommendations",
     "evaluate_recommendations",
     "Progress",
@@ -68,7 +62,6 @@ __all__ = [
     "tune",
     "experiment",
     # interoperability
-    "Factors",
     "read_matrix",
     "write_matrix",
     "import_factors",

@@ -138,7 +138,7 @@ _ONE_THREAD_LIMITER: Any = None
 _CONTROLLER: Any = None
 
 
-def _blas_controller() -> Any:
+def blas_controller() -> Any:
     """threadpoolctl's view of the loaded BLAS libraries, found once: looking them up costs
     ~1.4 ms, setting their thread count ~5 us, and one-user scoring sets it on every call."""
     global _CONTROLLER
@@ -162,7 +162,7 @@ def one_blas_thread() -> Iterator[None]:
     global _ONE_THREAD_USERS, _ONE_THREAD_LIMITER
     with _ONE_THREAD_LOCK:
         if _ONE_THREAD_USERS == 0:
-            _ONE_THREAD_LIMITER = _blas_controller().limit(limits=1, user_api="blas")
+            _ONE_THREAD_LIMITER = blas_controller().limit(limits=1, user_api="blas")
         _ONE_THREAD_USERS += 1
     try:
         yield

@@ -138,7 +138,7 @@ def library_rows(model, users, exact, k, M, ef):
 
 
 def package_row(model, users, exact, k, ef):
-    """The shipped index (mrec_warp.ann) end to end: build, over-fetch, filter, rescore."""
+    """The shipped index (mrec_warp.models.ann) end to end: build, over-fetch, filter, rescore."""
     from mrec_warp.models import ann
     from mrec_warp.models.single_user import recommend_few
 

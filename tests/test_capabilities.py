@@ -202,8 +202,8 @@ def test_the_recommend_path_is_a_straight_line():
 
 
 def test_the_hybrid_takes_warps_parameters_without_relisting_them():
-    warp = set(WARP._param_names())
-    hybrid = set(HybridWARP._param_names())
+    warp = set(WARP.param_names())
+    hybrid = set(HybridWARP.param_names())
     assert hybrid == warp - {"confidence", "alpha", "eps", "confidence_use"} | {"identity", "identity_weight",
                                                                                 "normalize"}
     model = HybridWARP(16, patience=3)  # positional and keyword, as an explicit list takes them

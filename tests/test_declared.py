@@ -40,8 +40,11 @@ def test_the_table_script_writes_the_same_text(tmp_path):
     spec = importlib.util.spec_from_file_location("write_parameter_table", ROOT / "scripts" / "write_parameter_table.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert script.main(["x", str(tmp_path / "p.rst")]) == 0
+    api = ROOT / "docs" / "reference" / "api.rst"
+    (tmp_path / "api.rst").write_text(api.read_text(encoding="utf-8"), encoding="utf-8")
+    assert script.main(["x", str(tmp_path / "p.rst"), "--api", str(tmp_path / "api.rst")]) == 0
     assert (tmp_path / "p.rst").read_text(encoding="utf-8") == parameter_tables(FAMILIES)
+    assert (tmp_path / "api.rst").read_text(encoding="utf-8") == api.read_text(encoding="utf-8")
 
 
 def test_placement_settings_are_neither_tuned_nor_tabled():

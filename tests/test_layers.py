@@ -3,11 +3,14 @@
 Ground floor: the tools every part uses (errors, files, progress, seeds, workers, top-k...).
 Then data; then models and evaluation (side by side, neither importing the other); then the
 job engine; the stages; experiments and serving; the CLI and the package's front door.
-Read from the source (no import is run), so a new arrow up fails here with its module.
+Read from the source (no import is run), so a new arrow up fails here with its module. No
+import circle and no import of the package's own modules inside a function either, as
+``scripts/check_structure.py`` measures them.
 """
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 from typing import Iterator, Tuple
 
@@ -72,3 +75,29 @@ def test_no_module_imports_from_a_floor_above_its_own(path):
           if FLOORS.get(_part(target), 0) > FLOORS[own] or (FLOORS[own] == 2 and _part(target) != own
                                                              and FLOORS.get(_part(target)) == 2)]
     assert not up, f"{own} is on floor {FLOORS[own]}, but imports " + "; ".join(up)
+
+
+def _structure():
+    spec = importlib.util.spec_from_file_location("check_structure", PACKAGE.parent / "scripts" / "check_structure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_circle_and_no_own_import_inside_a_function():
+    report = _structure().measure(PACKAGE)
+    assert report["import_circles"] == []
+    assert report["own_imports_in_functions"] == []  # (a module needing an optional library excepted)
+
+
+def test_the_structure_check_sees_a_circle_and_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "mrec_warp"
+    (package / "sub").mkdir(parents=True)
+    for name, text in {"__init__.py": "", "sub/__init__.py": "", "a.py": "from .b import x\n",
+                       "b.py": "from .sub import c\nx = 1\n",
+                       "sub/c.py": "from .. import a\ndef f():\n    from ..b import x\n    import pyarrow\n"}.items():
+        (package / name).write_text(text, encoding="utf-8")
+    report = _structure().measure(package)
+    assert [c["modules"] for c in report["import_circles"]] == [["mrec_warp.a", "mrec_warp.b", "mrec_warp.sub.c"]]
+    assert [(i["module"], i["line"]) for i in report["own_imports_in_functions"]] == [("mrec_warp.sub.c", 3)]
+    assert [i["imports"] for i in report["library_imports_in_functions"]] == ["pyarrow"]

@@ -3,7 +3,13 @@ list of families -- train's choices, tune's families, load(), the public API and
 reference -- reads it."""
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +20,8 @@ from mrec_warp.cli.train import train as train_command
 from mrec_warp.models import Popularity
 from mrec_warp.models.families import FAMILIES, REGISTRY, model_classes, tunable_families
 
-API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.rst"
+ROOT = Path(__file__).resolve().parent.parent
+API_REFERENCE = ROOT / "docs" / "reference" / "api.rst"
 
 
 @pytest.fixture
@@ -45,6 +52,15 @@ def test_every_registered_model_is_exported_and_documented(name):
     assert getattr(mw, name, None) is cls and name in mw.__all__, f"mw.{name} is not exported"
     assert getattr(mrec_warp.models, name, None) is cls and name in mrec_warp.models.__all__
     assert name in documented_names(API_REFERENCE.read_text(encoding="utf-8")), f"{name} is not in api.rst"
+
+
+def test_the_api_reference_lists_the_model_classes_the_script_writes():
+    spec = importlib.util.spec_from_file_location("write_parameter_table", ROOT / "scripts" / "write_parameter_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    committed = API_REFERENCE.read_text(encoding="utf-8")
+    assert committed == script.api_reference(committed), "run: python scripts/write_parameter_table.py"
+    assert script.model_classes() == ["Recommender", *REGISTRY]
 
 
 def test_the_reference_parser_sees_the_listed_models():
@@ -79,3 +95,26 @@ def test_a_class_is_registered_when_it_names_itself(registry, tmp_path):
     train.write_text("u1\ti1\nu2\ti2\nu2\ti1\n")
     model = mw.train(train, tmp_path / "m.npz", model="trending").model
     assert type(model) is Trending and type(mw.load(tmp_path / "m.npz")) is Trending
+
+
+def test_a_family_is_one_module_dropped_into_the_package(tmp_path):
+    """Nothing lists a family but its module: in a copy of the package with one more module,
+    the class is registered, exported, a choice of ``train --model`` and listed last."""
+    package = Path(mrec_warp.__file__).resolve().parent
+    shutil.copytree(package, tmp_path / "mrec_warp",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.c", "*.pyx", "*.pxd", "*.h", "build"))
+    (tmp_path / "mrec_warp" / "models" / "trending.py").write_text(
+        "from .popularity import Popularity\n\n\nclass Trending(Popularity):\n    name = 'trending'\n",
+        encoding="utf-8")
+    probe = ("import json, mrec_warp as mw, mrec_warp.models as models\n"
+             "from mrec_warp.cli.train import train\n"
+             "choices = next(p for p in train.params if p.name == 'model_name').type.choices\n"
+             "print(json.dumps({'mw': mw.Trending.__module__, 'all': 'Trending' in mw.__all__,\n"
+             "                  'models': models.__all__, 'choices': list(choices)}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["mw"] == "mrec_warp.models.trending" and found["all"]
+    assert found["models"] == ["Recommender", *REGISTRY, "Trending", "load"]  # no order of its own: last
+    assert found["choices"] == [*model_classes(), "trending"]

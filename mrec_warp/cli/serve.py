@@ -10,7 +10,9 @@ import tempfile
 import click
 
 from ..errors import InputError
+from ..models.ann import index_path
 from ..models.fallback import refuse_without_training_data
+from ..serving.holder import ModelHolder, read_model
 from ..serving.limits import FOLDIN_THREADS, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HISTORY, ConnectionLimits
 from ..serving.requests import SERVED_UNKNOWN_USERS
 from ._common import friendly_errors
@@ -94,15 +96,12 @@ def serve(model_file, host, port, workers, reload_, max_k, max_body, max_history
                          hint="pip install 'mrec-warp[serve]'") from None
     from ..serving.app import CONFIG_ENV, create_app, status_text
     from ..serving.connections import fit_descriptor_limit
-    from ..serving.holder import ModelHolder, read_model
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     limits = ConnectionLimits(fit_descriptor_limit(max_connections), header_timeout)
     protocol = "mrec_warp.serving.connections:GuardedH11Protocol"  # by name: a worker process imports it
     ann_file = None
     if ann:
-        from ..models.ann import index_path
-
         ann_file = os.path.abspath(index_path(model_file))
     served = read_model(model_file, ann_file)  # refuse a bad file (or a stale index) before listening
     if unknown_users == "popular":

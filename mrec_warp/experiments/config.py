@@ -54,7 +54,7 @@ from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
 from ..models.families import FAMILIES, takes_features, tunable_families
 from ..seeds import DEFAULT_SEED
-from ..stages.train import _check_confidence as check_confidence
+from ..stages.train import check_confidence
 from .config_lines import Checker, check_duplicate_models
 
 if sys.version_info >= (3, 11):
@@ -362,7 +362,7 @@ def _read_models(check: Checker, models: Dict[str, Any]) -> List[ModelSpec]:
             check.fail(f"unknown model family {family!r}", table, "family", hint)
         params = {k: v for k, v in spec.items() if k not in MODEL_KEYS}
         cls = FAMILIES[family].cls
-        own = [p for p in cls._param_names() if p not in RESERVED_PARAMS]
+        own = [p for p in cls.param_names() if p not in RESERVED_PARAMS]
         for key in params:
             if key in RESERVED_PARAMS:
                 check.fail(f"{key!r} is set by the experiment", table, key,

@@ -42,6 +42,8 @@ from ..stages.train import train
 from ..stages.tune import tune as tune_stage
 from ..workers import one_blas_thread
 from .config import WORK_NAME, Config, read_config
+from .report import claim_folder, experiment_digest, record_report, release_folder, report_files, write_report, \
+    write_timing
 
 #: Version of the work folder's layout, part of the job's description.
 EXPERIMENT_VERSION = 2  # 2: split sets default to the top-level seed; parts record epochs
@@ -190,9 +192,6 @@ def experiment(
         A bad configuration (naming the file and its line) or data, or a report folder that
         is not this experiment's (without ``force``), before any training.
     """
-    from .report import claim_folder, experiment_digest, record_report, release_folder, report_files, write_report, \
-        write_timing
-
     t0 = time.perf_counter()
     cfg = config if isinstance(config, Config) else read_config(config)
     given = output if output is not None else cfg.output

@@ -22,7 +22,7 @@ from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .indices import IndexArg, as_indices, check_k
-from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
+from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
 
 class ItemSimilarity(Recommender):
@@ -178,7 +178,7 @@ class ItemSimilarity(Recommender):
         refuse_features(self, user_features)
         added = add_history(self, history, user_ids=user_ids)
         self.fold_in_summary_: Dict[str, Any] = added["summary"]
-        _log_fold_in(progress or SILENT, self.fold_in_summary_)
+        log_fold_in(progress or SILENT, self.fold_in_summary_)
         return self
 
     def append_users(self, ids, user_features=None) -> None:

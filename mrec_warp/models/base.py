@@ -75,6 +75,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
     #: that ``train`` does not fit (imported factors). A subclass that does not set it is not
     #: registered.
     name: ClassVar[Optional[str]] = None
+    #: Where the family comes in every list of families (``train --model``'s choices, ``tune``'s
+    #: families, the references): ascending. Read from the class body, as ``name`` is (a
+    #: subclass does not take its parent's place); the families that set none come after the
+    #: others, in the order their classes are defined.
+    order: ClassVar[Optional[int]] = None
 
     # -- capabilities (see CAPABILITIES) -------------------------------------------------------
     supports_fold_in: ClassVar[bool] = False
@@ -120,7 +125,9 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         checks against the data (a file has no data to check it against). None by default."""
 
     @classmethod
-    def _param_names(cls):
+    def param_names(cls):
+        """The constructor's parameter names, sorted: what :meth:`get_params` returns and
+        :meth:`set_params` accepts."""
         sig = inspect.signature(cls.__init__)
         return sorted(
             p.name for p in sig.parameters.values()
@@ -129,11 +136,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
 
     def get_params(self, deep: bool = True) -> Dict[str, Any]:
         """The constructor parameters and their current values."""
-        return {name: getattr(self, name) for name in self._param_names()}
+        return {name: getattr(self, name) for name in self.param_names()}
 
     def set_params(self, **params: Any) -> "Recommender":
         """Set constructor parameters; unknown names raise ``ValueError``."""
-        valid = set(self._param_names())
+        valid = set(self.param_names())
         for name, value in params.items():
             if name not in valid:
                 raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}")

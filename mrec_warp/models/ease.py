@@ -80,6 +80,7 @@ class EASE(ItemSimilarity):
     """
 
     name = "ease"
+    order = 40
 
     _dense_weights = True
     _float16_weights = True

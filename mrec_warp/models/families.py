@@ -5,9 +5,10 @@ is registered when its class is defined (:meth:`Recommender.__init_subclass__
 <mrec_warp.models.base.Recommender.__init_subclass__>` calls :func:`register`). Everything
 that lists families reads this registry: ``train --model``'s choices and options, ``tune``'s
 families and search spaces, ``load()`` (a model file names its class), the parameter
-reference, and the messages that say which families can do something. The registry's order
-is the order the classes are defined (:mod:`mrec_warp.models` imports them): the order of
-the choices, of ``tune``'s families and of the parameter reference.
+reference, and the messages that say which families can do something. The registry is kept
+in the families' ``order`` (a class attribute; those without one last, as they are defined):
+the order of the choices, of ``tune``'s families and of the references. :mod:`mrec_warp.models`
+imports every module of its package, so a class in any of them is registered and exported.
 
 From each family's declared parameters (``PARAMETERS``, :mod:`.declared`) come the parameters
 a search may vary (with their types), where random candidates are drawn (ranges that contain
@@ -29,9 +30,9 @@ from .declared import hyper_parameters
 if TYPE_CHECKING:  # (annotations only: the base registers its subclasses here)
     from .base import Recommender
 
-#: Every registered model class by its class name (what a model file names), in the order the
-#: classes were defined. A family's ``name`` is its ``--model`` name; a class whose ``name`` is
-#: ``None`` is loaded from files but is no family of ``train`` (imported factors).
+#: Every registered model class by its class name (what a model file names), in the families'
+#: ``order``. A family's ``name`` is its ``--model`` name; a class whose ``name`` is ``None`` is
+#: loaded from files but is no family of ``train`` (imported factors).
 REGISTRY: Dict[str, Type[Recommender]] = {}
 
 #: The family of everything that names none: ``train`` without ``--model``, a search point
@@ -42,8 +43,17 @@ DEFAULT_FAMILY = "warp"
 
 def register(cls: Type[Recommender]) -> None:
     """Add ``cls`` to the registry (a class that sets ``name`` in its body; a later class of
-    the same class name replaces the earlier one)."""
+    the same class name replaces the earlier one), in its place by ``order``."""
     REGISTRY[cls.__name__] = cls
+    ordered = sorted(REGISTRY.items(), key=lambda item: _place(item[1]))  # stable: ties as defined
+    REGISTRY.clear()
+    REGISTRY.update(ordered)
+
+
+def _place(cls: Type[Recommender]) -> Tuple[int, int]:
+    """The sort key of a class in the registry: its own ``order`` (not one it inherits), else last."""
+    order = vars(cls).get("order")
+    return (0, order) if order is not None else (1, 0)
 
 
 def model_classes() -> Dict[str, Type[Recommender]]:

@@ -5,7 +5,7 @@ has one signature in every family and each family fits the users' rows its own w
 SGD passes, WRMF's exact solve, an item-item model's history as it is); what they share is
 here: reading a history in any of its forms (:func:`read_history`), appending the new
 users with empty training rows and adding every history item to its user's row, so it is
-excluded from their recommendations (:func:`add_history`), and the log line. The same
+excluded from their recommendations (:func:`add_history`), and the log line (:func:`log_fold_in`). The same
 alignment to the model's ids serves ``partial_fit``'s new pairs (:func:`known_pairs`) and a
 validation matrix (:func:`as_aligned_csr`): pairs the model does not know are skipped and
 counted, or refused.
@@ -127,7 +127,9 @@ def add_history(model, history, user_features=None, user_ids: Optional[Sequence]
     return {"rows": idx, "positives": pos, "summary": summary}
 
 
-def _log_fold_in(progress: Progress, summary: Dict[str, Any], extra: str = "") -> None:
+def log_fold_in(progress: Progress, summary: Dict[str, Any], extra: str = "") -> None:
+    """Log what a fold-in did, from the ``summary`` of :func:`add_history` (users, new ones,
+    rows, rows skipped for unknown items); ``extra`` follows the counts (", 30 epochs")."""
     n_unknown = summary["rows_with_unknown_items"]
     progress.log(f"folded in {plural(summary['users'], 'user')} ({summary['new_users']:,} new) from "
                  f"{plural(summary['rows'], 'row')}{extra}"

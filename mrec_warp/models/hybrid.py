@@ -365,6 +365,7 @@ validation_fraction, validation_users, refit, warm_epochs, refit_reuse, init_sca
                    "length.")])
 
     name = "hybrid"
+    order = 70
     supports_confidence = False
     SCALING_PARAMETERS = ("identity_weight", "learning_rate")
     # feature weights fitted apart do not add up: the base's refusal, not WARP's merge

@@ -21,7 +21,7 @@ from ..progress import SILENT, Progress
 from .base import Recommender
 from .declared import Param
 from .factor_model import FactorScoring
-from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
+from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
 
 class Factors(FactorScoring, Recommender):
@@ -124,7 +124,7 @@ class Factors(FactorScoring, Recommender):
         solved = np.linalg.solve(gram + lam * np.eye(d), rhs).T
         self.user_factors_[rows] = solved.astype(np.float32)
         self.fold_in_summary_ = dict(added["summary"], epochs=0)
-        _log_fold_in(progress, self.fold_in_summary_, ", least squares")
+        log_fold_in(progress, self.fold_in_summary_, ", least squares")
         return self
 
     def append_users(self, ids, user_features=None) -> None:

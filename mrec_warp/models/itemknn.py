@@ -59,6 +59,7 @@ class ItemKNN(ItemSimilarity):
     """
 
     name = "itemknn"
+    order = 20
 
     #: Seconds per ``items^2`` (its dense blocks; one thread), measured on ml-100k and a
     #: 1.9k x 16k long-tail synthetic set (2 shared cores).

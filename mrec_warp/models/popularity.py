@@ -8,7 +8,7 @@ import numpy as np
 from ..data.npz import check_counts, check_shape
 from ..progress import SILENT, Progress
 from .base import Recommender
-from .foldin import _log_fold_in, add_history, append_user_ids, refuse_features
+from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 from .tuning import TrialShape
 
 
@@ -21,6 +21,7 @@ class Popularity(Recommender):
     """
 
     name = "popularity"
+    order = 60
     supports_fold_in = True
     tune_baseline = True  # the reference row of tune's table
 
@@ -62,7 +63,7 @@ class Popularity(Recommender):
         refuse_features(self, user_features)
         added = add_history(self, history, user_ids=user_ids)
         self.fold_in_summary_ = added["summary"]
-        _log_fold_in(progress or SILENT, self.fold_in_summary_)
+        log_fold_in(progress or SILENT, self.fold_in_summary_)
         return self
 
     def append_users(self, ids, user_features=None) -> None:

@@ -50,6 +50,7 @@ class RP3beta(ItemSimilarity):
     """
 
     name = "rp3beta"
+    order = 80
 
     PARAMETERS = (
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,

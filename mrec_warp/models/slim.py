@@ -52,6 +52,7 @@ class SLIM(ItemSimilarity):
     """
 
     name = "slim"
+    order = 30
 
     #: Seconds per ``sum_k deg_k^2`` (``deg_k``: items co-occurring with ``k``: coordinate
     #: descent on a target visits each neighbour's Gram row; one thread), measured on

@@ -9,7 +9,7 @@ rank-weighted hinge. Several threads may share an epoch (hogwild shards); after 
 learned arrays are checked for divergence.
 
 The number of epochs is chosen by early stopping on a hold-out, then the model is refitted
-on all the data: the loop every epoch-trained factor model shares (:mod:`.validation`).
+on all the data: the loop every epoch-trained factor model shares (:mod:`.early_stopping`).
 :meth:`WARP.partial_fit` trains on more pairs; :meth:`WARP.fold_in` fits new users' rows
 against the fixed items with the same sampler, and :meth:`WARP.history_vector` gives the row
 fold-in would fit for one anonymous history, bit for bit, without changing the model.
@@ -35,7 +35,7 @@ from ..seeds import spawn_seed, spawn_seeds
 from ..workers import effective_n_jobs, thread_map
 from .declared import Param, declared_by_name, n_jobs_param, seed_param, verbose_param
 from .factor_model import FactorModel
-from .foldin import _log_fold_in, add_history, known_pairs, refuse_features
+from .foldin import log_fold_in, add_history, known_pairs, refuse_features
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import check_epochs, early_stopping_params, need, run_epochs
 
@@ -364,6 +364,7 @@ class WARP(FactorModel):
     PARAMS_BEFORE: Dict[str, Any] = {"late_rate": 1.0}
 
     name = "warp"
+    order = 10
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha", "learning_rate")
     fold_in_epochs = True
@@ -837,7 +838,7 @@ class WARP(FactorModel):
         check_divergence([rows], float(self.init_scale), self._rates()[0], "fold-in diverged")
         self._fold_in_store(idx, rows)
         self.fold_in_summary_ = dict(added["summary"], epochs=epochs)
-        _log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
+        log_fold_in(progress, self.fold_in_summary_, f", {epochs} epochs")
         return self
 
     def append_users(self, ids, user_features=None) -> None:

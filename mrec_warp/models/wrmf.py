@@ -54,7 +54,7 @@ from ..kernels import als as _als
 from ..workers import ClusterError, Workers, effective_n_jobs, fitting_threads, one_blas_thread
 from .factor_model import FactorModel
 from .indices import IndexArg
-from .foldin import _log_fold_in, read_history, refuse_features
+from .foldin import log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import check_epochs, early_stopping_params, run_epochs
@@ -342,6 +342,7 @@ class WRMF(FactorModel):
                                     k, epochs_cap)
 
     name = "wrmf"
+    order = 50
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha",)
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
@@ -676,7 +677,7 @@ class WRMF(FactorModel):
         n_unknown = int((~known).sum())
         self.fold_in_summary_: Dict[str, Any] = {"users": len(ids), "new_users": len(new), "rows": int(known.sum()),
                                                 "rows_with_unknown_items": n_unknown, "epochs": 0}
-        _log_fold_in(progress, self.fold_in_summary_, ", exact solve")
+        log_fold_in(progress, self.fold_in_summary_, ", exact solve")
         return self
 
     def _replace_rows(self, rows: np.ndarray, values: sp.csr_matrix) -> None:

@@ -53,7 +53,7 @@ from ..errors import InputError
 from ..models import single_user
 from ..models.fallback import fallback_list, users_per_item
 from ..tables import POPULAR
-from ..workers import _blas_controller
+from ..workers import blas_controller
 from .batching import MAX_BATCH, Batcher
 from .connections import GuardedH11Protocol, quiet_accept_errors
 from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
@@ -415,7 +415,7 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         # one BLAS thread for the whole process: requests run side by side on the thread pool
         # (and workers side by side), and OpenBLAS threads spinning under each of them made
         # 8 concurrent clients 20 times slower than one
-        blas = _blas_controller().limit(limits=1, user_api="blas")
+        blas = blas_controller().limit(limits=1, user_api="blas")
         if holder.current.ann is not None:  # a batch of queries would spread over OpenMP threads too
             ann_one_thread()
         if reload:

@@ -26,8 +26,10 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..data.inputs import check_readable
 from ..errors import InputError
+from ..models import ann
 from ..models.base import Recommender, load
 from ..models.families import family_name
+from ..stages.recommend import check_rankable
 from .mapped import map_arrays, private_copy, remove_copy
 
 log = logging.getLogger("mrec_warp.serve")
@@ -87,8 +89,6 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
 
     ``ann_file``: also load its ANN index from there, checked against the bytes read (a
     stale, mismatched or damaged index makes the model unusable: it is never served silently)."""
-    from ..stages.recommend import check_rankable
-
     data, stat = _read_regular(path)
     sha = hashlib.sha256(data).hexdigest()
     source = io.BytesIO(data)
@@ -97,8 +97,6 @@ def read_model(path: str, ann_file: Optional[str] = None) -> Served:
     check_rankable(model, path)
     index = None
     if ann_file is not None:
-        from ..models import ann
-
         index = ann.load(ann_file, model, sha, path)
     copy = private_copy(data, sha)  # also the last good model a new worker falls back to
     mapped = map_arrays(model, copy) if copy else {}  # shared by every worker through the page cache

@@ -240,12 +240,12 @@ def run_train(
     estimator = model_classes()[model_name]()
     merged = dict(load_params(params_file))
     kind: str = str(given.get("confidence") or merged.get("confidence") or getattr(estimator, "confidence", "none"))
-    _check_confidence(estimator, model_name, kind, given)
+    check_confidence(estimator, model_name, kind, given)
     merged.update(given)
     for name in ZERO_IS_UNLIMITED:
         if merged.get(name) == 0:
             merged[name] = None
-    names = estimator._param_names()
+    names = estimator.param_names()
     if not estimator.draws_random_numbers and seed is not None:
         # popularity and the item-item models are deterministic: accept the seed (scripts
         # pass it to every model alike) but say that it does nothing here
@@ -317,7 +317,7 @@ def weighs_without_values(family: Any) -> bool:
     return fit_takes(family, "use_values")
 
 
-def _check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
+def check_confidence(estimator: Recommender, model_name: str, kind: str, given: Mapping[str, Any]) -> None:
     """A confidence only for families that weigh rows, and its settings only with one."""
     if kind != "none" and not estimator.supports_confidence:
         raise InputError(f"`confidence` is used by {named_families('supports_confidence')}, not `model={model_name}`",

@@ -69,7 +69,7 @@ def load_split(path: str, values: bool = False):
 
 def per_user_precision(score_fn, n_items: int, exclude: sp.csr_matrix, truth: sp.csr_matrix,
                        k: int) -> np.ndarray:
-    """Precision@k of each user with a ``truth`` item (as :func:`precision_at_k` averages it)."""
+    """Precision@k of each user with a ``truth`` item (as :func:`~mrec_warp.models.early_stopping.precision_at_k` averages it)."""
     users = np.flatnonzero(np.diff(truth.indptr) > 0)
     out = np.zeros(len(users))
     pos = 0

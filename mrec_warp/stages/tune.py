@@ -282,7 +282,7 @@ def run_tune(
         family = p.get(MODEL, DEFAULT_FAMILY)
         if family not in FAMILIES:
             raise InputError(f"unknown model family {family!r}", hint=f"choose among {', '.join(tunable_families())}")
-        foreign = sorted(set(p) - {MODEL} - set(FAMILIES[family].cls._param_names()))
+        foreign = sorted(set(p) - {MODEL} - set(FAMILIES[family].cls.param_names()))
         if foreign:
             raise InputError(f"{foreign[0]!r} is not a parameter of the {family} model",
                              hint="tune it with the family it belongs to")
