@@ -13,12 +13,12 @@ from ..progress import plural
 from ._common import friendly_errors, make_progress, quiet_option, reader_options, row_options, say
 from ._features import feature_file_options, pop_feature_options
 from .index import index
-from ._flags import MODEL_OPTIONS, as_flags, option_name
-from ._model_options import model_options
+from ._flags import ParameterOption, as_flags
+from ._model_options import model_options, option_parameters
 from ._parallel import N_JOBS, parallel_options
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
-_MODEL_OPTIONS = {option_name(param): param for param in MODEL_OPTIONS}
+_MODEL_OPTIONS = option_parameters()
 
 
 @click.command(epilog="""\b
@@ -50,6 +50,7 @@ Examples:
 @feature_file_options
 @model_options
 @click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
+              cls=ParameterOption, parameters=("random_state",),  # every model's seed; its checks name it so
               help="Random seed (models that draw no random numbers say so and ignore it).")
 @click.option("--n-jobs", type=N_JOBS, default=1, show_default=True,
               help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).")
