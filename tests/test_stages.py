@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from types import SimpleNamespace
 
 import numpy as np
