@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 #: A parameter reference in a message: `name` or `name=value` (value without backticks; a
 #: double backtick is never one).
@@ -65,22 +65,25 @@ Speller = Callable[[str, Optional[str]], Optional[str]]
 
 def parse_references(text: Optional[str]) -> Parts:
     """``text`` cut into its plain text and the parameter references it makes."""
-    parts: list = []
+    text = text or ""
+    parts: List[Union[str, Reference]] = []
     end = 0
-    for m in PARAMETER.finditer(text or ""):
+    for m in PARAMETER.finditer(text):
         if m.start() > end:
             parts.append(text[end:m.start()])
         parts.append(Reference(m.group(1), m.group(2)))
         end = m.end()
-    if text and end < len(text):
+    if end < len(text):
         parts.append(text[end:])
     return tuple(parts)
 
 
 def spell_parts(parts: Parts, spell: Optional[Speller]) -> str:
-    """The text of ``parts`` with each reference written as ``spell(name, value)`` (where it
-    gives text), else as the message wrote it."""
-    return "".join(part if isinstance(part, str) else (spell and spell(*part)) or str(part) for part in parts)
+    """The text of ``parts`` with each reference written as ``spell(name, value)`` where that
+    gives text, else as the message wrote it."""
+    def shown(ref: Reference) -> str:
+        return (spell(ref.name, ref.value) if spell is not None else None) or str(ref)
+    return "".join(part if isinstance(part, str) else shown(part) for part in parts)
 
 
 def parameters_in(text: Optional[str]) -> Tuple[str, ...]:

@@ -3,8 +3,9 @@
 One option per parameter name over every registered family
 (:data:`~mrec_warp.models.families.FAMILIES`), in registry then declaration order: ``--name``
 (``--flag`` when the declaration renames it), ``--name/--no-name`` for a bool, a choice for a
-parameter with choices; each option names the parameter it sets (:class:`~mrec_warp.cli._flags.ParameterOption`),
-which is how messages naming ``dtype`` show ``--ease-dtype``. Click only parses the type; the model's own check
+parameter with choices. Each option names the parameter it sets
+(:class:`~mrec_warp.cli._flags.ParameterOption`): a message naming ``dtype`` shows
+``--ease-dtype``. Click only parses the type; the model's own check
 (:meth:`~mrec_warp.models.base.Recommender.check_params`) judges the value, so a value out of
 range is the same one line from the CLI, a ``--params`` file and the API. When families share
 a name but not its help or default, the help says each family's: ``slim: L2 penalty [200];
