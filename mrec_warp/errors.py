@@ -1,19 +1,37 @@
-"""The one exception type users see for bad input, and how it is worded.
+"""The one exception type users see for bad input, and how it names parameters.
 
-Messages name the library's parameters, never a command's flags: a parameter is written in
-backticks, alone (`` `factors` ``) or with a value (`` `leave_out=1` ``). Python callers read
-them as written; the CLI renders each one as the flag the user typed (``--factors``,
-``--leave-out 1``) through :meth:`InputError.render` and its one table of flag names.
+A message names the library's parameters, never a command's flags. The markup is the
+structured reference: a parameter is written in backticks, alone (`` `factors` ``) or with
+a value (`` `leave_out=1` ``), and an :class:`InputError` parses its message and hint once,
+when it is made, into text and :class:`Reference` s (:attr:`InputError.references`). Python
+callers read the text as written; the CLI spells each reference as the flag its command
+declares for that parameter (``--factors``, ``--leave-out 1``) through
+:meth:`InputError.render`. A double backtick is never a reference.
 """
 from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 #: A parameter reference in a message: `name` or `name=value` (value without backticks; a
 #: double backtick is never one).
 PARAMETER = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
+
+
+class Reference(NamedTuple):
+    """A parameter a message names: its name, and the value when the message gives one."""
+
+    name: str
+    value: Optional[str] = None
+
+    def __str__(self) -> str:
+        """The reference as the message writes it (`` `name` `` or `` `name=value` ``)."""
+        return f"`{self.name}`" if self.value is None else f"`{self.name}={self.value}`"
+
+
+#: A message parsed: its plain text and the references between, in order.
+Parts = Tuple[Union[str, Reference], ...]
 
 
 #: What :func:`printable` escapes: C0 controls, DEL, C1 controls, the bidirectional overrides and
@@ -45,16 +63,39 @@ def printable(text: str) -> str:
 Speller = Callable[[str, Optional[str]], Optional[str]]
 
 
+def parse_references(text: Optional[str]) -> Parts:
+    """``text`` cut into its plain text and the parameter references it makes."""
+    text = text or ""
+    parts: List[Union[str, Reference]] = []
+    end = 0
+    for m in PARAMETER.finditer(text):
+        if m.start() > end:
+            parts.append(text[end:m.start()])
+        parts.append(Reference(m.group(1), m.group(2)))
+        end = m.end()
+    if end < len(text):
+        parts.append(text[end:])
+    return tuple(parts)
+
+
+def spell_parts(parts: Parts, spell: Optional[Speller]) -> str:
+    """The text of ``parts`` with each reference written as ``spell(name, value)`` where that
+    gives text, else as the message wrote it."""
+    def shown(ref: Reference) -> str:
+        return (spell(ref.name, ref.value) if spell is not None else None) or str(ref)
+    return "".join(part if isinstance(part, str) else shown(part) for part in parts)
+
+
 def parameters_in(text: Optional[str]) -> Tuple[str, ...]:
     """The parameter names ``text`` refers to, in order, without repeats."""
-    return tuple(dict.fromkeys(m.group(1) for m in PARAMETER.finditer(text or "")))
+    return tuple(dict.fromkeys(part.name for part in parse_references(text) if isinstance(part, Reference)))
 
 
 def spell_parameters(text: str, spell: Optional[Speller]) -> str:
     """``text`` with each parameter reference replaced by ``spell(name, value)`` (where not None)."""
     if spell is None:
         return text
-    return PARAMETER.sub(lambda m: spell(m.group(1), m.group(2)) or m.group(0), text)
+    return spell_parts(parse_references(text), spell)
 
 
 class InputError(ValueError):
@@ -71,12 +112,17 @@ class InputError(ValueError):
     line : int, optional
         1-based line number in ``path`` when one applies.
     hint : str, optional
-        How to fix it.
+        How to fix it, its parameters named as in ``message``.
+    params : sequence of str, optional
+        Parameters the error is about that the text does not name in backticks.
 
     Attributes
     ----------
+    references : tuple of Reference
+        The parameter references of the message and the hint, in order, without repeats
+        (then ``params``, each without a value).
     params : tuple of str
-        The parameters the message and hint name, for a caller that spells them otherwise.
+        The names of :attr:`references`: the parameters the error is about.
     """
 
     def __init__(
@@ -85,16 +131,19 @@ class InputError(ValueError):
         path: Optional[Union[str, os.PathLike]] = None,
         line: Optional[int] = None,
         hint: Optional[str] = None,
+        params: Sequence[str] = (),
     ) -> None:
         self.message = message
         self.path = None if path is None else str(path)
         self.line = line
         self.hint = hint
+        self._parts = parse_references(message)
+        self._hint_parts = parse_references(hint)
+        named = [p for p in (*self._parts, *self._hint_parts) if isinstance(p, Reference)]
+        named += [Reference(name) for name in params if name not in {r.name for r in named}]
+        self.references: Tuple[Reference, ...] = tuple(dict.fromkeys(named))
+        self.params: Tuple[str, ...] = tuple(dict.fromkeys(r.name for r in self.references))
         super().__init__(self._format())
-
-    @property
-    def params(self) -> Tuple[str, ...]:
-        return parameters_in(f"{self.message} {self.hint or ''}")
 
     def render(self, spell: Optional[Speller] = None) -> str:
         """The one-line message with each parameter reference spelled by ``spell(name, value)``.
@@ -109,9 +158,9 @@ class InputError(ValueError):
         if self.path is not None:
             where = self.path if self.line is None else f"{self.path}:{self.line}"
             where += ": "
-        text = f"{where}{spell_parameters(self.message, spell)}"
+        text = f"{where}{spell_parts(self._parts, spell)}"
         if self.hint:
-            text += f" ({spell_parameters(self.hint, spell)})"
+            text += f" ({spell_parts(self._hint_parts, spell)})"
         return printable(" ".join(text.split()))  # always one line, never a control character
 
 

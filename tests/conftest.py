@@ -12,6 +12,8 @@ from click import Command
 from click.testing import CliRunner, Result
 
 from mrec_warp.cli import main
+from mrec_warp.cli._flags import error_line as _error_line, flags_of
+from mrec_warp.errors import InputError
 
 ML100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-100k"
 
@@ -82,3 +84,10 @@ def run_ok(*args: Any, command: Optional[Command] = None) -> Result:
     result = run_strict(*args, command=command)
     assert result.exit_code == 0, result.output
     return result
+
+
+def error_line(exc: InputError, command: Optional[str] = None) -> str:
+    """The line ``mrec-warp`` prints for ``exc`` (without ``Error:``), as ``command`` (a
+    subcommand's name) spells parameters, or by default as the flags of all of them do."""
+    flags = {**flags_of(main), **(flags_of(main.commands[command]) if command else {})}
+    return _error_line(exc, flags)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mrec_warp.cli._flags import MODEL_OPTIONS, RENAMED, flag
+from mrec_warp.cli._flags import flags_of
+from mrec_warp.cli._model_options import option_parameters
 from mrec_warp.cli.train import train as train_command
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, load
@@ -84,9 +85,11 @@ def test_train_keeps_every_model_option_and_its_choices():
 
 def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declarations():
     declared_names = {p.name for fam in FAMILIES.values() for p in hyper_parameters(fam.cls) if p.option}
-    assert MODEL_OPTIONS == declared_names
-    assert {"decay", "eval_k", "cg_steps", "random_state", "n_jobs"}.isdisjoint(MODEL_OPTIONS)
-    assert RENAMED["dtype"] == "--ease-dtype" and flag("random_state") == "--seed" and flag("beta") == "--beta"
+    assert set(option_parameters().values()) == declared_names
+    assert option_parameters()["ease_dtype"] == "dtype"
+    flags = flags_of(train_command)
+    assert {"decay", "eval_k", "cg_steps"}.isdisjoint(flags)  # no option: messages keep their names
+    assert (flags["dtype"], flags["random_state"], flags["beta"]) == ("--ease-dtype", "--seed", "--beta")
 
 
 def test_a_shared_name_says_each_familys_default():

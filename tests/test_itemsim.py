@@ -10,12 +10,12 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
-from mrec_warp.cli._flags import error_line
 from mrec_warp.context import ExecutionContext
 from mrec_warp.errors import InputError
 from mrec_warp.models import EASE, SLIM, ItemKNN, Popularity, load
 from mrec_warp.models.early_stopping import precision_at_k
 
+from .conftest import error_line
 from .conftest import planted_low_rank
 
 

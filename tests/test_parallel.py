@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mrec_warp.cli._flags import error_line
 from mrec_warp.context import ExecutionContext
 from mrec_warp.data.interactions import Interactions
 from mrec_warp.stages.evaluate import evaluate as evaluate_parallel
@@ -25,6 +24,8 @@ from mrec_warp import workers as parallel
 from mrec_warp.workers import Workers as Backend, blas_threads_per_worker, check_backend, cpu_count, effective_n_jobs
 from mrec_warp.stages.recommend import write_recommendations
 from mrec_warp.topk import iter_top_k
+
+from .conftest import error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -83,6 +83,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 
+import click  # noqa: E402
 import pandas as pd  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
@@ -337,7 +338,8 @@ def test_a_thread_that_cannot_start_is_one_line_naming_n_jobs():
         except RuntimeError:
             raise AttributeError("'DummyProcess' object has no attribute 'terminate'")  # the pool's clean-up
     except AttributeError as exc:
-        line, status = describe_error(exc)
+        with click.Context(main) as ctx:  # as mrec-warp reports it: the flags come from its commands
+            line, status = describe_error(exc, ctx)
     assert status == 1 and line.startswith("cannot start another thread") and "--n-jobs" in line
 
 

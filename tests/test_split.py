@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrec_warp.cli._flags import error_line
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.split import iter_splits
 from mrec_warp.stages.prepare import prepare
 from mrec_warp.errors import InputError
+
+from .conftest import error_line
 
 ML100K = Path(__file__).resolve().parents[2] / "shared/data/ml-100k"
 COLUMNS = ["user", "item", "value", "timestamp"]

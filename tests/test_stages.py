@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
-import tokenize
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,14 +14,12 @@ import pytest
 import mrec_warp as mw
 from mrec_warp import InputError
 from mrec_warp.context import ExecutionContext
-from mrec_warp.errors import PARAMETER, ParameterError
-from mrec_warp.cli._flags import as_flags, error_line, flag
+from mrec_warp.errors import ParameterError, Reference
 from mrec_warp.models import WARP, WRMF, HybridWARP, load
 from mrec_warp.stages import UnknownParameterError, cold_start
 from mrec_warp.stages.prepare import prepare_outputs
 
-from .conftest import planted_low_rank
-from .conftest import run
+from .conftest import error_line, planted_low_rank, run
 from .faults import Fault
 
 
@@ -123,6 +118,8 @@ def test_errors_name_parameters_and_the_cli_shows_flags(files, tmp_path):
     assert str(caught.value) == ("`confidence` is used by `model=warp` or wrmf, not `model=popularity` "
                                  "(drop `confidence`, or train `model=warp`)")
     assert caught.value.params == ("confidence", "model")
+    assert caught.value.references == (Reference("confidence"), Reference("model", "warp"),
+                                       Reference("model", "popularity"))
     assert error_line(caught.value) == ("--confidence is used by --model warp or wrmf, not --model popularity "
                                         "(drop --confidence, or train --model warp)")
     result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "popularity", "--confidence", "log")
@@ -333,7 +330,8 @@ def test_similar_gives_the_rows_of_the_command(files, tmp_path):
     capped = mw.similar(result.model, ["i3"], k=500)
     assert len(capped.frame) == 79 and capped.notes == ["`k=500` is more than the 79 other items there are; "
                                                         "using `k=79`"]
-    assert as_flags(capped.notes[0]) == "-k 500 is more than the 79 other items there are; using -k 79"
+    cli = run("similar", tmp_path / "m.npz", "--items", "i3", "-k", "500")
+    assert cli.stderr == "note: -k 500 is more than the 79 other items there are; using -k 79\n"
 
 
 def test_similar_errors_name_parameters(files, tmp_path):
@@ -383,41 +381,6 @@ def test_the_cli_s_log_lines_name_flags(files, tmp_path):
         in result.stderr
     assert "(use --sub-models K to fit independent sub-models on processes)" in result.stderr
     assert "`" not in result.stderr
-
-
-# -- the one mapping from parameters to flags ---------------------------------------------------------
-def _parameter_references():
-    """(name, file) of every parameter reference in the strings of the package outside cli/."""
-    root = Path(mw.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        if "cli" in path.relative_to(root).parts:
-            continue
-        with open(path, "rb") as fh:
-            strings = [t.string for t in tokenize.tokenize(fh.readline) if t.type == tokenize.STRING]
-        for text in strings:
-            text = re.sub(r"``[^`]*``|:[a-z]+:`[^`]*`", "", text)  # reStructuredText in docstrings
-            for m in PARAMETER.finditer(text):
-                yield m.group(1), path.name
-
-
-def test_every_parameter_a_library_message_names_has_a_flag():
-    refs = list(_parameter_references())
-    assert len(refs) > 60  # the scan sees the messages
-    assert [(name, where) for name, where in refs if flag(name) is None] == []
-
-
-@pytest.mark.parametrize("template, cli", [
-    ("`leave_out=1`", "--leave-out 1"),
-    ("use `dtype=float64`", "use --ease-dtype float64"),
-    ("`k=5` is more", "-k 5 is more"),
-    ("`scheduler` tcp://x:1 needs `backend=dask`", "--scheduler tcp://x:1 needs --backend dask"),
-    ("`decay` and `Factors` and ``factors``", "`decay` and `Factors` and ``factors``"),  # not parameters with flags
-])
-def test_the_cli_spells_references_as_flags(template, cli):
-    assert as_flags(template) == cli
-    exc = InputError(template, path="we`ird`.tsv", hint=template)
-    assert error_line(exc) == f"we`ird`.tsv: {cli} ({cli})"  # the file name is never rewritten
-    assert str(exc) == f"we`ird`.tsv: {template} ({template})"
 
 
 def test_similar_takes_a_whole_string_that_is_an_id_as_that_id(tmp_path):

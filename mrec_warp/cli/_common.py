@@ -29,7 +29,7 @@ from ..stages.options import RowOptions
 from ..tables import neutralised_note, write_table as write_table_file
 from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
-from ._flags import FlagProgress, as_flags, error_line
+from ._flags import FlagProgress, as_flags, command_flags, error_line
 from ._logs import configure as configure_logging, log_file, to_log_file
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
@@ -179,12 +179,12 @@ def _named(paths: List[str], fallback: str) -> str:
 def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Tuple[str, int]:
     """The one line (without ``Error:``) and the exit status the CLI gives for ``exc``."""
     if isinstance(exc, InputError):
-        return error_line(exc), EXIT_INPUT
+        return error_line(exc, command_flags(ctx)), EXIT_INPUT
     if isinstance(exc, MemoryError):
         return describe_memory_error(ctx), 1
     if _thread_start_failed(exc):
         return as_flags("cannot start another thread: the memory or process limit is reached "
-                        "(lower `n_jobs`, or raise the limits of ulimit -v and ulimit -u)"), 1
+                        "(lower `n_jobs`, or raise the limits of ulimit -v and ulimit -u)", command_flags(ctx)), 1
     if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
         gz = [p for p in _param_paths(ctx, output=False) if p.endswith(".gz")] or _param_paths(ctx, output=False)
         return (f"{_named(gz, 'an input file')}: truncated or corrupt gzip file ({exc or type(exc).__name__}) "
@@ -230,7 +230,7 @@ def describe_memory_error(ctx: Optional[click.Context]) -> str:
                 given.append(f"`{name}={value}`")
     if given:
         return as_flags(f"out of memory ({available} available): the sizes set by {', '.join(given)} need more "
-                        "(lower them)")
+                        "(lower them)", command_flags(ctx))
     return (f"out of memory ({available} available): the input needs more than this machine has free "
             "(free memory, or split the input)")
 

@@ -1,105 +1,131 @@
-"""The one place where the library's parameter names become the flags a user types.
+"""How the CLI shows the parameters library messages name: as the flags its commands declare.
 
-Library messages (errors and log lines) name parameters in backticks: `` `factors` ``,
-`` `leave_out=1` `` (see :mod:`mrec_warp.errors`). The CLI shows them as ``--factors`` and
-``--leave-out 1``: the flag is the name with dashes, except for the few parameters whose
-option is spelled differently (:data:`RENAMED`). Names no command has a flag for are left
+A library message names parameters (:class:`~mrec_warp.errors.Reference`: `` `factors` ``,
+`` `leave_out=1` ``); the CLI shows each as the flag that sets it (``--factors``,
+``--leave-out 1``). Which flag sets which parameter is read from the click declarations
+themselves, never kept in a list (:func:`flags_of`):
+
+- each long spelling of an option sets the parameter of that name (``--min-rating``:
+  ``min_rating``, ``--format``: ``format``);
+- a :class:`ParameterOption` sets the library parameters it names (``train --seed``:
+  ``random_state``; ``train --ease-dtype``: the model parameter ``dtype``, from its
+  :class:`~mrec_warp.models.declared.Param`);
+- an option's Python name is the keyword it is passed on as (``-o/--output``'s ``outdir``,
+  ``-k``'s ``k``).
+
+A command spells a name by its own options first, then by every other command's (a hint may
+name another command's flag: ``train --model hybrid``); a name that no command declares stays
 as written.
 """
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
-from ..errors import InputError, printable, spell_parameters
-from ..models.declared import hyper_parameters
-from ..models.families import FAMILIES
+import click
+
+from ..errors import InputError, Speller, printable, spell_parameters
 from ..progress import Progress
 from ..stages.train import UnknownParameterError
 
-#: The declared hyper-parameters of every family (:mod:`mrec_warp.models.declared`).
-_DECLARED = [param for fam in FAMILIES.values() for param in hyper_parameters(fam.cls)]
 
-#: Parameters whose flag is not ``--`` + the name with dashes: the declared renames
-#: (``dtype``: ``--ease-dtype``), then the commands' own.
-RENAMED = {
-    **{param.name: param.option for param in reversed(_DECLARED) if isinstance(param.option, str)},
-    "random_state": "--seed",  # train's, for every family that draws random numbers
-    "outdir": "--output",
-    "k": "-k",
-    "n_users": "--users",  # synth
-    "n_items": "--items",
-    "n_interactions": "--interactions",
-}
+class ParameterOption(click.Option):
+    """A click option that sets library parameters its flag does not spell.
 
-#: Model parameters ``train`` has an option for (generated from the declarations: see
-#: :mod:`mrec_warp.cli._model_options`); the others are set from --params files only.
-MODEL_OPTIONS = frozenset(param.name for param in _DECLARED if param.option)
+    Parameters
+    ----------
+    parameters : sequence of str
+        The library parameters the option's value is passed on as (``--seed`` sets
+        ``random_state``); a message naming one of them shows this option's flag.
+    """
 
-#: Other parameters that library messages name and that a command sets with ``--name-with-dashes``.
-PARAMETERS = MODEL_OPTIONS | frozenset({
-    # train, and recommend's cold start: the model and its data
-    "model", "validation", "item_features", "user_features", "feature_columns", "feature_sep",
-    "sub_models", "include_new_items", "new_items_only", "history", "fold_in_epochs",
-    # parallel work
-    "backend", "scheduler", "workdir", "part_size", "n_jobs",
-    # prepare: reading and splitting
-    "format", "sep", "header", "columns", "min_rating", "min_user_items", "test_fraction", "leave_out",
-    "split", "num_splits", "features", "seed",
-    # prepare, train, tune: the row rules
-    "duplicates", "negatives", "min_value", "empty_ids",
-    # recommend (and train's output)
-    "output", "users", "exclude_items", "block_size", "ann", "unknown_users",
-    # similar
-    "items", "items_file",
-    # evaluate, tune, fetch
-    "train", "test", "recs", "name", "models", "grid", "random", "dest", "base_url", "time_budget",
-    # evaluate's paired tests, groups and baseline; prepare's global time split
-    "paired_test", "correction", "groups", "baseline", "cutoff",
-    # factors (imported factor models)
-    "user_factors", "item_factors", "user_ids", "item_ids", "npz",
-})
+    def __init__(self, *args, parameters: Sequence[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.parameters = tuple(parameters)
 
 
-def flag(name: str) -> Optional[str]:
-    """The flag that sets parameter ``name``, or ``None`` when no command has one."""
-    if name in RENAMED:
-        return RENAMED[name]
-    if name in PARAMETERS:
-        return "--" + name.replace("_", "-")
-    return None
+def _flag(option: click.Option) -> str:
+    """The flag a message shows for ``option``: its first long spelling, else its short one (``-k``)."""
+    return next((opt for opt in option.opts if opt.startswith("--")), option.opts[0])
 
 
-def spell(name: str, value: Optional[str] = None) -> Optional[str]:
-    """How the CLI writes a parameter reference: ``--flag`` or ``--flag value``."""
-    option = flag(name)
-    if option is None:
-        return None
-    return option if value is None else f"{option} {value}"
+def _options(command: click.Command) -> Iterator[click.Option]:
+    """The options of ``command`` and, for a group, of every command below it, in order."""
+    yield from (param for param in command.params if isinstance(param, click.Option))
+    for sub in getattr(command, "commands", {}).values():
+        yield from _options(sub)
 
 
-def as_flags(text: str) -> str:
-    """``text`` with its parameter references written as flags, and its control characters
-    escaped (:func:`~mrec_warp.errors.printable`): what notes and log lines show."""
-    return printable(spell_parameters(text, spell))
+@functools.lru_cache(maxsize=None)
+def flags_of(command: click.Command) -> Dict[str, str]:
+    """Parameter name -> the flag that sets it, from the options ``command`` declares (and
+    those of its subcommands, for a group).
+
+    A parameter a long spelling names outranks one a declaration names, which outranks a
+    Python name: ``similar --items-file`` is ``items_file``'s flag, not ``evaluate --items``,
+    whose Python name is ``items_file``.
+    """
+    options = list(_options(command))
+    table: Dict[str, str] = {}
+    for option in options:
+        for opt in option.opts:
+            if opt.startswith("--"):
+                table.setdefault(opt[2:].replace("-", "_"), opt)
+    for option in options:
+        for name in getattr(option, "parameters", ()):
+            table.setdefault(name, _flag(option))
+    for option in options:
+        if option.name:
+            table.setdefault(option.name, _flag(option))
+    return table
 
 
-def option_name(param: str) -> str:
-    """The click name of the option that sets model parameter ``param`` (``dtype`` -> ``ease_dtype``)."""
-    return flag(param)[2:].replace("-", "_")
+def command_flags(ctx: Optional[click.Context] = None) -> Dict[str, str]:
+    """The flags as the running command spells parameters (``ctx``, by default the current
+    one): its own options first, then every command's. Outside a command: none."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    return {**flags_of(ctx.find_root().command), **flags_of(ctx.command)}
 
 
-def error_line(exc: InputError) -> str:
-    """The one line the CLI prints for ``exc`` (without ``Error:``)."""
-    if isinstance(exc, UnknownParameterError):  # list the options train has, as flags in order
-        exc = exc.with_accepted(sorted((p for p in exc.accepted if p in MODEL_OPTIONS), key=flag))
-    return exc.render(spell)
+def speller(flags: Mapping[str, str]) -> Speller:
+    """How the CLI writes a parameter reference, given ``flags``: ``--flag`` or ``--flag value``."""
+    def spell(name: str, value: Optional[str] = None) -> Optional[str]:
+        option = flags.get(name)
+        if option is None:
+            return None
+        return option if value is None else f"{option} {value}"
+    return spell
+
+
+def as_flags(text: str, flags: Optional[Mapping[str, str]] = None) -> str:
+    """``text`` with its parameter references written as flags (``flags``, by default the
+    running command's: :func:`command_flags`), and its control characters escaped
+    (:func:`~mrec_warp.errors.printable`): what notes and log lines show."""
+    return printable(spell_parameters(text, speller(command_flags() if flags is None else flags)))
+
+
+def error_line(exc: InputError, flags: Optional[Mapping[str, str]] = None) -> str:
+    """The one line the CLI prints for ``exc`` (without ``Error:``), its parameters spelled
+    by ``flags`` (by default the running command's: :func:`command_flags`)."""
+    flags = command_flags() if flags is None else flags
+    if isinstance(exc, UnknownParameterError):  # list the options there are, as flags in order
+        accepted: List[str] = sorted((p for p in exc.accepted if p in flags), key=flags.__getitem__)
+        exc = exc.with_accepted(accepted)
+    return exc.render(speller(flags))
 
 
 class FlagProgress(Progress):
-    """Progress whose log lines name flags where the library names parameters."""
+    """Progress whose log lines name flags where the library names parameters: the flags of
+    the command that made it (log lines may come from other threads, which have no command)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.flags = command_flags()
 
     def log(self, message: str) -> None:
-        super().log(as_flags(message))
+        super().log(as_flags(message, self.flags))
 
     def note(self, message: str) -> None:
-        super().note(as_flags(message))
+        super().note(as_flags(message, self.flags))

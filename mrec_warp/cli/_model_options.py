@@ -3,7 +3,9 @@
 One option per parameter name over every registered family
 (:data:`~mrec_warp.models.families.FAMILIES`), in registry then declaration order: ``--name``
 (``--flag`` when the declaration renames it), ``--name/--no-name`` for a bool, a choice for a
-parameter with choices. Click only parses the type; the model's own check
+parameter with choices. Each option names the parameter it sets
+(:class:`~mrec_warp.cli._flags.ParameterOption`): a message naming ``dtype`` shows
+``--ease-dtype``. Click only parses the type; the model's own check
 (:meth:`~mrec_warp.models.base.Recommender.check_params`) judges the value, so a value out of
 range is the same one line from the CLI, a ``--params`` file and the API. When families share
 a name but not its help or default, the help says each family's: ``slim: L2 penalty [200];
@@ -18,7 +20,7 @@ import click
 
 from ..models.declared import Param, hyper_parameters
 from ..models.families import FAMILIES
-from ._flags import as_flags
+from ._flags import ParameterOption, as_flags
 
 
 def declared_options() -> Dict[str, List[Tuple[str, Param]]]:
@@ -31,9 +33,20 @@ def declared_options() -> Dict[str, List[Tuple[str, Param]]]:
     return out
 
 
+def option_parameters() -> Dict[str, str]:
+    """click's name of each model option -> the parameter it sets (``ease_dtype`` -> ``dtype``)."""
+    return {_click_name(pairs[0][1].flag): name for name, pairs in declared_options().items()}
+
+
+def _click_name(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
 def _sentence(text: str) -> str:
-    """Help text as the CLI shows it: parameter names (`` `name` ``) as flags, no final stop."""
-    return as_flags(text).rstrip(".")
+    """Help text as the CLI shows it: parameter names (`` `name` ``) as flags, no final stop.
+    A declaration's help names other parameters of its family, whose flags are declared too."""
+    flags = {name: pairs[0][1].flag for name, pairs in declared_options().items()}
+    return as_flags(text, flags).rstrip(".")
 
 
 def option_help(pairs: List[Tuple[str, Param]]) -> str:
@@ -87,7 +100,9 @@ def model_options(func: Callable) -> Callable:
         flag = pairs[0][1].flag
         help_text = re.sub(r"\s+", " ", option_help(pairs))
         if pairs[0][1].type is bool:
-            func = click.option(f"{flag}/--no-{flag[2:]}", default=None, help=help_text)(func)
+            func = click.option(f"{flag}/--no-{flag[2:]}", default=None, help=help_text,
+                                cls=ParameterOption, parameters=(name,))(func)
         else:
-            func = click.option(flag, type=_click_type(pairs), help=help_text)(func)
+            func = click.option(flag, type=_click_type(pairs), help=help_text,
+                                cls=ParameterOption, parameters=(name,))(func)
     return func

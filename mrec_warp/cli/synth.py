@@ -6,6 +6,7 @@ import click
 from ..data.synthetic import VALUES, write_synthetic
 from ..seeds import DEFAULT_SEED
 from ._common import friendly_errors, make_progress, quiet_option, say
+from ._flags import ParameterOption
 
 
 @click.command(short_help="Generate synthetic ratings and item tags.", epilog="""\b
@@ -16,11 +17,15 @@ Examples:
 """)
 @click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
               help="Folder for ratings.tsv and item_tags.tsv (created if needed).")
-@click.option("--users", type=int, default=3000, show_default=True, help="Number of users (ids u1, u2, ...).")
-@click.option("--items", type=int, default=1500, show_default=True, help="Number of items (ids i1, i2, ...).")
-@click.option("--interactions", type=int, default=50_000, show_default=True,
+# each sets write_synthetic's n_<name>, which its messages name
+@click.option("--users", type=int, default=3000, show_default=True, help="Number of users (ids u1, u2, ...).",
+              cls=ParameterOption, parameters=("n_users",))
+@click.option("--items", type=int, default=1500, show_default=True, help="Number of items (ids i1, i2, ...).",
+              cls=ParameterOption, parameters=("n_items",))
+@click.option("--interactions", type=int, default=50_000, show_default=True, cls=ParameterOption,
+              parameters=("n_interactions",),
               help="About how many distinct (user, item) rows to write.")
-@click.option("--topics", type=int, default=20, show_default=True,
+@click.option("--topics", type=int, default=20, show_default=True, cls=ParameterOption, parameters=("n_topics",),
               help="Latent topics: the rank of the structure a model can learn.")
 @click.option("--values", "values", type=click.Choice(VALUES), default="ratings", show_default=True,
               help="Third column: 1-5 ratings, or play counts (1 + Poisson, large for the items of "

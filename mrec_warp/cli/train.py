@@ -14,12 +14,12 @@ from ..progress import plural
 from ._common import friendly_errors, make_progress, quiet_option, row_options, say
 from ._features import feature_file_options
 from .index import index
-from ._flags import MODEL_OPTIONS, as_flags, option_name
-from ._model_options import model_options
+from ._flags import ParameterOption, as_flags
+from ._model_options import model_options, option_parameters
 from ._parallel import parallel_options
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
-_MODEL_OPTIONS = {option_name(param): param for param in MODEL_OPTIONS}
+_MODEL_OPTIONS = option_parameters()
 
 
 @click.command(epilog="""\b
@@ -51,6 +51,7 @@ Examples:
 @feature_file_options
 @model_options
 @click.option("--seed", type=int, show_default=str(DEFAULT_SEED),
+              cls=ParameterOption, parameters=("random_state",),  # every model's seed; its checks name it so
               help="Random seed (models that draw no random numbers say so and ignore it).")
 @parallel_options(n_jobs_default=1,
                   n_jobs_help="Threads per epoch (hogwild; >1 is fast but not bitwise reproducible; -1: every core).",

@@ -5,8 +5,8 @@ of its ``__init__``. Everything else that needs to know them is generated from t
 declaration:
 
 - the checks (:func:`check_declared`, run by ``Recommender.check_params``);
-- ``train``'s options and the flags the CLI spells (:mod:`mrec_warp.cli._model_options`,
-  :mod:`mrec_warp.cli._flags`);
+- ``train``'s options, each naming the parameter it sets, so that a message naming it shows
+  its flag (:mod:`mrec_warp.cli._model_options`, :mod:`mrec_warp.cli._flags`);
 - ``tune``'s search space (:class:`~mrec_warp.models.families.Family`);
 - the parameter table of the documentation (:func:`parameter_table`).
 
