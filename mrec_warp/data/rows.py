@@ -328,8 +328,8 @@ def _merge_error(row: int, n_merged: int, locate: Optional[Locate]) -> InputErro
 def describe_counts(counts: Dict[str, int], duplicates: Optional[str], negatives: str,
                     min_value: str = "the minimum value") -> str:
     """The row rules' counts as one sum that adds up, in the order the rules apply, e.g.
-    "1,000 rows read - 4 negative rows dropped - 120 duplicates merged (sum) = 876 pairs -
-    30 below the minimum value = 846 pairs kept" (``min_value``: how the minimum is named).
+    "1,000 rows read - 4 negative rows - 120 duplicates merged (sum) = 876 pairs - 30 below
+    the minimum value = 846 pairs kept" (``min_value``: how the minimum is named).
 
     Rows become pairs when duplicates merge; what a rule removed before that is counted in
     rows, after it in pairs, and no row is counted twice (a negative rating below the
@@ -337,10 +337,10 @@ def describe_counts(counts: Dict[str, int], duplicates: Optional[str], negatives
     The one wording for ``prepare``'s summary, ``train``'s log and ``convert``."""
     before = [(counts.get("empty_id_rows_dropped", 0), "row", "with an empty id"),
               (counts.get("rows_outside_given_ids", 0), "row", "outside the given ids"),
-              (counts["negative_rows_dropped"], "negative row", "dropped"),
+              (counts["negative_rows_dropped"], "negative row", ""),
               (counts["duplicates_merged"], "duplicate", f"merged ({duplicates or DEFAULT_DUPLICATES})")]
     text = plural(counts["rows_read"], "row") + " read" + "".join(
-        f" - {plural(n, noun)} {words}" for n, noun, words in before if n)
+        f" - {plural(n, noun)}{' ' * bool(words)}{words}" for n, noun, words in before if n)
     after = []
     if counts["pairs_netted_out"] or (negatives == "net" and counts["negative_rows"]):
         after.append(f"{counts['pairs_netted_out']:,} with net <= 0 "
