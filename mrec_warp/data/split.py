@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import numbers
 import os
@@ -52,6 +51,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .. import strict_json
 from ..errors import InputError
 from ..files import DIR_MODE, atomic_path, atomic_write, make_folders, owner_tag, record_finished, remove_stale_temps
 from ..progress import plural
@@ -546,7 +546,7 @@ def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.Dat
         write_interactions(table, path)  # synced to disk, with the umask's mode
     if folder is None:
         with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
+            fh.write(strict_json.dumps(summary, indent=2) + "\n")
     else:
         with atomic_write(paths[2]) as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
+            fh.write(strict_json.dumps(summary, indent=2) + "\n")

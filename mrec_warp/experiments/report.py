@@ -35,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from .. import strict_json
 from .._version import __version__
 from ..evaluation.formatting import comparison_lines, headline_markdown
 from ..evaluation.report import write_reports
@@ -272,9 +273,9 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
                 (out / "results.csv", format_results_csv(results_rows(result)).encode()),
                 (out / "runs.csv", format_runs_csv(result.run_rows).encode()),
                 (out / "experiment.toml", result.config.text),
-                (out / "reproduce.json", (json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
+                (out / "reproduce.json", (strict_json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
     if result.tuned:
-        contents.append((out / "tuned.json", (json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
+        contents.append((out / "tuned.json", (strict_json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -297,7 +298,7 @@ def write_timing(result) -> str:
     """``timing.json``: the wall time (the only file that differs between reruns)."""
     path = result.output / "timing.json"
     with atomic_write(path) as fh:
-        json.dump({"seconds": round(result.seconds, 1), "runs": result.runs, "skipped": result.skipped}, fh)
+        strict_json.dump({"seconds": round(result.seconds, 1), "runs": result.runs, "skipped": result.skipped}, fh)
         fh.write("\n")
     return str(path)
 
@@ -328,7 +329,7 @@ def _read_owner(output: Path) -> Optional[Dict[str, Any]]:
 
 def _write_owner(output: Path, digest: str, files: List[str]) -> None:
     with atomic_write(output / OWNER_FILE) as fh:
-        json.dump({"experiment_sha256": digest, "files": sorted(set(files))}, fh, indent=1)
+        strict_json.dump({"experiment_sha256": digest, "files": sorted(set(files))}, fh, indent=1)
         fh.write("\n")
 
 

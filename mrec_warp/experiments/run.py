@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from .. import strict_json
 from ..context import ExecutionContext, local_context
 from ..stages.prepare import prepare
 from ..data.split import SPLIT_FILES
@@ -118,7 +119,7 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
     if trials:
         row["params"] = params
     with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
-        json.dump(row, fh)
+        strict_json.dump(row, fh)
     return row
 
 

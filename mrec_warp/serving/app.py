@@ -42,16 +42,17 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..models.ann import one_thread as ann_one_thread
 from ..models.ann import top_k as ann_top_k
+from .. import strict_json
 from ..errors import InputError
 from ..models import single_user
 from ..workers import _blas_controller
 from .batching import MAX_BATCH, Batcher
 from .connections import GuardedH11Protocol, quiet_accept_errors
+from .json_response import JSONResponse
 from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
 from .holder import ModelHolder, Served, failure_reason, read_model
 from .requests import (DEFAULT_K, MAX_K, BadRequest, id_list, item_mask, lookup, one, parse_body, parse_flag,
@@ -441,7 +442,7 @@ def read_status(path: Optional[str]) -> Tuple[float, Optional[str]]:
 
 def status_text(error: Optional[str]) -> str:
     """What the supervisor writes to its status file after a reload (:func:`read_status`)."""
-    return json.dumps({"at": time.time(), "error": error})
+    return strict_json.dumps({"at": time.time(), "error": error})
 
 
 def app_from_environment() -> Starlette:
