@@ -195,7 +195,7 @@ def experiment(
         write_timing
 
     t0 = time.perf_counter()
-    cfg = config if isinstance(config, Config) else read_config(config)
+    cfg = config if isinstance(config, Config) else read_config(config, progress)
     given = output if output is not None else cfg.output
     if given is None:
         raise InputError("no report folder given", path=str(cfg.path),
