@@ -32,7 +32,8 @@ them out); negative values are refused (--negatives drop|net to keep the file);
 repeated (user, item) rows are merged by --duplicates (default: values summed, earliest
 time); pairs valued below --min-value (alias --min-rating) are dropped, a 0 is kept;
 users with fewer than --min-user-items rows left are dropped; then each user's rows are split (users with one row stay in train), and
-test rows whose item never appears in train are dropped. summary.json counts each step.
+test rows whose item never appears in train are dropped. summary.json counts each step, and
+the lines printed add them up: rows read - each rule's drop = pairs kept = train + test.
 The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
 with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
 """)
