@@ -50,7 +50,8 @@ lint: install
 	$(VENV)/bin/ruff check mrec_warp tests scripts setup.py
 	$(VENV)/bin/mypy
 
-# reads ../shared/data/ml-100k/u.data; the report goes to experiment-ml100k/ (docs/tutorials/experiments.rst)
+# reads ../shared/data/ml-100k/u.data, else MovieLens 100k from the cache (downloaded once: its [data]
+# fetch); the report goes to experiment-ml100k/ (docs/tutorials/experiments.rst)
 EXPERIMENT ?= data/experiment-ml100k.toml
 experiment: install
 	$(MW) experiment $(EXPERIMENT) --n-jobs 2 --verbose

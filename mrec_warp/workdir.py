@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from .files import (PathLike, atomic_write, host_name, is_temp_name, owner_tag, process_alive,
                     remove_stale_temps)
+from . import strict_json
 from .errors import InputError
 from .progress import SILENT, Progress
 
@@ -124,7 +125,8 @@ class WorkDir:
 
     def __init__(self, path: PathLike, job: Dict[str, Any], progress: Progress = SILENT) -> None:
         self.path = Path(path)
-        self.job = json.loads(json.dumps(job, sort_keys=True, default=str))
+        # as job.json holds it (strict JSON), so that a resumed run compares like with like
+        self.job = json.loads(strict_json.dumps(job, sort_keys=True, default=str))
         try:
             self.path.mkdir(parents=True)
             self.created = True
@@ -149,7 +151,7 @@ class WorkDir:
         lock = self.path / LOCK_FILE
         remove_stale_temps(self.path, prefix=f".{LOCK_FILE}.")  # drafts of killed runs
         me = {"pid": os.getpid(), "host": host_name(), "started": time.time()}
-        token = json.dumps(me, sort_keys=True)
+        token = strict_json.dumps(me, sort_keys=True)
         # The lock is written whole under a temporary name and linked into place: link, like
         # O_EXCL, fails if the name exists, and a reader never sees a half-written lock.
         draft = self.path / f".{LOCK_FILE}.{owner_tag()}draft"
@@ -259,7 +261,7 @@ class WorkDir:
                 f"and no {JOB_FILE}; they are left as they are",
                 path=str(self.path), hint="give an empty or new folder as `workdir`")
         with atomic_write(manifest) as fh:
-            json.dump({**self.job, CREATED_KEY: self.created}, fh, indent=1, sort_keys=True)
+            strict_json.dump({**self.job, CREATED_KEY: self.created}, fh, indent=1, sort_keys=True)
 
     def file(self, name: str) -> Path:
         return self.path / name

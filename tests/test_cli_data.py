@@ -6,6 +6,8 @@ import functools
 import hashlib
 import http.server
 import json
+import random
+import re
 import threading
 import zipfile
 from pathlib import Path
@@ -65,10 +67,11 @@ def test_prepare_writes_the_split_and_says_so(ratings, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["summary.json", "test.tsv", "train.tsv"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["min_rating"] == 2 and summary["parameters"]["seed"] == 3
-    first, second, header, columns, third = result.stdout.splitlines()
+    first, second, ids, header, columns, third = result.stdout.splitlines()
     assert first == (f"wrote {out / 'train.tsv'} ({summary['train']['rows']:,} rows), {out / 'test.tsv'} "
                      f"({summary['test']['rows']:,} rows) and {out / 'summary.json'}")
-    assert f"{summary['rows_below_min_rating']:,} pairs below --min-value" in second
+    assert f" - {summary['rows_below_min_rating']:,} below --min-value = " in second
+    assert ids.startswith(f"  {summary['users']['read']} users read")
     assert third == f"  {summary['value_column']['description']}"
     # columns count from 0 in the summary, as in --columns and in errors
     assert header == "  no header line (column 2 holds '1', a number)"
@@ -349,11 +352,96 @@ def test_prepare_says_how_many_items_were_read_and_how_many_train_holds(tmp_path
     path.write_text("".join(rows))
     result = run_ok("prepare", path, "-o", tmp_path / "out", "--split", "temporal", "--leave-out", "1",
                     "--columns", "0,1,2,3")
-    assert ("20 users, 8 items from 83 rows read; 83 pairs kept, 3 test rows with items unseen in train dropped; "
-            "train holds 6 of the 8 items (2 only in dropped test rows)") in result.output, result.output
+    assert ("  83 rows read = 83 pairs kept - 3 test rows with items unseen in train = 63 train + 17 test rows\n"
+            "  20 users read = 20 kept; 8 items read - 2 only in dropped test rows = 6 in train\n") in result.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["items"] == {"read": 8, "kept": 6, "dropped_without_positives": 0, "dropped_only_in_test": 2}
     assert summary["test_rows_with_unknown_item"] == 3 and summary["test"]["rows"] == 17
-    # every item in train: the line is as before, with no count of items in train
     plain = run_ok("prepare", path, "-o", tmp_path / "all", "--leave-out", "0", "--columns", "0,1,2,3")
-    assert "20 users, 8 items from 83 rows read; 83 pairs kept\n" in plain.output and "train holds" not in plain.output
+    assert ("  83 rows read = 83 pairs kept = 83 train + 0 test rows\n"
+            "  20 users read = 20 kept; 8 items read = 8 in train\n") in plain.output
+
+
+def _checked_sum(text: str) -> list:
+    """The numbers of a summary line, checked to add up: ``A - B - C = D`` (every ``= N`` is
+    what the terms before it leave), and a last ``= A + B`` splits the total in two."""
+    parts = re.split(r" ([-=+]) (?=\d)", text.strip())
+    numbers = [int(re.match(r"[\d,]+", part).group().replace(",", "")) for part in parts[::2]]
+    signs = parts[1::2]
+    total = numbers[0]
+    for i, (sign, n) in enumerate(zip(signs, numbers[1:])):
+        if sign == "-":
+            total -= n
+        elif sign == "=":
+            following = numbers[i + 2:] if signs[i + 1:] and set(signs[i + 1:]) == {"+"} else []
+            assert n + sum(following) == total, (text, n, following, total)
+            total = n
+    return numbers
+
+
+def test_prepare_line_adds_up_and_says_what_summary_json_says(tmp_path):
+    """Signed ratings binarised at 5 (issue 33.4): rows read -> pairs -> dropped by each
+    rule, disjoint -> kept -> train + test; users and items read -> kept, with the users
+    left without a pair; every number one of summary.json's."""
+    rows = ["user,joke,rating"]
+    for u in range(30):
+        for j in range(10):
+            if (u + j) % 3:
+                rows.append(f"u{u},j{j},{((u * 7 + j * 3) % 21) - 10}")
+    rows += ["quiet,j1,-4", "quiet,j2,3"]  # a user with no rating >= 5
+    path = tmp_path / "jokes.csv"
+    path.write_text("\n".join(rows) + "\n")
+    result = run_ok("prepare", path, "-o", tmp_path / "s", "--min-rating", 5, "--header", "--seed", 1)
+    s = json.loads((tmp_path / "s" / "summary.json").read_text())
+    lines = result.stdout.splitlines()
+    rows_line, ids_line = lines[1], lines[2]
+    assert rows_line == (f"  {s['rows_read']:,} rows read = {s['rows_read']:,} pairs - {s['rows_below_min_value']:,} "
+                         f"below --min-value ({s['negative_pairs_below_min_value']:,} of them negative) = "
+                         f"{s['pairs_kept']:,} pairs kept = {s['train']['rows']:,} train + {s['test']['rows']:,} "
+                         "test rows"), result.stdout
+    # the negatives are among the pairs below the minimum, not a count beside them
+    assert 0 < s["negative_pairs_below_min_value"] == s["negative_rows"] < s["rows_below_min_value"]
+    assert s["rows_read"] - s["rows_below_min_value"] == s["pairs_kept"] == s["train"]["rows"] + s["test"]["rows"]
+    users, items = s["users"], s["items"]
+    assert users["dropped_without_positives"] >= 1  # "quiet" (and any other) lost every row
+    assert ids_line == (f"  {users['read']} users read - {users['dropped_without_positives']} with no pair left = "
+                        f"{users['kept']} kept; {items['read']} items read - {items['dropped_without_positives']} "
+                        f"with no pair left = {items['kept']} in train"), result.stdout
+    assert users["read"] - users["dropped_without_positives"] == users["kept"]
+    assert _checked_sum(rows_line) == [s["rows_read"], s["rows_read"], s["rows_below_min_value"], s["pairs_kept"],
+                                       s["train"]["rows"], s["test"]["rows"]]
+    users_part, items_part = ids_line.split(";")
+    assert _checked_sum(users_part) == [users["read"], users["dropped_without_positives"], users["kept"]]
+    assert _checked_sum(items_part) == [items["read"], items["dropped_without_positives"], items["kept"]]
+
+
+def test_prepare_line_adds_up_with_every_rule(tmp_path):
+    """Empty ids, returns netted, a minimum, a minimum per user and test rows of unseen items:
+    each step once, in the order the rules apply, and the sums hold."""
+    rng = random.Random(0)
+    rows = ["InvoiceNo,CustomerID,StockCode,Quantity"]
+    for n in range(600):
+        customer = "" if rng.random() < 0.03 else f"c{rng.randrange(25)}"
+        rows.append(f"{n},{customer},s{rng.randrange(30)},{rng.choice([1, 2, 6, 12, -1, -2])}")
+    # an item rated once, by a user with other rows: its row, when chosen for test, is dropped
+    rows += [f"{900 + u},c{u},only-in-test-{u},5" for u in range(25)]
+    path = tmp_path / "inv.csv"
+    path.write_text("\n".join(rows) + "\n")
+    result = run_ok("prepare", path, "-o", tmp_path / "s", "--columns", "CustomerID,StockCode,Quantity",
+                    "--negatives", "net", "--empty-ids", "drop", "--min-value", 2, "--min-user-items", 10)
+    s = json.loads((tmp_path / "s" / "summary.json").read_text())
+    rows_line, ids_line = result.stdout.splitlines()[1:3]
+    pairs = s["rows_read"] - s["empty_id_rows_dropped"] - s["duplicates_merged"]
+    steps = [s["rows_read"], s["empty_id_rows_dropped"], s["duplicates_merged"], pairs, s["pairs_netted_out"],
+             s["rows_below_min_value"], s["pairs_kept"], s["rows_of_users_below_min_user_items"],
+             s["test_rows_with_unknown_item"], s["train"]["rows"], s["test"]["rows"]]
+    assert all(steps), s  # every rule removed something here
+    assert _checked_sum(rows_line) == steps
+    assert rows_line.index("empty id") < rows_line.index("duplicates") < rows_line.index("net <= 0") \
+        < rows_line.index("--min-value") < rows_line.index("pairs kept") < rows_line.index("--min-user-items") \
+        < rows_line.index("unseen in train")
+    users, items = s["users"], s["items"]
+    users_part, items_part = ids_line.split(";")
+    assert _checked_sum(users_part) == [users["read"], users["dropped_below_min_user_items"], users["kept"]]
+    assert _checked_sum(items_part) == [items["read"], items["dropped_without_positives"],
+                                        items["dropped_only_in_test"], items["kept"]]

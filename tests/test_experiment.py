@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import json
 from pathlib import Path
 
@@ -528,3 +529,106 @@ def test_item_popularity_groups_say_list_metrics_are_of_whole_lists():
     text = format_markdown(study.to_dict())
     assert "coverage, Gini, novelty and popularity describe the whole lists of the group's users over the whole " \
            "catalogue (not the group's items only)" in text
+
+
+# -- [data] fetch: the example runs on a plain clone (issue 33.6) -------------------------------
+def _movielens_zip(path: Path) -> str:
+    """A stand-in for ml-100k.zip (its layout, data of write_ratings); returns its MD5."""
+    import hashlib
+    import zipfile
+
+    write_ratings(path.parent / "u.data")
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.write(path.parent / "u.data", "ml-100k/u.data")
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def offline_fetch(tmp_path, monkeypatch):
+    """The cache in a folder of the test's and the download replaced (no network in tests):
+    ``calls`` lists the URLs asked for; ``fail`` set to an error makes the download raise it."""
+    import dataclasses
+    import shutil
+
+    from mrec_warp.data import datasets
+
+    archive = tmp_path / "mirror" / "ml-100k.zip"
+    archive.parent.mkdir()
+    md5 = _movielens_zip(archive)
+    monkeypatch.setitem(datasets.DATASETS, "movielens-100k",
+                        dataclasses.replace(datasets.DATASETS["movielens-100k"], md5=md5))
+    monkeypatch.setenv(datasets.ENV_VAR, str(tmp_path / "cache"))
+    state = {"calls": [], "fail": None}
+
+    def download(url, path, progress, max_bytes):
+        state["calls"].append(url)
+        if state["fail"] is not None:
+            raise state["fail"]
+        shutil.copy(archive, path)
+        return md5
+
+    monkeypatch.setattr(datasets, "_download", download)
+    return state
+
+
+FETCHED = CONFIG.replace('path = "ratings.tsv"\n', 'path = "not-here/u.data"\nfetch = "movielens-100k"\n')
+
+
+def test_data_fetch_is_used_when_the_path_is_absent_and_downloaded_once(tmp_path, offline_fetch):
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(FETCHED)
+    first = read_config(cfg)
+    cached = tmp_path / "cache" / "ml-100k" / "u.data"
+    assert first.data["path"] == str(cached) and cached.is_file()
+    assert first.data["format"] == "movielens"  # the data set's format, "auto" not guessed
+    assert len(offline_fetch["calls"]) == 1 and offline_fetch["calls"][0].endswith("/ml-100k.zip")
+    # later runs read the cache; a path that is present wins over fetch
+    assert read_config(cfg).data["path"] == str(cached) and len(offline_fetch["calls"]) == 1
+    write_ratings(tmp_path / "here.tsv")
+    cfg.write_text(FETCHED.replace("not-here/u.data", "here.tsv"))
+    assert read_config(cfg).data["path"] == str(tmp_path / "here.tsv") and len(offline_fetch["calls"]) == 1
+    # fetch alone, without a path
+    cfg.write_text(FETCHED.replace('path = "not-here/u.data"\n', ""))
+    assert read_config(cfg).data["path"] == str(cached)
+    result = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(tmp_path / "report"), "-q"])
+    assert result.exit_code == 0, result.output
+    reproduce = json.loads((tmp_path / "report" / "reproduce.json").read_text())
+    assert reproduce["data"]["fetch"] == "movielens-100k" and reproduce["data"]["file"] == str(cached)
+    assert "data `movielens-100k` (fetched into the cache)" in (tmp_path / "report" / "results.md").read_text()
+
+
+def test_data_fetch_that_cannot_download_says_how_to_get_the_data_in_one_line(tmp_path, offline_fetch):
+    from mrec_warp.data.datasets import DownloadError
+
+    offline_fetch["fail"] = DownloadError("cannot download: [Errno 111] Connection refused",
+                                          path="https://files.grouplens.org/datasets/movielens/ml-100k.zip")
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(FETCHED)
+    result = CliRunner().invoke(main, ["experiment", str(cfg), "-o", str(tmp_path / "report")])
+    assert result.exit_code == 2 and result.stdout == ""
+    line = FETCHED.splitlines().index('fetch = "movielens-100k"') + 1
+    missing = tmp_path / "not-here" / "u.data"
+    assert result.stderr == (
+        f"Error: {cfg}:{line}: data file '{missing}' does not exist, and movielens-100k could not be downloaded "
+        "(cannot download: [Errno 111] Connection refused) (run 'mrec-warp fetch movielens-100k' where there is "
+        f"a network, which unpacks it into {tmp_path / 'cache' / 'ml-100k'}; or set path to a copy of "
+        "ml-100k/u.data)\n")
+    assert not (tmp_path / "report").exists() and not (tmp_path / "cache" / "ml-100k").exists()
+    cfg.write_text(FETCHED.replace('"movielens-100k"', '"netflix"'))
+    with pytest.raises(InputError, match=r"exp.toml:\d+: unknown data set 'netflix'.*movielens-100k"):
+        read_config(cfg)
+    cfg.write_text(FETCHED.replace('path = "not-here/u.data"\nfetch = "movielens-100k"\n', ""))
+    with pytest.raises(InputError, match=r"\[data\] has no path.*fetch = \"movielens-100k\""):
+        read_config(cfg)
+
+
+def test_the_shipped_example_reads_shared_data_when_present_and_fetches_on_a_plain_clone(tmp_path, offline_fetch):
+    shipped = Path(__file__).resolve().parents[1] / "data" / "experiment-ml100k.toml"
+    shared = shipped.parent / "../../shared/data/ml-100k/u.data"
+    if shared.is_file():  # this layout: the shared copy, nothing downloaded
+        assert read_config(shipped).data["path"] == os.path.normpath(shared) and not offline_fetch["calls"]
+    clone = tmp_path / "clone" / "data"
+    clone.mkdir(parents=True)
+    (clone / shipped.name).write_bytes(shipped.read_bytes())
+    assert read_config(clone / shipped.name).data["path"] == str(tmp_path / "cache" / "ml-100k" / "u.data")
+    assert len(offline_fetch["calls"]) == 1

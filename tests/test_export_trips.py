@@ -107,7 +107,7 @@ def test_empty_ids_drop_leaves_anonymous_rows_out_and_counts_them_in_cli_and_api
     result = run("prepare", path, "-o", tmp_path / "o", "--columns", "CustomerID,StockCode,Quantity",
                  "--empty-ids", "drop", "--test-fraction", 0)
     assert result.exit_code == 0, result.output
-    assert "from 8 rows read; 2 rows with an empty id dropped" in result.stdout
+    assert "  8 rows read - 2 rows with an empty id" in result.stdout
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["empty_id_rows_dropped"] == 2 and summary["parameters"]["empty_ids"] == "drop"
     train = (tmp_path / "o" / "train.tsv").read_text()
@@ -116,7 +116,7 @@ def test_empty_ids_drop_leaves_anonymous_rows_out_and_counts_them_in_cli_and_api
     result = run("train", path, "-o", tmp_path / "m.npz", "--model", "popularity", "--columns",
                  "CustomerID,StockCode,Quantity", "--empty-ids", "drop", "-v")
     assert result.exit_code == 0, result.output
-    assert "2 rows with an empty id dropped" in result.output
+    assert "8 rows read - 2 rows with an empty id = 6 pairs kept: 3 users x 4 items" in result.output
     # the API: '' and NaN alike (pandas reads an empty customer id as NaN)
     table = pd.read_csv(path, index_col=False, usecols=["StockCode", "Quantity", "CustomerID"])
     with pytest.raises(InputError, match=r"2 rows have a missing \(NA\) user id \(column 'CustomerID'\).*"
@@ -250,7 +250,7 @@ def test_the_summary_calls_the_pairs_below_the_minimum_pairs_twice(tmp_path):
     path = write(tmp_path, "r.tsv", "".join(f"u{u}\ti{k}\t{k}\n" for u in range(4) for k in range(5)))
     result = run("prepare", path, "-o", tmp_path / "o", "--min-value", 2, "--test-fraction", 0)
     assert result.exit_code == 0, result.output
-    assert "8 pairs below --min-value" in result.stdout and "binarised at >= 2: 8 pairs dropped" in result.stdout
+    assert "= 20 pairs - 8 below --min-value = 12 pairs kept" in result.stdout and "binarised at >= 2: 8 pairs dropped" in result.stdout
 
 
 def test_a_history_hint_names_no_option_the_command_lacks(model_file, tmp_path):

@@ -357,7 +357,7 @@ def test_convert_honours_empty_ids_drop_and_names_the_files_own_column(tmp_path)
     assert_one_line_error(run("convert", tmp_path / "e.tsv", tmp_path / "e.mtx"), "e.tsv:3: 1 row has an empty user id",
                           "--empty-ids drop")
     result = ok("convert", tmp_path / "e.tsv", tmp_path / "e.mtx", "--empty-ids", "drop")
-    assert "3 rows read; 1 row with an empty id dropped; 2 pairs kept" in result.output
+    assert "3 rows read - 1 row with an empty id = 2 pairs kept" in result.output
     assert (tmp_path / "e.users.txt").read_text() == "a\nb\n"
     assert scipy.io.mmread(tmp_path / "e.mtx").toarray().tolist() == [[1, 0], [0, 1]]
     (tmp_path / "all.tsv").write_text("\tx\n\ty\n")
@@ -375,7 +375,7 @@ def test_convert_honours_empty_ids_drop_and_names_the_files_own_column(tmp_path)
         assert "'user'" not in result.output
     result = ok("convert", tmp_path / "e.parquet", tmp_path / "p.mtx", "--columns", "customer,product,qty",
                 "--empty-ids", "drop")
-    assert "1 row with an empty id dropped" in result.output and (tmp_path / "p.users.txt").read_text() == "a\nb\n"
+    assert "3 rows read - 1 row with an empty id = 2 pairs kept" in result.output and (tmp_path / "p.users.txt").read_text() == "a\nb\n"
 
 
 def test_export_never_overwrites_an_earlier_export_unless_forced(warp_model, tmp_path):

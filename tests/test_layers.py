@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mrec_warp"
 
 #: floor of each top-level module or subpackage
 FLOORS = {
-    **dict.fromkeys(["_version", "errors", "files", "progress", "seeds", "signals", "memory", "tables",
+    **dict.fromkeys(["_version", "errors", "files", "progress", "seeds", "signals", "memory", "tables", "strict_json",
                      "dask_cluster", "workers", "topk", "unit_logs", "workdir", "kernels"], 0),
     "data": 1,
     "models": 2, "evaluation": 2,

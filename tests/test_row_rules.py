@@ -90,8 +90,8 @@ def test_net_subtracts_returns_and_drops_pairs_bought_back_whole(retail, tmp_pat
     assert (s["rows_read"], s["duplicates_merged"], s["negative_rows"], s["pairs_netted_out"], s["pairs_kept"]) == \
         (14, 6, 3, 1, 7)  # 99999 was bought and returned whole
     assert s["parameters"]["duplicates"] == "sum" and s["parameters"]["negatives"] == "net"
-    assert "14 rows read; 6 duplicates merged (sum), 3 negative rows netted, 1 pair with net <= 0 dropped; " \
-           "7 pairs kept" in result.stdout
+    assert "14 rows read - 6 duplicates merged (sum) = 8 pairs - 1 with net <= 0 (3 negative rows netted) " \
+           "= 7 pairs kept" in result.stdout
     assert (out / "test.tsv").read_text() == "" and s["test"]["rows"] == 0
     # train on the raw export: the same pairs, and no column for the item returned whole
     assert run("train", retail, "-o", tmp_path / "m.npz", "--columns", COLUMNS, "--negatives", "net",
@@ -175,7 +175,7 @@ def test_zero_ratings_are_kept_unless_min_value_removes_them(tmp_path):
     assert result.exit_code == 0, result.output
     s = json.loads((tmp_path / "rated" / "summary.json").read_text())
     assert s["rows_below_min_rating"] == 2 and s["pairs_kept"] == 4 and s["train"]["rows"] == 4
-    assert "2 pairs below --min-value" in result.stdout
+    assert "6 rows read = 6 pairs - 2 below --min-value = 4 pairs kept" in result.stdout
     api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=1)
     assert pairs(api) == file_pairs(tmp_path / "rated" / "train.tsv")
     assert api.row_counts["rows_below_min_value"] == 2
@@ -368,7 +368,9 @@ def test_signed_ratings_below_a_minimum_are_dropped_with_it_not_refused(tmp_path
     expected = file_pairs(tmp_path / "o" / "train.tsv")
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (s["negative_rows"], s["rows_below_min_value"], s["pairs_kept"]) == (2, 3, 4)
-    assert "2 negative ratings (below --min-value), 3 pairs below --min-value; 4 pairs kept" in result.stdout
+    # the negative ratings are among the pairs below the minimum, not a count beside them
+    assert s["negative_pairs_below_min_value"] == 2
+    assert "7 rows read = 7 pairs - 3 below --min-value (2 of them negative) = 4 pairs kept" in result.stdout
     api = Interactions.from_dataframe(read_ratings(path), value_col="value", min_value=5)
     assert pairs(api) == pytest.approx(expected)  # float32 in the matrix
     # a minimum below 0 keeps negative values: those are still refused
@@ -465,7 +467,7 @@ def test_messages_say_numbers_plainly_and_skip_steps_that_did_nothing(tmp_path):
     path.write_text("".join(f"u{u}\ti{k}\t1\n" for u in range(4) for k in range(3)))
     result = run("prepare", path, "-o", tmp_path / "o")
     assert result.exit_code == 0, result.output
-    assert "duplicates merged" not in result.stdout and "from 12 rows read; 12 pairs kept" in result.stdout
+    assert "duplicates merged" not in result.stdout and "  12 rows read = 12 pairs kept = " in result.stdout
 
 
 def test_a_popularity_model_refuses_an_id_that_is_a_known_one_written_otherwise(tmp_path):

@@ -1,10 +1,9 @@
 """``mrec-warp info``: what a model file holds, as a table or as JSON."""
 from __future__ import annotations
 
-import json
-
 import click
 
+from .. import strict_json
 from ..progress import plural
 from ..stages.info import info as model_info
 from ._common import friendly_errors, quiet_option
@@ -12,7 +11,7 @@ from ._common import friendly_errors, quiet_option
 
 def _value(value) -> str:
     """A parameter's value as the table shows it: JSON's spelling (null, true, "auto")."""
-    return json.dumps(value, ensure_ascii=False)
+    return strict_json.dumps(value, ensure_ascii=False)
 
 
 @click.command(epilog="""\b
@@ -34,7 +33,7 @@ def info(model_file, as_json, quiet, verbose):
     found = model_info(model_file)
     data = found.as_dict()
     if as_json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False))
+        click.echo(strict_json.dumps(data, indent=2, ensure_ascii=False))
         return
     shape = data["training_data"]
     rows = [

@@ -32,7 +32,8 @@ them out); negative values are refused (--negatives drop|net to keep the file);
 repeated (user, item) rows are merged by --duplicates (default: values summed, earliest
 time); pairs valued below --min-value (alias --min-rating) are dropped, a 0 is kept;
 users with fewer than --min-user-items rows left are dropped; then each user's rows are split (users with one row stay in train), and
-test rows whose item never appears in train are dropped. summary.json counts each step.
+test rows whose item never appears in train are dropped. summary.json counts each step, and
+the lines printed add them up: rows read - each rule's drop = pairs kept = train + test.
 The value column (rating, count, hours) stays in train.tsv / test.tsv either way: binarise
 with --min-rating, or keep every row and let 'train --confidence log' weigh rows by it.
 """)
@@ -86,45 +87,52 @@ def prepare(input_file, outdir, rows, min_user_items, test_fraction, leave_out, 
         say(_describe(folder, summary), quiet=quiet)
 
 
-def _items_read(s: Dict[str, Any]) -> int:
-    """Items with a kept row, in train or not (the users' count is read the same way)."""
-    items = s["items"]
-    return items["read"] - items["dropped_without_positives"]
+def _rows_line(s: Dict[str, Any]) -> str:
+    """Rows read -> pairs kept by the row rules (the one wording with train's log) -> the
+    rows of each split file, e.g. "1,000 rows read = 1,000 pairs - 300 below --min-value =
+    700 pairs kept - 5 test rows with items unseen in train = 560 train + 135 test rows"."""
+    rules = s["parameters"]
+    return (describe_counts(s, rules["duplicates"], rules["negatives"], "--min-value")
+            + _steps((s["rows_of_users_below_min_user_items"], "", "of users below --min-user-items"),
+                     (s.get("test_rows_with_unknown_user", 0), "test row", "with users unseen in train"),
+                     (s["test_rows_with_unknown_item"], "test row", "with items unseen in train"))
+            + f" = {s['train']['rows']:,} train + {plural(s['test']['rows'], 'test row')}"
+            + (f" (cut-off {s['cutoff']['date']})" if "cutoff" in s else ""))
 
 
-def _items_in_train(s: Dict[str, Any]) -> str:
-    """``"; train holds N of the M items (...)"`` when some items have no training row: the
-    items of dropped test rows, or a cold-items split's held-out ones (empty otherwise)."""
-    items, read = s["items"], _items_read(s)
-    if items["kept"] == read:
-        return ""
-    why = [f"{items['dropped_only_in_test']:,} only in dropped test rows"] if items["dropped_only_in_test"] else []
-    if items.get("cold_in_test"):
-        why.append(f"{items['cold_in_test']:,} held out in test")
-    return f"; train holds {items['kept']:,} of the {read:,} items" + (f" ({', '.join(why)})" if why else "")
+def _ids_line(s: Dict[str, Any], side: str) -> str:
+    """Users (items) read -> kept -> in train, e.g. "764 users read - 142 with no pair left =
+    622 kept" or "140 items read - 2 only in dropped test rows = 138 in train". A user is
+    kept while a pair of theirs is (``users.kept``); an item's count ends where
+    ``items.kept`` does, at the items train holds. Train's count of users only when it differs."""
+    ids = s[f"{side}s"]
+    text = plural(ids["read"], side) + " read" + _steps(
+        (ids["dropped_without_positives"], "", "with no pair left"),
+        (ids.get("dropped_below_min_user_items", 0), "", "below --min-user-items"))
+    # ids only in dropped test rows, or held out in test by a cold split
+    to_train = _steps((ids.get("dropped_only_in_test", 0), "", "only in dropped test rows"),
+                      (ids.get("cold_in_test", 0), "", "held out in test"))
+    if side == "user":
+        text += f" = {ids['kept']:,} kept"
+        if not to_train:
+            return text
+    return f"{text}{to_train} = {s['train'][f'{side}s']:,} in train"
+
+
+def _steps(*steps) -> str:
+    """`` - N noun(s) words`` for each (N, noun, words) that removed something (an empty
+    noun: the line's own unit, pairs or ids)."""
+    return "".join(f" - {plural(n, noun) if noun else f'{n:,}'} {words}" for n, noun, words in steps if n)
 
 
 def _describe(folder: Path, s: Dict[str, Any]) -> str:
-    """What was written, what was dropped on the way, how the input was read (first split
+    """What was written, then where the rows, users and items went (each line a sum that
+    adds up, every number one of ``summary.json``'s), how the input was read (first split
     only) and what became of the value column."""
-    rules = s["parameters"]
-    # the row rules end with the pairs they kept (one wording with train's log); then per user and per split
-    dropped = [describe_counts(s, rules["duplicates"], rules["negatives"], "--min-value", read=False)]
-    if s["rows_of_users_below_min_user_items"]:
-        dropped.append(f"{plural(s['rows_of_users_below_min_user_items'], 'row')} of users below --min-user-items")
-    if s["test_rows_with_unknown_item"]:
-        dropped.append(f"{plural(s['test_rows_with_unknown_item'], 'test row')} with items unseen in train dropped")
-    if s.get("test_rows_with_unknown_user"):  # cold-items splits: a test row's user must be known
-        dropped.append(f"{plural(s['test_rows_with_unknown_user'], 'test row')} with users unseen in train dropped")
-    if "cutoff" in s:
-        dropped.append(f"cut-off {s['cutoff']['date']}")
     return (
         f"wrote {folder / 'train.tsv'} ({plural(s['train']['rows'], 'row')}), {folder / 'test.tsv'} "
         f"({plural(s['test']['rows'], 'row')}) and {folder / 'summary.json'}\n"
-        f"  {plural(s['users']['kept'], 'user')}, {plural(_items_read(s), 'item')} from "
-        f"{plural(s['rows_read'], 'row')} read"
-        + (f"; {', '.join(dropped)}" if dropped else "")
-        + _items_in_train(s)
+        f"  {_rows_line(s)}\n  {_ids_line(s, 'user')}; {_ids_line(s, 'item')}"
         # how the input was read is the same for every split: said once
         + "".join(f"\n  {line}" for line in s["reading"]["description"].split("\n")
                   if "reading" in s and not s.get("split"))

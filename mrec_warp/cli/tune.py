@@ -5,6 +5,7 @@ import json
 
 import click
 
+from .. import strict_json
 from ..files import atomic_write
 from ..errors import InputError
 from ..seeds import DEFAULT_SEED
@@ -129,7 +130,7 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
         raise InputError("every trial failed (diverged)", path=train, hint="lower the learning rates tried")
     if output:
         with atomic_write(output) as fh:
-            json.dump(result.best_json(), fh, indent=2)
+            strict_json.dump(result.best_json(), fh, indent=2)
             fh.write("\n")
     if table_file:
         with atomic_write(table_file) as fh:

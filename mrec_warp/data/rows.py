@@ -84,7 +84,8 @@ class MergedRows:
         ``rows_read``, ``negative_rows`` (seen), ``negative_rows_dropped`` (``drop``),
         ``pairs_netted_out`` (``net``: pairs removed because their net was <= 0),
         ``duplicates_merged`` (rows merged into another row of their pair),
-        ``rows_below_min_value`` (pairs removed by ``min_value``) and ``pairs_kept``.
+        ``rows_below_min_value`` (pairs removed by ``min_value``; of them
+        ``negative_pairs_below_min_value`` valued below 0) and ``pairs_kept``.
     """
 
     user: np.ndarray
@@ -276,9 +277,11 @@ def merge_rows(
     if min_value is not None:
         below = keep & (merged < min_value)
         counts["rows_below_min_value"] = int(below.sum())
+        # signed ratings: the negative ones are among the pairs below the minimum, not beside them
+        counts["negative_pairs_below_min_value"] = int((below & (merged < 0)).sum())
         keep &= ~below
     else:
-        counts["rows_below_min_value"] = 0
+        counts["rows_below_min_value"] = counts["negative_pairs_below_min_value"] = 0
     counts["pairs_kept"] = int(keep.sum())
     key = key[keep]
     return MergedRows(user=key // width, item=key % width, value=merged[keep],
@@ -323,27 +326,33 @@ def _merge_error(row: int, n_merged: int, locate: Optional[Locate]) -> InputErro
 
 
 def describe_counts(counts: Dict[str, int], duplicates: Optional[str], negatives: str,
-                    min_value: str = "the minimum value", read: bool = True) -> str:
-    """The row rules' counts in one phrase, e.g. "1,000 rows read; 120 duplicates merged
-    (sum), 4 negative rows dropped; 995 pairs kept" (``min_value``: how the minimum is
-    named; ``read=False`` leaves out the rows read). The one wording for ``prepare``'s
-    summary and ``train``'s log; a step that removed nothing is not mentioned."""
-    parts = []
-    if counts.get("empty_id_rows_dropped"):
-        parts.append(f"{plural(counts['empty_id_rows_dropped'], 'row')} with an empty id dropped")
-    if counts["duplicates_merged"]:
-        parts.append(f"{plural(counts['duplicates_merged'], 'duplicate')} merged ({duplicates or DEFAULT_DUPLICATES})")
-    if counts["negative_rows_dropped"]:
-        parts.append(f"{plural(counts['negative_rows_dropped'], 'negative row')} dropped")
-    if negatives == "net" and counts["negative_rows"]:
-        parts.append(f"{plural(counts['negative_rows'], 'negative row')} netted, "
-                     f"{plural(counts['pairs_netted_out'], 'pair')} with net <= 0 dropped")
-    if negatives == "refuse" and counts["negative_rows"]:  # signed ratings (see signed_ratings)
-        parts.append(f"{plural(counts['negative_rows'], 'negative rating')} (below {min_value})")
+                    min_value: str = "the minimum value") -> str:
+    """The row rules' counts as one sum that adds up, in the order the rules apply, e.g.
+    "1,000 rows read - 4 negative rows - 120 duplicates merged (sum) = 876 pairs - 30 below
+    the minimum value = 846 pairs kept" (``min_value``: how the minimum is named).
+
+    Rows become pairs when duplicates merge; what a rule removed before that is counted in
+    rows, after it in pairs, and no row is counted twice (a negative rating below the
+    minimum is one of the pairs below it). A step that removed nothing is not mentioned.
+    The one wording for ``prepare``'s summary, ``train``'s log and ``convert``."""
+    before = [(counts.get("empty_id_rows_dropped", 0), "row", "with an empty id"),
+              (counts.get("rows_outside_given_ids", 0), "row", "outside the given ids"),
+              (counts["negative_rows_dropped"], "negative row", ""),
+              (counts["duplicates_merged"], "duplicate", f"merged ({duplicates or DEFAULT_DUPLICATES})")]
+    text = plural(counts["rows_read"], "row") + " read" + "".join(
+        f" - {plural(n, noun)}{' ' * bool(words)}{words}" for n, noun, words in before if n)
+    after = []
+    if counts["pairs_netted_out"] or (negatives == "net" and counts["negative_rows"]):
+        after.append(f"{counts['pairs_netted_out']:,} with net <= 0 "
+                     f"({plural(counts['negative_rows'], 'negative row')} netted)")
     if counts["rows_below_min_value"]:
-        parts.append(f"{plural(counts['rows_below_min_value'], 'pair')} below {min_value}")
-    return "; ".join(([plural(counts["rows_read"], "row") + " read"] if read else [])
-                     + ([", ".join(parts)] if parts else []) + [plural(counts["pairs_kept"], "pair") + " kept"])
+        negative = counts.get("negative_pairs_below_min_value", 0)
+        after.append(f"{counts['rows_below_min_value']:,} below {min_value}"
+                     + (f" ({negative:,} of them negative)" if negative else ""))
+    if after:
+        pairs = counts["pairs_kept"] + counts["pairs_netted_out"] + counts["rows_below_min_value"]
+        text += f" = {plural(pairs, 'pair')}" + "".join(f" - {step}" for step in after)
+    return f"{text} = {plural(counts['pairs_kept'], 'pair')} kept"
 
 
 def nothing_left(counts: Dict[str, int], source: Optional[str] = None, also: Sequence[str] = (),

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import numbers
 import os
@@ -52,6 +51,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .. import strict_json
 from ..errors import InputError
 from ..files import DIR_MODE, atomic_path, atomic_write, make_folders, owner_tag, record_finished, remove_stale_temps
 from ..progress import plural
@@ -414,7 +414,6 @@ def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[floa
     summary["test_rows_with_unknown_user"] = int(unknown_user.sum())
     summary["users"]["train_only"] = int(np.count_nonzero(np.bincount(pos.user[train], minlength=pos.n_users)
                                                           * ~(np.bincount(pos.user[test], minlength=pos.n_users) > 0)))
-    summary["users"]["dropped_only_in_test"] = int(((n > 0) & ~(np.bincount(pos.user[train], minlength=pos.n_users) > 0)).sum())
     summary["cutoff"] = {
         "timestamp": at, "date": iso_time(at).split(",")[0],
         "latest_train_timestamp": latest_train,
@@ -434,6 +433,10 @@ def _summary(
     train = ~test & ~unknown
     in_train = np.bincount(pos.item[train], minlength=pos.n_items) > 0
     items_with_rows = np.bincount(pos.item, minlength=pos.n_items) > 0
+    # ids whose every row was a dropped test row: in neither file (a cold split's held-out
+    # ids are in test, counted as cold_in_test)
+    user_in_neither = (n > 0) & ~_present(pos.user[train | test], pos.n_users)
+    item_in_neither = items_with_rows & ~_present(pos.item[train | test], pos.n_items)
     summary = {
         "split": index,
         "parameters": dict(params),
@@ -445,6 +448,7 @@ def _summary(
         "negative_rows_dropped": c["negative_rows_dropped"],
         "pairs_netted_out": c["pairs_netted_out"],
         "rows_below_min_value": c["rows_below_min_value"],
+        "negative_pairs_below_min_value": c["negative_pairs_below_min_value"],  # signed ratings: among them
         "rows_below_min_rating": c["rows_below_min_value"],  # the older name, kept for readers of it
         "pairs_kept": c["pairs_kept"],
         "rows_of_users_below_min_user_items": c["rows_of_users_below_min_user_items"],
@@ -454,13 +458,14 @@ def _summary(
             "kept": int((n > 0).sum()),
             "dropped_without_positives": c["users_without_positives"],
             "dropped_below_min_user_items": c["users_below_min_user_items"],
+            "dropped_only_in_test": int(user_in_neither.sum()),
             "train_only": int(((n > 0) & (n < 2)).sum()),
         },
         "items": {
             "read": pos.n_items,
             "kept": int(in_train.sum()),
             "dropped_without_positives": int((~items_with_rows).sum()),
-            "dropped_only_in_test": 0 if cold == "cold-items" else int((items_with_rows & ~in_train).sum()),
+            "dropped_only_in_test": int(item_in_neither.sum()),
         },
         "train": _sizes(pos, train),
         "test": _sizes(pos, test),
@@ -471,6 +476,11 @@ def _summary(
     elif cold is not None:
         summary["users"]["cold_in_test"] = summary["test"]["users"]
     return summary
+
+
+def _present(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """Which of ``n_codes`` codes occur in ``codes``."""
+    return np.bincount(codes, minlength=n_codes) > 0
 
 
 def _sizes(pos: Positives, mask: np.ndarray) -> Dict[str, int]:
@@ -536,7 +546,7 @@ def _write_split_files(folder: Optional[Path], train: pd.DataFrame, test: pd.Dat
         write_interactions(table, path)  # synced to disk, with the umask's mode
     if folder is None:
         with open(paths[2], "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
+            fh.write(strict_json.dumps(summary, indent=2) + "\n")
     else:
         with atomic_write(paths[2]) as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
+            fh.write(strict_json.dumps(summary, indent=2) + "\n")

@@ -12,11 +12,11 @@ tables, one row per run and metric.
 """
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from typing import Any, Callable, Dict, List, Optional
 
+from .. import strict_json
 from .significance import MAX_RESAMPLES
 
 #: Width of the text table when the caller knows none (a pipe, a file, the library): a
@@ -383,4 +383,4 @@ def format_long(data: Dict[str, Any]) -> str:
 def format_json(data: Dict[str, Any]) -> str:
     """The whole structure, plus ``table``: the long table's rows (:func:`tidy_rows`), as
     strict JSON (RFC 8259: ``null``, never ``NaN`` or ``Infinity``)."""
-    return json.dumps({**data, "table": tidy_rows(data)}, indent=2, allow_nan=False) + "\n"
+    return strict_json.dumps({**data, "table": tidy_rows(data)}, indent=2) + "\n"

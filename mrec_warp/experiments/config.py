@@ -8,6 +8,7 @@ The layout (docs/tutorials/experiments.rst lists every key and its default)::
     [data]                             # prepare's reader and row options
     path = "ratings.tsv"               # relative to this file
     min_value = 4
+    # or: fetch = "movielens-100k"     # downloaded once into the cache when path is absent
 
     [splits.random]                    # one table per split set, each its own report
     kind = "random"
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..data.datasets import DATASETS, data_home, fetch as fetch_dataset
 from ..data.ratings import FORMATS, read_ratings
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_NEGATIVES, DUPLICATES, NEGATIVES
 from ..data.split import SPLITS, TIME_SPLITS, check_split_options, iter_splits
@@ -53,6 +55,7 @@ from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
 from ..models.families import FAMILIES, takes_features, tunable_families
+from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 from ..stages.train import check_confidence
 from .config_lines import Checker, check_duplicate_models
@@ -64,7 +67,7 @@ else:  # pragma: no cover - Python 3.10
 
 #: Keys of each table, with their defaults (``None``: not set).
 TOP_KEYS = {"seed": DEFAULT_SEED, "output": None}
-DATA_KEYS = {"path": None, "format": "auto", "sep": None, "header": None, "columns": None,
+DATA_KEYS = {"path": None, "fetch": None, "format": "auto", "sep": None, "header": None, "columns": None,
              "duplicates": DEFAULT_DUPLICATES, "negatives": DEFAULT_NEGATIVES, "min_value": None,
              "min_user_items": 1}
 SPLIT_KEYS = {"kind": "random", "repeats": 1, "test_fraction": None, "leave_out": None, "cutoff": None,
@@ -168,9 +171,10 @@ class Config:
         return [c for c in columns if c.split("@")[0] in self.metrics]
 
 
-def read_config(path) -> Config:
+def read_config(path, progress: Progress = SILENT) -> Config:
     """Read and check an experiment file: every table, key, family, parameter, metric and
-    the data file, before any work.
+    the data file, before any work. A ``[data]`` ``fetch`` whose ``path`` is absent is
+    downloaded here, once, into the cache (``progress`` logs it).
 
     Raises
     ------
@@ -204,7 +208,7 @@ def read_config(path) -> Config:
     output = raw.get("output")
     if output is not None and (not isinstance(output, str) or not output):
         check.fail(f"output must be a folder name, got {output!r}", (), "output")
-    data = _read_data(check, check.table(raw, "data"), path.parent)
+    data = _read_data(check, check.table(raw, "data"), path.parent, progress)
     splits = _read_splits(check, check.table(raw, "splits"), data, seed)
     _check_data_file(check, data, splits)
     models = _read_models(check, check.table(raw, "models"))
@@ -217,20 +221,30 @@ def read_config(path) -> Config:
                   output=None if output is None else Path(os.path.normpath(path.parent / output)), raw=raw)
 
 
-def _read_data(check: Checker, data: Dict[str, Any], folder: Path) -> Dict[str, Any]:
+def _read_data(check: Checker, data: Dict[str, Any], folder: Path, progress: Progress = SILENT) -> Dict[str, Any]:
     table = ("data",)
     check.unknown_keys(data, list(DATA_KEYS), table, "[data]")
-    if "path" not in data:
-        check.fail("[data] has no path", table, None, "add path = \"ratings.tsv\" (relative to this file)")
+    if "path" not in data and "fetch" not in data:
+        check.fail("[data] has no path", table, None, "add path = \"ratings.tsv\" (relative to this file), or "
+                                                      f"fetch = \"{next(iter(DATASETS))}\" to download a public data set")
     out = {**DATA_KEYS, **data}
-    if not isinstance(out["path"], str) or not out["path"]:
+    if out["fetch"] is not None and out["fetch"] not in DATASETS:
+        check.fail(f"unknown data set {out['fetch']!r}", table, "fetch", f"one of {', '.join(DATASETS)}")
+    if out["path"] is not None and (not isinstance(out["path"], str) or not out["path"]):
         check.fail(f"path must be a file name, got {out['path']!r}", table, "path")
-    resolved = folder / out["path"]
-    if not resolved.is_file():
+    resolved = None if out["path"] is None else folder / out["path"]
+    out["fetched"] = None  # the data set read from the cache, when it was
+    if resolved is not None and resolved.is_file():
+        out["path"] = os.path.normpath(resolved)
+    elif out["fetch"] is not None:  # the file is absent here: the data set from the cache, downloaded once
+        out["path"] = str(_fetched(check, out["fetch"], resolved, progress))
+        out["fetched"] = out["fetch"]
+        if out["format"] == "auto":
+            out["format"] = DATASETS[out["fetch"]].format
+    else:
         check.fail(f"data file {str(resolved)!r} does not exist" if not resolved.exists()
                    else f"data file {str(resolved)!r} is not a file", table, "path",
                    "paths are relative to the experiment file's folder")
-    out["path"] = os.path.normpath(resolved)
     if out["format"] not in FORMATS:
         check.fail(f"unknown format {out['format']!r}", table, "format", f"one of {', '.join(FORMATS)}")
     for key in ("sep",):
@@ -253,6 +267,19 @@ def _read_data(check: Checker, data: Dict[str, Any], folder: Path) -> Dict[str, 
         if out[key] not in choices:
             check.fail(f"unknown {key} rule {out[key]!r}", table, key, f"one of {', '.join(choices)}")
     return out
+
+
+def _fetched(check: Checker, name: str, absent: Optional[Path], progress: Progress) -> Path:
+    """The ratings file of data set ``name`` (``fetch``), from the cache or downloaded into
+    it; a failed download is one line saying how to get the data by hand."""
+    try:
+        return fetch_dataset(name, progress=progress)
+    except InputError as exc:
+        ds = DATASETS[name]
+        missing = "" if absent is None else f"data file {os.path.normpath(absent)!r} does not exist, and "
+        check.fail(f"{missing}{name} could not be downloaded ({exc.message})", ("data",), "fetch",
+                   f"run 'mrec-warp fetch {name}' where there is a network, which unpacks it into "
+                   f"{data_home() / ds.folder}; or set path to a copy of {ds.folder}/{ds.ratings}")
 
 
 def _read_splits(check: Checker, splits: Dict[str, Any], data: Dict[str, Any], seed: int) -> List[SplitSet]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ..errors import InputError, spell_parameters
 
@@ -64,7 +64,7 @@ class Checker:
         self.path, self.text = path, text
 
     def fail(self, message: str, table: Tuple[str, ...] = (), key: Optional[str] = None,
-             hint: Optional[str] = None) -> None:
+             hint: Optional[str] = None) -> NoReturn:
         # a config key is named as written in the file, never as a command's flag
         def plain(name, value):
             return name if value is None else f"{name} = {value}"

@@ -35,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from .. import strict_json
 from .._version import __version__
 from ..evaluation.formatting import comparison_lines, headline_markdown
 from ..evaluation.report import write_reports
@@ -58,6 +59,15 @@ def _versions() -> Dict[str, Optional[str]]:
     return found
 
 
+def _data_source(cfg) -> Dict[str, Any]:
+    """Where the data came from: the file as the config gives it, or the data set ``fetch``
+    read from the cache (the file is then the cache's), with the data's digest."""
+    if cfg.data.get("fetched"):
+        return {"fetch": cfg.data["fetched"], "file": cfg.data["path"], "sha256": _data_digest(cfg.data["path"])}
+    return {"file": cfg.raw["data"]["path"], "relative_to": "the config file's folder",
+            "sha256": _data_digest(cfg.data["path"])}
+
+
 def reproduce_info(result) -> Dict[str, Any]:
     """What reproducing the report needs: the config and data digests, every seed, the versions."""
     cfg = result.config
@@ -66,8 +76,7 @@ def reproduce_info(result) -> Dict[str, Any]:
         # paths as the file gives them, relative to its folder (results.md says so too), not to
         # where the command happened to run
         "config": {"file": cfg.path.name, "sha256": cfg.digest},
-        "data": {"file": cfg.raw["data"]["path"], "relative_to": "the config file's folder",
-                 "sha256": _data_digest(cfg.data["path"])},
+        "data": _data_source(cfg),
         "seeds": {"models": cfg.seed, "paired_test": cfg.seed,
                   "splits": {s.name: s.seed for s in cfg.splits}},
         "threads": "one per model fit, BLAS on one thread",
@@ -112,11 +121,18 @@ def format_results_csv(rows: List[Dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+def _data_words(cfg) -> str:
+    """The data in the report's first line: the config's path, or the data set fetched."""
+    if cfg.data.get("fetched"):
+        return f"`{cfg.data['fetched']}` (fetched into the cache)"
+    return f"`{cfg.raw['data']['path']}` (relative to the file)"
+
+
 def format_results_markdown(result) -> str:
     """Each split set's headline table and verdicts, as evaluate's reports show them."""
     cfg = result.config
     out = ["# Experiment report", "", f"Produced by mrec-warp {__version__} from `experiment.toml` "
-           f"(sha256 {cfg.digest[:12]}); data `{cfg.raw['data']['path']}` (relative to the file).", ""]
+           f"(sha256 {cfg.digest[:12]}); data {_data_words(cfg)}.", ""]
     for model in cfg.models:
         given = ", ".join(f"{n}={v}" for n, v in model.params.items()) or "defaults"
         tuned = f"; tuned on each split ({model.tune} random trials and the defaults: tuned.json)" if model.tune else ""
@@ -272,9 +288,9 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
                 (out / "results.csv", format_results_csv(results_rows(result)).encode()),
                 (out / "runs.csv", format_runs_csv(result.run_rows).encode()),
                 (out / "experiment.toml", result.config.text),
-                (out / "reproduce.json", (json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
+                (out / "reproduce.json", (strict_json.dumps(reproduce_info(result), indent=2) + "\n").encode())]
     if result.tuned:
-        contents.append((out / "tuned.json", (json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
+        contents.append((out / "tuned.json", (strict_json.dumps(result.tuned, indent=1, sort_keys=True) + "\n").encode()))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -297,7 +313,7 @@ def write_timing(result) -> str:
     """``timing.json``: the wall time (the only file that differs between reruns)."""
     path = result.output / "timing.json"
     with atomic_write(path) as fh:
-        json.dump({"seconds": round(result.seconds, 1), "runs": result.runs, "skipped": result.skipped}, fh)
+        strict_json.dump({"seconds": round(result.seconds, 1), "runs": result.runs, "skipped": result.skipped}, fh)
         fh.write("\n")
     return str(path)
 
@@ -328,7 +344,7 @@ def _read_owner(output: Path) -> Optional[Dict[str, Any]]:
 
 def _write_owner(output: Path, digest: str, files: List[str]) -> None:
     with atomic_write(output / OWNER_FILE) as fh:
-        json.dump({"experiment_sha256": digest, "files": sorted(set(files))}, fh, indent=1)
+        strict_json.dump({"experiment_sha256": digest, "files": sorted(set(files))}, fh, indent=1)
         fh.write("\n")
 
 

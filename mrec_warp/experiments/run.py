@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from .. import strict_json
 from ..context import ExecutionContext, local_context
 from ..stages.prepare import prepare
 from ..data.split import SPLIT_FILES
@@ -120,7 +121,7 @@ def run_unit(workdir: str, index: int, train_file: str, recs_file: str, family: 
     if trials:
         row["params"] = params
     with unit_of_job(workdir, started), atomic_write(Path(workdir) / part_name(index)) as fh:
-        json.dump(row, fh)
+        strict_json.dump(row, fh)
     return row
 
 
@@ -193,7 +194,7 @@ def experiment(
         is not this experiment's (without ``force``), before any training.
     """
     t0 = time.perf_counter()
-    cfg = config if isinstance(config, Config) else read_config(config)
+    cfg = config if isinstance(config, Config) else read_config(config, progress)
     given = output if output is not None else cfg.output
     if given is None:
         raise InputError("no report folder given", path=str(cfg.path),

@@ -43,6 +43,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from .. import strict_json
 from ..data.inputs import check_readable
 from ..errors import InputError
 from ..files import PathLike, atomic_write, file_digest
@@ -203,7 +204,7 @@ def save(ann: AnnIndex, path: PathLike) -> None:
     payload = _faiss().serialize_index(ann.index).tobytes()
     header = {**ann.header, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
     with atomic_write(path, mode="wb", encoding=None) as fh:
-        fh.write(MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
+        fh.write(MAGIC + strict_json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
 
 
 def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike] = None) -> AnnIndex:

@@ -31,6 +31,7 @@ from typing import IO, Any, Callable, Dict, Optional, Tuple, Union
 import numpy as np
 import scipy.sparse as sp
 
+from .. import strict_json
 from ..files import atomic_path
 from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, index_dtype, source_name, write_npz
 from ..errors import InputError
@@ -72,7 +73,7 @@ def save_model(
         train = train.copy()
         train.sum_duplicates()
     payload = {
-        "__meta__": np.array(json.dumps(meta, sort_keys=True)),
+        "__meta__": np.array(strict_json.dumps(meta, sort_keys=True)),
         "user_ids": _loadable_ids(user_ids, "user", target),
         "item_ids": _loadable_ids(item_ids, "item", target),
         "train_indptr": train.indptr.astype(index_dtype(train.nnz + 1), copy=False),

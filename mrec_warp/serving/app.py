@@ -44,11 +44,11 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..models.ann import one_thread as ann_one_thread
 from ..models.ann import top_k as ann_top_k
+from .. import strict_json
 from ..errors import InputError
 from ..models import single_user
 from ..models.fallback import fallback_list, users_per_item
@@ -56,6 +56,7 @@ from ..tables import POPULAR
 from ..workers import blas_controller
 from .batching import MAX_BATCH, Batcher
 from .connections import GuardedH11Protocol, quiet_accept_errors
+from .json_response import JSONResponse
 from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
 from .holder import ModelHolder, Served, failure_reason, read_model
 from .requests import (DEFAULT_K, MAX_K, SERVED_UNKNOWN_USERS, BadRequest, id_list, item_mask, lookup, near_id, one,
@@ -472,7 +473,7 @@ def read_status(path: Optional[str]) -> Tuple[float, Optional[str]]:
 
 def status_text(error: Optional[str]) -> str:
     """What the supervisor writes to its status file after a reload (:func:`read_status`)."""
-    return json.dumps({"at": time.time(), "error": error})
+    return strict_json.dumps({"at": time.time(), "error": error})
 
 
 def app_from_environment() -> Starlette:

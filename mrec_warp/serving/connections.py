@@ -24,7 +24,6 @@ many connections are a reverse proxy's job (docs/tutorials/serving.rst).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import OrderedDict
@@ -33,6 +32,7 @@ from typing import Any, ClassVar, Dict, Optional
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .. import strict_json
 from .limits import ConnectionLimits
 
 log = logging.getLogger("mrec_warp.serve")
@@ -46,7 +46,7 @@ ACCEPT_LOG_SECONDS = 10.0
 def _raw_answer(status: int, reason: str, message: str) -> bytes:
     """A complete HTTP/1.1 answer with a JSON error, closing the connection: written before
     any request was read (h11 sends nothing until it has one), and the last thing sent."""
-    body = json.dumps({"error": message}).encode("utf-8")
+    body = strict_json.dumps({"error": message}).encode("utf-8")
     return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
             "connection: close\r\n\r\n").encode("ascii") + body
 

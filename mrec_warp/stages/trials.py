@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .. import strict_json
 from ..errors import InputError
-from ..files import atomic_write
+from ..files import PathLike, atomic_write
 from ..jobs import cached, job_manifest, read_inputs, unit_of_job
 from ..models.base import Recommender
 from ..models.families import DEFAULT_FAMILY, baseline_family, model_classes
@@ -126,7 +127,7 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     """
     part = Path(workdir) / f"trial-{trial:04d}.json" if workdir else None
     if part is not None and part.exists():
-        return json.loads(part.read_text())
+        return read_trial_row(part)
     if workdir:
         started = job_manifest(workdir)  # the part is kept only if the folder still holds this job
     fit, val = load_split(split_src, use_values) if isinstance(split_src, (str, os.PathLike)) else split_src
@@ -158,7 +159,17 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     row["seconds"] = round(time.perf_counter() - t0, 3)
     if part is not None:
         with unit_of_job(workdir, started), atomic_write(part) as fh:
-            json.dump(row, fh)
+            strict_json.dump(row, fh)
+    return row
+
+
+def read_trial_row(path: PathLike) -> Dict[str, Any]:
+    """A finished trial's row as :func:`run_trial` returned it: its scores that could not be
+    computed (a diverged fit) are written ``null``, strict JSON, and read back as NaN."""
+    row = json.loads(Path(path).read_text())
+    for key, value in row.items():
+        if value is None and (key.startswith("precision@") or key in ("ci_low", "ci_high")):
+            row[key] = float("nan")
     return row
 
 

@@ -15,7 +15,6 @@ as ``epochs``) are what ``mrec-warp train --params best.json`` reads.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from ._inputs import load_interactions, load_validation
 from .options import RowOptions
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import (HITS, SHORT, check_pick, family_class, log_trial, paired_interval, point_values,
+from .trials import (HITS, SHORT, check_pick, family_class, log_trial, paired_interval, point_values, read_trial_row,
                      run_trial, trial_model)
 
 
@@ -326,7 +325,7 @@ def run_tune(
         job = Job(context, description, [f"trial-{u:04d}.json" for u in range(len(units))],
                   folder=context.workdir, progress=progress)
         # finished trials are read here, never sent to a worker again
-        done = {u: json.loads(job.part(u).read_text()) for u in range(len(units)) if u not in job.todo}
+        done = {u: read_trial_row(job.part(u)) for u in range(len(units)) if u not in job.todo}
         split_src: Any = (fit, val)
         if job.off_process:
             split_src = job.stage(INPUTS_FILE, lambda p: write_inputs(p, {"fit": fit, "val": val},
