@@ -266,3 +266,13 @@ def test_items_known_by_their_features_alone_have_no_training_user_in_the_fallba
     expected = _popularity_list(files, tmp_path, 5)
     for user in NEW:
         assert [row[1:4] for row in _fields(out) if row[0] == user] == expected
+
+
+def test_recommend_frame_refusal_names_the_way_out():
+    """The default refusal of ``recommend_frame`` says which argument lets unknown users through."""
+    rows = [("a", "x"), ("a", "y"), ("b", "y"), ("b", "z"), ("c", "x")]
+    model = mw.ItemKNN().fit(mw.Interactions.from_dataframe(pd.DataFrame(rows, columns=["user", "item"])))
+    with pytest.raises(InputError) as info:
+        model.recommend_frame(["a", "newcomer"], k=2)
+    assert "'newcomer'" in str(info.value)
+    assert 'unknown_users="skip"' in str(info.value) and 'unknown_users="popular"' in str(info.value)

@@ -417,7 +417,11 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         check_unknown_users(unknown_users)
         filtered = None if filter_items is None else self.item_indices(filter_items)
         if user_ids is None or unknown_users == "refuse":
-            users = None if user_ids is None else self.user_indices(user_ids)
+            try:
+                users = None if user_ids is None else self.user_indices(user_ids)
+            except InputError as exc:  # the way out belongs to this call: its unknown_users
+                raise InputError(exc.message, path=exc.path, hint=f"{exc.hint}, or pass `unknown_users=\"skip\"` "
+                                 "to leave them out or `unknown_users=\"popular\"` for the model's fallback list") from None
             items, scores = self.recommend(users, k=k, filter_items=filtered, **kwargs)
             users = np.arange(self.n_users) if users is None else users
             frame = block_to_frame(self, users, items, scores)
