@@ -131,9 +131,20 @@ _OUTPUT_FOLDERS = ("workdir", "dest")
 def resolve_standard_output(ctx: Optional[click.Context], kwargs: dict) -> None:
     """``-`` as an output means standard output: a file output becomes ``/dev/stdout`` (in
     ``kwargs`` and ``ctx.params``), a folder output is refused in one line (standard output
-    holds no folder). Never a file or folder named ``-``."""
+    holds no folder). Never a file or folder named ``-``. ``-`` gives standard output to one
+    output alone: a second output there (``--json - --per-user -``, or ``-`` and
+    ``/dev/stdout``) is refused in one line, as their texts would run together."""
     if ctx is None:
         return
+    on_stdout = [(max(param.opts, key=len), str(kwargs[param.name]) == STDOUT_NAME) for param in ctx.command.params
+                 if param.name in _OUTPUT_PARAMS and isinstance(param.type, click.Path)
+                 and isinstance(kwargs.get(param.name), (str, os.PathLike))
+                 and (str(kwargs[param.name]) == STDOUT_NAME or descriptor_of(kwargs[param.name]) == 1)]
+    if len(on_stdout) > 1 and any(dash for _, dash in on_stdout):
+        flags = " and ".join(flag for flag, _ in on_stdout)
+        every = "both" if len(on_stdout) == 2 else "all"
+        raise click.UsageError(f"{flags} {every} write standard output: their outputs would run together; give "
+                               "'-' to one output at most, files to the others")
     for param in ctx.command.params:
         value = kwargs.get(param.name)
         if not isinstance(param.type, click.Path) or not value:
