@@ -279,6 +279,10 @@ def test_bad_queries_get_one_json_line(served, request_args, status, phrase):
     (b'{"items": ["i7"], "k": 1e400}', 400, "whole number"),
     (b'{"items": ["i7"], "k": NaN}', 400, "whole number"),
     (b'{"items": ["i7"], "k": [3]}', 400, "whole number"),
+    (b'{"items": ["i7"], "include": null}', 400, "'include' is null"),  # never "no allow-list"
+    (b'{"items": ["i7"], "exclude": null}', 400, "'exclude' is null"),
+    (b'{"items": ["i7"], "k": null}', 400, "'k' is null"),
+    (b'{"items": null}', 400, "'items' is null"),
 ])
 def test_bad_bodies_get_one_json_line(served, body, status, phrase):
     server, _, _ = served
