@@ -294,7 +294,7 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _DISCARDED: List[str] = []
 
 
-def _meant(path: str) -> str:
+def meant_path(path: str) -> str:
     """The file or folder the user asked for, for a path inside a temporary folder made
     beside it (``out/.split.~1@h~x1y2z3w4/train.tsv`` -> ``out/split``)."""
     parts = Path(path).parts
@@ -355,7 +355,7 @@ def remove_made_folders() -> List[str]:
 def record_finished(path: PathLike) -> None:
     """Remember that ``path`` (a file or a folder) was put in place whole; one written
     inside a temporary folder is not finished until that folder is renamed."""
-    if _meant(str(path)) == str(path):
+    if meant_path(str(path)) == str(path):
         _FINISHED.append(str(path))
 
 
@@ -370,7 +370,7 @@ def take_discarded() -> List[str]:
     """The outputs whose partial file an interrupt (Ctrl-C, a signal) removed since the last
     call, in order, without repeats (a file written inside a temporary folder counts as the
     folder it was to become); the list starts again empty."""
-    found = list(dict.fromkeys(_meant(p) for p in _DISCARDED))
+    found = list(dict.fromkeys(meant_path(p) for p in _DISCARDED))
     _DISCARDED.clear()
     return found
 

@@ -141,6 +141,16 @@ def test_disk_full_on_a_small_filesystem(case, inputs, small_mount):
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "No space left on device")
     assert "free some space" in proc.stderr
     assert _files(out) == set(), "no partial output and no temporary file"
+    assert list(out.iterdir()) == [], "no output folder the command made and could not fill"
+    assert "/." not in proc.stderr, "the output is named, not its temporary twin"
+
+
+def test_disk_full_in_factors_export_leaves_no_folder(inputs, small_mount):
+    out = small_mount("full", "size=16k")
+    proc = run_cli("factors", "--export", inputs / "model.npz", out / "exported")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "No space left on device")
+    assert f"cannot write {out / 'exported'}" in proc.stderr
+    assert list(out.iterdir()) == []
 
 
 def test_disk_full_in_worker_processes_leaves_no_partial_part(inputs, tmp_path, small_mount):
