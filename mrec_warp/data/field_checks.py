@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..errors import InputError
 from . import inputs
-from .delimited import columns_hint, data_line, quoted, split_fields
+from .delimited import columns_hint, data_line, quoted, split_fields, text_after_quote
 from .tsv import TSV_UNSAFE
 
 
@@ -29,6 +29,15 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
     ids; ``hint`` replaces the column-count hint. Rows in ``allow_empty`` may have empty
     ids (``empty_ids="drop"``: the row rules drop them).
     """
+    after = text_after_quote(path, sep, skip, used, encoding)
+    if after is not None:
+        lineno, pos, text = after
+        role = dict(zip(used, roles))[pos]
+        field = split_fields(text, sep)[pos] if pos < len(split_fields(text, sep)) else ""
+        raise InputError(f"column {pos} ({role}) has text after its closing quote: a field that starts with a quote "
+                         f"ends at the next single quote, and the parser would read {field!r}", path=str(path),
+                         line=lineno, hint='quote the whole field with its inner quotes doubled ("""quoted"" start") '
+                                           "or remove the quotes")
     for role, pos in zip(roles, used):
         if raw[pos].dtype == np.float64:  # numbers, parsed and checked finite already
             continue
