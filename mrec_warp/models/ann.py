@@ -29,6 +29,11 @@ graph holds (a crafted file can make header, graph and payload checksum agree), 
 compares it with the model's own vectors: an index whose stored vectors are not the
 model's is refused. The check needs no field of the header, so indexes written before
 it are verified the same way (22 MB of vectors, 86k items x 65, hash in about 15 ms).
+
+**Read bounded.** Every header field is checked for its type and range, and the file's size
+against the payload the header declares and the most an index of the model's items can take,
+before a byte of the payload is read: a crafted header, a padded or sparse file, or a payload
+faiss cannot read (or runs out of memory on) is one line naming the ``.ann`` file.
 """
 from __future__ import annotations
 
