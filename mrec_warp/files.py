@@ -294,7 +294,7 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _DISCARDED: List[str] = []
 
 
-def _meant(path: str) -> str:
+def meant_path(path: str) -> str:
     """The file or folder the user asked for, for a path inside a temporary folder made
     beside it (``out/.split.~1@h~x1y2z3w4/train.tsv`` -> ``out/split``)."""
     parts = Path(path).parts
@@ -355,7 +355,7 @@ def remove_made_folders() -> List[str]:
 def record_finished(path: PathLike) -> None:
     """Remember that ``path`` (a file or a folder) was put in place whole; one written
     inside a temporary folder is not finished until that folder is renamed."""
-    if _meant(str(path)) == str(path):
+    if meant_path(str(path)) == str(path):
         _FINISHED.append(str(path))
 
 
@@ -370,7 +370,7 @@ def take_discarded() -> List[str]:
     """The outputs whose partial file an interrupt (Ctrl-C, a signal) removed since the last
     call, in order, without repeats (a file written inside a temporary folder counts as the
     folder it was to become); the list starts again empty."""
-    found = list(dict.fromkeys(_meant(p) for p in _DISCARDED))
+    found = list(dict.fromkeys(meant_path(p) for p in _DISCARDED))
     _DISCARDED.clear()
     return found
 
@@ -429,7 +429,8 @@ def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]
     as surely as ``-o x.tsv`` does, and an input read from standard input (``-``) is the
     file the shell opened. What is not a regular file (a terminal, a pipe, ``/dev/null``)
     is written in place, never replaced, so it cannot clash. Several outputs naming one
-    descriptor (``--report /dev/stdout --json /dev/stdout``) append one after the other.
+    descriptor (``--report /dev/stdout --json /dev/stdout``) append one after the other; ``-``
+    asks for standard output to itself, and is refused beside another output there.
 
     Parameters
     ----------
@@ -441,11 +442,23 @@ def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]
     """
     ins = [(str(p), file_identity(p, reading=True)) for p in inputs if p]
     written: List[Tuple[str, str]] = []  # (path, option) of the outputs checked so far
+    standard: List[Tuple[str, bool]] = []  # (option, given as "-") of the outputs to standard output
     for option, paths in outputs.items():
         if not paths:
             continue
         for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
             path = str(path)
+            dash = path == STDOUT_NAME
+            if dash or descriptor_of(path) == 1:
+                # "-" asks for an output of its own on standard output: another one there would run
+                # into it unmarked (two JSON documents, a table and a CSV); /dev/stdout named
+                # several times is the documented way to append them on purpose
+                other = next((o for o, d in standard if d or dash), None)
+                if other is not None:
+                    raise InputError(f"{option} and {other} both write standard output: their outputs would run "
+                                     "together", path=STDOUT_NAME, hint="give '-' to one output at most, files to "
+                                     "the others")
+                standard.append((option, dash))
             identity = file_identity(path)
             if identity is None and (is_stream(path) or descriptor_of(path) is not None):
                 continue  # a terminal, a pipe, /dev/null: written in place

@@ -48,7 +48,7 @@ from .progress import SILENT, Progress
 from .unit_logs import LogRelay, log_name
 from .workdir import JOB_FILE, WorkDir, holds_work
 from .worker_cache import ModelScorer, cached, cached_model  # noqa: F401 - stages import them from here
-from .workers import Workers
+from .workers import Workers, stop_process_workers
 
 #: Version of the work-folder layout, part of every job's description.
 JOB_VERSION = 1
@@ -354,11 +354,25 @@ class Job:
         # task i is unit todo[i] (every client builds its tasks so): name it for the dashboard
         names = [f"{self.kind}-{Path(self.parts[i]).stem}" for i in self.todo] if len(tasks) == len(self.todo) \
             else None
-        with LogRelay(self._logs, self.progress) as relay:  # only files some unit was given
-            for result in self.progress.iterate(self.context.map(func, tasks, ordered=ordered, names=names),
-                                                total=len(tasks), desc=desc, unit=unit, lines=lines):
-                relay.drain()  # a unit's own lines before the caller reports it done
-                yield result
+        try:
+            with LogRelay(self._logs, self.progress) as relay:  # only files some unit was given
+                for result in self.progress.iterate(self.context.map(func, tasks, ordered=ordered, names=names),
+                                                    total=len(tasks), desc=desc, unit=unit, lines=lines):
+                    relay.drain()  # a unit's own lines before the caller reports it done
+                    yield result
+        except Exception:
+            self._drop_unfinished()
+            raise
+
+    def _drop_unfinished(self) -> None:
+        """After a unit failed: the parts the other units were writing go. Their worker
+        processes were stopped mid-write (joblib ends the pool on the first error), so their
+        temporaries would stay beside the finished parts; they are made sure to be gone
+        first, then every temporary of a dead process in the folder is removed. A thread's
+        unit removes its own on its way out; a Dask worker's are swept by a rerun."""
+        if self.context.name == "processes":
+            stop_process_workers()
+        remove_stale_temps(self.path)
 
     def check_complete(self) -> None:
         missing = [name for name in self.parts if not self.folder.done(name)]

@@ -312,3 +312,95 @@ def test_an_index_whose_stored_vectors_are_not_the_models_is_refused(warp, tmp_p
     assert not (tmp_path / "r.tsv").exists()
     _forge(target, genuine, genuine.index, stored_field)  # the genuine payload, even without the field, loads
     assert ann.open_for(model, path).index.ntotal == model.n_items
+
+
+def _rewrite(target, header_text: bytes, payload: bytes) -> None:
+    target.write_bytes(ann.MAGIC + header_text + b"\n" + payload)
+
+
+@pytest.mark.parametrize("field, value", [("ef_search", "x"), ("ef_search", 10 ** 12), ("M", 0), ("n_items", None),
+                                          ("payload_bytes", -1), ("payload_sha256", 7), ("dim", True)])
+def test_an_index_header_field_of_wrong_type_or_range_is_one_line_naming_the_file(warp, tmp_path, field, value):
+    """Every header field is checked when the index is loaded: `serve --ann` never starts on it,
+    and no ValueError / OverflowError escapes as an unexpected error."""
+    import hashlib
+    import json
+
+    model, src = warp
+    path = tmp_path / "model.npz"
+    path.write_bytes(src.read_bytes())
+    genuine = ann.build(model, model_sha256=ann.file_sha256(path))
+    payload = ann._faiss().serialize_index(genuine.index).tobytes()
+    header = {**genuine.header, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest(),
+              field: value}
+    target = ann.index_path(path)
+    _rewrite(target, json.dumps(header).encode(), payload)
+    with pytest.raises(InputError, match=f"damaged or not this model.s index.*\"{field}\"") as caught:
+        ann.open_for(model, path)
+    assert str(target) in str(caught.value)
+    one_line_error(run("recommend", path, "-o", tmp_path / "r.tsv", "--ann"), f"\"{field}\"")
+
+
+def test_a_deeply_nested_or_huge_header_is_refused_without_recursion(warp, tmp_path):
+    model, src = warp
+    path = tmp_path / "model.npz"
+    path.write_bytes(src.read_bytes())
+    target = ann.index_path(path)
+    _rewrite(target, b"[" * 100_000 + b"]" * 100_000, b"")
+    with pytest.raises(InputError, match="header over"):
+        ann.open_for(model, path)
+    _rewrite(target, b"[" * 20_000 + b"]" * 20_000, b"")
+    with pytest.raises(InputError, match="not JSON|not a JSON object"):
+        ann.open_for(model, path)
+
+
+def test_an_index_larger_than_its_header_or_its_model_allows_is_refused_before_reading(warp, tmp_path):
+    """A sparse file padded far past its declared payload, or a header declaring a payload larger
+    than any index of the model's items, is refused from its size, the payload never read."""
+    import json
+
+    model, src = warp
+    path = tmp_path / "model.npz"
+    path.write_bytes(src.read_bytes())
+    genuine = ann.build(model, model_sha256=ann.file_sha256(path))
+    target = ann.index_path(path)
+    ann.save(genuine, target)
+    with open(target, "r+b") as fh:  # sparse: 8 GiB on paper, nothing on disk
+        fh.truncate(8 << 30)
+    with pytest.raises(InputError, match="header declares.*truncated or altered"):
+        ann.open_for(model, path)
+    header = {**genuine.header, "payload_bytes": 8 << 30, "payload_sha256": "0" * 64}
+    _rewrite(target, json.dumps(header).encode(), b"")
+    with open(target, "r+b") as fh:
+        fh.truncate(fh.seek(0, 2) + (8 << 30))
+    with pytest.raises(InputError, match="more than an index of"):
+        ann.open_for(model, path)
+
+
+def test_a_crafted_payload_faiss_cannot_read_is_one_line_naming_the_file(warp, tmp_path, monkeypatch):
+    """One byte of faiss' own header changed and the checksum recomputed: faiss' read failure
+    (or its out-of-memory) is one line naming the .ann, never "out of memory" alone."""
+    import hashlib
+    import json
+
+    model, src = warp
+    path = tmp_path / "model.npz"
+    path.write_bytes(src.read_bytes())
+    genuine = ann.build(model, model_sha256=ann.file_sha256(path))
+    payload = bytearray(ann._faiss().serialize_index(genuine.index).tobytes())
+    target = ann.index_path(path)
+    levels = 4 + 4 + 8 + 16 + 1 + 4 + 8 + 8 * len(ann._faiss().vector_to_array(genuine.index.hnsw.assign_probas)) + 8
+    for offset in (5, 12, levels - 8):  # the dimension, the item count, the length of the level list
+        crafted = bytearray(payload)
+        crafted[offset] = 0x7F
+        header = {**genuine.header, "payload_bytes": len(crafted),
+                  "payload_sha256": hashlib.sha256(crafted).hexdigest()}
+        _rewrite(target, json.dumps(header).encode(), bytes(crafted))
+        with pytest.raises(InputError) as caught:
+            ann.open_for(model, path)
+        assert str(target) in str(caught.value) and "\n" not in str(caught.value)
+    monkeypatch.setattr(ann._faiss(), "deserialize_index", lambda data: (_ for _ in ()).throw(MemoryError()))
+    ann.save(genuine, target)
+    with pytest.raises(InputError, match="damaged or not this model's index.*out of memory.*mrec-warp index") as caught:
+        ann.open_for(model, path)
+    assert str(target) in str(caught.value)

@@ -242,3 +242,28 @@ def test_a_parquet_id_column_of_a_type_ids_cannot_have_names_the_file_and_column
         read_ratings(path)
     assert info.value.path == str(path)
     assert "user id column 0 'user'" in str(info.value) and "cannot be read as text" in str(info.value)
+
+
+@pytest.mark.parametrize("role, table", [
+    ("value", {"user": ["a", "b"], "item": ["x", "y"], "rating": [[1], [2]]}),
+    ("timestamp", {"user": ["a", "b"], "item": ["x", "y"], "rating": [1, 2], "when": [{"s": 1}, {"s": 2}]}),
+    ("user id", {"user": [[1], [2]], "item": ["x", "y"]}),
+])
+def test_a_nested_parquet_column_is_named_with_its_file_and_role(tmp_path, role, table):
+    """A list or struct column where a value, a timestamp or an id is read: one line naming
+    the file, the column and its role, never "an id column" for a value."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "nested.parquet"
+    pq.write_table(pa.table(table), path)
+    name = {"value": "rating", "timestamp": "when", "user id": "user"}[role]
+    with pytest.raises(InputError, match=f"{role} column [0-9] {name!r}") as caught:
+        read_ratings(path)
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+    if role != "user id":
+        assert "an id column" not in str(caught.value)
+    one_line_error(run("prepare", path, "-o", tmp_path / "out"), f"{role} column", "nested.parquet")
+    if role != "timestamp":  # (an Arrow table in memory has no timestamp role)
+        with pytest.raises(InputError, match=f"column {name!r}"):  # the column named there too
+            Interactions.from_dataframe(pa.table(table), "user", "item", value_col="rating" if role == "value" else None)

@@ -445,3 +445,33 @@ def test_prepare_line_adds_up_with_every_rule(tmp_path):
     assert _checked_sum(users_part) == [users["read"], users["dropped_below_min_user_items"], users["kept"]]
     assert _checked_sum(items_part) == [items["read"], items["dropped_without_positives"],
                                         items["dropped_only_in_test"], items["kept"]]
+
+
+def test_convert_into_a_pipe_never_reads_its_output_back(tmp_path):
+    """`convert IN - | wc -l`: the rows go to the pipe and the command ends (a stream is never
+    read back for carriage returns: its ids are checked before writing)."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from mrec_warp.errors import InputError
+    from mrec_warp.data.tsv import write_interactions
+
+    source = tmp_path / "in.tsv"
+    source.write_text("".join(f"u{u}\ti{(u * 7 + j) % 50}\t1\n" for u in range(200) for j in range(5)))
+    piped = subprocess.run(f"{sys.executable} -m mrec_warp convert {source} - | wc -l", shell=True,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.strip() == "1000"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        with pytest.raises(InputError, match="line break"):  # a lone CR in an id, refused before writing
+            write_interactions(pd.DataFrame({"user": ["a\rb"], "item": ["i"], "value": [1.0]}), fifo)
+    finally:
+        with open(fifo, "w"):  # the reader ends at this end of file
+            pass
+        assert reader.communicate(timeout=30)[0] == b""

@@ -632,3 +632,30 @@ def test_the_shipped_example_reads_shared_data_when_present_and_fetches_on_a_pla
     (clone / shipped.name).write_bytes(shipped.read_bytes())
     assert read_config(clone / shipped.name).data["path"] == str(tmp_path / "cache" / "ml-100k" / "u.data")
     assert len(offline_fetch["calls"]) == 1
+
+
+@pytest.mark.parametrize("link", ["results.md", "random"])
+def test_a_symbolic_link_in_the_report_folder_is_refused_never_written_through(setup, link):
+    """A results.md, or a split-set folder, that links outside the report folder: refused in one
+    line (even with force), before any work, and the file outside stays as it was."""
+    tmp, cfg = setup
+    cfg.write_text(ONE_SPLIT)
+    out = tmp / "out"
+    mw.experiment(cfg, out)
+    outside = tmp / "outside"
+    outside.mkdir()
+    (outside / "results.md").write_text("mine\n")
+    (outside / "report.md").write_text("mine\n")
+    target = out / link
+    if target.is_dir():
+        import shutil
+
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+    target.symlink_to(outside / "results.md" if link == "results.md" else outside)
+    for force in (False, True):
+        with pytest.raises(InputError, match=f"symbolic link, {link} ->"):
+            mw.experiment(cfg, out, force=force)
+    assert (outside / "results.md").read_text() == "mine\n" and (outside / "report.md").read_text() == "mine\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["report.md", "results.md"]

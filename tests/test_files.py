@@ -90,3 +90,30 @@ def test_outputs_and_inputs_are_compared_as_files_not_names(tmp_path):
     # other files, and two spellings of one descriptor (they append in turn) are fine
     check_outputs({"--report": "/dev/stdout", "--json": "/proc/self/fd/1", "--plot": str(tmp_path / "p.png")},
                   [str(data), "-"])
+
+
+def test_two_outputs_on_standard_output_are_refused(tmp_path):
+    """`-` gives an output standard output to itself: a second one there (`-` or /dev/stdout)
+    is refused in one line, for every command with several outputs (they all check here);
+    /dev/stdout named twice stays the documented way to append."""
+    with pytest.raises(InputError, match="--per-user and --json both write standard output"):
+        check_outputs({"--json": "-", "--per-user": "-"}, [])
+    with pytest.raises(InputError, match="--table and --output both write standard output"):
+        check_outputs({"--output": "/dev/stdout", "--table": "-"}, [])
+    check_outputs({"--report": "/dev/stdout", "--json": "/dev/stdout"}, [])
+    check_outputs({"--json": "-", "--per-user": str(tmp_path / "u.csv")}, [])
+
+
+def test_evaluate_with_two_outputs_on_standard_output_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from mrec_warp.cli import main
+
+    for name, text in (("train.tsv", "u1\ti1\t1\n"), ("test.tsv", "u1\ti2\t1\n"), ("recs.tsv", "u1\ti2\t1\n")):
+        (tmp_path / name).write_text(text)
+    result = CliRunner().invoke(main, ["evaluate", "--train", str(tmp_path / "train.tsv"), "--test",
+                                       str(tmp_path / "test.tsv"), "--recs", str(tmp_path / "recs.tsv"), "--json",
+                                       "-", "--per-user", "-"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--json and --per-user both write standard output" in lines[0], result.output

@@ -141,6 +141,32 @@ def test_disk_full_on_a_small_filesystem(case, inputs, small_mount):
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "No space left on device")
     assert "free some space" in proc.stderr
     assert _files(out) == set(), "no partial output and no temporary file"
+    assert list(out.iterdir()) == [], "no output folder the command made and could not fill"
+    assert "/." not in proc.stderr, "the output is named, not its temporary twin"
+
+
+def test_disk_full_in_factors_export_leaves_no_folder(inputs, small_mount):
+    out = small_mount("full", "size=16k")
+    proc = run_cli("factors", "--export", inputs / "model.npz", out / "exported")
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "No space left on device")
+    assert f"cannot write {out / 'exported'}" in proc.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_disk_full_in_worker_processes_leaves_no_partial_part(inputs, tmp_path, small_mount):
+    """recommend --backend processes into a work folder on a full disk: one line naming a part,
+    the finished parts kept for a rerun, no temporary of a part the stopped workers were writing."""
+    out = small_mount("parts", "size=300k")
+    workdir = out / "wd"
+    for _ in range(3):  # which units are in flight when the disk fills varies: a few tries
+        proc = run_cli("recommend", inputs / "model.npz", "-o", tmp_path / "recs.tsv", "-k", "100", "--backend",
+                       "processes", "--n-jobs", "2", "--workdir", workdir, "--part-size", "50")
+        assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "No space left on device")
+        assert f"cannot write {workdir}/part-0000" in proc.stderr
+        left = {p.name for p in workdir.iterdir()} if workdir.exists() else set()
+        assert not [name for name in left if name.startswith(".")], left
+        subprocess.run(["rm", "-rf", str(workdir)], check=True)
+    assert not (tmp_path / "recs.tsv").exists()
 
 
 @pytest.mark.parametrize("case", OUTPUT_CASES, ids=[c[0] for c in OUTPUT_CASES])

@@ -398,3 +398,25 @@ def test_ids_starting_with_a_quote_round_trip_through_every_tsv_writer(tmp_path)
     write_features(pd.DataFrame({"id": ids, "feature": ids[::-1], "weight": 1.0}), tmp_path / "f.tsv")
     feats = read_features(tmp_path / "f.tsv", header=False)
     assert feats["id"].tolist() == ids and feats["feature"].tolist() == ids[::-1]
+
+
+@pytest.mark.parametrize("sep", ["\t", ",", ";"])
+def test_text_after_a_closing_quote_is_refused_with_its_line(tmp_path, sep):
+    """`"quoted" start`: RFC 4180 ends the field at its closing quote; the parser would glue
+    the rest on (the id `quoted start`, which the file does not say): refused with the
+    file:line and how to write it, while doubled quotes, unquoted quotes and an unused column
+    with such a field read as before."""
+    from mrec_warp.data.ratings import read_ratings
+    from mrec_warp.errors import InputError
+
+    good = [f'u1{sep}"say ""hi"""{sep}1', f'u2{sep}O"Brien{sep}1', f'"u3"{sep}"x"{sep}1']
+    path = tmp_path / "ratings.txt"
+    path.write_text("\n".join(good + [f'u4{sep}"quoted" start{sep}1']) + "\n")
+    with pytest.raises(InputError, match="column 1 \\(item\\) has text after its closing quote") as caught:
+        read_ratings(path, sep=sep)
+    assert str(caught.value).startswith(f"{path}:4:") and '""' in str(caught.value)
+    result = CliRunner().invoke(main, ["prepare", str(path), "--sep", sep, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and f"{path}:4:" in result.output
+    path.write_text("\n".join([f"{line}{sep}n" for line in good] + [f'u4{sep}i9{sep}1{sep}"a" note']) + "\n")
+    frame = read_ratings(path, sep=sep, columns=[0, 1, 2])  # the fourth column, not used, is not checked
+    assert list(frame["item"]) == ['say "hi"', 'O"Brien', "x", "i9"] and list(frame["user"])[2] == "u3"

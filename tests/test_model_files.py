@@ -483,3 +483,34 @@ def test_an_empty_model_file_gets_the_hint_of_a_model_file(tmp_path):
     proc = run_cli("recommend", path, "-o", tmp_path / "out.tsv")
     assert_one_line_exit_2(proc, path, "model file is empty")
     assert "train the model again" in proc.stderr and "interaction" not in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["before", "between", "after"])
+def test_a_model_file_larger_than_its_archive_is_refused_before_it_is_read(model_files, tmp_path, where):
+    """Gigabytes of zeros in front of a valid model (a sparse hole here), or junk between its
+    members or after its directory: refused from the zip directory alone, by load and by the
+    server's reader (which would otherwise read the whole file and copy it)."""
+    import resource
+
+    from mrec_warp.serving.holder import read_model
+
+    good = model_files["WARP"].read_bytes()
+    path = tmp_path / "grown.npz"
+    with zipfile.ZipFile(model_files["WARP"]) as archive:
+        second = sorted(archive.infolist(), key=lambda info: info.header_offset)[1].header_offset
+    if where == "before":
+        with open(path, "wb") as fh:
+            fh.seek(2 << 30)
+            fh.write(good)
+    elif where == "between":
+        path.write_bytes(good[:second] + b"\0" * 100_000 + good[second:])
+    else:
+        path.write_bytes(good + b"\0" * 5_000)
+    with pytest.raises(InputError) as info:
+        load(path)
+    check_one_line(info.value, path, "belong to no zip member")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputError, match="belong to no zip member") as info:
+        read_model(str(path))
+    assert str(path) in str(info.value)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 512 * 1024  # KiB: the file was not read

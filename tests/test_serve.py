@@ -325,6 +325,10 @@ def test_bad_queries_get_one_json_line(served, request_args, status, phrase):
     (b'{"items": ["i7"], "k": 1e400}', 400, "whole number"),
     (b'{"items": ["i7"], "k": NaN}', 400, "whole number"),
     (b'{"items": ["i7"], "k": [3]}', 400, "whole number"),
+    (b'{"items": ["i7"], "include": null}', 400, "'include' is null"),  # never "no allow-list"
+    (b'{"items": ["i7"], "exclude": null}', 400, "'exclude' is null"),
+    (b'{"items": ["i7"], "k": null}', 400, "'k' is null"),
+    (b'{"items": null}', 400, "'items' is null"),
 ])
 def test_bad_bodies_get_one_json_line(served, body, status, phrase):
     server, _, _ = served
@@ -866,3 +870,24 @@ def test_stale_private_copies_are_swept_by_name_and_pid(tmp_path, monkeypatch):
          f"{Path(copy).name}.held-by-{os.getpid()}@{host_name()}"])
     mapped.remove_copy(copy)  # released, and no other process holds it: gone
     assert not Path(copy).exists() and not list(folder.glob(f"{Path(copy).name}.held-by-*"))
+
+
+def test_a_client_that_leaves_mid_body_is_no_internal_error(tmp_path):
+    """Headers and part of a POST body, then the connection closed: no traceback, no
+    "internal error", at most one quiet line for many such clients; the server keeps answering."""
+    path = tmp_path / "model.npz"
+    _fit(seed=3).save(path)
+    server = Server(path)
+    try:
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"POST /recommend HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{\"items\": [")
+            time.sleep(0.05)
+            sock.close()
+        time.sleep(0.5)
+        assert server.get("/health")[0] == 200
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log and "internal error" not in log, log
+    assert log.count("closed its connection before") <= 1, log

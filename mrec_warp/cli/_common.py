@@ -21,8 +21,8 @@ from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
 from ..jobs import settle_stopped_jobs
 from ..errors import InputError, ParameterError, printable
-from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, output_path, remove_made_folders, \
-    take_discarded, take_finished
+from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, meant_path, output_path, \
+    remove_made_folders, take_discarded, take_finished
 from ..progress import Progress
 from ..signals import Stopped, signal_of
 from ..stages.options import RowOptions
@@ -131,9 +131,20 @@ _OUTPUT_FOLDERS = ("workdir", "dest")
 def resolve_standard_output(ctx: Optional[click.Context], kwargs: dict) -> None:
     """``-`` as an output means standard output: a file output becomes ``/dev/stdout`` (in
     ``kwargs`` and ``ctx.params``), a folder output is refused in one line (standard output
-    holds no folder). Never a file or folder named ``-``."""
+    holds no folder). Never a file or folder named ``-``. ``-`` gives standard output to one
+    output alone: a second output there (``--json - --per-user -``, or ``-`` and
+    ``/dev/stdout``) is refused in one line, as their texts would run together."""
     if ctx is None:
         return
+    on_stdout = [(max(param.opts, key=len), str(kwargs[param.name]) == STDOUT_NAME) for param in ctx.command.params
+                 if param.name in _OUTPUT_PARAMS and isinstance(param.type, click.Path)
+                 and isinstance(kwargs.get(param.name), (str, os.PathLike))
+                 and (str(kwargs[param.name]) == STDOUT_NAME or descriptor_of(kwargs[param.name]) == 1)]
+    if len(on_stdout) > 1 and any(dash for _, dash in on_stdout):
+        flags = " and ".join(flag for flag, _ in on_stdout)
+        every = "both" if len(on_stdout) == 2 else "all"
+        raise click.UsageError(f"{flags} {every} write standard output: their outputs would run together; give "
+                               "'-' to one output at most, files to the others")
     for param in ctx.command.params:
         value = kwargs.get(param.name)
         if not isinstance(param.type, click.Path) or not value:
@@ -278,7 +289,7 @@ def _owning_output(exc: OSError, outputs: List[str]) -> Optional[str]:
     """The output ``exc`` happened on: the file itself, its folder, or its temporary twin."""
     if exc.filename is None:
         return _named(outputs, "") or None
-    name = Path(str(exc.filename)).absolute()
+    name = Path(meant_path(str(exc.filename))).absolute()  # a file of a temporary folder: the folder meant
     for out in outputs:
         out_path = Path(out).absolute()
         twin = name.parent == out_path.parent and name.name.startswith(f".{out_path.stem}.")
@@ -372,6 +383,7 @@ def friendly_errors(func: Callable) -> Callable:
         except KeyboardInterrupt as exc:  # Ctrl-C, or a signal (mrec_warp.signals)
             report_interrupt(exc, click.get_current_context(silent=True))
         except Exception as exc:  # noqa: BLE001 - every error ends as one line
+            remove_made_folders()  # an output folder this run made and could not fill goes too
             report_error(exc, click.get_current_context(silent=True))
 
     return wrapper

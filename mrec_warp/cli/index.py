@@ -19,12 +19,12 @@ Examples:
   mrec-warp serve model.npz --ann
 """)
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
-@click.option("--m", "M", type=click.IntRange(min=2), default=None,
+@click.option("--m", "M", type=click.IntRange(min=2, max=ann.MAX_M), default=None,
               help="Links per item in the HNSW graph (more: bigger index, slower build; 16 had the best "
                    "recall measured on 20k-86k items) [16].")
-@click.option("--ef-construction", type=click.IntRange(min=1), default=None,
+@click.option("--ef-construction", type=click.IntRange(min=1, max=ann.MAX_EF), default=None,
               help="Candidates kept while building (more: better graph, slower build) [200].")
-@click.option("--ef-search", type=click.IntRange(min=1), default=None,
+@click.option("--ef-search", type=click.IntRange(min=1, max=ann.MAX_EF), default=None,
               help="Candidates kept while searching, at least the fetch (more: better recall, slower "
                    "queries) [64]; stored in the index.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..errors import InputError
 from . import inputs
-from .delimited import columns_hint, data_line, quoted, split_fields
+from .delimited import columns_hint, data_line, quoted, split_fields, text_after_quote
 from .tsv import TSV_UNSAFE
 
 
@@ -23,7 +23,8 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
     Only the columns in use are checked: an unused column may be empty or missing. Ids are
     left exactly as they are, spaces included; an id holding a tab or a line break (possible
     only inside a quoted field) is refused, since no TSV output could hold it, and so is one
-    longer than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters. ``roles``
+    longer than :data:`~mrec_warp.data.inputs.MAX_ID_LENGTH` characters, and so is a quoted
+    field with text after its closing quote (:func:`~.delimited.text_after_quote`). ``roles``
     names the used columns in messages (a ratings file's are ``user, item, value,
     timestamp``, a feature file's ``id, feature, weight``) and ``id_roles`` the ones holding
     ids; ``hint`` replaces the column-count hint. Rows in ``allow_empty`` may have empty
@@ -71,6 +72,16 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                     hint=("if a quote opened on this line is never closed, add the closing quote; otherwise "
                           if broken else "") + "remove tabs and line breaks from ids",
                 )
+    # last: a quote left open (a field of several lines) is better named by the check above
+    after = text_after_quote(path, sep, skip, used, encoding)
+    if after is not None:
+        lineno, pos, text = after
+        role = dict(zip(used, roles))[pos]
+        field = split_fields(text, sep)[pos] if pos < len(split_fields(text, sep)) else ""
+        raise InputError(f"column {pos} ({role}) has text after its closing quote: a field that starts with a quote "
+                         f"ends at the next single quote, and the parser would read {field!r}", path=str(path),
+                         line=lineno, hint='quote the whole field with its inner quotes doubled ("""quoted"" start") '
+                                           "or remove the quotes")
 
 
 def _screen_ids(col: pd.Series, block: int = 1 << 20) -> Tuple[int, bool]:

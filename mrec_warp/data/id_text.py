@@ -123,6 +123,14 @@ def id_texts(column) -> np.ndarray:
     return np.asarray(column.to_pylist(), dtype=object)  # exact str objects; None for nulls
 
 
+def is_text_type(kind) -> bool:
+    """Whether the Arrow type ``kind`` is text or bytes (which a column of numbers or dates
+    written as text has)."""
+    types = pyarrow("an Arrow column").types
+    return (types.is_string(kind) or types.is_large_string(kind) or types.is_binary(kind)
+            or types.is_large_binary(kind) or types.is_fixed_size_binary(kind))
+
+
 def number_values(column) -> np.ndarray:
     """An Arrow value column as float64, NaN where it is null; a text column is parsed as
     a text file's is (``pandas.to_numeric``), NaN where it is no number."""
@@ -130,6 +138,11 @@ def number_values(column) -> np.ndarray:
     column = one_array(column)
     kind = column.type
     types = pa.types
+    if not (is_text_type(kind) or types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind)
+            or types.is_boolean(kind)):
+        raise InputError(f"a column of type {kind} holds no numbers",
+                         hint="values are counts, hours or ratings: numbers, or numbers as text; convert the "
+                              "column first, or choose another with `columns`")
     if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind):
         values = pa.compute.cast(column, pa.float64(), safe=False)
         return values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls come out NaN
@@ -142,6 +155,10 @@ def frame_of(table, columns: Sequence[Optional[str]], value_col: Optional[str] =
     that :meth:`~mrec_warp.data.interactions.Interactions.from_dataframe` reads, as pandas:
     ids as text (None where null), ``value_col`` as float64; the rows keep their positions as
     labels (row 0 first)."""
-    data = {col: number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
-            for col in dict.fromkeys(c for c in columns if c is not None)}
+    data = {}
+    for col in dict.fromkeys(c for c in columns if c is not None):
+        try:
+            data[col] = number_values(table.column(col)) if col == value_col else id_texts(table.column(col))
+        except InputError as exc:  # the Arrow rules know no column
+            raise InputError(f"column {col!r}: {exc.message}", hint=exc.hint) from None
     return pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))

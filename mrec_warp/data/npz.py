@@ -9,6 +9,10 @@ pickle for files that are not archives. Here instead:
   directory's uncompressed size must equal the ``.npy`` header's shape x item size (plus the
   header), must not exceed :data:`MAX_RATIO` times its compressed size (a decompression
   bomb), and the caller checks the shape against what it expects;
+* the archive must fill the file: its first member starts at the first byte, each member
+  where the one before ends and the directory where the last ends (within
+  :data:`LAYOUT_SLACK`), so a file grown by bytes before, between or after its members
+  (gigabytes of zeros in front of a valid model) is refused before anything is read;
 * object (pickled) arrays are refused: pickle is never loaded;
 * every defect is a one-line :class:`~mrec_warp.errors.InputError` naming the file.
 
@@ -41,6 +45,14 @@ RATIO_SLACK = 1 << 20
 #: Longest id accepted in an ids array, in characters: the readers' limit, so every id a
 #: file gives a model loads back.
 MAX_ID_CHARS = MAX_ID_LENGTH
+#: Bytes a zip may hold between its members and around its directory beyond the fixed-size
+#: records: local extra fields (zip64 sizes) and data descriptors take a few dozen.
+LAYOUT_SLACK = 1024
+#: Fixed part of a local file header, of a central directory entry, and the end records
+#: (the zip64 end record and its locator included), in bytes.
+_LOCAL_HEADER = 30
+_CENTRAL_ENTRY = 46
+_END_RECORDS = 22 + 56 + 20
 #: Largest ``.npy`` header read (numpy's own default limit).
 MAX_HEADER_BYTES = 10_000
 
@@ -63,10 +75,12 @@ class NpzArchive:
         What the file should be, for messages ("an mrec-warp model file").
     hint : str
         How to fix a damaged file, appended to every error.
+    name : str, optional
+        The file's path in messages (default: ``source``'s path or name).
     """
 
-    def __init__(self, source: Source, what: str, hint: str) -> None:
-        self.name = source_name(source)
+    def __init__(self, source: Source, what: str, hint: str, name: Optional[str] = None) -> None:
+        self.name = name or source_name(source)
         self.what = what
         self.hint = hint
         try:
@@ -78,6 +92,10 @@ class NpzArchive:
         except _READ_ERRORS as exc:
             raise InputError(f"not {what}, or truncated (no readable zip archive: {_short(exc)})", path=self.name,
                              hint=hint) from None
+        problem = _layout_problem(self._zip)
+        if problem is not None:
+            self.close()
+            raise InputError(f"not {what}: {problem}", path=self.name, hint=hint)
         self._members: Dict[str, zipfile.ZipInfo] = {}
         for info in self._zip.infolist():
             if not info.filename.endswith(".npy"):
@@ -171,6 +189,37 @@ class NpzArchive:
         except _HEADER_ERRORS as exc:  # (it parses the header again)
             raise self.error(f"array {key!r} is corrupt ({_short(exc)})") from None
         return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _layout_problem(archive: zipfile.ZipFile) -> Optional[str]:
+    """What makes ``archive`` hold more bytes than its members and directory add up to (bytes
+    before the first member, between two, or around the directory), or ``None``."""
+    infos = sorted(archive.infolist(), key=lambda info: info.header_offset)
+    end = 0
+    for info in infos:
+        gap = info.header_offset - end
+        if gap < 0 or gap > (0 if end == 0 else LAYOUT_SLACK):
+            where = "before its first member" if end == 0 else f"before member {info.filename!r}"
+            return f"{max(gap, 0)} bytes that belong to no zip member {where} (or overlapping members)"
+        end = info.header_offset + _LOCAL_HEADER + len(info.filename.encode()) + info.compress_size
+    start_dir = getattr(archive, "start_dir", end)
+    if not 0 <= start_dir - end <= LAYOUT_SLACK:
+        return f"{abs(start_dir - end)} bytes that belong to no zip member before its directory"
+    fp = archive.fp
+    size = fp.seek(0, os.SEEK_END) if fp is not None else start_dir
+    directory = sum(_CENTRAL_ENTRY + len(info.filename.encode()) + len(info.extra) + len(info.comment)
+                    for info in infos)
+    tail = size - start_dir - directory - _END_RECORDS - len(archive.comment)
+    if tail > LAYOUT_SLACK:
+        return f"{tail} bytes that belong to no zip member after its directory"
+    return None
+
+
+def check_layout(source: Source, what: str, hint: str, name: Optional[str] = None) -> None:
+    """Refuse, with :class:`NpzArchive`'s one-line errors, a file that is no zip archive or is
+    larger than its members and directory (see the module docstring), reading only its
+    directory: a caller about to read the whole file checks it first."""
+    NpzArchive(source, what, hint, name).close()
 
 
 def source_name(source: Source) -> str:

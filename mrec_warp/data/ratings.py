@@ -30,7 +30,7 @@ from .delimited import (
     parse_table, quoted, split_fields,
 )
 from .field_checks import check_fields
-from .id_text import id_texts, number_values
+from .id_text import id_texts, is_text_type, number_values
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 from .parquet import is_parquet, read_columns
@@ -588,7 +588,11 @@ def _read_parquet(path: Path, sep: Optional[str] = None, header: Optional[bool] 
     out = pd.DataFrame(ids)
     empty = _check_parquet_ids(out, used, names, path, empty_ids)
     if len(used) > 2:
-        values = number_values(cols[2])
+        try:
+            values = number_values(cols[2])
+        except InputError as exc:  # the Arrow rule knows neither the file nor the column
+            raise InputError(f"value column {used[2]} {names[used[2]]!r}: {exc.message}", path=str(path),
+                             hint=exc.hint) from None
         bad = ~np.isfinite(values)
         if bad.any():
             row = int(np.argmax(bad))
@@ -598,7 +602,7 @@ def _read_parquet(path: Path, sep: Optional[str] = None, header: Optional[bool] 
         out.attrs["value_column"] = names[used[2]]
     if len(used) > 3:
         column = f"column {used[3]} {names[used[3]]!r}"
-        out["timestamp"] = parse_timestamps(_parquet_timestamps(cols[3], pa, refuse, column), refuse, column)
+        out["timestamp"] = parse_timestamps(_parquet_timestamps(cols[3], pa, refuse, column, str(path)), refuse, column)
     out.attrs["encoding"] = "utf-8"  # Arrow strings are UTF-8
     out.attrs["reading"] = {
         "format": "parquet", "sep": None, "header": True, "header_guessed": False,
@@ -650,9 +654,10 @@ def _check_parquet_ids(out: pd.DataFrame, used: List[int], names: List[str], pat
     return empty
 
 
-def _parquet_timestamps(column, pa, refuse, words: Optional[str] = None) -> pd.Series:
+def _parquet_timestamps(column, pa, refuse, words: Optional[str] = None, source: Optional[str] = None) -> pd.Series:
     """A Parquet timestamp column as :func:`parse_timestamps` takes it: float64 seconds for numbers,
-    dates and Arrow timestamps, text for text; a null is refused."""
+    dates and Arrow timestamps, text for text; a null, or a column of another type (a list, a
+    struct), is refused (``words`` names the column, ``source`` the file)."""
     column = one_array(column)
     if column.null_count:
         row = int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
@@ -671,6 +676,9 @@ def _parquet_timestamps(column, pa, refuse, words: Optional[str] = None) -> pd.S
             row = int(np.argmax(bad))
             refuse("timestamp", float(seconds[row]), "is neither a number nor a date", row, timestamp_hint(words))
         return pd.Series(seconds)
+    if not is_text_type(kind):
+        raise InputError(f"timestamp {words or 'column'} is of type {kind}, which holds neither dates nor numbers",
+                         path=source, hint=timestamp_hint(words))
     return pd.Series(id_texts(column), dtype=object)
 
 

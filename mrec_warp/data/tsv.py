@@ -11,6 +11,7 @@ other id is ever quoted.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from typing import Optional
 
@@ -86,10 +87,15 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
             frame["value"] = v.astype(np.int64)
     try:
         with atomic_path(path) as tmp:
+            # the csv module lets a lone "\r" through unescaped: a file is read back for one (GB/s),
+            # a stream (a pipe, standard output) can never be, so its ids are checked up front
+            readable_back = os.path.isfile(tmp)
+            if not readable_back:
+                check_tsv_ids(df["user"], df["item"], path=path)
             with open(tmp, "w", encoding=output_encoding(encoding or df.attrs.get("encoding")), newline="") as fh:
                 frame.to_csv(fh, sep="\t", header=False, index=False, lineterminator="\n",
                              quoting=csv.QUOTE_NONE, escapechar=None)
-            if file_holds(tmp, b"\r"):  # the csv module lets a lone "\r" through unescaped
+            if readable_back and file_holds(tmp, b"\r"):
                 check_tsv_ids(df["user"], df["item"], path=path)
     except csv.Error:
         # an id with a tab or a line break (the reader refuses those; a table built in Python

@@ -278,6 +278,7 @@ def write_report(result, notes: Optional[List[str]] = None) -> List[str]:
     """Write the report folder (see the module docstring); returns the paths written."""
     out = result.output
     out.mkdir(parents=True, exist_ok=True)
+    refuse_links(out)  # again: a link made while the experiment ran
     written: List[str] = []
     for set_name, study in result.studies.items():
         folder = out / set_name
@@ -361,6 +362,21 @@ def _foreign(output: Path, work: str) -> List[str]:
     return names
 
 
+def refuse_links(output: Path) -> None:
+    """Refuse, in one line, a report folder holding a symbolic link (a ``results.md`` or a
+    split-set folder pointing elsewhere): the report is written through its names, and a
+    link would make it replace a file outside the folder. The folder itself may be a link."""
+    if not output.is_dir():
+        return
+    for folder, dirs, files in os.walk(output):  # links to folders are listed, never followed
+        for name in dirs + files:
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise InputError(f"the report folder holds a symbolic link, {path.relative_to(output)} -> "
+                                 f"{os.readlink(path)}: the report would be written through it, outside the folder",
+                                 path=str(output), hint="remove the link, or give another output folder")
+
+
 def claim_folder(output: Path, digest: str, force: bool = False, work: str = "work") -> Optional[Dict[str, Any]]:
     """Make ``output`` the report folder of the experiment ``digest``, before any work.
 
@@ -382,6 +398,7 @@ def claim_folder(output: Path, digest: str, force: bool = False, work: str = "wo
     InputError
         The folder is someone else's and ``force`` is not given.
     """
+    refuse_links(output)  # even with force: never written through
     owner = _read_owner(output) if output.is_dir() else None
     if owner is not None:
         if owner["experiment_sha256"] == digest:

@@ -29,6 +29,11 @@ graph holds (a crafted file can make header, graph and payload checksum agree), 
 compares it with the model's own vectors: an index whose stored vectors are not the
 model's is refused. The check needs no field of the header, so indexes written before
 it are verified the same way (22 MB of vectors, 86k items x 65, hash in about 15 ms).
+
+**Read bounded.** Every header field is checked for its type and range, and the file's size
+against the payload the header declares and the most an index of the model's items can take,
+before a byte of the payload is read: a crafted header, a padded or sparse file, or a payload
+faiss cannot read (or runs out of memory on) is one line naming the ``.ann`` file.
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
@@ -221,9 +227,10 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
     rebuild = f"rebuild it: mrec-warp index {model_file if model_file is not None else 'MODEL'}"
     if os.path.exists(path):  # a FIFO would block the open, a device never end: a regular file only
         check_readable(path, "ANN index", empty_hint=rebuild)
+    items, _ = augmented(model)
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            header, payload = _read_checked(fh, where, rebuild, items, model_sha256)
     except FileNotFoundError:
         raise InputError("no ANN index beside the model", path=where,
                          hint=f"build it first: mrec-warp index {model_file if model_file is not None else 'MODEL'}"
@@ -231,32 +238,11 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
     except OSError as exc:
         raise InputError(f"cannot read the ANN index ({exc.strerror or exc})", path=where) from None
     faiss = _faiss()
-    if not data.startswith(MAGIC):
-        raise InputError("not an ANN index of mrec-warp (wrong first bytes)", path=where, hint=rebuild)
-    end = data.find(b"\n", len(MAGIC))
-    try:
-        header = json.loads(data[len(MAGIC):end].decode())
-        payload = data[end + 1:]
-        intact = (end > 0 and isinstance(header, dict) and len(payload) == header["payload_bytes"]
-                  and hashlib.sha256(payload).hexdigest() == header["payload_sha256"])
-    except (ValueError, KeyError, TypeError):
-        intact = False
-    if not intact:
-        raise InputError("the ANN index is damaged (truncated or altered)", path=where, hint=rebuild)
-    if header.get("model_sha256") != model_sha256:
-        raise InputError(f"the ANN index is stale: it was built for another version of the model file (sha256 "
-                         f"{str(header.get('model_sha256'))[:12]}, the file now has {model_sha256[:12]})",
-                         path=where, hint=rebuild)
-    items, _ = augmented(model)
-    if (header.get("n_items"), header.get("dim")) != items.shape or header.get("items_sha256") != _items_sha256(items):
-        raise InputError(f"the ANN index holds other items than the model ({header.get('n_items')} x "
-                         f"{header.get('dim')} vs {items.shape[0]} x {items.shape[1]}, or other values): items "
-                         "added by cold start are not in it", path=where,
-                         hint="drop the cold-start items options, or drop `ann`")
     try:
         index = faiss.deserialize_index(np.frombuffer(payload, dtype=np.uint8))
-    except RuntimeError as exc:  # faiss' own check of its bytes
-        raise InputError(f"the ANN index is damaged ({' '.join(str(exc).split())[:120]})", path=where,
+    except (RuntimeError, MemoryError, ValueError, OverflowError) as exc:  # faiss' own check of its bytes
+        reason = "out of memory reading it" if isinstance(exc, MemoryError) else " ".join(str(exc).split())[:120]
+        raise InputError(f"the ANN index is damaged or not this model's index ({reason})", path=where,
                          hint=rebuild) from None
     if index.ntotal != items.shape[0] or index.d != items.shape[1]:
         raise InputError("the ANN index is damaged (its graph does not hold the model's items)", path=where,
@@ -267,6 +253,87 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
                          "payload): its answers would not be the model's", path=where, hint=rebuild)
     faiss.omp_set_num_threads(1)
     return AnnIndex(index, header)
+
+
+#: Longest header line read: a real one is about 700 bytes.
+MAX_HEADER_BYTES = 64 * 1024
+#: Largest ``M`` and ``ef`` an index may declare (``mrec-warp index`` refuses more): faiss keeps
+#: them in C ints and sizes its lists by them.
+MAX_M = 1024
+MAX_EF = 1_000_000
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _header_problem(header: Any) -> Optional[str]:
+    """What is wrong with a parsed index header (a field missing, of the wrong type or out of
+    range), or ``None``: every field the loader and the searches use is checked here, once."""
+    if not isinstance(header, dict):
+        return "the header is not a JSON object"
+    ints = {"n_items": (1, None), "dim": (1, None), "M": (2, MAX_M), "ef_construction": (1, MAX_EF),
+            "ef_search": (1, MAX_EF), "payload_bytes": (0, None)}
+    for name, (low, high) in ints.items():
+        value = header.get(name)
+        if type(value) is not int or value < low or (high is not None and value > high):
+            span = f"{low}..{high}" if high is not None else f"at least {low}"
+            return f"header field \"{name}\" must be an integer, {span}, got {json.dumps(value)[:40]}"
+    for name, optional in (("payload_sha256", False), ("items_sha256", False), ("model_sha256", True),
+                           ("stored_vectors_sha256", True)):
+        value = header.get(name)
+        if not (isinstance(value, str) and _SHA256.fullmatch(value)) and not (optional and value is None):
+            return f"header field \"{name}\" must be a SHA-256 in hex, got {json.dumps(value)[:40]}"
+    if not isinstance(header.get("bias_dimension", False), bool):
+        return "header field \"bias_dimension\" must be true or false"
+    return None
+
+
+def _payload_bound(n_items: int, dim: int, M: int) -> int:
+    """Most bytes faiss' serialization of an HNSW flat index of ``n_items`` x ``dim`` with ``M``
+    links can take: the float32 vectors, ``2M`` links a node on the bottom layer and about
+    ``M / (M - 1)`` more layers of ``M`` (measured 4M(2 + 1/(M-1)) + 12 bytes a node), with room."""
+    return n_items * (4 * dim + 12 * M + 64) + 64 * 1024
+
+
+def _read_checked(fh, where: str, rebuild: str, items: np.ndarray, model_sha256: str) -> Tuple[dict, bytes]:
+    """The header and payload of the open index file ``fh``, every header field checked and the
+    file's size checked against the payload it declares and the most a real index of the
+    model's ``items`` (as :func:`augmented` gives them) can take before a byte of the payload
+    is read."""
+    def refuse(reason: str):
+        return InputError(f"the ANN index is damaged or not this model's index ({reason})", path=where,
+                          hint=rebuild)
+
+    if fh.read(len(MAGIC)) != MAGIC:
+        raise InputError("not an ANN index of mrec-warp (wrong first bytes)", path=where, hint=rebuild)
+    line = fh.readline(MAX_HEADER_BYTES + 1)
+    if not line.endswith(b"\n"):
+        raise refuse("truncated" if len(line) <= MAX_HEADER_BYTES else f"header over {MAX_HEADER_BYTES} bytes")
+    try:
+        header = json.loads(line.decode())
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise refuse("its header is not JSON") from None
+    problem = _header_problem(header)
+    if problem is not None:
+        raise refuse(problem)
+    if header["model_sha256"] != model_sha256:
+        raise InputError(f"the ANN index is stale: it was built for another version of the model file (sha256 "
+                         f"{str(header.get('model_sha256'))[:12]}, the file now has {model_sha256[:12]})",
+                         path=where, hint=rebuild)
+    if (header["n_items"], header["dim"]) != items.shape or header["items_sha256"] != _items_sha256(items):
+        raise InputError(f"the ANN index holds other items than the model ({header['n_items']} x "
+                         f"{header['dim']} vs {items.shape[0]} x {items.shape[1]}, or other values): items "
+                         "added by cold start are not in it", path=where,
+                         hint="drop the cold-start items options, or drop `ann`")
+    declared = header["payload_bytes"]
+    size = os.fstat(fh.fileno()).st_size
+    if size != fh.tell() + declared:
+        raise refuse(f"{size} bytes where its header declares {fh.tell() + declared}: truncated or altered")
+    if declared > _payload_bound(*items.shape, header["M"]):
+        raise refuse(f"a payload of {declared} bytes, more than an index of {items.shape[0]} x {items.shape[1]} "
+                     "takes")
+    payload = fh.read(declared)
+    if len(payload) != declared or hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
+        raise refuse("truncated or altered")
+    return header, payload
 
 
 def open_for(model, model_file: Optional[PathLike], context=None) -> AnnIndex:

@@ -43,7 +43,8 @@ import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.routing import Route
 
 from ..models.ann import one_thread as ann_one_thread
@@ -352,6 +353,32 @@ async def _input_error(request: Request, exc: InputError) -> JSONResponse:
     return _error(400, exc.render())
 
 
+#: Seconds between two log lines about clients that left before their request body was complete.
+DISCONNECT_LOG_SECONDS = 10.0
+
+
+class _Disconnects:
+    """Handler of a client that closed its connection before sending its whole body: no
+    fault of the server, so no traceback and no 500, at most one line every ``every`` seconds
+    (with the count of those in between), as failed ``accept()`` calls are logged."""
+
+    def __init__(self, every: float = DISCONNECT_LOG_SECONDS) -> None:
+        self.every = every
+        self.last = -float("inf")
+        self.suppressed = 0
+
+    async def __call__(self, request: Request, exc: ClientDisconnect) -> Response:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            since = f" ({self.suppressed} more since the last line)" if self.suppressed else ""
+            log.info("a client closed its connection before its %s %s request was complete%s; at most one such "
+                     "line every %g s", request.method, request.url.path, since, self.every)
+            self.last, self.suppressed = now, 0
+        else:
+            self.suppressed += 1
+        return Response(status_code=400)  # nobody reads it: the connection is gone
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error on %s %s", request.method, request.url.path)
     return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
@@ -450,7 +477,8 @@ def create_app(holder: ModelHolder, *, reload: bool = False, own_signals: bool =
         return answer
 
     handlers: Dict[Any, Callable] = {BadRequest: _bad_request, HTTPException: _http_error,
-                                     InputError: _input_error, Exception: internal}
+                                     InputError: _input_error, ClientDisconnect: _Disconnects(),
+                                     Exception: internal}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan,
                     middleware=[Middleware(ModelHeader, holder=holder, draining=draining)])
     # /recommend/ is no endpoint: a 404 in JSON, not a 307 with an empty body to /recommend

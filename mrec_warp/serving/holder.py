@@ -25,11 +25,13 @@ from stat import S_ISREG
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..data.inputs import check_readable
+from ..data.npz import check_layout
 from ..errors import InputError
 from ..models import ann
 from ..models.base import Recommender, load
 from ..models.families import family_name
 from ..stages.recommend import check_rankable
+from ..models.persistence import HINT as MODEL_HINT
 from .mapped import map_arrays, private_copy, remove_copy
 
 log = logging.getLogger("mrec_warp.serve")
@@ -78,6 +80,8 @@ def _read_regular(path: str) -> Tuple[bytes, os.stat_result]:
                              hint="give a regular file")
         with os.fdopen(fd, "rb", closefd=True) as fh:
             fd = -1
+            check_layout(fh, "an mrec-warp model file", MODEL_HINT, path)  # never read a file grown past its archive
+            fh.seek(0)
             return fh.read(), stat
     finally:
         if fd >= 0:

@@ -171,6 +171,12 @@ def parse_body(body: bytes, allowed: Sequence[str]) -> Dict[str, Any]:
     unknown = [key for key in data if key not in allowed]
     if unknown:
         raise BadRequest(400, f"unknown field {unknown[0]!r}; the body takes {', '.join(allowed)}")
+    # a missing field means its default (no allow-list, k 10); null is refused rather than read as
+    # missing: `"include": null` from a client whose in-stock list came out empty must not allow everything
+    null = next((key for key, value in data.items() if value is None), None)
+    if null is not None:
+        raise BadRequest(400, f"{null!r} is null: leave the field out for its default, or give a value "
+                              "(an empty list of ids allows nothing)")
     return data
 
 
