@@ -15,6 +15,7 @@ from mrec_warp.models import WARP, load
 
 from .conftest import planted_low_rank
 from .conftest import run_strict as run
+from .conftest import run_ok
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +192,19 @@ def test_seed_for_a_model_without_randomness_is_accepted_and_said_to_change_noth
     default = CliRunner().invoke(main, ["train", str(train_file), "-o", str(plain), "--model", model_name])
     assert default.exit_code == 0 and "--seed" not in default.stderr
     assert seeded.read_bytes() == plain.read_bytes()
+
+
+def test_a_named_value_column_that_is_ignored_is_a_note(tmp_path):
+    """Naming a value column in --columns and then not weighing by it says so by default (not
+    only in -v's log); weighing by it, or naming no value column, says nothing."""
+    path = tmp_path / "purchases.csv"
+    path.write_text("customer,product,qty\n" + "".join(f"c{i % 17},p{(i * 7) % 23},{1 + i % 4}\n" for i in range(400)))
+    named = ("--columns", "customer,product,qty")
+    ignored = run_ok("train", path, "-o", tmp_path / "a.npz", *named, "--model", "itemknn")
+    assert "note: the 3rd column of --columns (qty) is ignored" in ignored.stderr
+    warp = run_ok("train", path, "-o", tmp_path / "b.npz", *named, "--epochs", 1)
+    assert "(--confidence log to weight by it)" in warp.stderr
+    weighed = run_ok("train", path, "-o", tmp_path / "c.npz", *named, "--epochs", 1, "--confidence", "log")
+    assert "is ignored" not in weighed.stderr
+    unnamed = run_ok("train", path, "-o", tmp_path / "d.npz", "--model", "itemknn")
+    assert "is ignored" not in unnamed.stderr

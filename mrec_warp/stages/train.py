@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..data.confidence import describe_confidence
+from ..data.delimited import normalise_columns
 from ..data.interactions import Interactions
 from ..files import check_outputs
 from ..errors import InputError
@@ -274,6 +275,11 @@ def run_train(
         if data.row_counts is not None else ""
     progress.log(f"{train}: {counts}{plural(data.n_users, 'user')} x {plural(data.n_items, 'item')}")
     _log_values(estimator, model_name, kind, data, progress)
+    chosen = normalise_columns(rows.columns)
+    if chosen and len(chosen) >= 3 and data.value_column and not (data.has_values and kind != "none"):
+        # a value column the user named is worth a note, not only a log line: it changes nothing
+        notes.append(f"the 3rd column of `columns` ({chosen[2]}) is ignored: every row is a positive of "
+                     "weight 1" + (" (`confidence=log` to weight by it)" if estimator.supports_confidence else ""))
     if fits_sub_models(estimator) and (sub_models or backend == "dask"):
         if kind != "none":
             raise InputError("`confidence` does not combine with sub-models yet",
