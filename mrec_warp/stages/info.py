@@ -16,6 +16,7 @@ from ..models.base import load
 from ..models.families import model_classes
 from ..models.persistence import read_header
 from ..data.inputs import check_readable
+from ..files import file_digest
 
 PathLike = Union[str, os.PathLike]
 
@@ -78,14 +79,6 @@ class ModelInfo:
         }
 
 
-def _file_sha256(path: PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _training_fingerprint(model) -> str:
     """SHA-256 of the ids and of the training pairs in a fixed layout (UTF-8 ids, one per
     line, then int64 row pointers and column indices of the canonical CSR)."""
@@ -123,7 +116,7 @@ def info(model_file: PathLike) -> ModelInfo:
     family = names.get(type(model), type(model).__name__)
     arrays = [(name, tuple(int(n) for n in np.shape(arr)), str(np.asarray(arr).dtype))
               for name, arr in model.get_arrays().items()]
-    return ModelInfo(path=str(model_file), size=os.path.getsize(model_file), sha256=_file_sha256(model_file),
+    return ModelInfo(path=str(model_file), size=os.path.getsize(model_file), sha256=file_digest(model_file),
                      header=header, family=family, n_users=int(model.n_users), n_items=int(model.n_items),
                      n_interactions=int(model.train_.nnz), training_fingerprint=_training_fingerprint(model),
                      arrays=arrays)
