@@ -18,6 +18,7 @@ package, and :func:`write_row_ids` writes ids back as the same bytes.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -27,6 +28,21 @@ from ..files import PathLike, atomic_path
 from .delimited import split_fields
 from .inputs import check_readable, decode_input, output_encoding, read_list_bytes
 from .npz import MAX_ID_CHARS, first_duplicate
+
+
+def _id_file_lines(path: PathLike, what: str, hint: str) -> Tuple[Path, List[str], str]:
+    """(the checked path, its lines without their line endings, the encoding): a file of ids
+    read once (a pipe cannot be read again once the encoding is known), refused when empty."""
+    p = check_readable(path, what, empty_hint=hint, stream_ok=True)
+    data = read_list_bytes(p, what)
+    if not data:
+        raise InputError(f"{what} is empty", path=str(p), hint=hint)
+    text, encoding = decode_input(data)
+    with io.StringIO(text, newline="") as fh:
+        # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
+        lines = [line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+                 for line in fh]
+    return p, lines, encoding
 
 
 # -- id lists ---------------------------------------------------------------------------------
@@ -49,23 +65,13 @@ def read_id_list(path: PathLike, what: str = "user", unique: bool = False,
     quoting as the feature reader reads them (``"Warhammer 40,000",x`` gives
     ``Warhammer 40,000``).
     """
-    # read the bytes once: a pipe (<(...), /dev/stdin) cannot be read again after the
-    # encoding is known
-    empty_hint = f"expected one {what} id per line"
-    p = check_readable(path, f"{what} list", empty_hint=empty_hint, stream_ok=True)
-    data = read_list_bytes(p, f"{what} list")
-    if not data:
-        raise InputError(f"{what} list is empty", path=str(p), hint=empty_hint)
-    text, _ = decode_input(data)
+    p, lines, _ = _id_file_lines(path, f"{what} list", f"expected one {what} id per line")
     ids: List[str] = []
-    with io.StringIO(text, newline="") as fh:
-        for line in fh:
-            # newline="" leaves "\r\n", "\n" or "\r" on each line: remove exactly that
-            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
-            if first_column:
-                body = _first_field(body)
-            if body.strip():
-                ids.append(body)
+    for body in lines:
+        if first_column:
+            body = _first_field(body)
+        if body.strip():
+            ids.append(body)
     if not ids:
         raise InputError(f"no {what} ids found", path=str(p), hint=f"one {what} id per line")
     if unique:
@@ -109,22 +115,16 @@ def read_row_ids(path: PathLike, what: str = "user") -> Tuple[np.ndarray, str]:
         id that appears twice: each names the file and line.
     """
     hint = f"one {what} id per line, line n naming row n"
-    p = check_readable(path, f"{what} id list", empty_hint=hint, stream_ok=True)
-    data = read_list_bytes(p, f"{what} id list")
-    if not data:
-        raise InputError(f"{what} id list is empty", path=str(p), hint=hint)
-    text, encoding = decode_input(data)
+    p, lines, encoding = _id_file_lines(path, f"{what} id list", hint)
     ids: List[str] = []
-    with io.StringIO(text, newline="") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
-            if not body.strip():
-                raise InputError(f"line {lineno} is blank: every line names one {what} (row {lineno})",
-                                 path=str(p), line=lineno, hint=f"remove the line, or give the {what} its id")
-            if len(body) > MAX_ID_CHARS:
-                raise InputError(f"{what} id of {len(body):,} characters (the limit is {MAX_ID_CHARS:,})",
-                                 path=str(p), line=lineno, hint="shorten the ids, e.g. map them to numbers")
-            ids.append(body)
+    for lineno, body in enumerate(lines, start=1):
+        if not body.strip():
+            raise InputError(f"line {lineno} is blank: every line names one {what} (row {lineno})",
+                             path=str(p), line=lineno, hint=f"remove the line, or give the {what} its id")
+        if len(body) > MAX_ID_CHARS:
+            raise InputError(f"{what} id of {len(body):,} characters (the limit is {MAX_ID_CHARS:,})",
+                             path=str(p), line=lineno, hint="shorten the ids, e.g. map them to numbers")
+        ids.append(body)
     arr = np.asarray(ids, dtype=str)
     check_unique(arr, what, str(p))
     return arr, "utf-8" if encoding == "utf-8-sig" else encoding
