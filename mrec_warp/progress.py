@@ -121,6 +121,14 @@ class Progress:
             line = elapsed_line(time.perf_counter() - self._t0, text)
             write_line(line, self.stream)
 
+    def detail(self, message: str) -> None:
+        """A line of detail (each setting a fit tried): a DEBUG record, shown with ``-v`` and
+        in a log file, printed too with ``verbose=True``."""
+        text = printable(message)
+        self.logger.debug(text)
+        if self.prints:
+            write_line(elapsed_line(time.perf_counter() - self._t0, text), self.stream)
+
     def iterate(self, items: Iterable[T], total: Optional[int] = None, desc: str = "", unit: str = "it",
                 lines: bool = True) -> Iterator[T]:
         """``items``, shown as they finish: a bar when :attr:`bars` are on (the outermost bar

@@ -2,8 +2,9 @@
 
 The library only emits records (:mod:`mrec_warp.progress`); a command decides what to show:
 
-* standard error, as ``[    1.2s] message``: INFO records on a terminal or with ``-v``,
-  only warnings and errors in a pipe, nothing with ``-q``;
+* standard error, as ``[    1.2s] message``: INFO records on a terminal, DEBUG ones too
+  (the details: each setting a fit tried) with ``-v``, only warnings and errors in a pipe,
+  nothing with ``-q``;
 * the global ``--log-file PATH``: every record (DEBUG and up), time-stamped, whatever
   ``-q`` says, appended to ``PATH``; and the command's result lines (``wrote ...``,
   :func:`to_log_file`), also with ``-q``, which leaves them off the screen.
@@ -56,7 +57,7 @@ def configure(quiet: bool, verbose: bool, log_file: Optional[str] = None) -> Non
     t0 = time.time()
     handlers: List[logging.Handler] = []
     if not quiet:
-        stderr = StderrHandler(logging.INFO if verbose or is_terminal(sys.stderr) else logging.WARNING)
+        stderr = StderrHandler(logging.DEBUG if verbose else logging.INFO if is_terminal(sys.stderr) else logging.WARNING)
         stderr.setFormatter(ElapsedFormatter(t0))
         handlers.append(stderr)
     if log_file:

@@ -38,6 +38,7 @@ from .model_ids import GeneratedIdsWarning, ModelIds  # noqa: F401 (GeneratedIds
 from .neighbours import Neighbours
 from .tuning import TuneHooks
 from .persistence import HINT as MODEL_FILE_HINT, load_model, save_model
+from .selection import chosen_attrs
 
 #: The capabilities that divide families (class attributes, each a bool), and what each
 #: promises. Stages and the command line ask these, never a family's name or class.
@@ -241,8 +242,9 @@ class Recommender(ModelIds, Neighbours, TuneHooks, abc.ABC):
         on load only its keys, with values of the same types, are accepted."""
         # id_encoding_: "latin-1" when the ids came from a Latin-1 file, so that outputs
         # (recommend, similar) write them back as the same bytes
+        # and, per setting the family chooses on its hold-out, the value in force (selection)
         return {"ids_generated_": bool(getattr(self, "ids_generated_", False)),
-                "id_encoding_": str(getattr(self, "id_encoding_", "utf-8"))}
+                "id_encoding_": str(getattr(self, "id_encoding_", "utf-8")), **chosen_attrs(self)}
 
     def set_attrs(self, attrs: Dict[str, Any]) -> None:
         for k, v in attrs.items():

@@ -102,6 +102,8 @@ class Param:
         """Raise :class:`~mrec_warp.errors.InputError` unless ``value`` is allowed."""
         if not self.check or (self.nullable and value is None):
             return
+        if value == "auto" and self.default == "auto":  # chosen by the fit (models.selection)
+            return
         if self.type is bool:
             check_flag(value, self.name)
         elif self.type is str:

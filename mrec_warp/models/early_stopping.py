@@ -136,6 +136,31 @@ class Holdout:
     refit_states: Optional[RefitStates] = None
 
 
+#: The share of each user's pairs held out, and the most users scored, by default: early
+#: stopping's, and the hold-out of a family that chooses settings without early stopping.
+VALIDATION_FRACTION = 0.1
+VALIDATION_USERS = 5000
+
+
+def internal_holdout(model, csr: sp.csr_matrix, rng: np.random.Generator, validation=None) -> Holdout:
+    """The hold-out a fit stops and chooses its settings on: ``validation`` (aligned to the
+    model) with ``csr`` all fitted on, or ``model.validation_fraction`` of each user's pairs
+    drawn with ``rng`` (:func:`holdout_split`); and the users scored (:func:`sample_users`,
+    up to ``model.validation_users``). The split and the users are drawn by keys of the
+    model's ids, so they follow the pairs, not the order of the file's rows; a family
+    without those parameters uses :data:`VALIDATION_FRACTION` and :data:`VALIDATION_USERS`."""
+    user_keys = id_keys(getattr(model, "user_ids", None), csr.shape[0])
+    if validation is not None:
+        val = as_aligned_csr(validation, model, "validation")
+        fit_part = csr
+    else:
+        fraction = float(getattr(model, "validation_fraction", VALIDATION_FRACTION))
+        fit_part, val = holdout_split(csr, fraction, rng, user_keys,
+                                      id_keys(getattr(model, "item_ids", None), csr.shape[1]))
+    users = sample_users(val, int(getattr(model, "validation_users", VALIDATION_USERS)), rng, user_keys)
+    return Holdout(fit_part, val, rng, users)
+
+
 def precision_at_k(
     score_fn: Callable[[np.ndarray], np.ndarray],
     n_items: int,
@@ -492,15 +517,8 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         model.train_epochs(csr, int(model.epochs), progress, callbacks, **train_options)
         model.best_epoch_ = int(model.epochs)
         return
-    # keys from the ids: the split and the scored users follow the pairs, not the row order
-    user_keys = id_keys(getattr(model, "user_ids", None), csr.shape[0])
-    if validation is not None:
-        val = as_aligned_csr(validation, model, "validation")
-        fit_part = csr
-    else:
-        fit_part, val = holdout_split(csr, float(model.validation_fraction), rng, user_keys,
-                                      id_keys(getattr(model, "item_ids", None), csr.shape[1]))
-    users = sample_users(val, int(model.validation_users), rng, user_keys)
+    holdout = internal_holdout(model, csr, rng, validation)
+    fit_part, val, users = holdout.fit, holdout.held_out, holdout.users
     init_seed = spawn_seed(rng)
     model.init_state(*csr.shape, np.random.default_rng(init_seed))
     reuse = _reuse(model)
@@ -571,7 +589,7 @@ def early_stopping_params(*, max_epochs: int, patience: int, eval_every: int, re
               "of the validation score.", low=1),
         Param("eval_every", int, eval_every, f"{units.capitalize()} between validation evaluations.", low=1),
         Param("eval_k", int, 10, "The k of the validation precision@k.", low=1, option=False),
-        Param("validation_fraction", float, 0.1, "Share of each user's items held out for early stopping.",
+        Param("validation_fraction", float, VALIDATION_FRACTION, "Share of each user's items held out for early stopping.",
               low=0, high=1, open=True),
         Param("validation_users", int, validation_users, "Most users (drawn at random) scored per validation "
               "evaluation.",
