@@ -12,7 +12,11 @@ never into the project):
 * ``syn-longtail``: a long-tail catalogue with few interactions per item (2k users x
   17k items, 90k pairs: the shape of a music log), binary;
 * ``syn-wide``: many users x few items (20k users x 400 items, 200k pairs), binary;
-* ``syn-counts``: play counts instead of 0/1 (3k x 3k, 100k pairs, ``values="counts"``).
+* ``syn-counts``: play counts instead of 0/1 (3k x 3k, 100k pairs, ``values="counts"``);
+* ``syn-library``: a sparse library log (5.5k users x 17k items, 205k pairs: ~37 items per
+  user over a long catalogue, the shape of a new user's log where WRMF's fixed defaults lost
+  to implicit's), binary;
+* ``syn-catalogue``: a small dense catalogue (4k users x 140 items, 120k pairs), binary.
 
 ``CHECK_SETS`` (held-out binary shapes and generator settings that checked WRMF's binary
 alpha rule, docs/models/wrmf.rst, 'alpha "auto"') run when ``--sets`` names them; they are not
@@ -58,6 +62,9 @@ SETS: Dict[str, Dict[str, Any]] = {
                                     seed=11), binary=True),
     "syn-wide": dict(synth=dict(n_users=20_000, n_items=400, n_interactions=200_000, seed=12), binary=True),
     "syn-counts": dict(synth=dict(n_users=3000, n_items=3000, n_interactions=100_000, values="counts", seed=13)),
+    "syn-library": dict(synth=dict(n_users=5500, n_items=17_000, n_interactions=205_000, zipf_exponent=0.8,
+                                   seed=14), binary=True),
+    "syn-catalogue": dict(synth=dict(n_users=4000, n_items=140, n_interactions=120_000, seed=15), binary=True),
 }
 
 #: Held-out shapes that check a data-aware default chosen on the suite (``--sets`` names them;
