@@ -147,3 +147,18 @@ def test_a_command_spells_by_its_own_declarations_then_by_the_others():
     assert run("second", command=tool).stderr == ("Error: --model-seed is too large (lower --model-seed, or give "
                                                   "--leave-out 1 or `margin`)\n")
     assert run("third", command=tool).stdout == "--leave-out 2 from a worker thread\n"
+
+
+@pytest.mark.parametrize("command", [
+    ["tune", "TRAIN", "--models", "itemknn", "-o", "OUT"],
+    ["prepare", "TRAIN", "-o", "OUT"],
+    ["synth", "-o", "OUT"],
+])
+def test_a_negative_seed_is_one_line_before_any_work(tmp_path, command):
+    train = tmp_path / "train.tsv"
+    train.write_text("u1\ti1\nu1\ti2\nu2\ti1\n")
+    args = [str(train) if a == "TRAIN" else str(tmp_path / "out") if a == "OUT" else a for a in command]
+    result = run(*args, "--seed", "-1")
+    assert result.exit_code == 2, result.output
+    assert "-1 is not a seed: give a whole number from 0 to" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

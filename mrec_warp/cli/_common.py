@@ -24,6 +24,7 @@ from ..errors import InputError, ParameterError, printable
 from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, meant_path, output_path, \
     remove_made_folders, take_discarded, take_finished
 from ..progress import Progress
+from ..seeds import MAX_SEED
 from ..signals import Stopped, signal_of
 from ..stages.options import RowOptions
 from ..tables import neutralised_note, write_table as write_table_file
@@ -495,6 +496,30 @@ def make_progress(quiet: bool, verbose: bool) -> Progress:
     unless ``-q``."""
     configure_logging(quiet, verbose, log_file())
     return FlagProgress(verbose=False if quiet else None)
+
+
+class SeedType(click.ParamType):
+    """``--seed``: a whole number from 0 to :data:`~mrec_warp.seeds.MAX_SEED`, refused the
+    same way by every command (a negative one reached numpy as a traceback)."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a whole number (e.g. --seed 42)", param, ctx)
+        if not 0 <= number <= MAX_SEED:
+            self.fail(f"{number} is not a seed: give a whole number from 0 to {MAX_SEED} (e.g. --seed 42)",
+                      param, ctx)
+        return number
+
+
+#: The type of every command's ``--seed``.
+SEED = SeedType()
 
 
 def parse_int_list(text: str, name: str) -> List[int]:

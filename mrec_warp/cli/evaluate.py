@@ -22,7 +22,7 @@ from ..stages.evaluate import SPLIT_PLACEHOLDER, default_names, resolve_split, e
 from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
-from ._common import echo_result, friendly_errors, make_progress, parse_int_list, quiet_option, say
+from ._common import SEED, echo_result, friendly_errors, make_progress, parse_int_list, quiet_option, say
 
 
 #: What ``--table`` prints on standard output.
@@ -119,7 +119,7 @@ Examples:
 @click.option("--correction", type=click.Choice(CORRECTIONS), default=DEFAULT_CORRECTION, show_default=True,
               help="Multiple-comparison correction over the p-values of the table: Holm, Benjamini-Hochberg, "
                    "or none. Only differences significant after it get a star.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of --paired-test permutation.")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, help="Seed of --paired-test permutation.")
 @click.option("--beyond-accuracy", "beyond", is_flag=True,
               help="Add novelty, average recommended popularity, long-tail share and Gini of exposure at each k.")
 @click.option("--item-features", "item_features", type=click.Path(dir_okay=False), metavar="FILE",

@@ -13,7 +13,7 @@ from ..seeds import DEFAULT_SEED
 from ..stages.prepare import prepare_outputs, run_prepare, split_folders
 from ..files import check_outputs
 from ._flags import as_flags
-from ._common import friendly_errors, make_progress, quiet_option, row_options, say
+from ._common import SEED, friendly_errors, make_progress, quiet_option, row_options, say
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -60,7 +60,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
                                              "test rows whose user or item has no earlier row are dropped.")
 @click.option("--num-splits", type=int, default=1, show_default=True, metavar="N",
               help="Write N independent random splits into OUTDIR/split-0 ... split-(N-1).")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the random choices.")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, help="Seed of the random choices.")
 @click.option("--features", "features", is_flag=True,
               help="Also write item_features.tsv / user_features.tsv into OUTDIR from files beside INPUT: "
                    "MovieLens 100k u.item (genres, release-year bucket) and u.user (age bucket, gender, "

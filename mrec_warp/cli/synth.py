@@ -5,7 +5,7 @@ import click
 
 from ..data.synthetic import VALUES, write_synthetic
 from ..seeds import DEFAULT_SEED
-from ._common import friendly_errors, make_progress, quiet_option, say
+from ._common import SEED, friendly_errors, make_progress, quiet_option, say
 from ._flags import ParameterOption
 
 
@@ -32,7 +32,7 @@ Examples:
                    "the user's own topics, near 1 for stray ones).")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.1, show_default=True,
               help="Share of rows drawn by global popularity instead of the user's topics.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Same seed, same files.")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, help="Same seed, same files.")
 @quiet_option
 @friendly_errors
 def synth(outdir, users, items, interactions, topics, values, noise, seed, quiet, verbose):

@@ -14,7 +14,7 @@ from ..stages import candidates as search
 from ..stages.budget import parse_duration
 from ..stages.tune import run_tune
 from ..files import check_outputs
-from ._common import echo_result, friendly_errors, make_progress, quiet_option, row_options, say
+from ._common import SEED, echo_result, friendly_errors, make_progress, quiet_option, row_options, say
 from ._flags import as_flags
 from ._parallel import parallel_options
 
@@ -79,7 +79,7 @@ alone, from a default space.
               help="Epochs after the last rise of the score before a trial stops (as train's WARP "
                    "default: a shorter one favours settings that peak early, such as no norm limit).")
 @row_options("TRAIN")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, help="Seed of the split, sampling and models.")
 @parallel_options(n_jobs_default=1,
                   n_jobs_help="Trials at once (-1: every core; with dask and no --scheduler: local workers).",
                   workdir_help="Folder for one result file per finished trial; a rerun skips them.")
