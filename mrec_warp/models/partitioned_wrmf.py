@@ -459,3 +459,9 @@ def _train(model: WRMF, blocks: ClusterBlocks, epochs: int, progress: Progress, 
         progress.log(f"best iteration {best_epoch}: val P@{model.eval_k} {best_score:.4f}")
         return best_epoch
     return epochs
+
+
+def fits_on_partitions(family: Any) -> bool:
+    """Whether a family (model or class) can be fitted on partitions: WRMF's ALS (a family whose
+    fit is not a sequence of independent row solves, WARP's hogwild SGD, cannot)."""
+    return isinstance(family, WRMF) or (isinstance(family, type) and issubclass(family, WRMF))
