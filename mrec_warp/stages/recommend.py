@@ -41,6 +41,7 @@ from ..tables import RECS_COLUMNS, SOURCE_COLUMN, TableOutput, concatenate, neut
 from ..topk import (KernelExclusion, block_to_frame, capped_k, closable, default_block_size, iter_top_k, probe_unrankable,
                     top_k_block)
 from ..workers import chunk_ranges
+from .partitioned_recommend import recommend_partitioned
 from .recommend_inputs import ColdStartOptions, recommend_inputs
 
 #: Users per part file when not given: small enough that an interrupted job loses little,
@@ -99,6 +100,7 @@ def recommend(
     fold_in_epochs: Optional[int] = None,
     ann: bool = False,
     unknown_users: str = "refuse",
+    partitions: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -135,6 +137,10 @@ def recommend(
         most popular training items -- a fifth column ``source`` then says ``popular`` for
         those rows and ``personal`` for the others. A user with a row in ``history`` is folded
         in, not unknown.
+    partitions : int, optional
+        Score every user of a factor model in this many user blocks on a Dask cluster, each
+        block (its factors and exclusions) held and scored by one worker
+        (:mod:`~mrec_warp.stages.partitioned_recommend`); the same output.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
@@ -145,7 +151,7 @@ def recommend(
                             fold_in_epochs=fold_in_epochs)
     return run_recommend(model, TableOutput(output, format), k, users=users, train=train, exclude_items=exclude_items,
                          cold=cold, ann=ann, unknown_users=unknown_users, block_size=block_size, part_size=part_size,
-                         context=context, progress=progress)
+                         partitions=partitions, context=context, progress=progress)
 
 
 def run_recommend(
@@ -161,6 +167,7 @@ def run_recommend(
     unknown_users: str = "refuse",
     block_size: Optional[int] = None,
     part_size: Optional[int] = None,
+    partitions: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -181,7 +188,7 @@ def run_recommend(
                                  format=output.format, filter_items=inputs.filtered, block_size=block_size,
                                  part_size=part_size,
                                  model_file=inputs.model_file, context=context, progress=progress, notes=notes,
-                                 ann_index=index, fallback=inputs.fallback)
+                                 ann_index=index, fallback=inputs.fallback, partitions=partitions)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
@@ -222,6 +229,7 @@ def write_recommendations(
     notes: Optional[List[str]] = None,
     ann_index=None,
     fallback: Optional[Fallback] = None,
+    partitions: Optional[int] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
@@ -268,6 +276,9 @@ def write_recommendations(
         The model's users who get the fallback list instead of its own
         (:class:`~mrec_warp.models.fallback.Fallback`); every row then says in a fifth column,
         ``source``, whether its list is ``personal`` or ``popular``.
+    partitions : int, optional
+        Score every user in this many user blocks on the context's Dask cluster, each where
+        its rows live (:func:`~mrec_warp.stages.partitioned_recommend.recommend_partitioned`).
 
     Returns
     -------
@@ -292,6 +303,14 @@ def write_recommendations(
         if note:  # a caller collecting notes shows them; otherwise the log says it
             notes.append(note) if notes is not None else progress.log(note)
 
+    if partitions is not None:
+        if user_ids is not None or fallback is not None or ann_index is not None:
+            raise InputError("`partitions` scores every user of the model, exactly, in blocks: it does not combine "
+                             "with a list of users (`users`, `history`), `unknown_users` or `ann`",
+                             hint="drop `partitions`, or those options")
+        info = recommend_partitioned(model, path, k, partitions, model.exclusion_matrix(exclude), mask, fmt, context,
+                                     block_size=block_size, progress=progress, on_neutralised=neutralised)
+        return info["rows"]
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
