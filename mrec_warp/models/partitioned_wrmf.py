@@ -304,9 +304,9 @@ def cluster_faults(scheduler: Optional[str]) -> Iterator[None]:
     except KilledWorker as exc:
         raise ClusterError(f"Dask workers died running one step of the fit ({exc.task}): the fit stopped",
                            hint=LOST_BLOCKS_HINT) from None
-    except FutureCancelledError as exc:
-        raise ClusterError(f"lost a Dask worker in the middle of the fit, with the blocks of interactions it held "
-                           f"({str(exc).splitlines()[0][:120]})", hint=LOST_BLOCKS_HINT) from None
+    except FutureCancelledError:
+        raise ClusterError("lost a Dask worker in the middle of the fit, and with it the blocks of interactions it "
+                           "held", hint=LOST_BLOCKS_HINT) from None
     except (OSError, TimeoutError) as exc:
         where = f" at {scheduler}" if scheduler else ""
         raise ClusterError(f"lost the Dask scheduler{where} in the middle of the fit ({exc})", hint=LOST_HINT) from None
