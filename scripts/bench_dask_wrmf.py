@@ -182,10 +182,13 @@ def partitioned_fit(csr, args, limit: int, kill_at: int = 0):
 
 
 def _peak_rss() -> int:
-    """On a worker: its process's peak resident memory, bytes."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """On a worker: its process's peak resident memory, bytes (``VmHWM``: ``ru_maxrss`` would
+    carry the peak of the process that spawned it across ``exec``)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def top10_agreement(a_users, a_items, b_users, b_items, csr, n: int = 20000) -> float:
