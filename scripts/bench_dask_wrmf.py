@@ -259,6 +259,7 @@ def main() -> None:
         if local is not None:
             fit["max_factor_diff"] = float(max(np.abs(model.user_factors_ - local["user_factors"]).max(),
                                                np.abs(model.item_factors_ - local["item_factors"]).max()))
+            fit["largest_factor"] = float(max(np.abs(local["user_factors"]).max(), np.abs(local["item_factors"]).max()))
             fit["top10_agreement"] = top10_agreement(model.user_factors_, model.item_factors_, local["user_factors"],
                                                      local["item_factors"], csr)
     report["partitioned"] = fit
@@ -278,8 +279,8 @@ def main() -> None:
                  f"samples {max(fit['worker_peak_mb'].values(), default=0):.0f}; limit {limit / 2**20:.0f})"))
     rows.append(("outcome", "fitted" if local is not None else "-", fit["outcome"]))
     if "max_factor_diff" in fit:
-        rows.append(("max |factor diff| / top-10 agree", "", f"{fit['max_factor_diff']:.2e} / "
-                                                          f"{fit['top10_agreement']:.4f}"))
+        rows.append(("max |factor diff| (of largest) / top-10 agree", "",
+                     f"{fit['max_factor_diff']:.2e} (of {fit['largest_factor']:.2f}) / {fit['top10_agreement']:.4f}"))
     if "killed_worker" in report:
         rows.append(("a worker killed at iteration 2", "", report["killed_worker"]["outcome"][:90]))
     width = max(len(r[0]) for r in rows)
