@@ -42,29 +42,30 @@ CACHE = OUT / "cache"
 
 def synthetic_log(n: int, users: int, items: int, seed: int = 1) -> Path:
     """A binary users x items CSR of about ``n`` distinct pairs, cached: item popularity
-    Zipf-like (rank^-0.9), user activity log-normal."""
+    Zipf-like (rank^-0.9), user activity log-normal. Built a slice of users at a time (the
+    memory of the finished matrix, not of all the draws at once)."""
     path = CACHE / f"dask-wrmf-{n}-{users}-{items}.npz"
     if path.exists():
         return path
     rng = np.random.default_rng(seed)
     weights = rng.lognormal(0.0, 1.0, users)
-    per_user = np.maximum(1, np.round(weights / weights.sum() * n * 1.04)).astype(np.int64)
+    per_user = np.minimum(items, np.maximum(1, np.round(weights / weights.sum() * n * 1.04))).astype(np.int64)
     pop = 1.0 / np.arange(1, items + 1) ** 0.9
     cdf = np.cumsum(pop / pop.sum())
-    rows, cols = [], []
-    step = 2_000_000
-    user_of = np.repeat(np.arange(users, dtype=np.int32), per_user)
-    for s in range(0, len(user_of), step):
-        u = user_of[s:s + step]
-        rows.append(u)
-        cols.append(np.minimum(np.searchsorted(cdf, rng.random(len(u))), items - 1).astype(np.int32))
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    del rows, cols, user_of
-    key = np.unique(r.astype(np.int64) * items + c)  # distinct pairs, sorted by user then item
-    del r, c
-    r, c = (key // items).astype(np.int32), (key % items).astype(np.int32)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=users))]).astype(np.int64)
-    csr = sp.csr_matrix((np.ones(len(c), np.float32), c, indptr), shape=(users, items))
+    counts = np.zeros(users, dtype=np.int64)
+    columns = []
+    step = max(1, users * 4_000_000 // max(int(per_user.sum()), 1))  # about 4M draws a slice
+    for a in range(0, users, step):
+        b = min(a + step, users)
+        u = np.repeat(np.arange(a, b, dtype=np.int64), per_user[a:b])
+        c = np.minimum(np.searchsorted(cdf, rng.random(len(u))), items - 1)
+        key = np.unique(u * items + c)  # distinct pairs, by user then item
+        counts[a:b] = np.bincount(key // items - a, minlength=b - a)
+        columns.append((key % items).astype(np.int32))
+    indices = np.concatenate(columns)
+    del columns
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    csr = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(users, items))
     CACHE.mkdir(parents=True, exist_ok=True)
     sp.save_npz(path, csr, compressed=False)
     return path
