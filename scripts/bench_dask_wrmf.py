@@ -87,10 +87,13 @@ def local_fit(matrix: Path, out: Path, args) -> None:
     from mrec_warp.models.wrmf import WRMF
 
     csr = sp.load_npz(matrix).tocsr()
+    cpu = time.process_time()
     model = WRMF(**params(args), n_jobs=1).fit(csr)
+    cpu = time.process_time() - cpu  # the load of the machine inflates wall time, not this
     np.savez(out, user_factors=model.user_factors_, item_factors=model.item_factors_)
     seconds = [h["seconds"] for h in model.history_]
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"seconds": seconds, "cpu_seconds_per_iteration": cpu / args.iterations,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 # -- the partitioned fit on a memory-limited LocalCluster -------------------------------------------------
@@ -156,6 +159,7 @@ def partitioned_fit(csr, args, limit: int, kill_at: int = 0):
     try:
         client.wait_for_workers(args.workers)
         baseline = {a: w["metrics"]["memory"] for a, w in client.scheduler_info()["workers"].items()}
+        cpu_before = client.run(time.process_time)
         with MemoryWatch(client) as watch:
             t0 = time.perf_counter()
             try:
@@ -167,7 +171,10 @@ def partitioned_fit(csr, args, limit: int, kill_at: int = 0):
                 result["outcome"] = f"{type(exc).__name__}: {exc}"
             result["wall_seconds"] = time.perf_counter() - t0
             time.sleep(1.0)  # a last heartbeat
-        # each worker's own peak (ru_maxrss), which heartbeats between samples may miss
+        cpu_after = client.run(time.process_time, on_error="ignore")
+        result["workers_cpu_seconds"] = sum(v - cpu_before.get(a, 0.0) for a, v in cpu_after.items()
+                                            if isinstance(v, float))
+        # each worker's own peak (VmHWM), which heartbeats between samples may miss
         peaks = client.run(_peak_rss, on_error="ignore")
         result["worker_maxrss_mb"] = {a: m / 2**20 for a, m in sorted(peaks.items()) if isinstance(m, (int, float))}
         result["worker_peak_mb"] = {a: m / 2**20 for a, m in sorted(watch.peak.items())}
@@ -257,6 +264,7 @@ def main() -> None:
     model = fit.pop("model", None)
     if model is not None:
         fit["seconds"] = [h["seconds"] for h in model.history_]
+        fit["workers_cpu_seconds_per_iteration"] = fit["workers_cpu_seconds"] / args.iterations
         if local is not None:
             fit["max_factor_diff"] = float(max(np.abs(model.user_factors_ - local["user_factors"]).max(),
                                                np.abs(model.item_factors_ - local["item_factors"]).max()))
@@ -275,6 +283,8 @@ def main() -> None:
     rows = [("", "local (1 thread)", f"partitioned ({args.workers} workers, P={args.partitions})")]
     med = (lambda s: f"{np.median(s):.1f}" if s else "-")
     rows.append(("s / iteration (median)", med(report.get("local", {}).get("seconds", [])), med(fit.get("seconds", []))))
+    rows.append(("CPU s / iteration (all processes)", f"{report.get('local', {}).get('cpu_seconds_per_iteration', 0):.1f}",
+                 f"{fit.get('workers_cpu_seconds_per_iteration', 0):.1f} (workers; the whole fit incl. scatter)"))
     rows.append(("peak memory, MB", f"{report.get('local', {}).get('peak_rss_mb', 0):.0f} (process)",
                  f"{max(fit['worker_maxrss_mb'].values(), default=0):.0f} (largest worker's peak RSS; scheduler's "
                  f"samples {max(fit['worker_peak_mb'].values(), default=0):.0f}; limit {limit / 2**20:.0f})"))
