@@ -164,7 +164,8 @@ def partitioned_fit(csr, args, limit: int, kill_at: int = 0):
             t0 = time.perf_counter()
             try:
                 with ExecutionContext("dask", client=client) as context:
-                    model = fit_partitioned(WRMF(**params(args)), csr, context, args.partitions, progress=Kills())
+                    model = fit_partitioned(WRMF(**params(args)), csr, context, args.partitions, progress=Kills(),
+                                            exact_gram=args.exact_gram)
                 result["outcome"] = "fitted"
                 result["model"] = model
             except Exception as exc:  # noqa: BLE001 - what the fit does is the measurement
@@ -227,6 +228,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--limit-fraction", type=float, default=1 / 3,
                     help="each worker's memory limit, as a share of the whole CSR [1/3]")
+    ap.add_argument("--exact-gram", action="store_true", help="the Gram matrices in one product (fit_partitioned's "
+                    "exact_gram): the local fit's bits")
     ap.add_argument("--no-local", action="store_true", help="skip the local fit")
     ap.add_argument("--no-kill", action="store_true", help="skip the fit with a killed worker")
     ap.add_argument("--local-only", metavar="OUT", help=argparse.SUPPRESS)
@@ -248,7 +251,7 @@ def main() -> None:
           flush=True)
     report: dict = {"users": csr.shape[0], "items": csr.shape[1], "interactions": int(csr.nnz),
                     "factors": args.factors, "iterations": args.iterations, "workers": args.workers,
-                    "partitions": args.partitions, "csr_mb": whole / 2**20, "limit_fraction": args.limit_fraction,
+                    "partitions": args.partitions, "exact_gram": args.exact_gram, "csr_mb": whole / 2**20, "limit_fraction": args.limit_fraction,
                     "load_before": os.getloadavg()}
     local = None
     if not args.no_local:

@@ -72,6 +72,15 @@ def test_partitioned_fit_is_the_local_fit(client, plays, partitions):
     assert cluster.train_.nnz == local.train_.nnz and np.array_equal(cluster.confidence_, local.confidence_)
 
 
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_the_exact_gram_gives_the_local_bits(client, plays, partitions):
+    local = WRMF(**PARAMS, epochs=4).fit(plays)
+    with ExecutionContext("dask", client=client) as context:
+        cluster = fit_partitioned(WRMF(**PARAMS, epochs=4), plays, context, partitions, exact_gram=True)
+    assert np.array_equal(cluster.user_factors_, local.user_factors_)
+    assert np.array_equal(cluster.item_factors_, local.item_factors_)
+
+
 def test_early_stopping_and_refit_are_the_local_ones(client, plays):
     params = dict(max_epochs=8, patience=2, cg_steps=2)
     local = WRMF(**PARAMS, **params).fit(plays)

@@ -112,6 +112,11 @@ def _regularised(G: np.ndarray, regularization: float) -> np.ndarray:
     return out
 
 
+def _whole_gram(Y: np.ndarray, regularization: float) -> np.ndarray:
+    """``Y^T Y + reg I`` of a whole side in one product: :meth:`~.wrmf.WRMF._gram`'s bits."""
+    return _regularised(_gram_part(Y), regularization)
+
+
 def _assemble(*blocks: np.ndarray) -> np.ndarray:
     """The factor blocks of one side, in order, as one C-contiguous float32 matrix."""
     return np.ascontiguousarray(np.concatenate(blocks), dtype=np.float32)
@@ -173,11 +178,16 @@ class ClusterBlocks:
     held_out : csr_matrix, optional
         Users x items held-out pairs for early stopping, with ``scored`` the users scored and
         ``k`` the cut-off: cut into the same user blocks, kept beside them.
+    exact_gram : bool
+        Compute each Gram matrix in one product from the assembled side (the local fit's
+        bits, on one worker) instead of by the tree of per-block products.
     """
 
     def __init__(self, client: Any, conf_csr: sp.csr_matrix, partitions: int, factors: int,
-                 held_out: Optional[sp.csr_matrix] = None, scored: Optional[np.ndarray] = None, k: int = 10) -> None:
+                 held_out: Optional[sp.csr_matrix] = None, scored: Optional[np.ndarray] = None, k: int = 10,
+                 exact_gram: bool = False) -> None:
         self.client, self.csr, self.d = client, conf_csr, int(factors)
+        self.exact_gram = bool(exact_gram)
         self.partitions = int(partitions)
         self.held_out, self.scored, self.k = held_out, scored, int(k)
         self.tag = uuid.uuid4().hex[:8]  # unique per fit, readable in the dashboard
@@ -246,8 +256,11 @@ class ClusterBlocks:
                  for i, (a, b, home) in enumerate(zip(ib[:-1], ib[1:], self.home["items"]))]
         return {"users": users, "items": items}
 
-    def gram(self, blocks: Sequence[Any], side: str, regularization: float) -> Any:
-        """``sum_j Y_j^T Y_j + reg I`` by a tree of pairwise sums, each part where its block lives."""
+    def gram(self, blocks: Sequence[Any], side: str, regularization: float, assembled: Any) -> Any:
+        """``sum_j Y_j^T Y_j + reg I`` by a tree of pairwise sums, each part where its block
+        lives; with ``exact_gram``, one product of the ``assembled`` side."""
+        if self.exact_gram:
+            return self._submit(f"gram-{side}", _whole_gram, assembled, float(regularization))
         parts = [self._submit(f"gram-{side}-{i:03d}", _gram_part, block, home=home)
                  for i, (block, home) in enumerate(zip(blocks, self.home[side]))]
         while len(parts) > 1:
@@ -319,7 +332,7 @@ EXPLICIT = ("factors", "regularization", "cg_steps")
 
 def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, validation=None,
                     progress: Optional[Progress] = None, use_values: bool = True, user_ids: Optional[Sequence] = None,
-                    item_ids: Optional[Sequence] = None) -> WRMF:
+                    item_ids: Optional[Sequence] = None, exact_gram: bool = False) -> WRMF:
     """Fit ``model`` (a :class:`~.wrmf.WRMF`, in place; returned) on ``workers``' Dask cluster,
     the interactions cut into ``partitions`` blocks of users and of items (module docstring).
 
@@ -342,6 +355,10 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
         per block it holds).
     validation, progress, use_values, user_ids, item_ids
         As :meth:`WRMF.fit` takes them.
+    exact_gram : bool
+        Compute each half-iteration's Gram matrix in one product of the assembled fixed side,
+        on one worker, instead of by the tree of per-block products: bit for bit the local
+        fit's factors, for a serial ``max(users, items) x factors^2`` product per half-iteration.
 
     Raises
     ------
@@ -364,12 +381,12 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
     check_factor_memory(model, n_users, n_items)
     with workers, cluster_faults(workers.scheduler):
         progress.log(f"wrmf: {p} partition{'s' if p != 1 else ''} of users and of items on {workers.describe()}")
-        _fit_or_select(model, conf_csr, validation, workers.client, p, progress)
+        _fit_or_select(model, conf_csr, validation, workers.client, p, progress, exact_gram)
     return model
 
 
 def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, partitions: int,
-                   progress: Progress) -> None:
+                   progress: Progress, exact_gram: bool) -> None:
     """:func:`~.early_stopping.fit_or_select` of WRMF, with the random draws in the same order."""
     rng = np.random.default_rng(model.random_state)
     model.history_ = []
@@ -377,7 +394,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     n_users, n_items = csr.shape
     if model.epochs is not None:
         model.init_state(n_users, n_items, rng)
-        with ClusterBlocks(client, csr, partitions, model.factors) as blocks:
+        with ClusterBlocks(client, csr, partitions, model.factors, exact_gram=exact_gram) as blocks:
             _train(model, blocks, int(model.epochs), progress, "fit")
         model.best_epoch_ = int(model.epochs)
         return
@@ -390,7 +407,8 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     scored = sample_users(held_out, int(model.validation_users), rng, user_keys)
     init_seed = spawn_seed(rng)
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
-    with ClusterBlocks(client, fit_part, partitions, model.factors, held_out, scored, int(model.eval_k)) as blocks:
+    with ClusterBlocks(client, fit_part, partitions, model.factors, held_out, scored, int(model.eval_k),
+                       exact_gram) as blocks:
         del held_out
         best = _train(model, blocks, int(model.max_epochs), progress, "fit", early_stopping=True)
     model.best_epoch_ = best
@@ -403,7 +421,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     del fit_part
     progress.log(f"refitting on all training data for {best} iterations")
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
-    with ClusterBlocks(client, csr, partitions, model.factors) as blocks:
+    with ClusterBlocks(client, csr, partitions, model.factors, exact_gram=exact_gram) as blocks:
         _train(model, blocks, best, progress, "refit")
 
 
@@ -423,7 +441,7 @@ def _train(model: WRMF, blocks: ClusterBlocks, epochs: int, progress: Progress, 
         t0 = time.perf_counter()
         for side, other in (("users", "items"), ("items", "users")):
             fixed = fixed_items if side == "users" else blocks.assemble(factors["users"], "users")
-            gram = blocks.gram(factors[other], other, reg)
+            gram = blocks.gram(factors[other], other, reg, fixed)
             factors[side], failed, finite = blocks.solve(side, factors[side], fixed, gram, exact, cg_steps)
             if failed:
                 raise TrainingDivergedError(f"{failed} least-squares systems were not positive definite",
