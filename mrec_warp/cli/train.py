@@ -64,8 +64,8 @@ Examples:
                    "[with --backend dask: 1, one model on one Dask worker].")
 @click.option("--partitions", type=click.IntRange(min=1), metavar="P",
               help="WRMF on a Dask cluster (--backend dask): cut the interactions into P blocks of users and P of "
-                   "items, each held by one worker, so that no worker holds the whole log; the same model as a "
-                   "local fit [off: every worker gets the whole matrix].")
+                   "items, each held by one worker, so that no worker holds the whole log; the local fit's model to "
+                   "float32 round-off [off: every worker gets the whole matrix].")
 @click.option("--ann", "ann_index", is_flag=True,
               help="Also build the model's ANN index, OUTPUT.ann, as mrec-warp index does (the [ann] extra).")
 @quiet_option

@@ -24,14 +24,16 @@ until the fit ends; then the factors (only they) are gathered into the model.
 **The same model as one machine.** Every row is solved by the same kernel call from the
 same inputs as in a local fit; only the Gram matrix is summed in another order (exactly the
 local one for P = 1), so the factors agree with the local fit's to float32 round-off for
-any P and any number of workers.
+any P and any number of workers; with ``exact_gram`` each Gram matrix is the local fit's
+one product of the whole side (on one worker), and so is every bit of the factors.
 
-**What it costs.** Per worker, about ``2 nnz / P`` stored pairs (a row block and a column
-block, 8 bytes a pair plus 8 per row), a full copy of the fixed factors ``max(users, items)
-x factors x 4`` bytes, its own blocks' factors (twice: the current ones and the best kept
-by early stopping). Per iteration, ``(users + items) x factors x 4`` bytes reach each worker
-(the fixed factors, once per half), plus ``2 P factors^2`` floats for the Gram tree. See
-docs/tutorials/dask.rst, "Beyond one machine".
+**What it costs.** Per worker (its share of the blocks, block ``i`` of each side on worker
+``i mod W``): its pairs of both sides, 8 bytes each plus 8 a row; one assembled copy of the
+fixed side's factors, ``max(users, items) x factors x 4`` bytes; its own blocks' factors
+three times (current, new, the best kept by early stopping). Per iteration each worker
+receives ``(users + items) x factors x 4`` bytes (the fixed side, once per half), plus the
+Gram tree's ``P`` small matrices. The formulas and measurements: docs/tutorials/dask.rst,
+"Beyond one machine".
 """
 from __future__ import annotations
 
