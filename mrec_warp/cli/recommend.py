@@ -57,6 +57,9 @@ Examples:
                   workdir_help="Folder for resumable part files [OUTPUT.parts with --backend processes/dask]; "
                                "a rerun of the same command skips the finished parts.")
 @click.option("--part-size", type=click.IntRange(min=1), help="Users per part file [20000, or --block-size if larger].")
+@click.option("--partitions", type=click.IntRange(min=1), metavar="P",
+              help="With --backend dask: cut the users into P blocks, each (its factors and seen items) held and "
+                   "scored by one worker, one part file each; the same output [off: every worker loads the model].")
 @feature_file_options
 @click.option("--include-new-items", is_flag=True,
               help="Hybrid: also rank items known only by their features (from --item-features or "
@@ -73,8 +76,8 @@ Examples:
                    "index is refused. [exact]")
 @quiet_option
 def recommend(model_file, output, k, train_file, exclude_items_file, users_file, unknown_users, fmt, block_size,
-              context, part_size, features, include_new_items, new_items_only, history, fold_in_epochs, ann, quiet,
-              verbose):
+              context, part_size, partitions, features, include_new_items, new_items_only, history, fold_in_epochs, ann,
+              quiet, verbose):
     """Write the top-k items for each user of MODEL, excluding items they already have.
 
     Output is headerless TSV ``user<TAB>item<TAB>score<TAB>rank`` (CSV with a header for
@@ -88,7 +91,8 @@ def recommend(model_file, output, k, train_file, exclude_items_file, users_file,
                             history=history, fold_in_epochs=fold_in_epochs)
     result = run_recommend(model_file, TableOutput(output, fmt), k, users=users_file, train=train_file,
                            exclude_items=exclude_items_file, cold=cold, ann=ann, unknown_users=unknown_users,
-                           block_size=block_size, part_size=part_size, context=context, progress=progress)
+                           block_size=block_size, part_size=part_size, partitions=partitions, context=context,
+                           progress=progress)
     for note in [] if quiet else result.notes:
         click.echo(f"note: {as_flags(note)}", err=True)
     say(f"wrote {output}: {plural(result.rows, 'recommendation')} for {plural(result.users, 'user')}", quiet=quiet)

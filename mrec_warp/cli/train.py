@@ -33,6 +33,8 @@ Examples:
   mrec-warp train split/train.tsv -o hybrid.npz --model hybrid \
       --item-features split/item_features.tsv --user-features split/user_features.tsv
   mrec-warp train split/train.tsv -o model.npz --backend dask --scheduler tcp://10.0.0.5:8786
+  mrec-warp train big.tsv -o wrmf.npz --model wrmf --alpha 1 --backend dask --scheduler tcp://10.0.0.5:8786 \
+      --partitions 16     # no worker holds the whole log
   mrec-warp train export.csv -o all.npz --sep ';' --columns 0,1,2 --negatives net   # a raw export, all of it
 """)
 @friendly_errors
@@ -60,11 +62,15 @@ Examples:
               help="Fit K independent sub-models of FACTORS/K factors at once (one per worker) and "
                    "concatenate them; K is part of the model, never the cluster's size "
                    "[with --backend dask: 1, one model on one Dask worker].")
+@click.option("--partitions", type=click.IntRange(min=1), metavar="P",
+              help="WRMF on a Dask cluster (--backend dask): cut the interactions into P blocks of users and P of "
+                   "items, each held by one worker, so that no worker holds the whole log; the local fit's model to "
+                   "float32 round-off [off: every worker gets the whole matrix].")
 @click.option("--ann", "ann_index", is_flag=True,
               help="Also build the model's ANN index, OUTPUT.ann, as mrec-warp index does (the [ann] extra).")
 @quiet_option
-def train(train, output, model_name, rows, validation_file, params_file, features, seed, context, sub_models, quiet,
-          verbose, ann_index, **options):
+def train(train, output, model_name, rows, validation_file, params_file, features, seed, context, sub_models,
+          partitions, quiet, verbose, ann_index, **options):
     """Fit a model on TRAIN (user<TAB>item[<TAB>value...] rows, every row kept a positive).
 
     TRAIN may be prepare's train.tsv or a raw export, read with the same options as
@@ -86,7 +92,7 @@ def train(train, output, model_name, rows, validation_file, params_file, feature
     progress = make_progress(quiet, verbose)
     params = {_MODEL_OPTIONS[k]: v for k, v in options.items() if v is not None}
     result = run_train(train, output, model=model_name, params=params, params_file=params_file,
-                       validation=validation_file, sub_models=sub_models, seed=seed, rows=rows, features=features,
+                       validation=validation_file, sub_models=sub_models, partitions=partitions, seed=seed, rows=rows, features=features,
                        context=context, progress=progress)
     if ann_index:
         click.get_current_context().invoke(index, model_file=output, quiet=quiet, verbose=verbose)

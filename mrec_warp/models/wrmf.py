@@ -539,6 +539,18 @@ class WRMF(FactorModel):
         """
         self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
+        conf_csr = self.prepare_fit(X, progress, use_values, user_ids, item_ids)
+        with workers if workers is not None else contextlib.nullcontext():
+            if workers is not None and solves_remotely(workers):
+                progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
+            self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
+        return self
+
+    def prepare_fit(self, X, progress: Progress, use_values: bool = True, user_ids: Optional[Sequence] = None,
+                    item_ids: Optional[Sequence] = None) -> sp.csr_matrix:
+        """What every fit starts from (here or partitioned on a cluster,
+        :mod:`~mrec_warp.models.partitioned_wrmf`): the ids, the training pairs and ``alpha_``
+        set on the model, and the users x items matrix of confidences returned."""
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
@@ -554,12 +566,7 @@ class WRMF(FactorModel):
             self.alpha_ = float(self.alpha)
         self.confidence_ = self.confidences(values, nnz)
         del raw
-        conf_csr = self._confidence_csr()
-        with workers if workers is not None else contextlib.nullcontext():
-            if workers is not None and solves_remotely(workers):
-                progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
-        return self
+        return self._confidence_csr()
 
     #: The training pairs' structure ``(indptr, indices, shape)``, shared with the confidences
     #: (set by ``train_``'s setter; ``None`` before a fit, read through ``__dict__`` where it may be).

@@ -10,17 +10,21 @@ candidates, their top k (:mod:`mrec_warp.topk`) and the writer (:mod:`mrec_warp.
 With local threads and no work folder the users' blocks are scored on the context's
 threads and streamed to the file (:func:`~mrec_warp.topk.iter_top_k`). Otherwise
 (processes, Dask, or a work folder) the users are cut into resumable part files by the job
-engine (:mod:`mrec_warp.jobs`) and assembled at the end: :func:`recommend_in_parts`. The
-output is the same bytes either way, for any part size, block size and worker count (the
+engine (:mod:`mrec_warp.jobs`) and assembled at the end: :func:`recommend_in_parts`. With
+``partitions`` a factor model's users are cut into that many blocks on a Dask cluster, each
+held and scored by one worker (its factors and exclusions only): :func:`recommend_partitioned`.
+The output is the same bytes every way, for any part size, block size and worker count (the
 scoring grid of :mod:`mrec_warp.topk`).
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +36,7 @@ from ..data.inputs import output_encoding
 from ..data.tsv import check_tsv_ids
 from ..files import PathLike, check_outputs
 from ..models.base import Recommender
+from ..models.factor_model import factor_scores
 from ..models.fallback import Fallback
 from ..errors import InputError
 from ..jobs import (INPUTS_FILE, Job, cached, cached_model, damaged, fingerprint, model_fingerprint,
@@ -99,6 +104,7 @@ def recommend(
     fold_in_epochs: Optional[int] = None,
     ann: bool = False,
     unknown_users: str = "refuse",
+    partitions: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -135,6 +141,10 @@ def recommend(
         most popular training items -- a fifth column ``source`` then says ``popular`` for
         those rows and ``personal`` for the others. A user with a row in ``history`` is folded
         in, not unknown.
+    partitions : int, optional
+        Score every user of a factor model in this many user blocks on a Dask cluster, each
+        block (its factors and exclusions) held and scored by one worker
+        (:func:`recommend_partitioned`); the same output.
     context : ExecutionContext, optional
         Where the scoring runs (default one thread).
     progress : Progress, optional
@@ -145,7 +155,7 @@ def recommend(
                             fold_in_epochs=fold_in_epochs)
     return run_recommend(model, TableOutput(output, format), k, users=users, train=train, exclude_items=exclude_items,
                          cold=cold, ann=ann, unknown_users=unknown_users, block_size=block_size, part_size=part_size,
-                         context=context, progress=progress)
+                         partitions=partitions, context=context, progress=progress)
 
 
 def run_recommend(
@@ -161,6 +171,7 @@ def run_recommend(
     unknown_users: str = "refuse",
     block_size: Optional[int] = None,
     part_size: Optional[int] = None,
+    partitions: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Progress = SILENT,
 ) -> RecommendResult:
@@ -181,7 +192,7 @@ def run_recommend(
                                  format=output.format, filter_items=inputs.filtered, block_size=block_size,
                                  part_size=part_size,
                                  model_file=inputs.model_file, context=context, progress=progress, notes=notes,
-                                 ann_index=index, fallback=inputs.fallback)
+                                 ann_index=index, fallback=inputs.fallback, partitions=partitions)
     n_users = model.n_users if user_ids is None else len(user_ids)
     if rows == 0 and n_users:  # never a bare "0 recommendations": say why
         notes.append(f"no user got a recommendation: every item of the {model.n_items:,} the model ranks is excluded "
@@ -222,6 +233,7 @@ def write_recommendations(
     notes: Optional[List[str]] = None,
     ann_index=None,
     fallback: Optional[Fallback] = None,
+    partitions: Optional[int] = None,
 ) -> int:
     """Stream top-k lists for ``user_ids`` (default: all users) to ``path``.
 
@@ -268,6 +280,9 @@ def write_recommendations(
         The model's users who get the fallback list instead of its own
         (:class:`~mrec_warp.models.fallback.Fallback`); every row then says in a fifth column,
         ``source``, whether its list is ``personal`` or ``popular``.
+    partitions : int, optional
+        Score every user in this many user blocks on the context's Dask cluster, each where
+        its rows live (:func:`recommend_partitioned`).
 
     Returns
     -------
@@ -292,6 +307,14 @@ def write_recommendations(
         if note:  # a caller collecting notes shows them; otherwise the log says it
             notes.append(note) if notes is not None else progress.log(note)
 
+    if partitions is not None:
+        if user_ids is not None or fallback is not None or ann_index is not None:
+            raise InputError("`partitions` scores every user of the model, exactly, in blocks: it does not combine "
+                             "with a list of users (`users`, `history`), `unknown_users` or `ann`",
+                             hint="drop `partitions`, or those options")
+        info = recommend_partitioned(model, path, k, partitions, model.exclusion_matrix(exclude), mask, fmt, context,
+                                     block_size=block_size, progress=progress, on_neutralised=neutralised)
+        return info["rows"]
     with context:
         if context.uses_parts:
             if mask is not None:  # part files take one exclusion matrix: add the items to every row
@@ -511,3 +534,140 @@ def recommend_in_parts(
                              on_neutralised=on_neutralised)
         job.finish(staged=["model.npz", INPUTS_FILE])
     return {"rows": n_rows, "parts": len(ranges), "parts_skipped": job.skipped, "parts_run": len(job.todo)}
+
+
+# ---------------------------------------------------------------------------------------------
+# user blocks on a Dask cluster, each scored where its rows live
+# ---------------------------------------------------------------------------------------------
+# Recommend by user blocks on a Dask cluster: each block scored where its rows live.
+#
+# A factor model's users are cut into P blocks of consecutive rows. Each block -- its user
+# factors, its rows of the exclusions and its user ids -- is scattered to one worker; the item
+# side (factors, biases, ids, the items filtered for everyone) goes once to every worker.
+# Each block is one unit of the job engine (:mod:`mrec_warp.jobs`): its worker ranks its
+# users and writes its part file, and the parts are joined into one output as every
+# recommend job's are (resumable, assembled in order). A worker so holds ``1/P`` of the
+# users and of the exclusions, never the whole model.
+#
+# Every user is scored at its place in the list of all users (:func:`~mrec_warp.topk.grid_scores`),
+# so the output is byte for byte the one of ``recommend`` on one thread.
+
+
+def _block_part_name(i: int, fmt: str) -> str:
+    return f"block-{i:05d}{_PART_SUFFIX[fmt]}"
+
+
+def _user_block(user_factors: np.ndarray, exclude: Optional[sp.csr_matrix], user_ids: np.ndarray,
+                start: int, stop: int) -> Tuple[np.ndarray, Optional[sp.csr_matrix], np.ndarray]:
+    """Rows ``[start, stop)``: their factors, exclusions (rows past the matrix exclude nothing:
+    users folded in after training) and ids, as copies of their own."""
+    rows = None
+    if exclude is not None:
+        have = sp.csr_matrix(exclude[min(start, exclude.shape[0]):min(stop, exclude.shape[0])], dtype=np.float32)
+        if have.shape[0] < stop - start:
+            have = sp.vstack([have, sp.csr_matrix((stop - start - have.shape[0], exclude.shape[1]),
+                                                  dtype=np.float32)]).tocsr()
+        rows = have
+    return np.ascontiguousarray(user_factors[start:stop]), rows, np.asarray(user_ids[start:stop])
+
+
+def _recommend_block(block: Tuple[np.ndarray, Optional[sp.csr_matrix], np.ndarray],
+                     items: Tuple[np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray]],
+                     workdir: str, part: int, position: int, k: int, fmt: str, block_size: int,
+                     encoding: Optional[str]) -> int:
+    """On the worker holding ``block``: its users' top-k, written to its part file. Returns
+    the rows written (0 when an earlier run wrote the part)."""
+    path = Path(workdir) / _block_part_name(part, fmt)
+    if path.exists():
+        return 0
+    started = job_manifest(workdir)
+    user_factors, exclude, user_ids = block
+    item_factors, bias, item_ids, mask = items
+    exclusion = None if exclude is None else KernelExclusion.of(exclude)
+    names = SimpleNamespace(user_ids=user_ids, item_ids=item_ids)  # what block_to_frame reads
+
+    def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        return factor_scores(user_factors[rows], item_factors, bias, out)
+
+    users = np.arange(len(user_factors), dtype=np.int64)
+    frames = (block_to_frame(names, *top_k_block(score, users[s:e], k, exclusion, position + s, item_mask=mask))
+              for s, e in chunk_ranges(len(users), block_size))
+    with unit_of_job(workdir, started):
+        return write_frames(frames, path, fmt, encoding=encoding, header=False)
+
+
+def recommend_partitioned(model: Any, output: Any, k: int, partitions: int, exclude: Optional[sp.csr_matrix],
+                          item_mask: Optional[np.ndarray], fmt: str, context: ExecutionContext,
+                          block_size: Optional[int] = None, progress: Progress = SILENT,
+                          on_neutralised: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
+    """Top-``k`` lists of every user of a factor model, by ``partitions`` user blocks scored
+    where they live on a Dask cluster, joined into ``output`` (module docstring).
+
+    Parameters
+    ----------
+    model : FactorScoring
+        A fitted factor model (its ``factor_parts``: user factors, item factors, biases).
+    output : path-like
+    k : int
+    partitions : int
+        User blocks, ``1 <= partitions <= users``.
+    exclude : csr_matrix, optional
+        Users x items never recommended (in the model's index space).
+    item_mask : uint8 array, optional
+        Items never recommended to anyone.
+    fmt : {"tsv", "csv", "parquet"}
+    context : ExecutionContext
+        A Dask context; its work folder (default ``OUTPUT.parts``) holds the blocks' parts.
+    block_size : int, optional
+        Users scored at once inside a block.
+
+    Returns
+    -------
+    dict
+        ``rows`` written, ``parts`` (blocks), ``parts_skipped`` (done by an earlier run), ``parts_run``.
+    """
+    if context.backend != "dask":
+        raise InputError("`partitions` scores user blocks on a Dask cluster: it needs `backend=dask`",
+                         hint="add `backend=dask`, or drop `partitions`")
+    if not hasattr(model, "factor_parts"):
+        raise InputError("`partitions` scores the user blocks of a factor model (warp, hybrid, wrmf)",
+                         hint="drop `partitions` for this model")
+    n_users = model.n_users
+    if not isinstance(partitions, int) or isinstance(partitions, bool) or not 1 <= partitions <= max(n_users, 1):
+        raise InputError(f"`partitions` must be a whole number from 1 to the model's {n_users:,} users, "
+                         f"got {partitions!r}", hint=f"e.g. `partitions={min(4, max(n_users, 1))}`")
+    user_factors, item_factors, bias = model.factor_parts()
+    bounds = np.linspace(0, n_users, partitions + 1).round().astype(np.int64)
+    bs = int(block_size or default_block_size(model.n_items))
+    description = {"kind": "recommend-blocks", "model": model_fingerprint(model), "k": int(k), "format": fmt,
+                   "partitions": int(partitions), "block_size": bs,
+                   "exclude": "none" if exclude is None else fingerprint(exclude),
+                   "mask": "none" if item_mask is None else fingerprint(item_mask)}
+    encoding = output_encoding(getattr(model, "id_encoding_", None))
+    with context:
+        client = context.client
+        job = Job(context, description, [_block_part_name(i, fmt) for i in range(partitions)],
+                  folder=context.folder(f"{output}.parts"), progress=progress)
+        progress.log(f"recommend: {plural(partitions, 'user block')} on {context.describe()}"
+                     + (f"; {job.skipped} already done" if job.skipped else ""))
+        if job.todo:
+            addresses = sorted(client.scheduler_info()["workers"])
+            tag = uuid.uuid4().hex[:8]
+            items = client.scatter({f"recommend-items-{tag}": (np.ascontiguousarray(item_factors), bias,
+                                                              np.asarray(model.item_ids), item_mask)},
+                                   broadcast=True, hash=False)[f"recommend-items-{tag}"]
+            tasks = []
+            for i in job.todo:
+                a, b = int(bounds[i]), int(bounds[i + 1])
+                key = f"recommend-users-{i:05d}-{tag}"
+                block = client.scatter({key: _user_block(user_factors, exclude, model.user_ids, a, b)},
+                                       workers=[addresses[i % len(addresses)]], hash=False)[key]
+                tasks.append((block, items, str(job.path), i, a, int(k), fmt, bs, encoding))
+            for _ in job.run(_recommend_block, tasks):
+                pass
+            del tasks, items
+        job.check_complete()
+        n_rows = concatenate([job.part(i) for i in range(partitions)], output, fmt, header=RECS_COLUMNS,
+                             on_neutralised=on_neutralised)
+        job.finish()
+    return {"rows": n_rows, "parts": partitions, "parts_skipped": job.skipped, "parts_run": len(job.todo)}

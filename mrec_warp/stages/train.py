@@ -28,6 +28,7 @@ from ..seeds import DEFAULT_SEED
 from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
+from ..models.partitioned_wrmf import fit_partitioned, fits_on_partitions
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
 from ..data.features import FeatureFiles
 from ._inputs import keep_encoding, load_interactions, load_params, load_validation, params_model
@@ -127,6 +128,7 @@ def train(
     feature_header: Optional[bool] = None,
     feature_columns: Optional[str] = None,
     sub_models: Optional[int] = None,
+    partitions: Optional[int] = None,
     seed: Optional[int] = None,
     context: Optional[ExecutionContext] = None,
     progress: Optional[Progress] = None,
@@ -168,6 +170,11 @@ def train(
         warp model is always fitted so, by default as
         :data:`~mrec_warp.stages.submodels.DEFAULT_SUB_MODELS` sub-model(s) whatever the
         cluster's size: the same call gives the same model, and resumes, on any cluster.
+    partitions : int, optional
+        Fit a wrmf model on a Dask cluster (``backend="dask"``) with its interactions cut into
+        this many blocks of users and of items, each held by one worker, so that no worker
+        holds the whole log (:mod:`~mrec_warp.models.partitioned_wrmf`): the same model as a
+        local fit, to float32 round-off.
     seed : int, optional
         Seeds the model (and the sub-models' seeds); default :data:`~mrec_warp.seeds.DEFAULT_SEED`.
         A model that draws no random numbers ignores it and says so in ``notes``.
@@ -197,7 +204,7 @@ def train(
         :class:`UnknownParameterError` for a parameter the family does not take.
     """
     return run_train(train, output, model=model, params=params, params_file=params_file, validation=validation,
-                     sub_models=sub_models, seed=seed,
+                     sub_models=sub_models, partitions=partitions, seed=seed,
                      rows=RowOptions(format=format, sep=sep, header=header, columns=columns, duplicates=duplicates,
                                      negatives=negatives, min_value=min_value, empty_ids=empty_ids),
                      features=FeatureFiles(user=user_features, item=item_features, sep=feature_sep,
@@ -214,6 +221,7 @@ def run_train(
     params_file: Optional[PathLike] = None,
     validation: Optional[PathLike] = None,
     sub_models: Optional[int] = None,
+    partitions: Optional[int] = None,
     seed: Optional[int] = None,
     rows: Optional[RowOptions] = None,
     features: Optional[FeatureFiles] = None,
@@ -268,6 +276,8 @@ def run_train(
     if sub_models and not fits_sub_models(estimator):
         raise InputError(f"`sub_models` needs {named_families(fits_sub_models)}, not `model={model_name}`",
                          hint="drop `sub_models`")
+    if partitions is not None:
+        check_partitioned(model_name, estimator, backend, sub_models, features)
     # WRMF's default confidence reads the value column when there is one, and is 1 + alpha without
     data = load_interactions(train, rows, values=kind != "none", required=not weighs_without_values(estimator))
     # the row rules' counts in prepare's words (a file read always has them), then the matrix they made
@@ -294,6 +304,9 @@ def run_train(
             _note_default_sub_models(progress)
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
+    elif partitions is not None:
+        fit_partitioned(estimator, data, context, partitions, progress=progress, use_values=data.has_values,
+                        validation=load_validation(validation, data, rows) if validation else None)
     else:
         _fit(estimator, model_name, data, context, validation, rows, features, progress)
     keep_encoding(estimator, data)
@@ -301,6 +314,22 @@ def run_train(
         estimator.save(output)
     return TrainResult(estimator, model_name, data.n_users, data.n_items, None if output is None else str(output),
                        notes)
+
+
+def check_partitioned(model_name: str, estimator: Recommender, backend: str, sub_models: Optional[int],
+                      features: FeatureFiles) -> None:
+    """A fit on partitions: a family that has one, on Dask, alone (before the data is read)."""
+    if not fits_on_partitions(estimator):
+        raise InputError(f"`partitions` is for `model=wrmf`, not `model={model_name}`",
+                         hint="drop `partitions` (`sub_models` spreads a warp fit over a cluster)")
+    if backend != "dask":
+        raise InputError("`partitions` cuts the interactions across a Dask cluster: it needs `backend=dask`",
+                         hint="add `backend=dask` (and `scheduler=tcp://HOST:PORT` for a running cluster)")
+    if sub_models:
+        raise InputError("`partitions` and `sub_models` do not combine", hint="drop one of them")
+    if features.item or features.user:
+        raise InputError("feature files do not combine with `partitions`", path=features.item or features.user,
+                         hint="drop the feature files")
 
 
 def _note_default_sub_models(progress: Progress) -> None:
