@@ -57,7 +57,11 @@ from .indices import IndexArg
 from .foldin import log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .early_stopping import check_epochs, early_stopping_params, run_epochs
+from .early_stopping import (Holdout, check_epochs, check_factor_memory, early_stopping_params, internal_holdout,
+                             refit_all, run_epochs)
+from .selection import AUTO, Stopwatch, remember, report, select_param, selected_names, value_of
+from . import wrmf_search
+from ..seeds import spawn_seed
 
 SOLVERS = ("cg", "cholesky")
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
@@ -343,23 +347,31 @@ class WRMF(FactorModel):
 
     name = "wrmf"
     order = 50
+    #: The settings a fit chooses on its hold-out when left at "auto" (:mod:`.wrmf_search`), and
+    #: their values with ``select=False``: ``alpha``'s is the data rule (:func:`auto_alpha`).
+    SELECTED = ("factors", "alpha", "regularization")
+    FIXED: Dict[str, Any] = {"factors": 64, "alpha": AUTO, "regularization": 40.0}
+    #: A file from before ``select`` was trained with the fixed values.
+    PARAMS_BEFORE: Dict[str, Any] = {"select": False}
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha",)
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
     PARAMETERS = (
-        Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
-        Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: on a "
-              "binary file 3 while sqrt(users*pairs)*(pairs/items)^0.2 <= 90,000, 1 from 130,000 (geometric in "
-              "between); on values that differ 1.", low=0, check=False,
-              tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
+        Param("factors", int, AUTO, "Latent dimensions; auto: chosen on the hold-out (`select`), else 64.", low=1,
+              tune=[32, 64, 128], grid=(32, 64, 128)),
+        Param("alpha", float, AUTO, "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: chosen on "
+              "the hold-out (`select`), else on a binary file 3 while sqrt(users*pairs)*(pairs/items)^0.2 <= 90,000, "
+              "1 from 130,000 (geometric in between), on values that differ 1.", low=0, check=False,
+              tune=("log", 0.3, 30.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
         Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, open=True,
               check=False),  # alpha and eps: the confidence rule's (_check_extra)
-        Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
-              grid=(10.0, 40.0, 160.0)),
+        Param("regularization", float, AUTO, "L2 penalty on every vector; auto: chosen on the hold-out "
+              "(`select`), else 40.", low=0, tune=("log", 1.0, 200.0)),
+        select_param(),
         Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
               choices=SOLVERS, option=False),
         Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tune=True,
@@ -375,11 +387,12 @@ class WRMF(FactorModel):
 
     def __init__(
         self,
-        factors: int = 64,
-        alpha: Union[float, str] = "auto",
+        factors: Union[int, str] = AUTO,
+        alpha: Union[float, str] = AUTO,
         confidence: str = "linear",
         eps: float = 1.0,
-        regularization: float = 40.0,
+        regularization: Union[float, str] = AUTO,
+        select: bool = True,
         solver: str = "cg",
         cg_steps: int = 3,
         epochs: Optional[int] = None,
@@ -400,6 +413,7 @@ class WRMF(FactorModel):
         self.confidence = confidence
         self.eps = eps
         self.regularization = regularization
+        self.select = select
         self.solver = solver
         self.cg_steps = cg_steps
         self.epochs = epochs
@@ -455,9 +469,17 @@ class WRMF(FactorModel):
             return float(resolved)
         return float(self.alpha)
 
+    def factors_in_force(self) -> int:
+        """``factors``, or what the fit chose for ``"auto"`` (64 with ``select=False``)."""
+        return int(value_of(self, "factors"))
+
+    def regularization_in_force(self) -> float:
+        """``regularization``, or what the fit chose for ``"auto"`` (40 with ``select=False``)."""
+        return float(value_of(self, "regularization"))
+
     # -- state -------------------------------------------------------------------------------
     def init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
-        d = int(self.factors)
+        d = self.factors_in_force()
         self.user_factors_ = np.zeros((n_users, d), dtype=np.float32)
         self.item_factors_ = rng.standard_normal((n_items, d), dtype=np.float32) * np.float32(
             self.init_scale / np.sqrt(d))
@@ -466,7 +488,7 @@ class WRMF(FactorModel):
     def _gram(self, Y: np.ndarray) -> np.ndarray:
         """``Y^T Y + reg * I`` (BLAS), the part of every row's system that all rows share."""
         G = Y.T @ Y
-        G[np.diag_indices_from(G)] += np.float32(self.regularization)
+        G[np.diag_indices_from(G)] += np.float32(self.regularization_in_force())
         return np.ascontiguousarray(G, dtype=np.float32)
 
     # -- one half-iteration ------------------------------------------------------------------
@@ -493,7 +515,7 @@ class WRMF(FactorModel):
     def _divergence_hint(self) -> str:
         """Which way to move: a regularization beyond any confidence (at most 1e15) is what
         overflows float32 (``regularization=3e38``); otherwise confidences outgrow it."""
-        reg = float(self.regularization)
+        reg = self.regularization_in_force()
         if reg > MAX_CONFIDENCE:
             return f"lower `regularization` from {reg:g}: the float32 arithmetic overflows, e.g. `regularization=40`"
         return "raise `regularization` or lower `alpha`"
@@ -506,7 +528,7 @@ class WRMF(FactorModel):
         Y = self.item_factors_.astype(np.float64)
         everything = float(np.sum((X.T @ X) * (Y.T @ Y)))  # sum over all pairs of s^2
         observed = _als.observed_loss(self.user_factors_, self.item_factors_, rows.indptr, rows.indices, rows.conf)
-        return everything + observed + float(self.regularization) * float((X * X).sum() + (Y * Y).sum())
+        return everything + observed + self.regularization_in_force() * float((X * X).sum() + (Y * Y).sum())
 
     # -- public training API -----------------------------------------------------------------
     def fit(self, X, validation=None, callbacks: Sequence[Callback] = (), progress: Optional[Progress] = None,
@@ -543,23 +565,106 @@ class WRMF(FactorModel):
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
         values = raw.data if use_values else None
+        names = selected_names(self)
         if isinstance(self.alpha, str):
             sizes = observed_sizes(raw)
             self.alpha_ = auto_alpha(values, self.confidence, float(self.eps), sizes)
-            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
-                f"binary, {sizes[0]:,} users x {sizes[1]:,} items, {sizes[2]:,} pairs: every observed pair "
-                f"weighs 1 + {binary_alpha(sizes):.3g})" if all_equal(values)
-                else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
+            if "alpha" not in names:
+                progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
+                    f"binary, {sizes[0]:,} users x {sizes[1]:,} items, {sizes[2]:,} pairs: every observed pair "
+                    f"weighs 1 + {binary_alpha(sizes):.3g})" if all_equal(values)
+                    else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
         else:
             self.alpha_ = float(self.alpha)
-        self.confidence_ = self.confidences(values, nnz)
+        rule_alpha = float(self.alpha_)
+        remember(self, {"alpha": rule_alpha, **{n: self.FIXED[n] for n in names if n != "alpha"}})
+        self.confidence_ = self.confidences(values, nnz)  # (refuses bad values before any work)
         del raw
-        conf_csr = self._confidence_csr()
         with workers if workers is not None else contextlib.nullcontext():
             if workers is not None and solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
+            if names:
+                self._fit_selecting(names, values, nnz, validation, callbacks, progress, workers)
+            else:
+                self._fit_prepared(self._confidence_csr(), validation, callbacks, progress, unit="iteration",
+                                   workers=workers)
         return self
+
+    def _unit_csr(self, values: Optional[np.ndarray], nnz: int) -> sp.csr_matrix:
+        """The training pairs with ``f(value)`` each (1 without values or with confidence
+        "none"): the confidences of any ``alpha`` are ``1 + alpha * f``."""
+        if values is None or self.confidence == "none":
+            f = np.ones(nnz, dtype=np.float32)
+        else:
+            v = np.asarray(values, dtype=np.float64)
+            f = (np.log1p(v / float(self.eps)) if self.confidence == "log" else v).astype(np.float32)
+        indptr, indices, shape = self._seen
+        return sp.csr_matrix((f, indices, indptr), shape=shape)
+
+    def use_setting(self, values: Mapping[str, Any]) -> None:
+        """Put a setting of the selected parameters in force (``factors_``, ``alpha_``,
+        ``regularization_``): what the search's candidates train with."""
+        for name, value in values.items():
+            setattr(self, name + "_", int(value) if name == "factors" else float(value))
+
+    def iterate(self, conf_csr: sp.csr_matrix, iterations: int, workers: Optional[Workers] = None) -> None:
+        """``iterations`` ALS iterations on ``conf_csr`` from the current factors, nothing
+        scored or logged (a candidate of the search)."""
+        data = TrainingData(conf_csr)
+        with block_solver(data, workers, self.n_jobs) as blocks:
+            for _ in range(int(iterations)):
+                self._iteration(blocks)
+
+    def _fit_selecting(self, names: Tuple[str, ...], values: Optional[np.ndarray], nnz: int, validation,
+                       callbacks: Sequence[Callback], progress: Progress, workers: Optional[Workers]) -> None:
+        """The fit that chooses ``names`` on the hold-out (:mod:`.wrmf_search`), goes on from the
+        winner with early stopping, then refits on all the data for its best count."""
+        self.history_: List[Dict[str, Any]] = []
+        self.refit_start_ = 0
+        rng = np.random.default_rng(self.random_state)
+        unit = self._unit_csr(values, nnz)
+        holdout = internal_holdout(self, unit, rng, validation)
+        init_seed = spawn_seed(rng)
+        explicit = {n: getattr(self, n) for n in WRMF.SELECTED if n not in names}
+        fixed = {"factors": self.FIXED["factors"], "regularization": self.FIXED["regularization"],
+                 "alpha": float(self.alpha_)}
+        grid = wrmf_search.candidates(fixed, names, explicit)
+        # a factor count whose states would crowd the memory is left out (the first setting stays)
+        settings = grid[:1] + [s for s in grid[1:] if wrmf_search.fits_in_memory(*unit.shape, int(s["factors"]), 4)]
+        clock = Stopwatch()
+        users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
+        winner, tried = wrmf_search.search(self, holdout.fit, holdout.held_out, users, settings, init_seed, rng,
+                                           progress, workers)
+        report(progress, "wrmf", tried, winner, tried[0], clock.seconds, int(self.eval_k))
+        chosen = dict(winner.values)
+        self.use_setting(chosen)
+        remember(self, {n: chosen[n] for n in names})
+        check_factor_memory(self, *unit.shape)
+        self.confidence_ = self.confidences(values, nnz)
+        conf_csr = self._confidence_csr()
+        if self.epochs is not None:  # a fixed count: on all the data, with the chosen setting
+            progress.log(f"fitting on all training data for {int(self.epochs)} iterations")
+            self.init_state(*conf_csr.shape, np.random.default_rng(init_seed))
+            self.train_epochs(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
+            self.best_epoch_ = int(self.epochs)
+            return
+        done = int(winner.extra["iterations"])
+        fit_conf = sp.csr_matrix(((1.0 + float(self.alpha_) * holdout.fit.data.astype(np.float64)).astype(np.float32),
+                                  holdout.fit.indices, holdout.fit.indptr), shape=holdout.fit.shape)
+        best = done
+        if int(self.max_epochs) > done:
+            best = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, callbacks,
+                                     validation=Holdout(holdout.fit, holdout.held_out, rng, holdout.users),
+                                     first=done, workers=workers)
+        del fit_conf
+        self.best_epoch_ = best
+        if validation is not None:
+            return
+        if not self.refit:
+            progress.log(f"no refit: keeping the best iteration's model (iteration {best}), fitted on "
+                         f"{holdout.fit.nnz:,} of the {nnz:,} pairs")
+            return
+        refit_all(self, conf_csr, best, None, init_seed, progress, callbacks, "iteration", workers=workers)
 
     #: The training pairs' structure ``(indptr, indices, shape)``, shared with the confidences
     #: (set by ``train_``'s setter; ``None`` before a fit, read through ``__dict__`` where it may be).
@@ -601,7 +706,7 @@ class WRMF(FactorModel):
             super().check_fitted()
 
     def train_epochs(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
-               workers: Optional[Workers] = None) -> int:
+                     workers: Optional[Workers] = None, first: int = 0) -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
         The half-iterations' blocks run on ``workers`` when they are other processes
@@ -620,7 +725,7 @@ class WRMF(FactorModel):
                 return {}, ""
 
             return run_epochs(self, step, epochs, progress, callbacks, validation, phase, unit="iteration",
-                              n_jobs=effective_n_jobs(self.n_jobs))
+                              n_jobs=effective_n_jobs(self.n_jobs), first=first)
 
     # -- fold-in and explanations ------------------------------------------------------------
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
@@ -734,7 +839,7 @@ class WRMF(FactorModel):
         hist = train.indices[lo:hi]
         c = self.confidence_[lo:hi].astype(np.float64)
         Y = self.item_factors_.astype(np.float64)
-        A = Y.T @ Y + float(self.regularization) * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
+        A = Y.T @ Y + self.regularization_in_force() * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
         S = Y[asked] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
         contrib = S * c
         n = min(int(k), len(hist))
@@ -774,7 +879,9 @@ class WRMF(FactorModel):
 
     @classmethod
     def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        return {**cls._factor_spec(params, n_users, n_items), "confidence": ("f4", (None,))}
+        # factors "auto": the count the fit chose (``factors_``), checked against the arrays in set_attrs
+        known = {**params, "factors": None} if params.get("factors") == AUTO else params
+        return {**cls._factor_spec(known, n_users, n_items), "confidence": ("f4", (None,))}
 
     def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf, itf = self._checked_factors(arrays)
@@ -785,6 +892,14 @@ class WRMF(FactorModel):
         if len(conf) and conf.min() < 1:
             raise ValueError("confidences below 1")
         self.user_factors_, self.item_factors_, self.confidence_ = uf, itf, conf
+
+    def set_attrs(self, attrs: Dict[str, Any]) -> None:
+        super().set_attrs(attrs)
+        chosen = getattr(self, "factors_", None)
+        d = self.item_factors_.shape[1] if getattr(self, "item_factors_", None) is not None else None
+        if d is not None and chosen is not None and int(chosen) != d:
+            raise InputError(f"model file is invalid: factors_ {chosen} does not match the {d} columns of its factors",
+                             hint="train the model again")
 
     def get_attrs(self) -> Dict[str, Any]:
         # the alpha the fit used (what "auto" became); None before a fit
@@ -811,7 +926,7 @@ class WRMF(FactorModel):
         regularisation (on one BLAS thread, as training computes it: the same bits)."""
         side = self.item_side()
         assert side is not None  # trained and loaded factors are float32 and C-contiguous
-        key = (side.key, float(self.regularization))
+        key = (side.key, self.regularization_in_force())
         cached = self.__dict__.get("_gram_cache")
         if cached is None or cached[0] != key or cached[1] is not side:
             with one_blas_thread():

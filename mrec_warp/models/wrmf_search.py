@@ -1,0 +1,201 @@
+"""WRMF's settings chosen on the hold-out: a short successive-halving search over a small grid.
+
+What ``factors``, ``alpha`` and ``regularization`` left at ``"auto"`` become
+(:mod:`~mrec_warp.models.selection`). The candidates are a small grid (:func:`candidates`:
+the fixed defaults first, then settings around them that won on other shapes of data:
+more factors with less regularization for sparse logs over many items, a heavier
+regularization with a larger alpha for dense catalogues). The search is successive
+halving, warm-started as ALS allows:
+
+* **a shared start per factor count**: :data:`START` iterations of the group's first
+  setting from the fit's random initial factors; every setting of the group goes on from
+  those factors (ALS forgets its start within an iteration or two, so the start costs the
+  group once instead of once per setting);
+* **rung 1**: :data:`RUNG` iterations of each setting, scored on a sample of
+  :data:`RUNG_USERS` of the hold-out's users;
+* **rung 2**: the best third go on for :data:`RUNG2` more iterations, scored on all the
+  hold-out's scored users (those early stopping scores);
+* the winner is left in the model: the fit's early stopping goes on from it, and the refit
+  on all the data runs its best iteration count.
+
+Only the training states of the settings that may still be promoted are kept (at most
+the number promoted, plus the one running): the memory of a few fits' factors, not of
+the whole grid.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..memory import available_bytes
+from .early_stopping import HoldoutScorer, id_keys, sample_users
+from .selection import Candidate, Stopwatch
+
+#: Iterations of a factor count's shared start, of each setting in rung 1, and of the
+#: promoted ones in rung 2 (the winner's early stopping then goes on from there).
+START = 2
+RUNG = 2
+RUNG2 = 3
+#: Hold-out users scoring rung 1 (a sample: rung 1 scores every setting once).
+RUNG_USERS = 1000
+#: The share of rung 1 promoted to rung 2 (at least one setting).
+PROMOTED = 1.0 / 3.0
+
+#: The settings tried besides the fixed defaults, as (factors, regularization, alpha
+#: relative to the fixed alpha): chosen on the selection suite (scripts/bench_defaults.py,
+#: docs/models/wrmf.rst, "Settings chosen on the hold-out").
+GRID: Tuple[Tuple[int, float, float], ...] = (
+    (64, 40.0, 1.0),
+    (64, 15.0, 1.0),
+    (64, 150.0, 3.0),
+    (64, 150.0, 1.0),
+    (128, 40.0, 1.0),
+    (128, 15.0, 1.0),
+)
+
+
+def candidates(fixed: Dict[str, Any], names: Sequence[str], explicit: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The settings to try: :data:`GRID` over the ``names`` chosen, the ``explicit`` values
+    kept (an explicit value is never searched), the fixed defaults first, no repeats.
+
+    ``fixed``: the fixed value of each selected parameter (``alpha``: the data rule's value).
+    """
+    out: List[Dict[str, Any]] = []
+    for factors, reg, alpha_scale in GRID:
+        point = {"factors": factors, "regularization": reg, "alpha": float(fixed["alpha"]) * alpha_scale}
+        values = {n: (point[n] if n in names else explicit[n]) for n in ("factors", "alpha", "regularization")}
+        if values not in out:
+            out.append(values)
+    return out
+
+
+class Rung:
+    """The states kept while a rung runs: at most ``keep`` of the best scored so far."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(int(keep), 1)
+        self.states: Dict[int, Any] = {}
+        self.scores: Dict[int, float] = {}
+
+    def offer(self, index: int, score: float, state: Callable[[], Any]) -> None:
+        """Keep ``state()`` of setting ``index`` if its ``score`` is among the best ``keep``."""
+        self.scores[index] = score
+        ranked = sorted(self.scores, key=lambda i: (-_finite(self.scores[i]), i))[:self.keep]
+        if index in ranked:
+            self.states[index] = state()
+        for i in list(self.states):
+            if i not in ranked:
+                del self.states[i]
+
+    def best(self) -> List[int]:
+        """The kept settings, best first (a tie: the one listed first)."""
+        return sorted(self.states, key=lambda i: (-_finite(self.scores[i]), i))
+
+
+def _finite(score: float) -> float:
+    return -math.inf if math.isnan(score) else score
+
+
+def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.ndarray, settings: List[Dict[str, Any]],
+           init_seed: int, rng: np.random.Generator, progress, workers=None) -> Tuple[Candidate, List[Candidate]]:
+    """Successive halving over ``settings`` on the hold-out (see the module docstring).
+
+    ``unit_fit``: the fit part of the hold-out split, each pair's ``f(value)`` (so that the
+    confidences of any ``alpha`` are ``1 + alpha * f``); ``held_out`` and ``users``: the
+    held-out pairs and the users early stopping scores. ``model`` provides
+    :meth:`~mrec_warp.models.wrmf.WRMF.use_setting` and ``iterate``. Returns the winner
+    (its state left in ``model``, its iterations in ``extra["iterations"]``) and every
+    candidate tried, in the order of ``settings``.
+    """
+    n_users, n_items = unit_fit.shape
+    tried = [Candidate(dict(s)) for s in settings]
+    k = int(model.eval_k)
+    rung_users = sample_users(_rows(held_out, users), RUNG_USERS, rng,
+                              id_keys(getattr(model, "user_ids", None), n_users))
+    scorer1 = HoldoutScorer(unit_fit, held_out, rung_users, k)
+    scorer2 = HoldoutScorer(unit_fit, held_out, users, k) if len(users) > len(rung_users) else scorer1
+    n_promoted = max(1, int(math.ceil(PROMOTED * len(settings)))) if len(settings) > 1 else 1
+    rung = Rung(n_promoted)
+    confidences = _Confidences(unit_fit)
+    # rung 1: per factor count, a shared start, then each setting from it
+    for d in dict.fromkeys(s["factors"] for s in settings):
+        group = [i for i, s in enumerate(settings) if s["factors"] == d]
+        clock = Stopwatch()
+        model.use_setting(settings[group[0]])
+        model.init_state(n_users, n_items, np.random.default_rng(init_seed))
+        model.iterate(confidences.of(settings[group[0]]["alpha"]), START, workers)
+        start = model.train_state()
+        start_seconds = clock.seconds
+        for i in group:
+            clock = Stopwatch()
+            model.use_setting(settings[i])
+            model.set_train_state(start)
+            model.iterate(confidences.of(settings[i]["alpha"]), RUNG, workers)
+            score = scorer1(model.score_users)
+            tried[i].score, tried[i].note = score, f"rung 1 ({START + RUNG} iterations, {len(rung_users):,} users)"
+            rung.offer(i, score, model.train_state)
+            tried[i].seconds = clock.seconds + start_seconds / len(group)
+        del start
+    # rung 2: the best third go on, scored on every scored user
+    promoted = rung.best()
+    final: Dict[int, float] = {}
+    best_i, best_state = None, None
+    for i in promoted:
+        clock = Stopwatch()
+        model.use_setting(settings[i])
+        model.set_train_state(rung.states.pop(i), copy=False)
+        if len(promoted) > 1:
+            model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
+            final[i] = scorer2(model.score_users)
+            tried[i].note = f"rung 2 ({START + RUNG + RUNG2} iterations)"
+        else:
+            final[i] = tried[i].score
+        tried[i].score = final[i]
+        tried[i].seconds += clock.seconds
+        if best_i is None or _finite(final[i]) > _finite(final[best_i]):
+            best_i, best_state = i, model.train_state()
+    for i, c in enumerate(tried):
+        if i not in final:
+            c.note = f"stopped at rung 1 ({START + RUNG} iterations, {len(rung_users):,} users)"
+    assert best_i is not None and best_state is not None  # at least one setting is promoted
+    winner = tried[best_i]
+    model.use_setting(settings[best_i])
+    model.set_train_state(best_state, copy=False)
+    winner.extra["iterations"] = int(model.epochs_done_)
+    return winner, tried
+
+
+def _rows(matrix: sp.csr_matrix, users: np.ndarray) -> sp.csr_matrix:
+    """``matrix`` with only the rows of ``users`` kept (the others emptied)."""
+    keep = np.zeros(matrix.shape[0], dtype=bool)
+    keep[users] = True
+    counts = np.diff(matrix.indptr) * keep
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    mask = np.repeat(keep, np.diff(matrix.indptr))
+    return sp.csr_matrix((matrix.data[mask], matrix.indices[mask], indptr), shape=matrix.shape)
+
+
+class _Confidences:
+    """The fit part's confidence matrix of an ``alpha``, the last one kept (the settings of
+    a factor count are few, and two matrices of the pairs at once is the most memory it takes)."""
+
+    def __init__(self, unit: sp.csr_matrix) -> None:
+        self.unit = unit
+        self.alpha: Optional[float] = None
+        self.matrix: Optional[sp.csr_matrix] = None
+
+    def of(self, alpha: float) -> sp.csr_matrix:
+        if self.alpha != alpha or self.matrix is None:
+            data = (1.0 + float(alpha) * self.unit.data.astype(np.float64)).astype(np.float32)
+            self.matrix = sp.csr_matrix((data, self.unit.indices, self.unit.indptr), shape=self.unit.shape)
+            self.alpha = alpha
+        return self.matrix
+
+
+def fits_in_memory(n_users: int, n_items: int, factors: int, states: int) -> bool:
+    """Whether ``states`` copies of the factors of ``factors`` dimensions take at most half
+    the memory available (a larger factor count is then left out of the grid)."""
+    return 4.0 * factors * (n_users + n_items) * states <= 0.5 * available_bytes()
