@@ -330,12 +330,29 @@ class WRMF(FactorModel):
 
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
-        """Iterations (the typical count, or the cap) of ALS solves and of validation scoring."""
+        """Iterations (the typical count, or the cap) of ALS solves and of validation scoring,
+        plus, when settings are left at ``"auto"``, the search's (:mod:`.wrmf_search`): its
+        iterations at each setting's factor count and its scoring of the rungs."""
         epochs = min(epochs_cap, cls.TUNE_EPOCHS) if epochs_cap else cls.TUNE_EPOCHS
-        f = int(params.get("factors", 64))
-        per_epoch = cls.TUNE_RATE * (shape.users + shape.items) * f * f \
-            + SCORE_RATE * shape.sampled_users(epochs_cap) * shape.items
-        return epochs * per_epoch + shape.scoring()
+        model = cls(**params)
+
+        def iteration(d: int) -> float:
+            return cls.TUNE_RATE * (shape.users + shape.items) * d * d
+
+        evaluation = SCORE_RATE * shape.sampled_users(epochs_cap) * shape.items
+        d = int(cls.FIXED["factors"]) if model.factors == AUTO else int(model.factors)
+        cost = epochs * (iteration(d) + evaluation)
+        names = selected_names(model)
+        if names:
+            explicit = {n: getattr(model, n) for n in cls.SELECTED if n not in names}
+            settings = wrmf_search.candidates({**cls.FIXED, "alpha": 1.0}, names, explicit)
+            promoted = wrmf_search.promoted_count(len(settings))
+            cost += wrmf_search.START * iteration(int(settings[0]["factors"])) \
+                + sum(wrmf_search.RUNG * iteration(int(s["factors"])) for s in settings) \
+                + promoted * wrmf_search.RUNG2 * iteration(d) \
+                + len(settings) * SCORE_RATE * min(shape.val_users, wrmf_search.RUNG_USERS) * shape.items \
+                + promoted * evaluation
+        return cost + shape.scoring()
 
     @classmethod
     def trial_params(cls, values: Mapping[str, Any], shared: Mapping[str, Any], k: int,
@@ -606,6 +623,21 @@ class WRMF(FactorModel):
         ``regularization_``): what the search's candidates train with."""
         for name, value in values.items():
             setattr(self, name + "_", int(value) if name == "factors" else float(value))
+
+    def resize_factors(self, factors: int, rng: np.random.Generator) -> None:
+        """Give the factors ``factors`` columns, keeping the first ones: new item columns are
+        drawn as :meth:`init_state` draws them, new user columns are 0 (a search's setting
+        with more factors starts from one with fewer)."""
+        d = self.item_factors_.shape[1]
+        if factors < d:
+            self.user_factors_ = np.ascontiguousarray(self.user_factors_[:, :factors])
+            self.item_factors_ = np.ascontiguousarray(self.item_factors_[:, :factors])
+        elif factors > d:
+            n_users, n_items = self.user_factors_.shape[0], self.item_factors_.shape[0]
+            extra = rng.standard_normal((n_items, factors - d), dtype=np.float32) * np.float32(
+                self.init_scale / np.sqrt(factors))
+            self.user_factors_ = np.hstack([self.user_factors_, np.zeros((n_users, factors - d), np.float32)])
+            self.item_factors_ = np.ascontiguousarray(np.hstack([self.item_factors_, extra]))
 
     def iterate(self, conf_csr: sp.csr_matrix, iterations: int, workers: Optional[Workers] = None) -> None:
         """``iterations`` ALS iterations on ``conf_csr`` from the current factors, nothing
