@@ -346,7 +346,7 @@ class WRMF(FactorModel):
         if names:
             explicit = {n: getattr(model, n) for n in cls.SELECTED if n not in names}
             settings = wrmf_search.candidates({**cls.FIXED, "alpha": 1.0}, names, explicit)
-            promoted = wrmf_search.promoted_count(len(settings))
+            promoted = 1 + wrmf_search.promoted_count(len(settings))
             cost += wrmf_search.START * iteration(int(settings[0]["factors"])) \
                 + sum(wrmf_search.RUNG * iteration(int(s["factors"])) for s in settings) \
                 + promoted * wrmf_search.RUNG2 * iteration(d) \
