@@ -18,7 +18,7 @@ halving, warm-started as ALS allows:
   another setting wins only by a margin over the fixed defaults (:data:`CHANGE_MARGIN`; more
   factors, whose iterations cost more, by :data:`MORE_FACTORS_MARGIN` more);
 * the winner is left in the model: the fit's early stopping goes on from it, and the refit
-  on all the data runs its best iteration count.
+  on all the data runs :data:`REFIT` iterations from its best factors on the hold-out.
 
 Only the training states of the settings that may still be promoted are kept (at most
 the number promoted, plus the one running): the memory of a few fits' factors, not of
@@ -41,6 +41,8 @@ from .selection import Candidate, Stopwatch
 START = 2
 RUNG = 2
 RUNG2 = 3
+#: Iterations of the refit on all the data, from the winner's best factors on the hold-out.
+REFIT = 2
 #: Hold-out users scoring rung 1 (a sample: rung 1 scores every setting once).
 RUNG_USERS = 1000
 #: The share of rung 1 promoted to rung 2 (at least one setting).
