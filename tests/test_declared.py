@@ -95,7 +95,8 @@ def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declaratio
 def test_a_shared_name_says_each_familys_default():
     options = {p.name: p for p in train_command.params}
     assert options["l2"].help == "slim: L2 penalty [100]; ease: lambda, the L2 penalty on the weights [200]."
-    assert options["factors"].help == "warp, wrmf, hybrid: Latent dimensions [64]."
+    assert options["factors"].help == ("warp, hybrid: Latent dimensions [64]; wrmf: Latent dimensions; auto: chosen on "
+                                       "the hold-out (--select), else 64 [auto].")
 
 
 # tune's families as they were written by hand before the declarations (with the search

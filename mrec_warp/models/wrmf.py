@@ -685,10 +685,21 @@ class WRMF(FactorModel):
         fit_conf = sp.csr_matrix(((1.0 + float(self.alpha_) * holdout.fit.data.astype(np.float64)).astype(np.float32),
                                   holdout.fit.indices, holdout.fit.indptr), shape=holdout.fit.shape)
         best = done
+        self.best_score_ = winner.score
         if int(self.max_epochs) > done:
-            best = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, callbacks,
-                                     validation=Holdout(holdout.fit, holdout.held_out, rng, holdout.users),
-                                     first=done, workers=workers)
+            # early stopping goes on from the winner, its score at the search's last iteration the one to beat
+            searched = self.snapshot()
+            patience = wrmf_search.PatienceFrom(winner.score, done, int(self.patience), int(self.eval_k))
+            found = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, [*callbacks, patience],
+                                      validation=Holdout(holdout.fit, holdout.held_out, rng, users),
+                                      first=done, workers=workers)
+            if self.best_score_ > winner.score:
+                best = found
+            else:
+                self.restore(searched)
+                self.best_score_ = winner.score
+                progress.log(f"best iteration {done}, the search's last: val P@{int(self.eval_k)} {winner.score:.4f}")
+            del searched
         del fit_conf
         self.best_epoch_ = best
         if validation is not None:

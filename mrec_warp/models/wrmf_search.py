@@ -180,8 +180,8 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
             model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
             final[i] = scorer2(model.score_users)
             tried[i].note = f"rung 2 ({START + RUNG + RUNG2} iterations)"
-        else:
-            final[i] = tried[i].score
+        else:  # nothing to compare: scored as early stopping goes on scoring it
+            final[i] = scorer2(model.score_users) if scorer2 is not scorer1 else tried[i].score
         tried[i].score = final[i]
         tried[i].seconds += clock.seconds
         if best_i is None or _finite(_handicap(final[i], settings[i], settings[0])) > \
@@ -196,6 +196,22 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     model.set_train_state(best_state, copy=False)
     winner.extra["iterations"] = int(model.epochs_done_)
     return winner, tried
+
+
+class PatienceFrom:
+    """A callback of the early stopping that goes on from the search's winner: stop once
+    ``patience`` iterations have passed without a rise above the best score so far, the
+    winner's ``score`` at iteration ``epoch`` counting (early stopping's own patience counts
+    only the scores it saw itself)."""
+
+    def __init__(self, score: float, epoch: int, patience: int, k: int) -> None:
+        self.score, self.epoch, self.patience, self.key = score, epoch, patience, f"val_precision@{k}"
+
+    def __call__(self, model, logs: Dict[str, Any]) -> bool:
+        score = logs.get(self.key)
+        if score is not None and score > self.score:
+            self.score, self.epoch = score, int(logs["epoch"])
+        return int(logs["epoch"]) - self.epoch >= self.patience
 
 
 def _rows(matrix: sp.csr_matrix, users: np.ndarray) -> sp.csr_matrix:
