@@ -118,7 +118,7 @@ OLD_FAMILIES = {
     "wrmf": ({"factors": int, "alpha": float, "regularization": float, "confidence": str, "cg_steps": int},
              {"factors": [32, 64, 128], "alpha": ("log", 0.3, 30.0), "regularization": ("log", 1.0, 200.0),
               "confidence": ["linear", "log"]},
-             {"alpha": [1.0, 5.0, 20.0], "regularization": [10.0, 40.0, 160.0]}, set()),
+             {"factors": [32, 64, 128]}, set()),  # alpha and regularization: each trial chooses them
 }
 
 

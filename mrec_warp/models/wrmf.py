@@ -664,6 +664,8 @@ class WRMF(FactorModel):
         grid = wrmf_search.candidates(fixed, names, explicit)
         # a factor count whose states would crowd the memory is left out (the first setting stays)
         settings = grid[:1] + [s for s in grid[1:] if wrmf_search.fits_in_memory(*unit.shape, int(s["factors"]), 4)]
+        self.use_setting(settings[0])
+        check_factor_memory(self, *unit.shape)  # refused before any allocation, as without the search
         clock = Stopwatch()
         users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
         winner, tried = wrmf_search.search(self, holdout.fit, holdout.held_out, users, settings, init_seed, rng,

@@ -57,7 +57,6 @@ GRID: Tuple[Tuple[int, float, float], ...] = (
     (64, 150.0, 10.0),
     (64, 15.0, 1.0),
     (128, 40.0, 1.0),
-    (128, 15.0, 1.0),
 )
 #: A setting other than the fixed defaults wins only by more than this share of the score: on
 #: the hold-out of a long-tail set (2k users x 17k items) the settings were within 1% of each
