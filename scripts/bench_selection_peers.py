@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_defaults import SETS, prepare_set  # noqa: E402
+from bench_defaults import prepare_set  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPLICIT_GRID = dict(factors=(32, 64, 128), regularization=(0.01, 0.1, 1.0), alpha=(1.0, 5.0, 20.0))

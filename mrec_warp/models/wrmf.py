@@ -58,7 +58,7 @@ from .foldin import log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
 from .early_stopping import (Holdout, check_epochs, check_factor_memory, early_stopping_params, internal_holdout,
-                             run_epochs)
+                             refit_all, run_epochs)
 from .selection import AUTO, Stopwatch, remember, report, select_param, selected_names, value_of
 from . import wrmf_search
 from ..seeds import spawn_seed
@@ -650,8 +650,9 @@ class WRMF(FactorModel):
     def _fit_selecting(self, names: Tuple[str, ...], values: Optional[np.ndarray], nnz: int, validation,
                        callbacks: Sequence[Callback], progress: Progress, workers: Optional[Workers]) -> None:
         """The fit that chooses ``names`` on the hold-out (:mod:`.wrmf_search`), goes on from the
-        winner with early stopping, then refits on all the data: :data:`.wrmf_search.REFIT`
-        iterations from the best iteration's factors."""
+        winner with early stopping, then refits on all the data: from scratch for the best count
+        when the fixed defaults won, else :data:`.wrmf_search.REFIT` iterations from the best
+        iteration's factors."""
         self.history_: List[Dict[str, Any]] = []
         self.refit_start_ = 0
         rng = np.random.default_rng(self.random_state)
@@ -710,9 +711,15 @@ class WRMF(FactorModel):
             progress.log(f"no refit: keeping the best iteration's model (iteration {best}), fitted on "
                          f"{holdout.fit.nnz:,} of the {nnz:,} pairs")
             return
-        # ALS forgets its start within an iteration or two: from the best iteration's factors, a
-        # few iterations on all the data reach what a refit from scratch reaches (on the
-        # selection suite within 0.1-0.5% of it), for a fraction of its iterations
+        if winner is tried[0]:
+            # the fixed defaults (of the settings chosen) won: the refit of a fit without the
+            # search, from the same initial factors for the best count (the same model when
+            # early stopping picks the same count)
+            refit_all(self, conf_csr, best, None, init_seed, progress, callbacks, "iteration", workers=workers)
+            return
+        # another setting won: ALS forgets its start within an iteration or two, so from the best
+        # iteration's factors a few iterations on all the data reach about what a refit from
+        # scratch reaches (on the selection suite within 0.1-0.5% of it) for a fraction of its cost
         progress.log(f"refitting on all training data: {wrmf_search.REFIT} iterations from iteration {best}'s factors")
         self.refit_start_ = best
         self.train_epochs(conf_csr, wrmf_search.REFIT, progress, callbacks, phase="refit", first=best, workers=workers)
