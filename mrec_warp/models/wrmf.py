@@ -692,7 +692,12 @@ class WRMF(FactorModel):
         if int(self.max_epochs) > done:
             # early stopping goes on from the winner, its score at the search's last iteration the one to beat
             searched = self.snapshot()
-            patience = wrmf_search.PatienceFrom(winner.score, done, int(self.patience), int(self.eval_k))
+            if winner is tried[0]:  # the fit's own patience: the count it finds without the search
+                patience = wrmf_search.PatienceFrom(winner.score, done, int(self.patience), int(self.eval_k))
+            else:
+                patience = wrmf_search.PatienceFrom(winner.score, done,
+                                                    min(int(self.patience), wrmf_search.CHALLENGER_PATIENCE),
+                                                    int(self.eval_k), wrmf_search.CHALLENGER_MIN_RISE)
             found = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, [*callbacks, patience],
                                       validation=Holdout(holdout.fit, holdout.held_out, rng, users),
                                       first=done, workers=workers)
