@@ -100,3 +100,14 @@ def test_fixed_epochs_and_given_validation_choose_too():
     fit, val = X.copy(), X.copy()
     trial = WRMF(random_state=0, max_epochs=12).fit(fit, validation=val)
     assert trial.regularization_ in {40.0, 150.0, 15.0}
+
+
+def test_tune_cost_counts_the_search():
+    from mrec_warp.models.tuning import TrialShape
+
+    shape = TrialShape(users=1000, items=2000, nnz=50_000, cooc=0.0, deg2=0.0, val_users=900)
+    fixed = WRMF.fit_cost(shape, WRMF.trial_params({"factors": 64, "alpha": 3.0, "regularization": 40.0}, {}, 10))
+    chosen = WRMF.fit_cost(shape, WRMF.trial_params({}, {}, 10))
+    wide = WRMF.fit_cost(shape, WRMF.trial_params({"factors": 128}, {}, 10))  # alpha, regularization chosen
+    assert fixed < chosen < wide
+    assert WRMF.fit_cost(shape, WRMF.trial_params({"select": False}, {}, 10)) == fixed
