@@ -111,3 +111,15 @@ def test_tune_cost_counts_the_search():
     wide = WRMF.fit_cost(shape, WRMF.trial_params({"factors": 128}, {}, 10))  # alpha, regularization chosen
     assert fixed < chosen < wide
     assert WRMF.fit_cost(shape, WRMF.trial_params({"select": False}, {}, 10)) == fixed
+
+
+def test_where_the_fixed_defaults_win_the_model_is_the_fixed_fit_bit_for_bit(monkeypatch):
+    # the only other setting cannot win (no penalty at all): the fit is the one without the search
+    monkeypatch.setattr(wrmf_search, "GRID", ((64, 40.0, 1.0), (64, 0.0, 30.0)))
+    X = blocks()
+    chosen = WRMF(random_state=5).fit(X)
+    fixed = WRMF(select=False, random_state=5).fit(X)
+    assert (chosen.factors_, chosen.regularization_, chosen.alpha_) == (64, 40.0, fixed.alpha_)
+    assert chosen.best_epoch_ == fixed.best_epoch_
+    np.testing.assert_array_equal(chosen.item_factors_, fixed.item_factors_)
+    np.testing.assert_array_equal(chosen.user_factors_, fixed.user_factors_)

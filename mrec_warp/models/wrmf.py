@@ -687,28 +687,28 @@ class WRMF(FactorModel):
         done = int(winner.extra["iterations"])
         fit_conf = sp.csr_matrix(((1.0 + float(self.alpha_) * holdout.fit.data.astype(np.float64)).astype(np.float32),
                                   holdout.fit.indices, holdout.fit.indptr), shape=holdout.fit.shape)
-        best = done
-        self.best_score_ = winner.score
-        if int(self.max_epochs) > done:
-            # early stopping goes on from the winner, its score at the search's last iteration the one to beat
-            searched = self.snapshot()
-            if winner is tried[0]:  # the fit's own patience: the count it finds without the search
-                patience = wrmf_search.PatienceFrom(winner.score, done, int(self.patience), int(self.eval_k))
-            else:
-                patience = wrmf_search.PatienceFrom(winner.score, done,
-                                                    min(int(self.patience), wrmf_search.CHALLENGER_PATIENCE),
-                                                    int(self.eval_k), wrmf_search.CHALLENGER_MIN_RISE)
+        trace = winner.extra.get("trace")
+        if trace is not None and trace.snapshot is not None:  # the fixed defaults won: their best iteration in the search
+            searched, bar, bar_epoch = trace.snapshot, trace.score, trace.epoch
+            patience = wrmf_search.PatienceFrom(bar, bar_epoch, int(self.patience), int(self.eval_k))
+        else:  # its score at the search's last iteration is the one to beat
+            searched, bar, bar_epoch = self.snapshot(), winner.score, done
+            patience = wrmf_search.PatienceFrom(bar, bar_epoch, min(int(self.patience), wrmf_search.CHALLENGER_PATIENCE),
+                                                int(self.eval_k), wrmf_search.CHALLENGER_MIN_RISE)
+        best = bar_epoch
+        self.best_score_ = bar
+        if int(self.max_epochs) > done and not patience(self, {"epoch": done}):
+            # early stopping goes on from the winner
             found = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, [*callbacks, patience],
                                       validation=Holdout(holdout.fit, holdout.held_out, rng, users),
                                       first=done, workers=workers)
-            if self.best_score_ > winner.score:
+            if self.best_score_ > bar:
                 best = found
-            else:
-                self.restore(searched)
-                self.best_score_ = winner.score
-                progress.log(f"best iteration {done}, the search's last: val P@{int(self.eval_k)} {winner.score:.4f}")
-            del searched
-        del fit_conf
+        if best == bar_epoch:
+            self.restore(searched)
+            self.best_score_ = bar
+            progress.log(f"best iteration {best}, in the search: val P@{int(self.eval_k)} {bar:.4f}")
+        del searched, fit_conf
         self.best_epoch_ = best
         if validation is not None:
             return

@@ -169,7 +169,8 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     clock = Stopwatch()
     model.use_setting(settings[0])
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
-    model.iterate(confidences.of(settings[0]["alpha"]), START, workers)
+    trace = FixedTrace(scorer2)
+    trace.iterate(model, confidences.of(settings[0]["alpha"]), START, workers)
     start = model.train_state()
     start_seconds = clock.seconds / len(settings)
     widen_rng = np.random.default_rng(init_seed + 1)
@@ -178,7 +179,10 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
         model.use_setting(setting)
         model.set_train_state(start)
         model.resize_factors(int(setting["factors"]), widen_rng)
-        model.iterate(confidences.of(setting["alpha"]), RUNG, workers)
+        if i == 0:
+            trace.iterate(model, confidences.of(setting["alpha"]), RUNG, workers)
+        else:
+            model.iterate(confidences.of(setting["alpha"]), RUNG, workers)
         score = scorer1(model.score_users)
         tried[i].score, tried[i].note = score, f"rung 1 ({START + RUNG} iterations, {len(rung_users):,} users)"
         rung.offer(i, _handicap(score, setting, settings[0]), model.train_state)
@@ -196,8 +200,11 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
         model.use_setting(settings[i])
         model.set_train_state(rung.states.pop(i), copy=False)
         if len(promoted) > 1:
-            model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
-            final[i] = scorer2(model.score_users)
+            if i == 0:
+                final[i] = trace.iterate(model, confidences.of(settings[i]["alpha"]), RUNG2, workers)
+            else:
+                model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
+                final[i] = scorer2(model.score_users)
             hits[i] = user_hits(scorer2)
             # how much it still rose over rung 2, on rung 1's users
             rise[i] = (scorer1(model.score_users) - tried[i].score) if scorer2 is not scorer1 else \
@@ -230,7 +237,29 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     model.use_setting(settings[best_i])
     model.set_train_state(states.pop(best_i), copy=False)
     winner.extra["iterations"] = int(model.epochs_done_)
+    if best_i == 0:
+        winner.extra["trace"] = trace
     return winner, tried
+
+
+class FixedTrace:
+    """The fixed defaults' iterations in the search, each scored on every scored user as the
+    fit's early stopping scores them, the best kept: when they win, early stopping goes on
+    as the fit without the search would (the same scores, the same best count)."""
+
+    def __init__(self, scorer: HoldoutScorer) -> None:
+        self.scorer = scorer
+        self.score, self.epoch, self.snapshot = -math.inf, 0, None
+
+    def iterate(self, model, conf: sp.csr_matrix, iterations: int, workers) -> float:
+        """``iterations`` iterations of ``model``, each scored; returns the last score."""
+        score = math.nan
+        for _ in range(int(iterations)):
+            model.iterate(conf, 1, workers)
+            score = self.scorer(model.score_users)
+            if score > self.score:
+                self.score, self.epoch, self.snapshot = score, int(model.epochs_done_), model.snapshot()
+        return score
 
 
 def user_hits(scorer: HoldoutScorer) -> np.ndarray:
