@@ -2,15 +2,15 @@
 
 What ``factors``, ``alpha`` and ``regularization`` left at ``"auto"`` become
 (:mod:`~mrec_warp.models.selection`). The candidates are a small grid (:func:`candidates`:
-the fixed defaults first, then settings around them that won on other shapes of data:
-more factors with less regularization for sparse logs over many items, a heavier
-regularization with a larger alpha for dense catalogues). The search is successive
+the fixed defaults first, then settings around them: a heavier regularization (with a
+larger alpha), a lighter one, and 128 factors). The search is successive
 halving, warm-started as ALS allows:
 
-* **a shared start per factor count**: :data:`START` iterations of the group's first
-  setting from the fit's random initial factors; every setting of the group goes on from
-  those factors (ALS forgets its start within an iteration or two, so the start costs the
-  group once instead of once per setting);
+* **one shared start**: :data:`START` iterations of the fixed defaults from the fit's random
+  initial factors; every setting goes on from those factors (ALS forgets its start within an
+  iteration or two, so the start is paid once instead of once per setting; more factors get
+  new columns drawn as at initialisation). The fixed defaults' iterations are each scored as
+  the fit's early stopping scores them (:class:`FixedTrace`);
 * **rung 1**: :data:`RUNG` iterations of each setting, scored on a sample of
   :data:`RUNG_USERS` of the hold-out's users;
 * **rung 2**: the fixed defaults and the best third of the others go on for :data:`RUNG2`
@@ -20,10 +20,12 @@ halving, warm-started as ALS allows:
   users' paired difference says it is more than noise (:data:`CHANGE_Z`) and its lead is larger
   than what the fixed defaults still gained on it over rung 2 (ALS at the fixed
   regularization may still be rising where a setting that converges faster has levelled off);
-* the winner is left in the model: the fit's early stopping goes on from it (its score at
-  rung 2 the one to beat), and the refit on all the data runs from scratch for the best
-  count when the fixed defaults won (the fit without the search), else :data:`REFIT`
-  iterations from the winner's best factors on the hold-out.
+* the winner is left in the model and the fit's early stopping goes on from it. Where the
+  fixed defaults won, it goes on from their best scored iteration with the fit's patience
+  and the refit runs from scratch for the best count: the model of ``select=False``, bit for
+  bit. Where another setting won, its rung-2 score is the one to beat, with a shorter
+  patience (:data:`CHALLENGER_PATIENCE`), and the refit is :data:`REFIT` iterations on all
+  the data from its best factors on the hold-out.
 
 Only the training states of the settings that may still be promoted are kept (at most
 the number promoted, plus the one running): the memory of a few fits' factors, not of
