@@ -639,10 +639,17 @@ class WRMF(FactorModel):
             self.user_factors_ = np.hstack([self.user_factors_, np.zeros((n_users, factors - d), np.float32)])
             self.item_factors_ = np.ascontiguousarray(np.hstack([self.item_factors_, extra]))
 
-    def iterate(self, conf_csr: sp.csr_matrix, iterations: int, workers: Optional[Workers] = None) -> None:
-        """``iterations`` ALS iterations on ``conf_csr`` from the current factors, nothing
-        scored or logged (a candidate of the search)."""
-        data = TrainingData(conf_csr)
+    @staticmethod
+    def training_data(conf_csr: sp.csr_matrix) -> TrainingData:
+        """Both sides of a confidence matrix, as :meth:`iterate` takes them (built once for many calls)."""
+        return TrainingData(conf_csr)
+
+    def iterate(self, conf: Union[sp.csr_matrix, TrainingData], iterations: int,
+                workers: Optional[Workers] = None) -> None:
+        """``iterations`` ALS iterations on the confidences ``conf`` (a matrix, or
+        :meth:`training_data`) from the current factors, nothing scored or logged (a
+        candidate of the search)."""
+        data = conf if isinstance(conf, TrainingData) else TrainingData(conf)
         with block_solver(data, workers, self.n_jobs) as blocks:
             for _ in range(int(iterations)):
                 self._iteration(blocks)
