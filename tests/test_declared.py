@@ -95,7 +95,8 @@ def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declaratio
 def test_a_shared_name_says_each_familys_default():
     options = {p.name: p for p in train_command.params}
     assert options["l2"].help == "slim: L2 penalty [100]; ease: lambda, the L2 penalty on the weights [200]."
-    assert options["factors"].help == "warp, wrmf, hybrid: Latent dimensions [64]."
+    assert options["factors"].help == ("warp, hybrid: Latent dimensions [64]; wrmf: Latent dimensions; auto: chosen on "
+                                       "the hold-out (--select), else 64 [auto].")
 
 
 # tune's families as they were written by hand before the declarations (with the search
@@ -117,7 +118,7 @@ OLD_FAMILIES = {
     "wrmf": ({"factors": int, "alpha": float, "regularization": float, "confidence": str, "cg_steps": int},
              {"factors": [32, 64, 128], "alpha": ("log", 0.3, 30.0), "regularization": ("log", 1.0, 200.0),
               "confidence": ["linear", "log"]},
-             {"alpha": [1.0, 5.0, 20.0], "regularization": [10.0, 40.0, 160.0]}, set()),
+             {"factors": [32, 64, 128]}, set()),  # alpha and regularization: each trial chooses them
 }
 
 

@@ -45,7 +45,9 @@ def test_json_describes_a_wrmf_file(messy_train, tmp_path):
     assert data["training_data"]["items"] == n_items
     assert data["training_data"]["interactions"] == n_pairs
     assert data["size_bytes"] == model.stat().st_size
-    assert data["arrays"]["user_factors"]["shape"] == [n_users, data["parameters"]["factors"]]
+    assert data["parameters"]["factors"] == "auto" and data["parameters"]["select"] is True
+    assert data["arrays"]["user_factors"]["shape"] == [n_users, data["fitted"]["factors_"]]  # what the fit chose
+    assert isinstance(data["fitted"]["regularization_"], float)
     assert data["format_version"] == 1
 
 

@@ -25,7 +25,7 @@ V1_ARRAYS = {
 }
 V1_ATTRS = {"best_epoch_", "epochs_done_", "id_encoding_", "ids_generated_"}
 #: attributes a family adds to format 1 (a file without them still loads: see the next test)
-EXTRA_ATTRS = {"WRMF": {"alpha_"}}  # what alpha="auto" became
+EXTRA_ATTRS = {"WRMF": {"alpha_", "factors_", "regularization_"}}  # what "auto" became (alpha, and the chosen settings)
 
 
 def _data() -> sp.csr_matrix:

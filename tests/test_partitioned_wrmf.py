@@ -107,13 +107,20 @@ def test_a_bad_partition_count_is_one_line(client, plays, partitions, match):
         _fit(client, plays, partitions, epochs=1)
 
 
-def test_partitions_need_dask_and_numbers(plays):
+def test_partitions_need_dask(plays):
     with pytest.raises(InputError, match="Dask cluster"):
         fit_partitioned(WRMF(**PARAMS), plays, ExecutionContext("threads"), 2)
-    model = WRMF(**PARAMS)
-    model.factors = "auto"  # a value chosen on a hold-out: not across a cluster
-    with pytest.raises(InputError, match="needs `factors` as a number"):
-        fit_partitioned(model, plays, ExecutionContext("dask"), 2)
+
+
+def test_settings_left_at_auto_take_the_fixed_defaults_with_a_note(client, plays, caplog):
+    # choosing on a hold-out is a local fit's: on partitions, auto is the fixed defaults, said once
+    params = {**PARAMS, "regularization": "auto", "epochs": 2}
+    with caplog.at_level(logging.WARNING, logger="mrec_warp"), ExecutionContext("dask", client=client) as context:
+        model = fit_partitioned(WRMF(**params), plays, context, 2)
+    assert model.regularization_ == WRMF.FIXED["regularization"] and model.factors_ == 8
+    assert any("regularization left at auto take the fixed defaults" in r.getMessage() for r in caplog.records)
+    fixed = WRMF(**{**params, "regularization": WRMF.FIXED["regularization"]}).fit(plays)
+    np.testing.assert_allclose(model.item_factors_, fixed.item_factors_, atol=1e-4)
 
 
 def test_recommend_by_user_blocks_writes_the_local_bytes(client, plays, tmp_path):

@@ -355,10 +355,12 @@ def test_tune_wrmf_keeps_values_and_checks_names(tmp_path):
 
     m = _values_matrix(planted_low_rank(n_users=150, n_items=80, per_user=12))
     base = {"max_epochs": 4, "patience": 2}
-    points = [{**p, "model": "wrmf"} for p in grid_points({"alpha": [0.1, 3.0], "confidence": ["linear", "log"]})]
+    # the fixed factors and regularization: each trial fits one setting (no choice on its hold-out)
+    points = [{**p, "model": "wrmf"} for p in grid_points({"alpha": [0.1, 3.0], "confidence": ["linear", "log"],
+                                                           "factors": [64], "regularization": [40.0]})]
     result = tune(m, points, base=base, use_values=True, with_defaults=False)
     assert len(result.table) == 4 and result.table["precision@10"].notna().all()
-    assert set(result.best_params) == {"alpha", "confidence", "epochs"}
+    assert set(result.best_params) == {"alpha", "confidence", "factors", "regularization", "epochs"}
     # the values reach the trials: with them, linear and log confidence fit different models
     scores = result.table.set_index(["alpha", "confidence"])["precision@10"]
     binary = tune(m, points, base=base, use_values=False, with_defaults=False).table.set_index(["alpha", "confidence"])

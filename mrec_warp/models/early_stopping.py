@@ -32,6 +32,7 @@ from ..topk import SCORE_ROWS, KernelExclusion, iter_top_k
 from ..workers import one_blas_thread
 from .foldin import as_aligned_csr
 from .declared import Param
+from .selection import value_of
 
 
 #: splitmix64's constants: a cheap, well-mixed 64-bit hash of a 64-bit word.
@@ -465,7 +466,7 @@ def _reuse(model) -> float:
 
 def _factor_bytes(model, n_users: int, n_items: int, copies: float) -> float:
     """Bytes of ``copies`` float32 copies of the factor rows (``model.factor_rows``)."""
-    return 4.0 * float(model.factors) * model.factor_rows(n_users, n_items) * copies
+    return 4.0 * float(value_of(model, "factors")) * model.factor_rows(n_users, n_items) * copies
 
 
 def check_factor_memory(model, n_users: int, n_items: int) -> None:
@@ -481,9 +482,9 @@ def check_factor_memory(model, n_users: int, n_items: int) -> None:
     """
     rows = model.factor_rows(n_users, n_items)
     copies = model.STATE_COPIES + (1 if model.epochs is None else 0)
-    d = float(model.factors)
+    d = float(value_of(model, "factors"))
     need = _factor_bytes(model, n_users, n_items, copies) + 4.0 * d * d * model.GRAM_COPIES
-    check_memory(need, f"{int(model.factors):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
+    check_memory(need, f"{int(d):,} factors for {rows:,} rows ({n_users:,} users and {n_items:,} items)",
                  "factors")
 
 

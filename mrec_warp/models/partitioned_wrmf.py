@@ -52,6 +52,7 @@ from ..workers import ClusterError, Workers, one_blas_thread
 from .early_stopping import HoldoutScorer, check_factor_memory, holdout_split, id_keys, sample_users
 from .factor_model import factor_scores
 from .foldin import as_aligned_csr
+from .selection import describe, selected_names, value_of
 from .wrmf import LOST_HINT, WRMF, Rows, solve_rows
 
 #: What a fit says when a worker holding blocks of the interactions is lost.
@@ -328,10 +329,6 @@ def cluster_faults(scheduler: Optional[str]) -> Iterator[None]:
 
 
 # -- the fit ---------------------------------------------------------------------------------------------
-#: Parameters a fit on partitions needs as numbers: choosing them on a hold-out is a local fit's.
-EXPLICIT = ("factors", "regularization", "cg_steps")
-
-
 def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, validation=None,
                     progress: Optional[Progress] = None, use_values: bool = True, user_ids: Optional[Sequence] = None,
                     item_ids: Optional[Sequence] = None, exact_gram: bool = False) -> WRMF:
@@ -340,8 +337,9 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
 
     The same model as ``model.fit(X, ...)`` with the same parameters, to float32 round-off:
     early stopping, its hold-out, the refit and the logs are WRMF's. ``alpha="auto"`` is
-    resolved by WRMF's rule from the data's sizes; ``factors``, ``regularization`` and
-    ``cg_steps`` must be numbers (choosing them on a hold-out across a cluster is not done).
+    resolved by WRMF's rule from the data's sizes, and the other settings left at ``"auto"``
+    take WRMF's fixed defaults (with a note): choosing them on a hold-out across a cluster is
+    not done.
 
     Parameters
     ----------
@@ -365,19 +363,20 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
     Raises
     ------
     InputError
-        A bad ``partitions``, a backend other than Dask, a parameter left to be chosen.
+        A bad ``partitions``, a backend other than Dask.
     ClusterError
         The cluster is unreachable, or a worker or the scheduler was lost mid-fit.
     """
     if getattr(workers, "name", None) != "dask":
         raise InputError("a fit on partitions runs on a Dask cluster", hint="add `backend=dask`")
-    for name in EXPLICIT:
-        if isinstance(getattr(model, name), str):
-            raise InputError(f"a fit on partitions needs `{name}` as a number, got {getattr(model, name)!r}",
-                             hint=f"give `{name}` explicitly (e.g. the value a local fit or tune chose)")
     model.check_params()
     progress = progress or (Progress(verbose=True) if model.verbose else SILENT)
     conf_csr = model.prepare_fit(X, progress, use_values, user_ids, item_ids)
+    left = selected_names(model)
+    if left:
+        progress.note(f"wrmf on partitions: {', '.join(left)} left at auto take the fixed defaults "
+                      f"({describe({n: value_of(model, n) for n in left})}), not a choice on the hold-out; "
+                      "give them values (e.g. what a local fit of a sample or tune chose) to silence this")
     n_users, n_items = conf_csr.shape
     p = check_partitions(partitions, n_users, n_items)
     check_factor_memory(model, n_users, n_items)
@@ -396,7 +395,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     n_users, n_items = csr.shape
     if model.epochs is not None:
         model.init_state(n_users, n_items, rng)
-        with ClusterBlocks(client, csr, partitions, model.factors, exact_gram=exact_gram) as blocks:
+        with ClusterBlocks(client, csr, partitions, value_of(model, "factors"), exact_gram=exact_gram) as blocks:
             _train(model, blocks, int(model.epochs), progress, "fit")
         model.best_epoch_ = int(model.epochs)
         return
@@ -409,7 +408,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     scored = sample_users(held_out, int(model.validation_users), rng, user_keys)
     init_seed = spawn_seed(rng)
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
-    with ClusterBlocks(client, fit_part, partitions, model.factors, held_out, scored, int(model.eval_k),
+    with ClusterBlocks(client, fit_part, partitions, value_of(model, "factors"), held_out, scored, int(model.eval_k),
                        exact_gram) as blocks:
         del held_out
         best = _train(model, blocks, int(model.max_epochs), progress, "fit", early_stopping=True)
@@ -423,7 +422,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
     del fit_part
     progress.log(f"refitting on all training data for {best} iterations")
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
-    with ClusterBlocks(client, csr, partitions, model.factors, exact_gram=exact_gram) as blocks:
+    with ClusterBlocks(client, csr, partitions, value_of(model, "factors"), exact_gram=exact_gram) as blocks:
         _train(model, blocks, best, progress, "refit")
 
 
@@ -435,7 +434,7 @@ def _train(model: WRMF, blocks: ClusterBlocks, epochs: int, progress: Progress, 
     (or ``epochs``)."""
     factors = blocks.initial(model.item_factors_)
     exact = model.solver == "cholesky"
-    reg, cg_steps = float(model.regularization), int(model.cg_steps)
+    reg, cg_steps = float(value_of(model, "regularization")), int(model.cg_steps)
     best_score, best_epoch, best_factors = -np.inf, 0, dict(factors)
     rise_score, rise_epoch = 0.0, 0
     fixed_items = blocks.assemble(factors["items"], "items")

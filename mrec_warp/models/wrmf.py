@@ -57,7 +57,11 @@ from .indices import IndexArg
 from .foldin import log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .early_stopping import check_epochs, early_stopping_params, run_epochs
+from .early_stopping import (Holdout, check_epochs, check_factor_memory, early_stopping_params, internal_holdout,
+                             refit_all, run_epochs)
+from .selection import AUTO, Stopwatch, remember, report, select_param, selected_names, value_of
+from . import wrmf_search
+from ..seeds import spawn_seed
 
 SOLVERS = ("cg", "cholesky")
 Callback = Callable[["WRMF", Dict[str, Any]], Optional[bool]]
@@ -326,12 +330,29 @@ class WRMF(FactorModel):
 
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
-        """Iterations (the typical count, or the cap) of ALS solves and of validation scoring."""
+        """Iterations (the typical count, or the cap) of ALS solves and of validation scoring,
+        plus, when settings are left at ``"auto"``, the search's (:mod:`.wrmf_search`): its
+        iterations at each setting's factor count and its scoring of the rungs."""
         epochs = min(epochs_cap, cls.TUNE_EPOCHS) if epochs_cap else cls.TUNE_EPOCHS
-        f = int(params.get("factors", 64))
-        per_epoch = cls.TUNE_RATE * (shape.users + shape.items) * f * f \
-            + SCORE_RATE * shape.sampled_users(epochs_cap) * shape.items
-        return epochs * per_epoch + shape.scoring()
+        model = cls(**params)
+
+        def iteration(d: int) -> float:
+            return cls.TUNE_RATE * (shape.users + shape.items) * d * d
+
+        evaluation = SCORE_RATE * shape.sampled_users(epochs_cap) * shape.items
+        d = int(cls.FIXED["factors"]) if model.factors == AUTO else int(model.factors)
+        cost = epochs * (iteration(d) + evaluation)
+        names = selected_names(model)
+        if names:
+            explicit = {n: getattr(model, n) for n in cls.SELECTED if n not in names}
+            settings = wrmf_search.candidates({**cls.FIXED, "alpha": 1.0}, names, explicit)
+            promoted = 1 + wrmf_search.promoted_count(len(settings))
+            cost += wrmf_search.START * iteration(int(settings[0]["factors"])) \
+                + sum(wrmf_search.RUNG * iteration(int(s["factors"])) for s in settings) \
+                + promoted * wrmf_search.RUNG2 * iteration(d) \
+                + len(settings) * SCORE_RATE * min(shape.val_users, wrmf_search.RUNG_USERS) * shape.items \
+                + promoted * evaluation
+        return cost + shape.scoring()
 
     @classmethod
     def trial_params(cls, values: Mapping[str, Any], shared: Mapping[str, Any], k: int,
@@ -343,23 +364,31 @@ class WRMF(FactorModel):
 
     name = "wrmf"
     order = 50
+    #: The settings a fit chooses on its hold-out when left at "auto" (:mod:`.wrmf_search`), and
+    #: their values with ``select=False``: ``alpha``'s is the data rule (:func:`auto_alpha`).
+    SELECTED = ("factors", "alpha", "regularization")
+    FIXED: Dict[str, Any] = {"factors": 64, "alpha": AUTO, "regularization": 40.0}
+    #: A file from before ``select`` was trained with the fixed values.
+    PARAMS_BEFORE: Dict[str, Any] = {"select": False}
     supports_confidence = True
     SCALING_PARAMETERS = ("alpha",)
     _STOPPING = early_stopping_params(max_epochs=50, patience=10, eval_every=1, unit="iteration",
                                       refit_help="After early stopping, refit from scratch on all the data for "
                                                  "the best iteration count.")
     PARAMETERS = (
-        Param("factors", int, 64, "Latent dimensions.", low=1, tune=[32, 64, 128]),
-        Param("alpha", float, "auto", "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: on a "
-              "binary file 3 while sqrt(users*pairs)*(pairs/items)^0.2 <= 90,000, 1 from 130,000 (geometric in "
-              "between); on values that differ 1.", low=0, check=False,
-              tune=("log", 0.3, 30.0), grid=(1.0, 5.0, 20.0)),
+        Param("factors", int, AUTO, "Latent dimensions; auto: chosen on the hold-out (`select`), else 64.", low=1,
+              tune=[32, 64, 128], grid=(32, 64, 128)),
+        Param("alpha", float, AUTO, "Confidence slope: an observed pair weighs 1 + alpha*f(value); auto: chosen on "
+              "the hold-out (`select`), else on a binary file 3 while sqrt(users*pairs)*(pairs/items)^0.2 <= 90,000, "
+              "1 from 130,000 (geometric in between), on values that differ 1.", low=0, check=False,
+              tune=("log", 0.3, 30.0)),
         Param("confidence", str, "linear", "f(value): value (linear), log1p(value/eps) (log), or none = every "
               "observed pair weighs 1 + alpha.", choices=CONFIDENCES, tune=["linear", "log"]),
         Param("eps", float, 1.0, "Confidence log: the value that counts as one unit.", low=0, open=True,
               check=False),  # alpha and eps: the confidence rule's (_check_extra)
-        Param("regularization", float, 40.0, "L2 penalty on every vector.", low=0, tune=("log", 1.0, 200.0),
-              grid=(10.0, 40.0, 160.0)),
+        Param("regularization", float, AUTO, "L2 penalty on every vector; auto: chosen on the hold-out "
+              "(`select`), else 40.", low=0, tune=("log", 1.0, 200.0)),
+        select_param(),
         Param("solver", str, "cg", "cg: a few conjugate-gradient steps per row; cholesky: the exact solve.",
               choices=SOLVERS, option=False),
         Param("cg_steps", int, 3, "Conjugate-gradient steps per row and half-iteration.", low=1, tune=True,
@@ -375,11 +404,12 @@ class WRMF(FactorModel):
 
     def __init__(
         self,
-        factors: int = 64,
-        alpha: Union[float, str] = "auto",
+        factors: Union[int, str] = AUTO,
+        alpha: Union[float, str] = AUTO,
         confidence: str = "linear",
         eps: float = 1.0,
-        regularization: float = 40.0,
+        regularization: Union[float, str] = AUTO,
+        select: bool = True,
         solver: str = "cg",
         cg_steps: int = 3,
         epochs: Optional[int] = None,
@@ -400,6 +430,7 @@ class WRMF(FactorModel):
         self.confidence = confidence
         self.eps = eps
         self.regularization = regularization
+        self.select = select
         self.solver = solver
         self.cg_steps = cg_steps
         self.epochs = epochs
@@ -455,9 +486,17 @@ class WRMF(FactorModel):
             return float(resolved)
         return float(self.alpha)
 
+    def factors_in_force(self) -> int:
+        """``factors``, or what the fit chose for ``"auto"`` (64 with ``select=False``)."""
+        return int(value_of(self, "factors"))
+
+    def regularization_in_force(self) -> float:
+        """``regularization``, or what the fit chose for ``"auto"`` (40 with ``select=False``)."""
+        return float(value_of(self, "regularization"))
+
     # -- state -------------------------------------------------------------------------------
     def init_state(self, n_users: int, n_items: int, rng: np.random.Generator) -> None:
-        d = int(self.factors)
+        d = self.factors_in_force()
         self.user_factors_ = np.zeros((n_users, d), dtype=np.float32)
         self.item_factors_ = rng.standard_normal((n_items, d), dtype=np.float32) * np.float32(
             self.init_scale / np.sqrt(d))
@@ -466,7 +505,7 @@ class WRMF(FactorModel):
     def _gram(self, Y: np.ndarray) -> np.ndarray:
         """``Y^T Y + reg * I`` (BLAS), the part of every row's system that all rows share."""
         G = Y.T @ Y
-        G[np.diag_indices_from(G)] += np.float32(self.regularization)
+        G[np.diag_indices_from(G)] += np.float32(self.regularization_in_force())
         return np.ascontiguousarray(G, dtype=np.float32)
 
     # -- one half-iteration ------------------------------------------------------------------
@@ -493,7 +532,7 @@ class WRMF(FactorModel):
     def _divergence_hint(self) -> str:
         """Which way to move: a regularization beyond any confidence (at most 1e15) is what
         overflows float32 (``regularization=3e38``); otherwise confidences outgrow it."""
-        reg = float(self.regularization)
+        reg = self.regularization_in_force()
         if reg > MAX_CONFIDENCE:
             return f"lower `regularization` from {reg:g}: the float32 arithmetic overflows, e.g. `regularization=40`"
         return "raise `regularization` or lower `alpha`"
@@ -506,7 +545,7 @@ class WRMF(FactorModel):
         Y = self.item_factors_.astype(np.float64)
         everything = float(np.sum((X.T @ X) * (Y.T @ Y)))  # sum over all pairs of s^2
         observed = _als.observed_loss(self.user_factors_, self.item_factors_, rows.indptr, rows.indices, rows.conf)
-        return everything + observed + float(self.regularization) * float((X * X).sum() + (Y * Y).sum())
+        return everything + observed + self.regularization_in_force() * float((X * X).sum() + (Y * Y).sum())
 
     # -- public training API -----------------------------------------------------------------
     def fit(self, X, validation=None, callbacks: Sequence[Callback] = (), progress: Optional[Progress] = None,
@@ -539,34 +578,179 @@ class WRMF(FactorModel):
         """
         self.check_params()
         progress = progress or (Progress(verbose=True) if self.verbose else SILENT)
-        conf_csr = self.prepare_fit(X, progress, use_values, user_ids, item_ids)
+        conf_csr, values, nnz = self._prepare(X, progress, use_values, user_ids, item_ids)
+        names = selected_names(self)
         with workers if workers is not None else contextlib.nullcontext():
             if workers is not None and solves_remotely(workers):
                 progress.log(f"wrmf: blocks of rows solved on {workers.describe()}")
-            self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
+            if names:
+                del conf_csr  # each setting of the search has its own confidences
+                self._fit_selecting(names, values, nnz, validation, callbacks, progress, workers)
+            else:
+                self._fit_prepared(conf_csr, validation, callbacks, progress, unit="iteration", workers=workers)
         return self
 
     def prepare_fit(self, X, progress: Progress, use_values: bool = True, user_ids: Optional[Sequence] = None,
                     item_ids: Optional[Sequence] = None) -> sp.csr_matrix:
         """What every fit starts from (here or partitioned on a cluster,
-        :mod:`~mrec_warp.models.partitioned_wrmf`): the ids, the training pairs and ``alpha_``
-        set on the model, and the users x items matrix of confidences returned."""
+        :mod:`~mrec_warp.models.partitioned_wrmf`): the ids, the training pairs, ``alpha_`` and
+        the fixed values of the settings left at auto set on the model, and the users x items
+        matrix of confidences returned."""
+        return self._prepare(X, progress, use_values, user_ids, item_ids)[0]
+
+    def _prepare(self, X, progress: Progress, use_values: bool, user_ids: Optional[Sequence],
+                 item_ids: Optional[Sequence]) -> Tuple[sp.csr_matrix, Optional[np.ndarray], int]:
+        """:meth:`prepare_fit`, also returning the training values (``None`` without) and the
+        number of pairs, which a fit that chooses its settings builds each setting's confidences from."""
         X = self._with_ids(X, user_ids, item_ids)
         raw = X.matrix if isinstance(X, Interactions) else as_csr(X)
         nnz = self._set_pairs(X)  # every stored entry, a value of 0 too (the weakest confidence)
         values = raw.data if use_values else None
+        names = selected_names(self)
         if isinstance(self.alpha, str):
             sizes = observed_sizes(raw)
             self.alpha_ = auto_alpha(values, self.confidence, float(self.eps), sizes)
-            progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
-                f"binary, {sizes[0]:,} users x {sizes[1]:,} items, {sizes[2]:,} pairs: every observed pair "
-                f"weighs 1 + {binary_alpha(sizes):.3g})" if all_equal(values)
-                else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
+            if "alpha" not in names:
+                progress.log(f"wrmf: alpha auto = {self.alpha_:.4g} (" + (
+                    f"binary, {sizes[0]:,} users x {sizes[1]:,} items, {sizes[2]:,} pairs: every observed pair "
+                    f"weighs 1 + {binary_alpha(sizes):.3g})" if all_equal(values)
+                    else f"values differ: each unit of f(value) adds {AUTO_ALPHA:g} to a pair's weight)"))
         else:
             self.alpha_ = float(self.alpha)
-        self.confidence_ = self.confidences(values, nnz)
+        rule_alpha = float(self.alpha_)
+        remember(self, {"alpha": rule_alpha, **{n: self.FIXED[n] for n in names if n != "alpha"}})
+        self.confidence_ = self.confidences(values, nnz)  # (refuses bad values before any work)
         del raw
-        return self._confidence_csr()
+        return self._confidence_csr(), values, nnz
+
+    def _unit_csr(self, values: Optional[np.ndarray], nnz: int) -> sp.csr_matrix:
+        """The training pairs with ``f(value)`` each (1 without values or with confidence
+        "none"): the confidences of any ``alpha`` are ``1 + alpha * f``."""
+        if values is None or self.confidence == "none":
+            f = np.ones(nnz, dtype=np.float32)
+        else:
+            v = np.asarray(values, dtype=np.float64)
+            f = (np.log1p(v / float(self.eps)) if self.confidence == "log" else v).astype(np.float32)
+        indptr, indices, shape = self._seen
+        return sp.csr_matrix((f, indices, indptr), shape=shape)
+
+    def use_setting(self, values: Mapping[str, Any]) -> None:
+        """Put a setting of the selected parameters in force (``factors_``, ``alpha_``,
+        ``regularization_``): what the search's candidates train with."""
+        for name, value in values.items():
+            setattr(self, name + "_", int(value) if name == "factors" else float(value))
+
+    def resize_factors(self, factors: int, rng: np.random.Generator) -> None:
+        """Give the factors ``factors`` columns, keeping the first ones: new item columns are
+        drawn as :meth:`init_state` draws them, new user columns are 0 (a search's setting
+        with more factors starts from one with fewer)."""
+        d = self.item_factors_.shape[1]
+        if factors < d:
+            self.user_factors_ = np.ascontiguousarray(self.user_factors_[:, :factors])
+            self.item_factors_ = np.ascontiguousarray(self.item_factors_[:, :factors])
+        elif factors > d:
+            n_users, n_items = self.user_factors_.shape[0], self.item_factors_.shape[0]
+            extra = rng.standard_normal((n_items, factors - d), dtype=np.float32) * np.float32(
+                self.init_scale / np.sqrt(factors))
+            self.user_factors_ = np.hstack([self.user_factors_, np.zeros((n_users, factors - d), np.float32)])
+            self.item_factors_ = np.ascontiguousarray(np.hstack([self.item_factors_, extra]))
+
+    @staticmethod
+    def training_data(conf_csr: sp.csr_matrix) -> TrainingData:
+        """Both sides of a confidence matrix, as :meth:`iterate` takes them (built once for many calls)."""
+        return TrainingData(conf_csr)
+
+    def iterate(self, conf: Union[sp.csr_matrix, TrainingData], iterations: int,
+                workers: Optional[Workers] = None) -> None:
+        """``iterations`` ALS iterations on the confidences ``conf`` (a matrix, or
+        :meth:`training_data`) from the current factors, nothing scored or logged (a
+        candidate of the search)."""
+        data = conf if isinstance(conf, TrainingData) else TrainingData(conf)
+        with block_solver(data, workers, self.n_jobs) as blocks:
+            for _ in range(int(iterations)):
+                self._iteration(blocks)
+
+    def _fit_selecting(self, names: Tuple[str, ...], values: Optional[np.ndarray], nnz: int, validation,
+                       callbacks: Sequence[Callback], progress: Progress, workers: Optional[Workers]) -> None:
+        """The fit that chooses ``names`` on the hold-out (:mod:`.wrmf_search`), goes on from the
+        winner with early stopping, then refits on all the data: from scratch for the best count
+        when the fixed defaults won, else :data:`.wrmf_search.REFIT` iterations from the best
+        iteration's factors."""
+        self.history_: List[Dict[str, Any]] = []
+        self.refit_start_ = 0
+        rng = np.random.default_rng(self.random_state)
+        unit = self._unit_csr(values, nnz)
+        holdout = internal_holdout(self, unit, rng, validation)
+        init_seed = spawn_seed(rng)
+        explicit = {n: getattr(self, n) for n in WRMF.SELECTED if n not in names}
+        fixed = {"factors": self.FIXED["factors"], "regularization": self.FIXED["regularization"],
+                 "alpha": float(self.alpha_)}
+        grid = wrmf_search.candidates(fixed, names, explicit)
+        # a factor count whose states would crowd the memory is left out (the first setting stays)
+        settings = grid[:1] + [s for s in grid[1:] if wrmf_search.fits_in_memory(*unit.shape, int(s["factors"]), 4)]
+        self.use_setting(settings[0])
+        check_factor_memory(self, *unit.shape)  # refused before any allocation, as without the search
+        clock = Stopwatch()
+        users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
+        winner, tried = wrmf_search.search(self, holdout.fit, holdout.held_out, users, settings, init_seed, rng,
+                                           progress, workers)
+        report(progress, "wrmf", tried, winner, tried[0], clock.seconds, int(self.eval_k))
+        chosen = dict(winner.values)
+        self.use_setting(chosen)
+        remember(self, {n: chosen[n] for n in names})
+        check_factor_memory(self, *unit.shape)
+        self.confidence_ = self.confidences(values, nnz)
+        conf_csr = self._confidence_csr()
+        if self.epochs is not None:  # a fixed count: on all the data, with the chosen setting
+            progress.log(f"fitting on all training data for {int(self.epochs)} iterations")
+            self.init_state(*conf_csr.shape, np.random.default_rng(init_seed))
+            self.train_epochs(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
+            self.best_epoch_ = int(self.epochs)
+            return
+        done = int(winner.extra["iterations"])
+        fit_conf = sp.csr_matrix(((1.0 + float(self.alpha_) * holdout.fit.data.astype(np.float64)).astype(np.float32),
+                                  holdout.fit.indices, holdout.fit.indptr), shape=holdout.fit.shape)
+        trace = winner.extra.get("trace")
+        if trace is not None and trace.snapshot is not None:  # the fixed defaults won: their best iteration in the search
+            searched, bar, bar_epoch = trace.snapshot, trace.score, trace.epoch
+            patience = wrmf_search.PatienceFrom(bar, bar_epoch, int(self.patience), int(self.eval_k))
+        else:  # its score at the search's last iteration is the one to beat
+            searched, bar, bar_epoch = self.snapshot(), winner.score, done
+            patience = wrmf_search.PatienceFrom(bar, bar_epoch, min(int(self.patience), wrmf_search.CHALLENGER_PATIENCE),
+                                                int(self.eval_k), wrmf_search.CHALLENGER_MIN_RISE)
+        best = bar_epoch
+        self.best_score_ = bar
+        if int(self.max_epochs) > done and not patience(self, {"epoch": done}):
+            # early stopping goes on from the winner
+            found = self.train_epochs(fit_conf, int(self.max_epochs) - done, progress, [*callbacks, patience],
+                                      validation=Holdout(holdout.fit, holdout.held_out, rng, users),
+                                      first=done, workers=workers)
+            if self.best_score_ > bar:
+                best = found
+        if best == bar_epoch:
+            self.restore(searched)
+            self.best_score_ = bar
+            progress.log(f"best iteration {best}, in the search: val P@{int(self.eval_k)} {bar:.4f}")
+        del searched, fit_conf
+        self.best_epoch_ = best
+        if validation is not None:
+            return
+        if not self.refit:
+            progress.log(f"no refit: keeping the best iteration's model (iteration {best}), fitted on "
+                         f"{holdout.fit.nnz:,} of the {nnz:,} pairs")
+            return
+        if winner is tried[0]:
+            # the fixed defaults (of the settings chosen) won: the refit of a fit without the
+            # search, from the same initial factors for the best count (the same model when
+            # early stopping picks the same count)
+            refit_all(self, conf_csr, best, None, init_seed, progress, callbacks, "iteration", workers=workers)
+            return
+        # another setting won: ALS forgets its start within an iteration or two, so from the best
+        # iteration's factors a few iterations on all the data reach about what a refit from
+        # scratch reaches (on the selection suite within 0.1-0.5% of it) for a fraction of its cost
+        progress.log(f"refitting on all training data: {wrmf_search.REFIT} iterations from iteration {best}'s factors")
+        self.refit_start_ = best
+        self.train_epochs(conf_csr, wrmf_search.REFIT, progress, callbacks, phase="refit", first=best, workers=workers)
 
     #: The training pairs' structure ``(indptr, indices, shape)``, shared with the confidences
     #: (set by ``train_``'s setter; ``None`` before a fit, read through ``__dict__`` where it may be).
@@ -608,7 +792,7 @@ class WRMF(FactorModel):
             super().check_fitted()
 
     def train_epochs(self, conf_csr, epochs, progress, callbacks, validation=None, phase="fit",
-               workers: Optional[Workers] = None) -> int:
+                     workers: Optional[Workers] = None, first: int = 0) -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
         The half-iterations' blocks run on ``workers`` when they are other processes
@@ -627,7 +811,7 @@ class WRMF(FactorModel):
                 return {}, ""
 
             return run_epochs(self, step, epochs, progress, callbacks, validation, phase, unit="iteration",
-                              n_jobs=effective_n_jobs(self.n_jobs))
+                              n_jobs=effective_n_jobs(self.n_jobs), first=first)
 
     # -- fold-in and explanations ------------------------------------------------------------
     def fold_in(self, history, *, epochs: Optional[int] = None, user_features=None,
@@ -741,7 +925,7 @@ class WRMF(FactorModel):
         hist = train.indices[lo:hi]
         c = self.confidence_[lo:hi].astype(np.float64)
         Y = self.item_factors_.astype(np.float64)
-        A = Y.T @ Y + float(self.regularization) * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
+        A = Y.T @ Y + self.regularization_in_force() * np.eye(Y.shape[1]) + (Y[hist].T * (c - 1.0)) @ Y[hist]
         S = Y[asked] @ np.linalg.solve(A, Y[hist].T)  # s_ij for every asked item i and history item j
         contrib = S * c
         n = min(int(k), len(hist))
@@ -781,7 +965,9 @@ class WRMF(FactorModel):
 
     @classmethod
     def array_spec(cls, params: Dict[str, Any], n_users: int, n_items: int) -> Dict[str, Tuple[str, Tuple]]:
-        return {**cls._factor_spec(params, n_users, n_items), "confidence": ("f4", (None,))}
+        # factors "auto": the count the fit chose (``factors_``), checked against the arrays in set_attrs
+        known = {**params, "factors": None} if params.get("factors") == AUTO else params
+        return {**cls._factor_spec(known, n_users, n_items), "confidence": ("f4", (None,))}
 
     def set_arrays(self, arrays: Dict[str, np.ndarray]) -> None:
         uf, itf = self._checked_factors(arrays)
@@ -792,6 +978,14 @@ class WRMF(FactorModel):
         if len(conf) and conf.min() < 1:
             raise ValueError("confidences below 1")
         self.user_factors_, self.item_factors_, self.confidence_ = uf, itf, conf
+
+    def set_attrs(self, attrs: Dict[str, Any]) -> None:
+        super().set_attrs(attrs)
+        chosen = getattr(self, "factors_", None)
+        d = self.item_factors_.shape[1] if getattr(self, "item_factors_", None) is not None else None
+        if d is not None and chosen is not None and int(chosen) != d:
+            raise InputError(f"model file is invalid: factors_ {chosen} does not match the {d} columns of its factors",
+                             hint="train the model again")
 
     def get_attrs(self) -> Dict[str, Any]:
         # the alpha the fit used (what "auto" became); None before a fit
@@ -818,7 +1012,7 @@ class WRMF(FactorModel):
         regularisation (on one BLAS thread, as training computes it: the same bits)."""
         side = self.item_side()
         assert side is not None  # trained and loaded factors are float32 and C-contiguous
-        key = (side.key, float(self.regularization))
+        key = (side.key, self.regularization_in_force())
         cached = self.__dict__.get("_gram_cache")
         if cached is None or cached[0] != key or cached[1] is not side:
             with one_blas_thread():
