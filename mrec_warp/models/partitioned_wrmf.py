@@ -23,9 +23,11 @@ until the fit ends; then the factors (only they) are gathered into the model.
 
 **The same model as one machine.** Every row is solved by the same kernel call from the
 same inputs as in a local fit; only the Gram matrix is summed in another order (exactly the
-local one for P = 1), so the factors agree with the local fit's to float32 round-off for
-any P and any number of workers; with ``exact_gram`` each Gram matrix is the local fit's
-one product of the whole side (on one worker), and so is every bit of the factors.
+local one for P = 1). Both are summed in float64 (:func:`~.wrmf.gram_sum`), so once rounded
+to float32 they are the same bits but for a value within float64 round-off of a rounding
+boundary: the factors agree with the local fit's bit for bit in practice, and to float32
+round-off at worst, for any P and any number of workers. ``exact_gram`` computes each Gram
+matrix as the local fit does, in one pass over the whole side (on one worker).
 
 **What it costs.** Per worker (its share of the blocks, block ``i`` of each side on worker
 ``i mod W``): its pairs of both sides, 8 bytes each plus 8 a row; one assembled copy of the
@@ -53,7 +55,7 @@ from .early_stopping import HoldoutScorer, check_factor_memory, holdout_split, i
 from .factor_model import factor_scores
 from .foldin import as_aligned_csr
 from .selection import describe, selected_names, value_of
-from .wrmf import LOST_HINT, WRMF, Rows, solve_rows
+from .wrmf import LOST_HINT, WRMF, Rows, gram_sum, regularised_gram, solve_rows
 
 #: What a fit says when a worker holding blocks of the interactions is lost.
 LOST_BLOCKS_HINT = ("rerun the same command (the fit starts over; a fit keeps no parts to resume); if the worker "
@@ -97,22 +99,19 @@ def check_partitions(partitions: Any, n_users: int, n_items: int) -> int:
 
 # -- what runs on the workers ------------------------------------------------------------------------
 def _gram_part(Y: np.ndarray) -> np.ndarray:
-    """``Y_j^T Y_j`` of one block (float32, one BLAS thread: what a local fit computes for P = 1)."""
+    """``Y_j^T Y_j`` of one block, in float64 (:func:`~.wrmf.gram_sum`, one BLAS thread)."""
     with one_blas_thread():
-        return Y.T @ Y
+        return gram_sum(Y)
 
 
 def _gram_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Two partial Gram matrices added, in float64 (the tree's partial sums)."""
-    return a.astype(np.float64) + b
+    """Two partial Gram matrices added (float64: the tree's partial sums)."""
+    return a + b
 
 
 def _regularised(G: np.ndarray, regularization: float) -> np.ndarray:
-    """The summed Gram matrix as the kernel takes it: float32, ``+ reg`` on the diagonal, as
-    :meth:`~.wrmf.WRMF._gram` adds it."""
-    out = np.array(G, dtype=np.float32, order="C", copy=True)
-    out[np.diag_indices_from(out)] += np.float32(regularization)
-    return out
+    """The summed Gram matrix as the kernel takes it (:func:`~.wrmf.regularised_gram`)."""
+    return regularised_gram(G, regularization)
 
 
 def _whole_gram(Y: np.ndarray, regularization: float) -> np.ndarray:

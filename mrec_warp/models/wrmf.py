@@ -258,6 +258,33 @@ def block_solver(data: TrainingData, workers: Optional[Workers], n_jobs: Optiona
         yield blocks
 
 
+#: Rows of a side converted to float64 at a time for its Gram matrix (a bounded temporary).
+GRAM_ROWS = 32768
+
+
+def gram_sum(Y: np.ndarray) -> np.ndarray:
+    """``Y^T Y`` in float64, accumulated over blocks of :data:`GRAM_ROWS` rows (BLAS).
+
+    Summed in float64, the matrix is the same to float64 round-off however the rows are cut:
+    a local fit's, or the sum of a fit on partitions' per-block matrices
+    (:mod:`~mrec_warp.models.partitioned_wrmf`); rounded to float32 it is then the same bits
+    but for a value within 1e-16 of a rounding boundary, so both fits solve the same systems."""
+    d = Y.shape[1]
+    G = np.zeros((d, d), dtype=np.float64)
+    for start in range(0, Y.shape[0], GRAM_ROWS):
+        block = Y[start:start + GRAM_ROWS].astype(np.float64)
+        G += block.T @ block
+    return G
+
+
+def regularised_gram(G: np.ndarray, regularization: float) -> np.ndarray:
+    """A float64 Gram matrix ``G`` plus ``regularization`` on the diagonal, as the row solves
+    take it: float32, C-contiguous."""
+    out = np.array(G, dtype=np.float64, order="C", copy=True)
+    out[np.diag_indices_from(out)] += float(regularization)
+    return out.astype(np.float32)
+
+
 class WRMF(FactorModel):
     """Weighted regularised matrix factorisation for implicit feedback (Hu et al., 2008).
 
@@ -503,10 +530,9 @@ class WRMF(FactorModel):
         self.epochs_done_ = 0
 
     def _gram(self, Y: np.ndarray) -> np.ndarray:
-        """``Y^T Y + reg * I`` (BLAS), the part of every row's system that all rows share."""
-        G = Y.T @ Y
-        G[np.diag_indices_from(G)] += np.float32(self.regularization_in_force())
-        return np.ascontiguousarray(G, dtype=np.float32)
+        """``Y^T Y + reg * I``, the part of every row's system that all rows share
+        (:func:`gram_sum` then :func:`regularised_gram`)."""
+        return regularised_gram(gram_sum(Y), self.regularization_in_force())
 
     # -- one half-iteration ------------------------------------------------------------------
     def _half_iteration(self, blocks, side: str, exact: bool = False) -> None:
