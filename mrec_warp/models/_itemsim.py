@@ -10,7 +10,7 @@ when the fit rounded them so (EASE), deflated.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +21,8 @@ from ..progress import SILENT, Progress
 from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
 from .base import Recommender
+from .early_stopping import Holdout, HoldoutScorer, internal_holdout
+from .selection import Candidate, Stopwatch, best, fixed_value, remember, report, selected_names
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -52,6 +54,38 @@ class ItemSimilarity(Recommender):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _candidates(self, holdout: Holdout, scorer: HoldoutScorer, names: Tuple[str, ...],
+                    progress: Progress) -> List[Candidate]:  # pragma: no cover - abstract
+        """The settings of ``names`` (the parameters left at ``"auto"``) tried on the hold-out,
+        each scored by ``scorer``, the fixed values first (a family with ``SELECTED``)."""
+        raise NotImplementedError
+
+    def _choose_settings(self, csr: sp.csr_matrix, progress: Progress) -> None:
+        """Choose the parameters left at ``"auto"`` on the internal hold-out and remember
+        them (``name_``), so that :meth:`_learn_weights` reads the values in force
+        (:func:`~mrec_warp.models.selection.value_of`). The item-item families draw no
+        random numbers: the hold-out is salted with :data:`SELECTION_SEED`, so the choice
+        depends on the data alone."""
+        names = selected_names(self)
+        if not names:
+            remember(self, {})
+            return
+        watch = Stopwatch()
+        holdout = internal_holdout(self, csr, np.random.default_rng(SELECTION_SEED))
+        if len(holdout.users) == 0:
+            fixed = {name: fixed_value(self, name) for name in names}
+            progress.log(f"{self.name}: no user has a held-out item: the fixed " + ", ".join(
+                f"{k}={v}" for k, v in fixed.items()))
+            remember(self, fixed)
+            return
+        scorer = HoldoutScorer(holdout.fit, holdout.held_out, holdout.users, SELECTION_K)
+        tried = self._candidates(holdout, scorer, names, progress)
+        chosen = best(tried)
+        fixed_values = {name: fixed_value(self, name) for name in names}
+        fixed = next((c for c in tried if c.values == fixed_values), None)
+        report(progress, self.name, tried, chosen, fixed, watch.seconds, SELECTION_K)
+        remember(self, dict(chosen.values))
+
     def fit(self, X, user_ids: Optional[Sequence] = None, item_ids: Optional[Sequence] = None,
             progress: Optional[Progress] = None, **kwargs) -> "ItemSimilarity":
         """Learn the item-item weights from ``X`` (Interactions or users x items sparse; with a
@@ -63,6 +97,7 @@ class ItemSimilarity(Recommender):
         csr = self.set_training_data(self._with_ids(X, user_ids, item_ids))
         self.item_counts_ = np.bincount(csr.indices, minlength=csr.shape[1]).astype(np.float32)
         self.kept_items_: Optional[np.ndarray] = None  # a subclass may learn W on fewer items
+        self._choose_settings(csr, progress or SILENT)
         weights = self._learn_weights(csr, progress or SILENT)
         n = csr.shape[1] if self.kept_items_ is None else len(self.kept_items_)
         self.weights_ = _as_weights(weights, n)
@@ -86,13 +121,7 @@ class ItemSimilarity(Recommender):
         if len(users) and (users.min() < 0 or users.max() >= self.train_.shape[0]):
             raise IndexError(f"user indices must be in [0, {self.train_.shape[0]})")
         hist = self.train_[users]
-        scores = self._history_scores(hist)
-        # No history, or a history whose items carry no learned weight (SLIM rows left
-        # empty, EASE items outside --max-items): the scores are all zero (NaN off the kept
-        # items), which would rank items in file order. Such users get popularity instead.
-        cold = ~np.any(np.nan_to_num(scores, nan=0.0) != 0, axis=1)
-        if cold.any():
-            scores[cold] = self.item_counts_
+        scores = popular_when_cold(self._history_scores(hist), self.item_counts_)
         if out is not None:
             out[...] = scores
             return out
@@ -114,13 +143,7 @@ class ItemSimilarity(Recommender):
         When ``W`` covers only ``kept_items_`` (EASE on the most popular items), the other
         items score NaN, which the top-k selection never ranks.
         """
-        kept = self.kept_items_
-        if kept is not None:
-            hist = hist[:, kept]
-        prod = hist @ self.weights_
-        scores = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
-        scores = np.ascontiguousarray(scores, dtype=np.float32)
-        return scores if kept is None else _spread(scores, kept, self.n_items)
+        return history_scores(hist, self.weights_, self.kept_items_, self.n_items)
 
     def _weight_rows(self, items: np.ndarray) -> np.ndarray:
         """Rows ``W[items, :]`` as a dense float32 array over every item (NaN off ``kept_items_``)."""
@@ -253,6 +276,59 @@ class ItemSimilarity(Recommender):
         self.item_counts_ = counts
 
 
+#: The hold-out's salt of the item-item families' choice (they draw no random numbers).
+SELECTION_SEED = 0
+#: The cut-off of the hold-out's precision the item-item families choose their settings by.
+SELECTION_K = 10
+
+
+def history_scores(hist: sp.csr_matrix, weights, kept: Optional[np.ndarray], n_items: int) -> np.ndarray:
+    """``hist @ W`` as a C-contiguous float32 array (hist: CSR rows of histories over every
+    item); when ``W`` covers only ``kept`` items, the others score NaN (never ranked)."""
+    if kept is not None:
+        hist = hist[:, kept]
+    prod = hist @ weights
+    scores = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    return scores if kept is None else _spread(scores, kept, n_items)
+
+
+def popular_when_cold(scores: np.ndarray, item_counts: np.ndarray) -> np.ndarray:
+    """``scores`` with the rows that are all zero (NaN off the kept items) replaced by
+    ``item_counts``, in place.
+
+    No history, or a history whose items carry no learned weight (SLIM rows left empty,
+    EASE items outside ``max_items``): all-zero scores would rank items in file order, so
+    such users get popularity instead."""
+    cold = ~np.any(np.nan_to_num(scores, nan=0.0) != 0, axis=1)
+    if cold.any():
+        scores[cold] = item_counts
+    return scores
+
+
+def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] = None) -> Callable[..., np.ndarray]:
+    """A hold-out candidate's ``score_fn(rows, out=buffer)``: the rows of ``history`` times
+    ``weights`` as the fitted model would score them (popularity of ``history``'s items for
+    a cold row)."""
+    counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+
+    def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        scores = popular_when_cold(history_scores(history[rows], weights, kept, history.shape[1]), counts)
+        if out is None:
+            return scores
+        out[...] = scores
+        return out
+
+    return score
+
+
+def scored_candidate(values: Dict[str, Any], scorer: HoldoutScorer, score_fn: Callable[..., np.ndarray],
+                     watch: Stopwatch, note: str = "") -> Candidate:
+    """A candidate of ``values`` scored now by ``scorer``; its seconds are ``watch``'s."""
+    score = scorer(score_fn)
+    return Candidate(dict(values), score, watch.seconds, note)
+
+
 def _spread(block: np.ndarray, kept: np.ndarray, n_items: int) -> np.ndarray:
     """Columns of ``block`` placed at ``kept`` in an (n, n_items) array of NaN."""
     out = np.full((block.shape[0], n_items), np.nan, dtype=np.float32)
@@ -319,3 +395,27 @@ def top_k_by_blocks(rows: Callable[[int, int], np.ndarray], n_items: int, k: int
     with Workers("threads", n_jobs=n_jobs) as be:
         parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts), desc=desc, unit="block"))
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
+
+
+def rank_in_rows(weights: sp.csr_matrix) -> Tuple[sp.csr_matrix, np.ndarray]:
+    """``weights`` (CSR) with each row's entries ordered largest first, and each entry's rank
+    in its row (0: the largest): the top ``k`` of every row for any ``k`` up to the row's
+    length is then a mask (:func:`truncate_rows`), with no second pass over the items."""
+    weights = sp.csr_matrix(weights)
+    counts = np.diff(weights.indptr)
+    rows = np.repeat(np.arange(weights.shape[0]), counts)
+    order = np.lexsort((-weights.data, rows))  # by row, then by value, largest first
+    ranked = sp.csr_matrix((weights.data[order], weights.indices[order], weights.indptr), shape=weights.shape)
+    ranks = np.arange(weights.nnz) - np.repeat(weights.indptr[:-1], counts)
+    return ranked, ranks
+
+
+def truncate_rows(ranked: sp.csr_matrix, ranks: np.ndarray, k: int) -> sp.csr_matrix:
+    """The ``k`` largest entries of each row of :func:`rank_in_rows`'s matrix, as CSR with
+    sorted indices (what the fit keeps with ``k`` neighbours, up to ties at the k-th value)."""
+    keep = ranks < k
+    rows = np.repeat(np.arange(ranked.shape[0]), np.diff(ranked.indptr))
+    out = sp.csr_matrix((ranked.data[keep], (rows[keep], ranked.indices[keep])), shape=ranked.shape,
+                        dtype=np.float32)
+    out.sort_indices()
+    return out
