@@ -306,11 +306,18 @@ def popular_when_cold(scores: np.ndarray, item_counts: np.ndarray) -> np.ndarray
     return scores
 
 
+#: Most entries of a weights matrix the hold-out scores densified (64 MB of float32).
+DENSE_SCORING_ENTRIES = 2**24
+
+
 def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] = None) -> Callable[..., np.ndarray]:
     """A hold-out candidate's ``score_fn(rows, out=buffer)``: the rows of ``history`` times
     ``weights`` as the fitted model would score them (popularity of ``history``'s items for
     a cold row)."""
     counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+    n = weights.shape[0]
+    if sp.issparse(weights) and weights.nnz > n * n // 8 and n * n <= DENSE_SCORING_ENTRIES:
+        weights = weights.toarray()  # a history times dense rows: faster than a sparse product this full
 
     def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         scores = popular_when_cold(history_scores(history[rows], weights, kept, history.shape[1]), counts)
@@ -419,3 +426,91 @@ def truncate_rows(ranked: sp.csr_matrix, ranks: np.ndarray, k: int) -> sp.csr_ma
                         dtype=np.float32)
     out.sort_indices()
     return out
+
+
+def ranked_top_k(block: sp.csr_matrix, start: int, k: int) -> Tuple[sp.csr_matrix, np.ndarray]:
+    """The ``k`` largest positive entries of each row of a sparse block of source items
+    ``start..`` (its own item excluded), each row ordered largest first, and their ranks.
+
+    What :func:`top_k_per_row` keeps of the same rows densified (up to ties at the k-th
+    value), without the dense rows: the work is the block's stored entries, not
+    ``rows x n_items``. The result's entries stay in rank order: a mask of the ranks
+    (:func:`truncate_rows`) gives the top of every row for any smaller ``k``."""
+    block = sp.csr_matrix(block)
+    n_rows = block.shape[0]
+    rows = np.repeat(np.arange(n_rows), np.diff(block.indptr))
+    keep = (block.data > 0) & (block.indices != rows + start)
+    data, cols, rows = block.data[keep].astype(np.float32), block.indices[keep], rows[keep]
+    # one sort by row, then by value, largest first: a positive float32's bits order as its value
+    key = (rows.astype(np.uint64) << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - data.view(np.uint32).astype(np.uint64))
+    order = np.argsort(key, kind="stable")
+    data, cols, rows = data[order], cols[order], rows[order]
+    counts = np.bincount(rows, minlength=n_rows)
+    ranks = np.arange(len(data)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    top = ranks < k
+    kept_counts = np.minimum(counts, k)
+    indptr = np.concatenate(([0], np.cumsum(kept_counts))).astype(np.int64)
+    ranked = sp.csr_matrix((data[top], cols[top], indptr), shape=block.shape)
+    return ranked, ranks[top]
+
+
+def stack_ranked(parts: Sequence[Tuple[sp.csr_matrix, np.ndarray]], n_items: int) -> Tuple[sp.csr_matrix, np.ndarray]:
+    """The blocks of :func:`ranked_top_k`, one under the other, their entries' order kept."""
+    if not parts:
+        return sp.csr_matrix((0, n_items), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum([0] + [p.nnz for p, _ in parts])
+    indptr = np.concatenate([[0]] + [p.indptr[1:] + off for (p, _), off in zip(parts, offsets[:-1])])
+    n_rows = sum(p.shape[0] for p, _ in parts)
+    ranked = sp.csr_matrix((np.concatenate([p.data for p, _ in parts]), np.concatenate([p.indices for p, _ in parts]),
+                            indptr.astype(np.int64)), shape=(n_rows, n_items))
+    return ranked, np.concatenate([r for _, r in parts])
+
+
+def ranked_by_blocks(rows: Callable[[int, int], sp.csr_matrix], n_items: int, k: int, memory_mb: float,
+                     progress: Progress, desc: str) -> Tuple[sp.csr_matrix, np.ndarray]:
+    """:func:`top_k_by_blocks` from sparse rows (``rows(start, stop)``: CSR), ranked
+    (:func:`ranked_top_k`): the weights of the largest ``k`` once, every smaller one a mask."""
+    block = int(max(1, min(n_items, memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
+    parts = [ranked_top_k(rows(s, min(s + block, n_items)), s, k)
+             for s in progress.iterate(range(0, n_items, block), total=-(-n_items // block), desc=desc, unit="block",
+                                       lines=False)]
+    return stack_ranked(parts, n_items)
+
+
+class RankedWeights:
+    """Each item's largest weights at a neighbour count, from which the weights at any
+    smaller count are a mask (:meth:`top`): the hold-out's candidates of ``neighbours``
+    without a second pass over the items.
+
+    Dense (a catalogue of at most :data:`DENSE_SCORING_ENTRIES` item pairs: each row sorted
+    once, a count is a threshold per row) or sparse (:func:`ranked_top_k` per block of
+    items, a count is a mask of the ranks).
+    """
+
+    def __init__(self, dense: Optional[np.ndarray] = None, ranked: Optional[sp.csr_matrix] = None,
+                 ranks: Optional[np.ndarray] = None) -> None:
+        self.dense = dense
+        self.sorted = None if dense is None else -np.sort(-dense, axis=1)
+        self.ranked = ranked
+        self.ranks = ranks
+
+    @classmethod
+    def build(cls, dense_rows: Callable[[int, int], np.ndarray], sparse_rows: Callable[[int, int], sp.csr_matrix],
+              n_items: int, k: int, memory_mb: float, progress: Progress, desc: str) -> "RankedWeights":
+        """The rows' ``k`` largest positive entries (each item's own excluded), from the dense
+        rows of a small catalogue, else from the sparse ones a block at a time."""
+        if n_items * n_items <= DENSE_SCORING_ENTRIES:
+            dense = np.asarray(dense_rows(0, n_items), dtype=np.float32)
+            dense[np.diag_indices(n_items)] = 0.0
+            np.maximum(dense, 0.0, out=dense)  # only positive weights are kept
+            return cls(dense=dense)
+        return cls(*((None,) + ranked_by_blocks(sparse_rows, n_items, k, memory_mb, progress, desc)))
+
+    def top(self, k: int):
+        """The weights the fit keeps with ``k`` neighbours (up to ties at the k-th value):
+        float32, dense or CSR."""
+        if self.dense is None:
+            return truncate_rows(self.ranked, self.ranks, k)
+        n = self.dense.shape[1]
+        threshold = self.sorted[:, min(max(int(k), 1), n) - 1]
+        return np.where(self.dense >= np.maximum(threshold, np.float32(1e-38))[:, None], self.dense, np.float32(0))

@@ -337,34 +337,28 @@ def users_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
     """``l2 -> score_fn`` by Woodbury's identity: one (active users)^2 inverse per ``l2``
     (``sub``: the hold-out's fitting pairs over the items the choice covers)."""
     active = np.flatnonzero(np.diff(sub.indptr) > 0)
-    rows_x = sp.csr_matrix(sub[active], dtype=np.float64)
+    rows_x = sp.csr_matrix(sub[active], dtype=dtype)
     items_x = sp.csr_matrix(rows_x.T)  # items x active users
     kernel = gram_matrix(items_x, dtype)  # X X'
     where = np.full(sub.shape[0], -1, dtype=np.int64)
     where[active] = np.arange(len(active))
     coo = rows_x.tocoo()
-    step = max(1, (32 * 2**20) // (8 * max(sub.shape[1], 1)))
 
     def make(l2: float) -> Callable[..., np.ndarray]:
         inverse = kernel.copy()
         inverse[np.diag_indices(len(active))] += dtype.type(l2)
         invert_spd(inverse)
-        # P's diagonal: (1 - X_j' M X_j) / l2, X_j' M X_j summed over the entries of X, a band of users at a time
-        quad = np.zeros(sub.shape[1])
-        for a in range(0, len(active), step):
-            b = min(a + step, len(active))
-            z = items_x @ inverse[:, a:b]  # (M X)' for users a..b
-            inside = (coo.row >= a) & (coo.row < b)
-            quad += np.bincount(coo.col[inside], weights=coo.data[inside] * z[coo.col[inside], coo.row[inside] - a],
-                                minlength=sub.shape[1])
+        rows_p = np.ascontiguousarray((items_x @ inverse).T)  # M X: each active user's x P
+        del inverse
+        # P's diagonal: (1 - X_j' M X_j) / l2, the quadratic form summed over the entries of X
+        quad = np.bincount(coo.col, weights=coo.data * rows_p[coo.row, coo.col], minlength=sub.shape[1])
         diag = ((1.0 - quad) / l2).astype(dtype)
 
         def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
             pos = where[rows]
             block = np.zeros((len(rows), sub.shape[1]), dtype=dtype)
             known = pos >= 0
-            if known.any():
-                block[known] = (items_x @ inverse[:, pos[known]]).T  # rows of M X
+            block[known] = rows_p[pos[known]]
             return _scores_of(block, diag, kept, n_all, item_counts, out)
 
         return score
@@ -393,9 +387,10 @@ EXPECTED_STEPS = 4
 SELECTION_SHARE = 1.0
 SELECTION_FLOOR = 2e10
 #: The square arrays each side holds at once: the items' side the Gram matrix, the vectors,
-#: their squares and the workspace; the users' side ``XX'`` and its inverse.
+#: their squares and the workspace; the users' side ``XX'``, its inverse and ``M X`` (users x
+#: items), counted as users x items arrays.
 ITEMS_SIDE_SQUARES = 4
-USERS_SIDE_SQUARES = 2
+USERS_SIDE_SQUARES = 3
 
 
 def items_side_flops(n_items: int, scored: int) -> float:
@@ -406,10 +401,9 @@ def items_side_flops(n_items: int, scored: int) -> float:
 
 
 def users_side_flops(users: int, scored: int, nnz: int) -> float:
-    """The users' side: per step, the users x users inverse and the sparse products of
-    ``P``'s diagonal and the scored users' rows."""
+    """The users' side: per step, the users x users inverse and the sparse product ``M X``."""
     u = float(users)
-    return EXPECTED_STEPS * (u ** 3 + SPARSE_FLOPS * float(nnz) * (u + scored))
+    return EXPECTED_STEPS * (u ** 3 + SPARSE_FLOPS * float(nnz) * u)
 
 
 def selection_plan(n_items: int, users: int, scored: int, nnz: int, max_bytes: Optional[float] = None,
@@ -419,11 +413,14 @@ def selection_plan(n_items: int, users: int, scored: int, nnz: int, max_bytes: O
     :data:`SELECTION_SHARE` of the fit's ``n^3`` (or :data:`SELECTION_FLOOR`) and it fits
     ``max_bytes``; else the items' side on the most items that are.
 
-    ``users``: the hold-out's users with fitting pairs; ``scored``: the users it scores.
+    ``users``: the hold-out's users with fitting pairs; ``scored``: the users it scores. The
+    users' side holds ``M X`` (users x items) too, so it is taken only with fewer users
+    than items.
     Counted in flops, not seconds, so that the items (and the choice) depend on the data
     alone, never on the machine's load."""
     budget = max(SELECTION_SHARE * float(n_items) ** 3, SELECTION_FLOOR)
-    fits_users = max_bytes is None or USERS_SIDE_SQUARES * itemsize * float(users) ** 2 <= max_bytes
+    fits_users = users <= n_items and (
+        max_bytes is None or USERS_SIDE_SQUARES * itemsize * float(users) * n_items <= max_bytes)
     high = int(n_items)
     if max_bytes is not None:
         high = max(1, min(high, int(np.sqrt(max_bytes / (ITEMS_SIDE_SQUARES * itemsize)))))
