@@ -300,7 +300,7 @@ def popular_when_cold(scores: np.ndarray, item_counts: np.ndarray) -> np.ndarray
     No history, or a history whose items carry no learned weight (SLIM rows left empty,
     EASE items outside ``max_items``): all-zero scores would rank items in file order, so
     such users get popularity instead."""
-    cold = ~np.any(np.nan_to_num(scores, nan=0.0) != 0, axis=1)
+    cold = ~np.any(np.abs(scores) > 0, axis=1)  # NaN compares False: a kept-items-only zero row is cold
     if cold.any():
         scores[cold] = item_counts
     return scores
@@ -404,28 +404,14 @@ def top_k_by_blocks(rows: Callable[[int, int], np.ndarray], n_items: int, k: int
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
 
 
-def rank_in_rows(weights: sp.csr_matrix) -> Tuple[sp.csr_matrix, np.ndarray]:
-    """``weights`` (CSR) with each row's entries ordered largest first, and each entry's rank
-    in its row (0: the largest): the top ``k`` of every row for any ``k`` up to the row's
-    length is then a mask (:func:`truncate_rows`), with no second pass over the items."""
-    weights = sp.csr_matrix(weights)
-    counts = np.diff(weights.indptr)
-    rows = np.repeat(np.arange(weights.shape[0]), counts)
-    order = np.lexsort((-weights.data, rows))  # by row, then by value, largest first
-    ranked = sp.csr_matrix((weights.data[order], weights.indices[order], weights.indptr), shape=weights.shape)
-    ranks = np.arange(weights.nnz) - np.repeat(weights.indptr[:-1], counts)
-    return ranked, ranks
-
-
 def truncate_rows(ranked: sp.csr_matrix, ranks: np.ndarray, k: int) -> sp.csr_matrix:
-    """The ``k`` largest entries of each row of :func:`rank_in_rows`'s matrix, as CSR with
-    sorted indices (what the fit keeps with ``k`` neighbours, up to ties at the k-th value)."""
+    """The ``k`` largest entries of each row of :func:`ranked_top_k`'s matrix, as float32 CSR (what the fit keeps with ``k``
+    neighbours, up to ties at the k-th value; the entries stay in rank order)."""
     keep = ranks < k
-    rows = np.repeat(np.arange(ranked.shape[0]), np.diff(ranked.indptr))
-    out = sp.csr_matrix((ranked.data[keep], (rows[keep], ranked.indices[keep])), shape=ranked.shape,
-                        dtype=np.float32)
-    out.sort_indices()
-    return out
+    counts = np.minimum(np.diff(ranked.indptr), int(k))
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return sp.csr_matrix((ranked.data[keep].astype(np.float32, copy=False), ranked.indices[keep], indptr),
+                         shape=ranked.shape)
 
 
 def ranked_top_k(block: sp.csr_matrix, start: int, k: int) -> Tuple[sp.csr_matrix, np.ndarray]:
