@@ -500,3 +500,51 @@ class RankedWeights:
         n = self.dense.shape[1]
         threshold = self.sorted[:, min(max(int(k), 1), n) - 1]
         return np.where(self.dense >= np.maximum(threshold, np.float32(1e-38))[:, None], self.dense, np.float32(0))
+
+
+def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights], counts: Sequence[int],
+                    values: Callable[[Any, int], Dict[str, Any]], history: sp.csr_matrix, scorer: HoldoutScorer,
+                    finish: Optional[Callable[[Any], Any]] = None) -> List[Candidate]:
+    """The hold-out's candidates of a family whose weights are each item's largest ones of
+    some kind (item-kNN's similarity, RP3beta's beta): every kind at the first count, then
+    the other counts with the best kind (a search one parameter at a time, the fixed values
+    first). Each kind is built once at the largest count (``build(kind)``); a smaller count
+    is a mask of it. ``values(kind, count)``: the candidate's selected values;
+    ``finish``: what the fit does to the kept weights (RP3beta's row scaling)."""
+    finish = finish or (lambda w: w)
+    tried: List[Candidate] = []
+    best_kind = None
+    for kind in kinds:
+        watch = Stopwatch()
+        ranked = build(kind)
+        tried.append(scored_candidate(values(kind, counts[0]), scorer,
+                                      weights_scorer(history, finish(ranked.top(counts[0]))), watch))
+        if best_kind is None or tried[-1].score > best_kind[0]:
+            best_kind = (tried[-1].score, kind, ranked)
+    _, kind, ranked = best_kind
+    for k in counts[1:]:
+        watch = Stopwatch()
+        tried.append(scored_candidate(values(kind, k), scorer, weights_scorer(history, finish(ranked.top(k))), watch))
+    return tried
+
+
+def distinct_counts(grid: Sequence[int], fixed: int, n_items: int) -> List[int]:
+    """``fixed``, then the counts of ``grid`` that keep a different number of neighbours
+    among ``n_items`` items (at most ``n_items - 1`` exist): no setting is scored twice."""
+    most = max(n_items - 1, 1)
+    seen = {min(fixed, most)}
+    out = [fixed]
+    for k in grid:
+        if min(k, most) not in seen:
+            seen.add(min(k, most))
+            out.append(k)
+    return out
+
+
+def scale_rows(weights):
+    """Each row of ``weights`` (dense or CSR) scaled to sum 1 (an empty row left as it is)."""
+    sums = np.asarray(weights.sum(axis=1), dtype=np.float64).ravel()
+    factors = 1.0 / np.where(sums > 0, sums, 1.0)
+    if sp.issparse(weights):
+        return sp.csr_matrix(sp.diags(factors) @ weights, dtype=np.float32)
+    return (weights * factors[:, None]).astype(np.float32)

@@ -22,16 +22,16 @@ backend's threads (sparse products and the top-k selection release the GIL).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, RankedWeights, scored_candidate, top_k_by_blocks, weights_scorer
+from ._itemsim import ItemSimilarity, RankedWeights, distinct_counts, kind_then_count, top_k_by_blocks
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
-from .selection import AUTO, Candidate, Stopwatch, fixed_value, select_param, value_of
+from .selection import AUTO, Candidate, fixed_value, select_param, value_of
 from .tuning import COOC_RATE, TrialShape
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
@@ -185,33 +185,13 @@ class ItemKNN(ItemSimilarity):
                  for name in self.SELECTED}
         sims = [fixed["similarity"]] + ([s for s in CHOSEN_SIMILARITIES if s != fixed["similarity"]]
                                         if "similarity" in names else [])
-        counts = list(distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
-                                      fit.shape[1]))
-        tried: List[Candidate] = []
-        best_ranked = None
-        for similarity in sims:
-            watch = Stopwatch()
-            ranked = RankedWeights.build(*self._similarity_rows(fit, similarity), fit.shape[1], max(counts),
-                                         self.memory_mb, progress, "itemknn (hold-out)")
-            values = {name: v for name, v in (("neighbours", counts[0]), ("similarity", similarity)) if name in names}
-            tried.append(scored_candidate(values, scorer, weights_scorer(fit, ranked.top(counts[0])), watch))
-            if best_ranked is None or tried[-1].score > best_ranked[0]:
-                best_ranked = (tried[-1].score, similarity, ranked)
-        _, similarity, ranked = best_ranked
-        for k in counts[1:]:
-            watch = Stopwatch()
-            values = {name: v for name, v in (("neighbours", k), ("similarity", similarity)) if name in names}
-            tried.append(scored_candidate(values, scorer, weights_scorer(fit, ranked.top(k)), watch))
-        return tried
+        counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
+                                 fit.shape[1])
+        def build(similarity: str) -> RankedWeights:
+            return RankedWeights.build(*self._similarity_rows(fit, similarity), fit.shape[1], max(counts),
+                                       self.memory_mb, progress, "itemknn (hold-out)")
 
+        def values(similarity: str, k: int) -> Dict[str, Any]:
+            return {name: v for name, v in (("neighbours", k), ("similarity", similarity)) if name in names}
 
-def distinct_counts(grid, fixed: int, n_items: int):
-    """``fixed``, then the counts of ``grid`` that keep a different number of neighbours
-    among ``n_items`` items (at most ``n_items - 1`` exist): no setting is scored twice."""
-    most = max(n_items - 1, 1)
-    seen = {min(fixed, most)}
-    yield fixed
-    for k in grid:
-        if min(k, most) not in seen:
-            seen.add(min(k, most))
-            yield k
+        return kind_then_count(sims, build, counts, values, fit, scorer)
