@@ -133,8 +133,8 @@ class EASE(ItemSimilarity):
         return None
 
     PARAMETERS = (
-        Param("l2", float, AUTO, "lambda, the L2 penalty on the weights; auto: chosen on the hold-out among "
-              "25-3200 (factors of 2; 200 with --no-select).", low=0, open=True,
+        Param("l2", float, AUTO, "lambda, the L2 penalty on the weights (auto: chosen on the hold-out among "
+              "25-3200; 200 with --no-select).", low=0, open=True,
               hint="the Gram matrix may be singular", tune=("log", 100.0, 1600.0),
               grid=(100.0, 200.0, 400.0, 800.0, 1600.0)),
         Param("dtype", str, "float32", "Precision of the inverse.", choices=DTYPES, option="--ease-dtype"),
