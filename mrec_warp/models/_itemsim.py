@@ -465,18 +465,18 @@ def ranked_by_blocks(rows: Callable[[int, int], sp.csr_matrix], n_items: int, k:
 
 class RankedWeights:
     """Each item's largest weights at a neighbour count, from which the weights at any
-    smaller count are a mask (:meth:`top`): the hold-out's candidates of ``neighbours``
-    without a second pass over the items.
+    smaller count follow without a second pass over the items (:meth:`top`): the hold-out's
+    candidates of ``neighbours``.
 
-    Dense (a catalogue of at most :data:`DENSE_SCORING_ENTRIES` item pairs: each row sorted
-    once, a count is a threshold per row) or sparse (:func:`ranked_top_k` per block of
-    items, a count is a mask of the ranks).
+    Dense for a catalogue of at most :data:`DENSE_SCORING_ENTRIES` item pairs (the rows the
+    fit computes, all at once: a count is then the fit's own top-k of them, the same weights
+    bit for bit), else sparse (:func:`ranked_top_k` per block of items: a count is a mask of
+    the ranks, the fit's weights up to ties at the k-th value).
     """
 
     def __init__(self, dense: Optional[np.ndarray] = None, ranked: Optional[sp.csr_matrix] = None,
                  ranks: Optional[np.ndarray] = None) -> None:
         self.dense = dense
-        self.sorted = None if dense is None else -np.sort(-dense, axis=1)
         self.ranked = ranked
         self.ranks = ranks
 
@@ -486,20 +486,16 @@ class RankedWeights:
         """The rows' ``k`` largest positive entries (each item's own excluded), from the dense
         rows of a small catalogue, else from the sparse ones a block at a time."""
         if n_items * n_items <= DENSE_SCORING_ENTRIES:
-            dense = np.asarray(dense_rows(0, n_items), dtype=np.float32)
-            dense[np.diag_indices(n_items)] = 0.0
-            np.maximum(dense, 0.0, out=dense)  # only positive weights are kept
+            dense = dense_rows(0, n_items)
+            dense[np.diag_indices(n_items)] = 0.0  # as top_k_by_blocks: never your own neighbour
             return cls(dense=dense)
         return cls(*((None,) + ranked_by_blocks(sparse_rows, n_items, k, memory_mb, progress, desc)))
 
     def top(self, k: int):
-        """The weights the fit keeps with ``k`` neighbours (up to ties at the k-th value):
-        float32, dense or CSR."""
+        """The weights the fit keeps with ``k`` neighbours, float32 CSR."""
         if self.dense is None:
             return truncate_rows(self.ranked, self.ranks, k)
-        n = self.dense.shape[1]
-        threshold = self.sorted[:, min(max(int(k), 1), n) - 1]
-        return np.where(self.dense >= np.maximum(threshold, np.float32(1e-38))[:, None], self.dense, np.float32(0))
+        return top_k_per_row(self.dense, k)
 
 
 def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights], counts: Sequence[int],
