@@ -135,7 +135,7 @@ class ItemKNN(ItemSimilarity):
                 data = data * (k1 + 1.0) / (k1 * length[coo.col] + data) * idf[coo.row]
         return sp.csc_matrix((data, (coo.row, coo.col)), shape=csr.shape)
 
-    def _similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> Tuple[Callable, Callable]:
+    def similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> Tuple[Callable, Callable]:
         """``(dense_rows, sparse_rows)``: rows ``start:stop`` of the items x items similarities
         of ``similarity`` on ``csr``, dense over every item (the fit's blocks) or as the sparse
         product's stored entries (the hold-out's, :func:`ranked_by_blocks`)."""
@@ -166,7 +166,7 @@ class ItemKNN(ItemSimilarity):
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         similarity = value_of(self, "similarity")
-        rows, _ = self._similarity_rows(csr, similarity)
+        rows, _ = self.similarity_rows(csr, similarity)
         n_items = csr.shape[1]
         weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "itemknn")
@@ -188,7 +188,7 @@ class ItemKNN(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
         def build(similarity: str) -> RankedWeights:
-            return RankedWeights.build(*self._similarity_rows(fit, similarity), fit.shape[1], max(counts),
+            return RankedWeights.build(*self.similarity_rows(fit, similarity), fit.shape[1], max(counts),
                                        self.memory_mb, progress, "itemknn (hold-out)")
 
         def values(similarity: str, k: int) -> Dict[str, Any]:

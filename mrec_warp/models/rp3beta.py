@@ -115,7 +115,7 @@ class RP3beta(ItemSimilarity):
         penalty[seen] = n_i[seen] ** -float(value_of(self, "beta") if beta is None else beta)
         return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), penalty
 
-    def _walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None) -> Tuple[Any, Any]:
+    def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None) -> Tuple[Any, Any]:
         """``(dense_rows, sparse_rows)``: rows ``start:stop`` of the penalised walk
         probabilities, dense over every item (the fit's blocks) or as the sparse product's
         stored entries (the hold-out's)."""
@@ -134,7 +134,7 @@ class RP3beta(ItemSimilarity):
         return dense_rows, sparse_rows
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
-        rows, _ = self._walk_rows(csr)
+        rows, _ = self.walk_rows(csr)
         n_items = csr.shape[1]
         weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "rp3beta")
@@ -158,7 +158,7 @@ class RP3beta(ItemSimilarity):
                                  fit.shape[1])
 
         def build(beta: float) -> RankedWeights:
-            return RankedWeights.build(*self._walk_rows(fit, beta), fit.shape[1], max(counts), self.memory_mb,
+            return RankedWeights.build(*self.walk_rows(fit, beta), fit.shape[1], max(counts), self.memory_mb,
                                        progress, "rp3beta (hold-out)")
 
         def values(beta: float, k: int) -> Dict[str, Any]:
