@@ -382,10 +382,12 @@ SPARSE_FLOPS = 20.0
 #: The ``lambda`` values the walk scores, as the selection's budget counts them.
 EXPECTED_STEPS = 4
 #: The selection's flops as a share of the fit's ``n^3`` (its inverse), so that a default fit
-#: stays under twice the fixed one's time; and the flops it may always take (a small
-#: catalogue, where the fit's fixed costs dominate).
-SELECTION_SHARE = 1.0
-SELECTION_FLOOR = 2e10
+#: stays under twice the fixed one's time (the eigendecomposition and the products of the
+#: scoring run at a lower rate than the Cholesky inverse: on a 3,000-item set a share of 1
+#: took twice the fit); and the flops it may always take (a small catalogue, where the fit's
+#: fixed costs dominate).
+SELECTION_SHARE = 0.5
+SELECTION_FLOOR = 1e10
 #: The square arrays each side holds at once: the items' side the Gram matrix, the vectors,
 #: their squares and the workspace; the users' side ``XX'``, its inverse and ``M X`` (users x
 #: items), counted as users x items arrays.
@@ -509,8 +511,13 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
 #: Sparse multiply-adds per second of the Gram matrix's construction (scipy's sparse
 #: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
 SPARSE_RATE = 1.5e8
-#: Bytes per second of the passes over the ``n^2`` matrix (mirroring, scaling, top-k).
-PASS_RATE = 2e9
+#: Seconds per entry of the ``n^2`` matrix at :data:`REFERENCE_RATE` of the work besides the
+#: inverse: the Gram matrix's dense blocks, the mirroring and scaling, and the sparsification's
+#: partitions (:data:`DENSE_ENTRY_SECONDS` when the dense matrix is kept); 17 s of a 13,472-item
+#: fit and 3 s of a 2,995-item one here. Scaled by how much slower than that rate the probe
+#: ran (the machine's load slows both alike).
+ENTRY_SECONDS = 1e-7
+DENSE_ENTRY_SECONDS = 3e-8
 #: A fixed flop rate for estimates that must not depend on the machine's load (the order of
 #: models in a search's statistical tie); what :func:`flops_rate` measured here, float32.
 REFERENCE_RATE = 5e10
@@ -581,17 +588,18 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
 
     Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
     ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
-    :data:`SPARSE_RATE`) and a few passes over ``n^2`` floats; the file holds the weights
+    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries (:data:`ENTRY_SECONDS`), both
+    slowed as the probe was; the file holds the weights
     (``n^2`` float32, or ``topk`` pairs of a float16 value and a column index per item,
     uint16 below 65,536 items) besides the training matrix.
     """
     n_users, n = csr.shape
     per_user = np.diff(csr.indptr).astype(np.float64)
-    itemsize = np.dtype(dtype).itemsize
     peak = EASE.memory_needed(n, dtype, csr.nnz, topk)
     flops = float(n) ** 3
-    seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
-               + 6.0 * n * n * itemsize / PASS_RATE)
+    rate = rate or flops_rate(dtype, threads, n)
+    entry = DENSE_ENTRY_SECONDS if keeps_dense(n, topk) else ENTRY_SECONDS
+    seconds = flops / rate + (float((per_user ** 2).sum()) / SPARSE_RATE + entry * n * n) * max(1.0, REFERENCE_RATE / rate)
     # as the file stores them: column indices and kept items in the smallest unsigned type,
     # deflated like the ids (persistence.save_model)
     index = DEFLATED_INDEX * index_dtype(n).itemsize
