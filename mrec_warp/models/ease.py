@@ -534,15 +534,16 @@ DEFLATED_VALUE = 0.86
 DEFLATED_ID = 4
 
 
-#: Timed runs of the flop-rate probe; the fastest counts (a run slowed by a moment of another
-#: process's work would make every estimate of the process too long).
+#: Timed runs of the flop-rate probe; the median counts (one run slowed by a moment of another
+#: process's work would make every estimate of the process too long, the fastest too short
+#: on a machine that stays busy).
 CALIBRATION_RUNS = 3
 
 
 def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
     """Flop/s of LAPACK's ``potrf`` + ``potri`` on ``n_items`` rows here: measured once per
     process (dtype, threads, size) on a square positive definite matrix of ``n_items`` rows,
-    at most :data:`CALIBRATION_SIZE` (at least 256), the fastest of :data:`CALIBRATION_RUNS`
+    at most :data:`CALIBRATION_SIZE` (at least 256), the median of :data:`CALIBRATION_RUNS`
     runs. Larger matrices block better (ml-latest-small's 6,170 items ran at up to 1.5 times
     the rate measured at 2,048), so an estimate from it errs on the long side."""
     n = int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
@@ -552,7 +553,7 @@ def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRAT
         a = rng.random((n, 64)).astype(dtype)
         base = a @ a.T
         base[np.diag_indices(n)] += n
-        best = math.inf
+        runs = []
         with threadpool_limits(threads, user_api="blas"):
             potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (base,))
             for _ in range(CALIBRATION_RUNS):
@@ -560,8 +561,8 @@ def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRAT
                 t0 = time.perf_counter()
                 c, _ = potrf(gram.T, lower=0, overwrite_a=1, clean=0)
                 potri(c, lower=0, overwrite_c=1)
-                best = min(best, time.perf_counter() - t0)
-        _RATES[key] = n ** 3 / max(best, 1e-4)  # potrf n^3/3 + potri 2n^3/3
+                runs.append(time.perf_counter() - t0)
+        _RATES[key] = n ** 3 / max(float(np.median(runs)), 1e-4)  # potrf n^3/3 + potri 2n^3/3
     return _RATES[key]
 
 
