@@ -105,6 +105,7 @@ def test_grid(fam: str, train, test, users, progress):
 
 
 def run_test_grid(args) -> None:
+    import glob
     import os
     import sys
 
@@ -114,23 +115,28 @@ def run_test_grid(args) -> None:
     from bench_defaults import SETS, prepare_set, summarise
 
     load = os.getloadavg()
-    rows = json.loads(Path(args.defaults).read_text())["rows"] if args.defaults else []
-    stats = summarise([r for r in rows if r.get("label") == "after"])
-    report, lines = [], []
-    head = f"{'set':<14}{'family':<9}{'default':>9}{'grid best':>10}  {'best setting':<34}{'default/best':>13}"
+    grids = []
     for name in args.sets.split(",") if args.sets != "ml100k,dense,longtail" else list(SETS):
         train, test, users = suite_matrices(prepare_set(name, Path(args.data)))
         for fam in args.families.split(","):
-            scores = test_grid(fam, train, test, users, SILENT)
-            setting, top = max(scores, key=lambda sv: sv[1])
-            default = stats.get(("after", name, fam), (float("nan"),))[0]
-            ratio = default / top if top > 0 else float("nan")
-            report.append({"set": name, "family": fam, "default": default, "grid_best": top, "best": setting,
-                           "ratio": ratio, "grid": [{"setting": s, "precision@10": p} for s, p in scores]})
-            lines.append(f"{name:<14}{fam:<9}{default:>9.4f}{top:>10.4f}  "
-                         f"{' '.join(f'{k}={v}' for k, v in setting.items()):<34}{ratio:>12.1%}"
-                         + ("" if ratio != ratio or ratio >= 0.97 else "  BELOW 97%"))
-            print(lines[-1], flush=True)
+            grids.append((name, fam, test_grid(fam, train, test, users, SILENT)))
+            print(f"{name} {fam}: grid done", file=sys.stderr, flush=True)
+    # the defaults' rows are read last: the bench_defaults runs they come from may end meanwhile
+    rows = [r for pattern in (args.defaults or "").split(",") if pattern for path in sorted(glob.glob(pattern))
+            for r in json.loads(Path(path).read_text())["rows"]]
+    stats = summarise([r for r in rows if r.get("label") == "after"])
+    report, lines = [], []
+    head = f"{'set':<14}{'family':<9}{'default':>9}{'grid best':>10}  {'best setting':<34}{'default/best':>13}"
+    for name, fam, scores in grids:
+        setting, top = max(scores, key=lambda sv: sv[1])
+        default = stats.get(("after", name, fam), (float("nan"),))[0]
+        ratio = default / top if top > 0 else float("nan")
+        report.append({"set": name, "family": fam, "default": default, "grid_best": top, "best": setting,
+                       "ratio": ratio, "grid": [{"setting": s, "precision@10": p} for s, p in scores]})
+        lines.append(f"{name:<14}{fam:<9}{default:>9.4f}{top:>10.4f}  "
+                     f"{' '.join(f'{k}={v}' for k, v in setting.items()):<34}{ratio:>12.1%}"
+                     + ("" if ratio != ratio or ratio >= 0.97 else "  BELOW 97%"))
+        print(lines[-1], flush=True)
     print(f"\ntest P@10 of the defaults (bench_defaults, 'after') against the best of {TEST_GRIDS}; "
           f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
     print(head)
@@ -155,7 +161,8 @@ def main():
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--test-grid", action="store_true", help="check the hold-out's defaults on the selection "
                     "suite against a small grid (see the module docstring)")
-    ap.add_argument("--defaults", help="bench_defaults.json whose 'after' rows are the defaults' P@10")
+    ap.add_argument("--defaults", help="bench_defaults.json files (comma list of globs) whose 'after' rows are "
+                    "the defaults' P@10")
     ap.add_argument("--data", default="/tmp/defaults-data", help="where bench_defaults keeps the suite's splits")
     args = ap.parse_args()
     if args.test_grid:
