@@ -94,7 +94,8 @@ def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declaratio
 
 def test_a_shared_name_says_each_familys_default():
     options = {p.name: p for p in train_command.params}
-    assert options["l2"].help == ("slim: L2 penalty [100]; ease: lambda, the L2 penalty on the weights (auto: chosen "
+    assert options["l2"].help == ("slim: L2 penalty (auto: chosen on the hold-out among 30, 100, 300; 100 with "
+                                  "--no-select) [auto]; ease: lambda, the L2 penalty on the weights (auto: chosen "
                                   "on the hold-out among 25-3200; 200 with --no-select) [auto].")
     assert options["factors"].help == "warp, wrmf, hybrid: Latent dimensions [64]."
 

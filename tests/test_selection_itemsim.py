@@ -1,4 +1,4 @@
-"""EASE, item-kNN and RP3beta choose their settings left at "auto" on the internal hold-out."""
+"""EASE, item-kNN, RP3beta and SLIM choose their settings left at "auto" on the internal hold-out."""
 from __future__ import annotations
 
 import json
@@ -10,16 +10,17 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from mrec_warp.cli import main
-from mrec_warp.models import EASE, ItemKNN, RP3beta, load
+from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
 from mrec_warp.models._itemsim import SELECTION_SEED, beyond_noise, ranked_top_k, top_k_per_row, truncate_rows
 from mrec_warp.models.ease import items_side_scores, users_side_scores
+from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
 from mrec_warp.models.selection import Candidate
 from mrec_warp.progress import Progress
 
 from .conftest import planted_low_rank
 
-FAMILIES = (EASE, ItemKNN, RP3beta)
+FAMILIES = (EASE, ItemKNN, RP3beta, SLIM)
 
 
 def holdout_of(model, X):
@@ -45,7 +46,7 @@ def tried(model, X, caplog):
 
 def explicit(cls, values):
     """A select=False model of ``cls`` with the tried ``values`` (the log's text) given."""
-    kinds = {"l2": float, "beta": float, "neighbours": int, "similarity": str}
+    kinds = {"l1": float, "l2": float, "beta": float, "neighbours": int, "similarity": str}
     params = {k: kinds[k](v) for k, v in values.items()}
     if cls is EASE:
         params["topk"] = 0  # the choice scores the dense weights
@@ -60,6 +61,8 @@ def test_each_tried_setting_scores_what_its_model_scores_and_the_best_is_chosen(
     assert len(settings) >= 3
     holdout, scorer = holdout_of(model, X)
     for values, score in settings:
+        if cls is SLIM:  # scored on a sample of the items' columns: checked in its own test below
+            break
         reference = explicit(cls, values).fit(holdout.fit)
         # the same weights up to ties at the k-th value (which the fit breaks arbitrarily; this
         # data has many: flat popularity within clusters), so about the same precision
@@ -100,6 +103,8 @@ def test_ease_walks_to_the_planted_best_penalty(caplog):
     (ItemKNN, {"similarity": "cosine"}),
     (RP3beta, {"beta": 0.2}),
     (RP3beta, {"neighbours": 9, "beta": 0.0}),
+    (SLIM, {"l2": 30.0}),
+    (SLIM, {"l1": 2.0, "l2": 50.0}),
 ])
 def test_an_explicit_value_is_never_overridden(cls, given, caplog):
     X, _ = planted_low_rank(n_users=200, n_items=80, per_user=12, seed=2)
@@ -151,7 +156,7 @@ def test_train_and_info_show_what_auto_chose(tmp_path):
     tsv = tmp_path / "train.tsv"
     tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
     runner = CliRunner()
-    for name in ("ease", "itemknn", "rp3beta"):
+    for name in ("ease", "itemknn", "rp3beta", "slim"):
         model_file = tmp_path / f"{name}.npz"
         res = runner.invoke(main, ["train", str(tsv), "-o", str(model_file), "--model", name])
         assert res.exit_code == 0, res.output
@@ -210,3 +215,19 @@ def test_a_setting_within_the_holdouts_noise_does_not_replace_the_fixed_one():
     better = base + (rng.random(400) < 0.4)  # 0.4 more hits per user: far beyond the noise
     better_candidate = Candidate({"beta": 0.7}, better.mean() / 10, extra={"hits": better})
     assert beyond_noise([fixed, noisy_candidate, better_candidate], fixed) is better_candidate
+
+
+def test_slims_path_gives_each_settings_own_weights():
+    # each setting of the warm-started path, on the sampled columns, is the cold fit's columns
+    X, _ = planted_low_rank(n_users=200, n_items=120, per_user=12, seed=8)
+    gram, g = gram_arrays(X)
+    targets = np.array([3, 17, 40, 99], dtype=np.int32)
+    l1s, l2s = np.array([4.0, 1.0, 1.0]), np.array([100.0, 100.0, 30.0])
+    idx, val = solve_path_block(*g, targets, l1s, l2s, 100, 1e-6, 50)
+    for s in range(3):
+        cold = SLIM(l1=l1s[s], l2=l2s[s], tol=1e-6, topk=50).fit(X).weights_.toarray()
+        for r, j in enumerate(targets):
+            got = np.zeros(X.shape[1], np.float32)
+            keep = idx[s, r] >= 0
+            got[idx[s, r][keep]] = val[s, r][keep]
+            np.testing.assert_allclose(got, cold[:, j], atol=2e-4)
