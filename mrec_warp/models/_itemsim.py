@@ -514,7 +514,7 @@ class RankedWeights:
     def __init__(self, dense: Optional[np.ndarray] = None, ranked: Optional[sp.csr_matrix] = None,
                  ranks: Optional[np.ndarray] = None) -> None:
         self.dense = dense
-        self.order = None if dense is None else np.argsort(-dense, axis=1, kind="stable")
+        self.order = None if dense is None else np.argsort(-dense, axis=1)
         self.ranked = ranked
         self.ranks = ranks
 
@@ -530,16 +530,14 @@ class RankedWeights:
         return cls(*((None,) + ranked_by_blocks(sparse_rows, n_items, k, memory_mb, progress, desc)))
 
     def top(self, k: int):
-        """The weights the fit keeps with ``k`` neighbours, float32 CSR."""
+        """The weights the fit keeps with ``k`` neighbours, float32: CSR, or a dense array
+        for a small catalogue (what the hold-out's scoring multiplies fastest)."""
         if self.dense is None:
             return truncate_rows(self.ranked, self.ranks, k)
-        n = self.dense.shape[0]
         cols = self.order[:, :max(1, min(int(k), self.dense.shape[1]))]
-        vals = np.take_along_axis(self.dense, cols, axis=1)
-        keep = vals > 0
-        rows = np.broadcast_to(np.arange(n)[:, None], cols.shape)
-        out = sp.csr_matrix((vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=self.dense.shape)
-        out.sort_indices()
+        vals = np.take_along_axis(self.dense, cols, axis=1).astype(np.float32)
+        out = np.zeros(self.dense.shape, dtype=np.float32)
+        np.put_along_axis(out, cols, np.maximum(vals, 0.0), axis=1)  # only positive weights are kept
         return out
 
 
