@@ -34,7 +34,7 @@ L2_GRID = (300.0, 100.0, 30.0)
 #: lowest: a fixed sample), at least :data:`MIN_TARGETS`: the path then costs about this share
 #: of a fit per setting it does not get for free from the previous one's weights.
 TARGET_SHARE = 0.12
-MIN_TARGETS = 200
+MIN_TARGETS = 50
 
 
 class SLIM(ItemSimilarity):
