@@ -116,7 +116,10 @@ def run_test_grid(args) -> None:
 
     load = os.getloadavg()
     grids = []
-    for name in args.sets.split(",") if args.sets != "ml100k,dense,longtail" else list(SETS):
+    if args.from_grid:  # an earlier run's grids, joined to newer defaults
+        grids = [(r["set"], r["family"], [(g["setting"], g["precision@10"]) for g in r["grid"]])
+                 for r in json.loads(Path(args.from_grid).read_text())["rows"]]
+    for name in [] if args.from_grid else args.sets.split(",") if args.sets != "ml100k,dense,longtail" else list(SETS):
         train, test, users = suite_matrices(prepare_set(name, Path(args.data)))
         for fam in args.families.split(","):
             grids.append((name, fam, test_grid(fam, train, test, users, SILENT)))
@@ -164,6 +167,8 @@ def main():
     ap.add_argument("--defaults", help="bench_defaults.json files (comma list of globs) whose 'after' rows are "
                     "the defaults' P@10")
     ap.add_argument("--data", default="/tmp/defaults-data", help="where bench_defaults keeps the suite's splits")
+    ap.add_argument("--from-grid", help="itemsim_test_grid.json of an earlier --test-grid run: its grids, not "
+                    "computed again")
     args = ap.parse_args()
     if args.test_grid:
         if args.families == "slim,ease,itemknn":
