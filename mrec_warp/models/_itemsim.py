@@ -555,29 +555,52 @@ def kinds_affordable(history: sp.csr_matrix) -> bool:
 
 def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights], counts: Sequence[int],
                     values: Callable[[Any, int], Dict[str, Any]], history: sp.csr_matrix, scorer: HoldoutScorer,
-                    finish: Optional[Callable[[Any], Any]] = None) -> List[Candidate]:
+                    finish: Optional[Callable[[Any], Any]] = None, walk: bool = False) -> List[Candidate]:
     """The hold-out's candidates of a family whose weights are each item's largest ones of
-    some kind (item-kNN's similarity, RP3beta's beta): every kind at the first count, then
+    some kind (item-kNN's similarity, RP3beta's beta): the kinds at the first count, then
     the other counts with the best kind beyond the noise (:func:`beyond_noise`; a search one
-    parameter at a time, the fixed values
-    first; the first kind alone where the others are not affordable, :func:`kinds_affordable`).
-    Each kind is built once at the largest count (``build(kind)``); a smaller count is a mask
-    of it. ``values(kind, count)``: the candidate's selected values;
-    ``finish``: what the fit does to the kept weights (RP3beta's row scaling)."""
+    parameter at a time, the fixed values first; the first kind alone where the others are not
+    affordable, :func:`kinds_affordable`). ``walk``: the kinds are ordered values, the first
+    one among them (RP3beta's betas): the search walks from it down the list while the
+    hold-out's precision rises, else up, as EASE walks its ``l2``. Each kind is built once at
+    the largest count (``build(kind)``); a smaller count is a mask of it. ``values(kind,
+    count)``: the candidate's selected values; ``finish``: what the fit does to the kept
+    weights (RP3beta's row scaling)."""
     finish = finish or (lambda w: w)
+    first = kinds[0]
     if not kinds_affordable(history):
         kinds = kinds[:1]
     tried: List[Candidate] = []
+    tried_kinds: List[Any] = []
     built: Dict[int, RankedWeights] = {}  # the fixed kind's and the one in force: no more in memory
     chosen = 0
-    for i, kind in enumerate(kinds):
+
+    def evaluate(kind: Any) -> float:
+        nonlocal built, chosen
         watch = Stopwatch()
+        i = len(tried)
         built[i] = build(kind)
         tried.append(scored_candidate(values(kind, counts[0]), scorer,
                                       weights_scorer(history, finish(built[i].top(counts[0]))), watch))
+        tried_kinds.append(kind)
         chosen = tried.index(beyond_noise(tried, tried[0]))
         built = {j: r for j, r in built.items() if j in (0, chosen)}
-    kind, ranked = kinds[chosen], built[chosen]
+        return tried[-1].score
+
+    if walk and len(kinds) > 1:
+        order = sorted(kinds)
+        start = order.index(first)
+        last = evaluate(first)
+        for direction in (-1, 1):
+            i, previous = start + direction, last
+            while 0 <= i < len(order) and evaluate(order[i]) > previous:
+                previous, i = tried[-1].score, i + direction
+            if i - direction != start:  # it rose this way: the other way is not walked
+                break
+    else:
+        for kind in kinds:
+            evaluate(kind)
+    kind, ranked = tried_kinds[chosen], built[chosen]
     for k in counts[1:]:
         watch = Stopwatch()
         tried.append(scored_candidate(values(kind, k), scorer, weights_scorer(history, finish(ranked.top(k))), watch))

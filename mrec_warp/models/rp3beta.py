@@ -30,7 +30,7 @@ from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
 
 #: The betas ``beta="auto"`` chooses among (the fixed 0.5 among them).
-BETA_GRID = (0.3, 0.5, 0.7)
+BETA_GRID = (0.1, 0.3, 0.5, 0.7, 0.9)
 #: The neighbour counts ``neighbours="auto"`` chooses among (the fixed 400 among them).
 NEIGHBOURS_GRID = (100, 200, 400, 800)
 
@@ -76,7 +76,7 @@ class RP3beta(ItemSimilarity):
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),
         Param("beta", float, AUTO, "Popularity penalty: item j's weights are divided by its user count to the power "
-              "beta; auto: chosen on the hold-out among 0.3, 0.5, 0.7 (0.5 with --no-select).",
+              "beta; auto: chosen on the hold-out among 0.1-0.9 (0.5 with --no-select).",
               low=0, tune=("log0", 0.05, 1.0), grid=(0.3, 0.5, 0.7)),
         Param("neighbours", int, AUTO, "Largest weights kept per item; auto: chosen on the hold-out among 100-800 "
               "(400 with --no-select).", low=1, tune=("logint", 50, 1600), grid=(200, 400, 800)),
@@ -146,10 +146,11 @@ class RP3beta(ItemSimilarity):
 
     def _candidates(self, holdout: Holdout, scorer: HoldoutScorer, names: Tuple[str, ...],
                     progress: Progress) -> List[Candidate]:
-        """The betas of :data:`BETA_GRID` at the fixed (or given) neighbour count, then the
-        counts of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the
-        walk's product once per beta, at the largest count; a smaller count is the top of
-        each row of it (:class:`RankedWeights`)."""
+        """The betas of :data:`BETA_GRID` walked from the fixed 0.5 at the fixed (or given)
+        neighbour count (down while the hold-out's precision rises, else up), then the counts
+        of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the walk's
+        product once per beta, at the largest count; a smaller count is the top of each row
+        of it (:class:`RankedWeights`)."""
         fit = holdout.fit
         fixed = {name: fixed_value(self, name) if name in names else getattr(self, name)
                  for name in self.SELECTED}
@@ -164,4 +165,5 @@ class RP3beta(ItemSimilarity):
         def values(beta: float, k: int) -> Dict[str, Any]:
             return {name: v for name, v in (("beta", beta), ("neighbours", k)) if name in names}
 
-        return kind_then_count(betas, build, counts, values, fit, scorer, scale_rows if self.normalize else None)
+        return kind_then_count(betas, build, counts, values, fit, scorer, scale_rows if self.normalize else None,
+                               walk=True)
