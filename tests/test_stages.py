@@ -138,7 +138,7 @@ def test_a_parameter_of_another_family_lists_the_family_s_own(files, tmp_path):
         mw.train(files.train, model="ease", params={"factors": 8})
     exc = caught.value
     assert (exc.parameter, exc.model, exc.source) == ("factors", "ease", None)
-    assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb", "topk")  # n_jobs is the context's
+    assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb", "select", "topk")  # n_jobs is the context's
     assert str(exc) == ("`factors` does not apply to `model=ease` "
                         "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`, `topk`)")
     # the CLI lists flags, and only the options train has
