@@ -140,7 +140,7 @@ def test_a_parameter_of_another_family_lists_the_family_s_own(files, tmp_path):
     assert (exc.parameter, exc.model, exc.source) == ("factors", "ease", None)
     assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb", "select", "topk")  # n_jobs is the context's
     assert str(exc) == ("`factors` does not apply to `model=ease` "
-                        "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`, `topk`)")
+                        "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`, `select`, `topk`)")
     # the CLI lists flags, and only the options train has
     result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "ease", "--factors", "8")
     assert result.output == ("Error: --factors does not apply to --model ease "
