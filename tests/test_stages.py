@@ -144,7 +144,7 @@ def test_a_parameter_of_another_family_lists_the_family_s_own(files, tmp_path):
     # the CLI lists flags, and only the options train has
     result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "ease", "--factors", "8")
     assert result.output == ("Error: --factors does not apply to --model ease "
-                             "(its options: --ease-dtype, --l2, --max-items, --memory-limit-mb, --topk)\n")
+                             "(its options: --ease-dtype, --l2, --max-items, --memory-limit-mb, --select, --topk)\n")
     params = tmp_path / "p.json"
     params.write_text(json.dumps({"validation_users": 10}))
     with pytest.raises(UnknownParameterError) as caught:
