@@ -22,7 +22,7 @@ never into the project):
 alpha rule, docs/models/wrmf.rst, 'alpha "auto"') run when ``--sets`` names them; they are not
 in the default.
 
-Every family (popularity, itemknn, slim, ease, wrmf, warp) is trained as ``mrec-warp
+Every family (popularity, itemknn, rp3beta, slim, ease, wrmf, warp) is trained as ``mrec-warp
 train`` trains it (:func:`mrec_warp.stages.train.train`, its defaults, one thread), top 10
 of every test user with training items excluded, P@10 from :mod:`mrec_warp.evaluation`;
 warp and wrmf with seeds 0..2. ``--params family:key=value`` overrides a default (to try
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 if not SHARED.exists():  # a worktree beside the main checkout
     SHARED = Path("/work/shared/data")
-FAMILIES = ("popularity", "itemknn", "slim", "ease", "wrmf", "warp")
+FAMILIES = ("popularity", "itemknn", "rp3beta", "slim", "ease", "wrmf", "warp")
 SEEDED = ("warp", "wrmf")
 
 #: name -> how to make its ratings: a shared file (read by prepare) or a synthetic set.

@@ -64,7 +64,7 @@ OLD_OPTIONS = {
     "--epochs": None, "--max-epochs": None, "--patience": None, "--eval-every": None, "--min-improvement": None,
     "--validation-fraction": None, "--refit": "bool", "--warm-epochs": None, "--identity": "bool",
     "--identity-weight": None, "--normalize": "bool", "--neighbours": None,
-    "--similarity": ["cosine", "tfidf", "bm25"], "--shrink": None, "--l1": None, "--l2": None, "--topk": None,
+    "--similarity": ["cosine", "tfidf", "bm25", "auto"], "--shrink": None, "--l1": None, "--l2": None, "--topk": None,
     "--ease-dtype": ["float64", "float32"], "--max-items": None, "--memory-limit-mb": None,
     "--confidence": ["none", "linear", "log"], "--alpha": None, "--eps": None,
     "--confidence-use": ["sample", "weight"], "--regularization": None,
@@ -94,7 +94,9 @@ def test_model_options_are_the_declared_ones_and_the_flags_follow_the_declaratio
 
 def test_a_shared_name_says_each_familys_default():
     options = {p.name: p for p in train_command.params}
-    assert options["l2"].help == "slim: L2 penalty [100]; ease: lambda, the L2 penalty on the weights [200]."
+    assert options["l2"].help == ("slim: L2 penalty (auto: chosen on the hold-out among 30, 100, 300; 100 with "
+                                  "--no-select) [auto]; ease: lambda, the L2 penalty on the weights (auto: chosen "
+                                  "on the hold-out among 25-3200; 200 with --no-select) [auto].")
     assert options["factors"].help == ("warp, hybrid: Latent dimensions [64]; wrmf: Latent dimensions; auto: chosen on "
                                        "the hold-out (--select), else 64 [auto].")
 

@@ -79,8 +79,10 @@ def test_defaults_as_stated():
         assert (params["eval_every"], params["patience"], params["min_improvement"]) == (1, 10, 0.0)
         assert params["validation_users"] == 1000 and params["warm_epochs"] == 0 and params["refit_reuse"] == 0.25
     assert WRMF().get_params()["alpha"] == "auto"
-    assert EASE().get_params()["l2"] == 200.0
-    assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == (1.0, 100.0, 800)
+    # chosen on the hold-out by default; the fixed values are what select=False fits
+    assert EASE().get_params()["l2"] == "auto" and EASE.FIXED == {"l2": 200.0}
+    assert (SLIM().l1, SLIM().l2, ItemKNN().neighbours) == ("auto", "auto", "auto")
+    assert (SLIM.FIXED, ItemKNN.FIXED["neighbours"]) == ({"l1": 1.0, "l2": 100.0}, 800)
 
 
 def test_wrmf_auto_alpha_on_a_binary_matrix():

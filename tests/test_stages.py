@@ -138,13 +138,13 @@ def test_a_parameter_of_another_family_lists_the_family_s_own(files, tmp_path):
         mw.train(files.train, model="ease", params={"factors": 8})
     exc = caught.value
     assert (exc.parameter, exc.model, exc.source) == ("factors", "ease", None)
-    assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb", "topk")  # n_jobs is the context's
+    assert exc.accepted == ("dtype", "l2", "max_items", "memory_limit_mb", "select", "topk")  # n_jobs is the context's
     assert str(exc) == ("`factors` does not apply to `model=ease` "
-                        "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`, `topk`)")
+                        "(its options: `dtype`, `l2`, `max_items`, `memory_limit_mb`, `select`, `topk`)")
     # the CLI lists flags, and only the options train has
     result = run("train", files.train, "-o", tmp_path / "m.npz", "--model", "ease", "--factors", "8")
     assert result.output == ("Error: --factors does not apply to --model ease "
-                             "(its options: --ease-dtype, --l2, --max-items, --memory-limit-mb, --topk)\n")
+                             "(its options: --ease-dtype, --l2, --max-items, --memory-limit-mb, --select, --topk)\n")
     params = tmp_path / "p.json"
     params.write_text(json.dumps({"validation_users": 10}))
     with pytest.raises(UnknownParameterError) as caught:

@@ -283,3 +283,123 @@ def slim_block(
             for q in range(n_cand):
                 pos[cand[q]] = -1
         free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
+
+
+def slim_path_block(
+    const int64_t[::1] g_indptr,
+    const int32_t[::1] g_indices,
+    const float[::1] g_data,
+    const float[::1] g_diag,
+    const int32_t[::1] targets,
+    const double[::1] l1s,
+    const double[::1] l2s,
+    int max_iter,
+    double tol,
+    int32_t[:, :, ::1] out_idx,
+    float[:, :, ::1] out_val,
+):
+    """Solve SLIM for each of ``targets`` along a path of penalties, each setting's descent
+    starting from the previous one's weights (a warm start: the residual and the weights are
+    kept), and write each setting's top-k weights.
+
+    Parameters
+    ----------
+    g_indptr, g_indices, g_data, g_diag : as :func:`slim_block`.
+    targets : int32 array
+        The target items solved (each a column of ``W``).
+    l1s, l2s : float64 arrays, one entry per setting
+        The penalties of the path, in the order solved. The candidates of a target are the
+        items co-occurring with it more than the path's smallest ``l1`` times (a larger ``l1``
+        leaves the others at zero: the coordinate update keeps them there).
+    max_iter, tol : as :func:`slim_block`, per setting.
+    out_idx, out_val : (settings, len(targets), topk) arrays, written in place
+        ``[s, r]`` holds target ``targets[r]``'s largest weights at setting ``s``, best first
+        (-1 / 0 in unused slots).
+    """
+    cdef int64_t n_items = g_diag.shape[0]
+    cdef int64_t n_set = l1s.shape[0]
+    cdef int64_t n_t = targets.shape[0]
+    cdef int64_t topk = out_idx.shape[2]
+    cdef int64_t j, p, q, k, n_cand, n_top, r, s
+    cdef int it
+    cdef double max_d, max_w, l1, l2, low = 0.0
+    cdef int32_t* pos
+    cdef int32_t* cand
+    cdef int32_t* act
+    cdef int32_t* apos
+    cdef double* c
+    cdef double* w
+    cdef double* ga
+    cdef double* ca
+    cdef double* w0
+    cdef uint64_t* keys
+    if topk < 1 or out_idx.shape[0] != n_set or out_idx.shape[1] != n_t or out_val.shape[0] != n_set \
+            or out_val.shape[1] != n_t or out_val.shape[2] != topk or l2s.shape[0] != n_set or n_set < 1:
+        raise ValueError("output arrays must be (settings, targets, topk) with topk >= 1, one l2 per l1")
+    if g_indptr.shape[0] != n_items + 1:
+        raise ValueError("Gram matrix and diagonal disagree on the number of items")
+    for r in range(n_t):
+        if targets[r] < 0 or targets[r] >= n_items:
+            raise ValueError("target item out of bounds")
+    low = l1s[0]
+    for s in range(n_set):
+        if l1s[s] < 0 or l2s[s] < 0:
+            raise ValueError("penalties must be >= 0")
+        if l1s[s] < low:
+            low = l1s[s]
+    with nogil:
+        pos = <int32_t*> malloc(n_items * sizeof(int32_t))
+        cand = <int32_t*> malloc(n_items * sizeof(int32_t))
+        act = <int32_t*> malloc(n_items * sizeof(int32_t))
+        apos = <int32_t*> malloc(n_items * sizeof(int32_t))
+        c = <double*> malloc(n_items * sizeof(double))
+        w = <double*> malloc(n_items * sizeof(double))
+        ca = <double*> malloc(n_items * sizeof(double))
+        w0 = <double*> malloc(n_items * sizeof(double))
+        ga = <double*> malloc(MAX_DENSE * MAX_DENSE * sizeof(double))
+        keys = <uint64_t*> malloc(n_items * sizeof(uint64_t))
+        if keys == NULL or pos == NULL or cand == NULL or act == NULL or apos == NULL or c == NULL or w == NULL \
+                or ca == NULL or w0 == NULL or ga == NULL:
+            free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
+            with gil:
+                raise MemoryError()
+        for k in range(n_items):
+            pos[k] = -1
+            apos[k] = -1
+        for r in range(n_t):
+            j = targets[r]
+            n_cand = 0
+            for p in range(g_indptr[j], g_indptr[j + 1]):
+                k = g_indices[p]
+                if k != j and g_data[p] > low:
+                    keys[n_cand] = _sort_key(g_data[p], <int32_t> k)
+                    n_cand += 1
+            qsort(keys, n_cand, sizeof(uint64_t), _descending)
+            for q in range(n_cand):
+                k = <int32_t> (<uint32_t> keys[q])
+                pos[k] = <int32_t> q
+                cand[q] = <int32_t> k
+                w[q] = 0.0
+            for p in range(g_indptr[j], g_indptr[j + 1]):  # c = G[:, j] - G w with w = 0
+                q = pos[g_indices[p]]
+                if q >= 0:
+                    c[q] = g_data[p]
+            for s in range(n_set):
+                l1 = l1s[s]
+                l2 = l2s[s]
+                for it in range(max_iter):
+                    max_d = _full_sweep(g_indptr, g_indices, g_data, g_diag, cand, pos, c, w, n_cand, l1, l2, &max_w)
+                    if max_d <= tol * max_w:
+                        break
+                    _active_sweeps(g_indptr, g_indices, g_data, g_diag, cand, pos, c, w, n_cand, l1, l2,
+                                   max_iter, tol, act, apos, ga, ca, w0)
+                n_top = 0
+                for q in range(n_cand):
+                    if w[q] > 0.0:
+                        _insert_topk(&out_idx[s, r, 0], &out_val[s, r, 0], &n_top, topk, cand[q], <float> w[q])
+                for q in range(n_top, topk):
+                    out_idx[s, r, q] = -1
+                    out_val[s, r, q] = 0.0
+            for q in range(n_cand):
+                pos[cand[q]] = -1
+        free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)

@@ -22,11 +22,13 @@ matrix is filled from sparse products in row blocks, never a sparse ``X'X`` of i
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
@@ -36,8 +38,10 @@ from ..errors import InputError
 from .. import memory
 from ..workers import effective_n_jobs
 from ..progress import Progress
-from ._itemsim import ItemSimilarity
+from ._itemsim import ItemSimilarity, popular_when_cold, scored_candidate, weights_scorer
 from .declared import Param, n_jobs_param
+from .early_stopping import VALIDATION_USERS, Holdout, HoldoutScorer
+from .selection import AUTO, Candidate, Stopwatch, select_param, selected_names, value_of
 from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
@@ -47,6 +51,11 @@ DTYPES = ("float32", "float64")
 #: would take 14% on ml-100k (ratings >= 4), 100 lost 1.2-1.7% (scripts/ease_topk.py,
 #: docs/models/itemsim.rst, 'Model files').
 DEFAULT_TOPK = 200
+#: ``l2`` with ``select=False`` (and the first value ``l2="auto"`` tries): at least as good
+#: as 400 on every set of the selection suite and up to 6% better (scripts/bench_defaults.py).
+FIXED_L2 = 200.0
+#: The values ``l2="auto"`` walks: the fixed 200 and factors of 2 either side.
+L2_GRID = (25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
 
 
 class EASE(ItemSimilarity):
@@ -54,10 +63,11 @@ class EASE(ItemSimilarity):
 
     Parameters
     ----------
-    l2 : float
-        ``lambda``, the L2 penalty on the weights (Steck's only hyper-parameter). The default,
-        200, was at least as good as 400 on every set of the selection suite and up to 6%
-        better (``scripts/bench_defaults.py``).
+    l2 : float or "auto"
+        ``lambda``, the L2 penalty on the weights (Steck's only hyper-parameter). ``"auto"``
+        (the default, with ``select``): chosen on the internal hold-out among
+        :data:`L2_GRID` by one eigendecomposition of the hold-out's Gram matrix
+        (:meth:`EASE._candidates`); with ``select=False``, 200 (:data:`FIXED_L2`).
     dtype : {"float32", "float64"}
         Precision of the factorisation. The weights are stored as float32 either way. On
         ml-100k and two synthetic sets float32 gave the same top-10 lists' precision as
@@ -73,6 +83,10 @@ class EASE(ItemSimilarity):
         (:func:`sparsify`), rounded to float16 precision (the file stores them in 2 bytes
         and loads back the same scores); 0: keep the dense matrix (float32), as does a
         ``topk`` of at least half the items.
+    select : bool
+        Choose the parameters left at ``"auto"`` on the internal hold-out (10% of each
+        user's items, up to 5,000 users scored by precision@10), then fit on all the data;
+        off: the fixed defaults (today's model).
     n_jobs : int
         BLAS threads of the factorisation (-1: every core). On a machine whose cores are
         busy with other work, more BLAS threads than free cores make it many times slower
@@ -85,14 +99,22 @@ class EASE(ItemSimilarity):
     _dense_weights = True
     _float16_weights = True
 
+    #: The parameters ``select`` chooses when left at ``"auto"``, and their fixed values.
+    SELECTED = ("l2",)
+    FIXED = {"l2": FIXED_L2}
+
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
         """:func:`estimate`'s time (at :data:`REFERENCE_RATE` unless ``shape.measured``),
         and validation scoring."""
         model = cls(**params)
+        choosing = bool(selected_names(model))
         if shape.fit is None:
-            return 1e-10 * shape.items ** 3 + shape.scoring()
-        cost = estimate(shape.fit, model.dtype, int(model.topk), 1, rate=None if shape.measured else REFERENCE_RATE)
+            return 1e-10 * shape.items ** 3 * (2 if choosing else 1) + shape.scoring()
+        rate = None if shape.measured else REFERENCE_RATE
+        cost = estimate(shape.fit, model.dtype, int(model.topk), 1, rate=rate)
+        if choosing:
+            cost.seconds += selection_seconds(shape.fit, model.dtype, rate, model.max_items)
         return cost.seconds + shape.scoring()
 
     @classmethod
@@ -111,7 +133,8 @@ class EASE(ItemSimilarity):
         return None
 
     PARAMETERS = (
-        Param("l2", float, 200.0, "lambda, the L2 penalty on the weights.", low=0, open=True,
+        Param("l2", float, AUTO, "lambda, the L2 penalty on the weights (auto: chosen on the hold-out among "
+              "25-3200; 200 with --no-select).", low=0, open=True,
               hint="the Gram matrix may be singular", tune=("log", 100.0, 1600.0),
               grid=(100.0, 200.0, 400.0, 800.0, 1600.0)),
         Param("dtype", str, "float32", "Precision of the inverse.", choices=DTYPES, option="--ease-dtype"),
@@ -120,16 +143,19 @@ class EASE(ItemSimilarity):
               shown="3/4 of the available memory"),
         Param("topk", int, DEFAULT_TOPK, "Weights kept per item on average (the largest in magnitude); 0: the "
               "dense matrix.", low=0),
+        select_param(),
         n_jobs_param("BLAS threads of the factorisation (-1: every core)."),
     )
 
-    def __init__(self, l2: float = 200.0, dtype: str = "float32", max_items: Optional[int] = None,
-                 memory_limit_mb: Optional[float] = None, topk: int = DEFAULT_TOPK, n_jobs: int = 1) -> None:
+    def __init__(self, l2: Union[float, str] = AUTO, dtype: str = "float32", max_items: Optional[int] = None,
+                 memory_limit_mb: Optional[float] = None, topk: int = DEFAULT_TOPK, select: bool = True,
+                 n_jobs: int = 1) -> None:
         self.l2 = l2
         self.dtype = dtype
         self.max_items = max_items
         self.memory_limit_mb = memory_limit_mb
         self.topk = topk
+        self.select = select
         self.n_jobs = n_jobs
 
     @classmethod
@@ -180,9 +206,252 @@ class EASE(ItemSimilarity):
         dtype = np.dtype(self.dtype)
         with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
             gram = gram_matrix(csr, dtype)
-            gram[np.diag_indices(n)] += dtype.type(self.l2)
+            gram[np.diag_indices(n)] += dtype.type(value_of(self, "l2"))
             weights = ease_from_gram(gram)
         return sparsify(weights, int(self.topk))
+
+    def _memory_limit(self) -> float:
+        return (self.memory_limit_mb * 2**20 if self.memory_limit_mb is not None
+                else 0.75 * memory.available_bytes())
+
+    def _candidates(self, holdout: Holdout, scorer: HoldoutScorer, names: Tuple[str, ...],
+                    progress: Progress) -> List[Candidate]:
+        """``l2`` along :data:`L2_GRID` from the fixed 200, at about the cost of one fit.
+
+        Every ``lambda`` is scored exactly (the model's scores off each user's own items,
+        which are never recommended) by whichever side is cheaper (:func:`selection_plan`):
+
+        * the users' side, when there are fewer users than items: by Woodbury's identity
+          ``P = (X'X + lambda I)^-1 = (I - X' M X) / lambda`` with ``M = (XX' + lambda I)^-1``,
+          a user's ``x P`` is their row of ``M X`` and ``P_jj = (1 - X_j' M X_j) / lambda``:
+          one users x users inverse per ``lambda`` (:func:`users_side_scores`);
+        * the items' side: one eigendecomposition ``X'X = V diag(s) V'`` serves every
+          ``lambda``, ``P = V diag(1 / (s + lambda)) V'`` (:func:`items_side_scores`).
+
+        A user's scores are then ``-(x P)_j / P_jj``. The walk goes down the grid while the
+        hold-out's precision rises, else up, and stops at the first value that does not
+        beat the previous one. The sparsified weights (``topk``) are not applied here: they
+        move the test precision by under 1% (docs/models/itemsim.rst, 'Model files'). When
+        neither side fits the budget, ``l2`` is chosen for the model restricted to the most
+        popular items of the hold-out (as ``max_items`` restricts it).
+        """
+        fit = holdout.fit
+        n_all = fit.shape[1]
+        limit = n_all if self.max_items is None else min(int(self.max_items), n_all)
+        users = holdout.users
+        dtype = np.dtype(self.dtype)
+        active = int(np.count_nonzero(np.diff(fit.indptr)))
+        side, n = selection_plan(limit, active, len(users), fit.nnz, self._memory_limit(), dtype.itemsize)
+        counts = np.bincount(fit.indices, minlength=n_all)
+        kept = None
+        if n < n_all:
+            order = np.lexsort((np.arange(n_all), -counts))  # most popular first, ties by index
+            kept = np.sort(order[:n]).astype(np.int64)
+        sub = fit if kept is None else sp.csr_matrix(fit[:, kept])
+        watch = Stopwatch()
+        with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
+            make = (users_side_scores if side == "users" else items_side_scores)(
+                sub, users, kept, n_all, counts.astype(np.float32), dtype)
+        restricted = "" if kept is None else f"the {n:,} most popular items, "
+        progress.log(f"ease: choosing l2 on the hold-out ({restricted}{len(users):,} users scored, "
+                     f"the {side}' side)")
+
+        tried: List[Candidate] = []
+        scores: Dict[int, float] = {}
+
+        def evaluate(i: int) -> float:
+            step = Stopwatch()
+            with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
+                score_fn = make(L2_GRID[i])
+            tried.append(scored_candidate({"l2": L2_GRID[i]}, scorer, score_fn, step))
+            scores[i] = tried[-1].score
+            return scores[i]
+
+        start = L2_GRID.index(FIXED_L2)
+        evaluate(start)
+        for direction in (-1, 1):
+            i, last = start + direction, scores[start]
+            while 0 <= i < len(L2_GRID) and evaluate(i) > last:
+                last, i = scores[i], i + direction
+            if i - direction != start:  # it rose this way: the other way is not walked
+                break
+        tried[0].seconds += watch.seconds - sum(c.seconds for c in tried)  # the shared preparation
+        return tried
+
+
+ScoreFactory = Callable[[float], Callable[..., np.ndarray]]
+
+
+def _scores_of(block: np.ndarray, diag: np.ndarray, kept: Optional[np.ndarray], n_all: int,
+               item_counts: np.ndarray, out: Optional[np.ndarray]) -> np.ndarray:
+    """A block of ``x P`` rows as EASE's scores ``-(x P)_j / P_jj`` over every item (NaN off
+    ``kept``; popularity for a user with no kept item), written to ``out`` when given."""
+    block = block / -diag[None, :]
+    if kept is None:
+        scores = np.ascontiguousarray(block, dtype=np.float32)
+    else:
+        scores = np.full((block.shape[0], n_all), np.nan, dtype=np.float32)
+        scores[:, kept] = block
+    popular_when_cold(scores, item_counts)
+    if out is None:
+        return scores
+    out[...] = scores
+    return out
+
+
+def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray], n_all: int,
+                      item_counts: np.ndarray, dtype: np.dtype) -> ScoreFactory:
+    """``l2 -> score_fn`` from one eigendecomposition of ``sub``'s Gram matrix (``sub``:
+    the hold-out's fitting pairs over the items the choice covers)."""
+    n = sub.shape[1]
+    gram = gram_matrix(sub, dtype)
+    values, vectors = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False)
+    del gram
+    values = np.maximum(values.astype(np.float64), 0.0)  # rounding may leave tiny negatives
+    squares = np.square(vectors)
+    basis = None
+    if len(users) <= n:  # x V once per scored user; each lambda is then m n^2
+        basis = np.asarray(sub[users] @ vectors, dtype=dtype)
+        where = np.full(sub.shape[0], -1, dtype=np.int64)
+        where[users] = np.arange(len(users))
+
+    def make(l2: float) -> Callable[..., np.ndarray]:
+        inverse = (1.0 / (values + l2)).astype(dtype)
+        diag = squares @ inverse  # P's diagonal
+        if basis is None:  # more scored users than items: B itself, then each user's history times it
+            weights = (vectors * inverse) @ vectors.T
+            weights /= -diag[None, :]
+            weights[np.diag_indices(n)] = 0.0
+            return weights_scorer(sub if kept is None else _widen(sub, kept, n_all), weights, kept)
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            return _scores_of((basis[where[rows]] * inverse) @ vectors.T, diag, kept, n_all, item_counts, out)
+
+        return score
+
+    return make
+
+
+def users_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray], n_all: int,
+                      item_counts: np.ndarray, dtype: np.dtype) -> ScoreFactory:
+    """``l2 -> score_fn`` by Woodbury's identity: one (active users)^2 inverse per ``l2``
+    (``sub``: the hold-out's fitting pairs over the items the choice covers)."""
+    active = np.flatnonzero(np.diff(sub.indptr) > 0)
+    rows_x = sp.csr_matrix(sub[active], dtype=dtype)
+    items_x = sp.csr_matrix(rows_x.T)  # items x active users
+    kernel = gram_matrix(items_x, dtype)  # X X'
+    where = np.full(sub.shape[0], -1, dtype=np.int64)
+    where[active] = np.arange(len(active))
+    coo = rows_x.tocoo()
+
+    def make(l2: float) -> Callable[..., np.ndarray]:
+        inverse = kernel.copy()
+        inverse[np.diag_indices(len(active))] += dtype.type(l2)
+        invert_spd(inverse)
+        rows_p = np.ascontiguousarray((items_x @ inverse).T)  # M X: each active user's x P
+        del inverse
+        # P's diagonal: (1 - X_j' M X_j) / l2, the quadratic form summed over the entries of X
+        quad = np.bincount(coo.col, weights=coo.data * rows_p[coo.row, coo.col], minlength=sub.shape[1])
+        diag = ((1.0 - quad) / l2).astype(dtype)
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            pos = where[rows]
+            block = np.zeros((len(rows), sub.shape[1]), dtype=dtype)
+            known = pos >= 0
+            block[known] = rows_p[pos[known]]
+            return _scores_of(block, diag, kept, n_all, item_counts, out)
+
+        return score
+
+    return make
+
+
+def _widen(sub: sp.csr_matrix, kept: np.ndarray, n_all: int) -> sp.csr_matrix:
+    """``sub``'s columns placed back at ``kept`` among ``n_all`` items."""
+    coo = sub.tocoo()
+    return sp.csr_matrix((coo.data, (coo.row, kept[coo.col])), shape=(sub.shape[0], n_all))
+
+
+# -- the cost of choosing l2 ------------------------------------------------------------------------
+#: Flops of LAPACK's symmetric eigendecomposition in units of ``n^3`` (the Cholesky inverse's):
+#: 3.1-4.3 measured here at 1,000-3,000 items, float32, one thread.
+EIGH_FLOPS = 4.0
+#: A sparse product's multiply-add in BLAS flops (scipy's sparse-dense products run about
+#: that much slower than a dense product, one thread).
+SPARSE_FLOPS = 20.0
+#: The ``lambda`` values the walk scores, as the selection's budget counts them.
+EXPECTED_STEPS = 4
+#: The selection's flops as a share of the fit's ``n^3`` (its inverse), so that a default fit
+#: stays under twice the fixed one's time (the eigendecomposition and the products of the
+#: scoring run at a lower rate than the Cholesky inverse: on a 3,000-item set a share of 1
+#: took twice the fit); and the flops it may always take (a small catalogue, where the fit's
+#: fixed costs dominate).
+SELECTION_SHARE = 0.5
+SELECTION_FLOOR = 1e10
+#: The square arrays each side holds at once: the items' side the Gram matrix, the vectors,
+#: their squares and the workspace; the users' side ``XX'``, its inverse and ``M X`` (users x
+#: items), counted as users x items arrays.
+ITEMS_SIDE_SQUARES = 4
+USERS_SIDE_SQUARES = 3
+
+
+def items_side_flops(n_items: int, scored: int) -> float:
+    """The items' side: the eigendecomposition and :data:`EXPECTED_STEPS` scorings
+    (``2 n^2 min(scored, n)`` each)."""
+    n = float(n_items)
+    return EIGH_FLOPS * n ** 3 + EXPECTED_STEPS * 2.0 * n * n * min(float(scored), n)
+
+
+def users_side_flops(users: int, scored: int, nnz: int) -> float:
+    """The users' side: per step, the users x users inverse and the sparse product ``M X``."""
+    u = float(users)
+    return EXPECTED_STEPS * (u ** 3 + SPARSE_FLOPS * float(nnz) * u)
+
+
+def selection_plan(n_items: int, users: int, scored: int, nnz: int, max_bytes: Optional[float] = None,
+                   itemsize: int = 4) -> Tuple[str, int]:
+    """Which side ``l2="auto"`` is chosen on (``"users"`` or ``"items"``) and over how many
+    of the most popular items: every item by the cheaper side when its flops are within
+    :data:`SELECTION_SHARE` of the fit's ``n^3`` (or :data:`SELECTION_FLOOR`) and it fits
+    ``max_bytes``; else the items' side on the most items that are.
+
+    ``users``: the hold-out's users with fitting pairs; ``scored``: the users it scores. The
+    users' side holds ``M X`` (users x items) too, so it is taken only with fewer users
+    than items.
+    Counted in flops, not seconds, so that the items (and the choice) depend on the data
+    alone, never on the machine's load."""
+    budget = max(SELECTION_SHARE * float(n_items) ** 3, SELECTION_FLOOR)
+    fits_users = users <= n_items and (
+        max_bytes is None or USERS_SIDE_SQUARES * itemsize * float(users) * n_items <= max_bytes)
+    high = int(n_items)
+    if max_bytes is not None:
+        high = max(1, min(high, int(np.sqrt(max_bytes / (ITEMS_SIDE_SQUARES * itemsize)))))
+    by_users = users_side_flops(users, scored, nnz) if fits_users else math.inf
+    by_items = items_side_flops(n_items, scored) if high == n_items else math.inf
+    if min(by_users, by_items) <= budget:
+        return ("users", int(n_items)) if by_users <= by_items else ("items", int(n_items))
+    low = 1
+    if items_side_flops(high, scored) <= budget:
+        return "items", high
+    while high - low > 1:
+        mid = (low + high) // 2
+        if items_side_flops(mid, scored) <= budget:
+            low = mid
+        else:
+            high = mid
+    return "items", low
+
+
+def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional[float] = None,
+                      max_items: Optional[int] = None) -> float:
+    """Seconds of choosing ``l2`` on ``csr`` (the flops of :func:`selection_plan`'s side, at
+    :func:`flops_rate` or ``rate``), the hold-out's sizes taken as ``csr``'s."""
+    n_items = csr.shape[1] if max_items is None else min(int(max_items), csr.shape[1])
+    users = int(np.count_nonzero(np.diff(csr.indptr)))
+    scored = min(users, VALIDATION_USERS)
+    side, n = selection_plan(n_items, users, scored, csr.nnz, itemsize=np.dtype(dtype).itemsize)
+    flops = users_side_flops(users, scored, csr.nnz) if side == "users" else items_side_flops(n, scored)
+    return flops / (rate or flops_rate(dtype, 1, n))
 
 
 def keeps_dense(n_items: int, topk: int) -> bool:
@@ -242,12 +511,17 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
 #: Sparse multiply-adds per second of the Gram matrix's construction (scipy's sparse
 #: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
 SPARSE_RATE = 1.5e8
-#: Bytes per second of the passes over the ``n^2`` matrix (mirroring, scaling, top-k).
-PASS_RATE = 2e9
+#: Seconds per entry of the ``n^2`` matrix at :data:`REFERENCE_RATE` of the work besides the
+#: inverse: the Gram matrix's dense blocks, the mirroring and scaling, and the sparsification's
+#: partitions (:data:`DENSE_ENTRY_SECONDS` when the dense matrix is kept); 17 s of a 13,472-item
+#: fit and 3 s of a 2,995-item one here. Scaled by how much slower than that rate the probe
+#: ran (the machine's load slows both alike).
+ENTRY_SECONDS = 1e-7
+DENSE_ENTRY_SECONDS = 3e-8
 #: A fixed flop rate for estimates that must not depend on the machine's load (the order of
 #: models in a search's statistical tie); what :func:`flops_rate` measured here, float32.
 REFERENCE_RATE = 5e10
-#: Largest side of the matrix the flop rate is measured on (about 0.2 s, once per process).
+#: Largest side of the matrix the flop rate is measured on (about 0.2 s a run, once per process).
 CALIBRATION_SIZE = 2048
 _RATES: Dict[Tuple[str, int, int], float] = {}
 #: Deflated size of a model file's members, as a share of their bytes (upper side of what the
@@ -260,26 +534,35 @@ DEFLATED_VALUE = 0.86
 DEFLATED_ID = 4
 
 
+#: Timed runs of the flop-rate probe; the median counts (one run slowed by a moment of another
+#: process's work would make every estimate of the process too long, the fastest too short
+#: on a machine that stays busy).
+CALIBRATION_RUNS = 3
+
+
 def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
-    """Flop/s of LAPACK's ``potrf`` + ``potri`` here, measured once per process (dtype,
-    threads, size) on a square positive definite matrix of ``n_items`` rows, at most
-    :data:`CALIBRATION_SIZE` (at least 256). Larger matrices block better (ml-latest-small's
-    6,170 items ran at about 1.5 times the rate measured at 2,048), so an estimate from
-    it errs on the long side."""
+    """Flop/s of LAPACK's ``potrf`` + ``potri`` on ``n_items`` rows here: measured once per
+    process (dtype, threads, size) on a square positive definite matrix of ``n_items`` rows,
+    at most :data:`CALIBRATION_SIZE` (at least 256), the median of :data:`CALIBRATION_RUNS`
+    runs. Larger matrices block better (ml-latest-small's 6,170 items ran at up to 1.5 times
+    the rate measured at 2,048), so an estimate from it errs on the long side."""
     n = int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
     key = (str(dtype), int(threads), n)
     if key not in _RATES:
         rng = np.random.default_rng(0)
         a = rng.random((n, 64)).astype(dtype)
-        gram = a @ a.T
-        gram[np.diag_indices(n)] += n
+        base = a @ a.T
+        base[np.diag_indices(n)] += n
+        runs = []
         with threadpool_limits(threads, user_api="blas"):
-            t0 = time.perf_counter()
-            potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (gram,))
-            c, _ = potrf(gram.T, lower=0, overwrite_a=1, clean=0)
-            potri(c, lower=0, overwrite_c=1)
-            seconds = max(time.perf_counter() - t0, 1e-4)
-        _RATES[key] = n ** 3 / seconds  # potrf n^3/3 + potri 2n^3/3
+            potrf, potri = lapack.get_lapack_funcs(("potrf", "potri"), (base,))
+            for _ in range(CALIBRATION_RUNS):
+                gram = base.copy()
+                t0 = time.perf_counter()
+                c, _ = potrf(gram.T, lower=0, overwrite_a=1, clean=0)
+                potri(c, lower=0, overwrite_c=1)
+                runs.append(time.perf_counter() - t0)
+        _RATES[key] = n ** 3 / max(float(np.median(runs)), 1e-4)  # potrf n^3/3 + potri 2n^3/3
     return _RATES[key]
 
 
@@ -306,17 +589,18 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
 
     Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
     ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
-    :data:`SPARSE_RATE`) and a few passes over ``n^2`` floats; the file holds the weights
+    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries (:data:`ENTRY_SECONDS`), both
+    slowed as the probe was; the file holds the weights
     (``n^2`` float32, or ``topk`` pairs of a float16 value and a column index per item,
     uint16 below 65,536 items) besides the training matrix.
     """
     n_users, n = csr.shape
     per_user = np.diff(csr.indptr).astype(np.float64)
-    itemsize = np.dtype(dtype).itemsize
     peak = EASE.memory_needed(n, dtype, csr.nnz, topk)
     flops = float(n) ** 3
-    seconds = (flops / (rate or flops_rate(dtype, threads, n)) + float((per_user ** 2).sum()) / SPARSE_RATE
-               + 6.0 * n * n * itemsize / PASS_RATE)
+    rate = rate or flops_rate(dtype, threads, n)
+    entry = DENSE_ENTRY_SECONDS if keeps_dense(n, topk) else ENTRY_SECONDS
+    seconds = flops / rate + (float((per_user ** 2).sum()) / SPARSE_RATE + entry * n * n) * max(1.0, REFERENCE_RATE / rate)
     # as the file stores them: column indices and kept items in the smallest unsigned type,
     # deflated like the ids (persistence.save_model)
     index = DEFLATED_INDEX * index_dtype(n).itemsize
@@ -343,12 +627,9 @@ def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[i
     return gram
 
 
-def ease_from_gram(gram: np.ndarray) -> np.ndarray:
-    """``B = I - P diag(1 / diag P)`` with ``P = gram^-1``, computed in ``gram``'s buffer.
-
-    ``gram`` (C-contiguous, symmetric positive definite, regulariser already on the diagonal)
-    is overwritten. Returns the float32 weights (the same buffer when ``gram`` is float32).
-    """
+def invert_spd(gram: np.ndarray) -> np.ndarray:
+    """The inverse of ``gram`` (C-contiguous, symmetric positive definite), computed in its
+    buffer by LAPACK's Cholesky factorisation (``potrf`` then ``potri``) and mirrored."""
     n = gram.shape[0]
     # gram is symmetric, so its transpose (Fortran order, no copy) is the same matrix
     # LAPACK wants; "lower=0" on the transpose is the lower triangle of the C array.
@@ -360,13 +641,24 @@ def ease_from_gram(gram: np.ndarray) -> np.ndarray:
     _, info = potri(gram.T, lower=0, overwrite_c=1)
     if info != 0:
         raise InputError("EASE's Gram matrix could not be inverted", hint="raise `l2`")
-    # P's lower triangle (C order) is valid: mirror it to the upper one, a band at a time
+    # the lower triangle (C order) is valid: mirror it to the upper one, a band at a time
     step = max(1, (32 * 2**20) // (gram.itemsize * max(n, 1)))
     for a in range(0, n, step):
         b = min(a + step, n)
         gram[a:b, b:] = gram[b:, a:b].T
         block = gram[a:b, a:b]
         block[np.triu_indices(b - a, 1)] = block.T[np.triu_indices(b - a, 1)]
+    return gram
+
+
+def ease_from_gram(gram: np.ndarray) -> np.ndarray:
+    """``B = I - P diag(1 / diag P)`` with ``P = gram^-1``, computed in ``gram``'s buffer.
+
+    ``gram`` (C-contiguous, symmetric positive definite, regulariser already on the diagonal)
+    is overwritten. Returns the float32 weights (the same buffer when ``gram`` is float32).
+    """
+    n = gram.shape[0]
+    invert_spd(gram)
     diag = gram.diagonal().copy()
     if not (np.isfinite(diag).all() and (diag > 0).all()):
         raise InputError("EASE's inverse is not finite", hint="raise `l2` or use `dtype=float64`")

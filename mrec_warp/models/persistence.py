@@ -261,8 +261,9 @@ def _typed(archive: NpzArchive, section: str, values: Dict[str, Any], defaults: 
         if key not in defaults:
             continue
         default = defaults[key]
-        if default == "auto":  # chosen from the data at fit, or a number (a file from before "auto")
-            ok = value == "auto" or _is_int(value) or isinstance(value, float)
+        if default == "auto":  # chosen from the data at fit, or a value (a number, item-kNN's similarity)
+            # whose kind and range the class's check_params then checks, as for any parameter
+            ok = isinstance(value, str) or _is_int(value) or isinstance(value, float)
         elif isinstance(default, bool) or isinstance(default, str):
             ok = type(value) is type(default)
         elif _is_int(default):

@@ -1,0 +1,233 @@
+"""EASE, item-kNN, RP3beta and SLIM choose their settings left at "auto" on the internal hold-out."""
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from click.testing import CliRunner
+
+from mrec_warp.cli import main
+from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
+from mrec_warp.models._itemsim import SELECTION_SEED, beyond_noise, ranked_top_k, top_k_per_row, truncate_rows
+from mrec_warp.models.ease import items_side_scores, users_side_scores
+from mrec_warp.models.slim import gram_arrays, solve_path_block
+from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
+from mrec_warp.models.selection import Candidate
+from mrec_warp.progress import Progress
+
+from .conftest import planted_low_rank
+
+FAMILIES = (EASE, ItemKNN, RP3beta, SLIM)
+
+
+def holdout_of(model, X):
+    """The hold-out a fit of ``model`` on ``X`` chooses on, and its scorer."""
+    holdout = internal_holdout(model, X, np.random.default_rng(SELECTION_SEED))
+    return holdout, HoldoutScorer(holdout.fit, holdout.held_out, holdout.users, 10)
+
+
+def tried(model, X, caplog):
+    """The settings a fit tried and their scores, read from its -v lines."""
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="mrec_warp"):
+        model.fit(X, progress=Progress())
+    out = []
+    for record in caplog.records:
+        message = record.getMessage()
+        if ": tried " in message:
+            setting, _, rest = message.split(": tried ")[1].partition(": P@10 ")
+            values = dict(kv.split("=") for kv in setting.split())
+            out.append((values, float(rest.split()[0])))
+    return out
+
+
+def explicit(cls, values):
+    """A select=False model of ``cls`` with the tried ``values`` (the log's text) given."""
+    kinds = {"l1": float, "l2": float, "beta": float, "neighbours": int, "similarity": str}
+    params = {k: kinds[k](v) for k, v in values.items()}
+    if cls is EASE:
+        params["topk"] = 0  # the choice scores the dense weights
+    return cls(select=False, **params)
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_each_tried_setting_scores_what_its_model_scores_and_the_best_is_chosen(cls, caplog):
+    X, _ = planted_low_rank(n_users=300, n_items=300, per_user=16, seed=5)
+    model = cls()
+    settings = tried(model, X, caplog)
+    assert len(settings) >= 3
+    holdout, scorer = holdout_of(model, X)
+    for values, score in settings:
+        if cls is SLIM:  # scored on a sample of the items' columns: checked in its own test below
+            break
+        reference = explicit(cls, values).fit(holdout.fit)
+        # the same weights up to ties at the k-th value (which the fit breaks arbitrarily; this
+        # data has many: flat popularity within clusters), so about the same precision
+        assert scorer(reference.score_users) == pytest.approx(score, abs=6e-5 if cls is EASE else 2e-3), values
+    best_score = max(score for _, score in settings)
+    first_best = next(values for values, score in settings if score == best_score)
+    chosen = {name: getattr(model, name + "_") for name in first_best}
+    # the best, unless it is within the hold-out's noise of the fixed values (then those)
+    assert chosen in ({name: getattr(explicit(cls, first_best), name) for name in first_best},
+                      {name: cls.FIXED[name] for name in first_best})
+    kept = [r.getMessage() for r in caplog.records if "within the hold-out's noise" in r.getMessage()]
+    assert bool(kept) == (chosen != {name: getattr(explicit(cls, first_best), name) for name in first_best})
+    assert all(getattr(model, name) == "auto" for name in cls.SELECTED)  # the parameters stay "auto"
+
+
+def test_ease_walks_to_the_planted_best_penalty(caplog):
+    # items drawn by popularity alone: nothing to learn beyond it, so the weights fitted to
+    # co-occurrences are noise and the largest penalty (scores closest to popularity) is best;
+    # the walk must leave the fixed 200 upwards
+    rng = np.random.default_rng(1)
+    n_users, n_items = 1500, 120
+    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.8
+    rows = np.repeat(np.arange(n_users), 12)
+    cols = np.concatenate([rng.choice(n_items, size=12, replace=False, p=popularity / popularity.sum())
+                           for _ in range(n_users)])
+    X = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n_users, n_items))
+    model = EASE()
+    settings = tried(model, X, caplog)
+    l2s = [float(v["l2"]) for v, _ in settings]
+    best = max(score for _, score in settings)
+    assert l2s[:3] == [200.0, 100.0, 400.0] and model.l2_ >= 800
+    assert model.l2_ == next(float(v["l2"]) for v, score in settings if score == best)
+
+
+@pytest.mark.parametrize("cls, given", [
+    (EASE, {"l2": 50.0}),
+    (ItemKNN, {"neighbours": 7}),
+    (ItemKNN, {"similarity": "cosine"}),
+    (RP3beta, {"beta": 0.2}),
+    (RP3beta, {"neighbours": 9, "beta": 0.0}),
+    (SLIM, {"l2": 30.0}),
+    (SLIM, {"l1": 2.0, "l2": 50.0}),
+])
+def test_an_explicit_value_is_never_overridden(cls, given, caplog):
+    X, _ = planted_low_rank(n_users=200, n_items=80, per_user=12, seed=2)
+    model = cls(**given)
+    settings = tried(model, X, caplog)
+    for name, value in given.items():
+        assert getattr(model, name) == value and getattr(model, name + "_") == value
+        assert all(name not in values for values, _ in settings)
+    others = [n for n in cls.SELECTED if n not in given]
+    if others:  # the rest is still chosen
+        assert settings and all(set(values) == set(others) for values, _ in settings)
+    else:
+        assert not settings
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_select_off_is_the_model_of_the_fixed_values(cls):
+    X, _ = planted_low_rank(n_users=200, n_items=80, per_user=12, seed=4)
+    off = cls(select=False).fit(X)
+    fixed = cls(**cls.FIXED).fit(X)  # explicit values: no choice either
+    for name, value in cls.FIXED.items():
+        assert getattr(off, name) == "auto" and getattr(off, name + "_") == value
+    a, b = off.weights_, fixed.weights_
+    if sp.issparse(a):
+        assert (a != b).nnz == 0
+    else:
+        np.testing.assert_array_equal(a, b)
+    users = np.arange(X.shape[0])
+    np.testing.assert_array_equal(off.score_users(users), fixed.score_users(users))
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_a_model_file_records_the_chosen_values_and_loads(cls, tmp_path):
+    X, _ = planted_low_rank(n_users=200, n_items=80, per_user=12, seed=6)
+    model = cls().fit(X)
+    path = tmp_path / "model.npz"
+    model.save(path)
+    loaded = load(path)
+    for name in cls.SELECTED:
+        assert getattr(loaded, name) == "auto"
+        assert getattr(loaded, name + "_") == getattr(model, name + "_") is not None
+    users = np.arange(X.shape[0])
+    np.testing.assert_array_equal(loaded.score_users(users), model.score_users(users))
+
+
+def test_train_and_info_show_what_auto_chose(tmp_path):
+    X, _ = planted_low_rank(n_users=120, n_items=50, per_user=10, seed=3)
+    coo = X.tocoo()
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"u{u}\ti{i}\n" for u, i in zip(coo.row, coo.col)))
+    runner = CliRunner()
+    for name in ("ease", "itemknn", "rp3beta", "slim"):
+        model_file = tmp_path / f"{name}.npz"
+        res = runner.invoke(main, ["train", str(tsv), "-o", str(model_file), "--model", name])
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(main, ["info", str(model_file), "--json"])
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        model = load(model_file)
+        for param in type(model).SELECTED:
+            assert data["parameters"][param] == "auto"
+            assert json.dumps(getattr(model, param + "_")) in res.output
+
+
+def test_sparse_ranking_keeps_what_the_fit_keeps_at_every_count():
+    rng = np.random.default_rng(0)
+    dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1  # no ties; some negatives
+    ranked, ranks = ranked_top_k(sp.csr_matrix(dense[5:25]), 5, 12)
+    for k in (1, 3, 12):
+        rows = dense[5:25].copy()
+        rows[np.arange(20), np.arange(5, 25)] = 0.0
+        expected = top_k_per_row(rows, k)
+        got = truncate_rows(ranked, ranks, k)
+        got.sort_indices()
+        assert (got != expected).nnz == 0
+
+
+@pytest.mark.parametrize("shape", [(150, 60), (60, 150)])
+@pytest.mark.parametrize("restricted", [False, True])
+def test_both_sides_of_eases_choice_score_the_model_exactly(shape, restricted):
+    X, _ = planted_low_rank(n_users=shape[0], n_items=shape[1], per_user=10, seed=7)
+    model = EASE(select=False)
+    holdout, scorer = holdout_of(model, X)
+    counts = np.bincount(holdout.fit.indices, minlength=X.shape[1]).astype(np.float32)
+    kept = None
+    if restricted:  # the most popular items, ties by index, as max_items keeps them
+        kept = np.sort(np.lexsort((np.arange(X.shape[1]), -counts))[: X.shape[1] // 2])
+    sub = holdout.fit if kept is None else sp.csr_matrix(holdout.fit[:, kept])
+    for side in (items_side_scores, users_side_scores):
+        make = side(sub, holdout.users, kept, X.shape[1], counts, np.dtype("float64"))
+        for l2 in (25.0, 400.0):
+            reference = EASE(l2=l2, topk=0, select=False, dtype="float64",
+                             max_items=None if kept is None else len(kept)).fit(holdout.fit)
+            rows = holdout.users[:8]
+            expected, got = reference.score_users(rows), make(l2)(rows)
+            off = (holdout.fit[rows].toarray() == 0) & ~np.isnan(expected)  # a user's own items are never ranked
+            np.testing.assert_allclose(got[off], expected[off], atol=1e-5)
+            assert scorer(make(l2)) == scorer(reference.score_users)
+
+
+def test_a_setting_within_the_holdouts_noise_does_not_replace_the_fixed_one():
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 3, size=400)
+    fixed = Candidate({"beta": 0.5}, base.mean() / 10, extra={"hits": base})
+    noisy = base + rng.choice([-1, 0, 1], size=400)  # a little better on average, by chance
+    noisy_candidate = Candidate({"beta": 0.3}, noisy.mean() / 10 + 1e-3, extra={"hits": noisy})
+    assert beyond_noise([fixed, noisy_candidate], fixed) is fixed and "noise" in fixed.note
+    better = base + (rng.random(400) < 0.4)  # 0.4 more hits per user: far beyond the noise
+    better_candidate = Candidate({"beta": 0.7}, better.mean() / 10, extra={"hits": better})
+    assert beyond_noise([fixed, noisy_candidate, better_candidate], fixed) is better_candidate
+
+
+def test_slims_path_gives_each_settings_own_weights():
+    # each setting of the warm-started path, on the sampled columns, is the cold fit's columns
+    X, _ = planted_low_rank(n_users=200, n_items=120, per_user=12, seed=8)
+    gram, g = gram_arrays(X)
+    targets = np.array([3, 17, 40, 99], dtype=np.int32)
+    l1s, l2s = np.array([4.0, 1.0, 1.0]), np.array([100.0, 100.0, 30.0])
+    idx, val = solve_path_block(*g, targets, l1s, l2s, 100, 1e-6, 50)
+    for s in range(3):
+        cold = SLIM(l1=l1s[s], l2=l2s[s], tol=1e-6, topk=50).fit(X).weights_.toarray()
+        for r, j in enumerate(targets):
+            got = np.zeros(X.shape[1], np.float32)
+            keep = idx[s, r] >= 0
+            got[idx[s, r][keep]] = val[s, r][keep]
+            np.testing.assert_allclose(got, cold[:, j], atol=2e-4)
