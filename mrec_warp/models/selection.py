@@ -20,6 +20,7 @@ eigendecomposition for every ``l2``...); this module holds what every family sha
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -169,5 +170,6 @@ def report(progress: Progress, family: str, candidates: Iterable[Candidate], cho
         than = f" against {fixed.score:.4f} at the fixed {describe(fixed.values)}"
     elif fixed is chosen:
         than = " (the fixed defaults were best)"
+    listed = "" if progress.logger.isEnabledFor(logging.DEBUG) else " (-v lists them)"
     progress.log(f"{family}: chose {describe(chosen.values)} on the hold-out: P@{k} {chosen.score:.4f}{than}; "
-                 f"{len(tried)} settings tried in {seconds:.1f} s (-v lists them)")
+                 f"{len(tried)} settings tried in {seconds:.1f} s{listed}")
