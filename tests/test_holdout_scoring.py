@@ -74,8 +74,9 @@ def test_early_stopping_picks_the_same_epoch_and_factors_as_the_general_path(pla
 
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_scorer_on_threads_gives_the_general_paths_precision(with_bias):
-    # three calls dealt out to two threads, the last one partial
-    fit, val, uf, itf, bias, users = _random_problem(2 * SCORE_ROWS + 37, 300, seed=1)
+    # nine calls dealt out to two threads, the last one partial
+    fit, val, uf, itf, bias, users = _random_problem(8 * SCORE_ROWS + 37, 300, seed=1)
+    assert len(users) > 8 * SCORE_ROWS
     b = bias if with_bias else None
     general = precision_at_k(lambda rows: factor_scores(uf[rows], itf, b), 300, fit, val, 10, users=users, n_jobs=2)
     scorer = HoldoutScorer(fit, val, users, 10, n_jobs=2)
@@ -96,7 +97,13 @@ def test_several_threads_use_the_scorer_unless_its_buffers_are_too_wide(planted,
     WARP(factors=8, random_state=3, n_jobs=2, max_epochs=3).fit(train)
     WARP(factors=8, random_state=3, n_jobs=1, max_epochs=3).fit(train)
     assert [type(u).__name__ for u in used] == ["HoldoutScorer", "HoldoutScorer", "NoneType", "HoldoutScorer"]
-    assert used[0].n_jobs == 2
+
+
+def test_a_thread_gets_several_calls():
+    fit, val, uf, itf, bias, users = _random_problem(6 * SCORE_ROWS, 50, seed=3)
+    calls = -(-len(users) // SCORE_ROWS)
+    assert HoldoutScorer(fit, val, users, 5, n_jobs=8).n_jobs == max(1, calls // early_stopping.CALLS_PER_THREAD)
+    assert HoldoutScorer(fit, val, users[:SCORE_ROWS], 5, n_jobs=2).n_jobs == 1
 
 
 def test_wrmf_on_two_threads_picks_the_same_iteration_and_factors_as_the_general_path(planted, monkeypatch):

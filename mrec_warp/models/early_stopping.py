@@ -166,6 +166,8 @@ def precision_at_k(
 
 
 _NO_MASK = np.zeros(0, dtype=np.uint8)
+#: Fewest scoring calls (of SCORE_ROWS users) a thread of :class:`HoldoutScorer` is given.
+CALLS_PER_THREAD = 4
 
 
 class HoldoutScorer:
@@ -186,8 +188,9 @@ class HoldoutScorer:
     ``p % SCORE_ROWS``, the rows outside the list filled with the first user
     (:func:`mrec_warp.topk.grid_scores`), and the top-k is the same kernel; so the score of
     every evaluation, the pass early stopping picks and the fitted factors do not change,
-    whatever the number of threads. With ``n_jobs`` > 1 the calls are dealt out to that many
-    threads (BLAS and the top-k kernel release the GIL), each with its own buffer.
+    whatever the number of threads. With ``n_jobs`` > 1 the calls are dealt out to up to that
+    many threads, each with its own buffer and at least :data:`CALLS_PER_THREAD` calls
+    (BLAS and the top-k kernel release the GIL).
 
     Parameters
     ----------
@@ -199,7 +202,7 @@ class HoldoutScorer:
         The users scored (rows of both matrices), each once.
     k : int
     n_jobs : int
-        Threads scoring calls at once.
+        Most threads scoring calls at once (``self.n_jobs``: the threads used).
     """
 
     def __init__(self, exclude: sp.csr_matrix, truth: sp.csr_matrix, users: np.ndarray, k: int,
@@ -216,7 +219,9 @@ class HoldoutScorer:
         self.items = np.empty((len(self.users), self.k), dtype=np.int64)
         self.top_scores = np.empty((len(self.users), self.k), dtype=np.float32)
         self.starts = range(0, len(self.users), SCORE_ROWS)
-        self.n_jobs = max(1, min(int(n_jobs), len(self.starts)))
+        # a thread only for a share of at least CALLS_PER_THREAD calls: on fewer (1-3 calls on
+        # ml-100k or ml-latest-small) handing them out cost more than it saved on a busy machine
+        self.n_jobs = max(1, min(int(n_jobs), len(self.starts) // CALLS_PER_THREAD))
         # per thread: the rows of a call and its SCORE_ROWS x n_items scores (allocated at first use)
         self.buffers = [[np.empty(SCORE_ROWS, dtype=np.int64), None] for _ in range(self.n_jobs)]
 
