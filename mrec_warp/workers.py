@@ -86,6 +86,8 @@ def cap_n_jobs(n: int) -> int:
     is said once as an :class:`NJobsCappedWarning` (the CLI caps ``--n-jobs`` itself, with a
     note).
     """
+    if n <= 1:  # one worker never needs more than a core (nor the count: joblib's import, ~0.2 s)
+        return n
     cores = cpu_count()
     if n <= cores or n_jobs_forced():
         return n

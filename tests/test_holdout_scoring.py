@@ -1,5 +1,5 @@
 """Early stopping's prepared hold-out scorer: the same numbers, epochs and factors as the
-general top-k path it replaces on one thread."""
+general top-k path it replaces, on one thread or several."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -72,7 +72,19 @@ def test_early_stopping_picks_the_same_epoch_and_factors_as_the_general_path(pla
     np.testing.assert_array_equal(fast.item_factors_, general.item_factors_)
 
 
-def test_several_threads_keep_the_general_path(planted, monkeypatch):
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_scorer_on_threads_gives_the_general_paths_precision(with_bias):
+    # nine calls dealt out to two threads, the last one partial
+    fit, val, uf, itf, bias, users = _random_problem(8 * SCORE_ROWS + 37, 300, seed=1)
+    assert len(users) > 8 * SCORE_ROWS
+    b = bias if with_bias else None
+    general = precision_at_k(lambda rows: factor_scores(uf[rows], itf, b), 300, fit, val, 10, users=users, n_jobs=2)
+    scorer = HoldoutScorer(fit, val, users, 10, n_jobs=2)
+    assert scorer.n_jobs == 2
+    assert scorer(_scoring(uf, itf, b)) == general == HoldoutScorer(fit, val, users, 10)(_scoring(uf, itf, b))
+
+
+def test_several_threads_use_the_scorer_unless_its_buffers_are_too_wide(planted, monkeypatch):
     train, _ = planted
     used = []
     original = early_stopping.holdout_scorer
@@ -80,4 +92,28 @@ def test_several_threads_keep_the_general_path(planted, monkeypatch):
                         lambda *a, **k: used.append(original(*a, **k)) or used[-1])
     WARP(factors=8, random_state=3, n_jobs=2, max_epochs=3).fit(train)
     WARP(factors=8, random_state=3, n_jobs=1, max_epochs=3).fit(train)
-    assert used[0] is None and isinstance(used[1], HoldoutScorer)
+    # a catalogue whose SCORE_ROWS x items scores pass a general block: the bounded general path
+    monkeypatch.setattr(early_stopping, "BLOCK_FLOATS", SCORE_ROWS * train.shape[1] - 1)
+    WARP(factors=8, random_state=3, n_jobs=2, max_epochs=3).fit(train)
+    WARP(factors=8, random_state=3, n_jobs=1, max_epochs=3).fit(train)
+    assert [type(u).__name__ for u in used] == ["HoldoutScorer", "HoldoutScorer", "NoneType", "HoldoutScorer"]
+
+
+def test_a_thread_gets_several_calls():
+    fit, val, uf, itf, bias, users = _random_problem(6 * SCORE_ROWS, 50, seed=3)
+    calls = -(-len(users) // SCORE_ROWS)
+    assert HoldoutScorer(fit, val, users, 5, n_jobs=8).n_jobs == max(1, calls // early_stopping.CALLS_PER_THREAD)
+    assert HoldoutScorer(fit, val, users[:SCORE_ROWS], 5, n_jobs=2).n_jobs == 1
+
+
+def test_wrmf_on_two_threads_picks_the_same_iteration_and_factors_as_the_general_path(planted, monkeypatch):
+    # (WRMF on threads is reproducible; hogwild WARP is not)
+    train, _ = planted
+    fast = WRMF(factors=8, random_state=3, n_jobs=2).fit(train)
+    monkeypatch.setattr(early_stopping, "holdout_scorer", lambda *a, **k: None)
+    general = WRMF(factors=8, random_state=3, n_jobs=2).fit(train)
+    key = [k for k in fast.history_[0] if k.startswith("val_precision")][0]
+    assert [h.get(key) for h in fast.history_] == [h.get(key) for h in general.history_]
+    assert fast.best_epoch_ == general.best_epoch_
+    np.testing.assert_array_equal(fast.user_factors_, general.user_factors_)
+    np.testing.assert_array_equal(fast.item_factors_, general.item_factors_)

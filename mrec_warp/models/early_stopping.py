@@ -4,9 +4,9 @@ its scoring, the epoch loop with its patience, and the refit on all the data.
 * **The hold-out** (:func:`holdout_split`, :func:`sample_users`, :class:`Holdout`): per user,
   a share of the pairs, and the users scored, both drawn by keys of the ids so that they
   follow the pairs, not the order of a file's rows.
-* **Its scoring**: precision@k through the general top-k path (:func:`precision_at_k`), or,
-  on one thread, :class:`HoldoutScorer`, which prepares everything once for the many
-  evaluations of a fit and gives the same bits.
+* **Its scoring**: :class:`HoldoutScorer`, which prepares everything once for the many
+  evaluations of a fit, or, for a catalogue too wide for its buffers on several threads, the
+  general top-k path (:func:`precision_at_k`): the same bits either way.
 * **The epoch loop** (:func:`run_epochs`): evaluate every ``eval_every`` passes, stop when the
   patience runs out, put the best pass's snapshot back.
 * **The refit** (:func:`fit_or_select`, :func:`refit_all`): on all the data for the best
@@ -28,8 +28,8 @@ from ..errors import InputError
 from ..kernels.topk import topk_masked
 from ..memory import available_bytes, check_memory
 from ..seeds import spawn_seed
-from ..topk import SCORE_ROWS, KernelExclusion, iter_top_k
-from ..workers import one_blas_thread
+from ..topk import BLOCK_FLOATS, SCORE_ROWS, KernelExclusion, iter_top_k
+from ..workers import one_blas_thread, thread_map
 from .foldin import as_aligned_csr
 from .declared import Param
 from .selection import value_of
@@ -192,26 +192,31 @@ def precision_at_k(
 
 
 _NO_MASK = np.zeros(0, dtype=np.uint8)
+#: Fewest scoring calls (of SCORE_ROWS users) a thread of :class:`HoldoutScorer` is given.
+CALLS_PER_THREAD = 4
 
 
 class HoldoutScorer:
     """Precision@``k`` of a model's scores on fixed ``users``, excluding ``exclude``'s items,
-    on one thread, with everything prepared once.
+    with everything prepared once, on one thread or ``n_jobs``.
 
     Early stopping scores the same users against the same exclusions every pass (WARP: every
     epoch, patience 10). :func:`precision_at_k` goes through the general top-k path
     (:func:`mrec_warp.topk.iter_top_k`): a fresh score block of up to 64 MB per call (page
     faults every epoch, and a block far larger than the caches, written, biased and read
     again), the exclusion CSR converted again, and a sparse fancy-index per block to count the
-    hits. This scorer keeps one score buffer of :data:`~mrec_warp.topk.SCORE_ROWS` rows (it
-    stays in cache between the product, the bias and the top-k), the exclusion and the truth
-    keys built once, and writes the top-k of all users into one array.
+    hits. This scorer keeps one score buffer of :data:`~mrec_warp.topk.SCORE_ROWS` rows per
+    thread (it stays in cache between the product, the bias and the top-k), the exclusion and
+    the truth keys built once, and writes the top-k of all users into one array.
 
     The scores are the same bits: every call of the model's scoring still scores exactly
     ``SCORE_ROWS`` users on one BLAS thread, the user at list position ``p`` in row
     ``p % SCORE_ROWS``, the rows outside the list filled with the first user
     (:func:`mrec_warp.topk.grid_scores`), and the top-k is the same kernel; so the score of
-    every evaluation, the pass early stopping picks and the fitted factors do not change.
+    every evaluation, the pass early stopping picks and the fitted factors do not change,
+    whatever the number of threads. With ``n_jobs`` > 1 the calls are dealt out to up to that
+    many threads, each with its own buffer and at least :data:`CALLS_PER_THREAD` calls
+    (BLAS and the top-k kernel release the GIL).
 
     Parameters
     ----------
@@ -222,9 +227,12 @@ class HoldoutScorer:
     users : int array
         The users scored (rows of both matrices), each once.
     k : int
+    n_jobs : int
+        Most threads scoring calls at once (``self.n_jobs``: the threads used).
     """
 
-    def __init__(self, exclude: sp.csr_matrix, truth: sp.csr_matrix, users: np.ndarray, k: int) -> None:
+    def __init__(self, exclude: sp.csr_matrix, truth: sp.csr_matrix, users: np.ndarray, k: int,
+                 n_jobs: int = 1) -> None:
         self.users = np.asarray(users, dtype=np.int64)
         self.k = int(k)
         self.n_items = int(truth.shape[1])
@@ -234,28 +242,39 @@ class HoldoutScorer:
         sub = sp.csr_matrix(truth[self.users])
         positions = np.repeat(np.arange(len(self.users), dtype=np.int64), np.diff(sub.indptr))
         self.truth_keys = np.sort(positions * self.n_items + sub.indices.astype(np.int64))
-        self.call_rows = np.empty(SCORE_ROWS, dtype=np.int64)
         self.items = np.empty((len(self.users), self.k), dtype=np.int64)
         self.top_scores = np.empty((len(self.users), self.k), dtype=np.float32)
-        self.scores: Optional[np.ndarray] = None  # SCORE_ROWS x n_items, allocated at first use
+        self.starts = range(0, len(self.users), SCORE_ROWS)
+        # a thread only for a share of at least CALLS_PER_THREAD calls: on fewer (1-3 calls on
+        # ml-100k or ml-latest-small) handing them out cost more than it saved on a busy machine
+        self.n_jobs = max(1, min(int(n_jobs), len(self.starts) // CALLS_PER_THREAD))
+        # per thread: the rows of a call and its SCORE_ROWS x n_items scores (allocated at first use)
+        self.buffers = [[np.empty(SCORE_ROWS, dtype=np.int64), None] for _ in range(self.n_jobs)]
+
+    def _calls(self, score_fn: Callable[..., np.ndarray], thread: int) -> None:
+        """Score every ``n_jobs``-th call, from call ``thread``, into the top-k arrays."""
+        call_rows, scores_buffer = self.buffers[thread]
+        if scores_buffer is None:
+            scores_buffer = self.buffers[thread][1] = np.empty((SCORE_ROWS, self.n_items), dtype=np.float32)
+        ex, n = self.exclusion, len(self.users)
+        for start in self.starts[thread::self.n_jobs]:
+            stop = min(start + SCORE_ROWS, n)
+            call_rows.fill(self.users[0])  # as grid_scores fills a call's rows outside the list
+            call_rows[:stop - start] = self.users[start:stop]
+            scores = score_fn(call_rows, out=scores_buffer)
+            topk_masked(scores[:stop - start], self.rows[start:stop], ex.indptr, ex.indices, _NO_MASK,
+                        self.items[start:stop], self.top_scores[start:stop])
 
     def __call__(self, score_fn: Callable[..., np.ndarray]) -> float:
         """Precision@k of the scores ``score_fn(rows, out=buffer)`` writes (a model's ``score_users``)."""
         n = len(self.users)
         if n == 0:
             return float("nan")
-        if self.scores is None:
-            self.scores = np.empty((SCORE_ROWS, self.n_items), dtype=np.float32)
-        ex = self.exclusion
         with one_blas_thread():
-            for start in range(0, n, SCORE_ROWS):
-                stop = min(start + SCORE_ROWS, n)
-                rows = self.call_rows
-                rows.fill(self.users[0])  # as grid_scores fills a call's rows outside the list
-                rows[:stop - start] = self.users[start:stop]
-                scores = score_fn(rows, out=self.scores)
-                topk_masked(scores[:stop - start], self.rows[start:stop], ex.indptr, ex.indices, _NO_MASK,
-                            self.items[start:stop], self.top_scores[start:stop])
+            if self.n_jobs == 1:
+                self._calls(score_fn, 0)
+            else:
+                thread_map(lambda t: self._calls(score_fn, t), [(t,) for t in range(self.n_jobs)], self.n_jobs)
         valid = self.items >= 0
         keys = (np.repeat(np.arange(n, dtype=np.int64), self.k) * self.n_items + self.items.ravel())[valid.ravel()]
         where = np.searchsorted(self.truth_keys, keys)
@@ -266,11 +285,13 @@ class HoldoutScorer:
 
 def holdout_scorer(fit_part: sp.csr_matrix, val: sp.csr_matrix, users: np.ndarray, k: int,
                    n_jobs: int) -> Optional[HoldoutScorer]:
-    """The prepared :class:`HoldoutScorer` when the passes are scored on one thread; else
-    ``None`` (the general :func:`precision_at_k`, which spreads blocks over ``n_jobs`` threads)."""
-    if n_jobs != 1:
+    """The prepared :class:`HoldoutScorer` (on ``n_jobs`` threads) when its buffers, one call of
+    :data:`~mrec_warp.topk.SCORE_ROWS` users' scores per thread, are no larger than the blocks
+    of the general path (:data:`~mrec_warp.topk.BLOCK_FLOATS` each) or there is one thread (as
+    ever); else ``None``: the general :func:`precision_at_k`, whose blocks are bounded."""
+    if n_jobs != 1 and SCORE_ROWS * int(val.shape[1]) > BLOCK_FLOATS:
         return None
-    return HoldoutScorer(fit_part, val, users, k)
+    return HoldoutScorer(fit_part, val, users, k, n_jobs=n_jobs)
 
 
 def run_epochs(
