@@ -45,7 +45,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# the package the stages run: this project's, or --library's (set for the worker processes)
+sys.path.insert(0, os.environ.get("MREC_WARP_BENCH_LIBRARY", str(ROOT)))
 
 from _benchlib import load_avg  # noqa: E402
 
@@ -95,12 +96,13 @@ def dataset(n: int, scratch: Path) -> Dict:
 
 
 # -- running one stage -----------------------------------------------------------------------------
-def run_stage(cmd: List[str], env: Optional[Dict[str, str]] = None, log: Optional[Path] = None) -> Dict:
+def run_stage(cmd: List[str], cwd: Path, env: Optional[Dict[str, str]] = None, log: Optional[Path] = None) -> Dict:
     """Run ``cmd`` as its own process: wall seconds, CPU seconds and peak RSS (MiB) of it."""
     load = load_avg()
     out = open(log, "w") if log else subprocess.DEVNULL
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+    # run outside the project: `python -m` puts the working folder first on the path
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
                             env={**os.environ, **(env or {})})
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t
@@ -125,7 +127,7 @@ def csr_mib(pairs: int, users: int) -> float:
 
 
 # -- the lower bound of recommend ------------------------------------------------------------------
-def bare_topk_worker(model_path: str, threads: int, k: int = 10, block: int = 2048) -> None:
+def bare_topk_worker(model_path: str, threads: int, users: int = 0, k: int = 10, block: int = 2048) -> None:
     """Load the model, then score every user against every item by blocks (one BLAS call of
     ``threads`` threads each) and select a top-k with the library's heap kernel: the product
     and selection ``recommend`` cannot do without (no exclusion of seen items, no ids,
@@ -138,6 +140,7 @@ def bare_topk_worker(model_path: str, threads: int, k: int = 10, block: int = 20
     t0 = time.perf_counter()
     model = load(model_path)
     U, V = model.user_factors_, model.item_factors_
+    U = U[:users] if users else U
     bias = getattr(model, "item_bias_", None)
     no_rows = np.full(block, -1, dtype=np.int64)
     indptr, indices, mask = np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8)
@@ -160,7 +163,7 @@ def bare_topk_worker(model_path: str, threads: int, k: int = 10, block: int = 20
 
 
 # -- implicit's ALS --------------------------------------------------------------------------------
-def implicit_worker(train_path: str, threads: int, iterations: int, factors: int) -> None:
+def implicit_worker(train_path: str, threads: int, iterations: int, factors: int, users: int = 0) -> None:
     """implicit's ALS on prepare's train.tsv: read (pandas), fit, recommend 10 for every user."""
     import pandas as pd
     import scipy.sparse as sp
@@ -178,9 +181,10 @@ def implicit_worker(train_path: str, threads: int, iterations: int, factors: int
                                     num_threads=threads, random_state=0, calculate_training_loss=False)
     model.fit(X, show_progress=False)
     t2 = time.perf_counter()
-    users = np.arange(X.shape[0])
+    users = np.arange(users or X.shape[0])
     for s in range(0, len(users), 100_000):
-        model.recommend(users[s:s + 100_000], X[s:s + 100_000], N=10, filter_already_liked_items=True)
+        rows = users[s:s + 100_000]
+        model.recommend(rows, X[rows], N=10, filter_already_liked_items=True)
     t3 = time.perf_counter()
     print(json.dumps({"read_seconds": t1 - t0, "fit_seconds": t2 - t1, "recommend_seconds": t3 - t2}))
 
@@ -204,20 +208,32 @@ def last_json(work: Path, name: str) -> Dict:
 
 
 # -- one size --------------------------------------------------------------------------------------
-def bench_size(n: int, args, scratch: Path) -> Dict:
+def bench_size(n: int, args, scratch: Path, save) -> Dict:
+    """Every stage on the log of ``n`` rows; ``save(result)`` after each (a 50M run takes hours)."""
     data = dataset(n, scratch)
-    work = scratch / f"run-{size_label(n)}"
+    work = scratch / f"run-{size_label(n)}{'-' + args.tag if args.tag else ''}"
     work.mkdir(parents=True, exist_ok=True)
     split = work / "split"
     threads = str(args.threads)
     rows: Dict[str, Dict] = {}
+    result: Dict = {"interactions": n, "stages": rows, "notes": []}
 
     def stage(name: str, cmd: List[str], **kw) -> Dict:
-        row = run_stage(cmd, log=log_path(work, name), **kw)
+        row = run_stage(cmd, work, log=log_path(work, name), **kw)
         rows[name] = row
         print(f"    {name:<22} {row['seconds']:8.1f} s  {row['peak_rss_mib']:8.0f} MiB  "
               f"(cpu {row['cpu_seconds']:.0f} s, load {row['load_before']})", flush=True)
+        save(result)
         return row
+
+    def train(model: str) -> None:
+        extra = ["--epochs", str(args.epochs)] if model in ITERATIVE else []
+        stage(f"train {model}", cli("train", str(train_tsv), "-o", str(work / f"{model}.npz"), "--model", model,
+                                    *TRAIN_OPTIONS[model], *extra, "--n-jobs", threads, "--seed", "42", "-q"))
+
+    def recommend(model: str) -> None:
+        stage(f"recommend {model}", cli("recommend", str(work / f"{model}.npz"), "-o", str(work / f"recs-{model}.tsv"),
+                                        "-k", "10", "--n-jobs", threads, "-q", *users_option))
 
     print(f"\n== {size_label(n)} rows: {data['users']:,} users x {data['items']:,} items ==  "
           f"(load {load_avg()})", flush=True)
@@ -225,52 +241,79 @@ def bench_size(n: int, args, scratch: Path) -> Dict:
     stage("prepare", cli("prepare", str(data["ratings"]), "-o", str(split), "--columns", "0,1,2",
                          "--test-fraction", "0.2", "--seed", "42", "-q"))
     summary = json.loads((split / "summary.json").read_text())
+    users = summary["users"]["kept"]
+    result.update({"rows_read": summary["rows_read"], "pairs": summary["pairs_kept"],
+                   "train_pairs": summary["train"]["rows"], "users": users, "items": summary["items"]["kept"],
+                   "csr_mib": csr_mib(summary["pairs_kept"], users),
+                   "train_csr_mib": csr_mib(summary["train"]["rows"], users),
+                   "prepare_rows_per_second": summary["rows_read"] / rows["prepare"]["seconds"]})
     train_tsv, test_tsv = split / "train.tsv", split / "test.tsv"
-    for model in args.models:
-        extra = ["--epochs", str(args.epochs)] if model in ITERATIVE else []
-        stage(f"train {model}", cli("train", str(train_tsv), "-o", str(work / f"{model}.npz"), "--model", model,
-                                    *TRAIN_OPTIONS[model], *extra, "--n-jobs", threads, "--seed", "42", "-q"))
-    for model in args.recommend_models:
-        if model not in args.models:
-            continue
-        stage(f"recommend {model}", cli("recommend", str(work / f"{model}.npz"), "-o", str(work / f"recs-{model}.tsv"),
-                                        "-k", "10", "--n-jobs", threads, "-q"))
-    if "warp" in args.recommend_models and "warp" in args.models:
-        stage("evaluate", cli("evaluate", "--train", str(train_tsv), "--test", str(test_tsv),
-                              "--recs", str(work / "recs-warp.tsv"), "-k", "10", "--json", str(work / "eval.json"), "-q"))
-        row = stage("bare product + top-k", [sys.executable, __file__, "--bare-topk-worker", str(work / "warp.npz"),
-                                            "--threads", threads])
-        if row["exit"] == 0:
-            row.update(last_json(work, "bare product + top-k"))
-            print(f"      (loading the model {row['load_seconds']:.1f} s; product alone "
-                  f"{row['product_seconds']:.1f} s; product + top-k {row['topk_seconds']:.1f} s)", flush=True)
-    implicit_note = None
+    # every user, or (--recommend-users) the first N of the model's: each user costs the same
+    # (items x factors), so the time for all is the time for N scaled by users / N
+    sample = args.recommend_users if 0 < args.recommend_users < users else 0
+    users_option: List[str] = []
+    result["recommended_users"] = sample or users
+    if sample:
+        result["notes"].append(f"recommend, evaluate and the bare bound ran on the first {sample:,} of {users:,} "
+                               f"users; 'all users' columns scale their times by {users / sample:.1f}")
+    ordered = [m for m in ("warp", "wrmf", "itemknn", "rp3beta") if m in args.models]
+    for model in ordered:
+        train(model)
+        if model == "warp" and rows["train warp"]["exit"] == 0:
+            if sample:
+                users_file = work / "users.txt"
+                subprocess.run([sys.executable, __file__, "--users-worker", str(work / "warp.npz"),
+                                "--users-count", str(sample), "--out-file", str(users_file)], check=True, cwd=work)
+                users_option = ["--users", str(users_file)]
+            if "warp" in args.recommend_models:
+                recommend("warp")
+                test_for = test_tsv
+                if sample:  # the test rows of the users recommended for
+                    test_for = work / "test-sample.tsv"
+                    with open(test_for, "w") as fh:
+                        subprocess.run(["awk", "-F\t", "NR==FNR{u[$0];next} ($1 in u)", str(users_file), str(test_tsv)],
+                                       stdout=fh, check=True)
+                stage("evaluate", cli("evaluate", "--train", str(train_tsv), "--test", str(test_for), "--recs",
+                                      str(work / "recs-warp.tsv"), "-k", "10", "--json", str(work / "eval.json"), "-q"))
+                row = stage("bare product + top-k", [sys.executable, __file__, "--bare-topk-worker",
+                                                    str(work / "warp.npz"), "--threads", threads,
+                                                    "--users-count", str(sample)])
+                if row["exit"] == 0:
+                    row.update(last_json(work, "bare product + top-k"))
+                    print(f"      (loading the model {row['load_seconds']:.1f} s; product alone "
+                          f"{row['product_seconds']:.1f} s; product + top-k {row['topk_seconds']:.1f} s)", flush=True)
+        if model == "wrmf":
+            implicit(args, stage, train_tsv, threads, result, sample)
+        if model != "warp" and model in args.recommend_models and rows[f"train {model}"]["exit"] == 0:
+            recommend(model)
+    return result
+
+
+def implicit(args, stage, train_tsv: Path, threads: str, result: Dict, sample: int) -> None:
+    """implicit's ALS in the bench environment, or a note saying why not."""
     bench_python = Path(args.bench_python) if args.bench_python else None
     if bench_python and bench_python.exists() and subprocess.run(
             [str(bench_python), "-c", "import implicit"], capture_output=True).returncode == 0:
-        env = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": ""}
         row = stage("implicit ALS", [str(bench_python), __file__, "--implicit-worker", str(train_tsv),
-                                     "--threads", threads, "--epochs", str(args.epochs)], env=env)
+                                     "--threads", threads, "--epochs", str(args.epochs),
+                                     "--users-count", str(sample)], env=env)
         if row["exit"] == 0:
-            row.update(last_json(work, "implicit ALS"))
+            row.update(last_json(train_tsv.parent.parent, "implicit ALS"))
             print(f"      (read {row['read_seconds']:.1f} s, fit {row['fit_seconds']:.1f} s, "
                   f"recommend {row['recommend_seconds']:.1f} s)", flush=True)
     else:
-        implicit_note = "implicit not run: no bench environment with implicit (--bench-python)"
-        print(f"    {implicit_note}", flush=True)
-    pairs = summary["pairs_kept"]
-    train_pairs = summary["train"]["rows"]
-    result = {
-        "interactions": n, "rows_read": summary["rows_read"], "pairs": pairs, "train_pairs": train_pairs,
-        "users": summary["users"]["kept"], "items": summary["items"]["kept"],
-        "csr_mib": csr_mib(pairs, summary["users"]["kept"]),
-        "train_csr_mib": csr_mib(train_pairs, summary["users"]["kept"]),
-        "stages": rows, "implicit_note": implicit_note,
-    }
-    p = rows.get("prepare")
-    if p and p["exit"] == 0:
-        result["prepare_rows_per_second"] = summary["rows_read"] / p["seconds"]
-    return result
+        note = "implicit not run: no bench environment with implicit (--bench-python)"
+        result["notes"].append(note)
+        print(f"    {note}", flush=True)
+
+
+def users_worker(model_path: str, count: int, out: str) -> None:
+    """The first ``count`` user ids of the model, one per line (recommend --users)."""
+    from mrec_warp.models.base import load
+
+    ids = load(model_path).user_ids[:count]
+    Path(out).write_text("".join(f"{u}\n" for u in ids))
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -310,6 +353,8 @@ def report(results: List[Dict]) -> None:
         worst = max((s["peak_rss_mib"], k) for k, s in st.items() if s["exit"] == 0 and k != "startup")
         print(f"  {lab}: largest peak {worst[0]:.0f} MiB ({worst[1]}) = {worst[0] / r['csr_mib']:.2f}x the CSR "
               f"({r['csr_mib']:.0f} MiB; target <= 3)")
+        for note in r.get("notes", []):
+            print(f"  {lab}: {note}")
         rec, bare = st.get("recommend warp"), st.get("bare product + top-k")
         if rec and bare and rec["exit"] == 0 and bare["exit"] == 0:
             print(f"  {lab}: recommend warp {rec['seconds']:.1f} s = {rec['seconds'] / bare['seconds']:.2f}x the bare "
@@ -369,17 +414,30 @@ def main():
                     help="models whose recommendations for every user are timed (warp: also evaluate, bare bound)")
     ap.add_argument("--bench-python", default="/work/main/.venv-bench/bin/python" if not has_implicit() else sys.executable,
                     help="python with implicit installed, for implicit's ALS [this one if it has implicit]")
+    ap.add_argument("--library", default=str(ROOT),
+                    help="folder holding the mrec_warp package the stages run (e.g. an export of an older "
+                         "commit, for a before/after table) [this project]")
+    ap.add_argument("--recommend-users", type=int, default=0,
+                    help="recommend for the first N users only and scale (0: every user)")
+    ap.add_argument("--tag", default="", help="suffix of the run folders, e.g. before / after")
     ap.add_argument("--generate-only", action="store_true", help="write the logs, run nothing")
     ap.add_argument("--bare-topk-worker", help=argparse.SUPPRESS)
     ap.add_argument("--implicit-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--users-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--users-count", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--out-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare_topk_worker:
-        bare_topk_worker(args.bare_topk_worker, args.threads)
+        bare_topk_worker(args.bare_topk_worker, args.threads, args.users_count)
         return
     if args.implicit_worker:
-        implicit_worker(args.implicit_worker, args.threads, args.epochs, 64)
+        implicit_worker(args.implicit_worker, args.threads, args.epochs, 64, args.users_count)
         return
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    if args.users_worker:
+        users_worker(args.users_worker, args.users_count, args.out_file)
+        return
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [args.library, os.environ.get("PYTHONPATH")]))
+    os.environ["MREC_WARP_BENCH_LIBRARY"] = args.library
     scratch = Path(args.scratch).resolve()
     if scratch == ROOT or ROOT in scratch.parents:
         raise SystemExit(f"--scratch {scratch} is inside the project: choose a folder outside it")
@@ -392,17 +450,21 @@ def main():
         return
     print(f"load average {load_avg()}; {os.cpu_count()} cpus; threads {args.threads}; scratch {scratch}")
     out = Path(args.out)
-    results = []
-    previous = json.loads(out.read_text()).get("sizes", []) if out.exists() and args.sizes else []
-    for n in sizes:
-        results.append(bench_size(n, args, scratch))
-        # written after every size: a 50M run may take hours
-        keep = [r for r in previous if r["interactions"] not in {x["interactions"] for x in results}]
+    previous = json.loads(out.read_text()).get("sizes", []) if out.exists() else []
+    results: List[Dict] = []
+
+    def save(current: Dict) -> None:
+        done = [r for r in results if r is not current] + [current]
+        keep = [r for r in previous if r["interactions"] not in {x["interactions"] for x in done}]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                                "platform": platform.platform()},
-                                   "threads": args.threads, "epochs": args.epochs,
-                                   "train_options": TRAIN_OPTIONS, "sizes": keep + results}, indent=2))
+                                   "threads": args.threads, "epochs": args.epochs, "library": args.library,
+                                   "train_options": TRAIN_OPTIONS, "sizes": keep + done}, indent=2))
+
+    for n in sizes:
+        results.append(bench_size(n, args, scratch, save))
+        save(results[-1])
     report(results)
     if args.plot:
         plot(json.loads(out.read_text())["sizes"], Path(args.plot))
