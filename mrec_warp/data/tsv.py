@@ -13,13 +13,14 @@ from __future__ import annotations
 import csv
 import os
 import re
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
 from ..files import PathLike, atomic_path
+from ..tables import UnwritableText, delimited_bytes
 from .inputs import output_encoding
 from .interactions import CANONICAL_COLUMNS
 
@@ -80,10 +81,9 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
     table was read in (``df.attrs["encoding"]``, see :func:`output_encoding`), so a Latin-1
     input gives Latin-1 output with the same bytes; otherwise UTF-8.
 
-    Rows go out in chunks of :data:`WRITE_CHUNK_ROWS`; within a chunk each column's distinct
-    values are formatted once (by pandas, so numbers look as ``to_csv`` writes them) and
-    the lines are assembled from their bytes with numpy, several times faster than
-    formatting every row and with memory bounded by the chunk.
+    Rows go out in chunks of :data:`WRITE_CHUNK_ROWS`, each formatted by
+    :func:`~mrec_warp.tables.delimited_bytes` (the bytes ``to_csv`` writes, several times
+    faster), so memory is bounded by the chunk.
     """
     cols = [c for c in CANONICAL_COLUMNS if c in df.columns]
     frame = df[cols]
@@ -93,6 +93,7 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
         if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame = frame.assign(value=v.astype(np.int64))
     codec = output_encoding(encoding or df.attrs.get("encoding"))
+    ids = {"user": quote_leading_quotes, "item": quote_leading_quotes}
     try:
         with atomic_path(path) as tmp:
             if not os.path.isfile(tmp):
@@ -101,85 +102,12 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
                 check_tsv_ids(df["user"], df["item"], path=path)
             with open(tmp, "wb") as fh:
                 for start in range(0, len(frame), WRITE_CHUNK_ROWS):
-                    fh.write(_tsv_lines(frame.iloc[start:start + WRITE_CHUNK_ROWS], codec))
-    except (csv.Error, _UnsafeId):
+                    fh.write(delimited_bytes(frame.iloc[start:start + WRITE_CHUNK_ROWS], codec, text_of=ids))
+    except (csv.Error, UnwritableText):
         # an id with a tab or a line break (the reader refuses those; a table built in Python
         # may hold one): named by the check of every id, run only now, as it costs seconds
         check_tsv_ids(df["user"], df["item"], path=path)
         raise
-
-
-class _UnsafeId(Exception):
-    """A chunk's id holds a line break that the csv module let through unescaped."""
-
-
-#: Most bytes of a chunk's padded blocks (rows x the widest value of each column): a
-#: chunk over it is written in halves, so one very long id cannot blow up the memory.
-WRITE_BLOCK_BYTES = 1 << 25
-
-
-def _tsv_lines(chunk: pd.DataFrame, encoding: str) -> bytes:
-    """The TSV lines of ``chunk``'s rows, encoded.
-
-    Each field becomes a block of ``rows x width`` bytes with a mask of the bytes it uses;
-    the blocks side by side, with a tab (a line break after the last) between them, are
-    read out through their masks in one pass.
-    """
-    n = len(chunk)
-    if n == 0:
-        return b""
-    fields = [_integer_bytes(chunk[c].to_numpy()) if chunk[c].dtype.kind in "iu" else
-              _text_bytes(chunk[c], encoding, c in ("user", "item")) for c in chunk.columns]
-    if n > 1 and n * sum(block.shape[1] + 1 for block, _ in fields) > WRITE_BLOCK_BYTES:
-        return _tsv_lines(chunk.iloc[:n // 2], encoding) + _tsv_lines(chunk.iloc[n // 2:], encoding)
-    blocks, masks = [], []
-    for k, (block, used) in enumerate(fields):
-        blocks += [block, np.full((n, 1), ord("\n") if k == len(fields) - 1 else ord("\t"), dtype=np.uint8)]
-        masks += [used, np.ones((n, 1), dtype=bool)]
-    return np.hstack(blocks)[np.hstack(masks)].tobytes()
-
-
-def _integer_bytes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Decimal digits of integers, right-aligned in a block, and the mask of the used bytes."""
-    negative = values < 0
-    magnitude = np.abs(values.astype(np.int64)).astype(np.uint64)  # -2**63 is too large for int64's abs
-    digits = np.ones(len(values), dtype=np.int64)
-    for power in range(1, 20):
-        digits += magnitude >= np.uint64(10 ** power)
-    width = int((digits + negative).max())
-    block = np.empty((len(values), width), dtype=np.uint8)
-    for j in range(width - 1, -1, -1):
-        block[:, j] = ord("0") + magnitude % np.uint64(10)
-        magnitude //= np.uint64(10)
-    lead = width - digits - negative
-    rows = np.flatnonzero(negative)
-    block[rows, lead[rows]] = ord("-")
-    return block, np.arange(width) >= lead[:, None]
-
-
-def _text_bytes(column: pd.Series, encoding: str, is_id: bool) -> Tuple[np.ndarray, np.ndarray]:
-    """Each value's text as TSV writes it (formatted once per distinct value, by pandas; ids
-    quoted by :func:`quote_leading_quotes`), left-aligned in a block, and the mask of the
-    used bytes."""
-    codes, uniques = pd.factorize(column, use_na_sentinel=False)
-    values = pd.Series(uniques)
-    if is_id:
-        values = quote_leading_quotes(values)
-    # an empty second column: the csv module refuses a line of one empty field (an empty id,
-    # a missing value) without quotes, and each line then ends in a tab and a line break
-    text = pd.DataFrame({0: values, 1: ""}).to_csv(sep="\t", header=False, index=False, lineterminator="\n",
-                                                    quoting=csv.QUOTE_NONE, escapechar=None)
-    blob = np.frombuffer(text.encode(encoding), dtype=np.uint8)
-    ends = np.flatnonzero(blob == ord("\n"))
-    if len(ends) != len(values) or (is_id and (blob == ord("\r")).any()):
-        raise _UnsafeId()
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-    lengths = ends - 1 - starts
-    width = max(1, int(lengths.max()))
-    table = np.zeros((len(values), width), dtype=np.uint8)
-    used = np.arange(width) < lengths[:, None]
-    table[used] = blob[(starts[:, None] + np.arange(width))[used]]
-    return table[codes], used[codes]
 
 
 def file_holds(path: PathLike, needle: bytes) -> bool:
