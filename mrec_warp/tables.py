@@ -23,8 +23,9 @@ import re
 import sys
 from pathlib import Path
 from dataclasses import dataclass
-from typing import IO, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import IO, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
+import numpy as np
 import pandas as pd
 
 from .files import PathLike, atomic_path, atomic_write
@@ -180,6 +181,121 @@ def text_format(fmt: str) -> dict:
     return {"sep": ",", "quoting": csv.QUOTE_MINIMAL, "doublequote": True}
 
 
+class UnwritableText(ValueError):
+    """A text value holds the delimiter or a line break, which an unquoted table cannot hold."""
+
+
+#: Most bytes of the padded blocks :func:`delimited_bytes` builds at once (rows x the widest
+#: value of each column): a table over it is formatted in halves, so one very long id
+#: cannot blow up the memory.
+DELIMITED_BLOCK_BYTES = 1 << 25
+
+
+def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_format: Optional[str] = None,
+                    text_of: Optional[Dict[str, Callable[[pd.Series], pd.Series]]] = None) -> bytes:
+    """The lines ``frame.to_csv(sep=sep, header=False, index=False, lineterminator="\\n",
+    quoting=csv.QUOTE_NONE, float_format=float_format)`` writes, encoded, several times faster.
+
+    Each column's distinct values are formatted once (integers by numpy, float columns by
+    ``float_format`` or, like every other column, by pandas itself) and the lines are put
+    together from their bytes with numpy: each column becomes a block of ``rows x width``
+    bytes with a mask of the bytes it uses, and the blocks side by side, with ``sep`` (a
+    line break after the last) between them, are read out through their masks in one pass.
+    ``text_of`` maps a column name to a function applied to its distinct values first.
+
+    Raises
+    ------
+    UnwritableText
+        When a value holds ``sep``, a line break or a carriage return (``to_csv`` would
+        raise or write a line that does not read back).
+    """
+    n = len(frame)
+    if n == 0:
+        return b""
+    fields = []
+    for c in frame.columns:
+        column = frame[c]
+        if column.dtype.kind in "iu":
+            fields.append(_integer_bytes(column.to_numpy()))
+        elif column.dtype.kind == "f" and float_format is not None:
+            fields.append(_float_bytes(column.to_numpy(), float_format, encoding, sep))
+        else:
+            fields.append(_text_bytes(column, encoding, sep, float_format, (text_of or {}).get(c)))
+    if n > 1 and n * sum(block.shape[1] + 1 for block, _ in fields) > DELIMITED_BLOCK_BYTES:
+        half = n // 2
+        return (delimited_bytes(frame.iloc[:half], encoding, sep, float_format, text_of) +
+                delimited_bytes(frame.iloc[half:], encoding, sep, float_format, text_of))
+    between = np.frombuffer(sep.encode(encoding), dtype=np.uint8)
+    blocks, masks = [], []
+    for k, (block, used) in enumerate(fields):
+        end = np.frombuffer(b"\n", dtype=np.uint8) if k == len(fields) - 1 else between
+        blocks += [block, np.broadcast_to(end, (n, len(end)))]
+        masks += [used, np.ones((n, len(end)), dtype=bool)]
+    return np.hstack(blocks)[np.hstack(masks)].tobytes()
+
+
+def _integer_bytes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Decimal digits of integers, right-aligned in a block, and the mask of the used bytes."""
+    negative = values < 0
+    magnitude = np.abs(values.astype(np.int64)).astype(np.uint64)  # -2**63 wraps to 2**63: right as uint64
+    digits = np.ones(len(values), dtype=np.int64)
+    for power in range(1, 20):
+        digits += magnitude >= np.uint64(10 ** power)
+    width = int((digits + negative).max())
+    block = np.empty((len(values), width), dtype=np.uint8)
+    for j in range(width - 1, -1, -1):
+        block[:, j] = ord("0") + magnitude % np.uint64(10)
+        magnitude //= np.uint64(10)
+    lead = width - digits - negative
+    rows = np.flatnonzero(negative)
+    block[rows, lead[rows]] = ord("-")
+    return block, np.arange(width) >= lead[:, None]
+
+
+def _float_bytes(values: np.ndarray, float_format: str, encoding: str, sep: str) -> Tuple[np.ndarray, np.ndarray]:
+    """Floats as ``to_csv(float_format=...)`` writes them (``float_format % value``, an empty
+    field for NaN), one string per row."""
+    texts = list(map(float_format.__mod__, values.tolist()))
+    missing = np.flatnonzero(np.isnan(values))
+    for i in missing.tolist():
+        texts[i] = ""
+    return _lines_table(("\n".join(texts) + "\n").encode(encoding), len(texts), 0, sep, False)
+
+
+def _text_bytes(column: pd.Series, encoding: str, sep: str, float_format: Optional[str],
+                text_of: Optional[Callable[[pd.Series], pd.Series]]) -> Tuple[np.ndarray, np.ndarray]:
+    """Each value's text as ``to_csv`` writes it, formatted once per distinct value,
+    left-aligned in a block, and the mask of the used bytes."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    values = pd.Series(uniques)
+    if text_of is not None:
+        values = text_of(values)
+    # an empty second column: the csv module refuses a line of one empty field (an empty id,
+    # a missing value) without quotes, and each line then ends in the delimiter and a line break
+    text = pd.DataFrame({0: values, 1: ""}).to_csv(sep=sep, header=False, index=False, lineterminator="\n",
+                                                    quoting=csv.QUOTE_NONE, escapechar=None,
+                                                    float_format=float_format)
+    table, used = _lines_table(text.encode(encoding), len(values), len(sep.encode(encoding)), sep, True)
+    return table[codes], used[codes]
+
+
+def _lines_table(blob_bytes: bytes, n: int, tail: int, sep: str, check: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """``n`` lines (each ending in ``tail`` bytes and a line break) as a left-aligned block
+    of their bytes and its mask; :class:`UnwritableText` when the lines are not ``n`` or
+    (``check``) one holds a carriage return or, within its text, ``sep``."""
+    blob = np.frombuffer(blob_bytes, dtype=np.uint8)
+    ends = np.flatnonzero(blob == ord("\n"))
+    if len(ends) != n or (check and ((blob == ord("\r")).any() or blob_bytes.count(sep.encode()) > n)):
+        raise UnwritableText()
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    lengths = ends - tail - starts
+    width = max(1, int(lengths.max()))
+    table = np.zeros((n, width), dtype=np.uint8)
+    used = np.arange(width) < lengths[:, None]
+    table[used] = blob[(starts[:, None] + np.arange(width))[used]]
+    return table, used
+
+
 def write_frames(frames: Iterable[pd.DataFrame], path: PathLike, fmt: str, encoding: Optional[str] = "utf-8",
                  float_format: str = "%.6g", header: Optional[bool] = None,
                  columns: Sequence[str] = RECS_COLUMNS,
@@ -208,6 +324,18 @@ def write_frames(frames: Iterable[pd.DataFrame], path: PathLike, fmt: str, encod
         return _write_parquet(frames, path, columns)
     header = fmt == "csv" if header is None else header
     n_rows = neutralised = 0
+    if fmt == "tsv" and not header:
+        # TSV is never quoted: the bytes to_csv would write, put together by numpy
+        with text_output(path, binary=True) as raw:
+            for frame in frames:
+                try:
+                    raw.write(delimited_bytes(frame, encoding or "utf-8", float_format=float_format))
+                except UnwritableText:  # to_csv says what is wrong, as it always did
+                    text = frame.to_csv(header=False, index=False, float_format=float_format, lineterminator="\n",
+                                        **text_format(fmt))
+                    raw.write(text.encode(encoding or "utf-8"))
+                n_rows += len(frame)
+        return n_rows
     with text_output(path, encoding=encoding) as fh:
         for frame in frames:
             if fmt == "csv":

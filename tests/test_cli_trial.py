@@ -228,7 +228,8 @@ def test_ctrl_c_in_train_and_prepare(files, tmp_path, command):
         target = "mrec_warp.models.warp:WARP.fit"
     else:
         args = ("prepare", files["train"], "-o", out / "split", "-q")
-        target = "pandas:DataFrame.to_csv"
+        # the split's first file written but not yet in place (its data being synced)
+        target = "os:fsync"
     line = interrupt(tmp_path, tmp_path / "ready", target, *args)
     # train is stopped before it writes; prepare while writing the split it names
     assert line == ("Error: interrupted" if command == "train" else f"Error: interrupted; removed the partial {out / 'split'}")

@@ -218,7 +218,8 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
     assert run("prepare", data["train"], "-o", split, "--seed", 1, "-q").exit_code == 0
     (split / "notes.txt").write_text("mine")
     before = {p.name: p.read_bytes() for p in split.iterdir()}
-    cmd = Command("pandas:DataFrame.to_csv", 1, "prepare", data["train"], "-o", split, "--seed", 2, "-q",
+    # held at the first file's sync: train.tsv written, not yet in place
+    cmd = Command("os:fsync", 1, "prepare", data["train"], "-o", split, "--seed", 2, "-q",
                   python_code=HOLD)
     cmd.wait_for_line("holding")
     assert any(name.startswith(".train.") for name in listing(split))  # train.tsv half replaced
@@ -230,8 +231,8 @@ def test_sigterm_mid_prepare_into_an_existing_split_keeps_it_whole(data, tmp_pat
 
 def test_a_signal_mid_prepare_says_which_splits_were_kept_and_which_removed(data, tmp_path):
     out = tmp_path / "new" / "splits"  # both folders made by the command
-    # held at split-1's train.tsv (to_csv: split-0's train, test, then split-1's train)
-    cmd = Command("pandas:DataFrame.to_csv", 3, "prepare", data["train"], "-o", out, "--num-splits", 3, "-q",
+    # held at split-1's train.tsv (files synced: split-0's train, test, summary, then split-1's train)
+    cmd = Command("os:fsync", 4, "prepare", data["train"], "-o", out, "--num-splits", 3, "-q",
                   python_code=HOLD)
     cmd.wait_for_line("holding")
     after = cmd.stop(signal.SIGTERM)

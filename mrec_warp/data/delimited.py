@@ -298,6 +298,9 @@ def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int
     # separator in an id must be reported, not read with its columns shifted.
     names = list(range(n_fields))
     try:
+        fast = _read_arrow(path, sep, skip, names, numeric, encoding) if fh is None else None
+        if fast is not None:
+            return fast
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pd.errors.ParserWarning)
             table = _read_csv(source, text_sep, skip, names, numeric, encoding, sep)
@@ -339,6 +342,59 @@ def _read_csv(source, text_sep: str, skip: int, names: List[int], numeric: Seque
         # tab here, but has no quoting
         quoting=csv.QUOTE_MINIMAL if quoted(sep) else csv.QUOTE_NONE, doublequote=True,
     )
+
+
+#: The dtype pandas' C parser gives a column read as text (``str`` from pandas 3, else object).
+_TEXT_DTYPE = pd.Series([""], dtype=str).dtype
+
+
+def _read_arrow(path: Path, sep: str, skip: int, names: List[int], numeric: Sequence[int],
+                encoding: str) -> Optional[pd.DataFrame]:
+    """The table as :func:`_read_csv` reads it, by pyarrow's multi-threaded CSV reader (about
+    10x faster on 10M rows), or ``None`` whenever the two could differ: pyarrow missing, a
+    compressed or non-UTF-8 file, a header below line 1, a delimiter of several characters,
+    a double quote anywhere in the file, any line pyarrow cannot split into exactly
+    ``len(names)`` fields (a short, long or blank-looking line) or a number it cannot
+    parse. Without quotes there is no quoting, so the file reads as the C parser reads
+    it, field for field; a file with quotes goes to the C parser, which applies the quoting
+    rules, and so does every fault, which it names by line."""
+    if encoding != "utf-8" or not quoted(sep) or sep in '"\r\n' or skip > 1 or path.suffix == ".gz":
+        return None
+    try:
+        import pyarrow as pa
+        from pyarrow import csv as pa_csv
+    except ImportError:
+        return None
+    with open(path, "rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":  # gzip under another name: the C parser's message names it
+            return None
+        fh.seek(0)
+        if any(b'"' in block for block in iter(lambda: fh.read(1 << 22), b"")):  # GB/s
+            return None
+    keys = [str(i) for i in names]
+    try:
+        table = pa_csv.read_csv(
+            str(path),
+            read_options=pa_csv.ReadOptions(column_names=keys, skip_rows=skip),
+            parse_options=pa_csv.ParseOptions(delimiter=sep, quote_char=False, escape_char=False,
+                                              newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={k: pa.float64() if i in numeric else pa.string() for i, k in zip(names, keys)},
+                null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False, check_utf8=True),
+        )
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    out = {}
+    for i, k in zip(names, keys):
+        column = table.column(k)
+        if i in numeric:
+            if column.null_count:
+                return None
+            out[i] = column.to_numpy()
+        else:
+            text = column.to_pandas()
+            out[i] = text if text.dtype == _TEXT_DTYPE else text.astype(_TEXT_DTYPE)
+    return pd.DataFrame(out, columns=names)
 
 
 def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
