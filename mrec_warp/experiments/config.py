@@ -54,6 +54,7 @@ from ..errors import InputError, spell_parameters
 from ..evaluation.beyond import GLOBAL_AT_K, PER_USER_AT_K
 from ..evaluation.result import AT_K_METRICS
 from ..evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION, DEFAULT_TEST, TESTS
+from ..models.declared import hyper_parameters
 from ..models.families import FAMILIES, takes_features, tunable_families
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
@@ -412,10 +413,13 @@ def _check_model_params(check: Checker, family: str, params: Dict[str, Any], tab
     """The family's own checks (:mod:`mrec_warp.models.params`) and train's, before any training."""
     cls = FAMILIES[family].cls
     defaults = cls().get_params() if hasattr(cls, "get_params") else {}
+    kinds = {p.name: p.type for p in hyper_parameters(cls)}
     for name, value in params.items():
         # a quoted number is a type fault: say so alone, without the range the family's check adds
+        # (a number parameter whose default is the word "auto" takes that word, no other text)
         default = defaults.get(name)
-        if isinstance(value, str) and isinstance(default, numbers.Real) and not isinstance(default, bool):
+        numeric = kinds.get(name) in (int, float) or (isinstance(default, numbers.Real) and not isinstance(default, bool))
+        if isinstance(value, str) and numeric and value != default:
             check.fail(f"{name} must be a number, got the text {value!r}", table, name,
                        f"write it without quotes: {name} = {value}")
         if isinstance(default, bool) and not isinstance(value, bool):
