@@ -51,9 +51,8 @@ from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..seeds import spawn_seed
 from ..workers import ClusterError, Workers, one_blas_thread
-from .early_stopping import HoldoutScorer, check_factor_memory, holdout_split, id_keys, sample_users
+from .early_stopping import HoldoutScorer, check_factor_memory, internal_holdout
 from .factor_model import factor_scores
-from .foldin import as_aligned_csr
 from .selection import describe, selected_names, value_of
 from .wrmf import LOST_HINT, WRMF, Rows, gram_sum, regularised_gram, solve_rows
 
@@ -398,13 +397,9 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
             _train(model, blocks, int(model.epochs), progress, "fit")
         model.best_epoch_ = int(model.epochs)
         return
-    user_keys = id_keys(getattr(model, "user_ids", None), n_users)
-    if validation is not None:
-        fit_part, held_out = csr, as_aligned_csr(validation, model, "validation")
-    else:
-        fit_part, held_out = holdout_split(csr, float(model.validation_fraction), rng, user_keys,
-                                           id_keys(getattr(model, "item_ids", None), n_items))
-    scored = sample_users(held_out, int(model.validation_users), rng, user_keys)
+    holdout = internal_holdout(model, csr, rng, validation)  # the local fit's split and scored users
+    fit_part, held_out, scored = holdout.fit, holdout.held_out, holdout.users
+    del holdout
     init_seed = spawn_seed(rng)
     model.init_state(n_users, n_items, np.random.default_rng(init_seed))
     with ClusterBlocks(client, fit_part, partitions, value_of(model, "factors"), held_out, scored, int(model.eval_k),
