@@ -34,6 +34,8 @@ from libc.stdlib cimport malloc, free, qsort
 from libc.string cimport memcpy
 from libc.math cimport fabs
 
+import numpy as np
+
 
 cdef int _descending(const void* a, const void* b) noexcept nogil:
     cdef uint64_t x = (<const uint64_t*> a)[0], y = (<const uint64_t*> b)[0]
@@ -207,82 +209,15 @@ def slim_block(
     """
     cdef int64_t n_items = g_diag.shape[0]
     cdef int64_t topk = out_idx.shape[1]
-    cdef int64_t j, p, q, k, n_cand, n_top, r
-    cdef int it
-    cdef double max_d, max_w
-    cdef int32_t* pos
-    cdef int32_t* cand
-    cdef int32_t* act
-    cdef int32_t* apos
-    cdef double* c
-    cdef double* w
-    cdef double* ga
-    cdef double* ca
-    cdef double* w0
-    cdef uint64_t* keys
     if topk < 1 or stop - start != out_idx.shape[0] or out_val.shape[0] != out_idx.shape[0] \
             or out_val.shape[1] != topk:
         raise ValueError("output arrays must be (stop - start, topk) with topk >= 1")
     if start < 0 or stop > n_items or start > stop:
         raise ValueError("item range out of bounds")
-    if g_indptr.shape[0] != n_items + 1:
-        raise ValueError("Gram matrix and diagonal disagree on the number of items")
-    with nogil:
-        pos = <int32_t*> malloc(n_items * sizeof(int32_t))
-        cand = <int32_t*> malloc(n_items * sizeof(int32_t))
-        act = <int32_t*> malloc(n_items * sizeof(int32_t))
-        apos = <int32_t*> malloc(n_items * sizeof(int32_t))
-        c = <double*> malloc(n_items * sizeof(double))
-        w = <double*> malloc(n_items * sizeof(double))
-        ca = <double*> malloc(n_items * sizeof(double))
-        w0 = <double*> malloc(n_items * sizeof(double))
-        ga = <double*> malloc(MAX_DENSE * MAX_DENSE * sizeof(double))
-        keys = <uint64_t*> malloc(n_items * sizeof(uint64_t))
-        if keys == NULL or pos == NULL or cand == NULL or act == NULL or apos == NULL or c == NULL or w == NULL \
-                or ca == NULL or w0 == NULL or ga == NULL:
-            free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
-            with gil:
-                raise MemoryError()
-        for k in range(n_items):
-            pos[k] = -1
-            apos[k] = -1
-        for j in range(start, stop):
-            r = j - start
-            # candidates: items co-occurring with j more than l1 times (see the docstring),
-            # strongest first: the first sweep's early coordinates then explain most of the
-            # column, and far fewer weak ones ever become (and pay for being) non-zero
-            n_cand = 0
-            for p in range(g_indptr[j], g_indptr[j + 1]):
-                k = g_indices[p]
-                if k != j and g_data[p] > l1:
-                    keys[n_cand] = _sort_key(g_data[p], <int32_t> k)
-                    n_cand += 1
-            qsort(keys, n_cand, sizeof(uint64_t), _descending)
-            for q in range(n_cand):
-                k = <int32_t> (<uint32_t> keys[q])
-                pos[k] = <int32_t> q
-                cand[q] = <int32_t> k
-                w[q] = 0.0
-            for p in range(g_indptr[j], g_indptr[j + 1]):  # c = G[:, j] - G w with w = 0
-                q = pos[g_indices[p]]
-                if q >= 0:
-                    c[q] = g_data[p]
-            for it in range(max_iter):
-                max_d = _full_sweep(g_indptr, g_indices, g_data, g_diag, cand, pos, c, w, n_cand, l1, l2, &max_w)
-                if max_d <= tol * max_w:
-                    break
-                _active_sweeps(g_indptr, g_indices, g_data, g_diag, cand, pos, c, w, n_cand, l1, l2,
-                               max_iter, tol, act, apos, ga, ca, w0)
-            n_top = 0
-            for q in range(n_cand):
-                if w[q] > 0.0:
-                    _insert_topk(&out_idx[r, 0], &out_val[r, 0], &n_top, topk, cand[q], <float> w[q])
-            for q in range(n_top, topk):
-                out_idx[r, q] = -1
-                out_val[r, q] = 0.0
-            for q in range(n_cand):
-                pos[cand[q]] = -1
-        free(pos); free(cand); free(act); free(apos); free(c); free(w); free(ca); free(w0); free(ga); free(keys)
+    # one setting's path: the same candidates (co-occurring more than l1 times) and sweeps
+    slim_path_block(g_indptr, g_indices, g_data, g_diag, np.arange(start, stop, dtype=np.int32),
+                    np.array([l1], dtype=np.float64), np.array([l2], dtype=np.float64), max_iter, tol,
+                    np.asarray(out_idx)[None], np.asarray(out_val)[None])
 
 
 def slim_path_block(
