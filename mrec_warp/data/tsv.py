@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import os
 import re
-from typing import Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import pandas as pd
@@ -93,7 +93,7 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
         if np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 62):
             frame = frame.assign(value=v.astype(np.int64))
     codec = output_encoding(encoding or df.attrs.get("encoding"))
-    ids = {"user": quote_leading_quotes, "item": quote_leading_quotes}
+    ids: Dict[str, Callable[[pd.Series], pd.Series]] = {"user": quote_leading_quotes, "item": quote_leading_quotes}
     try:
         with atomic_path(path) as tmp:
             if not os.path.isfile(tmp):

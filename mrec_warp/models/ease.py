@@ -238,7 +238,7 @@ class EASE(ItemSimilarity):
         fit = holdout.fit
         n_all = fit.shape[1]
         limit = n_all if self.max_items is None else min(int(self.max_items), n_all)
-        users = holdout.users
+        users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
         dtype = np.dtype(self.dtype)
         active = int(np.count_nonzero(np.diff(fit.indptr)))
         side, n = selection_plan(limit, active, len(users), fit.nnz, self._memory_limit(), dtype.itemsize)

@@ -713,9 +713,10 @@ class WRMF(FactorModel):
                  "alpha": float(self.alpha_)}
         grid = wrmf_search.candidates(fixed, names, explicit)
         # a factor count whose states would crowd the memory is left out (the first setting stays)
-        settings = grid[:1] + [s for s in grid[1:] if wrmf_search.fits_in_memory(*unit.shape, int(s["factors"]), 4)]
+        n_users, n_items = unit.shape
+        settings = grid[:1] + [s for s in grid[1:] if wrmf_search.fits_in_memory(n_users, n_items, int(s["factors"]), 4)]
         self.use_setting(settings[0])
-        check_factor_memory(self, *unit.shape)  # refused before any allocation, as without the search
+        check_factor_memory(self, n_users, n_items)  # refused before any allocation, as without the search
         clock = Stopwatch()
         users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
         winner, tried = wrmf_search.search(self, holdout.fit, holdout.held_out, users, settings, init_seed, rng,
@@ -724,12 +725,12 @@ class WRMF(FactorModel):
         chosen = dict(winner.values)
         self.use_setting(chosen)
         remember(self, {n: chosen[n] for n in names})
-        check_factor_memory(self, *unit.shape)
+        check_factor_memory(self, n_users, n_items)
         self.confidence_ = self.confidences(values, nnz)
         conf_csr = self._confidence_csr()
         if self.epochs is not None:  # a fixed count: on all the data, with the chosen setting
             progress.log(f"fitting on all training data for {int(self.epochs)} iterations")
-            self.init_state(*conf_csr.shape, np.random.default_rng(init_seed))
+            self.init_state(n_users, n_items, np.random.default_rng(init_seed))
             self.train_epochs(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
             self.best_epoch_ = int(self.epochs)
             return

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from ..data.confidence import describe_confidence
 from ..data.delimited import normalise_columns
@@ -29,6 +29,7 @@ from ..workers import check_backend
 from ..progress import SILENT, Progress, plural
 from .submodels import fit_submodels
 from ..models.partitioned_wrmf import fit_partitioned, fits_on_partitions
+from ..models.wrmf import WRMF
 from ..data.rows import DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, describe_counts
 from ..data.features import FeatureFiles
 from ._inputs import keep_encoding, load_interactions, load_params, load_validation, params_model
@@ -304,8 +305,8 @@ def run_train(
             _note_default_sub_models(progress)
         estimator = fit_submodels(data, estimator.get_params(), context, n_models=sub_models, random_state=seed,
                                   progress=progress)
-    elif partitions is not None:
-        fit_partitioned(estimator, data, context, partitions, progress=progress, use_values=data.has_values,
+    elif partitions is not None:  # a WRMF: check_partitioned refused the other families
+        fit_partitioned(cast(WRMF, estimator), data, context, partitions, progress=progress, use_values=data.has_values,
                         validation=load_validation(validation, data, rows) if validation else None)
     else:
         _fit(estimator, model_name, data, context, validation, rows, features, progress)
