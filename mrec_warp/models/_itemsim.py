@@ -22,7 +22,7 @@ from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .early_stopping import Holdout, HoldoutScorer, internal_holdout
-from .selection import Candidate, Stopwatch, best, describe, fixed_value, remember, report, selected_names
+from .selection import Candidate, Stopwatch, best, clearly_above, describe, fixed_value, remember, report, selected_names
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -363,11 +363,7 @@ def beyond_noise(tried: Sequence[Candidate], fixed: Optional[Candidate]) -> Cand
     top = best(tried)
     if fixed is None or top is fixed or "hits" not in top.extra or "hits" not in fixed.extra:
         return top
-    diff = (top.extra["hits"] - fixed.extra["hits"]).astype(np.float64)
-    if len(diff) < 2:
-        return fixed
-    se = diff.std(ddof=1) / np.sqrt(len(diff))
-    if diff.mean() > NOISE_SE * se:
+    if clearly_above(top.extra["hits"], fixed.extra["hits"], NOISE_SE):
         return top
     fixed.note = f"kept: {describe(top.values)} was within the hold-out's noise of it"
     return fixed

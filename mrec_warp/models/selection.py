@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..errors import InputError
 from ..progress import Progress
 from .declared import Param
@@ -132,6 +134,17 @@ def best(candidates: Sequence[Candidate]) -> Candidate:
         if c.score > top.score:
             top = c
     return top
+
+
+def clearly_above(hits: np.ndarray, fixed_hits: np.ndarray, z: float) -> bool:
+    """Whether a setting's per-user hits beat another's on the same users by more than ``z``
+    standard errors of the mean paired difference: a lead beyond the hold-out's noise (a
+    family keeps its fixed values otherwise)."""
+    d = np.asarray(hits, dtype=np.float64) - np.asarray(fixed_hits, dtype=np.float64)
+    if len(d) < 2:
+        return False
+    se = float(d.std(ddof=1)) / math.sqrt(len(d))
+    return float(d.mean()) > z * se
 
 
 def describe(values: Dict[str, Any]) -> str:

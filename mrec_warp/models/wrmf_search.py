@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from ..memory import available_bytes
 from .early_stopping import HoldoutScorer, id_keys, sample_users
-from .selection import Candidate, Stopwatch
+from .selection import Candidate, Stopwatch, clearly_above
 
 #: Iterations of a factor count's shared start, of each setting in rung 1, and of the
 #: promoted ones in rung 2 (the winner's early stopping then goes on from there).
@@ -228,7 +228,7 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
             c.note = f"stopped at rung 1 ({START + RUNG} iterations, {len(rung_users):,} users)"
     assert best_i is not None  # at least one setting is promoted
     if best_i != 0 and 0 in hits:
-        if not clearly_above(hits[best_i], hits[0]):
+        if not clearly_above(hits[best_i], hits[0], CHANGE_Z):
             tried[best_i].note += f"; not clearly above the fixed defaults (paired over {len(users):,} users)"
             best_i = 0
         elif final[best_i] - final[0] <= rise[0] - rise[best_i]:
@@ -275,16 +275,6 @@ def user_hits(scorer: HoldoutScorer) -> np.ndarray:
     match = np.zeros(len(keys), dtype=bool)
     match[found] = scorer.truth_keys[where[found]] == keys[found]
     return np.bincount(position[match], minlength=n)
-
-
-def clearly_above(hits: np.ndarray, fixed_hits: np.ndarray) -> bool:
-    """Whether a setting's hits beat the fixed defaults' on the same users by more than
-    :data:`CHANGE_Z` standard errors of the mean paired difference."""
-    d = hits.astype(np.float64) - fixed_hits.astype(np.float64)
-    if len(d) < 2:
-        return False
-    se = float(d.std(ddof=1)) / math.sqrt(len(d))
-    return float(d.mean()) > CHANGE_Z * se
 
 
 class PatienceFrom:
