@@ -334,19 +334,7 @@ def scored_candidate(values: Dict[str, Any], scorer: HoldoutScorer, score_fn: Ca
     """A candidate of ``values`` scored now by ``scorer``; its seconds are ``watch``'s, its
     ``extra["hits"]`` each scored user's hits (:func:`beyond_noise` compares them)."""
     score = scorer(score_fn)
-    return Candidate(dict(values), score, watch.seconds, note, {"hits": user_hits(scorer)})
-
-
-def user_hits(scorer: HoldoutScorer) -> np.ndarray:
-    """Each scored user's hits in the top-k of the scorer's last call."""
-    n = len(scorer.users)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    keys = np.arange(n, dtype=np.int64)[:, None] * scorer.n_items + scorer.items
-    where = np.minimum(np.searchsorted(scorer.truth_keys, keys), max(len(scorer.truth_keys) - 1, 0))
-    found = (scorer.items >= 0) & (scorer.truth_keys[where] == keys) if len(scorer.truth_keys) else \
-        np.zeros(keys.shape, dtype=bool)
-    return found.sum(axis=1)
+    return Candidate(dict(values), score, watch.seconds, note, {"hits": scorer.user_hits()})
 
 
 #: Standard errors of the paired difference of the users' hits by which a candidate must beat

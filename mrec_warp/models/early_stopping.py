@@ -275,12 +275,20 @@ class HoldoutScorer:
                 self._calls(score_fn, 0)
             else:
                 thread_map(lambda t: self._calls(score_fn, t), [(t,) for t in range(self.n_jobs)], self.n_jobs)
-        valid = self.items >= 0
-        keys = (np.repeat(np.arange(n, dtype=np.int64), self.k) * self.n_items + self.items.ravel())[valid.ravel()]
+        return int(self.user_hits().sum()) / (self.k * n)
+
+    def user_hits(self) -> np.ndarray:
+        """Each scored user's hits in the top k of the last call (what a choice between two
+        settings compares user by user: :func:`~mrec_warp.models.selection.clearly_above`)."""
+        n = len(self.users)
+        valid = (self.items >= 0).ravel()
+        position = np.repeat(np.arange(n, dtype=np.int64), self.k)[valid]
+        keys = position * self.n_items + self.items.ravel()[valid]
         where = np.searchsorted(self.truth_keys, keys)
         found = where < len(self.truth_keys)
-        hits = int(np.count_nonzero(self.truth_keys[where[found]] == keys[found]))
-        return hits / (self.k * n)
+        match = np.zeros(len(keys), dtype=bool)
+        match[found] = self.truth_keys[where[found]] == keys[found]
+        return np.bincount(position[match], minlength=n)
 
 
 def holdout_scorer(fit_part: sp.csr_matrix, val: sp.csr_matrix, users: np.ndarray, k: int,

@@ -207,7 +207,7 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
             else:
                 model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
                 final[i] = scorer2(model.score_users)
-            hits[i] = user_hits(scorer2)
+            hits[i] = scorer2.user_hits()
             # how much it still rose over rung 2, on rung 1's users
             rise[i] = (scorer1(model.score_users) - tried[i].score) if scorer2 is not scorer1 else \
                 final[i] - tried[i].score
@@ -262,19 +262,6 @@ class FixedTrace:
             if score > self.score:
                 self.score, self.epoch, self.snapshot = score, int(model.epochs_done_), model.snapshot()
         return score
-
-
-def user_hits(scorer: HoldoutScorer) -> np.ndarray:
-    """Each scored user's hits in the top k of ``scorer``'s last call (its ``items``)."""
-    n = len(scorer.users)
-    valid = (scorer.items >= 0).ravel()
-    position = np.repeat(np.arange(n, dtype=np.int64), scorer.k)[valid]
-    keys = position * scorer.n_items + scorer.items.ravel()[valid]
-    where = np.searchsorted(scorer.truth_keys, keys)
-    found = where < len(scorer.truth_keys)
-    match = np.zeros(len(keys), dtype=bool)
-    match[found] = scorer.truth_keys[where[found]] == keys[found]
-    return np.bincount(position[match], minlength=n)
 
 
 class PatienceFrom:
