@@ -50,6 +50,7 @@ setup(
             extension("als"),
             extension("slim"),
             extension("topk"),
+            extension("itemsim"),
         ],
         compiler_directives={
             "language_level": 3,

@@ -11,12 +11,14 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
-from mrec_warp.models._itemsim import SELECTION_SEED, beyond_noise, ranked_top_k, top_k_per_row, truncate_rows
+from mrec_warp.kernels.itemsim import history_times_weights
+from mrec_warp.models._itemsim import (SELECTION_SEED, RankedWeights, beyond_noise, history_scores, keep_classes,
+                                       nested_top_k, top_k_by_blocks)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
 from mrec_warp.models.selection import Candidate
-from mrec_warp.progress import Progress
+from mrec_warp.progress import SILENT, Progress
 
 from .conftest import planted_low_rank
 
@@ -169,17 +171,65 @@ def test_train_and_info_show_what_auto_chose(tmp_path):
             assert json.dumps(getattr(model, param + "_")) in res.output
 
 
-def test_sparse_ranking_keeps_what_the_fit_keeps_at_every_count():
-    rng = np.random.default_rng(0)
-    dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1  # no ties; some negatives
-    ranked, ranks = ranked_top_k(sp.csr_matrix(dense[5:25]), 5, 12)
-    for k in (1, 3, 12):
-        rows = dense[5:25].copy()
-        rows[np.arange(20), np.arange(5, 25)] = 0.0
-        expected = top_k_per_row(rows, k)
-        got = truncate_rows(ranked, ranks, k)
+def largest_by_rule(row: np.ndarray, own: int, k: int) -> set:
+    """The reference: a row's ``k`` largest positive entries, its own column excluded, ties
+    at the k-th value to the lowest column (the order a sorted CSR row stores them)."""
+    cols = [j for j in range(len(row)) if row[j] > 0 and j != own]
+    cols.sort(key=lambda j: (-row[j], j))
+    return set(cols[:k])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nested_top_k_keeps_each_rows_largest_at_every_count_ties_to_the_first_stored(seed):
+    rng = np.random.default_rng(seed)
+    # few distinct values: many ties at every threshold; negatives and zeros never kept
+    dense = rng.integers(-2, 5, size=(30, 50)).astype(np.float64) * (rng.random((30, 50)) < 0.7)
+    counts = [1, 3, 8, 20, 60]  # 60: more than a row has
+    block = sp.csr_matrix(dense)
+    weights, classes = nested_top_k(block, 7, counts)
+    assert weights.dtype == np.float32 and weights.shape == block.shape
+    for c, k in enumerate(counts):
+        cut = keep_classes(weights, classes, c)
+        for r in range(dense.shape[0]):
+            got = set(cut.indices[cut.indptr[r]:cut.indptr[r + 1]].tolist())
+            assert got == largest_by_rule(dense[r], 7 + r, k), (k, r)
+            assert np.array_equal(cut[r].toarray().ravel()[sorted(got)], dense[r, sorted(got)].astype(np.float32))
+
+
+def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():
+    rng = np.random.default_rng(3)
+    dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1
+    rows = RankedWeights.build(lambda a, b: sp.csr_matrix(dense[a:b]), 40, [2, 5, 12], 0.01, SILENT, "")
+    for k in (2, 5, 12):
+        fit = top_k_by_blocks(lambda a, b: sp.csr_matrix(dense[a:b]), 40, k, 0.01, 1, SILENT, "")
+        got = rows.top(k)
         got.sort_indices()
-        assert (got != expected).nnz == 0
+        assert (got != fit).nnz == 0
+
+
+def test_history_scores_of_sparse_weights_are_the_dense_product():
+    rng = np.random.default_rng(4)
+    hist = sp.random(25, 30, density=0.2, format="csr", random_state=5, dtype=np.float32)
+    W = sp.random(30, 30, density=0.3, format="csr", random_state=6, dtype=np.float32)
+    got = history_scores(hist, W, None, 30)
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, (hist @ W).toarray(), rtol=1e-6, atol=1e-7)
+    kept = np.sort(rng.choice(40, size=30, replace=False))
+    spread = history_scores(sp.random(25, 40, density=0.2, format="csr", random_state=7, dtype=np.float32), W,
+                            kept, 40)
+    assert np.isnan(np.delete(spread, kept, axis=1)).all()
+
+
+def test_the_scoring_kernel_refuses_indices_outside_its_arrays():
+    hist = sp.csr_matrix(np.array([[1.0, 0.0, 1.0]], dtype=np.float32))
+    W = sp.csr_matrix(np.eye(2, dtype=np.float32))  # 2 rows: history item 2 is not one of them
+    with pytest.raises(ValueError, match="not a row of the weights"):
+        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W.indptr.astype(np.int64),
+                              W.indices, W.data, np.zeros((1, 2), np.float32))
+    W3 = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 1, 5], np.int32), np.array([0, 1, 2, 3])), shape=(3, 6))
+    with pytest.raises(ValueError, match="not a scored item"):
+        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W3.indptr.astype(np.int64),
+                              W3.indices, W3.data, np.zeros((1, 3), np.float32))
 
 
 @pytest.mark.parametrize("shape", [(150, 60), (60, 150)])

@@ -10,7 +10,9 @@ over threads) and what they are for:
   positives and WARP's rank weights.
 * :mod:`~mrec_warp.kernels.als` -- WRMF's per-row least-squares solves.
 * :mod:`~mrec_warp.kernels.slim` -- SLIM's per-item coordinate descent.
-* :mod:`~mrec_warp.kernels.topk` -- top-k per row of a score block, seen items skipped.
+* :mod:`~mrec_warp.kernels.topk` -- top-k per row of a score block, seen items skipped; each
+  item's largest weights at several counts.
+* :mod:`~mrec_warp.kernels.itemsim` -- item-item scores: histories times sparse weights, dense.
 
 What they share, compiled into each one that cimports it (inline, no call cost):
 ``rng.pxd`` (xoshiro256** and splitmix64), ``vectors.pxd`` (dot, prefetch, norm clip),

@@ -17,12 +17,14 @@ import scipy.sparse as sp
 
 from ..data.npz import check_counts, check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
 from ..errors import InputError
+from ..kernels.itemsim import history_times_weights
+from ..kernels.topk import top_k_classes
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .early_stopping import Holdout, HoldoutScorer, internal_holdout
-from .selection import Candidate, Stopwatch, best, clearly_above, describe, fixed_value, remember, report, selected_names
+from .selection import Candidate, Stopwatch, best, clearly_above, describe, fixed_value, remember, report, selected_names, walk
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -287,9 +289,15 @@ def history_scores(hist: sp.csr_matrix, weights, kept: Optional[np.ndarray], n_i
     item); when ``W`` covers only ``kept`` items, the others score NaN (never ranked)."""
     if kept is not None:
         hist = hist[:, kept]
-    prod = hist @ weights
-    scores = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
-    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    if sp.issparse(weights):
+        hist = sp.csr_matrix(hist)
+        scores = np.empty((hist.shape[0], weights.shape[1]), dtype=np.float32)
+        history_times_weights(hist.indptr.astype(np.int64, copy=False), hist.indices.astype(np.int32, copy=False),
+                              hist.data.astype(np.float32, copy=False), weights.indptr.astype(np.int64, copy=False),
+                              weights.indices.astype(np.int32, copy=False),
+                              weights.data.astype(np.float32, copy=False), scores)
+    else:
+        scores = np.ascontiguousarray(hist @ weights, dtype=np.float32)
     return scores if kept is None else _spread(scores, kept, n_items)
 
 
@@ -316,8 +324,10 @@ def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] =
     a cold row)."""
     counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
     n = weights.shape[0]
-    if sp.issparse(weights) and weights.nnz > n * n // 8 and n * n <= DENSE_SCORING_ENTRIES:
-        weights = weights.toarray()  # a history times dense rows: faster than a sparse product this full
+    if sp.issparse(weights) and weights.nnz > n * n // 5 and n * n <= DENSE_SCORING_ENTRIES:
+        # a history times dense rows: faster than the sparse rows' kernel from about a fifth
+        # full (ml-100k, syn-counts, mls-4: scripts/bench_defaults.py's sets)
+        weights = weights.toarray()
 
     def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         scores = popular_when_cold(history_scores(history[rows], weights, kept, history.shape[1]), counts)
@@ -376,162 +386,114 @@ def _as_weights(weights, n_items: int):
     return weights
 
 
-def top_k_per_row(block: np.ndarray, k: int) -> sp.csr_matrix:
-    """The ``k`` largest positive entries of each row of a dense block, as CSR.
+def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matrix, np.ndarray]:
+    """Each row's largest positive entries of a sparse block of weights, at every count.
 
-    Zeros and negatives are never kept, so a row with fewer than ``k`` positive entries
-    keeps fewer. Ties at the k-th value are broken arbitrarily (``argpartition``).
+    Row ``r`` is item ``start + r`` and never keeps its own column. For each count ``k`` of
+    ``counts`` (ascending, distinct), a row keeps its ``k`` largest positive entries (all of
+    them when it has fewer; ties at the k-th value go to the entry stored first), and the
+    sets nest. Returns the largest count's weights (float32 CSR, entries in stored order,
+    indices unsorted) and each entry's class: the index in ``counts`` of the smallest count
+    that keeps it (:func:`keep_classes` cuts the weights of any of the counts).
     """
+    block = sp.csr_matrix(block)
     n_rows, n_cols = block.shape
-    k = min(int(k), n_cols)
-    if k <= 0 or n_rows == 0:
-        return sp.csr_matrix((n_rows, n_cols), dtype=np.float32)
-    if k < n_cols:
-        cols = np.argpartition(-block, k - 1, axis=1)[:, :k]
-    else:
-        cols = np.broadcast_to(np.arange(n_cols), (n_rows, n_cols))
-    vals = np.take_along_axis(block, cols, axis=1)
-    keep = vals > 0
-    rows = np.broadcast_to(np.arange(n_rows)[:, None], cols.shape)
-    out = sp.csr_matrix((vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=(n_rows, n_cols))
-    out.sort_indices()
-    return out
+    counts_arr = np.asarray(counts, dtype=np.int64)
+    per_row = np.diff(block.indptr)
+    room = int(np.minimum(per_row, counts_arr[-1]).sum())
+    indices = np.empty(room, dtype=np.int32)
+    data = np.empty(room, dtype=np.float32)
+    classes = np.empty(room, dtype=np.uint8)
+    written = np.zeros(n_rows, dtype=np.int64)
+    work = np.empty(max(1, int(per_row.max(initial=0))), dtype=np.float64)
+    top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
+                  np.ascontiguousarray(block.data, dtype=np.float64), int(start), counts_arr, indices, data, classes,
+                  written, work)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(written, out=indptr[1:])
+    total = int(indptr[-1])
+    weights = sp.csr_matrix((data[:total].copy(), indices[:total].copy(), indptr), shape=(n_rows, n_cols))
+    return weights, classes[:total].copy()
 
 
-def top_k_by_blocks(rows: Callable[[int, int], np.ndarray], n_items: int, k: int, memory_mb: float, n_jobs,
-                    progress: Progress, desc: str) -> sp.csr_matrix:
-    """``W`` (n_items x n_items CSR) built a block of source items at a time, on threads.
+def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int,
+                 rows: Optional[np.ndarray] = None) -> sp.csr_matrix:
+    """The entries of :func:`nested_top_k`'s ``weights`` whose class is at most ``last``:
+    the weights at ``counts[last]`` neighbours, float32 CSR (``rows``: each entry's row,
+    when the caller keeps them for several cuts)."""
+    keep = classes <= last
+    if rows is None:
+        rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
+    indptr = np.zeros(weights.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=weights.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((weights.data[keep], weights.indices[keep], indptr), shape=weights.shape)
 
-    ``rows(start, stop)`` returns the dense float64 rows ``start:stop`` over every item; each
-    row's own item is zeroed (never your own neighbour) and its ``k`` largest positive
-    entries are kept (:func:`top_k_per_row`). A block and its ``argpartition`` stay within
-    ``memory_mb``; with several threads, a few blocks per thread so that every one has work
-    to the end (sparse products and the top-k selection release the GIL).
-    """
+
+def _blocks(n_items: int, memory_mb: float, workers: int = 1) -> List[Tuple[int, int]]:
+    """Item ranges ``(start, stop)`` whose weights rows fit ``memory_mb`` each (a sparse
+    product's entries, at worst every item of a row, with scipy's working copy), a few per
+    worker so that every one has work to the end."""
     block = int(max(1, min(n_items, memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-    workers = effective_n_jobs(n_jobs)
     if workers > 1:
         block = max(1, min(block, -(-n_items // (4 * workers))))
-    starts = list(range(0, n_items, block))
+    return [(s, min(s + block, n_items)) for s in range(0, n_items, block)]
 
-    def run(start: int) -> sp.csr_matrix:
-        stop = min(start + block, n_items)
-        dense = rows(start, stop)
-        dense[np.arange(stop - start), np.arange(start, stop)] = 0.0
-        return top_k_per_row(dense, k)
 
+def top_k_by_blocks(rows: Callable[[int, int], sp.csr_matrix], n_items: int, k: int, memory_mb: float, n_jobs,
+                    progress: Progress, desc: str) -> sp.csr_matrix:
+    """``W`` (n_items x n_items CSR): each item's ``k`` largest positive weights (its own
+    excluded, :func:`nested_top_k`), built a block of items at a time, on threads.
+
+    ``rows(start, stop)`` returns the sparse float64 weights of items ``start:stop`` over
+    every item. Sparse products and the selection kernel release the GIL.
+    """
+    def run(start: int, stop: int) -> sp.csr_matrix:
+        return nested_top_k(rows(start, stop), start, [max(1, int(k))])[0]
+
+    blocks = _blocks(n_items, memory_mb, effective_n_jobs(n_jobs))
     with Workers("threads", n_jobs=n_jobs) as be:
-        parts = list(progress.iterate(be.map(run, [(s,) for s in starts]), total=len(starts), desc=desc, unit="block"))
+        parts = list(progress.iterate(be.map(run, blocks), total=len(blocks), desc=desc, unit="block"))
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
 
 
-def truncate_rows(ranked: sp.csr_matrix, ranks: np.ndarray, k: int) -> sp.csr_matrix:
-    """The ``k`` largest entries of each row of :func:`ranked_top_k`'s matrix, as float32 CSR (what the fit keeps with ``k``
-    neighbours, up to ties at the k-th value; the entries stay in rank order)."""
-    keep = ranks < k
-    counts = np.minimum(np.diff(ranked.indptr), int(k))
-    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return sp.csr_matrix((ranked.data[keep].astype(np.float32, copy=False), ranked.indices[keep], indptr),
-                         shape=ranked.shape)
-
-
-def ranked_top_k(block: sp.csr_matrix, start: int, k: int) -> Tuple[sp.csr_matrix, np.ndarray]:
-    """The ``k`` largest positive entries of each row of a sparse block of source items
-    ``start..`` (its own item excluded), each row ordered largest first, and their ranks.
-
-    What :func:`top_k_per_row` keeps of the same rows densified (up to ties at the k-th
-    value), without the dense rows: the work is the block's stored entries, not
-    ``rows x n_items``. The result's entries stay in rank order: a mask of the ranks
-    (:func:`truncate_rows`) gives the top of every row for any smaller ``k``."""
-    block = sp.csr_matrix(block)
-    n_rows = block.shape[0]
-    rows = np.repeat(np.arange(n_rows), np.diff(block.indptr))
-    keep = (block.data > 0) & (block.indices != rows + start)
-    data, cols, rows = block.data[keep].astype(np.float32), block.indices[keep], rows[keep]
-    # one sort by row, then by value, largest first: a positive float32's bits order as its value
-    key = (rows.astype(np.uint64) << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - data.view(np.uint32).astype(np.uint64))
-    order = np.argsort(key, kind="stable")
-    data, cols, rows = data[order], cols[order], rows[order]
-    counts = np.bincount(rows, minlength=n_rows)
-    ranks = np.arange(len(data)) - np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    top = ranks < k
-    kept_counts = np.minimum(counts, k)
-    indptr = np.concatenate(([0], np.cumsum(kept_counts))).astype(np.int64)
-    ranked = sp.csr_matrix((data[top], cols[top], indptr), shape=block.shape)
-    return ranked, ranks[top]
-
-
-def stack_ranked(parts: Sequence[Tuple[sp.csr_matrix, np.ndarray]], n_items: int) -> Tuple[sp.csr_matrix, np.ndarray]:
-    """The blocks of :func:`ranked_top_k`, one under the other, their entries' order kept."""
-    if not parts:
-        return sp.csr_matrix((0, n_items), dtype=np.float32), np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum([0] + [p.nnz for p, _ in parts])
-    indptr = np.concatenate([[0]] + [p.indptr[1:] + off for (p, _), off in zip(parts, offsets[:-1])])
-    n_rows = sum(p.shape[0] for p, _ in parts)
-    ranked = sp.csr_matrix((np.concatenate([p.data for p, _ in parts]), np.concatenate([p.indices for p, _ in parts]),
-                            indptr.astype(np.int64)), shape=(n_rows, n_items))
-    return ranked, np.concatenate([r for _, r in parts])
-
-
-def ranked_by_blocks(rows: Callable[[int, int], sp.csr_matrix], n_items: int, k: int, memory_mb: float,
-                     progress: Progress, desc: str) -> Tuple[sp.csr_matrix, np.ndarray]:
-    """:func:`top_k_by_blocks` from sparse rows (``rows(start, stop)``: CSR), ranked
-    (:func:`ranked_top_k`): the weights of the largest ``k`` once, every smaller one a mask."""
-    block = int(max(1, min(n_items, memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-    parts = [ranked_top_k(rows(s, min(s + block, n_items)), s, k)
-             for s in progress.iterate(range(0, n_items, block), total=-(-n_items // block), desc=desc, unit="block",
-                                       lines=False)]
-    return stack_ranked(parts, n_items)
-
-
 class RankedWeights:
-    """Each item's largest weights at a neighbour count, from which the weights at any
-    smaller count follow without a second pass over the items (:meth:`top`): the hold-out's
-    candidates of ``neighbours``.
-
-    Dense for a catalogue of at most :data:`DENSE_SCORING_ENTRIES` item pairs (the rows the
-    fit computes, all at once, each sorted once), else sparse (:func:`ranked_top_k` per block
-    of items, a count is a mask of the ranks): the fit's weights either way, up to ties at the
-    k-th value (which the fit breaks arbitrarily).
+    """Each item's largest weights at several neighbour counts, from one pass over the
+    items (:func:`nested_top_k`): the hold-out's candidates of ``neighbours``, each the
+    fit's weights at its count (the same entries, ties included).
     """
 
-    def __init__(self, dense: Optional[np.ndarray] = None, ranked: Optional[sp.csr_matrix] = None,
-                 ranks: Optional[np.ndarray] = None) -> None:
-        self.dense = dense
-        self.order = None if dense is None else np.argsort(-dense, axis=1)
-        self.ranked = ranked
-        self.ranks = ranks
+    def __init__(self, weights: sp.csr_matrix, classes: np.ndarray, counts: Sequence[int]) -> None:
+        self.weights = weights
+        self.classes = classes
+        self.counts = [int(k) for k in counts]
+        self.rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
 
     @classmethod
-    def build(cls, dense_rows: Callable[[int, int], np.ndarray], sparse_rows: Callable[[int, int], sp.csr_matrix],
-              n_items: int, k: int, memory_mb: float, progress: Progress, desc: str) -> "RankedWeights":
-        """The rows' ``k`` largest positive entries (each item's own excluded), from the dense
-        rows of a small catalogue, else from the sparse ones a block at a time."""
-        if n_items * n_items <= DENSE_SCORING_ENTRIES:
-            dense = dense_rows(0, n_items)
-            dense[np.diag_indices(n_items)] = 0.0  # as top_k_by_blocks: never your own neighbour
-            return cls(dense=dense)
-        return cls(*((None,) + ranked_by_blocks(sparse_rows, n_items, k, memory_mb, progress, desc)))
+    def build(cls, rows: Callable[[int, int], sp.csr_matrix], n_items: int, counts: Sequence[int], memory_mb: float,
+              progress: Progress, desc: str) -> "RankedWeights":
+        """The rows' largest positive entries (each item's own excluded) at every count of
+        ``counts``, a block of items at a time."""
+        ordered = sorted({max(1, int(k)) for k in counts})
+        parts = [nested_top_k(rows(start, stop), start, ordered)
+                 for start, stop in progress.iterate(_blocks(n_items, memory_mb), desc=desc, unit="block",
+                                                     lines=False)]
+        if not parts:
+            return cls(sp.csr_matrix((0, n_items), dtype=np.float32), np.zeros(0, dtype=np.uint8), ordered)
+        weights = sp.vstack([w for w, _ in parts], format="csr")
+        return cls(weights, np.concatenate([c for _, c in parts]), ordered)
 
-    def top(self, k: int):
-        """The weights the fit keeps with ``k`` neighbours, float32: CSR, or a dense array
-        for a small catalogue (what the hold-out's scoring multiplies fastest)."""
-        if self.dense is None:
-            return truncate_rows(self.ranked, self.ranks, k)
-        cols = self.order[:, :max(1, min(int(k), self.dense.shape[1]))]
-        vals = np.take_along_axis(self.dense, cols, axis=1).astype(np.float32)
-        out = np.zeros(self.dense.shape, dtype=np.float32)
-        np.put_along_axis(out, cols, np.maximum(vals, 0.0), axis=1)  # only positive weights are kept
-        return out
+    def top(self, k: int) -> sp.csr_matrix:
+        """The weights the fit keeps with ``k`` neighbours (one of the counts built), float32 CSR."""
+        return keep_classes(self.weights, self.classes, self.counts.index(max(1, int(k))), self.rows)
 
 
 def kinds_affordable(history: sp.csr_matrix) -> bool:
     """Whether the hold-out can afford every kind of weights (item-kNN's similarities,
-    RP3beta's betas), each a pass over the items' co-occurrences: on a small catalogue (the
-    dense rows, :data:`DENSE_SCORING_ENTRIES`) or where items co-occur sparsely (``sum_u
-    n_u^2`` at most an eighth of the items squared), a pass costs a fraction of the fit's
-    dense blocks; on a large catalogue that co-occurs densely each one costs about a fit, so
-    only the given kind is tried (and the neighbour count chosen)."""
+    RP3beta's betas), each one pass over the items' co-occurrences, about one fit: on a small
+    catalogue (at most :data:`DENSE_SCORING_ENTRIES` item pairs) or where items co-occur
+    sparsely (``sum_u n_u^2`` at most an eighth of the items squared) a pass is cheap; on a
+    large catalogue that co-occurs densely (MovieLens' 9k films rated by few users) only the
+    given kind is tried, and the neighbour count chosen."""
     n = history.shape[1]
     per_user = np.diff(history.indptr).astype(np.float64)
     return n * n <= DENSE_SCORING_ENTRIES or float((per_user ** 2).sum()) <= n * n / 8
@@ -539,17 +501,17 @@ def kinds_affordable(history: sp.csr_matrix) -> bool:
 
 def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights], counts: Sequence[int],
                     values: Callable[[Any, int], Dict[str, Any]], history: sp.csr_matrix, scorer: HoldoutScorer,
-                    finish: Optional[Callable[[Any], Any]] = None, walk: bool = False) -> List[Candidate]:
+                    finish: Optional[Callable[[Any], Any]] = None, ordered_kinds: bool = False) -> List[Candidate]:
     """The hold-out's candidates of a family whose weights are each item's largest ones of
     some kind (item-kNN's similarity, RP3beta's beta): the kinds at the first count, then
-    the other counts with the best kind beyond the noise (:func:`beyond_noise`; a search one
-    parameter at a time, the fixed values first; the first kind alone where the others are not
-    affordable, :func:`kinds_affordable`). ``walk``: the kinds are ordered values, the first
-    one among them (RP3beta's betas): the search walks from it down the list while the
-    hold-out's precision rises, else up, as EASE walks its ``l2``. Each kind is built once at
-    the largest count (``build(kind)``); a smaller count is a mask of it. ``values(kind,
-    count)``: the candidate's selected values; ``finish``: what the fit does to the kept
-    weights (RP3beta's row scaling)."""
+    the other counts with the best kind beyond the noise (:func:`beyond_noise`): a search one
+    parameter at a time, the fixed values first (the first kind alone where the others are
+    not affordable, :func:`kinds_affordable`). With ``ordered_kinds`` (RP3beta's betas) the
+    kinds are walked from the first one (:func:`~mrec_warp.models.selection.walk`): down
+    while the hold-out's precision rises, else up. Each kind is built once at every count
+    (``build(kind)``, :class:`RankedWeights`), so a count costs only its scoring;
+    ``values(kind, count)``: the candidate's selected values; ``finish``: what the fit does to
+    the kept weights (RP3beta's row scaling)."""
     finish = finish or (lambda w: w)
     first = kinds[0]
     if not kinds_affordable(history):
@@ -559,35 +521,30 @@ def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights],
     built: Dict[int, RankedWeights] = {}  # the fixed kind's and the one in force: no more in memory
     chosen = 0
 
-    def evaluate(kind: Any) -> float:
+    def score(kind: Any, ranked: RankedWeights, k: int, watch: Stopwatch) -> float:
+        tried.append(scored_candidate(values(kind, k), scorer, weights_scorer(history, finish(ranked.top(k))), watch))
+        return tried[-1].score
+
+    def evaluate_kind(kind: Any) -> float:
         nonlocal built, chosen
-        watch = Stopwatch()
+        watch = Stopwatch()  # the build is the kind's cost
         i = len(tried)
         built[i] = build(kind)
-        tried.append(scored_candidate(values(kind, counts[0]), scorer,
-                                      weights_scorer(history, finish(built[i].top(counts[0]))), watch))
         tried_kinds.append(kind)
+        score(kind, built[i], counts[0], watch)
         chosen = tried.index(beyond_noise(tried, tried[0]))
         built = {j: r for j, r in built.items() if j in (0, chosen)}
         return tried[-1].score
 
-    if walk and len(kinds) > 1:
+    if ordered_kinds and len(kinds) > 1:
         order = sorted(kinds)
-        start = order.index(first)
-        last = evaluate(first)
-        for direction in (-1, 1):
-            i, previous = start + direction, last
-            while 0 <= i < len(order) and evaluate(order[i]) > previous:
-                previous, i = tried[-1].score, i + direction
-            if i - direction != start:  # it rose this way: the other way is not walked
-                break
+        walk(len(order), order.index(first), lambda i: evaluate_kind(order[i]))
     else:
         for kind in kinds:
-            evaluate(kind)
+            evaluate_kind(kind)
     kind, ranked = tried_kinds[chosen], built[chosen]
-    for k in counts[1:]:
-        watch = Stopwatch()
-        tried.append(scored_candidate(values(kind, k), scorer, weights_scorer(history, finish(ranked.top(k))), watch))
+    for k in counts[1:]:  # every count: cheap once the kind is built, and not unimodal on every set
+        score(kind, ranked, k, Stopwatch())
     return tried
 
 

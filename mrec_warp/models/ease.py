@@ -41,7 +41,7 @@ from ..progress import Progress
 from ._itemsim import ItemSimilarity, popular_when_cold, scored_candidate, weights_scorer
 from .declared import Param, n_jobs_param
 from .early_stopping import VALIDATION_USERS, Holdout, HoldoutScorer
-from .selection import AUTO, Candidate, Stopwatch, select_param, selected_names, value_of
+from .selection import AUTO, Candidate, Stopwatch, select_param, selected_names, value_of, walk
 from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
@@ -257,24 +257,15 @@ class EASE(ItemSimilarity):
                      f"the {side}' side)")
 
         tried: List[Candidate] = []
-        scores: Dict[int, float] = {}
 
         def evaluate(i: int) -> float:
             step = Stopwatch()
             with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
                 score_fn = make(L2_GRID[i])
             tried.append(scored_candidate({"l2": L2_GRID[i]}, scorer, score_fn, step))
-            scores[i] = tried[-1].score
-            return scores[i]
+            return tried[-1].score
 
-        start = L2_GRID.index(FIXED_L2)
-        evaluate(start)
-        for direction in (-1, 1):
-            i, last = start + direction, scores[start]
-            while 0 <= i < len(L2_GRID) and evaluate(i) > last:
-                last, i = scores[i], i + direction
-            if i - direction != start:  # it rose this way: the other way is not walked
-                break
+        walk(len(L2_GRID), L2_GRID.index(FIXED_L2), evaluate)
         tried[0].seconds += watch.seconds - sum(c.seconds for c in tried)  # the shared preparation
         return tried
 

@@ -15,10 +15,10 @@ item's user count, ``N``: the number of items):
     popular items.
 
 The similarity matrix is built ``block`` target items at a time: one sparse product
-``V[:, block]' V`` per block, densified within a memory budget, from which each item's
-``neighbours`` largest positive similarities (itself excluded) are kept. A full dense items
-x items matrix is never held unless it fits the budget. Blocks run on the execution
-backend's threads (sparse products and the top-k selection release the GIL).
+``V[:, block]' V`` per block, within a memory budget, from whose stored entries a selection
+kernel keeps each item's ``neighbours`` largest positive similarities (itself excluded); no
+row is densified. Blocks run on the execution backend's threads (sparse products and the
+selection release the GIL).
 """
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ class ItemKNN(ItemSimilarity):
     bm25_k1, bm25_b : float
         BM25's saturation and length normalisation (implicit's defaults, 1.2 and 0.75).
     memory_mb : float
-        Budget for one block of dense similarities per worker; the block size follows.
+        Budget for one block of similarities per worker (every item of a row counted, as
+        if dense); the block size follows.
     select : bool
         Choose the parameters left at ``"auto"`` on the internal hold-out (10% of each
         user's items, up to 5,000 users scored by precision@10), then fit on all the data;
@@ -97,7 +98,7 @@ class ItemKNN(ItemSimilarity):
               tune=("log0", 1.0, 100.0)),
         Param("bm25_k1", float, 1.2, "BM25's saturation.", low=0, tune=True, option=False),
         Param("bm25_b", float, 0.75, "BM25's length normalisation.", low=0, high=1, tune=True, option=False),
-        Param("memory_mb", float, 256.0, "Budget in MB for one block of dense similarities per worker.", low=0,
+        Param("memory_mb", float, 256.0, "Budget in MB for one block of similarities per worker.", low=0,
               open=True, option=False),
         select_param(),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
@@ -135,10 +136,9 @@ class ItemKNN(ItemSimilarity):
                 data = data * (k1 + 1.0) / (k1 * length[coo.col] + data) * idf[coo.row]
         return sp.csc_matrix((data, (coo.row, coo.col)), shape=csr.shape)
 
-    def similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> Tuple[Callable, Callable]:
-        """``(dense_rows, sparse_rows)``: rows ``start:stop`` of the items x items similarities
-        of ``similarity`` on ``csr``, dense over every item (the fit's blocks) or as the sparse
-        product's stored entries (the hold-out's, :func:`ranked_by_blocks`)."""
+    def similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> Callable[[int, int], sp.csr_matrix]:
+        """``rows(start, stop)``: the similarities of items ``start:stop`` to every item
+        under ``similarity`` on ``csr`` (sparse: the product's stored entries)."""
         V = self.weighted(csr, similarity)
         norms = np.sqrt(np.asarray(V.multiply(V).sum(axis=0)).ravel())
         cosine = similarity != "bm25"
@@ -149,24 +149,18 @@ class ItemKNN(ItemSimilarity):
         VT = sp.csr_matrix(V.T)  # rows = items: a block's rows are a cheap slice
         shrink = float(self.shrink) if cosine else 0.0
 
-        def dense_rows(start: int, stop: int) -> np.ndarray:
-            sims = (VT[start:stop] @ V).toarray()
-            if cosine and shrink:
-                sims /= norms[start:stop, None] * norms[None, :] + shrink
-            return sims
-
-        def sparse_rows(start: int, stop: int) -> sp.csr_matrix:
+        def rows(start: int, stop: int) -> sp.csr_matrix:
             sims = sp.csr_matrix(VT[start:stop] @ V)
             if cosine and shrink:
-                rows = np.repeat(np.arange(start, stop), np.diff(sims.indptr))
-                sims.data /= norms[rows] * norms[sims.indices] + shrink
+                source = np.repeat(np.arange(start, stop), np.diff(sims.indptr))
+                sims.data /= norms[source] * norms[sims.indices] + shrink
             return sims
 
-        return dense_rows, sparse_rows
+        return rows
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         similarity = value_of(self, "similarity")
-        rows, _ = self.similarity_rows(csr, similarity)
+        rows = self.similarity_rows(csr, similarity)
         n_items = csr.shape[1]
         weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "itemknn")
@@ -188,8 +182,8 @@ class ItemKNN(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
         def build(similarity: str) -> RankedWeights:
-            return RankedWeights.build(*self.similarity_rows(fit, similarity), fit.shape[1], max(counts),
-                                       self.memory_mb, progress, "itemknn (hold-out)")
+            return RankedWeights.build(self.similarity_rows(fit, similarity), fit.shape[1], counts, self.memory_mb,
+                                       progress, "itemknn (hold-out)")
 
         def values(similarity: str, k: int) -> Dict[str, Any]:
             return {name: v for name, v in (("neighbours", k), ("similarity", similarity)) if name in names}

@@ -12,13 +12,14 @@ each item keeps its ``neighbours`` largest weights, optionally scaled to sum 1 p
 (``normalize``), and a user's scores are their history times ``W``
 (:class:`~mrec_warp.models._itemsim.ItemSimilarity` does the scoring, fold-in and saving).
 
-``W`` is built a block of source items at a time -- one sparse product per block, densified
-within ``memory_mb`` -- on threads, as item-kNN's similarities are
+``W`` is built a block of source items at a time -- one sparse product per block within
+``memory_mb``, of which a selection kernel keeps each row's largest entries without
+densifying it -- on threads, as item-kNN's similarities are
 (:func:`~mrec_warp.models._itemsim.top_k_by_blocks`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -97,10 +98,9 @@ class RP3beta(ItemSimilarity):
         self.select = select
         self.n_jobs = n_jobs
 
-    def transitions(self, csr: sp.csr_matrix, beta: Optional[float] = None):
-        """``(P_iu, P_ui, penalty)``: the two transition matrices, each entry raised to
-        ``alpha`` (CSR, float64), and each item's column factor ``popularity ** -beta``
-        (0 for an item nobody has); ``beta``: the one in force by default."""
+    def transitions(self, csr: sp.csr_matrix) -> Tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+        """``(P_iu, P_ui, popularity)``: the two transition matrices, each entry raised to
+        ``alpha`` (CSR, float64), and each item's number of users."""
         X = sp.csr_matrix((np.ones(csr.nnz), csr.indices, csr.indptr), shape=csr.shape)  # binary
         n_u = np.diff(X.indptr).astype(np.float64)
         XT = sp.csr_matrix(X.T)
@@ -110,31 +110,29 @@ class RP3beta(ItemSimilarity):
         P_iu = sp.diags(1.0 / np.maximum(n_i, 1.0)) @ XT
         if alpha != 1.0:
             P_ui, P_iu = P_ui.power(alpha), P_iu.power(alpha)
-        penalty = np.zeros_like(n_i)
-        seen = n_i > 0
-        penalty[seen] = n_i[seen] ** -float(value_of(self, "beta") if beta is None else beta)
-        return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), penalty
+        return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), n_i
 
-    def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None) -> Tuple[Any, Any]:
-        """``(dense_rows, sparse_rows)``: rows ``start:stop`` of the penalised walk
-        probabilities, dense over every item (the fit's blocks) or as the sparse product's
-        stored entries (the hold-out's)."""
-        P_iu, P_ui, penalty = self.transitions(csr, beta)
+    def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None,
+                  walks: Optional[Callable[[int, int], sp.csr_matrix]] = None) -> Callable[[int, int], sp.csr_matrix]:
+        """``rows(start, stop)``: the walk probabilities of items ``start:stop`` (sparse: the
+        product's stored entries), each column times ``popularity ** -beta`` (0 for an item
+        nobody has); ``beta``: the one in force by default; ``walks``: the unpenalised
+        products when the caller keeps them (:class:`SharedWalks`)."""
+        P_iu, P_ui, popularity = self.transitions(csr)
+        penalty = np.zeros_like(popularity)
+        seen = popularity > 0
+        penalty[seen] = popularity[seen] ** -float(value_of(self, "beta") if beta is None else beta)
+        product = walks or (lambda start, stop: P_iu[start:stop] @ P_ui)
 
-        def dense_rows(start: int, stop: int) -> np.ndarray:
-            walks = (P_iu[start:stop] @ P_ui).toarray()
-            walks *= penalty[None, :]
-            return walks
+        def rows(start: int, stop: int) -> sp.csr_matrix:
+            block = sp.csr_matrix(product(start, stop), copy=walks is not None)
+            block.data *= penalty[block.indices]
+            return block
 
-        def sparse_rows(start: int, stop: int) -> sp.csr_matrix:
-            walks = sp.csr_matrix(P_iu[start:stop] @ P_ui)
-            walks.data *= penalty[walks.indices]
-            return walks
-
-        return dense_rows, sparse_rows
+        return rows
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
-        rows, _ = self.walk_rows(csr)
+        rows = self.walk_rows(csr)
         n_items = csr.shape[1]
         weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "rp3beta")
@@ -149,8 +147,8 @@ class RP3beta(ItemSimilarity):
         """The betas of :data:`BETA_GRID` walked from the fixed 0.5 at the fixed (or given)
         neighbour count (down while the hold-out's precision rises, else up), then the counts
         of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the walk's
-        product once per beta, at the largest count; a smaller count is the top of each row
-        of it (:class:`RankedWeights`)."""
+        product once (:class:`SharedWalks`, each beta only scales its columns), the largest
+        entries once per beta at every count (:class:`RankedWeights`)."""
         fit = holdout.fit
         fixed = {name: fixed_value(self, name) if name in names else getattr(self, name)
                  for name in self.SELECTED}
@@ -158,12 +156,37 @@ class RP3beta(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
 
+        walks = SharedWalks(*self.transitions(fit)[:2], self.memory_mb)
+
         def build(beta: float) -> RankedWeights:
-            return RankedWeights.build(*self.walk_rows(fit, beta), fit.shape[1], max(counts), self.memory_mb,
+            return RankedWeights.build(self.walk_rows(fit, beta, walks), fit.shape[1], counts, self.memory_mb,
                                        progress, "rp3beta (hold-out)")
 
         def values(beta: float, k: int) -> Dict[str, Any]:
             return {name: v for name, v in (("beta", beta), ("neighbours", k)) if name in names}
 
         return kind_then_count(betas, build, counts, values, fit, scorer, scale_rows if self.normalize else None,
-                               walk=True)
+                               ordered_kinds=True)
+
+
+class SharedWalks:
+    """The unpenalised walk products ``P_iu[block] @ P_ui``, a block of items at a time,
+    kept for the next beta while they fit ``memory_mb`` (beta only scales their columns):
+    the hold-out's betas share one product instead of one each. Past the budget a block is
+    computed again each time it is asked for."""
+
+    def __init__(self, P_iu: sp.csr_matrix, P_ui: sp.csr_matrix, memory_mb: float) -> None:
+        self.P_iu, self.P_ui = P_iu, P_ui
+        self.budget = float(memory_mb) * 2**20
+        self.kept: Dict[Tuple[int, int], sp.csr_matrix] = {}
+        self.bytes = 0.0
+
+    def __call__(self, start: int, stop: int) -> sp.csr_matrix:
+        block = self.kept.get((start, stop))
+        if block is None:
+            block = sp.csr_matrix(self.P_iu[start:stop] @ self.P_ui)
+            size = block.data.nbytes + block.indices.nbytes + block.indptr.nbytes
+            if self.bytes + size <= self.budget:
+                self.kept[(start, stop)] = block
+                self.bytes += size
+        return block

@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -145,6 +145,23 @@ def clearly_above(hits: np.ndarray, fixed_hits: np.ndarray, z: float) -> bool:
         return False
     se = float(d.std(ddof=1)) / math.sqrt(len(d))
     return float(d.mean()) > z * se
+
+
+def walk(n: int, start: int, evaluate: Callable[[int], float]) -> None:
+    """Score the ordered settings ``0..n-1`` of one parameter from ``start`` (already
+    evaluated or not: ``evaluate(start)`` runs first) towards the better side: down the list
+    while the hold-out's score rises, and up it only when the first step down did not rise.
+    A unimodal curve's peak for a few settings instead of all of them."""
+    first = evaluate(start)
+    for direction in (-1, 1):
+        i, previous = start + direction, first
+        while 0 <= i < n:
+            score = evaluate(i)
+            if not score > previous:
+                break
+            previous, i = score, i + direction
+        if i - direction != start:  # it rose this way: the other way is not walked
+            break
 
 
 def describe(values: Dict[str, Any]) -> str:

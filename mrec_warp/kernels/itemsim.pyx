@@ -1,0 +1,82 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Scores of the item-item models: each history's rows of sparse weights, summed densely.
+
+Why a kernel: ``history @ W`` with both sparse is scipy's general sparse product, which
+counts the result's entries in a first pass, builds a sparse result in a second and is then
+densified; the scores are wanted dense anyway, so each history row's weight rows are added
+straight into its row of scores (``k`` scattered adds per history item, into a row that
+stays in cache), without the GIL.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+cnp.import_array()
+
+
+def history_times_weights(
+    const int64_t[::1] h_indptr,
+    const int32_t[::1] h_indices,
+    const float[::1] h_data,
+    const int64_t[::1] w_indptr,
+    const int32_t[::1] w_indices,
+    const float[::1] w_data,
+    float[:, ::1] out,
+):
+    """``out[r] = sum over the stored (j, x) of history row r of x * W[j]``.
+
+    Parameters
+    ----------
+    h_indptr, h_indices, h_data : CSR arrays of the histories (one row per row of ``out``)
+        Item indices must be rows of ``W``.
+    w_indptr, w_indices, w_data : CSR arrays of the weights ``W`` (items x scored items)
+        Column indices must be columns of ``out``.
+    out : float32 array (rows, scored items), overwritten.
+
+    Raises ``ValueError`` (nothing written past the arrays) when an index is out of range.
+    """
+    cdef Py_ssize_t n_rows = h_indptr.shape[0] - 1, n_w = w_indptr.shape[0] - 1, n_cols = out.shape[1]
+    cdef Py_ssize_t r, p, q, j, c
+    cdef int64_t w_nnz = w_indices.shape[0]
+    cdef float x
+    cdef float* row
+    cdef int bad = 0
+    if n_rows < 0 or n_w < 0 or out.shape[0] != n_rows:
+        raise ValueError("the histories need one row of scores each")
+    for r in range(n_rows):
+        if h_indptr[r] < 0 or h_indptr[r] > h_indptr[r + 1]:
+            raise ValueError("the histories' indptr is not ascending")
+    if n_rows and (h_indices.shape[0] < h_indptr[n_rows] or h_data.shape[0] < h_indptr[n_rows]):
+        raise ValueError("the histories' indptr points past their entries")
+    if w_data.shape[0] != w_indices.shape[0]:
+        raise ValueError("the weights need one value per column index")
+    with nogil:
+        for r in range(n_rows):
+            row = &out[r, 0]
+            for c in range(n_cols):
+                row[c] = 0.0
+            for p in range(h_indptr[r], h_indptr[r + 1]):
+                j = h_indices[p]
+                if j < 0 or j >= n_w:
+                    bad = 1
+                    break
+                if w_indptr[j] < 0 or w_indptr[j] > w_indptr[j + 1] or w_indptr[j + 1] > w_nnz:
+                    bad = 3
+                    break
+                x = h_data[p]
+                for q in range(w_indptr[j], w_indptr[j + 1]):
+                    c = w_indices[q]
+                    if c < 0 or c >= n_cols:
+                        bad = 2
+                        break
+                    row[c] += x * w_data[q]
+                if bad:
+                    break
+            if bad:
+                break
+    if bad == 1:
+        raise ValueError("a history item is not a row of the weights")
+    if bad == 2:
+        raise ValueError("a weight's column is not a scored item")
+    if bad == 3:
+        raise ValueError("the weights' indptr is not ascending within their entries")
