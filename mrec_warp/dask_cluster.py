@@ -6,8 +6,10 @@ is made, as it is an optional extra.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from ._version import __version__
@@ -42,13 +44,7 @@ def dask_client(scheduler: Optional[str] = None, n_workers: int = 1):
     from distributed import Client, LocalCluster
 
     if scheduler:
-        try:
-            client = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address at all
-            why = "not an address" if isinstance(exc, ValueError) else str(exc)
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({why})",
-                               hint="give its address as tcp://HOST:PORT; start one with 'dask scheduler' and "
-                                    "'dask worker ADDRESS', or omit `scheduler` for a local cluster") from None
+        client = _connect(Client, scheduler)
         # A lost scheduler is reported once, as a ClusterError; the client's own reconnect
         # attempts would log it again as tracebacks, and its comms ("Batched Comm Closed",
         # at INFO with a traceback) would add theirs on the command's standard error.
@@ -86,6 +82,80 @@ def dask_client(scheduler: Optional[str] = None, n_workers: int = 1):
                 cluster.close()
         else:
             cluster.close()
+
+
+#: Seconds to reach a scheduler and hear it answer as one; an address that does not (a web
+#: server waiting for a request, a closed port behind a firewall) is refused after them.
+CONNECT_TIMEOUT = 20.0
+
+#: Seconds the handshake may take beyond :data:`CONNECT_TIMEOUT`: connect's own retries end
+#: first, so a closed port or an unknown host says so rather than "no answer".
+HANDSHAKE_GRACE = 1.0
+
+#: How to give a scheduler, said by every refusal of one.
+SCHEDULER_HINT = ("give its address as tcp://HOST:PORT; start one with 'dask scheduler' and 'dask worker ADDRESS', "
+                  "or omit `scheduler` for a local cluster")
+
+
+def _connect(client_class, scheduler: str):
+    """A client of the scheduler at ``scheduler``, or one :class:`ClusterError` within about
+    :data:`CONNECT_TIMEOUT` seconds (twice at most: the handshake, then the client's own
+    connection).
+
+    distributed's connect reads the peer's first message with no deadline and sizes its
+    buffers by the first bytes it gets: a service that says nothing would hang the command,
+    one that writes other bytes ends in an out-of-memory or a decoding error. Its handshake is
+    heard first, under a deadline, in a thread of its own (the caller may run an event loop);
+    only then is the client made.
+    """
+    def refuse(why: str) -> ClusterError:
+        return ClusterError(f"{scheduler} is not a reachable Dask scheduler ({why})", hint=SCHEDULER_HINT)
+
+    timeout = CONNECT_TIMEOUT
+    problem = _address_problem(scheduler)
+    if problem is not None:
+        raise refuse(f"not an address: {problem}")
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="mrec-warp-dask-probe") as pool:
+            pool.submit(asyncio.run, _handshake(scheduler, timeout)).result()
+    except (asyncio.TimeoutError, TimeoutError):
+        raise refuse(f"no answer as one in {timeout + HANDSHAKE_GRACE:g} s") from None
+    except OSError as exc:
+        raise refuse(" ".join(str(exc).split())[:160] or type(exc).__name__) from None
+    except Exception:  # noqa: BLE001 - other bytes fail distributed's decoding in many ways (MemoryError too)
+        raise refuse("it answered with bytes that are not Dask's") from None
+    try:
+        return client_class(scheduler, timeout=timeout)
+    except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
+        raise refuse(" ".join(str(exc).split())[:160] or "timed out") from None
+    except Exception:  # noqa: BLE001 - a Dask server that is not a scheduler (a worker) answers otherwise
+        raise refuse("it answered as a Dask server, not as a scheduler") from None
+
+
+def _address_problem(scheduler: str) -> Optional[str]:
+    """Why ``scheduler`` is not an address distributed can connect to (an unknown scheme, no
+    port), or ``None``."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(scheduler)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            parse_host_port(location)
+    except ValueError as exc:
+        return " ".join(str(exc).split())[:160]
+    return None
+
+
+async def _handshake(scheduler: str, timeout: float) -> None:
+    """Connect to ``scheduler`` and hear its handshake, all within ``timeout`` seconds."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    comm = await asyncio.wait_for(connect(scheduler, timeout=timeout, **Security().get_connection_args("client")),
+                                  timeout + HANDSHAKE_GRACE)
+    await comm.close()
 
 
 def _hush_worker() -> None:

@@ -378,8 +378,9 @@ def test_an_index_larger_than_its_header_or_its_model_allows_is_refused_before_r
 
 
 def test_a_crafted_payload_faiss_cannot_read_is_one_line_naming_the_file(warp, tmp_path, monkeypatch):
-    """One byte of faiss' own header changed and the checksum recomputed: faiss' read failure
-    (or its out-of-memory) is one line naming the .ann, never "out of memory" alone."""
+    """One byte of faiss' own header changed and the checksum recomputed: refused in one line
+    naming the .ann before faiss reads a byte (faiss allocates what its counts say: gigabytes
+    for these), and faiss' own failure (or its out-of-memory) is one line too."""
     import hashlib
     import json
 
@@ -390,15 +391,26 @@ def test_a_crafted_payload_faiss_cannot_read_is_one_line_naming_the_file(warp, t
     payload = bytearray(ann._faiss().serialize_index(genuine.index).tobytes())
     target = ann.index_path(path)
     levels = 4 + 4 + 8 + 16 + 1 + 4 + 8 + 8 * len(ann._faiss().vector_to_array(genuine.index.hnsw.assign_probas)) + 8
-    for offset in (5, 12, levels - 8):  # the dimension, the item count, the length of the level list
+    neighbors = len(payload) - (4 + 4 + 8 + 16 + 1 + 4 + 8 + 4 * model.n_items * genuine.header["dim"]) - 20
+    faiss_reads = []
+    real_deserialize = ann._faiss().deserialize_index
+    monkeypatch.setattr(ann._faiss(), "deserialize_index", lambda data: faiss_reads.append(1) or real_deserialize(data))
+    # the dimension, the item count, the length of the level list, the last neighbour id (a graph
+    # pointing outside the items: read out of bounds while searching)
+    for offset, reason in ((5, "declares 400 x 32530"), (12, "declares 545460846992 x 18"),
+                           (levels - 8, "count in it passes the end"), (neighbors - 1, "links to nodes outside")):
         crafted = bytearray(payload)
         crafted[offset] = 0x7F
         header = {**genuine.header, "payload_bytes": len(crafted),
                   "payload_sha256": hashlib.sha256(crafted).hexdigest()}
         _rewrite(target, json.dumps(header).encode(), bytes(crafted))
-        with pytest.raises(InputError) as caught:
+        with pytest.raises(InputError, match="damaged or not this model's index") as caught:
             ann.open_for(model, path)
         assert str(target) in str(caught.value) and "\n" not in str(caught.value)
+        assert reason in str(caught.value)
+    assert not faiss_reads
+    ann.save(genuine, target)  # the genuine bytes pass the same walk
+    assert ann.open_for(model, path).index.ntotal == model.n_items and faiss_reads == [1]
     monkeypatch.setattr(ann._faiss(), "deserialize_index", lambda data: (_ for _ in ()).throw(MemoryError()))
     ann.save(genuine, target)
     with pytest.raises(InputError, match="damaged or not this model's index.*out of memory.*mrec-warp index") as caught:

@@ -4,7 +4,10 @@ Skipped when dask.distributed is not installed (it is the optional ``dask`` extr
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -336,6 +339,58 @@ def test_lost_scheduler_is_one_line_and_a_rerun_resumes(fitted, tmp_path):
                 p.wait()
     write_recommendations(model, ref, k=3)
     assert _rows_per_user(out) == _rows_per_user(ref) and not wd.exists()
+
+
+@contextlib.contextmanager
+def _not_a_scheduler(answer: bytes):
+    """A TCP service on 127.0.0.1 that is not Dask's: each connection gets ``answer`` (nothing:
+    it waits for a request, as a web server does) and is kept open. Yields its address."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held = []
+
+    def serve():
+        with contextlib.suppress(OSError):  # the listening socket closed: the test is over
+            while True:
+                conn, _ = server.accept()
+                held.append(conn)
+                if answer:
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.parametrize("answer, why", [
+    (b"SSH-2.0-OpenSSH_9.6\r\n" * 4, "answered with bytes that are not Dask's"),  # its size: exabytes
+    ((10 ** 9).to_bytes(8, "little") + b"x" * 64, "no answer as one in 2 s"),  # a gigabyte promised, 64 sent
+    (b"", "no answer as one in 2 s"),  # a web server waiting for its request
+], ids=["other bytes", "a gigabyte promised", "silent"])
+def test_a_scheduler_address_that_is_not_a_dask_scheduler_is_one_line(fitted, tmp_path, monkeypatch, answer, why):
+    """distributed's connect reads the peer's first bytes with no deadline and sizes its buffer
+    by them: bounded here, one line naming the address, exit 2, nothing written."""
+    import time
+
+    from mrec_warp import dask_cluster
+
+    from .conftest import run
+    from .test_guards import one_line_error
+
+    monkeypatch.setattr(dask_cluster, "CONNECT_TIMEOUT", 1.0)
+    _, path, _ = fitted
+    with _not_a_scheduler(answer) as address:
+        start = time.monotonic()
+        result = run("recommend", path, "-o", tmp_path / "r.tsv", "--backend", "dask", "--scheduler", address)
+        seconds = time.monotonic() - start
+    one_line_error(result, f"{address} is not a reachable Dask scheduler", why)
+    assert seconds < 30  # bounded: the deadline is 2 s (a hang is what this guards against)
+    assert not (tmp_path / "r.tsv").exists()
 
 
 def test_lost_scheduler_in_a_wrmf_fit_is_one_line_and_writes_nothing(tmp_path):

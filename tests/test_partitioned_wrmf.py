@@ -20,6 +20,7 @@ from mrec_warp.errors import InputError  # noqa: E402
 from mrec_warp.models import WRMF  # noqa: E402
 from mrec_warp.models.partitioned_wrmf import block_bounds, fit_partitioned  # noqa: E402
 from mrec_warp.progress import Progress  # noqa: E402
+from mrec_warp.stages.info import info  # noqa: E402
 from mrec_warp.stages.recommend import write_recommendations  # noqa: E402
 from mrec_warp.workers import ClusterError  # noqa: E402
 
@@ -121,6 +122,23 @@ def test_settings_left_at_auto_take_the_fixed_defaults_with_a_note(client, plays
     assert any("regularization left at auto take the fixed defaults" in r.getMessage() for r in caplog.records)
     fixed = WRMF(**{**params, "regularization": WRMF.FIXED["regularization"]}).fit(plays)
     np.testing.assert_allclose(model.item_factors_, fixed.item_factors_, atol=1e-4)
+
+
+def test_a_partitioned_fit_records_that_it_chose_nothing(client, plays, tmp_path):
+    """`info` of a partitioned fit with settings left at auto: `select` false (no choice was made
+    on a hold-out), the fixed values as the fitted ones; its parameters fit the same model locally."""
+    params = {**PARAMS, "factors": "auto", "regularization": "auto", "epochs": 2}
+    with ExecutionContext("dask", client=client) as context:
+        model = fit_partitioned(WRMF(**params), plays, context, 2)
+    model.save(tmp_path / "m.npz")
+    shown = info(tmp_path / "m.npz").as_dict()
+    assert shown["parameters"]["select"] is False
+    assert shown["parameters"]["regularization"] == shown["parameters"]["factors"] == "auto"
+    assert shown["fitted"]["factors_"] == WRMF.FIXED["factors"]
+    assert shown["fitted"]["regularization_"] == WRMF.FIXED["regularization"]
+    local = WRMF(**model.get_params()).fit(plays)  # no search: the fixed values, as on the cluster
+    assert local.factors_ == model.factors_ and local.regularization_ == model.regularization_
+    np.testing.assert_allclose(model.item_factors_, local.item_factors_, atol=1e-4)
 
 
 def test_recommend_by_user_blocks_writes_the_local_bytes(client, plays, tmp_path):

@@ -32,8 +32,11 @@ it are verified the same way (22 MB of vectors, 86k items x 65, hash in about 15
 
 **Read bounded.** Every header field is checked for its type and range, and the file's size
 against the payload the header declares and the most an index of the model's items can take,
-before a byte of the payload is read: a crafted header, a padded or sparse file, or a payload
-faiss cannot read (or runs out of memory on) is one line naming the ``.ann`` file.
+before a byte of the payload is read; then the payload's own counts (faiss' dimension, item
+count and array lengths, which its reader allocates before it checks them) and its graph's
+node ids are checked against the model's items before faiss reads a byte
+(:mod:`~mrec_warp.models.hnsw_payload`): a crafted header, a padded or sparse file, or a
+payload faiss cannot read is one line naming the ``.ann`` file, with nothing allocated for it.
 """
 from __future__ import annotations
 
@@ -56,6 +59,7 @@ from ..files import PathLike, atomic_write, file_digest
 from ..progress import SILENT
 from ..topk import default_block_size, top_k_block
 from .families import DEFAULT_FAMILY, family_name, model_classes
+from .hnsw_payload import layout_problem
 from .single_user import exclusion_row, recommend_few
 
 log = logging.getLogger(__name__)
@@ -244,9 +248,6 @@ def load(path: PathLike, model, model_sha256: str, model_file: Optional[PathLike
         reason = "out of memory reading it" if isinstance(exc, MemoryError) else " ".join(str(exc).split())[:120]
         raise InputError(f"the ANN index is damaged or not this model's index ({reason})", path=where,
                          hint=rebuild) from None
-    if index.ntotal != items.shape[0] or index.d != items.shape[1]:
-        raise InputError("the ANN index is damaged (its graph does not hold the model's items)", path=where,
-                         hint=rebuild)
     stored = _stored_sha256(index)
     if stored != _items_sha256(items) or header.get("stored_vectors_sha256", stored) != stored:
         raise InputError("the ANN index's stored vectors are not the model's item vectors (altered or crafted "
@@ -333,6 +334,9 @@ def _read_checked(fh, where: str, rebuild: str, items: np.ndarray, model_sha256:
     payload = fh.read(declared)
     if len(payload) != declared or hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise refuse("truncated or altered")
+    problem = layout_problem(payload, *items.shape)  # faiss sizes its arrays by the counts in these bytes
+    if problem is not None:
+        raise refuse(problem)
     return header, payload
 
 

@@ -337,7 +337,8 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
     early stopping, its hold-out, the refit and the logs are WRMF's. ``alpha="auto"`` is
     resolved by WRMF's rule from the data's sizes, and the other settings left at ``"auto"``
     take WRMF's fixed defaults (with a note): choosing them on a hold-out across a cluster is
-    not done.
+    not done, and the model's ``select`` is set to False (what its file records, so that
+    ``info`` and a local fit with its parameters say how it was fitted).
 
     Parameters
     ----------
@@ -375,6 +376,9 @@ def fit_partitioned(model: WRMF, X, workers: Workers, partitions: int, *, valida
         progress.note(f"wrmf on partitions: {', '.join(left)} left at auto take the fixed defaults "
                       f"({describe({n: value_of(model, n) for n in left})}), not a choice on the hold-out; "
                       "give them values (e.g. what a local fit of a sample or tune chose) to silence this")
+        # the parameters a model file records say how it was fitted: `select` on would claim a
+        # choice that was not made (and a local fit with them would make it: another model)
+        model.select = False
     n_users, n_items = conf_csr.shape
     p = check_partitions(partitions, n_users, n_items)
     check_factor_memory(model, n_users, n_items)
