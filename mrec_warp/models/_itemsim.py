@@ -24,6 +24,7 @@ from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .early_stopping import Holdout, HoldoutScorer, internal_holdout
+from .tuning import TrialShape
 from .selection import Candidate, Stopwatch, best, clearly_above, describe, fixed_value, remember, report, selected_names, walk
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
@@ -485,6 +486,20 @@ class RankedWeights:
     def top(self, k: int) -> sp.csr_matrix:
         """The weights the fit keeps with ``k`` neighbours (one of the counts built), float32 CSR."""
         return keep_classes(self.weights, self.classes, self.counts.index(max(1, int(k))), self.rows)
+
+
+#: Seconds per co-occurrence (``sum_u n_u^2``: the multiply-adds of the items' sparse
+#: product) and per entry the product stores (at most ``items^2``; what the selection kernel
+#: ranks), one thread: fitted to item-kNN's and RP3beta's fixed fits on the selection suite's
+#: eight sets (0.01-0.44 s; each estimate within 0.5-2x of its fit, 2 shared cores).
+PRODUCT_RATE = 3e-9
+KEPT_RATE = 1.5e-8
+
+
+def cooccurrence_cost(shape: TrialShape) -> float:
+    """Estimated seconds of building weights from the items' co-occurrences (item-kNN's
+    similarities, RP3beta's walks): the sparse product, then each item's largest entries."""
+    return PRODUCT_RATE * shape.cooc + KEPT_RATE * min(shape.cooc, float(shape.items) * shape.items)
 
 
 def kinds_affordable(history: sp.csr_matrix) -> bool:

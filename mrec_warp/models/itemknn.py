@@ -28,11 +28,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, RankedWeights, distinct_counts, kind_then_count, top_k_by_blocks
+from ._itemsim import ItemSimilarity, RankedWeights, cooccurrence_cost, distinct_counts, kind_then_count, top_k_by_blocks
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
-from .tuning import COOC_RATE, TrialShape
+from .tuning import TrialShape
 
 SIMILARITIES = ("cosine", "tfidf", "bm25")
 #: The neighbour counts ``neighbours="auto"`` chooses among (the fixed 800 among them).
@@ -80,14 +80,11 @@ class ItemKNN(ItemSimilarity):
     SELECTED = ("neighbours", "similarity")
     FIXED = {"neighbours": 800, "similarity": "tfidf"}
 
-    #: Seconds per ``items^2`` (its dense blocks; one thread), measured on ml-100k and a
-    #: 1.9k x 16k long-tail synthetic set (2 shared cores).
-    TUNE_RATE = 2.6e-8
-
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
-        """Dense blocks of the similarities, the co-occurrences, and validation scoring."""
-        return cls.TUNE_RATE * shape.items * shape.items + COOC_RATE * shape.cooc + shape.scoring()
+        """The similarities from the co-occurrences (:func:`cooccurrence_cost`), and
+        validation scoring."""
+        return cooccurrence_cost(shape) + shape.scoring()
 
     PARAMETERS = (
         Param("neighbours", int, AUTO, "Similar items kept per item; auto: chosen on the hold-out among "

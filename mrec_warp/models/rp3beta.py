@@ -19,16 +19,18 @@ densifying it -- on threads, as item-kNN's similarities are
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, RankedWeights, distinct_counts, kind_then_count, scale_rows, top_k_by_blocks
+from ._itemsim import (ItemSimilarity, RankedWeights, cooccurrence_cost, distinct_counts, kind_then_count, scale_rows,
+                       top_k_by_blocks)
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
+from .tuning import TrialShape
 
 #: The betas ``beta="auto"`` chooses among (the fixed 0.5 among them).
 BETA_GRID = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -72,6 +74,12 @@ class RP3beta(ItemSimilarity):
     #: The parameters ``select`` chooses when left at ``"auto"``, and their fixed values.
     SELECTED = ("beta", "neighbours")
     FIXED = {"beta": 0.5, "neighbours": 400}
+
+    @classmethod
+    def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
+        """The walks from the co-occurrences (:func:`cooccurrence_cost`), and validation
+        scoring."""
+        return cooccurrence_cost(shape) + shape.scoring()
 
     PARAMETERS = (
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
