@@ -144,6 +144,8 @@ class ItemKNN(ItemSimilarity):
             V = V @ sp.diags(1.0 / np.maximum(norms, 1e-300))
             V = sp.csc_matrix(V)
         VT = sp.csr_matrix(V.T)  # rows = items: a block's rows are a cheap slice
+        # CSR on the right too: scipy would convert a CSC operand, all of it, for every block
+        V = sp.csr_matrix(V)
         shrink = float(self.shrink) if cosine else 0.0
 
         def rows(start: int, stop: int) -> sp.csr_matrix:
