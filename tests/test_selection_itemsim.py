@@ -17,7 +17,7 @@ from mrec_warp.models._itemsim import (SELECTION_SEED, RankedWeights, beyond_noi
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
-from mrec_warp.models.selection import Candidate
+from mrec_warp.models.selection import Candidate, report
 from mrec_warp.progress import SILENT, Progress
 
 from .conftest import planted_low_rank
@@ -281,3 +281,19 @@ def test_slims_path_gives_each_settings_own_weights():
             keep = idx[s, r] >= 0
             got[idx[s, r][keep]] = val[s, r][keep]
             np.testing.assert_allclose(got, cold[:, j], atol=2e-4)
+
+
+def test_the_summary_warns_when_the_choice_narrows_the_lists_towards_popularity(caplog):
+    fixed = Candidate({"regularization": 40.0}, 0.10, 1.0, "", {"coverage": 0.98})
+    narrow = Candidate({"regularization": 150.0}, 0.12, 1.0, "", {"coverage": 0.07})
+    wide = Candidate({"regularization": 15.0}, 0.12, 1.0, "", {"coverage": 0.90})
+    progress = Progress(verbose=False, logger=logging.getLogger("mrec_warp.test_narrow"))
+    with caplog.at_level(logging.INFO, logger="mrec_warp.test_narrow"):
+        report(progress, "wrmf", [fixed, narrow], narrow, fixed, 2.0)
+        report(progress, "wrmf", [fixed, wide], wide, fixed, 2.0)
+        report(progress, "wrmf", [fixed, narrow], fixed, fixed, 2.0)
+    summaries = [r.getMessage() for r in caplog.records if "chose" in r.getMessage()]
+    assert len(summaries) == 3
+    assert "cover 7% of the items against 98% at the fixed values" in summaries[0]
+    assert "--regularization 40 keeps them" in summaries[0]
+    assert "cover" not in summaries[1] and "cover" not in summaries[2]

@@ -343,9 +343,11 @@ def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] =
 def scored_candidate(values: Dict[str, Any], scorer: HoldoutScorer, score_fn: Callable[..., np.ndarray],
                      watch: Stopwatch, note: str = "") -> Candidate:
     """A candidate of ``values`` scored now by ``scorer``; its seconds are ``watch``'s, its
-    ``extra["hits"]`` each scored user's hits (:func:`beyond_noise` compares them)."""
+    ``extra["hits"]`` each scored user's hits (:func:`beyond_noise` compares them) and
+    ``extra["coverage"]`` its lists' coverage of the items (the summary warns of a collapse)."""
     score = scorer(score_fn)
-    return Candidate(dict(values), score, watch.seconds, note, {"hits": scorer.user_hits()})
+    return Candidate(dict(values), score, watch.seconds, note, {"hits": scorer.user_hits(),
+                                                                 "coverage": scorer.coverage()})
 
 
 #: Standard errors of the paired difference of the users' hits by which a candidate must beat

@@ -277,6 +277,12 @@ class HoldoutScorer:
                 thread_map(lambda t: self._calls(score_fn, t), [(t,) for t in range(self.n_jobs)], self.n_jobs)
         return int(self.user_hits().sum()) / (self.k * n)
 
+    def coverage(self) -> float:
+        """The share of the items in at least one scored user's top k of the last call (a
+        setting whose lists all look alike, popularity's, covers few)."""
+        shown = self.items[self.items >= 0]
+        return float(len(np.unique(shown))) / self.n_items if self.n_items else 0.0
+
     def user_hits(self) -> np.ndarray:
         """Each scored user's hits in the top k of the last call (what a choice between two
         settings compares user by user: :func:`~mrec_warp.models.selection.clearly_above`)."""

@@ -202,4 +202,24 @@ def report(progress: Progress, family: str, candidates: Iterable[Candidate], cho
         than = " (the fixed defaults were best)"
     listed = "" if progress.logger.isEnabledFor(logging.DEBUG) else " (-v lists them)"
     progress.log(f"{family}: chose {describe(chosen.values)} on the hold-out: P@{k} {chosen.score:.4f}{than}; "
-                 f"{len(tried)} settings tried in {seconds:.1f} s{listed}")
+                 f"{len(tried)} settings tried in {seconds:.1f} s{listed}{narrower(chosen, fixed, k)}")
+
+
+#: A chosen setting whose hold-out lists cover less than this share of what the fixed
+#: values' lists cover is said to be closer to popularity (the summary warns).
+NARROWER = 0.5
+
+
+def narrower(chosen: Candidate, fixed: Optional[Candidate], k: int) -> str:
+    """The summary's warning when the chosen setting's top-``k`` lists on the hold-out cover
+    far fewer items than the fixed values' (``extra["coverage"]``): precision, what the
+    choice maximises, can rise as every list tends to the same popular items (a new user's
+    600-user file: WRMF's regularization 150 took coverage@10 from 0.98 to 0.07)."""
+    if fixed is None or fixed is chosen:
+        return ""
+    ours, theirs = chosen.extra.get("coverage"), fixed.extra.get("coverage")
+    if ours is None or not theirs or ours >= NARROWER * theirs:
+        return ""
+    fixed_values = " ".join(f"--{name.replace('_', '-')} {_short(value)}" for name, value in fixed.values.items())
+    return (f"; its top-{k} lists cover {ours:.0%} of the items against {theirs:.0%} at the fixed values, closer to "
+            f"popularity: {fixed_values} keeps them")

@@ -208,6 +208,7 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
                 model.iterate(confidences.of(settings[i]["alpha"]), RUNG2, workers)
                 final[i] = scorer2(model.score_users)
             hits[i] = scorer2.user_hits()
+            tried[i].extra["coverage"] = scorer2.coverage()
             # how much it still rose over rung 2, on rung 1's users
             rise[i] = (scorer1(model.score_users) - tried[i].score) if scorer2 is not scorer1 else \
                 final[i] - tried[i].score
