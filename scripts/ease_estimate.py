@@ -33,6 +33,7 @@ def path_of(model, csr) -> str:
     """Which way ``model``'s fit on ``csr`` goes: the fixed ``l2``, or the choice's side and items."""
     import numpy as np
 
+    from mrec_warp.memory import available_bytes
     from mrec_warp.models.early_stopping import VALIDATION_FRACTION, VALIDATION_USERS, held_out_counts
     from mrec_warp.models.ease import selection_plan
     from mrec_warp.models.selection import selected_names
@@ -44,8 +45,9 @@ def path_of(model, csr) -> str:
     counts = np.diff(csr.indptr)
     held = held_out_counts(counts, VALIDATION_FRACTION)
     fitting = counts - held
+    max_bytes = model.memory_limit_mb * 2**20 if model.memory_limit_mb is not None else 0.75 * available_bytes()
     side, n = selection_plan(limit, int(np.count_nonzero(fitting)), min(int(np.count_nonzero(held)), VALIDATION_USERS),
-                             int(fitting.sum()), model._memory_limit(), np.dtype(model.dtype).itemsize)
+                             int(fitting.sum()), max_bytes, np.dtype(model.dtype).itemsize)
     return f"choice {side}' side on {n:,}, fit {limit:,} items"
 
 

@@ -187,9 +187,8 @@ def test_the_estimate_counts_the_choice_of_l2_and_larger_matrices_factorise_fast
     rate = ease_module.REFERENCE_RATE  # a fixed speed: the relative costs alone
     fixed = EASE(select=False).estimated_fit_seconds(train, rate)
     assert EASE(l2=300.0).estimated_fit_seconds(train, rate) == fixed  # a given l2: no choice
-    choosing = EASE().estimated_fit_seconds(train, rate)
-    assert choosing == pytest.approx(fixed + ease_module.selection_seconds(train, "float32", rate, None,
-                                                                           EASE()._memory_limit()))
+    choosing = EASE(memory_limit_mb=4096.0).estimated_fit_seconds(train, rate)
+    assert choosing == pytest.approx(fixed + ease_module.selection_seconds(train, "float32", rate, None, 4096.0 * 2**20))
     assert EASE(max_items=50, select=False).estimated_fit_seconds(train, rate) < fixed
     speeds = [ease_module.size_speed(n) for n in (512, 2048, 8192, 10**6)]
     assert speeds == sorted(speeds) and speeds[1] == 1.0 and speeds[-1] == ease_module.LARGE_SIZE_GAIN

@@ -42,7 +42,7 @@ from ._itemsim import ItemSimilarity, popular_when_cold, scored_candidate, weigh
 from .declared import Param, n_jobs_param
 from .early_stopping import VALIDATION_FRACTION, VALIDATION_USERS, Holdout, HoldoutScorer, held_out_counts
 from .selection import AUTO, Candidate, Stopwatch, select_param, selected_names, value_of
-from .tuning import SCORE_RATE, TrialShape
+from .tuning import TrialShape
 
 DTYPES = ("float32", "float64")
 #: Default ``topk`` (weights kept per item on average): within 1% of the dense matrix's test
@@ -462,6 +462,10 @@ EIGH_SECONDS = 8.0
 #: Seconds per pair of the hold-out's split and of its scorer's preparation (at
 #: :data:`REFERENCE_RATE`).
 HOLDOUT_PAIR_SECONDS = 2e-7
+#: Seconds per scored user and item of one value's scoring besides its flops, counted over
+#: every item (the block of scores, NaN off the items covered, the exclusions and the top-k)
+#: and again over the items covered (the passes over the dense block): 3-6e-9 measured here.
+SCORING_SECONDS = 3e-9
 
 
 def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional[float] = None,
@@ -472,8 +476,8 @@ def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional
     :data:`~mrec_warp.models.early_stopping.VALIDATION_USERS` users scored), the side and
     the items :func:`selection_plan` takes (``max_items`` and ``max_bytes`` as the fit
     passes them), that side's preparation and :data:`EXPECTED_STEPS` values of ``l2``, each
-    scored (:data:`~mrec_warp.models.tuning.SCORE_RATE` per user and item). Dense work at
-    :func:`flops_rate`'s measured speed (or ``rate``, :func:`factor_rate`).
+    scored (:data:`SCORING_SECONDS`). Dense work at :func:`flops_rate`'s measured speed (or
+    ``rate``, :func:`factor_rate`).
 
     * The users' side: ``X X'`` from sparse products, then per value a users x users
       inverse and the sparse product ``M X`` (:data:`SPARSE_FLOPS` a multiply-add).
@@ -505,7 +509,7 @@ def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional
     pairs = float(per_user.sum())
     scored_pairs = pairs * scored / max(users, 1)  # the scored users' pairs, at the mean length
     speed, slow = factor_rate(n, dtype, 1, rate)
-    seconds = HOLDOUT_PAIR_SECONDS * csr.nnz * slow + EXPECTED_STEPS * SCORE_RATE * scored * n * slow
+    seconds = (HOLDOUT_PAIR_SECONDS * csr.nnz + EXPECTED_STEPS * SCORING_SECONDS * scored * (n_all + n)) * slow
     if side == "users":
         users_speed, _ = factor_rate(users, dtype, 1, rate)
         seconds += (float((per_item ** 2).sum()) / SPARSE_RATE + DENSE_ENTRY_SECONDS * users * users) * slow
