@@ -579,8 +579,9 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
 
 # -- what a fit will cost, before it starts -------------------------------------------------------
 #: Sparse multiply-adds per second of the Gram matrix's construction (scipy's sparse
-#: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
-SPARSE_RATE = 1.5e8
+#: product, one thread), measured here on a 140-item set (where the product's output is
+#: small; its dense output is counted in :data:`ENTRY_SECONDS`).
+SPARSE_RATE = 2.5e8
 #: Seconds per entry of the ``n^2`` matrix at :data:`REFERENCE_RATE` of the work besides the
 #: inverse: the Gram matrix's dense blocks, the mirroring and scaling, and the sparsification's
 #: partitions (:data:`DENSE_ENTRY_SECONDS` when the dense matrix is kept); and per candidate
@@ -591,6 +592,10 @@ SPARSE_RATE = 1.5e8
 ENTRY_SECONDS = 2.5e-8
 CANDIDATE_SECONDS = 2e-8
 DENSE_ENTRY_SECONDS = 3e-8
+#: Seconds per entry of the mirroring's diagonal blocks (fancy-indexed: ``n x band / 2``,
+#: :func:`mirror_band`), at :data:`REFERENCE_RATE`: 0.13 s of the inverse of 3,000 items and
+#: more, measured here, which the probe's inverse does not have.
+MIRROR_SECONDS = 3e-8
 #: A fixed flop rate (at :data:`CALIBRATION_SIZE` rows; other sizes by :func:`size_speed`)
 #: for estimates that must not depend on the machine's load (the order of models in a
 #: search's statistical tie); what :func:`flops_rate` measured here, float32.
@@ -702,15 +707,17 @@ def fit_seconds(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_
     """Estimated seconds of the weights' fit on ``csr`` (every item of it; the choice of
     ``l2`` is :func:`selection_seconds`): the inverse's ``n^3`` flops at :func:`factor_rate`
     (measured here, or ``rate``), plus the Gram matrix's sparse products (``sum_u n_u^2`` at
-    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries and the sparsification's
-    candidates (:data:`ENTRY_SECONDS`, :data:`CANDIDATE_SECONDS`), both slowed as the probe was."""
+    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries, the inverse's mirroring and
+    the sparsification's candidates (:data:`ENTRY_SECONDS`, :data:`MIRROR_SECONDS`,
+    :data:`CANDIDATE_SECONDS`), all slowed as the probe was."""
     n = csr.shape[1]
     per_user = np.diff(csr.indptr).astype(np.float64)
     speed, slow = factor_rate(n, dtype, threads, rate)
+    entries = MIRROR_SECONDS * n * min(n, mirror_band(n, np.dtype(dtype).itemsize)) / 2
     if keeps_dense(n, topk):
-        entries = DENSE_ENTRY_SECONDS * n * n
+        entries += DENSE_ENTRY_SECONDS * n * n
     else:
-        entries = ENTRY_SECONDS * n * n + CANDIDATE_SECONDS * n * min(n, ROW_CAP * topk)
+        entries += ENTRY_SECONDS * n * n + CANDIDATE_SECONDS * n * min(n, ROW_CAP * topk)
     return float(n) ** 3 / speed + (float((per_user ** 2).sum()) / SPARSE_RATE + entries) * slow
 
 
@@ -767,13 +774,18 @@ def invert_spd(gram: np.ndarray) -> np.ndarray:
     if info != 0:
         raise InputError("EASE's Gram matrix could not be inverted", hint="raise `l2`")
     # the lower triangle (C order) is valid: mirror it to the upper one, a band at a time
-    step = max(1, (32 * 2**20) // (gram.itemsize * max(n, 1)))
+    step = mirror_band(n, gram.itemsize)
     for a in range(0, n, step):
         b = min(a + step, n)
         gram[a:b, b:] = gram[b:, a:b].T
         block = gram[a:b, a:b]
         block[np.triu_indices(b - a, 1)] = block.T[np.triu_indices(b - a, 1)]
     return gram
+
+
+def mirror_band(n: int, itemsize: int) -> int:
+    """Rows of a band of :func:`invert_spd`'s mirroring (32 MB of them)."""
+    return max(1, (32 * 2**20) // (itemsize * max(n, 1)))
 
 
 def ease_from_gram(gram: np.ndarray) -> np.ndarray:
