@@ -480,7 +480,8 @@ def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional
     ``rate``, :func:`factor_rate`).
 
     * The users' side: ``X X'`` from sparse products, then per value a users x users
-      inverse and the sparse product ``M X`` (:data:`SPARSE_FLOPS` a multiply-add).
+      inverse and the sparse product ``M X`` (:data:`SPARSE_FLOPS` a multiply-add, at
+      :data:`REFERENCE_RATE`: its speed does not grow with the dense side).
     * The items' side: the Gram matrix, its eigendecomposition (:data:`EIGH_SECONDS`) and
       each scored user's ``x V``; then per value ``2 m n^2`` flops for ``m`` scored users
       (at most ``n``; more users: the ``n x n`` weights, ``2 n^3``, and their histories
@@ -509,18 +510,19 @@ def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional
     pairs = float(per_user.sum())
     scored_pairs = pairs * scored / max(users, 1)  # the scored users' pairs, at the mean length
     speed, slow = factor_rate(n, dtype, 1, rate)
+    sparse = SPARSE_FLOPS / REFERENCE_RATE * slow  # seconds of a sparse-dense multiply-add
     seconds = (HOLDOUT_PAIR_SECONDS * csr.nnz + EXPECTED_STEPS * SCORING_SECONDS * scored * (n_all + n)) * slow
     if side == "users":
         users_speed, _ = factor_rate(users, dtype, 1, rate)
         seconds += (float((per_item ** 2).sum()) / SPARSE_RATE + DENSE_ENTRY_SECONDS * users * users) * slow
-        seconds += EXPECTED_STEPS * (float(users) ** 3 + SPARSE_FLOPS * pairs * users) / users_speed
+        seconds += EXPECTED_STEPS * (float(users) ** 3 / users_speed + sparse * pairs * users)
         return seconds
     seconds += (float((per_user ** 2).sum()) / SPARSE_RATE + DENSE_ENTRY_SECONDS * n * n) * slow
     seconds += EIGH_SECONDS * float(n) ** 3 / speed
     if scored <= n:
-        seconds += (SPARSE_FLOPS * scored_pairs * n + EXPECTED_STEPS * 2.0 * scored * n * n) / speed
+        seconds += sparse * scored_pairs * n + EXPECTED_STEPS * 2.0 * scored * n * n / speed
     else:
-        seconds += EXPECTED_STEPS * (2.0 * float(n) ** 3 + SPARSE_FLOPS * scored_pairs * n) / speed
+        seconds += EXPECTED_STEPS * (2.0 * float(n) ** 3 / speed + sparse * scored_pairs * n)
     return seconds
 
 
@@ -593,9 +595,9 @@ ENTRY_SECONDS = 2.5e-8
 CANDIDATE_SECONDS = 2e-8
 DENSE_ENTRY_SECONDS = 3e-8
 #: Seconds per entry of the mirroring's diagonal blocks (fancy-indexed: ``n x band / 2``,
-#: :func:`mirror_band`), at :data:`REFERENCE_RATE`: 0.13 s of the inverse of 3,000 items and
-#: more, measured here, which the probe's inverse does not have.
-MIRROR_SECONDS = 3e-8
+#: :func:`mirror_band`), at :data:`REFERENCE_RATE`: 1.2-3e-8 measured here (0.02 s at
+#: 1,414 items, 0.06-0.15 s from 3,000 on), work the probe's inverse does not have.
+MIRROR_SECONDS = 1.5e-8
 #: A fixed flop rate (at :data:`CALIBRATION_SIZE` rows; other sizes by :func:`size_speed`)
 #: for estimates that must not depend on the machine's load (the order of models in a
 #: search's statistical tie); what :func:`flops_rate` measured here, float32.
