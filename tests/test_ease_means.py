@@ -142,3 +142,53 @@ def test_old_dense_files_load_and_score_identically(tmp_path):
     np.testing.assert_array_equal(old.score_users(users), dense.score_users(users))
     old.save(tmp_path / "again.npz")  # and it saves again as it is
     np.testing.assert_array_equal(load(tmp_path / "again.npz").score_users(users), dense.score_users(users))
+
+
+@pytest.mark.parametrize("shape", [(60, 200), (300, 80)], ids=["fewer users than items", "more users than items"])
+@pytest.mark.parametrize("params", [{"select": False}, {}, {"l2": 300.0}, {"max_items": 50},
+                                    {"max_items": 50, "select": False}],
+                         ids=["select off", "l2 chosen", "l2 given", "max_items chosen", "max_items fixed"])
+def test_tunes_estimate_plans_the_path_the_fit_takes(monkeypatch, shape, params):
+    """fit_cost prices the steps the fit runs: the choice of l2 (when it is made) by the same
+    side over the same items and hold-out sizes, then the weights over the same items."""
+    from mrec_warp.models.tuning import TrialShape
+
+    train = long_tail(n_users=shape[0], n_items=shape[1], per_user=10, seed=2)
+    params = {**params, "memory_limit_mb": 4096.0}  # (the choice's plan reads the limit)
+    calls = []
+    plan, weights = ease_module.selection_plan, ease_module.fit_seconds
+
+    def spy_plan(*args, **kwargs):
+        calls.append(("plan", args, tuple(sorted(kwargs.items()))))
+        return plan(*args, **kwargs)
+
+    def spy_weights(csr, *args, **kwargs):
+        calls.append(("weights", csr.shape, csr.nnz))
+        return weights(csr, *args, **kwargs)
+
+    monkeypatch.setattr(ease_module, "selection_plan", spy_plan)
+    monkeypatch.setattr(ease_module, "fit_seconds", spy_weights)
+    EASE(**params).fit(train)
+    fitted, calls[:] = list(calls), []
+    trial = TrialShape(users=shape[0], items=shape[1], nnz=train.nnz, cooc=0.0, deg2=0.0, val_users=0, fit=train)
+    cost = EASE.fit_cost(trial, params)
+    assert calls == fitted and cost > 0
+    chooses = params.get("select", True) and "l2" not in params
+    assert [c[0] for c in calls] == (["plan"] if chooses else []) + ["weights"]
+    items = min(shape[1], params.get("max_items", shape[1]))
+    if chooses:  # the side the fit took: the users' with fewer users than items
+        side = plan(*calls[0][1], **dict(calls[0][2]))[0]
+        assert side == ("users" if shape[0] < items else "items")
+    assert calls[-1][1][1] == items
+
+
+def test_the_estimate_counts_the_choice_of_l2_and_larger_matrices_factorise_faster():
+    train = long_tail(n_users=60, n_items=200, per_user=10, seed=2)
+    rate = ease_module.REFERENCE_RATE  # a fixed speed: the relative costs alone
+    fixed = EASE(select=False).estimated_fit_seconds(train, rate)
+    assert EASE(l2=300.0).estimated_fit_seconds(train, rate) == fixed  # a given l2: no choice
+    choosing = EASE(memory_limit_mb=4096.0).estimated_fit_seconds(train, rate)
+    assert choosing == pytest.approx(fixed + ease_module.selection_seconds(train, "float32", rate, None, 4096.0 * 2**20))
+    assert EASE(max_items=50, select=False).estimated_fit_seconds(train, rate) < fixed
+    speeds = [ease_module.size_speed(n) for n in (512, 2048, 8192, 10**6)]
+    assert speeds == sorted(speeds) and speeds[1] == 1.0 and speeds[-1] == ease_module.LARGE_SIZE_GAIN

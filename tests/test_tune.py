@@ -135,8 +135,12 @@ def test_defaults_are_always_a_trial_and_win_over_worse_candidates(planted):
     result = tune(train, [{"model": "itemknn", "neighbours": 1}], seed=1)
     assert len(result.table) == 2
     row = result.table.iloc[0]
-    assert bool(row["defaults"]) and row["neighbours"] == "auto" and row["vs_defaults"] == 0
-    assert result.best_json()["params"] == {"neighbours": "auto"} and result.best_model == "itemknn"
+    # the row shows what auto chose; best.json keeps auto (train chooses again) and says what it chose
+    assert bool(row["defaults"]) and row["neighbours"] > 1 and row["vs_defaults"] == 0
+    assert row["chosen"].startswith(f"neighbours={row['neighbours']} similarity=")
+    best = result.best_json()
+    assert best["params"] == {"neighbours": "auto"} and result.best_model == "itemknn"
+    assert best["chosen"] == row["chosen"]
     assert result.table.iloc[1]["vs_defaults"] < 0
     assert "+0.0% vs itemknn defaults" in result.summary()
 
@@ -239,5 +243,46 @@ def test_the_table_keeps_counts_whole_beside_families_without_them(tmp_path):
     header, body = rows[0], rows[1:]
     for name in ("epochs", "factors", "neighbours"):
         cells = [r[header.index(name)] for r in body]
-        # a count, or the word of a default chosen on the hold-out (item-kNN's "auto")
-        assert any(cells) and all(c in ("", "auto") or c.isdigit() for c in cells), (name, cells)
+        # a count (item-kNN's defaults row: the count its auto chose), never the word auto
+        assert any(cells) and all(c == "" or c.isdigit() for c in cells), (name, cells)
+    chosen = [r[header.index("chosen")] for r in body]
+    assert any(c.startswith("neighbours=") for c in chosen)  # item-kNN's defaults: what they chose
+    assert "auto" not in res.stdout
+
+
+def test_rows_show_what_auto_chose_and_name_a_setting_two_trials_ran(planted, tmp_path):
+    """EASE's defaults (l2 auto) beside a grid of every l2 the choice walks: the defaults row
+    shows the chosen l2, not the word auto; the grid's trial of that value is the same setting,
+    and a note says so; the table file and best.json say the same as the printed table."""
+    from mrec_warp.models.ease import L2_GRID
+
+    train, _ = planted
+    result = tune(train, [{"model": "ease", "l2": v} for v in L2_GRID], seed=1)
+    table = result.table
+    assert "auto" not in set(table["l2"].astype(str)) and "auto" not in result.format_table()
+    defaults = table[table["defaults"]].iloc[0]
+    assert defaults["chosen"] == f"l2={defaults['l2']:.4g}" and defaults["l2"] in L2_GRID
+    twin = table[(table["l2"] == defaults["l2"]) & ~table["defaults"]]
+    assert len(twin) == 1 and twin["chosen"].isna().all()  # the given value: nothing chosen
+    note = f"same setting: ease trials 0 and {int(twin['trial'].iloc[0])} both ran l2={defaults['l2']:.4g} " \
+           f"(trial 0 chose l2 on the hold-out)"
+    assert note in result.notes and note in result.summary()
+    path = tmp_path / "trials.tsv"
+    table.to_csv(path, sep="\t", index=False)
+    again = __import__("pandas").read_csv(path, sep="\t")
+    assert list(again["l2"]) == list(table["l2"]) and list(again["chosen"].fillna("")) == list(table["chosen"].fillna(""))
+    if result.best_json()["params"] == {"l2": "auto"}:  # the defaults' row won: what it chose is in best.json
+        assert result.best_json()["chosen"] == defaults["chosen"]
+
+
+def test_a_wrmf_grid_over_factors_shows_the_factors_auto_chose(planted):
+    """WRMF's defaults (factors, alpha and regularization auto) beside factors=64: the
+    defaults row shows the factors chosen, and 'chosen' tells it from the trial given 64."""
+    train, _ = planted
+    result = tune(train, [{"model": "wrmf", "factors": 64}], seed=1)
+    rows = result.table.set_index("trial")
+    assert rows.loc[0, "factors"] in (64, 128) and str(rows.loc[0, "factors"]) != "auto"
+    assert rows.loc[0, "chosen"].split()[0] == f"factors={rows.loc[0, 'factors']}"
+    assert {p.split("=")[0] for p in rows.loc[0, "chosen"].split()} == {"factors", "alpha", "regularization"}
+    assert {p.split("=")[0] for p in rows.loc[1, "chosen"].split()} == {"alpha", "regularization"}
+    assert rows.loc[1, "factors"] == 64

@@ -69,6 +69,13 @@ def pair_keys(csr: sp.csr_matrix, salt: int, user_keys: Optional[np.ndarray] = N
     return _mix64(_mix64(uk[rows] ^ np.uint64(salt)) ^ ik[csr.indices])
 
 
+def held_out_counts(counts: np.ndarray, fraction: float) -> np.ndarray:
+    """Pairs :func:`holdout_split` holds out of users with ``counts`` pairs: ``round(fraction * n)``,
+    at least 1 and at most n - 1; none of a user with fewer than 2."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.where(counts >= 2, np.clip(np.floor(fraction * counts + 0.5), 1, counts - 1), 0).astype(np.int64)
+
+
 def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator,
                   user_keys: Optional[np.ndarray] = None,
                   item_keys: Optional[np.ndarray] = None) -> Tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -82,7 +89,7 @@ def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator,
     validation, so there is no per-user Python loop.
     """
     counts = np.diff(csr.indptr)
-    n_val = np.where(counts >= 2, np.clip(np.floor(fraction * counts + 0.5), 1, counts - 1), 0).astype(np.int64)
+    n_val = held_out_counts(counts, fraction)
     rows = np.repeat(np.arange(csr.shape[0]), counts)
     keys = pair_keys(csr, int(rng.integers(0, 2**63)), user_keys, item_keys)
     order = np.lexsort((keys, rows))  # by row, then by key

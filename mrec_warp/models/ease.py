@@ -40,7 +40,7 @@ from ..workers import effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, popular_when_cold, scored_candidate, weights_scorer
 from .declared import Param, n_jobs_param
-from .early_stopping import VALIDATION_USERS, Holdout, HoldoutScorer
+from .early_stopping import VALIDATION_FRACTION, VALIDATION_USERS, Holdout, HoldoutScorer, held_out_counts
 from .selection import AUTO, Candidate, Stopwatch, select_param, selected_names, value_of, walk
 from .tuning import TrialShape
 
@@ -105,17 +105,27 @@ class EASE(ItemSimilarity):
 
     @classmethod
     def fit_cost(cls, shape: TrialShape, params: Mapping[str, Any], epochs_cap: Optional[int] = None) -> float:
-        """:func:`estimate`'s time (at :data:`REFERENCE_RATE` unless ``shape.measured``),
-        and validation scoring."""
+        """The path the fit takes, estimated: with ``l2`` left to the choice, its seconds
+        (:func:`selection_seconds`: the side and items :func:`selection_plan` will take);
+        then the fit's (:func:`fit_seconds`, on the ``max_items`` most popular items); at
+        :data:`REFERENCE_RATE` unless ``shape.measured``; plus the validation scoring."""
         model = cls(**params)
-        choosing = bool(selected_names(model))
         if shape.fit is None:
-            return 1e-10 * shape.items ** 3 * (2 if choosing else 1) + shape.scoring()
+            return 1e-10 * shape.items ** 3 * (2 if selected_names(model) else 1) + shape.scoring()
         rate = None if shape.measured else REFERENCE_RATE
-        cost = estimate(shape.fit, model.dtype, int(model.topk), 1, rate=rate)
-        if choosing:
-            cost.seconds += selection_seconds(shape.fit, model.dtype, rate, model.max_items)
-        return cost.seconds + shape.scoring()
+        return model.estimated_fit_seconds(shape.fit, rate) + shape.scoring()
+
+    def estimated_fit_seconds(self, csr: sp.csr_matrix, rate: Optional[float] = None) -> float:
+        """Estimated seconds of :meth:`fit` on ``csr``: the choice of ``l2`` when it is left
+        at ``"auto"`` with ``select`` on, then the fit on the ``max_items`` most popular
+        items, one thread (at :func:`flops_rate`'s measured speed, or ``rate``)."""
+        n_all = csr.shape[1]
+        seconds = 0.0
+        if selected_names(self):
+            seconds += selection_seconds(csr, self.dtype, rate, self.max_items, self._memory_limit())
+        if self.max_items is not None and int(self.max_items) < n_all:
+            csr = sp.csr_matrix(csr[:, most_popular(np.bincount(csr.indices, minlength=n_all), int(self.max_items))])
+        return seconds + fit_seconds(csr, self.dtype, int(self.topk), 1, rate)
 
     @classmethod
     def memory_refusal(cls, fit: sp.csr_matrix, params: Mapping[str, Any]) -> Optional[str]:
@@ -185,9 +195,7 @@ class EASE(ItemSimilarity):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress):
         n_all = csr.shape[1]
         if self.max_items is not None and int(self.max_items) < n_all:
-            counts = self.item_counts_
-            order = np.lexsort((np.arange(n_all), -counts))  # most popular first, ties by index
-            self.kept_items_ = np.sort(order[: int(self.max_items)]).astype(np.int64)
+            self.kept_items_ = most_popular(self.item_counts_, int(self.max_items))
             csr = sp.csr_matrix(csr[:, self.kept_items_])
         n = csr.shape[1]
         cost = estimate(csr, self.dtype, int(self.topk), effective_n_jobs(self.n_jobs))
@@ -243,10 +251,7 @@ class EASE(ItemSimilarity):
         active = int(np.count_nonzero(np.diff(fit.indptr)))
         side, n = selection_plan(limit, active, len(users), fit.nnz, self._memory_limit(), dtype.itemsize)
         counts = np.bincount(fit.indices, minlength=n_all)
-        kept = None
-        if n < n_all:
-            order = np.lexsort((np.arange(n_all), -counts))  # most popular first, ties by index
-            kept = np.sort(order[:n]).astype(np.int64)
+        kept = most_popular(counts, n) if n < n_all else None
         sub = fit if kept is None else sp.csr_matrix(fit[:, kept])
         watch = Stopwatch()
         with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
@@ -357,6 +362,13 @@ def users_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
     return make
 
 
+def most_popular(item_counts: np.ndarray, n: int) -> np.ndarray:
+    """The indices (sorted) of the ``n`` items of most pairs, ties to the lower index: the
+    items ``max_items`` keeps and the choice of ``l2`` covers when restricted."""
+    order = np.lexsort((np.arange(len(item_counts)), -np.asarray(item_counts)))
+    return np.sort(order[:n]).astype(np.int64)
+
+
 def _widen(sub: sp.csr_matrix, kept: np.ndarray, n_all: int) -> sp.csr_matrix:
     """``sub``'s columns placed back at ``kept`` among ``n_all`` items."""
     coo = sub.tocoo()
@@ -433,16 +445,78 @@ def selection_plan(n_items: int, users: int, scored: int, nnz: int, max_bytes: O
     return "items", low
 
 
+#: Time of LAPACK's symmetric eigendecomposition (``eigh``) in units of the Cholesky
+#: inverse's ``n^3`` at :func:`flops_rate`: 6-10 measured here at 512-3,000 items, float32, one
+#: thread, alternating with the inverse. (:func:`selection_plan` counts it as
+#: :data:`EIGH_FLOPS`, whose value the choices of the selection suite were made with.)
+EIGH_SECONDS = 8.0
+#: Seconds per pair of the hold-out's split and of its scorer's preparation (at
+#: :data:`REFERENCE_RATE`).
+HOLDOUT_PAIR_SECONDS = 2e-7
+#: Seconds per scored user and item of one value's scoring besides its flops, counted over
+#: every item (the block of scores, NaN off the items covered, the exclusions and the top-k)
+#: and twice more over the items covered (the passes over the dense block): measured here,
+#: 0.035 s a value on 671 users x 5,687 items (the users' side), 0.2-0.25 s on 5,000 users
+#: of 16,347 items with 941 covered (the items' side).
+SCORING_SECONDS = 2e-9
+
+
 def selection_seconds(csr: sp.csr_matrix, dtype: str = "float32", rate: Optional[float] = None,
-                      max_items: Optional[int] = None) -> float:
-    """Seconds of choosing ``l2`` on ``csr`` (the flops of :func:`selection_plan`'s side, at
-    :func:`flops_rate` or ``rate``), the hold-out's sizes taken as ``csr``'s."""
-    n_items = csr.shape[1] if max_items is None else min(int(max_items), csr.shape[1])
-    users = int(np.count_nonzero(np.diff(csr.indptr)))
-    scored = min(users, VALIDATION_USERS)
-    side, n = selection_plan(n_items, users, scored, csr.nnz, itemsize=np.dtype(dtype).itemsize)
-    flops = users_side_flops(users, scored, csr.nnz) if side == "users" else items_side_flops(n, scored)
-    return flops / (rate or flops_rate(dtype, 1, n))
+                      max_items: Optional[int] = None, max_bytes: Optional[float] = None) -> float:
+    """Estimated seconds of choosing ``l2`` on ``csr``, one thread, along the path
+    :meth:`EASE._candidates` takes: the hold-out's sizes (each user's share held out as
+    :func:`~mrec_warp.models.early_stopping.holdout_split` holds it, up to
+    :data:`~mrec_warp.models.early_stopping.VALIDATION_USERS` users scored), the side and
+    the items :func:`selection_plan` takes (``max_items`` and ``max_bytes`` as the fit
+    passes them), that side's preparation and :data:`EXPECTED_STEPS` values of ``l2``, each
+    scored (:data:`SCORING_SECONDS`). Dense work at :func:`flops_rate`'s measured speed (or
+    ``rate``, :func:`factor_rate`).
+
+    * The users' side: ``X X'`` from sparse products, then per value a users x users
+      inverse and the sparse product ``M X`` (:data:`SPARSE_FLOPS` a multiply-add, at
+      :data:`REFERENCE_RATE`: its speed does not grow with the dense side).
+    * The items' side: the Gram matrix, its eigendecomposition (:data:`EIGH_SECONDS`) and
+      each scored user's ``x V``; then per value ``2 m n^2`` flops for ``m`` scored users
+      (at most ``n``; more users: the ``n x n`` weights, ``2 n^3``, and their histories
+      times them).
+    """
+    n_all = csr.shape[1]
+    limit = n_all if max_items is None else min(int(max_items), n_all)
+    counts = np.diff(csr.indptr).astype(np.int64)
+    held = held_out_counts(counts, VALIDATION_FRACTION)
+    fitting = counts - held
+    users = int(np.count_nonzero(fitting))
+    scored = min(int(np.count_nonzero(held)), VALIDATION_USERS)
+    item_counts = np.bincount(csr.indices, minlength=n_all)
+    side, n = selection_plan(limit, users, scored, int(fitting.sum()), max_bytes, np.dtype(dtype).itemsize)
+    # each user's fitting pairs among the items covered; each item's (its share of them kept)
+    share = np.divide(fitting, counts, out=np.zeros(len(counts)), where=counts > 0)
+    if n < n_all:
+        covered = np.zeros(n_all, dtype=bool)
+        covered[most_popular(item_counts, n)] = True
+        rows = np.repeat(np.arange(len(counts)), counts)
+        per_user = np.bincount(rows[covered[csr.indices]], minlength=len(counts)) * share
+        item_counts = item_counts[covered]
+    else:
+        per_user = fitting.astype(np.float64)
+    per_item = item_counts * (fitting.sum() / max(counts.sum(), 1))
+    pairs = float(per_user.sum())
+    scored_pairs = pairs * scored / max(users, 1)  # the scored users' pairs, at the mean length
+    speed, slow = factor_rate(n, dtype, 1, rate)
+    sparse = SPARSE_FLOPS / REFERENCE_RATE * slow  # seconds of a sparse-dense multiply-add
+    seconds = (HOLDOUT_PAIR_SECONDS * csr.nnz + EXPECTED_STEPS * SCORING_SECONDS * scored * (n_all + 2 * n)) * slow
+    if side == "users":
+        users_speed, _ = factor_rate(users, dtype, 1, rate)
+        seconds += (float((per_item ** 2).sum()) / SPARSE_RATE + DENSE_ENTRY_SECONDS * users * users) * slow
+        seconds += EXPECTED_STEPS * (float(users) ** 3 / users_speed + sparse * pairs * users)
+        return seconds
+    seconds += (float((per_user ** 2).sum()) / SPARSE_RATE + DENSE_ENTRY_SECONDS * n * n) * slow
+    seconds += EIGH_SECONDS * float(n) ** 3 / speed
+    if scored <= n:
+        seconds += sparse * scored_pairs * n + EXPECTED_STEPS * 2.0 * scored * n * n / speed
+    else:
+        seconds += EXPECTED_STEPS * (2.0 * float(n) ** 3 / speed + sparse * scored_pairs * n)
+    return seconds
 
 
 def keeps_dense(n_items: int, topk: int) -> bool:
@@ -500,20 +574,39 @@ def sparsify(weights: np.ndarray, topk: int, rows_per_block: Optional[int] = Non
 
 # -- what a fit will cost, before it starts -------------------------------------------------------
 #: Sparse multiply-adds per second of the Gram matrix's construction (scipy's sparse
-#: product, one thread), measured on ml-latest-small and synthetic long-tail sets here.
-SPARSE_RATE = 1.5e8
+#: product, one thread), measured here on a 140-item set (where the product's output is
+#: small; its dense output is counted in :data:`ENTRY_SECONDS`).
+SPARSE_RATE = 2.5e8
 #: Seconds per entry of the ``n^2`` matrix at :data:`REFERENCE_RATE` of the work besides the
 #: inverse: the Gram matrix's dense blocks, the mirroring and scaling, and the sparsification's
-#: partitions (:data:`DENSE_ENTRY_SECONDS` when the dense matrix is kept); 17 s of a 13,472-item
-#: fit and 3 s of a 2,995-item one here. Scaled by how much slower than that rate the probe
-#: ran (the machine's load slows both alike).
-ENTRY_SECONDS = 1e-7
+#: partitions (:data:`DENSE_ENTRY_SECONDS` when the dense matrix is kept); and per candidate
+#: of the sparsification (each row's ``ROW_CAP x topk`` largest: ``n x min(n, ROW_CAP topk)``).
+#: Measured here (one thread, load 1-1.5): 1.6-2.5e-8 s an entry at 5,687-16,347 items, about
+#: 4e-8 at 1,414-2,995 items where the candidates are most of the row. Scaled by how much
+#: slower than that rate the probe ran (the machine's load slows both alike).
+ENTRY_SECONDS = 2.5e-8
+CANDIDATE_SECONDS = 2e-8
 DENSE_ENTRY_SECONDS = 3e-8
-#: A fixed flop rate for estimates that must not depend on the machine's load (the order of
-#: models in a search's statistical tie); what :func:`flops_rate` measured here, float32.
+#: Seconds per entry of the mirroring's diagonal blocks (fancy-indexed: ``n x band / 2``,
+#: :func:`mirror_band`), at :data:`REFERENCE_RATE`: 1.2-3e-8 measured here (0.02 s at
+#: 1,414 items, 0.06-0.15 s from 3,000 on), work the probe's inverse does not have.
+MIRROR_SECONDS = 1.5e-8
+#: A fixed flop rate (at :data:`CALIBRATION_SIZE` rows; other sizes by :func:`size_speed`)
+#: for estimates that must not depend on the machine's load (the order of models in a
+#: search's statistical tie); what :func:`flops_rate` measured here, float32.
 REFERENCE_RATE = 5e10
 #: Largest side of the matrix the flop rate is measured on (about 0.2 s a run, once per process).
 CALIBRATION_SIZE = 2048
+#: How the factorisation's flop rate grows with the matrix's side (LAPACK blocks better on
+#: larger matrices), relative to :data:`CALIBRATION_SIZE` rows: ``(n / 2,048)`` to the power
+#: :data:`SMALL_SIZE_EXPONENT` below it, :data:`LARGE_SIZE_EXPONENT` above (at most
+#: :data:`LARGE_SIZE_GAIN`). Measured here
+#: (float32, one thread): 0.44, 0.73 and 0.87 at 512, 1,024 and 1,536 rows; 1.11, 1.24 and
+#: 1.25 at 4,096, 8,192 and 16,347 (a probe at 2,048 alone made a 16k-item fit's estimate
+#: 1.6 times the fit).
+SMALL_SIZE_EXPONENT = 0.6
+LARGE_SIZE_EXPONENT = 0.15
+LARGE_SIZE_GAIN = 1.25
 _RATES: Dict[Tuple[str, int, int], float] = {}
 #: Deflated size of a model file's members, as a share of their bytes (upper side of what the
 #: suite's sets gave, scripts/ease_topk.py): the training rows' column indices 0.51-0.70,
@@ -531,13 +624,43 @@ DEFLATED_ID = 4
 CALIBRATION_RUNS = 3
 
 
+def calibration_size(n_items: int) -> int:
+    """The side of the matrix :func:`flops_rate` measures for ``n_items`` rows: ``n_items``
+    to a multiple of 256, at least 256 and at most :data:`CALIBRATION_SIZE`."""
+    return int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
+
+
+def size_speed(n: int) -> float:
+    """The factorisation's flop rate on ``n`` rows relative to :data:`CALIBRATION_SIZE` rows."""
+    ratio = max(float(n), 1.0) / CALIBRATION_SIZE
+    if ratio <= 1.0:
+        return ratio ** SMALL_SIZE_EXPONENT
+    return min(LARGE_SIZE_GAIN, ratio ** LARGE_SIZE_EXPONENT)
+
+
+def factor_rate(n: int, dtype: str = "float32", threads: int = 1, rate: Optional[float] = None) -> Tuple[float, float]:
+    """Flop/s of a dense factorisation of ``n`` rows, and how many times slower than
+    :data:`REFERENCE_RATE` the machine runs now (at least 1: what the estimates' other work
+    is scaled by).
+
+    ``rate``: a fixed rate at :data:`CALIBRATION_SIZE` rows (:data:`REFERENCE_RATE`, so that
+    an estimate does not depend on the load), scaled to ``n`` rows by :func:`size_speed`;
+    else :func:`flops_rate` measured here on :func:`calibration_size` rows, scaled from that
+    size to ``n``."""
+    if rate is not None:
+        return rate * size_speed(n), max(1.0, REFERENCE_RATE / rate)
+    probed = calibration_size(n)
+    measured = flops_rate(dtype, threads, n)
+    return measured * size_speed(n) / size_speed(probed), max(1.0, REFERENCE_RATE * size_speed(probed) / measured)
+
+
 def flops_rate(dtype: str = "float32", threads: int = 1, n_items: int = CALIBRATION_SIZE) -> float:
     """Flop/s of LAPACK's ``potrf`` + ``potri`` on ``n_items`` rows here: measured once per
     process (dtype, threads, size) on a square positive definite matrix of ``n_items`` rows,
     at most :data:`CALIBRATION_SIZE` (at least 256), the median of :data:`CALIBRATION_RUNS`
     runs. Larger matrices block better (ml-latest-small's 6,170 items ran at up to 1.5 times
     the rate measured at 2,048), so an estimate from it errs on the long side."""
-    n = int(min(CALIBRATION_SIZE, max(256, 256 * round(n_items / 256))))
+    n = calibration_size(n_items)
     key = (str(dtype), int(threads), n)
     if key not in _RATES:
         rng = np.random.default_rng(0)
@@ -574,24 +697,37 @@ class Cost:
                 f"time {self.seconds:,.1f} s, model file {memory.format_bytes(self.file_bytes)} ({kept})")
 
 
+def fit_seconds(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOPK, threads: int = 1,
+                rate: Optional[float] = None) -> float:
+    """Estimated seconds of the weights' fit on ``csr`` (every item of it; the choice of
+    ``l2`` is :func:`selection_seconds`): the inverse's ``n^3`` flops at :func:`factor_rate`
+    (measured here, or ``rate``), plus the Gram matrix's sparse products (``sum_u n_u^2`` at
+    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries, the inverse's mirroring and
+    the sparsification's candidates (:data:`ENTRY_SECONDS`, :data:`MIRROR_SECONDS`,
+    :data:`CANDIDATE_SECONDS`), all slowed as the probe was."""
+    n = csr.shape[1]
+    per_user = np.diff(csr.indptr).astype(np.float64)
+    speed, slow = factor_rate(n, dtype, threads, rate)
+    entries = MIRROR_SECONDS * n * min(n, mirror_band(n, np.dtype(dtype).itemsize)) / 2
+    if keeps_dense(n, topk):
+        entries += DENSE_ENTRY_SECONDS * n * n
+    else:
+        entries += ENTRY_SECONDS * n * n + CANDIDATE_SECONDS * n * min(n, ROW_CAP * topk)
+    return float(n) ** 3 / speed + (float((per_user ** 2).sum()) / SPARSE_RATE + entries) * slow
+
+
 def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOPK, threads: int = 1,
              rate: Optional[float] = None) -> Cost:
     """Peak memory, time and model-file size of an EASE fit on ``csr`` (users x items).
 
-    Memory is :meth:`EASE.memory_needed`; time is ``n^3`` flops at :func:`flops_rate` (or
-    ``rate``) plus the Gram matrix's sparse products (``sum_u n_u^2`` at
-    :data:`SPARSE_RATE`) and the work on the ``n^2`` entries (:data:`ENTRY_SECONDS`), both
-    slowed as the probe was; the file holds the weights
+    Memory is :meth:`EASE.memory_needed`; time is :func:`fit_seconds` (``threads`` BLAS
+    threads; at ``rate`` when given); the file holds the weights
     (``n^2`` float32, or ``topk`` pairs of a float16 value and a column index per item,
     uint16 below 65,536 items) besides the training matrix.
     """
     n_users, n = csr.shape
-    per_user = np.diff(csr.indptr).astype(np.float64)
     peak = EASE.memory_needed(n, dtype, csr.nnz, topk)
-    flops = float(n) ** 3
-    rate = rate or flops_rate(dtype, threads, n)
-    entry = DENSE_ENTRY_SECONDS if keeps_dense(n, topk) else ENTRY_SECONDS
-    seconds = flops / rate + (float((per_user ** 2).sum()) / SPARSE_RATE + entry * n * n) * max(1.0, REFERENCE_RATE / rate)
+    seconds = fit_seconds(csr, dtype, topk, threads, rate)
     # as the file stores them: column indices and kept items in the smallest unsigned type,
     # deflated like the ids (persistence.save_model)
     index = DEFLATED_INDEX * index_dtype(n).itemsize
@@ -633,13 +769,18 @@ def invert_spd(gram: np.ndarray) -> np.ndarray:
     if info != 0:
         raise InputError("EASE's Gram matrix could not be inverted", hint="raise `l2`")
     # the lower triangle (C order) is valid: mirror it to the upper one, a band at a time
-    step = max(1, (32 * 2**20) // (gram.itemsize * max(n, 1)))
+    step = mirror_band(n, gram.itemsize)
     for a in range(0, n, step):
         b = min(a + step, n)
         gram[a:b, b:] = gram[b:, a:b].T
         block = gram[a:b, a:b]
         block[np.triu_indices(b - a, 1)] = block.T[np.triu_indices(b - a, 1)]
     return gram
+
+
+def mirror_band(n: int, itemsize: int) -> int:
+    """Rows of a band of :func:`invert_spd`'s mirroring (32 MB of them)."""
+    return max(1, (32 * 2**20) // (itemsize * max(n, 1)))
 
 
 def ease_from_gram(gram: np.ndarray) -> np.ndarray:

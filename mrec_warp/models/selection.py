@@ -11,8 +11,8 @@ only the parameters left at ``"auto"`` are searched.
 How the candidates are found is the family's (a grid it can afford, warm starts, one
 eigendecomposition for every ``l2``...); this module holds what every family shares:
 
-* which parameters a fit chooses (:func:`selected_names`) and the value in force
-  (:func:`value_of`: the chosen one after a fit);
+* which parameters a fit chooses (:func:`selected_names`), the value in force
+  (:func:`value_of`: the chosen one after a fit) and what a fit chose (:func:`chosen_values`);
 * a tried setting and its hold-out score (:class:`Candidate`), the pick (:func:`best`:
   the highest score, the first listed on a tie, so a family lists its fixed values first);
 * the log (:func:`report`: one line per candidate with ``-v``, one summary line), and what
@@ -69,6 +69,12 @@ def value_of(model, name: str) -> Any:
         return fixed_value(model, name)
     raise InputError(f"`{name}=auto` is chosen by fit on the hold-out: fit the model first",
                      hint=f"fit the model, or give `{name}` a value")
+
+
+def chosen_values(model) -> Dict[str, Any]:
+    """What a fitted model chose on its hold-out: the value of each parameter it selected
+    (:func:`selected_names`), in the family's order; empty when it chose none."""
+    return {name: value_of(model, name) for name in selected_names(model)}
 
 
 def chosen_attrs(model) -> Dict[str, Any]:

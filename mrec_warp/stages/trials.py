@@ -28,12 +28,17 @@ from ..files import PathLike, atomic_write
 from ..jobs import cached, job_manifest, read_inputs, unit_of_job
 from ..models.base import Recommender
 from ..models.families import DEFAULT_FAMILY, baseline_family, model_classes
+from ..models.selection import AUTO, chosen_values, describe
 from ..progress import Progress, plural
 from ..topk import iter_top_k
 from .candidates import MODEL
 
 #: The column of a short trial's epoch cap (a time budget's early rungs; empty for full trials).
 SHORT = "epochs_cap"
+#: The column of what a trial's fit chose on its hold-out (every parameter it selected,
+#: ``factors=64 alpha=3 regularization=40``; empty when it chose none): a parameter of the
+#: point left at ``auto`` shows the chosen value in its own column.
+CHOSEN = "chosen"
 #: z of a two-sided 95% normal interval.
 Z95 = 1.959964
 
@@ -118,6 +123,8 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     """Fit one candidate and return its row of the results table.
 
     ``short``: a short trial (at most that many epochs) of an early-stopping family.
+    A parameter of the point left at ``auto`` is the value the fit chose in the row (and
+    :data:`CHOSEN` lists every value chosen on the hold-out).
 
     ``split_src`` is ``(fit, val)`` CSR matrices (threads) or the ``.npz`` holding them;
     with ``use_values`` the fit matrix holds the training values, which the families that
@@ -141,6 +148,10 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
     try:
         model = trial_model(family, base, values, k, short)
         model.fit_trial(fit, val, use_values)
+        chosen = {n: _plain(v) for n, v in chosen_values(model).items()}
+        if chosen:
+            row.update({n: chosen[n] for n, v in values.items() if v == AUTO and n in chosen})
+            row[CHOSEN] = describe(chosen)
         per_user = per_user_precision(model.score_users, model.n_items, fit, val, k)
         score = float(per_user.mean()) if len(per_user) else float("nan")
         if epochs:
@@ -161,6 +172,18 @@ def run_trial(split_src, trial: int, params: Dict[str, Any], base: Dict[str, Any
         with unit_of_job(workdir, started), atomic_write(part) as fh:
             strict_json.dump(row, fh)
     return row
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def chosen_names(row: Any) -> Tuple[str, ...]:
+    """The parameters a trial's row says its fit chose on the hold-out (its :data:`CHOSEN`)."""
+    text = row.get(CHOSEN) if hasattr(row, "get") else None
+    if not isinstance(text, str):
+        return ()
+    return tuple(part.split("=", 1)[0] for part in text.split() if "=" in part)
 
 
 def read_trial_row(path: PathLike) -> Dict[str, Any]:
@@ -203,4 +226,5 @@ def log_trial(progress: Progress, row: Dict[str, Any], point: Dict[str, Any], me
     ci = f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row.get("ci_low") == row.get("ci_low") \
         and "ci_low" in row else ""
     took = f"{row['seconds']:.1f}s" + ("" if estimate is None else f", estimated {estimate:.1f}s")
-    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}")
+    chose = f" (chosen on the hold-out: {row[CHOSEN]})" if row.get(CHOSEN) else ""
+    progress.note(f"trial {row['trial']} ({row[MODEL]}): {metric} {row[metric]:.4f}{ci}{after} ({took})  {shown}{chose}")

@@ -30,6 +30,7 @@ from ..jobs import INPUTS_FILE, Job, fingerprint, write_inputs
 from ..models.families import DEFAULT_FAMILY, FAMILIES, baseline_family, fit_takes, tunable_families
 from ..models.params import check_number, integer_params
 from ..models.early_stopping import holdout_split, id_keys
+from ..models.selection import AUTO, describe
 from ..progress import SILENT, Progress
 from ..seeds import DEFAULT_SEED
 from ..workers import effective_n_jobs
@@ -38,8 +39,8 @@ from ._inputs import load_interactions, load_validation
 from .options import RowOptions
 from . import budget
 from .candidates import MODEL, with_defaults as defaults_first
-from .trials import (HITS, SHORT, check_pick, family_class, log_trial, paired_interval, point_values, read_trial_row,
-                     run_trial, trial_model)
+from .trials import (CHOSEN, HITS, SHORT, check_pick, chosen_names, family_class, log_trial, paired_interval,
+                     point_values, read_trial_row, run_trial, trial_model)
 
 
 #: The family of the baseline row (a reference in the table, never the pick).
@@ -57,7 +58,9 @@ class TuneResult:
     ----------
     table : pandas.DataFrame
         One row per trial, the pick first, then best first: ``model`` (the family), its
-        parameters, ``precision@k``, ``vs_defaults`` (the score relative to the same
+        parameters (one left at ``auto``: the value its fit chose), ``chosen`` (every value
+        the fit chose on its hold-out, ``factors=64 alpha=3 regularization=40``; empty when
+        it chose none), ``precision@k``, ``vs_defaults`` (the score relative to the same
         family's defaults, e.g. 0.03 = 3% higher), ``ci_low`` / ``ci_high`` (its 95%
         interval over validation users), ``epochs`` (early-stopping families: the chosen
         count), ``epochs_cap`` (a short trial of a time budget: its cap; such trials are
@@ -70,7 +73,8 @@ class TuneResult:
         Parameters shared by every WARP trial.
     notes : list of str
         What the search decided that the table alone does not say (a statistical tie
-        broken towards a cheaper model, families skipped for the budget).
+        broken towards a cheaper model, families skipped for the budget, a trial whose
+        ``auto`` chose the setting another trial ran).
     """
 
     table: pd.DataFrame
@@ -85,11 +89,17 @@ class TuneResult:
 
     @property
     def best_params(self) -> Dict[str, Any]:
-        """The best trial's parameters (an early-stopped trial's epoch count as ``epochs``)."""
+        """The best trial's parameters (an early-stopped trial's epoch count as ``epochs``);
+        one its fit chose on the hold-out stays ``auto`` (``train`` chooses it again on all
+        of its data: the trial validated the choice; ``best_json`` says what it chose)."""
         row = self.table.iloc[0]
         fam = FAMILIES[self.best_model]
         params: Dict[str, Any] = {}
+        chosen = chosen_names(row)
         for n in (c for c in self.table.columns if c in fam.tunable):
+            if n in chosen:
+                params[n] = AUTO
+                continue
             if pd.isna(row[n]):
                 if n in fam.nullable:  # a family's trials share their names: NaN was null
                     params[n] = None
@@ -115,6 +125,8 @@ class TuneResult:
                "trials": len(self.table)}
         if "ci_low" in row:
             out["interval"] = [_plain(row["ci_low"]), _plain(row["ci_high"])]
+        if isinstance(row.get(CHOSEN), str):
+            out["chosen"] = row[CHOSEN]
         return out
 
     def baseline_note(self) -> Optional[str]:
@@ -144,7 +156,8 @@ class TuneResult:
 
     def summary(self) -> str:
         """One line: the best family and how far it is above its defaults (and the others');
-        then one line per note (a tie broken towards a cheaper model)."""
+        then one line per note of a tie broken towards a cheaper model or of trials that
+        ran the same setting."""
         best = float(self.table.iloc[0][self.metric])
         parts = []
         for fam in dict.fromkeys(self.table[MODEL]):
@@ -152,7 +165,7 @@ class TuneResult:
             if ref == ref and ref > 0:
                 parts.append(f"{(best / ref - 1) * 100:+.1f}% vs {fam} defaults ({ref:.4f})")
         return "\n".join([f"best: {self.best_model}, {self.metric} {best:.4f}; " + ", ".join(parts)]
-                         + [n for n in self.notes if n.startswith("tie:")])
+                         + [n for n in self.notes if n.startswith(("tie:", "same setting:"))])
 
 
 def _cast(kind: type, v: Any) -> Any:
@@ -418,7 +431,7 @@ def _results_table(rows, points, default_trials, metric: str,
         ref = ref[~ref.index.duplicated()]
         table["vs_defaults"] = table[metric] / table[MODEL].map(ref).astype(float) - 1
     front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [
-        metric, "vs_defaults", "ci_low", "ci_high", "epochs", SHORT, "seconds"]
+        CHOSEN, metric, "vs_defaults", "ci_low", "ci_high", "epochs", SHORT, "seconds"]
     table = table[[c for c in front if c in table.columns] + [c for c in table.columns if c not in front]]
     # counts stay whole numbers beside the families that lack them (pandas makes 6 a 6.0 next to NaN)
     counts = {"trial", "epochs", SHORT}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
@@ -426,12 +439,45 @@ def _results_table(rows, points, default_trials, metric: str,
         if c in counts and _all_whole(table[c]):
             table[c] = table[c].astype("Int64")
     table = table.reset_index(drop=True)
-    notes: List[str] = []
+    notes: List[str] = _same_settings(table)
     if costs and "ci_low" in table:
         table, note = _break_tie(table, metric, hits)
         if note:
             notes.append(note)
     return table, notes
+
+
+def _in_force(row: pd.Series, names: Sequence[str]) -> Dict[str, str]:
+    """A trial's setting as it ran, ``name -> "name=value"`` as the log shows them: its
+    parameters' cells, and what its fit chose on the hold-out."""
+    values = {n: describe({n: _plain(row[n])}) for n in names if not pd.isna(row[n])}
+    if isinstance(row.get(CHOSEN), str):
+        values.update({part.split("=", 1)[0]: part for part in row[CHOSEN].split()})
+    return values
+
+
+def _same_settings(table: pd.DataFrame) -> List[str]:
+    """One note per pair of full trials of a family that ran one setting, at least one of
+    them by its choice on the hold-out (``auto``): the table lists both (two fits that went
+    different ways to the same values), and the note says so."""
+    if CHOSEN not in table:
+        return []
+    full = table[SHORT].isna() if SHORT in table else pd.Series(True, index=table.index)
+    notes = []
+    for fam, rows in table[full].groupby(MODEL, sort=False):
+        names = [c for c in table.columns if c in FAMILIES[fam].tunable]
+        seen: Dict[Tuple[str, ...], pd.Series] = {}
+        for _, row in rows.sort_values("trial").iterrows():
+            setting = _in_force(row, names)
+            key = tuple(sorted(setting.values()))
+            first = seen.setdefault(key, row)
+            if first is row or not (chosen_names(first) or chosen_names(row)):
+                continue
+            chose = "; ".join(f"trial {int(r['trial'])} chose {', '.join(chosen_names(r))}"
+                              for r in (first, row) if chosen_names(r))
+            notes.append(f"same setting: {fam} trials {int(first['trial'])} and {int(row['trial'])} both ran "
+                         f"{' '.join(setting.values())} ({chose} on the hold-out)")
+    return notes
 
 
 def _tied(best: pd.Series, row: pd.Series, hits: Dict[int, Any]) -> bool:
