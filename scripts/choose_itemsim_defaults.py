@@ -97,7 +97,7 @@ def test_grid(fam: str, train, test, users, progress):
             rows = ItemKNN(similarity=kind, select=False).similarity_rows(train, kind)
         else:
             rows = RP3beta(beta=kind, select=False).walk_rows(train, kind)
-        ranked = RankedWeights.build(rows, train.shape[1], counts, 256.0, progress, fam)
+        ranked = RankedWeights.build(rows, train, counts, 256.0, progress, fam)
         for k in counts:
             setting = {"similarity" if fam == "itemknn" else "beta": kind, "neighbours": k}
             out.append((setting, scorer(weights_scorer(train, ranked.top(k)))))

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
 from mrec_warp.kernels.itemsim import history_times_weights
-from mrec_warp.models._itemsim import (SELECTION_SEED, RankedWeights, beyond_noise, history_scores, keep_classes,
-                                       nested_top_k, top_k_by_blocks)
+from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, RankedWeights, item_blocks, beyond_noise, history_scores,
+                                       keep_classes, nested_top_k, top_k_by_blocks)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
@@ -199,12 +199,32 @@ def test_nested_top_k_keeps_each_rows_largest_at_every_count_ties_to_the_first_s
 def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():
     rng = np.random.default_rng(3)
     dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1
-    rows = RankedWeights.build(lambda a, b: sp.csr_matrix(dense[a:b]), 40, [2, 5, 12], 0.01, SILENT, "")
+    history = sp.csr_matrix(np.ones((3, 40)))  # every item's product row as long as the catalogue
+    rows = RankedWeights.build(lambda a, b: sp.csr_matrix(dense[a:b]), history, [2, 5, 12], 0.01, SILENT, "")
     for k in (2, 5, 12):
-        fit = top_k_by_blocks(lambda a, b: sp.csr_matrix(dense[a:b]), 40, k, 0.01, 1, SILENT, "")
+        fit = top_k_by_blocks(lambda a, b: sp.csr_matrix(dense[a:b]), history, k, 0.01, 1, SILENT, "")
         got = rows.top(k)
         got.sort_indices()
         assert (got != fit).nnz == 0
+
+
+def test_blocks_cover_the_items_in_order_within_the_budget_of_their_products_rows():
+    rng = np.random.default_rng(8)
+    sparse = sp.random(2000, 3000, density=0.002, format="csr", random_state=9)
+    dense = sp.csr_matrix(rng.random((200, 300)) < 0.5)
+    for history, memory_mb in ((sparse, 0.05), (dense, 0.05), (sparse, 64.0)):
+        n = history.shape[1]
+        blocks = item_blocks(history, memory_mb)
+        assert blocks[0][0] == 0 and blocks[-1][1] == n
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(blocks, blocks[1:]))
+        per_user = np.diff(history.indptr)
+        reach = np.bincount(history.indices, weights=np.repeat(per_user, per_user).astype(float), minlength=n)
+        for start, stop in blocks:
+            if stop - start > 1:  # a single item is its own block whatever its row costs
+                assert ((np.minimum(reach[start:stop], n) + 1) * ENTRY_BYTES).sum() <= memory_mb * 2**20
+    # rows of few entries: far fewer blocks than rows as long as the catalogue would take
+    assert len(item_blocks(sparse, 0.05)) * 20 < len(item_blocks(sp.csr_matrix(np.ones((3, 3000))), 0.05))
+    assert len(item_blocks(sparse, 64.0, workers=2)) == 8  # a few per worker
 
 
 def test_history_scores_of_sparse_weights_are_the_dense_product():

@@ -432,28 +432,46 @@ def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int,
     return sp.csr_matrix((weights.data[keep], weights.indices[keep], indptr), shape=weights.shape)
 
 
-def _blocks(n_items: int, memory_mb: float, workers: int = 1) -> List[Tuple[int, int]]:
-    """Item ranges ``(start, stop)`` whose weights rows fit ``memory_mb`` each (a sparse
-    product's entries, at worst every item of a row, with scipy's working copy), a few per
-    worker so that every one has work to the end."""
-    block = int(max(1, min(n_items, memory_mb * 2**20 // (3 * 8 * max(n_items, 1)))))
-    if workers > 1:
-        block = max(1, min(block, -(-n_items // (4 * workers))))
-    return [(s, min(s + block, n_items)) for s in range(0, n_items, block)]
+#: Bytes an entry of the items' product costs while a block of it is ranked: its index and
+#: float64 value, scipy's working copy of them, and what the selection kernel writes.
+ENTRY_BYTES = 24
 
 
-def top_k_by_blocks(rows: Callable[[int, int], sp.csr_matrix], n_items: int, k: int, memory_mb: float, n_jobs,
-                    progress: Progress, desc: str) -> sp.csr_matrix:
+def item_blocks(history: sp.csr_matrix, memory_mb: float, workers: int = 1) -> List[Tuple[int, int]]:
+    """Item ranges ``(start, stop)`` whose rows of the items' product (the co-occurrences of
+    ``history``, users x items) fit ``memory_mb`` each, a few per worker so that every one has
+    work to the end. An item's row stores at most its users' items in all (the multiply-adds
+    that make it) and never more than the items: ranges follow that bound, so a large sparse
+    catalogue runs in few blocks (each block costs scipy a pass over every item's column) and
+    a dense one in small ones."""
+    n = history.shape[1]
+    per_user = np.diff(history.indptr)
+    reach = np.bincount(history.indices, weights=np.repeat(per_user.astype(np.float64), per_user), minlength=n)
+    cost = np.cumsum((np.minimum(reach, n) + 1.0) * ENTRY_BYTES)
+    budget = max(float(memory_mb), 0.0) * 2**20
+    most = n if workers <= 1 else max(1, -(-n // (4 * workers)))
+    blocks: List[Tuple[int, int]] = []
+    start, spent = 0, 0.0
+    while start < n:
+        stop = min(max(int(np.searchsorted(cost, spent + budget, side="right")), start + 1), start + most, n)
+        blocks.append((start, stop))
+        spent, start = float(cost[stop - 1]), stop
+    return blocks
+
+
+def top_k_by_blocks(rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_matrix, k: int, memory_mb: float,
+                    n_jobs, progress: Progress, desc: str) -> sp.csr_matrix:
     """``W`` (n_items x n_items CSR): each item's ``k`` largest positive weights (its own
     excluded, :func:`nested_top_k`), built a block of items at a time, on threads.
 
     ``rows(start, stop)`` returns the sparse float64 weights of items ``start:stop`` over
-    every item. Sparse products and the selection kernel release the GIL.
+    every item, the product of ``history``'s co-occurrences (:func:`item_blocks` sizes the
+    ranges by them). Sparse products and the selection kernel release the GIL.
     """
     def run(start: int, stop: int) -> sp.csr_matrix:
         return nested_top_k(rows(start, stop), start, [max(1, int(k))])[0]
 
-    blocks = _blocks(n_items, memory_mb, effective_n_jobs(n_jobs))
+    blocks = item_blocks(history, memory_mb, effective_n_jobs(n_jobs))
     with Workers("threads", n_jobs=n_jobs) as be:
         parts = list(progress.iterate(be.map(run, blocks), total=len(blocks), desc=desc, unit="block"))
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, 0), dtype=np.float32)
@@ -472,13 +490,14 @@ class RankedWeights:
         self.rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
 
     @classmethod
-    def build(cls, rows: Callable[[int, int], sp.csr_matrix], n_items: int, counts: Sequence[int], memory_mb: float,
-              progress: Progress, desc: str) -> "RankedWeights":
+    def build(cls, rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_matrix, counts: Sequence[int],
+              memory_mb: float, progress: Progress, desc: str) -> "RankedWeights":
         """The rows' largest positive entries (each item's own excluded) at every count of
-        ``counts``, a block of items at a time."""
+        ``counts``, a block of items at a time (the product of ``history``'s co-occurrences)."""
+        n_items = history.shape[1]
         ordered = sorted({max(1, int(k)) for k in counts})
         parts = [nested_top_k(rows(start, stop), start, ordered)
-                 for start, stop in progress.iterate(_blocks(n_items, memory_mb), desc=desc, unit="block",
+                 for start, stop in progress.iterate(item_blocks(history, memory_mb), desc=desc, unit="block",
                                                      lines=False)]
         if not parts:
             return cls(sp.csr_matrix((0, n_items), dtype=np.float32), np.zeros(0, dtype=np.uint8), ordered)

@@ -161,7 +161,7 @@ class ItemKNN(ItemSimilarity):
         similarity = value_of(self, "similarity")
         rows = self.similarity_rows(csr, similarity)
         n_items = csr.shape[1]
-        weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
+        weights = top_k_by_blocks(rows, csr, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "itemknn")
         progress.log(f"itemknn: {similarity} similarities, {weights.nnz:,} kept for {n_items:,} items")
         return weights
@@ -181,7 +181,7 @@ class ItemKNN(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
         def build(similarity: str) -> RankedWeights:
-            return RankedWeights.build(self.similarity_rows(fit, similarity), fit.shape[1], counts, self.memory_mb,
+            return RankedWeights.build(self.similarity_rows(fit, similarity), fit, counts, self.memory_mb,
                                        progress, "itemknn (hold-out)")
 
         def values(similarity: str, k: int) -> Dict[str, Any]:

@@ -142,7 +142,7 @@ class RP3beta(ItemSimilarity):
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         rows = self.walk_rows(csr)
         n_items = csr.shape[1]
-        weights = top_k_by_blocks(rows, n_items, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
+        weights = top_k_by_blocks(rows, csr, int(value_of(self, "neighbours")), self.memory_mb, self.n_jobs,
                                   progress, "rp3beta")
         if self.normalize:
             weights = scale_rows(weights)
@@ -167,7 +167,7 @@ class RP3beta(ItemSimilarity):
         walks = SharedWalks(*self.transitions(fit)[:2], self.memory_mb)
 
         def build(beta: float) -> RankedWeights:
-            return RankedWeights.build(self.walk_rows(fit, beta, walks), fit.shape[1], counts, self.memory_mb,
+            return RankedWeights.build(self.walk_rows(fit, beta, walks), fit, counts, self.memory_mb,
                                        progress, "rp3beta (hold-out)")
 
         def values(beta: float, k: int) -> Dict[str, Any]:
