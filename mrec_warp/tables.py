@@ -267,6 +267,8 @@ def _text_bytes(column: pd.Series, encoding: str, sep: str, float_format: Option
     """Each value's text as ``to_csv`` writes it, formatted once per distinct value,
     left-aligned in a block, and the mask of the used bytes."""
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    if isinstance(uniques, pd.Categorical):  # a coded column: its texts, as a text column's uniques
+        uniques = uniques.astype(uniques.categories.dtype)
     values = pd.Series(uniques)
     if text_of is not None:
         values = text_of(values)
