@@ -55,7 +55,7 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
             col.dtype, pd.CategoricalDtype) else col)
         limit = inputs.MAX_ID_LENGTH  # read here, so the one constant rules every reader
         if longest > limit:
-            long = text_rows(col, lambda t: t.str.len() > limit)
+            long = text_rows(col, lambda t, limit=limit: t.str.len() > limit)
             row = int(np.flatnonzero(long)[0])
             raise InputError(
                 f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
