@@ -523,6 +523,12 @@ def _categories(ids: pd.Index) -> pd.CategoricalDtype:
     return pd.CategoricalDtype(ids)
 
 
+def _index(ids) -> pd.Index:
+    """``ids`` as a ``pandas.Index``: the same object when it is one, so what it knows of itself
+    (that its ids are unique: a hash of each, seconds for millions) is not worked out again."""
+    return ids if isinstance(ids, pd.Index) else pd.Index(ids)
+
+
 def factorize_ids(column: pd.Series):
     """``pandas.factorize(column, sort=False)``: codes numbering the distinct ids in order of
     first appearance, and the ids. A ``Categorical`` whose codes already do so, every
@@ -586,5 +592,5 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     return Positives(
         user=user[keep], item=item[keep], value=value[keep],
         timestamp=None if timestamp is None else timestamp[keep],
-        user_ids=pd.Index(user_ids), item_ids=pd.Index(item_ids), counts=counts,
+        user_ids=_index(user_ids), item_ids=_index(item_ids), counts=counts,
     )
