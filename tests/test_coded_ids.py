@@ -146,3 +146,33 @@ def test_prepare_writes_the_ids_as_they_are(tmp_path):
     prepare(path, tmp_path / "out", columns="0,1,2", test_fraction=0)
     lines = (tmp_path / "out" / "train.tsv").read_bytes().decode("utf-8").split("\n")[:-1]
     assert sorted(line.split("\t")[0] for line in lines) == sorted(u for u in IDS for _ in "xy")
+
+
+@pytest.mark.parametrize("rule", ["sum", "max", "first", "last", "count"])
+def test_merge_rows_block_by_block_is_one_merge(monkeypatch, rule):
+    from mrec_warp.data import rows as row_rules
+
+    rng = np.random.default_rng(7)
+    user, item = rng.integers(0, 30, 3000), rng.integers(0, 40, 3000)
+    value, stamp = rng.integers(-3, 5, 3000).astype(float), rng.integers(0, 10**6, 3000)
+    negatives = "net" if rule == "sum" else "drop"
+    whole = merge_rows(user, item, value, stamp, 40, duplicates=rule, negatives=negatives)
+    monkeypatch.setattr(row_rules, "MERGE_BLOCK_PAIRS", 7)
+    blocks = merge_rows(user, item, value, stamp, 40, duplicates=rule, negatives=negatives)
+    for name in ("user", "item", "value", "timestamp"):
+        np.testing.assert_array_equal(getattr(blocks, name), getattr(whole, name))
+    assert blocks.counts == whole.counts
+    # the reference: each pair's rows in table order, merged by the rule
+    frame = pd.DataFrame({"key": user * 40 + item, "value": value, "stamp": stamp})
+    if negatives == "drop":
+        frame = frame[frame["value"] >= 0]
+    grouped = frame.groupby("key", sort=True)
+    expected = {"sum": grouped["value"].sum(), "max": grouped["value"].max(), "first": grouped["value"].first(),
+                "last": grouped["value"].last(), "count": grouped["value"].size().astype(float)}[rule]
+    if negatives == "net":
+        moved = grouped["value"].apply(lambda v: v.abs().sum())
+        had_negative = grouped["value"].min() < 0
+        expected = expected[~(had_negative & (expected <= 1e-9 * moved))]
+    np.testing.assert_array_equal(blocks.user * 40 + blocks.item, expected.index.to_numpy())
+    np.testing.assert_allclose(blocks.value, expected.to_numpy())
+    np.testing.assert_array_equal(blocks.timestamp, grouped["stamp"].min().loc[expected.index].to_numpy())
