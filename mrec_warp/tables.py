@@ -224,10 +224,9 @@ def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_f
         elif column.dtype.kind == "f" and float_format is not None:
             fields.append(_float_bytes(column.to_numpy(), float_format, encoding, sep))
         elif categories is not None and isinstance(column.dtype, pd.CategoricalDtype) \
-                and column.cat.codes.min() >= 0:  # a missing value (code -1) has no category
-            if c not in categories:
-                categories[c] = _text_bytes(pd.Series(column.cat.categories), encoding, sep, float_format,
-                                            (text_of or {}).get(c))
+                and column.cat.codes.min() >= 0 and _formatted(categories, c, column, encoding, sep, float_format,
+                                                               (text_of or {}).get(c)) is not None:
+            # a missing value (code -1) has no category: such columns are formatted chunk by chunk
             block, used = categories[c]
             codes = column.cat.codes.to_numpy()
             fields.append((block[codes], used[codes]))
@@ -244,6 +243,20 @@ def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_f
         blocks += [block, np.broadcast_to(end, (n, len(end)))]
         masks += [used, np.ones((n, len(end)), dtype=bool)]
     return np.hstack(blocks)[np.hstack(masks)].tobytes()
+
+
+def _formatted(categories: Dict[str, Optional[Tuple[np.ndarray, np.ndarray]]], name: str, column: pd.Series,
+               encoding: str, sep: str, float_format: Optional[str],
+               text_of: Optional[Callable[[pd.Series], pd.Series]]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """The bytes of every category of ``column``, formatted on first use into ``categories``;
+    ``None`` when one of them cannot be written (the rows' own values then are, chunk by
+    chunk, and refused only if a row holds one)."""
+    if name not in categories:
+        try:
+            categories[name] = _text_bytes(pd.Series(column.cat.categories), encoding, sep, float_format, text_of)
+        except (csv.Error, UnwritableText):  # a tab or a line break in one of them
+            categories[name] = None
+    return categories[name]
 
 
 def _integer_bytes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

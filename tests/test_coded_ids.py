@@ -176,3 +176,14 @@ def test_merge_rows_block_by_block_is_one_merge(monkeypatch, rule):
     np.testing.assert_array_equal(blocks.user * 40 + blocks.item, expected.index.to_numpy())
     np.testing.assert_allclose(blocks.value, expected.to_numpy())
     np.testing.assert_array_equal(blocks.timestamp, grouped["stamp"].min().loc[expected.index].to_numpy())
+
+
+def test_an_unwritable_unused_category_leaves_the_rows_written():
+    import csv
+
+    from mrec_warp.tables import UnwritableText
+
+    frame = pd.DataFrame({"user": pd.Categorical(["a", "b"], categories=["a", "b", "x\ty"]), "value": [1, 2]})
+    assert delimited_bytes(frame, "utf-8", categories={}) == b"a\t1\nb\t2\n"
+    with pytest.raises((UnwritableText, csv.Error)):
+        delimited_bytes(frame.assign(user=pd.Categorical(["x\ty", "a"])), "utf-8", categories={})
