@@ -192,7 +192,8 @@ DELIMITED_BLOCK_BYTES = 1 << 25
 
 
 def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_format: Optional[str] = None,
-                    text_of: Optional[Dict[str, Callable[[pd.Series], pd.Series]]] = None) -> bytes:
+                    text_of: Optional[Dict[str, Callable[[pd.Series], pd.Series]]] = None,
+                    categories: Optional[Dict[str, Tuple[np.ndarray, np.ndarray]]] = None) -> bytes:
     """The lines ``frame.to_csv(sep=sep, header=False, index=False, lineterminator="\\n",
     quoting=csv.QUOTE_NONE, float_format=float_format)`` writes, encoded, several times faster.
 
@@ -202,6 +203,9 @@ def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_f
     bytes with a mask of the bytes it uses, and the blocks side by side, with ``sep`` (a
     line break after the last) between them, are read out through their masks in one pass.
     ``text_of`` maps a column name to a function applied to its distinct values first.
+    ``categories``: a dict the caller keeps across the chunks of one table; a
+    ``Categorical`` column's categories are then formatted once, into it, and each chunk
+    only picks its rows' bytes by their codes.
 
     Raises
     ------
@@ -219,12 +223,19 @@ def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_f
             fields.append(_integer_bytes(column.to_numpy()))
         elif column.dtype.kind == "f" and float_format is not None:
             fields.append(_float_bytes(column.to_numpy(), float_format, encoding, sep))
+        elif categories is not None and isinstance(column.dtype, pd.CategoricalDtype) \
+                and column.cat.codes.min() >= 0 and _formatted(categories, c, column, encoding, sep, float_format,
+                                                               (text_of or {}).get(c)) is not None:
+            # a missing value (code -1) has no category: such columns are formatted chunk by chunk
+            block, used = categories[c]
+            codes = column.cat.codes.to_numpy()
+            fields.append((block[codes], used[codes]))
         else:
             fields.append(_text_bytes(column, encoding, sep, float_format, (text_of or {}).get(c)))
     if n > 1 and n * sum(block.shape[1] + 1 for block, _ in fields) > DELIMITED_BLOCK_BYTES:
         half = n // 2
-        return (delimited_bytes(frame.iloc[:half], encoding, sep, float_format, text_of) +
-                delimited_bytes(frame.iloc[half:], encoding, sep, float_format, text_of))
+        return (delimited_bytes(frame.iloc[:half], encoding, sep, float_format, text_of, categories) +
+                delimited_bytes(frame.iloc[half:], encoding, sep, float_format, text_of, categories))
     between = np.frombuffer(sep.encode(encoding), dtype=np.uint8)
     blocks, masks = [], []
     for k, (block, used) in enumerate(fields):
@@ -232,6 +243,20 @@ def delimited_bytes(frame: pd.DataFrame, encoding: str, sep: str = "\t", float_f
         blocks += [block, np.broadcast_to(end, (n, len(end)))]
         masks += [used, np.ones((n, len(end)), dtype=bool)]
     return np.hstack(blocks)[np.hstack(masks)].tobytes()
+
+
+def _formatted(categories: Dict[str, Optional[Tuple[np.ndarray, np.ndarray]]], name: str, column: pd.Series,
+               encoding: str, sep: str, float_format: Optional[str],
+               text_of: Optional[Callable[[pd.Series], pd.Series]]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """The bytes of every category of ``column``, formatted on first use into ``categories``;
+    ``None`` when one of them cannot be written (the rows' own values then are, chunk by
+    chunk, and refused only if a row holds one)."""
+    if name not in categories:
+        try:
+            categories[name] = _text_bytes(pd.Series(column.cat.categories), encoding, sep, float_format, text_of)
+        except (csv.Error, UnwritableText):  # a tab or a line break in one of them
+            categories[name] = None
+    return categories[name]
 
 
 def _integer_bytes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -267,6 +292,8 @@ def _text_bytes(column: pd.Series, encoding: str, sep: str, float_format: Option
     """Each value's text as ``to_csv`` writes it, formatted once per distinct value,
     left-aligned in a block, and the mask of the used bytes."""
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    if isinstance(uniques, pd.Categorical):  # a coded column: its texts, as a text column's uniques
+        uniques = uniques.astype(uniques.categories.dtype)
     values = pd.Series(uniques)
     if text_of is not None:
         values = text_of(values)

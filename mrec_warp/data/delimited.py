@@ -232,7 +232,8 @@ class _ReplacingReader:
 
 
 def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int] = (),
-                 encoding: Optional[str] = None, wide_first: bool = False) -> pd.DataFrame:
+                 encoding: Optional[str] = None, wide_first: bool = False, coded: Sequence[int] = (),
+                 wanted: Optional[Sequence[int]] = None) -> pd.DataFrame:
     """The fields of every data row, one column per field position.
 
     Fields at the ``numeric`` positions are parsed as float64 (a ``ValueError`` when one is
@@ -247,12 +248,18 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     naming the line. ``wide_first``: the caller found the first data line longer (with
     empty extra fields); pandas would take its width for every line, cutting longer ones
     short without a word, so the file is scanned for extra fields first.
+
+    For big files: ``wanted`` (positions) lets the fast reader (:func:`_read_arrow`) leave
+    out the other columns' text (every line is still split and checked whole), and a column
+    at a ``coded`` position may come as a pandas ``Categorical`` of its distinct texts,
+    categories in order of first appearance, instead of one string per row. Callers take
+    either form: the other readers give every column, as text.
     """
     encoding = encoding or detect_encoding(path)
     found, line = n_fields, None
     if not wide_first:
         try:
-            return _parse(path, sep, skip, n_fields, numeric, encoding)
+            return _parse(path, sep, skip, n_fields, numeric, encoding, coded, wanted)
         except _TooManyFields as exc:
             found, line = exc.args
     n_lines, widest, bad = trailing_fields(path, sep, skip, n_fields, encoding)
@@ -262,8 +269,8 @@ def parse_table(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequenc
     if widest <= n_fields:  # pragma: no cover - the parser saw a longer line, the scan must too
         raise InputError(f"expected {n_fields} columns like the first line, found {found}", path=str(path),
                          line=line, hint=columns_hint(sep))
-    raw = _parse(path, sep, skip, widest, numeric, encoding)  # every extra field is empty: drop them
-    raw = raw[list(range(n_fields))]
+    raw = _parse(path, sep, skip, widest, numeric, encoding, coded, wanted)  # every extra field is empty: drop them
+    raw = raw[[i for i in range(n_fields) if i in raw]]
     raw.attrs["empty_trailing_lines"] = n_lines
     return raw
 
@@ -288,7 +295,8 @@ def trailing_fields(path: Path, sep: str, skip: int, n_fields: int, encoding: Op
     return n_lines, widest, None
 
 
-def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int], encoding: str) -> pd.DataFrame:
+def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int], encoding: str,
+           coded: Sequence[int] = (), wanted: Optional[Sequence[int]] = None) -> pd.DataFrame:
     text_sep, fh = sep, None
     source: Union[Path, _ReplacingReader] = path
     if sep == "::":
@@ -298,7 +306,7 @@ def _parse(path: Path, sep: str, skip: int, n_fields: int, numeric: Sequence[int
     # separator in an id must be reported, not read with its columns shifted.
     names = list(range(n_fields))
     try:
-        fast = _read_arrow(path, sep, skip, names, numeric, encoding) if fh is None else None
+        fast = _read_arrow(path, sep, skip, names, numeric, encoding, coded, wanted) if fh is None else None
         if fast is not None:
             return fast
         with warnings.catch_warnings(record=True) as caught:
@@ -349,7 +357,8 @@ _TEXT_DTYPE = pd.Series([""], dtype=str).dtype
 
 
 def _read_arrow(path: Path, sep: str, skip: int, names: List[int], numeric: Sequence[int],
-                encoding: str) -> Optional[pd.DataFrame]:
+                encoding: str, coded: Sequence[int] = (), wanted: Optional[Sequence[int]] = None
+                ) -> Optional[pd.DataFrame]:
     """The table as :func:`_read_csv` reads it, by pyarrow's multi-threaded CSV reader (about
     10x faster on 10M rows), or ``None`` whenever the two could differ: pyarrow missing, a
     compressed or non-UTF-8 file, a header below line 1, a delimiter of several characters,
@@ -357,7 +366,11 @@ def _read_arrow(path: Path, sep: str, skip: int, names: List[int], numeric: Sequ
     ``len(names)`` fields (a short, long or blank-looking line) or a number it cannot
     parse. Without quotes there is no quoting, so the file reads as the C parser reads
     it, field for field; a file with quotes goes to the C parser, which applies the quoting
-    rules, and so does every fault, which it names by line."""
+    rules, and so does every fault, which it names by line.
+
+    Only the ``wanted`` columns (default all) are converted; the ``coded`` ones come as a
+    pandas ``Categorical`` (:func:`_categorical`): the ids of 10M rows as int32 codes and
+    one table of distinct texts, not 10M strings with their offsets."""
     if encoding != "utf-8" or not quoted(sep) or sep in '"\r\n' or skip > 1 or path.suffix == ".gz":
         return None
     try:
@@ -372,6 +385,8 @@ def _read_arrow(path: Path, sep: str, skip: int, names: List[int], numeric: Sequ
         if any(b'"' in block for block in iter(lambda: fh.read(1 << 22), b"")):  # GB/s
             return None
     keys = [str(i) for i in names]
+    kept = [(i, k) for i, k in zip(names, keys) if wanted is None or i in wanted]
+    coding = pa.dictionary(pa.int32(), pa.string())
     try:
         table = pa_csv.read_csv(
             str(path),
@@ -379,22 +394,46 @@ def _read_arrow(path: Path, sep: str, skip: int, names: List[int], numeric: Sequ
             parse_options=pa_csv.ParseOptions(delimiter=sep, quote_char=False, escape_char=False,
                                               newlines_in_values=False, ignore_empty_lines=True),
             convert_options=pa_csv.ConvertOptions(
-                column_types={k: pa.float64() if i in numeric else pa.string() for i, k in zip(names, keys)},
+                column_types={k: pa.float64() if i in numeric else coding if i in coded else pa.string()
+                              for i, k in kept},
+                include_columns=[k for _, k in kept],
                 null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False, check_utf8=True),
         )
     except (pa.ArrowException, OSError, ValueError):
         return None
     out = {}
-    for i, k in zip(names, keys):
+    for i, k in kept:
+        # each column leaves the Arrow table as it is converted: no moment holds both whole
         column = table.column(k)
+        table = table.drop_columns([k])
         if i in numeric:
             if column.null_count:
                 return None
             out[i] = column.to_numpy()
+        elif i in coded:
+            out[i] = _categorical(column)
         else:
             text = column.to_pandas()
             out[i] = text if text.dtype == _TEXT_DTYPE else text.astype(_TEXT_DTYPE)
-    return pd.DataFrame(out, columns=names)
+        del column
+    pa.default_memory_pool().release_unused()  # the parser's blocks, kept by the allocator otherwise
+    return pd.DataFrame(out, columns=[i for i, _ in kept])
+
+
+def _categorical(column) -> pd.Series:
+    """An Arrow dictionary column (one dictionary per block read) as one pandas
+    ``Categorical``: the blocks' dictionaries unified in block order, so the categories are
+    the distinct texts in order of first appearance (as ``pandas.factorize`` numbers them)
+    and every category is used."""
+    chunks = column.unify_dictionaries().chunks if column.num_chunks > 1 else column.chunks
+    if not chunks:
+        categories = pd.Index([], dtype=_TEXT_DTYPE)
+        codes = np.zeros(0, dtype=np.int32)
+    else:
+        categories = pd.Index(chunks[0].dictionary.to_pandas()).astype(_TEXT_DTYPE)
+        codes = np.concatenate([chunk.indices.to_numpy(zero_copy_only=False) for chunk in chunks])
+    return pd.Series(pd.Categorical.from_codes(codes.astype(np.int32, copy=False),
+                                               dtype=pd.CategoricalDtype(categories), validate=False))
 
 
 def _file_line(path: Path, sep: str, parser_line: int, encoding: str) -> int:
@@ -496,3 +535,4 @@ def columns_hint(sep: str) -> str:
         return (f"every line needs the same columns; check `sep` ({sep!r}), and quote a field that "
                 f'holds it ("a{sep}b")')
     return "every line needs the same columns; check `sep`"
+

@@ -12,6 +12,7 @@ import pandas as pd
 from ..errors import InputError
 from . import inputs
 from .delimited import columns_hint, data_line, quoted, split_fields, text_after_quote
+from .id_text import text_rows
 from .tsv import TSV_UNSAFE
 
 
@@ -34,7 +35,7 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
         if raw[pos].dtype == np.float64:  # numbers, parsed and checked finite already
             continue
         col = raw[pos]
-        empty = (col.str.strip() == "").to_numpy()  # checked stripped, kept as they are
+        empty = text_rows(col, _blank)  # checked stripped, kept as they are
         if allow_empty is not None and role in id_roles:
             empty = empty & ~allow_empty
         if empty.any():
@@ -49,10 +50,12 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                              hint=f"fill in the {role} or remove the line")
         if role not in id_roles:
             continue
-        longest, maybe_unsafe = _screen_ids(col)
+        # a Categorical (the fast reader's ids) is screened on its distinct texts
+        longest, maybe_unsafe = _screen_ids(pd.Series(col.cat.categories) if isinstance(
+            col.dtype, pd.CategoricalDtype) else col)
         limit = inputs.MAX_ID_LENGTH  # read here, so the one constant rules every reader
         if longest > limit:
-            long = (col.str.len() > limit).to_numpy()
+            long = text_rows(col, lambda t, limit=limit: t.str.len() > limit)
             row = int(np.flatnonzero(long)[0])
             raise InputError(
                 f"{role if role == 'feature' else role + ' id'} {col.iloc[row][:40]!r}... is "
@@ -60,7 +63,7 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                 path=str(path), line=data_line(path, row, sep, skip, encoding)[0],
                 hint="a model cannot hold ids this long; check the delimiter and which columns are the ids")
         if quoted(sep) and maybe_unsafe:
-            bad = col.str.contains(TSV_UNSAFE.pattern, regex=True).to_numpy()
+            bad = text_rows(col, lambda t: t.str.contains(TSV_UNSAFE.pattern, regex=True))
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 value = col.iloc[row]
@@ -82,6 +85,10 @@ def check_fields(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, 
                          f"ends at the next single quote, and the parser would read {field!r}", path=str(path),
                          line=lineno, hint='quote the whole field with its inner quotes doubled ("""quoted"" start") '
                                            "or remove the quotes")
+
+
+def _blank(texts: pd.Series) -> pd.Series:
+    return texts.str.strip() == ""
 
 
 def _screen_ids(col: pd.Series, block: int = 1 << 20) -> Tuple[int, bool]:

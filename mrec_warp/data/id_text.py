@@ -22,7 +22,7 @@ reads an Arrow value column as a text file's value column is read.
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,17 @@ from .arrow import one_array, pyarrow
 
 #: Whole floats below this convert to int64 in one step; larger ones one by one as Python ints.
 _INT64_LIMIT = 2.0 ** 63
+
+
+def text_rows(column: pd.Series, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
+    """``test`` (a vectorised check of texts, e.g. ``lambda t: t.str.strip() == ""``) of each
+    row of a text column, as a bool array. A ``Categorical`` column is tested once per
+    distinct text and the answers spread to the rows by their codes: no string per row is
+    made (a missing value, code -1, is False: callers check missing values themselves)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        flags = np.asarray(test(pd.Series(column.cat.categories)), dtype=bool)
+        return np.append(flags, False)[column.cat.codes.to_numpy()]
+    return np.asarray(test(column), dtype=bool)
 
 
 def float_id_texts(values: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from .delimited import (
     parse_table, quoted, split_fields,
 )
 from .field_checks import check_fields
-from .id_text import id_texts, is_text_type, number_values
+from .id_text import id_texts, is_text_type, number_values, text_rows
 from .inputs import as_regular_file, check_readable, detect_encoding, input_path, is_pipe
 from .interactions import CANONICAL_COLUMNS
 from .parquet import is_parquet, read_columns
@@ -98,6 +98,7 @@ def read_ratings(
     header: Optional[bool] = None,
     columns: Optional[Sequence] = None,
     empty_ids: str = DEFAULT_EMPTY_IDS,
+    coded_ids: bool = False,
 ) -> pd.DataFrame:
     """Read a delimited ratings file into the canonical table.
 
@@ -154,6 +155,11 @@ def read_ratings(
         For programs that read files for their own users, as the commands do: which of
         ``format``, ``sep``, ``header``, ``columns`` and ``empty_ids`` the caller offers its
         users (default: all); a refusal is worded without the others.
+    coded_ids : bool
+        For big files (``prepare``'s memory): the user and item columns may come as pandas
+        ``Categorical`` columns of the same texts, categories in order of first appearance
+        (int32 codes and one table of distinct ids instead of a string per row). Only the
+        fast reader (a UTF-8 file without quotes) codes them; the caller takes either form.
 
     Returns
     -------
@@ -174,7 +180,8 @@ def read_ratings(
     p = input_path(path)
     if is_pipe(p):  # a pipe (<(...), /dev/stdin, -): read it once; a device or folder is refused
         with as_regular_file(p) as copy:
-            out = read_ratings(copy, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids)
+            out = read_ratings(copy, format=format, sep=sep, header=header, columns=columns, empty_ids=empty_ids,
+                               coded_ids=coded_ids)
         out.attrs["source"] = str(path)  # the pipe, read once: rows are named, not its lines
         return out
     p = check_readable(p)
@@ -227,7 +234,7 @@ def read_ratings(
             raise InputError(f"expected {n_fields} columns like the first line, found {len(extra)} (the extra ones "
                              "not empty)", path=str(p), line=lines[1][0], hint=columns_hint(sep))
         trailing = 1
-    raw = _read_fast(p, sep, skip, n_fields, used, encoding, wide_first=bool(trailing))
+    raw = _read_fast(p, sep, skip, n_fields, used, encoding, wide_first=bool(trailing), coded=used[:2] if coded_ids else ())
     if raw is None:  # some field is bad: read everything as text to say which line
         raw = parse_table(p, sep, skip, n_fields, encoding=encoding, wide_first=bool(trailing))
     if len(raw) == 0:
@@ -280,7 +287,7 @@ def _empty_ids(raw: pd.DataFrame, used: List[int], n_fields: int, path: Path, se
     empty = np.zeros(len(raw), dtype=bool)
     roles = []  # the roles that have an empty id somewhere, for the count's words
     for role, pos in zip(CANONICAL_COLUMNS, used[:2]):
-        blank = (raw[pos].str.strip() == "").to_numpy(dtype=bool)
+        blank = text_rows(raw[pos], lambda t: t.str.strip() == "")
         if blank.any():
             empty |= blank
             roles.append(role)
@@ -334,18 +341,21 @@ def _reading_record(sep: str, header: bool, guessed: bool, why: str, lineno: int
 
 
 def _read_fast(path: Path, sep: str, skip: int, n_fields: int, used: List[int],
-               encoding: str, wide_first: bool = False) -> Optional[pd.DataFrame]:
+               encoding: str, wide_first: bool = False, coded: Sequence[int] = ()) -> Optional[pd.DataFrame]:
     """Parse ratings and timestamps as numbers straight away (4x faster than text + convert).
 
     Returns ``None`` when any of them is not a finite number (or a timestamp is a date, or a
     field is missing), so the caller falls back to the text path, which finds the line or
-    converts the dates.
+    converts the dates. Only the ``used`` columns are read; the ``coded`` ones may come as
+    a ``Categorical`` (:func:`~mrec_warp.data.delimited.parse_table`).
     """
     numeric = used[2:]
     if not numeric:
-        return parse_table(path, sep, skip, n_fields, encoding=encoding, wide_first=wide_first)
+        return parse_table(path, sep, skip, n_fields, encoding=encoding, wide_first=wide_first, coded=coded,
+                           wanted=used)
     try:
-        raw = parse_table(path, sep, skip, n_fields, numeric, encoding=encoding, wide_first=wide_first)
+        raw = parse_table(path, sep, skip, n_fields, numeric, encoding=encoding, wide_first=wide_first, coded=coded,
+                          wanted=used)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise

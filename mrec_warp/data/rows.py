@@ -42,6 +42,7 @@ works on (group by user = sort by user, no per-user Python loop).
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ import pandas as pd
 from ..errors import InputError
 from ..progress import plural
 from .delimited import data_line
+from .id_text import text_rows
 
 #: How repeated (user, item) rows merge; the first is the default everywhere.
 DUPLICATES = ("sum", "max", "first", "last", "count")
@@ -66,6 +68,10 @@ DEFAULT_DUPLICATES = DUPLICATES[0]
 DEFAULT_NEGATIVES = NEGATIVES[0]
 #: ``net``: a pair whose net is within this share of the quantities its rows moved is netted out.
 NET_TOLERANCE = 1e-9
+
+#: Pairs merged at a time by :func:`merge_rows`: its rows are gathered into sorted order a
+#: block at a time, so no sorted copy of a whole column is made (400 MB per column at 50M rows).
+MERGE_BLOCK_PAIRS = 1 << 20
 
 #: Where a row is, for messages: row index -> (path or None, line or None, words naming the row).
 Locate = Callable[[int], "tuple[Optional[str], Optional[int], str]"]
@@ -135,6 +141,9 @@ def empty_id_rows(df, columns: Sequence[str], texts: Optional[Dict[str, pd.Serie
         column = df[col]
         missing = column.isna().to_numpy(dtype=bool)
         text = (texts or {}).get(col)
+        if text is None and isinstance(column.dtype, pd.CategoricalDtype):  # once per distinct id
+            empty |= missing | text_rows(column, lambda t: t.astype(str).str.strip() == "")
+            continue
         text = column.astype(str) if text is None else text
         empty |= missing | (text.str.strip() == "").to_numpy(dtype=bool)  # checked stripped, kept as they are
     return empty
@@ -213,8 +222,6 @@ def merge_rows(
         raise InputError(f"`negatives={negatives}` acts on negative values, and the table has only user and item",
                          path=source, hint="name the value column (`columns` for a file, value_col= for a table), "
                                            "or leave out `negatives`")
-    user = np.asarray(user, dtype=np.int64)
-    item = np.asarray(item, dtype=np.int64)
     n = len(user)
     value = np.ones(n, dtype=np.float64) if value is None else np.asarray(value, dtype=np.float64)
     counts = {"rows_read": n}
@@ -225,55 +232,71 @@ def merge_rows(
     counts["pairs_netted_out"] = 0
     if n_negative and negatives == "refuse" and not signed_ratings(duplicates, negatives, min_value):
         raise _negative_error(int(np.argmax(negative)), n_negative, value, locate)
-    row = np.arange(n, dtype=np.int64)  # each row's place in the table, for messages
+    row = None  # each row's place in the table, for messages, when rows were left out
     if n_negative and negatives == "drop":
         keep = ~negative
-        user, item, value, negative, row = user[keep], item[keep], value[keep], negative[keep], row[keep]
+        row = np.flatnonzero(keep)
+        user, item, value, negative = np.asarray(user)[keep], np.asarray(item)[keep], value[keep], negative[keep]
         timestamp = None if timestamp is None else np.asarray(timestamp)[keep]
         counts["negative_rows_dropped"] = n_negative
 
     width = np.int64(max(n_items, 1))
-    key = user * width + item
+    # one int64 array of pairs, made in place: no int64 copy of the codes beside it (memory at 50M rows)
+    key = np.asarray(user, dtype=np.int64) * width
+    key += np.asarray(item)
     # not a stable sort (4x faster): first / last take the smallest / largest row number of
-    # each pair instead, which is file order whatever the sort did with ties
+    # each pair instead, which is file order whatever the sort did with ties. Each array
+    # goes as soon as it is used: at 50M rows every 8-byte column is 400 MB.
     order = np.argsort(key)
-    key = key[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
-    ends = np.r_[starts[1:], len(key)].astype(np.int64)
-    v = value[order]
-    if not len(key):
-        merged = v
-    elif duplicates == "sum":
-        merged = np.add.reduceat(v, starts)
+    key = np.take(key, order)
+    n_rows = len(key)
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n_rows else np.zeros(0, dtype=np.int64)
+    key = key[starts]  # one per pair
+
+    def by_pair(ufunc, column: np.ndarray, in_order: bool = False) -> np.ndarray:
+        """``ufunc`` over each pair's rows of ``column`` (in table order, or ``in_order``: in
+        sorted order), a block of pairs at a time: no sorted copy of a whole column."""
+        if not n_rows:
+            return column if in_order else column[order]
+        out = np.empty(len(starts), dtype=column.dtype)
+        for p in range(0, len(starts), MERGE_BLOCK_PAIRS):
+            first = starts[p:p + MERGE_BLOCK_PAIRS]
+            end = starts[p + MERGE_BLOCK_PAIRS] if p + MERGE_BLOCK_PAIRS < len(starts) else n_rows
+            rows = column[first[0]:end] if in_order else column[order[first[0]:end]]
+            out[p:p + len(first)] = ufunc.reduceat(rows, first - first[0])
+        return out
+
+    if duplicates == "sum":
+        merged = by_pair(np.add, value)
     elif duplicates == "max":
-        merged = np.maximum.reduceat(v, starts)
+        merged = by_pair(np.maximum, value)
     elif duplicates == "first":
-        merged = value[np.minimum.reduceat(order, starts)]
+        merged = value[by_pair(np.minimum, order, in_order=True)]
     elif duplicates == "last":
-        merged = value[np.maximum.reduceat(order, starts)]
+        merged = value[by_pair(np.maximum, order, in_order=True)]
     else:  # count
-        merged = (ends - starts).astype(np.float64)
+        merged = np.diff(np.r_[starts, n_rows]).astype(np.float64)
     ts = None
     if timestamp is not None:
-        ts = np.minimum.reduceat(np.asarray(timestamp, dtype=np.int64)[order], starts) if len(key) else \
-            np.zeros(0, dtype=np.int64)
-    counts["duplicates_merged"] = int(len(key) - len(starts))
+        ts = by_pair(np.minimum, np.asarray(timestamp, dtype=np.int64))
+    counts["duplicates_merged"] = int(n_rows - len(starts))
     if min_value is not None and not chosen and counts["duplicates_merged"] and negatives != "net":
         # the first repeat in file order: the earliest row that is not the first of its pair
         repeat = np.ones(len(order), dtype=bool)
         repeat[np.minimum.reduceat(order, starts)] = False
-        raise _merge_error(int(row[int(np.argmax(repeat))]), counts["duplicates_merged"], locate)
-    key = key[starts]
+        first_repeat = int(np.argmax(repeat))
+        raise _merge_error(first_repeat if row is None else int(row[first_repeat]), counts["duplicates_merged"], locate)
 
     keep = np.ones(len(key), dtype=bool)
     if negatives == "net" and n_negative:
-        had_negative = np.maximum.reduceat(negative[order], starts) if len(key) else keep
+        had_negative = by_pair(np.maximum, negative)
         # a pair returned whole nets to 0 up to rounding (0.1 + 0.2 - 0.3 is 2.8e-17, not 0):
         # a net within a billionth of the quantities moved is nothing left
-        moved = np.add.reduceat(np.abs(v), starts) if len(key) else v
+        moved = by_pair(np.add, np.abs(value))
         netted_out = had_negative & (merged <= NET_TOLERANCE * moved)
         counts["pairs_netted_out"] = int(netted_out.sum())
         keep &= ~netted_out
+    order = None  # the permutation goes before the pairs are filtered (memory at 50M rows)
     if min_value is not None:
         below = keep & (merged < min_value)
         counts["rows_below_min_value"] = int(below.sum())
@@ -283,9 +306,11 @@ def merge_rows(
     else:
         counts["rows_below_min_value"] = counts["negative_pairs_below_min_value"] = 0
     counts["pairs_kept"] = int(keep.sum())
-    key = key[keep]
-    return MergedRows(user=key // width, item=key % width, value=merged[keep],
-                      timestamp=None if ts is None else ts[keep], counts=counts)
+    if not keep.all():
+        key, merged, ts = key[keep], merged[keep], None if ts is None else ts[keep]
+    user = key // width
+    key %= width  # the item codes, in place
+    return MergedRows(user=user, item=key, value=merged, timestamp=ts, counts=counts)
 
 
 def _negative_error(row: int, n_negative: int, value: np.ndarray, locate: Optional[Locate],
@@ -479,17 +504,57 @@ class Positives:
     def n_items(self) -> int:
         return len(self.item_ids)
 
-    def take(self, mask: np.ndarray) -> pd.DataFrame:
-        """The canonical table (user, item, value[, timestamp]) of the rows in ``mask``."""
-        # .array keeps Arrow-backed strings compact: no Python object per row at 20M rows
-        frame = {
-            "user": self.user_ids.take(self.user[mask]).array,
-            "item": self.item_ids.take(self.item[mask]).array,
-            "value": self.value[mask],
-        }
+    def take(self, mask: np.ndarray, coded: bool = False) -> pd.DataFrame:
+        """The canonical table (user, item, value[, timestamp]) of the rows in ``mask``;
+        ``coded``: user and item as ``Categorical`` columns over all ids (a code per row, no
+        text per row: what a writer of big tables wants)."""
+        if coded:
+            frame = {"user": pd.Categorical.from_codes(self.user[mask], dtype=self._user_dtype),
+                     "item": pd.Categorical.from_codes(self.item[mask], dtype=self._item_dtype)}
+        else:
+            # .array keeps Arrow-backed strings compact: no Python object per row at 20M rows
+            frame = {"user": self.user_ids.take(self.user[mask]).array,
+                     "item": self.item_ids.take(self.item[mask]).array}
+        frame["value"] = self.value[mask]
         if self.timestamp is not None:
             frame["timestamp"] = self.timestamp[mask]
         return pd.DataFrame(frame)
+
+    @functools.cached_property
+    def _user_dtype(self) -> pd.CategoricalDtype:
+        return _categories(self.user_ids)
+
+    @functools.cached_property
+    def _item_dtype(self) -> pd.CategoricalDtype:
+        return _categories(self.item_ids)
+
+
+def _categories(ids: pd.Index) -> pd.CategoricalDtype:
+    """The dtype of a ``Categorical`` over ``ids`` (themselves plain, when ``ids`` is categorical)."""
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        ids = pd.Index(ids.to_numpy())
+    return pd.CategoricalDtype(ids)
+
+
+def _index(ids) -> pd.Index:
+    """``ids`` as a ``pandas.Index``: the same object when it is one, so what it knows of itself
+    (that its ids are unique: a hash of each, seconds for millions) is not worked out again."""
+    return ids if isinstance(ids, pd.Index) else pd.Index(ids)
+
+
+def factorize_ids(column: pd.Series):
+    """``pandas.factorize(column, sort=False)``: codes numbering the distinct ids in order of
+    first appearance, and the ids. A ``Categorical`` whose codes already do so, every
+    category used (what the fast reader gives, :func:`~mrec_warp.data.ratings.read_ratings`
+    with ``coded_ids``), gives its codes and categories without hashing a string per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype) and len(column):
+        codes = column.cat.codes.to_numpy()
+        reach = np.maximum.accumulate(codes)  # the largest code so far
+        # in order of first appearance: each code at most one above every code before it
+        if codes[0] == 0 and reach[-1] == len(column.cat.categories) - 1 and codes.min() >= 0 \
+                and (codes[1:] <= reach[:-1] + 1).all():
+            return codes, column.cat.categories
+    return pd.factorize(column, sort=False)
 
 
 def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_items: int = 1,
@@ -521,14 +586,15 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     """
     n_rows = len(df)
     df, n_empty = drop_empty_ids(df, empty_ids)
-    user, user_ids = pd.factorize(df["user"], sort=False)
-    item, item_ids = pd.factorize(df["item"], sort=False)
+    user, user_ids = factorize_ids(df["user"])
+    item, item_ids = factorize_ids(df["item"])
     value = df["value"].to_numpy(dtype=np.float64) if "value" in df else None  # None: every row a positive
     timestamp = df["timestamp"].to_numpy(dtype=np.int64) if "timestamp" in df else None
     rows = merge_rows(user, item, value, timestamp, len(item_ids), duplicates=duplicates, negatives=negatives,
                       min_value=min_rating, locate=table_locator(df, source=source), source=source)
     user, item, value, timestamp = rows.user, rows.item, rows.value, rows.timestamp
     counts = {**rows.counts, "rows_read": n_rows, "empty_id_rows_dropped": n_empty}
+    del rows  # its arrays are the locals now: each goes when it is filtered below
     counts["rows_below_min_rating"] = counts["rows_below_min_value"]  # prepare's name for it
     per_user = np.bincount(user, minlength=len(user_ids))
     user_ok = per_user >= min_user_items
@@ -536,9 +602,9 @@ def binarise(df: pd.DataFrame, min_rating: Optional[float] = None, min_user_item
     counts["rows_of_users_below_min_user_items"] = int(small.sum())
     counts["users_without_positives"] = int((per_user == 0).sum())
     counts["users_below_min_user_items"] = int(((per_user > 0) & ~user_ok).sum())
-    keep = ~small
-    return Positives(
-        user=user[keep], item=item[keep], value=value[keep],
-        timestamp=None if timestamp is None else timestamp[keep],
-        user_ids=pd.Index(user_ids), item_ids=pd.Index(item_ids), counts=counts,
-    )
+    if small.any():  # one column at a time, each replacing its unfiltered self
+        keep = ~small
+        user, item, value = user[keep], item[keep], value[keep]
+        timestamp = None if timestamp is None else timestamp[keep]
+    return Positives(user=user, item=item, value=value, timestamp=timestamp,
+                     user_ids=_index(user_ids), item_ids=_index(item_ids), counts=counts)

@@ -163,8 +163,10 @@ def _rank_within_user(user: np.ndarray, order: np.ndarray, n: np.ndarray) -> np.
 def _random_test(pos: Positives, k: np.ndarray, n: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A random ``k[u]`` of each user's rows."""
     # One sort on (user, random 32 bits) shuffles every user's rows at once.
-    noise = rng.integers(0, 2**32, size=len(pos), dtype=np.uint64).astype(np.int64)
-    order = np.argsort((pos.user << 32) | noise, kind="stable")
+    key = pos.user << 32
+    key |= rng.integers(0, 2**32, size=len(pos), dtype=np.uint64).view(np.int64)  # below 2**32: the same bits
+    order = np.argsort(key, kind="stable")
+    del key
     return _rank_within_user(pos.user, order, n) < k[pos.user]
 
 
@@ -346,12 +348,15 @@ def iter_splits(
     min_value: Optional[float] = None,
     cutoff: Any = None,
     empty_ids: str = DEFAULT_EMPTY_IDS,
+    coded: bool = False,
 ) -> Iterator[Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]]:
     """Split an in-memory ratings table; yield ``(train, test, summary)`` per split.
 
     The same rules as :func:`prepare` (see the module docstring), without files. Split
     ``i`` draws from ``numpy.random.SeedSequence(seed).spawn(num_splits)[i]``, so split 0
-    is the same whatever ``num_splits`` is.
+    is the same whatever ``num_splits`` is. ``coded``: train and test hold their user and
+    item ids as ``Categorical`` columns (a code per row, not a string), as ``prepare``
+    writes them.
     """
     min_rating = min_value_of(min_value, min_rating)
     test_fraction, leave_out, split = check_split_options(
@@ -361,8 +366,9 @@ def iter_splits(
     pos = binarise(df, min_rating=min_rating, min_user_items=min_user_items, duplicates=duplicates,
                    negatives=negatives, source=source, empty_ids=empty_ids)
     _check_data(pos, df, split, min_rating, source, all_train=test_fraction == 0 and leave_out is None)
+    del df  # the codes are all the splits need: a caller that drops the table too frees its memory
     if split == "global-time":
-        yield _global_time_split(pos, cutoff, test_fraction, source, {
+        yield _global_time_split(pos, cutoff, test_fraction, source, coded, {
             "duplicates": duplicates, "negatives": negatives, "empty_ids": empty_ids, "min_rating": min_rating,
             "min_user_items": int(min_user_items), "split": split, "cutoff": None if cutoff is None else str(cutoff),
             "test_fraction": test_fraction, "num_splits": 1})
@@ -391,11 +397,11 @@ def iter_splits(
         unknown = test & ~(np.bincount(codes[~test], minlength=n_codes) > 0)[codes]
         test &= ~unknown
         summary = _summary(pos, n, test, unknown, params, i, needs, cold=split if split in COLD_SPLITS else None)
-        yield pos.take(~test & ~unknown), pos.take(test), summary
+        yield pos.take(~test & ~unknown, coded), pos.take(test, coded), summary
 
 
 def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[float], source: Optional[str],
-                       params: Dict[str, Any]) -> Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]:
+                       coded: bool, params: Dict[str, Any]) -> Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Any]]:
     """``(train, test, summary)`` of the one global-time split (see the module docstring)."""
     at = _global_cutoff(pos, cutoff, test_fraction, source)
     later = _global_time_test(pos, np.empty(0), np.empty(0), None, at)
@@ -419,7 +425,7 @@ def _global_time_split(pos: Positives, cutoff: Any, test_fraction: Optional[floa
         "latest_train_timestamp": latest_train,
         "earliest_test_timestamp": int(pos.timestamp[test].min()) if test.any() else None,
     }
-    return pos.take(train), pos.take(test), summary
+    return pos.take(train, coded), pos.take(test, coded), summary
 
 
 def _summary(

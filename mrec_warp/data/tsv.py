@@ -100,9 +100,11 @@ def write_interactions(df: pd.DataFrame, path: PathLike, encoding: Optional[str]
                 # a stream (a pipe, standard output) cannot take back what it was given: its
                 # ids are checked before a byte goes out; a file's, chunk by chunk
                 check_tsv_ids(df["user"], df["item"], path=path)
+            categories: Dict = {}  # a coded id column's texts, formatted once for every chunk
             with open(tmp, "wb") as fh:
                 for start in range(0, len(frame), WRITE_CHUNK_ROWS):
-                    fh.write(delimited_bytes(frame.iloc[start:start + WRITE_CHUNK_ROWS], codec, text_of=ids))
+                    fh.write(delimited_bytes(frame.iloc[start:start + WRITE_CHUNK_ROWS], codec, text_of=ids,
+                                             categories=categories))
     except (csv.Error, UnwritableText):
         # an id with a tab or a line break (the reader refuses those; a table built in Python
         # may hold one): named by the check of every id, run only now, as it costs seconds

@@ -167,7 +167,7 @@ def run_prepare(
         if not side:
             raise InputError("no feature source beside the input (looked for u.item / u.user and item_tags.tsv)",
                              path=str(input), hint="drop `features`, or keep MovieLens' u.item/u.user beside u.data")
-    df = read_ratings(input, **rows.reader)
+    df = read_ratings(input, **rows.reader, coded_ids=True)  # ids as codes: a big file's memory
     encoding = df.attrs.get("encoding", "utf-8")
     progress.log(f"read {plural(len(df), 'row')} from {input} ({_ENCODING_NOTE.get(encoding, encoding)})")
     found = df.attrs.get("reading")
@@ -182,10 +182,11 @@ def run_prepare(
     splits = iter_splits(
         df, min_rating=min_rating, min_user_items=min_user_items, test_fraction=test_fraction,
         leave_out=leave_out, split=split, num_splits=num_splits, seed=seed, source=str(input),
-        duplicates=duplicates, negatives=negatives, cutoff=cutoff, empty_ids=empty_ids,
+        duplicates=duplicates, negatives=negatives, cutoff=cutoff, empty_ids=empty_ids, coded=True,
     )
     value_column = describe_value_column(df, rows.columns, min_rating, rows.header)
     value_column["duplicates"] = duplicates or DEFAULT_DUPLICATES
+    del df  # the splits hold what they need as codes: the table goes with their first step
     for train, test, summary in splits:
         folder = outdir if num_splits == 1 else outdir / f"split-{summary['split']}"
         summary = {"input": str(input), "encoding": encoding, **({"reading": found} if found else {}), **summary}

@@ -1,0 +1,189 @@
+"""Ids as codes (prepare's memory on big files): the fast reader's ``Categorical`` ids, the row
+rules and the writers give the same ids, rows and bytes as ids held as one string per row."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrec_warp import prepare
+from mrec_warp.data.id_text import text_rows
+from mrec_warp.data.ratings import read_ratings
+from mrec_warp.data.rows import binarise, factorize_ids, merge_rows
+from mrec_warp.data.split import iter_splits
+from mrec_warp.data.tsv import write_interactions
+from mrec_warp.errors import InputError
+from mrec_warp.tables import delimited_bytes
+
+#: Ids that differ only in ways a careless reader loses: numbers' spellings, spaces, case, accents, emoji.
+IDS = ["007", "7", " 7", "7 ", "07.0", "José", "Jose\u0301", "😀 u", "u\u00a0x", "U1", "u1", "nan", "NULL", "-1", "a;b"]
+
+
+def _rows(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(IDS[rng.integers(len(IDS))], IDS[rng.integers(len(IDS))][::-1] + "i", int(rng.integers(1, 6)),
+             1_600_000_000 + int(rng.integers(0, 10**6))) for _ in range(n)]
+
+
+def _write(path, rows, newline="\n", trailing=""):
+    path.write_bytes("".join(f"{u}\t{i}\t{v}\t{t}{trailing}{newline}" for u, i, v, t in rows).encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("newline,trailing", [("\n", ""), ("\r\n", ""), ("\n", "\t\t")])
+def test_coded_read_gives_the_same_ids_in_first_appearance_order(tmp_path, newline, trailing):
+    path = _write(tmp_path / "r.tsv", _rows(), newline, trailing)
+    plain = read_ratings(path, columns="0,1,2,3")
+    coded = read_ratings(path, columns="0,1,2,3", coded_ids=True)
+    for role in ("user", "item"):
+        assert isinstance(coded[role].dtype, pd.CategoricalDtype)
+        assert coded[role].astype(str).tolist() == plain[role].tolist()
+        codes, uniques = pd.factorize(plain[role], sort=False)
+        assert list(coded[role].cat.categories) == list(uniques)  # every category used, first seen first
+        np.testing.assert_array_equal(coded[role].cat.codes.to_numpy(), codes)
+    pd.testing.assert_series_equal(coded["value"], plain["value"])
+    pd.testing.assert_series_equal(coded["timestamp"], plain["timestamp"])
+    assert coded.attrs["reading"] == plain.attrs["reading"]
+
+
+def test_a_quoted_file_is_read_as_text_whatever_coded_ids_says(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_text('u1,"a, b",1\nu2,c,2\n"u1",c,3\n', encoding="utf-8")
+    coded = read_ratings(path, coded_ids=True)
+    assert coded["user"].tolist() == ["u1", "u2", "u1"] and coded["item"].tolist() == ["a, b", "c", "c"]
+
+
+def test_coded_read_refuses_empty_ids_and_names_the_line(tmp_path):
+    path = tmp_path / "e.tsv"
+    path.write_text("u1\ti1\t1\nu2\t \t1\n\ti3\t1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"2 rows have an empty \(only spaces\) user or item id") as err:
+        read_ratings(path, coded_ids=True)
+    assert err.value.line == 2
+
+
+def test_text_rows_of_a_categorical_are_those_of_its_texts():
+    texts = pd.Series(["a", " ", "", "bb", "a", ""], dtype=str)
+    coded = texts.astype("category")
+    for test in (lambda t: t.str.strip() == "", lambda t: t.str.len() > 1):
+        np.testing.assert_array_equal(text_rows(coded, test), text_rows(texts, test))
+    with_missing = pd.Series(pd.Categorical(["a", None, ""]))
+    np.testing.assert_array_equal(text_rows(with_missing, lambda t: t == ""), [False, False, True])
+
+
+def test_factorize_ids_takes_the_codes_only_when_they_are_already_in_order():
+    values = ["b", "a", "b", "c", "a"]
+    in_order = pd.Series(pd.Categorical(values, categories=["b", "a", "c"]))
+    codes, ids = factorize_ids(in_order)
+    np.testing.assert_array_equal(codes, [0, 1, 0, 2, 1])
+    assert list(ids) == ["b", "a", "c"]
+    for other in (pd.Categorical(values, categories=["a", "b", "c"]),  # not first seen first
+                  pd.Categorical(values, categories=["b", "a", "c", "d"]),  # one unused
+                  pd.Categorical(["b", None, "a"], categories=["b", "a"])):  # a missing id
+        codes, ids = factorize_ids(pd.Series(other))
+        expected_codes, expected_ids = pd.factorize(pd.Series(other), sort=False)
+        np.testing.assert_array_equal(codes, expected_codes)
+        assert list(ids) == list(expected_ids)
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"duplicates": "last", "min_rating": 3}, {"duplicates": "count"}, {"duplicates": "first"},
+    {"negatives": "drop", "empty_ids": "drop"}, {"negatives": "net", "empty_ids": "drop"},
+])
+def test_the_row_rules_give_the_same_positives_from_codes(tmp_path, options):
+    rows = _rows(600, seed=3) + [("", "x", 2, 5), ("only-here", "", 1, 6), ("u1", "i", -2, 7), ("u1", "i", 3, 8)]
+    path = _write(tmp_path / "r.tsv", rows)
+    empty_ids = options.pop("empty_ids", "refuse")
+    if empty_ids == "refuse":
+        path = _write(tmp_path / "r.tsv", [r for r in rows if r[0] and r[1] and r[2] > 0])
+    plain = binarise(read_ratings(path, empty_ids=empty_ids), empty_ids=empty_ids, **options)
+    coded = binarise(read_ratings(path, empty_ids=empty_ids, coded_ids=True), empty_ids=empty_ids, **options)
+    for name in ("user", "item", "value", "timestamp"):
+        np.testing.assert_array_equal(getattr(coded, name), getattr(plain, name))
+    assert list(coded.user_ids) == list(plain.user_ids) and list(coded.item_ids) == list(plain.item_ids)
+    assert coded.counts == plain.counts
+
+
+def test_merge_rows_takes_int32_codes():
+    rng = np.random.default_rng(1)
+    user, item = rng.integers(0, 50, 2000), rng.integers(0, 70, 2000)
+    value, stamp = rng.integers(-2, 5, 2000).astype(float), rng.integers(0, 100, 2000)
+    for rule in ("sum", "max", "first", "last", "count"):
+        wide = merge_rows(user, item, value, stamp, 70, duplicates=rule, negatives="drop")
+        narrow = merge_rows(user.astype(np.int32), item.astype(np.int32), value, stamp, 70, duplicates=rule,
+                            negatives="drop")
+        for name in ("user", "item", "value", "timestamp"):
+            np.testing.assert_array_equal(getattr(narrow, name), getattr(wide, name))
+        assert narrow.counts == wide.counts
+
+
+def test_coded_splits_write_the_same_bytes(tmp_path):
+    path = _write(tmp_path / "r.tsv", _rows(3000, seed=5))
+    df = read_ratings(path, coded_ids=True)
+    for (train, test, _), (train_c, test_c, _) in zip(iter_splits(read_ratings(path), num_splits=2, seed=4),
+                                                      iter_splits(df, num_splits=2, seed=4, coded=True)):
+        assert isinstance(train_c["user"].dtype, pd.CategoricalDtype)
+        for a, b in ((train, train_c), (test, test_c)):
+            write_interactions(a, tmp_path / "a.tsv")
+            write_interactions(b, tmp_path / "b.tsv")
+            assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+
+
+def test_delimited_bytes_formats_categories_once_with_the_same_bytes(monkeypatch):
+    frame = pd.DataFrame({"user": pd.Categorical(["b", "a", "b", "c"], categories=["c", "b", "a", "unused"]),
+                          "value": [1, 2, 3, 4]})
+    plain = frame.assign(user=frame["user"].astype(str))
+    cache = {}
+    chunks = [delimited_bytes(frame.iloc[i:i + 2], "utf-8", categories=cache) for i in (0, 2)]
+    assert b"".join(chunks) == delimited_bytes(plain, "utf-8") == b"b\t1\na\t2\nb\t3\nc\t4\n"
+    assert list(cache) == ["user"]
+    missing = pd.DataFrame({"user": pd.Categorical(["a", None]), "value": [1, 2]})
+    assert delimited_bytes(missing, "utf-8", categories={}) == delimited_bytes(missing, "utf-8")
+
+
+def test_prepare_writes_the_ids_as_they_are(tmp_path):
+    rows = [(u, i, 1, 0) for u in IDS for i in ("x", "y")]
+    path = _write(tmp_path / "r.tsv", rows)
+    prepare(path, tmp_path / "out", columns="0,1,2", test_fraction=0)
+    lines = (tmp_path / "out" / "train.tsv").read_bytes().decode("utf-8").split("\n")[:-1]
+    assert sorted(line.split("\t")[0] for line in lines) == sorted(u for u in IDS for _ in "xy")
+
+
+@pytest.mark.parametrize("rule", ["sum", "max", "first", "last", "count"])
+def test_merge_rows_block_by_block_is_one_merge(monkeypatch, rule):
+    from mrec_warp.data import rows as row_rules
+
+    rng = np.random.default_rng(7)
+    user, item = rng.integers(0, 30, 3000), rng.integers(0, 40, 3000)
+    value, stamp = rng.integers(-3, 5, 3000).astype(float), rng.integers(0, 10**6, 3000)
+    negatives = "net" if rule == "sum" else "drop"
+    whole = merge_rows(user, item, value, stamp, 40, duplicates=rule, negatives=negatives)
+    monkeypatch.setattr(row_rules, "MERGE_BLOCK_PAIRS", 7)
+    blocks = merge_rows(user, item, value, stamp, 40, duplicates=rule, negatives=negatives)
+    for name in ("user", "item", "value", "timestamp"):
+        np.testing.assert_array_equal(getattr(blocks, name), getattr(whole, name))
+    assert blocks.counts == whole.counts
+    # the reference: each pair's rows in table order, merged by the rule
+    frame = pd.DataFrame({"key": user * 40 + item, "value": value, "stamp": stamp})
+    if negatives == "drop":
+        frame = frame[frame["value"] >= 0]
+    grouped = frame.groupby("key", sort=True)
+    expected = {"sum": grouped["value"].sum(), "max": grouped["value"].max(), "first": grouped["value"].first(),
+                "last": grouped["value"].last(), "count": grouped["value"].size().astype(float)}[rule]
+    if negatives == "net":
+        moved = grouped["value"].apply(lambda v: v.abs().sum())
+        had_negative = grouped["value"].min() < 0
+        expected = expected[~(had_negative & (expected <= 1e-9 * moved))]
+    np.testing.assert_array_equal(blocks.user * 40 + blocks.item, expected.index.to_numpy())
+    np.testing.assert_allclose(blocks.value, expected.to_numpy())
+    np.testing.assert_array_equal(blocks.timestamp, grouped["stamp"].min().loc[expected.index].to_numpy())
+
+
+def test_an_unwritable_unused_category_leaves_the_rows_written():
+    import csv
+
+    from mrec_warp.tables import UnwritableText
+
+    frame = pd.DataFrame({"user": pd.Categorical(["a", "b"], categories=["a", "b", "x\ty"]), "value": [1, 2]})
+    assert delimited_bytes(frame, "utf-8", categories={}) == b"a\t1\nb\t2\n"
+    with pytest.raises((UnwritableText, csv.Error)):
+        delimited_bytes(frame.assign(user=pd.Categorical(["x\ty", "a"])), "utf-8", categories={})
