@@ -505,9 +505,16 @@ def timestamp_hint(column: Optional[str] = None) -> str:
             "e.g. `columns=0,1,2` for user, item and value")
 
 
+def value_hint(row: int) -> str:
+    """What to do about a value column entry that is not a number, at data row ``row``: the
+    first row of a file read without a header is most likely its header."""
+    if row == 0:
+        return "the first line looks like a header: drop `--no-header` (or give `--header`), or use `columns` to choose columns"
+    return "the rating column must be numeric; use `columns` to choose columns"
+
+
 def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
     """The value column as finite float64 numbers of at most :data:`MAX_ABS_VALUE`."""
-    hint = "the rating column must be numeric; use `columns` to choose columns"
     if values.dtype == np.float64:  # already parsed and checked finite by _read_fast
         parsed, text = values.to_numpy(), values
     else:
@@ -516,7 +523,7 @@ def parse_values(values: pd.Series, refuse: Refuse) -> np.ndarray:
         bad = ~np.isfinite(parsed)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            refuse("rating", values.iloc[row], "is not a finite number", row, hint)
+            refuse("rating", values.iloc[row], "is not a finite number", row, value_hint(row))
     big = np.abs(parsed) > MAX_ABS_VALUE
     if big.any():
         row = int(np.flatnonzero(big)[0])
@@ -606,8 +613,7 @@ def _read_parquet(path: Path, sep: Optional[str] = None, header: Optional[bool] 
         bad = ~np.isfinite(values)
         if bad.any():
             row = int(np.argmax(bad))
-            refuse("rating", cols[2][row].as_py(), "is not a finite number", row,
-                   "the rating column must be numeric; use `columns` to choose columns")
+            refuse("rating", cols[2][row].as_py(), "is not a finite number", row, value_hint(row))
         out["value"] = parse_values(pd.Series(values), refuse)  # the size limit
         out.attrs["value_column"] = names[used[2]]
     if len(used) > 3:

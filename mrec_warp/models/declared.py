@@ -114,7 +114,9 @@ class Param:
             check_number(value, self.name, integer=self.type is int,
                          at_least=None if self.open else low, above=low if self.open else None,
                          at_most=None if self.open else high, below=high if self.open else None,
-                         optional=self.nullable, hint=self.hint)
+                         optional=self.nullable,
+                         hint=self.hint or ("or auto, the default: chosen on the data's hold-out"
+                                            if self.default == "auto" else None))
 
     # -- what users read ---------------------------------------------------------------------
     @property

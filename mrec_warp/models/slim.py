@@ -214,7 +214,9 @@ class SLIM(ItemSimilarity):
                 return out
 
             values = {name: v for name, v in (("l1", a), ("l2", b)) if name in names}
-            candidate = scored_candidate(values, scorer, score, step)
+            candidate = scored_candidate(values, scorer, score, step,
+                                         note=f"ranked among {len(targets):,} of the {n:,} items: lower than a "
+                                              "full model's")
             candidate.seconds += each
             tried.append(candidate)
         first = path.index(fixed)
