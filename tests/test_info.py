@@ -49,6 +49,16 @@ def test_json_describes_a_wrmf_file(messy_train, tmp_path):
     assert data["arrays"]["user_factors"]["shape"] == [n_users, data["fitted"]["factors_"]]  # what the fit chose
     assert isinstance(data["fitted"]["regularization_"], float)
     assert data["format_version"] == 1
+    assert data["trained_with"] == f"mrec-warp {mw.__version__}"
+
+
+def test_a_trained_with_that_is_not_a_short_printable_text_is_not_shown():
+    from mrec_warp.stages.info import trained_with
+
+    assert trained_with({"trained_with": "mrec-warp 9.9"}) == "mrec-warp 9.9"
+    for crafted in ("line\nbreak\x1b[2J", "x" * 5000, {"a": 1}, 7):
+        assert trained_with({"trained_with": crafted}) is None
+    assert trained_with({}) is None
 
 
 def test_same_data_same_fingerprint_other_data_another(messy_train, tmp_path):

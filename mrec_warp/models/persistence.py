@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import strict_json
+from .._version import __version__
 from ..files import atomic_path
 from ..data.npz import MAX_ID_CHARS, NpzArchive, check_csr, check_ids, index_dtype, source_name, write_npz
 from ..errors import InputError
@@ -68,6 +69,7 @@ def save_model(
         "class": class_name,
         "params": params,
         "attrs": attrs,
+        "trained_with": f"mrec-warp {__version__}",
     }
     if not train.has_canonical_format:  # the loader insists on sorted, unique indices per row
         train = train.copy()

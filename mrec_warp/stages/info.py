@@ -37,7 +37,7 @@ class ModelInfo:
         The file's checked JSON header: ``format_version``, ``class``, ``params`` (every
         constructor parameter as trained, ``"auto"`` included), ``attrs`` (fitted scalars,
         among them what ``auto`` chose, e.g. ``alpha_``, ``best_epoch_``), and the command
-        that trained it (``trained_with``) when the writer recorded one.
+        that trained it (``trained_with``, ``mrec-warp VERSION``) when the writer recorded one.
     family : str
         The ``--model`` name of the file's class.
     n_users, n_items, n_interactions : int
@@ -69,7 +69,7 @@ class ModelInfo:
             "family": self.family,
             "class": self.header["class"],
             "format_version": self.header["format_version"],
-            "trained_with": self.header.get("trained_with"),
+            "trained_with": trained_with(self.header),
             "parameters": self.header.get("params", {}),
             "fitted": self.header.get("attrs", {}),
             "training_data": {"users": self.n_users, "items": self.n_items,
@@ -120,3 +120,17 @@ def info(model_file: PathLike) -> ModelInfo:
                      header=header, family=family, n_users=int(model.n_users), n_items=int(model.n_items),
                      n_interactions=int(model.train_.nnz), training_fingerprint=_training_fingerprint(model),
                      arrays=arrays)
+
+
+#: Longest ``trained_with`` text ``info`` shows (a model file is untrusted input).
+TRAINED_WITH_CHARS = 200
+
+
+def trained_with(header: Dict[str, Any]) -> Any:
+    """The header's ``trained_with`` (``"mrec-warp 0.1.0"``) when it is a short printable
+    text, else ``None`` (files from before it was written; a crafted one never prints
+    control characters or pages of text)."""
+    value = header.get("trained_with")
+    if isinstance(value, str) and len(value) <= TRAINED_WITH_CHARS and value.isprintable():
+        return value
+    return None
