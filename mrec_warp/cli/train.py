@@ -104,7 +104,9 @@ def train(train, output, model_name, rows, validation_file, params_file, feature
         say(f"wrote {output}: warp model of {result.n_users} users x {result.n_items} items, "
             f"{n} sub-model{'s' if n > 1 else ''} of {sizes} factors", quiet=quiet)
         return
-    extra = f", {plural(result.epochs, 'epoch')}" if result.epochs is not None else ""
+    # WRMF's passes are alternating least-squares iterations, as its log and docs call them
+    unit = "iteration" if result.model_name == "wrmf" else "epoch"
+    extra = f", {plural(result.epochs, unit)}" if result.epochs is not None else ""
     warm = sum(h.get("phase") == "refit" for h in getattr(result.model, "history_", [])) \
         if getattr(result.model, "warm_epochs", 0) else 0
     extra += f" + {warm} warm on all the data" if warm else ""
