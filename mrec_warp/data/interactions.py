@@ -11,12 +11,12 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .arrow import as_arrow_table, is_arrow_like
-from .id_text import frame_of, id_text, series_id_texts
+from .id_text import coded_id_texts, frame_of, id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
-    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, merge_rows,
-    nothing_left, shown, table_locator,
+    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, factorize_ids,
+    merge_rows, nothing_left, shown, table_locator,
 )
 
 #: Column names of the canonical interactions table (what ratings files are read into).
@@ -256,7 +256,7 @@ class Interactions:
             labels = None if df.index.equals(pd.RangeIndex(n_rows)) else df.index
             df.index = pd.RangeIndex(n_rows)
         for col in dict.fromkeys((user_col, item_col)):  # one id text for every route: 3.0 is '3' here too
-            df[col] = series_id_texts(df[col])
+            df[col] = coded_id_texts(df[col])  # a Categorical stays codes: no string per row
         df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
         locate = table_locator(df, user_col, item_col, source, numbered=numbered, labels=labels)
         users = checked_ids(df, user_col, "user", locate)
@@ -272,17 +272,17 @@ class Interactions:
                                  f"number ({plural(int(bad.sum()), 'such row')}), the first in {words}",
                                  path=path, line=line, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
-            u_codes, u_uniques = pd.factorize(users, sort=False)
+            u_codes, u_uniques = factorize_ids(users)
             u_uniques = np.asarray(u_uniques, dtype=object)
         else:
             u_uniques = _given_ids(user_ids)
-            u_codes = pd.Index(u_uniques).get_indexer(users)
+            u_codes = _codes_in(u_uniques, users)
         if item_ids is None:
-            i_codes, i_uniques = pd.factorize(items, sort=False)
+            i_codes, i_uniques = factorize_ids(items)
             i_uniques = np.asarray(i_uniques, dtype=object)
         else:
             i_uniques = _given_ids(item_ids)
-            i_codes = pd.Index(i_uniques).get_indexer(items)
+            i_codes = _codes_in(i_uniques, items)
         keep = (u_codes >= 0) & (i_codes >= 0)
         positions = None
         if not keep.all():  # rows outside the given ids: the codes skip them, messages still name df's rows
@@ -374,10 +374,15 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
 
 
 def checked_ids(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
-    """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses
-    it (``empty_ids="drop"`` has removed those rows before)."""
-    text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
-    empty = empty_id_rows(df, [col], {col: text})
+    """The ids of a column as text (a ``Categorical`` of texts as it is: checked once per
+    distinct id); a missing (NA) or empty id is refused, as the CLI refuses it
+    (``empty_ids="drop"`` has removed those rows before)."""
+    if isinstance(df[col].dtype, pd.CategoricalDtype):
+        text = df[col]
+        empty = empty_id_rows(df, [col])
+    else:
+        text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
+        empty = empty_id_rows(df, [col], {col: text})
     if empty.any():
         row = int(np.argmax(empty))
         path, line, words = locate(row)
@@ -397,6 +402,15 @@ def _column_words(df: pd.DataFrame, col: str) -> str:
         return f"column {col!r}"
     name = chosen.get("name")
     return f"column {chosen.get('position')}" + (f" {name!r}" if name is not None else "")
+
+
+def _codes_in(ids: np.ndarray, column: pd.Series) -> np.ndarray:
+    """Each row's position in ``ids`` (-1 when not there); a ``Categorical`` column's
+    categories are looked up once each, not its rows."""
+    index = pd.Index(ids)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return np.append(index.get_indexer(column.cat.categories), -1)[column.cat.codes.to_numpy()]
+    return index.get_indexer(column)
 
 
 def _given_ids(ids) -> np.ndarray:
