@@ -298,17 +298,17 @@ class Interactions:
         if (merged or n_empty) and not rows.counts["pairs_kept"]:  # as prepare
             raise nothing_left(rows.counts, source, **({} if merged else {
                 "hint": "every row has an empty user or item id: check user_col and item_col"}))
+        counts = {**rows.counts, "rows_outside_given_ids": int((~keep).sum())}
+        del df, locate, users, items, values, u_codes, i_codes, keep, positions  # what the caller does not hold goes
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = compact_codes(user, u_uniques)
         if item_ids is None:
             item, i_uniques = compact_codes(item, i_uniques)
-        matrix = sp.csr_matrix(
-            (rows.value.astype(np.float32), (user, item)),
-            shape=(len(u_uniques), len(i_uniques)), dtype=np.float32,
-        )
+        matrix = sorted_pairs_csr(user, item, rows.value, (len(u_uniques), len(i_uniques)))
+        del rows, user, item
         out = cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
-        out.row_counts = {**rows.counts, "rows_outside_given_ids": int((~keep).sum())}
+        out.row_counts = counts
         return out
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -337,6 +337,19 @@ class Interactions:
         matrix = sp.csr_matrix((coo.data[keep], (rows[keep], cols[keep])),
                                shape=(len(new_users), len(new_items)), dtype=np.float32)
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
+
+
+def sorted_pairs_csr(user: np.ndarray, item: np.ndarray, value: np.ndarray, shape) -> sp.csr_matrix:
+    """The float32 CSR of distinct (user, item) pairs already in (user, item) order (what
+    :func:`~mrec_warp.data.rows.merge_rows` returns), made from the codes as they are: no
+    COO copy of the pairs and no sort. Index arrays are int32 while they fit, as scipy's."""
+    index = np.int32 if max(len(item), *shape) < 2**31 else np.int64
+    indptr = np.zeros(shape[0] + 1, dtype=index)
+    np.cumsum(np.bincount(user, minlength=shape[0]), out=indptr[1:])
+    matrix = sp.csr_matrix((value.astype(np.float32), item.astype(index), indptr), shape=shape)
+    if not matrix.has_canonical_format:  # pragma: no cover - the merge sorts and merges the pairs
+        raise AssertionError("merged pairs out of order")
+    return matrix
 
 
 def compact_codes(codes: np.ndarray, uniques: np.ndarray):
