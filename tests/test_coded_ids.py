@@ -246,3 +246,19 @@ def test_load_interactions_reads_a_messy_file_as_before(tmp_path):
     data = load_interactions(path, values=True)
     assert data.user_ids.tolist() == ["José", "007", "7"] and data.item_ids.tolist() == ["😀 i", "a b"]
     assert data.matrix.toarray().tolist() == [[3.0, 0.0], [0.0, 1.0], [0.0, 3.0]]
+
+
+def test_recommend_excludes_a_coded_train_file_as_the_model_holds_it(tmp_path):
+    from mrec_warp.models.popularity import Popularity
+    from mrec_warp.progress import SILENT
+    from mrec_warp.stages.recommend_inputs import train_exclusion
+
+    path = _write(tmp_path / "r.tsv", _rows(500, seed=7))
+    model = Popularity().fit(load_interactions(path))
+    assert isinstance(read_ratings(path, coded_ids=True)["user"].dtype, pd.CategoricalDtype)
+    exclusion = train_exclusion(model, str(path), SILENT)
+    expected = load_interactions(path).matrix
+    assert (exclusion != expected).nnz == 0 and exclusion.shape == expected.shape
+    other = _write(tmp_path / "o.tsv", [("someone", "new-item", 1, 0), ("7", "x", 1, 0)] + _rows(20, seed=8))
+    with pytest.raises(InputError, match=r"does not match the model: 2 of 22 rows .*\(1 users, 2 items\), e.g. 'someone'"):
+        train_exclusion(model, str(other), SILENT)
