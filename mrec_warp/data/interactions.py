@@ -263,7 +263,11 @@ class Interactions:
         items = checked_ids(df, item_col, "item", locate)
         values = None
         if value_col is not None:
-            values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            column = df[value_col]
+            if column.dtype == np.float64:  # the reader's: taken as it is (the row rules only read it)
+                values = column.to_numpy()
+            else:
+                values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             bad = ~np.isfinite(values)
             if bad.any():
                 row = int(np.argmax(bad))
