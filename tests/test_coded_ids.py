@@ -7,12 +7,14 @@ import pandas as pd
 import pytest
 
 from mrec_warp import prepare
+from mrec_warp.data.interactions import Interactions
 from mrec_warp.data.id_text import text_rows
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.rows import binarise, factorize_ids, merge_rows
 from mrec_warp.data.split import iter_splits
 from mrec_warp.data.tsv import write_interactions
 from mrec_warp.errors import InputError
+from mrec_warp.stages._inputs import load_interactions
 from mrec_warp.tables import delimited_bytes
 
 #: Ids that differ only in ways a careless reader loses: numbers' spellings, spaces, case, accents, emoji.
@@ -187,3 +189,76 @@ def test_an_unwritable_unused_category_leaves_the_rows_written():
     assert delimited_bytes(frame, "utf-8", categories={}) == b"a\t1\nb\t2\n"
     with pytest.raises((UnwritableText, csv.Error)):
         delimited_bytes(frame.assign(user=pd.Categorical(["x\ty", "a"])), "utf-8", categories={})
+
+
+def _same_interactions(a, b):
+    assert (a.matrix != b.matrix).nnz == 0 and a.matrix.shape == b.matrix.shape
+    assert a.matrix.dtype == b.matrix.dtype
+    np.testing.assert_array_equal(a.matrix.indptr, b.matrix.indptr)
+    np.testing.assert_array_equal(a.matrix.indices, b.matrix.indices)
+    np.testing.assert_array_equal(a.matrix.data, b.matrix.data)
+    assert a.user_ids.tolist() == b.user_ids.tolist() and a.item_ids.tolist() == b.item_ids.tolist()
+    assert a.user_ids.dtype == b.user_ids.dtype and a.item_ids.dtype == b.item_ids.dtype
+    assert a.row_counts == b.row_counts
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"duplicates": "last", "min_value": 3}, {"duplicates": "count"}, {"duplicates": "first"},
+    {"negatives": "drop", "empty_ids": "drop"}, {"negatives": "net", "empty_ids": "drop"},
+    {"user_ids": ["7", "U1", "not-there", "😀 u"], "item_ids": list({r[1] for r in _rows(600, seed=3)})[:6]},
+])
+def test_interactions_from_codes_are_those_from_text(tmp_path, options):
+    rows = _rows(600, seed=3) + [("", "x", 2, 5), ("only-here", "", 1, 6), ("u1", "i", -2, 7), ("u1", "i", 3, 8)]
+    path = _write(tmp_path / "r.tsv", rows)
+    empty_ids = options.pop("empty_ids", "refuse")
+    if empty_ids == "refuse":
+        path = _write(tmp_path / "r.tsv", [r for r in rows if r[0] and r[1] and r[2] > 0])
+    plain = read_ratings(path, empty_ids=empty_ids)
+    coded = read_ratings(path, empty_ids=empty_ids, coded_ids=True)
+    assert isinstance(coded["user"].dtype, pd.CategoricalDtype)
+    made = [Interactions.from_dataframe(df, value_col="value", empty_ids=empty_ids, **options) for df in (plain, coded)]
+    _same_interactions(*made)
+
+
+def test_a_coded_file_is_refused_with_the_same_words_and_line(tmp_path):
+    path = _write(tmp_path / "r.tsv", _rows(200, seed=2) + [("u1", "i", -2, 7)])
+    refusals = []
+    for coded_ids in (False, True):
+        with pytest.raises(InputError) as err:
+            Interactions.from_dataframe(read_ratings(path, coded_ids=coded_ids), value_col="value")
+        refusals.append((str(err.value), err.value.line))
+    assert refusals[0] == refusals[1] and refusals[0][1] == 201
+
+
+@pytest.mark.parametrize("values", [
+    [3, 1, 3, None, 2], [3.0, 1.5, 3.0, 2.0, -0.0], ["007", 7, "7 ", "007", 7.0],  # 7 and 7.0: one id '7'
+])
+def test_a_category_column_gives_the_ids_of_its_values(values):
+    cat = pd.DataFrame({"user": pd.Series(values, dtype="category"), "item": ["a", "b", "a", "c", "b"]})
+    obj = pd.DataFrame({"user": pd.Series(values, dtype=object), "item": ["a", "b", "a", "c", "b"]})
+    made = [Interactions.from_dataframe(df, empty_ids="drop") for df in (obj, cat)]
+    _same_interactions(*made)
+
+
+def test_load_interactions_reads_a_messy_file_as_before(tmp_path):
+    path = tmp_path / "m.tsv"
+    path.write_bytes("\ufeffJosé\t😀 i\t2\r\n007\ta b\t1\r\n7\ta b\t3\r\nJosé\t😀 i\t1\r\n".encode("utf-8"))
+    data = load_interactions(path, values=True)
+    assert data.user_ids.tolist() == ["José", "007", "7"] and data.item_ids.tolist() == ["😀 i", "a b"]
+    assert data.matrix.toarray().tolist() == [[3.0, 0.0], [0.0, 1.0], [0.0, 3.0]]
+
+
+def test_recommend_excludes_a_coded_train_file_as_the_model_holds_it(tmp_path):
+    from mrec_warp.models.popularity import Popularity
+    from mrec_warp.progress import SILENT
+    from mrec_warp.stages.recommend_inputs import train_exclusion
+
+    path = _write(tmp_path / "r.tsv", _rows(500, seed=7))
+    model = Popularity().fit(load_interactions(path))
+    assert isinstance(read_ratings(path, coded_ids=True)["user"].dtype, pd.CategoricalDtype)
+    exclusion = train_exclusion(model, str(path), SILENT)
+    expected = load_interactions(path).matrix
+    assert (exclusion != expected).nnz == 0 and exclusion.shape == expected.shape
+    other = _write(tmp_path / "o.tsv", [("someone", "new-item", 1, 0), ("7", "x", 1, 0)] + _rows(20, seed=8))
+    with pytest.raises(InputError, match=r"does not match the model: 2 of 22 rows .*\(1 users, 2 items\), e.g. 'someone'"):
+        train_exclusion(model, str(other), SILENT)

@@ -106,6 +106,26 @@ def series_id_texts(column: pd.Series) -> pd.Series:
     return column.astype(str)  # integers (also nullable Int64: NA stays NA), booleans, dates
 
 
+def coded_id_texts(column: pd.Series) -> pd.Series:
+    """:func:`series_id_texts`, except that a ``Categorical`` column stays one, its
+    categories made text, when their texts are distinct (``3`` and ``"3"`` are not: those
+    go row by row): the same ids as codes, without a string per row (a big file's ids,
+    :func:`~mrec_warp.data.ratings.read_ratings` with ``coded_ids``). A missing id is code -1."""
+    dtype = column.dtype
+    if not isinstance(dtype, pd.CategoricalDtype):
+        return series_id_texts(column)
+    categories = pd.Series(dtype.categories)
+    if len(categories) and pd.api.types.infer_dtype(categories, skipna=False) == "string" \
+            and not isinstance(dtype.categories.dtype, getattr(pd, "ArrowDtype", ())):
+        return column  # text already: the fast reader's ids
+    texts = series_id_texts(categories)
+    if texts.isna().any() or not texts.is_unique:
+        return series_id_texts(column)
+    coded = pd.Categorical.from_codes(column.cat.codes.to_numpy(),
+                                      dtype=pd.CategoricalDtype(pd.Index(texts.to_numpy(dtype=object))))
+    return pd.Series(coded, index=column.index)
+
+
 def id_texts(column) -> np.ndarray:
     """An Arrow id column as an object array of str, ``None`` where the id is null or NaN.
 

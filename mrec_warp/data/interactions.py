@@ -11,12 +11,12 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .arrow import as_arrow_table, is_arrow_like
-from .id_text import frame_of, id_text, series_id_texts
+from .id_text import coded_id_texts, frame_of, id_text, series_id_texts
 from .near_ids import did_you_mean
 from ..progress import plural
 from .rows import (
-    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, merge_rows,
-    nothing_left, shown, table_locator,
+    DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, Locate, drop_empty_ids, empty_id_rows, empty_ids_error, factorize_ids,
+    merge_rows, nothing_left, shown, table_locator,
 )
 
 #: Column names of the canonical interactions table (what ratings files are read into).
@@ -256,14 +256,18 @@ class Interactions:
             labels = None if df.index.equals(pd.RangeIndex(n_rows)) else df.index
             df.index = pd.RangeIndex(n_rows)
         for col in dict.fromkeys((user_col, item_col)):  # one id text for every route: 3.0 is '3' here too
-            df[col] = series_id_texts(df[col])
+            df[col] = coded_id_texts(df[col])  # a Categorical stays codes: no string per row
         df, n_empty = drop_empty_ids(df, empty_ids, user_col, item_col)
         locate = table_locator(df, user_col, item_col, source, numbered=numbered, labels=labels)
         users = checked_ids(df, user_col, "user", locate)
         items = checked_ids(df, item_col, "item", locate)
         values = None
         if value_col is not None:
-            values = pd.to_numeric(df[value_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            column = df[value_col]
+            if column.dtype == np.float64:  # the reader's: taken as it is (the row rules only read it)
+                values = column.to_numpy()
+            else:
+                values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             bad = ~np.isfinite(values)
             if bad.any():
                 row = int(np.argmax(bad))
@@ -272,17 +276,17 @@ class Interactions:
                                  f"number ({plural(int(bad.sum()), 'such row')}), the first in {words}",
                                  path=path, line=line, hint="values are counts, hours or ratings; fix or drop those rows")
         if user_ids is None:
-            u_codes, u_uniques = pd.factorize(users, sort=False)
+            u_codes, u_uniques = factorize_ids(users)
             u_uniques = np.asarray(u_uniques, dtype=object)
         else:
             u_uniques = _given_ids(user_ids)
-            u_codes = pd.Index(u_uniques).get_indexer(users)
+            u_codes = _codes_in(u_uniques, users)
         if item_ids is None:
-            i_codes, i_uniques = pd.factorize(items, sort=False)
+            i_codes, i_uniques = factorize_ids(items)
             i_uniques = np.asarray(i_uniques, dtype=object)
         else:
             i_uniques = _given_ids(item_ids)
-            i_codes = pd.Index(i_uniques).get_indexer(items)
+            i_codes = _codes_in(i_uniques, items)
         keep = (u_codes >= 0) & (i_codes >= 0)
         positions = None
         if not keep.all():  # rows outside the given ids: the codes skip them, messages still name df's rows
@@ -298,17 +302,17 @@ class Interactions:
         if (merged or n_empty) and not rows.counts["pairs_kept"]:  # as prepare
             raise nothing_left(rows.counts, source, **({} if merged else {
                 "hint": "every row has an empty user or item id: check user_col and item_col"}))
+        counts = {**rows.counts, "rows_outside_given_ids": int((~keep).sum())}
+        del df, locate, users, items, values, u_codes, i_codes, keep, positions  # what the caller does not hold goes
         user, item = rows.user, rows.item
         if user_ids is None:  # an id whose every row the rules removed is not in the data (as in prepare)
             user, u_uniques = compact_codes(user, u_uniques)
         if item_ids is None:
             item, i_uniques = compact_codes(item, i_uniques)
-        matrix = sp.csr_matrix(
-            (rows.value.astype(np.float32), (user, item)),
-            shape=(len(u_uniques), len(i_uniques)), dtype=np.float32,
-        )
+        matrix = sorted_pairs_csr(user, item, rows.value, (len(u_uniques), len(i_uniques)))
+        del rows, user, item
         out = cls(matrix, np.asarray(u_uniques), np.asarray(i_uniques))
-        out.row_counts = {**rows.counts, "rows_outside_given_ids": int((~keep).sum())}
+        out.row_counts = counts
         return out
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -337,6 +341,19 @@ class Interactions:
         matrix = sp.csr_matrix((coo.data[keep], (rows[keep], cols[keep])),
                                shape=(len(new_users), len(new_items)), dtype=np.float32)
         return Interactions(matrix, np.asarray(new_users), np.asarray(new_items))
+
+
+def sorted_pairs_csr(user: np.ndarray, item: np.ndarray, value: np.ndarray, shape) -> sp.csr_matrix:
+    """The float32 CSR of distinct (user, item) pairs already in (user, item) order (what
+    :func:`~mrec_warp.data.rows.merge_rows` returns), made from the codes as they are: no
+    COO copy of the pairs and no sort. Index arrays are int32 while they fit, as scipy's."""
+    index = np.int32 if max(len(item), *shape) < 2**31 else np.int64
+    indptr = np.zeros(shape[0] + 1, dtype=index)
+    np.cumsum(np.bincount(user, minlength=shape[0]), out=indptr[1:])
+    matrix = sp.csr_matrix((value.astype(np.float32), item.astype(index), indptr), shape=shape)
+    if not matrix.has_canonical_format:  # pragma: no cover - the merge sorts and merges the pairs
+        raise AssertionError("merged pairs out of order")
+    return matrix
 
 
 def compact_codes(codes: np.ndarray, uniques: np.ndarray):
@@ -374,10 +391,15 @@ def _check_columns(df: pd.DataFrame, user_col: str, item_col: str, value_col: Op
 
 
 def checked_ids(df: pd.DataFrame, col: str, role: str, locate: Locate) -> pd.Series:
-    """The ids of a column as text; a missing (NA) or empty id is refused, as the CLI refuses
-    it (``empty_ids="drop"`` has removed those rows before)."""
-    text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
-    empty = empty_id_rows(df, [col], {col: text})
+    """The ids of a column as text (a ``Categorical`` of texts as it is: checked once per
+    distinct id); a missing (NA) or empty id is refused, as the CLI refuses it
+    (``empty_ids="drop"`` has removed those rows before)."""
+    if isinstance(df[col].dtype, pd.CategoricalDtype):
+        text = df[col]
+        empty = empty_id_rows(df, [col])
+    else:
+        text = df[col].astype(str)  # once: the ids returned, and what the emptiness check strips
+        empty = empty_id_rows(df, [col], {col: text})
     if empty.any():
         row = int(np.argmax(empty))
         path, line, words = locate(row)
@@ -397,6 +419,15 @@ def _column_words(df: pd.DataFrame, col: str) -> str:
         return f"column {col!r}"
     name = chosen.get("name")
     return f"column {chosen.get('position')}" + (f" {name!r}" if name is not None else "")
+
+
+def _codes_in(ids: np.ndarray, column: pd.Series) -> np.ndarray:
+    """Each row's position in ``ids`` (-1 when not there); a ``Categorical`` column's
+    categories are looked up once each, not its rows."""
+    index = pd.Index(ids)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return np.append(index.get_indexer(column.cat.categories), -1)[column.cat.codes.to_numpy()]
+    return index.get_indexer(column)
 
 
 def _given_ids(ids) -> np.ndarray:

@@ -548,7 +548,7 @@ def factorize_ids(column: pd.Series):
     category used (what the fast reader gives, :func:`~mrec_warp.data.ratings.read_ratings`
     with ``coded_ids``), gives its codes and categories without hashing a string per row."""
     if isinstance(column.dtype, pd.CategoricalDtype) and len(column):
-        codes = column.cat.codes.to_numpy()
+        codes = column.array.codes  # a view: .cat.codes copies (160 MB at 40M rows)
         reach = np.maximum.accumulate(codes)  # the largest code so far
         # in order of first appearance: each code at most one above every code before it
         if codes[0] == 0 and reach[-1] == len(column.cat.categories) - 1 and codes.min() >= 0 \

@@ -37,7 +37,8 @@ def load_interactions(path: PathLike, rows: Optional[RowOptions] = None, *, valu
     (:func:`~mrec_warp.data.ratings.read_ratings`); ``own_layout``: the file is not the one
     the options describe (a validation file), so ``negatives`` applies only where it has values."""
     rows = rows or RowOptions()
-    df = read_ratings(path, **rows.reader, reader_options=reader_options)
+    # ids as codes (a big file's memory: no string per row); from_dataframe takes them as they are
+    df = read_ratings(path, **rows.reader, reader_options=reader_options, coded_ids=True)
     if values and required and "value" not in df:
         raise InputError("`confidence` needs a value column, and the file has only user and item", path=path,
                          hint="drop `confidence`, or give a file with a third column (count, hours, rating)")

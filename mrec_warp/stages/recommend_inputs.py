@@ -402,10 +402,10 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
     set's (or another split's) file: excluding its items would silently let every user's
     own training items through, so it is refused with the counts.
     """
-    rows = read_ratings(path, reader_options=())  # recommend has no reader options
+    rows = read_ratings(path, reader_options=(), coded_ids=True)  # recommend has no reader options
     refuse_negatives(rows, path)  # a return is not an item the user has
-    users = model.user_indices(rows["user"].to_numpy(), strict=False)
-    items = model.item_indices(rows["item"].to_numpy(), strict=False)
+    users = _known_indices(model.user_indices, rows["user"])
+    items = _known_indices(model.item_indices, rows["item"])
     unknown = (users < 0) | (items < 0)
     n_bad = int(unknown.sum())
     if n_bad:
@@ -429,6 +429,15 @@ def train_exclusion(model, path: str, progress) -> sp.csr_matrix:
     csr.sum_duplicates()
     csr.data[:] = 1.0
     return csr
+
+
+def _known_indices(lookup, column: pd.Series) -> np.ndarray:
+    """Each row's index by ``lookup`` (a model's ``user_indices``), -1 where unknown; the ids
+    of a ``Categorical`` column (a big file read as codes) are looked up once each."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        known = lookup(column.cat.categories.to_numpy(dtype=object), strict=False)
+        return np.append(known, -1)[column.cat.codes.to_numpy()]
+    return lookup(column.to_numpy(), strict=False)
 
 
 def filtered_items(model, path: str, progress) -> List[str]:
