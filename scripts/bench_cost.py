@@ -262,12 +262,13 @@ def bench_size(n: int, args, scratch: Path, save) -> Dict:
     ordered = [m for m in ("warp", "wrmf", "itemknn", "rp3beta") if m in args.models]
     for model in ordered:
         train(model)
+        if sample and not users_option and rows[f"train {model}"]["exit"] == 0:
+            # the sample of users, from the first model trained: every model's recommend takes it
+            users_file = work / "users.txt"
+            subprocess.run([sys.executable, __file__, "--users-worker", str(work / f"{model}.npz"),
+                            "--users-count", str(sample), "--out-file", str(users_file)], check=True, cwd=work)
+            users_option = ["--users", str(users_file)]
         if model == "warp" and rows["train warp"]["exit"] == 0:
-            if sample:
-                users_file = work / "users.txt"
-                subprocess.run([sys.executable, __file__, "--users-worker", str(work / "warp.npz"),
-                                "--users-count", str(sample), "--out-file", str(users_file)], check=True, cwd=work)
-                users_option = ["--users", str(users_file)]
             if "warp" in args.recommend_models:
                 recommend("warp")
                 test_for = test_tsv
