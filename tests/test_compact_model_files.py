@@ -181,6 +181,47 @@ def test_a_member_that_would_look_like_a_bomb_is_stored_not_deflated(tmp_path):
             np.testing.assert_array_equal(archive.read(name, "u", (None,)), arr)
 
 
+class _Stream(io.RawIOBase):
+    """A pipe's end: written in order, never rewound."""
+
+    def __init__(self) -> None:
+        self.chunks = []
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+
+@pytest.mark.parametrize("where", ["a file", "a stream", "a buffer after other bytes"])
+def test_the_bomb_rule_holds_wherever_the_archive_goes(tmp_path, where):
+    repetitive = np.zeros(2 * RATIO_SLACK, dtype=np.uint16)
+    varied = np.random.default_rng(1).integers(0, 1000, RATIO_SLACK, dtype=np.uint16)
+    members = {"varied": varied, "repetitive": repetitive}
+    if where == "a file":
+        _rewrite(tmp_path / "a.npz", members, deflate=list(members))
+        data = (tmp_path / "a.npz").read_bytes()
+    elif where == "a stream":
+        stream = _Stream()
+        write_npz(stream, members, deflate=list(members))
+        data = b"".join(stream.chunks)
+    else:  # written again from where it began, the bytes before it kept
+        buffer = io.BytesIO()
+        buffer.write(b"prefix")
+        write_npz(buffer, members, deflate=list(members))
+        assert buffer.getvalue().startswith(b"prefix")
+        data = buffer.getvalue()[len(b"prefix"):]
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        kinds = {i.filename: i.compress_type for i in z.infolist()}
+        assert np.array_equal(np.load(io.BytesIO(z.read("repetitive.npy"))), repetitive)
+    assert kinds == {"varied.npy": zipfile.ZIP_DEFLATED, "repetitive.npy": zipfile.ZIP_STORED}
+
+
 def test_float16_rounding_is_all_or_nothing():
     from mrec_warp.data.npz import compact_values, round_to_float16
     values = np.array([0.1, -3.0e-3, 0.0, 2.5], dtype=np.float32)

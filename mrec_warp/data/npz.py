@@ -346,32 +346,60 @@ def write_npz(target: Union[str, os.PathLike, IO[bytes]], arrays: Dict[str, np.n
     """Write ``arrays`` as an ``.npz`` (what ``np.load`` reads) to a path or a binary file
     object: members uncompressed, except those named in ``deflate``, which are deflated
     unless that would make :class:`NpzArchive` take them for a decompression bomb
-    (:func:`_deflates_safely`).
+    (:func:`_too_compressed`).
 
     Unlike ``np.savez`` under numpy 1.x, the archive is closed even when a write fails, so
     a full disk is one error, not also a traceback printed later by the archive's finaliser;
     and members carry a fixed date, so equal arrays give equal files. Object arrays are
     refused (they would need pickle).
     """
+    deflated = set(deflate)
+    seekable = not hasattr(target, "write") or (target.seekable() if hasattr(target, "seekable") else False)
+    start = target.tell() if seekable and hasattr(target, "write") else 0
+    if not seekable:  # no second try on a stream: every big member compressed once more first, to see
+        deflated = {name for name in deflated if name in arrays and not _compresses_too_far(np.asanyarray(arrays[name]))}
+    while True:
+        bomb = _write_members(target, arrays, deflated, check=seekable)
+        if bomb is None:
+            return
+        # deflating it was the one way to see: written again, that member stored (rare:
+        # a member of identical rows)
+        deflated.discard(bomb)
+        if hasattr(target, "write"):
+            target.seek(start)
+            target.truncate()
+
+
+def _write_members(target, arrays: Dict[str, np.ndarray], deflated: Collection[str], check: bool) -> Optional[str]:
+    """Write the archive; with ``check``, stop at the first deflated member too compressed
+    for the reader (:func:`_too_compressed`) and return its name, else ``None``."""
     with zipfile.ZipFile(target, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, arr in arrays.items():
             arr = np.asanyarray(arr)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_MEMBER_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED if name in deflate and _deflates_safely(arr) \
-                else zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED if name in deflated else zipfile.ZIP_STORED
             with archive.open(info, mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, arr, allow_pickle=False)
+            if check and info.compress_type == zipfile.ZIP_DEFLATED and _too_compressed(info.file_size,
+                                                                                        info.compress_size):
+                return name
+    return None
 
 
-def _deflates_safely(arr: np.ndarray) -> bool:
-    """Whether ``arr`` deflated stays well within :data:`MAX_RATIO` (a member of identical
-    rows could compress a thousandfold, and its own reader would then refuse it). Members
-    under :data:`RATIO_SLACK` always pass that check; larger ones are compressed once here
-    to see (at zipfile's level, so the sizes agree)."""
+def _too_compressed(size: int, compressed: int) -> bool:
+    """Whether a member of ``size`` bytes deflated to ``compressed`` is beyond half of
+    :data:`MAX_RATIO` (a member of identical rows could compress a thousandfold, and its own
+    reader would then refuse it); members under :data:`RATIO_SLACK` always pass that check."""
+    return size > RATIO_SLACK and size > (MAX_RATIO // 2) * max(compressed, 1)
+
+
+def _compresses_too_far(arr: np.ndarray) -> bool:
+    """:func:`_too_compressed` for an array not yet written (compressed once here, at
+    zipfile's level, to see)."""
     if arr.nbytes + MAX_HEADER_BYTES <= RATIO_SLACK:
-        return True
-    compressed = len(zlib.compress(np.ascontiguousarray(arr).tobytes(), zlib.Z_DEFAULT_COMPRESSION))
-    return arr.nbytes + MAX_HEADER_BYTES <= (MAX_RATIO // 2) * compressed
+        return False
+    return _too_compressed(arr.nbytes + MAX_HEADER_BYTES,
+                           len(zlib.compress(np.ascontiguousarray(arr).tobytes(), zlib.Z_DEFAULT_COMPRESSION)))
 
 
 def csr_arrays(m: sp.csr_matrix) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
