@@ -281,7 +281,7 @@ def test_a_setting_within_the_holdouts_noise_does_not_replace_the_fixed_one():
     fixed = Candidate({"beta": 0.5}, base.mean() / 10, extra={"hits": base})
     noisy = base + rng.choice([-1, 0, 1], size=400)  # a little better on average, by chance
     noisy_candidate = Candidate({"beta": 0.3}, noisy.mean() / 10 + 1e-3, extra={"hits": noisy})
-    assert beyond_noise([fixed, noisy_candidate], fixed) is fixed and "noise" in fixed.note
+    assert beyond_noise([fixed, noisy_candidate], fixed) is fixed and "noise" in noisy_candidate.note
     better = base + (rng.random(400) < 0.4)  # 0.4 more hits per user: far beyond the noise
     better_candidate = Candidate({"beta": 0.7}, better.mean() / 10, extra={"hits": better})
     assert beyond_noise([fixed, noisy_candidate, better_candidate], fixed) is better_candidate

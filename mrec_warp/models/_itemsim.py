@@ -25,7 +25,7 @@ from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .early_stopping import Holdout, HoldoutScorer, internal_holdout
 from .tuning import TrialShape
-from .selection import Candidate, Stopwatch, best, clearly_above, describe, fixed_value, remember, report, selected_names, walk
+from .selection import Candidate, Stopwatch, best, clearly_above, fixed_value, remember, report, selected_names, walk
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -366,7 +366,8 @@ def beyond_noise(tried: Sequence[Candidate], fixed: Optional[Candidate]) -> Cand
         return top
     if clearly_above(top.extra["hits"], fixed.extra["hits"], NOISE_SE):
         return top
-    fixed.note = f"kept: {describe(top.values)} was within the hold-out's noise of it"
+    # on the line of the setting passed over, which the log prints after the fixed values' line
+    top.note = (top.note + "; " if top.note else "") + "within the hold-out's noise of the fixed values, which are kept"
     return fixed
 
 

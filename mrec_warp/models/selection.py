@@ -205,7 +205,11 @@ def report(progress: Progress, family: str, candidates: Iterable[Candidate], cho
     if fixed is not None and fixed is not chosen and not math.isnan(fixed.score):
         than = f" against {fixed.score:.4f} at the fixed {describe(fixed.values)}"
     elif fixed is chosen:
-        than = " (the fixed values were best)"
+        top = best(tried) if any(not math.isnan(c.score) for c in tried) else fixed
+        if top is not fixed and top.score > fixed.score:
+            than = f" (the fixed values: {describe(top.values)} scored {top.score:.4f}, not clearly better)"
+        else:
+            than = " (the fixed values were best)"
     listed = "" if progress.logger.isEnabledFor(logging.DEBUG) else " (-v lists them)"
     progress.log(f"{family}: chose {describe(chosen.values)} on the hold-out: P@{k} {chosen.score:.4f}{than}; "
                  f"{len(tried)} settings tried in {seconds:.1f} s{listed}{narrower(chosen, fixed, k)}")
