@@ -87,16 +87,22 @@ def test_factorize_ids_takes_the_codes_only_when_they_are_already_in_order():
         assert list(ids) == list(expected_ids)
 
 
+def _rules_file(tmp_path, options):
+    """A file of rows every row rule acts on (empty ids, a negative, a repeated pair), less
+    the rows a refusal would stop at unless ``options`` drops them: (path, empty_ids)."""
+    rows = _rows(600, seed=3) + [("", "x", 2, 5), ("only-here", "", 1, 6), ("u1", "i", -2, 7), ("u1", "i", 3, 8)]
+    empty_ids = options.pop("empty_ids", "refuse")
+    if empty_ids == "refuse":
+        rows = [r for r in rows if r[0] and r[1] and r[2] > 0]
+    return _write(tmp_path / "r.tsv", rows), empty_ids
+
+
 @pytest.mark.parametrize("options", [
     {}, {"duplicates": "last", "min_rating": 3}, {"duplicates": "count"}, {"duplicates": "first"},
     {"negatives": "drop", "empty_ids": "drop"}, {"negatives": "net", "empty_ids": "drop"},
 ])
 def test_the_row_rules_give_the_same_positives_from_codes(tmp_path, options):
-    rows = _rows(600, seed=3) + [("", "x", 2, 5), ("only-here", "", 1, 6), ("u1", "i", -2, 7), ("u1", "i", 3, 8)]
-    path = _write(tmp_path / "r.tsv", rows)
-    empty_ids = options.pop("empty_ids", "refuse")
-    if empty_ids == "refuse":
-        path = _write(tmp_path / "r.tsv", [r for r in rows if r[0] and r[1] and r[2] > 0])
+    path, empty_ids = _rules_file(tmp_path, options)
     plain = binarise(read_ratings(path, empty_ids=empty_ids), empty_ids=empty_ids, **options)
     coded = binarise(read_ratings(path, empty_ids=empty_ids, coded_ids=True), empty_ids=empty_ids, **options)
     for name in ("user", "item", "value", "timestamp"):
@@ -208,11 +214,7 @@ def _same_interactions(a, b):
     {"user_ids": ["7", "U1", "not-there", "😀 u"], "item_ids": list({r[1] for r in _rows(600, seed=3)})[:6]},
 ])
 def test_interactions_from_codes_are_those_from_text(tmp_path, options):
-    rows = _rows(600, seed=3) + [("", "x", 2, 5), ("only-here", "", 1, 6), ("u1", "i", -2, 7), ("u1", "i", 3, 8)]
-    path = _write(tmp_path / "r.tsv", rows)
-    empty_ids = options.pop("empty_ids", "refuse")
-    if empty_ids == "refuse":
-        path = _write(tmp_path / "r.tsv", [r for r in rows if r[0] and r[1] and r[2] > 0])
+    path, empty_ids = _rules_file(tmp_path, options)
     plain = read_ratings(path, empty_ids=empty_ids)
     coded = read_ratings(path, empty_ids=empty_ids, coded_ids=True)
     assert isinstance(coded["user"].dtype, pd.CategoricalDtype)
