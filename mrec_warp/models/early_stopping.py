@@ -574,13 +574,7 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
                          "take more than half the available memory")
     best = model.train_epochs(fit_part, int(model.max_epochs), progress, callbacks,
                               validation=Holdout(fit_part, val, rng, users, keeper), **train_options)
-    model.best_epoch_ = best
-    if validation is not None:
-        return
-    if not model.refit:
-        held_out = 1.0 - fit_part.nnz / max(csr.nnz, 1)
-        progress.log(f"no refit: keeping the best {unit}'s model ({unit} {best}), fitted on {fit_part.nnz:,} of the "
-                     f"{csr.nnz:,} pairs (the other {held_out:.0%} held out for validation)")
+    if keeps_best(model, best, fit_part.nnz, csr.nnz, validation, progress, unit):
         return
     if warm_epochs > 0:
         # the factors are the best pass's; the sampler goes on from where it stopped
@@ -591,6 +585,21 @@ def fit_or_select(model, csr: sp.csr_matrix, validation, rng: np.random.Generato
         model.train_epochs(csr, warm_epochs, progress, callbacks, phase="refit", **train_options)
     else:
         refit_all(model, csr, best, keeper, init_seed, progress, callbacks, unit, **train_options)
+
+
+def keeps_best(model, best: int, fit_pairs: int, all_pairs: int, validation, progress, unit: str = "epoch") -> bool:
+    """Record ``best`` as the model's best pass (``best_epoch_``) and say whether the fit
+    ends there, with no refit: on a validation set of the user's (the fit is the model) or
+    with ``refit`` off (the log says what the model was fitted on)."""
+    model.best_epoch_ = best
+    if validation is not None:
+        return True
+    if not model.refit:
+        held_out = 1.0 - fit_pairs / max(all_pairs, 1)
+        progress.log(f"no refit: keeping the best {unit}'s model ({unit} {best}), fitted on {fit_pairs:,} of the "
+                     f"{all_pairs:,} pairs (the other {held_out:.0%} held out for validation)")
+        return True
+    return False
 
 
 def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates], init_seed: int, progress,

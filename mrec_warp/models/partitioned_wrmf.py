@@ -51,7 +51,7 @@ from ..errors import InputError, TrainingDivergedError
 from ..progress import SILENT, Progress
 from ..seeds import spawn_seed
 from ..workers import ClusterError, Workers, one_blas_thread
-from .early_stopping import HoldoutScorer, check_factor_memory, internal_holdout
+from .early_stopping import HoldoutScorer, check_factor_memory, internal_holdout, keeps_best
 from .factor_model import factor_scores
 from .selection import describe, selected_names, value_of
 from .wrmf import LOST_HINT, WRMF, Rows, gram_sum, regularised_gram, solve_rows
@@ -410,12 +410,7 @@ def _fit_or_select(model: WRMF, csr: sp.csr_matrix, validation, client: Any, par
                        exact_gram) as blocks:
         del held_out
         best = _train(model, blocks, int(model.max_epochs), progress, "fit", early_stopping=True)
-    model.best_epoch_ = best
-    if validation is not None:
-        return
-    if not model.refit:
-        progress.log(f"no refit: keeping the best iteration's model (iteration {best}), fitted on {fit_part.nnz:,} "
-                     f"of the {csr.nnz:,} pairs")
+    if keeps_best(model, best, fit_part.nnz, csr.nnz, validation, progress, "iteration"):
         return
     del fit_part
     progress.log(f"refitting on all training data for {best} iterations")

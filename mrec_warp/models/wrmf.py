@@ -57,7 +57,7 @@ from .indices import IndexArg
 from .foldin import log_fold_in, read_history, refuse_features
 from .declared import Param, n_jobs_param, seed_param, verbose_param
 from .tuning import SCORE_RATE, TrialShape
-from .early_stopping import (Holdout, check_epochs, check_factor_memory, early_stopping_params, internal_holdout,
+from .early_stopping import (Holdout, check_epochs, check_factor_memory, early_stopping_params, internal_holdout, keeps_best,
                              refit_all, run_epochs)
 from .selection import AUTO, Stopwatch, remember, report, select_param, selected_names, value_of
 from . import wrmf_search
@@ -759,12 +759,7 @@ class WRMF(FactorModel):
             self.best_score_ = bar
             progress.log(f"best iteration {best}, in the search: val P@{int(self.eval_k)} {bar:.4f}")
         del searched, fit_conf
-        self.best_epoch_ = best
-        if validation is not None:
-            return
-        if not self.refit:
-            progress.log(f"no refit: keeping the best iteration's model (iteration {best}), fitted on "
-                         f"{holdout.fit.nnz:,} of the {nnz:,} pairs")
+        if keeps_best(self, best, holdout.fit.nnz, nnz, validation, progress, "iteration"):
             return
         if winner is tried[0]:
             # the fixed defaults (of the settings chosen) won: the refit of a fit without the
