@@ -121,16 +121,17 @@ class RP3beta(ItemSimilarity):
         return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), n_i
 
     def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None,
-                  walks: Optional[Callable[[int, int], sp.csr_matrix]] = None) -> Callable[[int, int], sp.csr_matrix]:
+                  walks: Optional["SharedWalks"] = None) -> Callable[[int, int], sp.csr_matrix]:
         """``rows(start, stop)``: the walk probabilities of items ``start:stop`` (sparse: the
         product's stored entries), each column times ``popularity ** -beta`` (0 for an item
         nobody has); ``beta``: the one in force by default; ``walks``: the unpenalised
         products when the caller keeps them (:class:`SharedWalks`)."""
-        P_iu, P_ui, popularity = self.transitions(csr)
+        P_iu, P_ui, popularity = (walks.P_iu, walks.P_ui, walks.popularity) if walks is not None else \
+            self.transitions(csr)
         penalty = np.zeros_like(popularity)
         seen = popularity > 0
         penalty[seen] = popularity[seen] ** -float(value_of(self, "beta") if beta is None else beta)
-        product = walks or (lambda start, stop: P_iu[start:stop] @ P_ui)
+        product: Callable[[int, int], sp.csr_matrix] = walks or (lambda start, stop: P_iu[start:stop] @ P_ui)
 
         def rows(start: int, stop: int) -> sp.csr_matrix:
             block = sp.csr_matrix(product(start, stop), copy=walks is not None)
@@ -164,7 +165,7 @@ class RP3beta(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
 
-        walks = SharedWalks(*self.transitions(fit)[:2], self.memory_mb)
+        walks = SharedWalks(*self.transitions(fit), self.memory_mb)
 
         def build(beta: float) -> RankedWeights:
             return RankedWeights.build(self.walk_rows(fit, beta, walks), fit, counts, self.memory_mb,
@@ -178,13 +179,14 @@ class RP3beta(ItemSimilarity):
 
 
 class SharedWalks:
-    """The unpenalised walk products ``P_iu[block] @ P_ui``, a block of items at a time,
+    """The transitions of one training matrix (made once for every beta) and the unpenalised
+    walk products ``P_iu[block] @ P_ui``, a block of items at a time,
     kept for the next beta while they fit ``memory_mb`` (beta only scales their columns):
     the hold-out's betas share one product instead of one each. Past the budget a block is
     computed again each time it is asked for."""
 
-    def __init__(self, P_iu: sp.csr_matrix, P_ui: sp.csr_matrix, memory_mb: float) -> None:
-        self.P_iu, self.P_ui = P_iu, P_ui
+    def __init__(self, P_iu: sp.csr_matrix, P_ui: sp.csr_matrix, popularity: np.ndarray, memory_mb: float) -> None:
+        self.P_iu, self.P_ui, self.popularity = P_iu, P_ui, popularity
         self.budget = float(memory_mb) * 2**20
         self.kept: Dict[Tuple[int, int], sp.csr_matrix] = {}
         self.bytes = 0.0
