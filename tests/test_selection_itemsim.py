@@ -196,6 +196,30 @@ def test_nested_top_k_keeps_each_rows_largest_at_every_count_ties_to_the_first_s
             assert np.array_equal(cut[r].toarray().ravel()[sorted(got)], dense[r, sorted(got)].astype(np.float32))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_long_rows_ranked_by_buckets_keep_the_same_entries_as_the_reference(seed):
+    # rows longer than the kernel's bucketed threshold (128): values over many orders of
+    # magnitude, clumps of equal values at the thresholds, infinities, one row all equal,
+    # and counts above some rows' lengths
+    rng = np.random.default_rng(seed)
+    n_cols = 700
+    dense = np.exp(rng.normal(0.0, 6.0, size=(12, n_cols))) * (rng.random((12, n_cols)) < 0.8)
+    dense[1] = np.round(dense[1], 0)  # many ties
+    dense[2, ::3] = dense[2, 5]
+    dense[3] = 0.25
+    dense[4, :40] = np.inf
+    dense[5] = rng.integers(0, 3, size=n_cols)
+    dense[6, 200:] = 0.0  # about 160 entries: above the bucketed threshold, below some counts
+    dense[7] = -dense[7]  # nothing positive
+    counts = [1, 7, 100, 150, 400, 650]
+    weights, classes = nested_top_k(sp.csr_matrix(dense), 3, counts)
+    for c, k in enumerate(counts):
+        cut = keep_classes(weights, classes, c)
+        for r in range(dense.shape[0]):
+            got = set(cut.indices[cut.indptr[r]:cut.indptr[r + 1]].tolist())
+            assert got == largest_by_rule(dense[r], 3 + r, k), (k, r)
+
+
 def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():
     rng = np.random.default_rng(3)
     dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1

@@ -14,6 +14,9 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.math cimport INFINITY
+from libc.stdint cimport uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 cnp.import_array()
 
@@ -166,13 +169,13 @@ def topk_masked(
                 hi[p] = -1
 
 
-cdef void _select_largest(double* a, Py_ssize_t n, Py_ssize_t k) noexcept nogil:
+cdef void _select_largest(uint64_t* a, Py_ssize_t n, Py_ssize_t k) noexcept nogil:
     """Reorder ``a[0:n]`` so that ``a[0:k]`` holds its ``k`` largest values and ``a[k-1]``
     is the k-th largest (``0 < k <= n``): Wirth's selection, descending, with a median of
     three as pivot (expected linear time; runs of equal values stop both pointers, so they
     cannot make it quadratic)."""
     cdef Py_ssize_t lo = 0, hi = n - 1, i, j, target = k - 1
-    cdef double x, t, a_lo, a_mid, a_hi
+    cdef uint64_t x, t, a_lo, a_mid, a_hi
     while lo < hi:
         a_lo = a[lo]
         a_mid = a[lo + (hi - lo) // 2]
@@ -204,9 +207,105 @@ cdef void _select_largest(double* a, Py_ssize_t n, Py_ssize_t k) noexcept nogil:
 
 cdef enum:
     MAX_COUNTS_C = 32
+    # rows up to this long are ranked by selections alone; longer ones by buckets first
+    BUCKETED_ROW = 128
+    MAX_BUCKETS = 4096
+
 
 #: Most neighbour counts :func:`top_k_classes` ranks at once.
 MAX_COUNTS = MAX_COUNTS_C
+
+
+cdef inline uint64_t _key(double v) noexcept nogil:
+    """The bits of a positive double: as unsigned integers they order as the values do
+    (+inf included), and two keys are equal exactly when the values are."""
+    cdef uint64_t key
+    memcpy(&key, &v, 8)
+    return key
+
+
+cdef inline double _value(uint64_t key) noexcept nogil:
+    cdef double v
+    memcpy(&v, &key, 8)
+    return v
+
+
+cdef void _nested_thresholds(uint64_t* keys, Py_ssize_t m, uint64_t lo, uint64_t hi, const int64_t* counts,
+                             Py_ssize_t n_selected, uint64_t* scratch, int64_t* hist, int32_t* tag,
+                             uint64_t* thr, int64_t* greater) noexcept nogil:
+    """The ``counts[c]``-th largest of ``keys[0:m]`` (``thr[c]``) and how many keys are above
+    it (``greater[c]``), for the first ``n_selected`` counts (ascending, each below ``m``).
+
+    Short rows: one selection per count, each within the last (from the largest count
+    down). Long rows: one histogram of the keys over buckets of equal key width (the bits of
+    positive doubles, so the buckets are about equal in the values' logarithm) finds every
+    count's bucket in one walk from the top; only those buckets' keys are gathered and
+    selected in. ``tag`` is -1 everywhere on entry and on return; ``keys`` may be reordered."""
+    cdef Py_ssize_t c, i, cur, b, n_buckets, filled, size, shift = 0
+    cdef int64_t above, kc, rank
+    cdef int32_t slot
+    cdef int64_t bucket_of[MAX_COUNTS_C]
+    cdef int64_t rank_of[MAX_COUNTS_C]
+    cdef int64_t above_of[MAX_COUNTS_C]
+    cdef int64_t start_of[MAX_COUNTS_C]
+    cdef int64_t fill[MAX_COUNTS_C]
+    if n_selected == 0:
+        return
+    if m <= BUCKETED_ROW:
+        cur = m
+        for c in range(n_selected - 1, -1, -1):
+            kc = counts[c]
+            _select_largest(keys, cur, kc)
+            thr[c] = keys[kc - 1]
+            greater[c] = 0
+            for i in range(kc):
+                if keys[i] > thr[c]:
+                    greater[c] += 1
+            cur = kc
+        return
+    n_buckets = 16
+    while n_buckets < MAX_BUCKETS and n_buckets * 4 < m:
+        n_buckets *= 2
+    while ((hi - lo) >> shift) >= <uint64_t>n_buckets:
+        shift += 1
+    for b in range(n_buckets):
+        hist[b] = 0
+    for i in range(m):
+        hist[(keys[i] - lo) >> shift] += 1
+    # one walk down the buckets: the smallest count's bucket is the highest
+    b = <Py_ssize_t>((hi - lo) >> shift)
+    above = 0
+    filled = 0
+    for c in range(n_selected):
+        kc = counts[c]
+        while above + hist[b] < kc:
+            above += hist[b]
+            b -= 1
+        bucket_of[c] = b
+        above_of[c] = above
+        rank_of[c] = kc - above
+        if tag[b] < 0:
+            tag[b] = <int32_t>c
+            start_of[c] = filled
+            fill[c] = 0
+            filled += hist[b]
+    for i in range(m):
+        slot = tag[(keys[i] - lo) >> shift]
+        if slot >= 0:
+            scratch[start_of[slot] + fill[slot]] = keys[i]
+            fill[slot] += 1
+    for c in range(n_selected):
+        slot = tag[bucket_of[c]]
+        size = hist[bucket_of[c]]
+        rank = rank_of[c]
+        _select_largest(&scratch[start_of[slot]], size, rank)
+        thr[c] = scratch[start_of[slot] + rank - 1]
+        greater[c] = above_of[c]
+        for i in range(size):
+            if scratch[start_of[slot] + i] > thr[c]:
+                greater[c] += 1
+    for c in range(n_selected):
+        tag[bucket_of[c]] = -1
 
 
 def top_k_classes(
@@ -219,7 +318,6 @@ def top_k_classes(
     float[::1] out_data,
     uint8_t[::1] out_class,
     int64_t[::1] out_len,
-    double[::1] work,
 ):
     """Each CSR row's largest positive entries at every count of ``counts``, in one pass.
 
@@ -230,17 +328,23 @@ def top_k_classes(
     each in stored order: column, value (float32) and class ``c``, the index of the smallest
     count whose set holds it (so the top ``counts[c]`` of a row are its entries of class
     ``<= c``); ``out_len[r]`` says how many row ``r`` wrote. The outputs need
-    ``sum_r min(stored entries of r, counts[-1])`` places; ``work`` holds the longest row.
+    ``sum_r min(stored entries of r, counts[-1])`` places.
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, p, c, m, cur, kc, g, cls, start, end, row_start
+    cdef Py_ssize_t r, p, c, m, cls, start, end, row_start, n_selected, longest = 0
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int error = 0
     cdef int64_t own
     cdef double v
+    cdef uint64_t lo, hi
     cdef double thr[MAX_COUNTS_C]
+    cdef uint64_t thr_key[MAX_COUNTS_C]
+    cdef int64_t greater[MAX_COUNTS_C]
     cdef int64_t quota[MAX_COUNTS_C]
-    cdef bint keep_all[MAX_COUNTS_C]
+    cdef uint64_t* keys = NULL
+    cdef uint64_t* scratch = NULL
+    cdef int64_t* hist = NULL
+    cdef int32_t* tag = NULL
     if n_counts == 0 or n_counts > MAX_COUNTS_C:
         raise ValueError(f"between 1 and {MAX_COUNTS_C} counts are ranked at once")
     for c in range(n_counts):
@@ -250,39 +354,48 @@ def top_k_classes(
         raise ValueError("out_len needs one entry per row")
     if out_indices.shape[0] != out_data.shape[0] or out_class.shape[0] != out_data.shape[0]:
         raise ValueError("the output arrays must have one length")
-    if work.shape[0] < 1:
-        raise ValueError("work needs room for the longest row (at least one place)")
+    for r in range(n_rows):
+        if indptr[r] < 0 or indptr[r + 1] < indptr[r] or indptr[r + 1] > data.shape[0] \
+                or indptr[r + 1] > indices.shape[0]:
+            raise ValueError("indptr must ascend within the entries")
+        longest = max(longest, indptr[r + 1] - indptr[r])
+    keys = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
+    scratch = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
+    hist = <int64_t*> malloc(MAX_BUCKETS * sizeof(int64_t))
+    tag = <int32_t*> malloc(MAX_BUCKETS * sizeof(int32_t))
+    if keys == NULL or scratch == NULL or hist == NULL or tag == NULL:
+        free(keys)
+        free(scratch)
+        free(hist)
+        free(tag)
+        raise MemoryError("no room to rank the longest row")
+    for p in range(MAX_BUCKETS):
+        tag[p] = -1
     with nogil:
         for r in range(n_rows):
             start = indptr[r]
             end = indptr[r + 1]
-            if start < 0 or end < start or end > data.shape[0] or end > indices.shape[0] \
-                    or end - start > work.shape[0]:
-                error = 1
-                break
             own = own_offset + r
             m = 0
             for p in range(start, end):
                 v = data[p]
                 if v > 0 and indices[p] != own:
-                    work[m] = v
+                    keys[m] = _key(v)
                     m += 1
-            # thresholds from the largest count down: each selection runs within the last one
-            cur = m
-            for c in range(n_counts - 1, -1, -1):
-                kc = counts[c]
-                if kc >= m:
-                    keep_all[c] = True
-                    continue
-                keep_all[c] = False
-                _select_largest(&work[0], cur, kc)
-                thr[c] = work[kc - 1]
-                g = 0
-                for p in range(kc):
-                    if work[p] > thr[c]:
-                        g += 1
-                quota[c] = kc - g
-                cur = kc
+            # the counts below the row's length need a threshold; the others keep it all
+            n_selected = 0
+            while n_selected < n_counts and counts[n_selected] < m:
+                n_selected += 1
+            lo = 0xFFFFFFFFFFFFFFFF
+            hi = 0
+            if n_selected > 0 and m > BUCKETED_ROW:
+                for p in range(m):
+                    lo = min(lo, keys[p])
+                    hi = max(hi, keys[p])
+            _nested_thresholds(keys, m, lo, hi, &counts[0], n_selected, scratch, hist, tag, thr_key, greater)
+            for c in range(n_selected):
+                thr[c] = _value(thr_key[c])
+                quota[c] = counts[c] - greater[c]
             row_start = pos
             if pos + min(m, counts[n_counts - 1]) > room:
                 error = 2
@@ -293,7 +406,7 @@ def top_k_classes(
                     continue
                 cls = -1
                 for c in range(n_counts - 1, -1, -1):
-                    if keep_all[c] or v > thr[c]:
+                    if c >= n_selected or v > thr[c]:
                         cls = c
                     elif v == thr[c] and quota[c] > 0:
                         quota[c] -= 1
@@ -306,7 +419,9 @@ def top_k_classes(
                     out_class[pos] = <uint8_t>cls
                     pos += 1
             out_len[r] = pos - row_start
-    if error == 1:
-        raise ValueError("indptr must ascend within the entries, and work hold the longest row")
+    free(keys)
+    free(scratch)
+    free(hist)
+    free(tag)
     if error == 2:
         raise ValueError("the outputs have too few places for the rows' kept entries")

@@ -409,10 +409,9 @@ def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tup
     data = np.empty(room, dtype=np.float32)
     classes = np.empty(room, dtype=np.uint8)
     written = np.zeros(n_rows, dtype=np.int64)
-    work = np.empty(max(1, int(per_row.max(initial=0))), dtype=np.float64)
     top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
                   np.ascontiguousarray(block.data, dtype=np.float64), int(start), counts_arr, indices, data, classes,
-                  written, work)
+                  written)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(written, out=indptr[1:])
     total = int(indptr[-1])
