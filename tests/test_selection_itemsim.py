@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
-from mrec_warp.kernels.itemsim import history_times_weights
-from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, RankedWeights, item_blocks, beyond_noise, history_scores,
-                                       keep_classes, nested_top_k, top_k_by_blocks)
+from mrec_warp.kernels.itemsim import history_times_weights, rows_into_dense
+from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, RankedWeights, item_blocks, beyond_noise,
+                                       history_scores, keep_classes, nested_top_k, top_k_by_blocks, weights_scorer)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
@@ -220,6 +220,49 @@ def test_long_rows_ranked_by_buckets_keep_the_same_entries_as_the_reference(seed
             assert got == largest_by_rule(dense[r], 3 + r, k), (k, r)
 
 
+def test_a_smaller_counts_weights_are_the_first_entries_of_every_row():
+    rng = np.random.default_rng(11)
+    dense = np.round(rng.random((30, 400)) * 5, 1) * (rng.random((30, 400)) < 0.9)
+    counts = [2, 9, 150, 300]
+    weights, classes = nested_top_k(sp.csr_matrix(dense), 0, counts)
+    for c, k in enumerate(counts):
+        cut = keep_classes(weights, classes, c)
+        for r in range(dense.shape[0]):
+            row = slice(weights.indptr[r], weights.indptr[r + 1])
+            n = min(weights.indptr[r + 1] - weights.indptr[r], k)
+            assert np.array_equal(weights.indices[row][:n], cut.indices[cut.indptr[r]:cut.indptr[r + 1]])
+
+
+@pytest.mark.parametrize("density", [0.05, 0.9])  # sparse rows' kernel, and the dense weights
+def test_a_counts_scores_read_from_the_ranked_arrays_are_those_of_its_cut_weights(density):
+    rng = np.random.default_rng(12)
+    dense = rng.random((60, 60)) * (rng.random((60, 60)) < density)
+    marks = (rng.random((80, 60)) < 0.15).astype(np.float32)
+    marks[3] = 0  # a cold user: popularity
+    history = sp.csr_matrix(marks)
+    counts = [1, 4, 30]
+    ranked = RankedWeights.build(lambda a, b: sp.csr_matrix(dense[a:b]), history, counts, 0.01, SILENT, "")
+    rows_of = HistoryRows(history)
+    users = np.arange(80)
+    for k in counts:
+        got = ranked.scorer(k, rows_of)(users)
+        want = weights_scorer(history, ranked.top(k))(users)
+        assert np.array_equal(got, want)
+        assert np.array_equal(got[3], rows_of.popularity)
+
+
+def test_dense_weights_from_row_ranges_refuse_ranges_outside_the_entries():
+    indices = np.array([0, 2, 1], np.int32)
+    data = np.ones(3, np.float32)
+    out = np.empty((2, 3), np.float32)
+    rows_into_dense(np.array([0, 2], np.int64), np.array([2, 3], np.int64), indices, data, out)
+    assert np.array_equal(out, [[1, 0, 1], [0, 1, 0]])
+    with pytest.raises(ValueError, match="start before its end"):
+        rows_into_dense(np.array([0, 2], np.int64), np.array([2, 4], np.int64), indices, data, out)
+    with pytest.raises(ValueError, match="not a scored item"):
+        rows_into_dense(np.array([0, 2], np.int64), np.array([2, 3], np.int64), indices, data, np.empty((2, 2), np.float32))
+
+
 def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():
     rng = np.random.default_rng(3)
     dense = rng.random((40, 40)) * (rng.random((40, 40)) < 0.5) - 0.1
@@ -268,12 +311,12 @@ def test_the_scoring_kernel_refuses_indices_outside_its_arrays():
     hist = sp.csr_matrix(np.array([[1.0, 0.0, 1.0]], dtype=np.float32))
     W = sp.csr_matrix(np.eye(2, dtype=np.float32))  # 2 rows: history item 2 is not one of them
     with pytest.raises(ValueError, match="not a row of the weights"):
-        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W.indptr.astype(np.int64),
-                              W.indices, W.data, np.zeros((1, 2), np.float32))
+        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W.indptr[:-1].astype(np.int64),
+                              W.indptr[1:].astype(np.int64), W.indices, W.data, np.zeros((1, 2), np.float32))
     W3 = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 1, 5], np.int32), np.array([0, 1, 2, 3])), shape=(3, 6))
     with pytest.raises(ValueError, match="not a scored item"):
-        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W3.indptr.astype(np.int64),
-                              W3.indices, W3.data, np.zeros((1, 3), np.float32))
+        history_times_weights(hist.indptr.astype(np.int64), hist.indices, hist.data, W3.indptr[:-1].astype(np.int64),
+                              W3.indptr[1:].astype(np.int64), W3.indices, W3.data, np.zeros((1, 3), np.float32))
 
 
 @pytest.mark.parametrize("shape", [(150, 60), (60, 150)])

@@ -18,7 +18,8 @@ def history_times_weights(
     const int64_t[::1] h_indptr,
     const int32_t[::1] h_indices,
     const float[::1] h_data,
-    const int64_t[::1] w_indptr,
+    const int64_t[::1] w_starts,
+    const int64_t[::1] w_ends,
     const int32_t[::1] w_indices,
     const float[::1] w_data,
     float[:, ::1] out,
@@ -29,13 +30,15 @@ def history_times_weights(
     ----------
     h_indptr, h_indices, h_data : CSR arrays of the histories (one row per row of ``out``)
         Item indices must be rows of ``W``.
-    w_indptr, w_indices, w_data : CSR arrays of the weights ``W`` (items x scored items)
-        Column indices must be columns of ``out``.
+    w_starts, w_ends, w_indices, w_data : the weights ``W`` (items x scored items)
+        Row ``j`` of ``W`` is the entries ``w_starts[j]:w_ends[j]`` of ``w_indices`` (columns
+        of ``out``) and ``w_data``: a CSR matrix's ``indptr[:-1]`` and ``indptr[1:]``, or a
+        prefix of each row (the largest weights at a smaller neighbour count).
     out : float32 array (rows, scored items), overwritten.
 
     Raises ``ValueError`` (nothing written past the arrays) when an index is out of range.
     """
-    cdef Py_ssize_t n_rows = h_indptr.shape[0] - 1, n_w = w_indptr.shape[0] - 1, n_cols = out.shape[1]
+    cdef Py_ssize_t n_rows = h_indptr.shape[0] - 1, n_w = w_starts.shape[0], n_cols = out.shape[1]
     cdef Py_ssize_t r, p, q, j, c
     cdef int64_t w_nnz = w_indices.shape[0]
     cdef float x
@@ -50,6 +53,8 @@ def history_times_weights(
         raise ValueError("the histories' indptr points past their entries")
     if w_data.shape[0] != w_indices.shape[0]:
         raise ValueError("the weights need one value per column index")
+    if w_ends.shape[0] != n_w:
+        raise ValueError("the weights need one start and one end per row")
     with nogil:
         for r in range(n_rows):
             row = &out[r, 0]
@@ -60,11 +65,11 @@ def history_times_weights(
                 if j < 0 or j >= n_w:
                     bad = 1
                     break
-                if w_indptr[j] < 0 or w_indptr[j] > w_indptr[j + 1] or w_indptr[j + 1] > w_nnz:
+                if w_starts[j] < 0 or w_starts[j] > w_ends[j] or w_ends[j] > w_nnz:
                     bad = 3
                     break
                 x = h_data[p]
-                for q in range(w_indptr[j], w_indptr[j + 1]):
+                for q in range(w_starts[j], w_ends[j]):
                     c = w_indices[q]
                     if c < 0 or c >= n_cols:
                         bad = 2
@@ -79,4 +84,43 @@ def history_times_weights(
     if bad == 2:
         raise ValueError("a weight's column is not a scored item")
     if bad == 3:
-        raise ValueError("the weights' indptr is not ascending within their entries")
+        raise ValueError("a weights' row does not start before its end within their entries")
+
+
+def rows_into_dense(
+    const int64_t[::1] starts,
+    const int64_t[::1] ends,
+    const int32_t[::1] indices,
+    const float[::1] data,
+    float[:, ::1] out,
+):
+    """``out`` overwritten with the weights whose row ``j`` is the entries ``starts[j]:ends[j]``
+    of ``indices`` and ``data`` (as :func:`history_times_weights` reads them), zero elsewhere:
+    the dense weights of one neighbour count, written without a sparse copy of them.
+
+    Raises ``ValueError`` (nothing written past the arrays) when an index is out of range.
+    """
+    cdef Py_ssize_t n_w = starts.shape[0], n_cols = out.shape[1], j, q, c
+    cdef int64_t nnz = indices.shape[0]
+    cdef int bad = 0
+    if ends.shape[0] != n_w or out.shape[0] != n_w or data.shape[0] != nnz:
+        raise ValueError("one start, one end and one row of out per row of the weights, one value per index")
+    with nogil:
+        for j in range(n_w):
+            if starts[j] < 0 or starts[j] > ends[j] or ends[j] > nnz:
+                bad = 1
+                break
+            for c in range(n_cols):
+                out[j, c] = 0.0
+            for q in range(starts[j], ends[j]):
+                c = indices[q]
+                if c < 0 or c >= n_cols:
+                    bad = 2
+                    break
+                out[j, c] = data[q]
+            if bad:
+                break
+    if bad == 1:
+        raise ValueError("a weights' row does not start before its end within their entries")
+    if bad == 2:
+        raise ValueError("a weight's column is not a scored item")

@@ -324,14 +324,17 @@ def top_k_classes(
     Row ``r`` is item ``own_offset + r``; its own column is never kept. For each count
     ``k`` (ascending, distinct), the row's ``k`` largest positive entries (all of them when
     it has fewer) form a set; the sets nest, and ties at a set's k-th value go to the entries
-    stored first. The rows' entries of the largest set are written one row after the other,
-    each in stored order: column, value (float32) and class ``c``, the index of the smallest
+    stored first. The rows' entries of the largest set are written one row after the other:
+    column, value (float32) and class ``c``, the index of the smallest
     count whose set holds it (so the top ``counts[c]`` of a row are its entries of class
     ``<= c``); ``out_len[r]`` says how many row ``r`` wrote. The outputs need
     ``sum_r min(stored entries of r, counts[-1])`` places.
+
+    A row's entries are written class by class, each class in stored order: the top
+    ``counts[c]`` of a row that wrote ``n`` are its first ``min(n, counts[c])`` entries.
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, p, c, m, cls, start, end, row_start, n_selected, longest = 0
+    cdef Py_ssize_t r, p, c, m, cls, start, end, row_start, n_selected, kept, longest = 0
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int error = 0
     cdef int64_t own
@@ -341,6 +344,8 @@ def top_k_classes(
     cdef uint64_t thr_key[MAX_COUNTS_C]
     cdef int64_t greater[MAX_COUNTS_C]
     cdef int64_t quota[MAX_COUNTS_C]
+    cdef Py_ssize_t fill_at[MAX_COUNTS_C]
+    cdef Py_ssize_t class_end[MAX_COUNTS_C]
     cdef uint64_t* keys = NULL
     cdef uint64_t* scratch = NULL
     cdef int64_t* hist = NULL
@@ -397,9 +402,16 @@ def top_k_classes(
                 thr[c] = _value(thr_key[c])
                 quota[c] = counts[c] - greater[c]
             row_start = pos
-            if pos + min(m, counts[n_counts - 1]) > room:
+            kept = min(m, counts[n_counts - 1])
+            if pos + kept > room:
                 error = 2
                 break
+            # class c holds exactly min(m, counts[c]) - min(m, counts[c - 1]) entries: each
+            # class is written to its own stretch of the row, so that a count's entries are
+            # a prefix of it
+            for c in range(n_counts):
+                fill_at[c] = row_start + (min(m, counts[c - 1]) if c > 0 else 0)
+                class_end[c] = row_start + min(m, counts[c])
             for p in range(start, end):
                 v = data[p]
                 if not (v > 0) or indices[p] == own:
@@ -414,14 +426,25 @@ def top_k_classes(
                     else:
                         break
                 if cls >= 0:
-                    out_indices[pos] = indices[p]
-                    out_data[pos] = <float>v
-                    out_class[pos] = <uint8_t>cls
-                    pos += 1
-            out_len[r] = pos - row_start
+                    if fill_at[cls] >= class_end[cls]:
+                        error = 3
+                        break
+                    out_indices[fill_at[cls]] = indices[p]
+                    out_data[fill_at[cls]] = <float>v
+                    out_class[fill_at[cls]] = <uint8_t>cls
+                    fill_at[cls] += 1
+            for c in range(n_counts):
+                if fill_at[c] != class_end[c]:
+                    error = 3
+            if error:
+                break
+            pos = row_start + kept
+            out_len[r] = kept
     free(keys)
     free(scratch)
     free(hist)
     free(tag)
     if error == 2:
         raise ValueError("the outputs have too few places for the rows' kept entries")
+    if error == 3:
+        raise RuntimeError("a row's classes did not hold the counts' sizes")

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ..data.npz import check_counts, check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
 from ..errors import InputError
-from ..kernels.itemsim import history_times_weights
+from ..kernels.itemsim import history_times_weights, rows_into_dense
 from ..kernels.topk import top_k_classes
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
@@ -293,8 +293,9 @@ def history_scores(hist: sp.csr_matrix, weights, kept: Optional[np.ndarray], n_i
     if sp.issparse(weights):
         hist = sp.csr_matrix(hist)
         scores = np.empty((hist.shape[0], weights.shape[1]), dtype=np.float32)
+        indptr = weights.indptr.astype(np.int64, copy=False)
         history_times_weights(hist.indptr.astype(np.int64, copy=False), hist.indices.astype(np.int32, copy=False),
-                              hist.data.astype(np.float32, copy=False), weights.indptr.astype(np.int64, copy=False),
+                              hist.data.astype(np.float32, copy=False), indptr[:-1], indptr[1:],
                               weights.indices.astype(np.int32, copy=False),
                               weights.data.astype(np.float32, copy=False), scores)
     else:
@@ -319,11 +320,40 @@ def popular_when_cold(scores: np.ndarray, item_counts: np.ndarray) -> np.ndarray
 DENSE_SCORING_ENTRIES = 2**24
 
 
-def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] = None) -> Callable[..., np.ndarray]:
-    """A hold-out candidate's ``score_fn(rows, out=buffer)``: the rows of ``history`` times
-    ``weights`` as the fitted model would score them (popularity of ``history``'s items for
-    a cold row)."""
-    counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+class HistoryRows:
+    """The rows of ``history`` each scoring call of a hold-out asks for, sliced once and kept
+    for every candidate (:class:`~mrec_warp.models.early_stopping.HoldoutScorer` asks for the
+    same calls of the same users each time), with the popularity a cold row is ranked by."""
+
+    def __init__(self, history: sp.csr_matrix) -> None:
+        self.history = history
+        self.popularity = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+        self._calls: Dict[bytes, Tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, rows: np.ndarray) -> Tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+        """The histories of ``rows``: CSR, and its indptr, indices and data as the kernels read them."""
+        key = np.asarray(rows, dtype=np.int64).tobytes()
+        call = self._calls.get(key)
+        if call is None:
+            hist = sp.csr_matrix(self.history[rows])
+            call = self._calls[key] = (hist, hist.indptr.astype(np.int64), hist.indices.astype(np.int32),
+                                       hist.data.astype(np.float32))
+        return call
+
+
+def _scored(scores: np.ndarray, popularity: np.ndarray, out: Optional[np.ndarray]) -> np.ndarray:
+    scores = popular_when_cold(scores, popularity)
+    if out is None:
+        return scores
+    out[...] = scores
+    return out
+
+
+def weights_scorer(history, weights, kept: Optional[np.ndarray] = None) -> Callable[..., np.ndarray]:
+    """A hold-out candidate's ``score_fn(rows, out=buffer)``: the rows of ``history`` (a CSR
+    matrix, or :class:`HistoryRows` shared by the candidates) times ``weights`` as the
+    fitted model would score them (popularity of ``history``'s items for a cold row)."""
+    rows_of = history if isinstance(history, HistoryRows) else HistoryRows(history)
     n = weights.shape[0]
     if sp.issparse(weights) and weights.nnz > n * n // 5 and n * n <= DENSE_SCORING_ENTRIES:
         # a history times dense rows: faster than the sparse rows' kernel from about a fifth
@@ -331,11 +361,8 @@ def weights_scorer(history: sp.csr_matrix, weights, kept: Optional[np.ndarray] =
         weights = weights.toarray()
 
     def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-        scores = popular_when_cold(history_scores(history[rows], weights, kept, history.shape[1]), counts)
-        if out is None:
-            return scores
-        out[...] = scores
-        return out
+        hist = rows_of(rows)[0]
+        return _scored(history_scores(hist, weights, kept, rows_of.history.shape[1]), rows_of.popularity, out)
 
     return score
 
@@ -396,9 +423,10 @@ def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tup
     Row ``r`` is item ``start + r`` and never keeps its own column. For each count ``k`` of
     ``counts`` (ascending, distinct), a row keeps its ``k`` largest positive entries (all of
     them when it has fewer; ties at the k-th value go to the entry stored first), and the
-    sets nest. Returns the largest count's weights (float32 CSR, entries in stored order,
-    indices unsorted) and each entry's class: the index in ``counts`` of the smallest count
-    that keeps it (:func:`keep_classes` cuts the weights of any of the counts).
+    sets nest. Returns the largest count's weights (float32 CSR, indices unsorted: each row's
+    entries class by class, each class in stored order, so a smaller count's weights are a
+    prefix of every row) and each entry's class: the index in ``counts`` of the smallest
+    count that keeps it (:func:`keep_classes` cuts the weights of any of the counts).
     """
     block = sp.csr_matrix(block)
     n_rows, n_cols = block.shape
@@ -419,14 +447,11 @@ def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tup
     return weights, classes[:total].copy()
 
 
-def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int,
-                 rows: Optional[np.ndarray] = None) -> sp.csr_matrix:
+def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int) -> sp.csr_matrix:
     """The entries of :func:`nested_top_k`'s ``weights`` whose class is at most ``last``:
-    the weights at ``counts[last]`` neighbours, float32 CSR (``rows``: each entry's row,
-    when the caller keeps them for several cuts)."""
+    the weights at ``counts[last]`` neighbours, float32 CSR."""
     keep = classes <= last
-    if rows is None:
-        rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
+    rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
     indptr = np.zeros(weights.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[keep], minlength=weights.shape[0]), out=indptr[1:])
     return sp.csr_matrix((weights.data[keep], weights.indices[keep], indptr), shape=weights.shape)
@@ -480,14 +505,19 @@ def top_k_by_blocks(rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_m
 class RankedWeights:
     """Each item's largest weights at several neighbour counts, from one pass over the
     items (:func:`nested_top_k`): the hold-out's candidates of ``neighbours``, each the
-    fit's weights at its count (the same entries, ties included).
+    fit's weights at its count (the same entries, ties included). A row's entries are
+    stored class by class, so the weights at a count are a prefix of each row: scored, or
+    made dense, straight from the ranked arrays (:meth:`scorer`).
     """
 
     def __init__(self, weights: sp.csr_matrix, classes: np.ndarray, counts: Sequence[int]) -> None:
         self.weights = weights
         self.classes = classes
         self.counts = [int(k) for k in counts]
-        self.rows = np.repeat(np.arange(weights.shape[0], dtype=np.int32), np.diff(weights.indptr))
+        self.starts = weights.indptr[:-1].astype(np.int64)
+        self.lengths = np.diff(weights.indptr).astype(np.int64)
+        self.indices = weights.indices.astype(np.int32, copy=False)
+        self.data = weights.data.astype(np.float32, copy=False)
 
     @classmethod
     def build(cls, rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_matrix, counts: Sequence[int],
@@ -504,9 +534,31 @@ class RankedWeights:
         weights = sp.vstack([w for w, _ in parts], format="csr")
         return cls(weights, np.concatenate([c for _, c in parts]), ordered)
 
+    def ends(self, k: int) -> np.ndarray:
+        """Where each row's weights at ``k`` neighbours (one of the counts built) end."""
+        return self.starts + np.minimum(self.lengths, self.counts[self.counts.index(max(1, int(k)))])
+
     def top(self, k: int) -> sp.csr_matrix:
         """The weights the fit keeps with ``k`` neighbours (one of the counts built), float32 CSR."""
-        return keep_classes(self.weights, self.classes, self.counts.index(max(1, int(k))), self.rows)
+        return keep_classes(self.weights, self.classes, self.counts.index(max(1, int(k))))
+
+    def scorer(self, k: int, history: HistoryRows) -> Callable[..., np.ndarray]:
+        """:func:`weights_scorer` of the weights at ``k`` neighbours, read from the ranked
+        arrays (or written dense from them once, where :func:`weights_scorer` would densify)."""
+        ends = self.ends(k)
+        n = self.weights.shape[0]
+        if int((ends - self.starts).sum()) > n * n // 5 and n * n <= DENSE_SCORING_ENTRIES:
+            dense = np.empty((n, self.weights.shape[1]), dtype=np.float32)
+            rows_into_dense(self.starts, ends, self.indices, self.data, dense)
+            return weights_scorer(history, dense)
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            _, indptr, indices, data = history(rows)
+            scores = np.empty((len(indptr) - 1, self.weights.shape[1]), dtype=np.float32)
+            history_times_weights(indptr, indices, data, self.starts, ends, self.indices, self.data, scores)
+            return _scored(scores, history.popularity, out)
+
+        return score
 
 
 #: Seconds per co-occurrence (``sum_u n_u^2``: the multiply-adds of the items' sparse
@@ -548,7 +600,6 @@ def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights],
     (``build(kind)``, :class:`RankedWeights`), so a count costs only its scoring;
     ``values(kind, count)``: the candidate's selected values; ``finish``: what the fit does to
     the kept weights (RP3beta's row scaling)."""
-    finish = finish or (lambda w: w)
     first = kinds[0]
     if not kinds_affordable(history):
         kinds = kinds[:1]
@@ -557,8 +608,11 @@ def kind_then_count(kinds: Sequence[Any], build: Callable[[Any], RankedWeights],
     built: Dict[int, RankedWeights] = {}  # the fixed kind's and the one in force: no more in memory
     chosen = 0
 
+    rows_of = HistoryRows(history)
+
     def score(kind: Any, ranked: RankedWeights, k: int, watch: Stopwatch) -> float:
-        tried.append(scored_candidate(values(kind, k), scorer, weights_scorer(history, finish(ranked.top(k))), watch))
+        score_fn = ranked.scorer(k, rows_of) if finish is None else weights_scorer(rows_of, finish(ranked.top(k)))
+        tried.append(scored_candidate(values(kind, k), scorer, score_fn, watch))
         return tried[-1].score
 
     def evaluate_kind(kind: Any) -> float:
