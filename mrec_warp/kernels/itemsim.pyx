@@ -9,9 +9,19 @@ stays in cache), without the GIL.
 """
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 cnp.import_array()
+
+
+cdef inline uint8_t _any_nonzero(const float* row, Py_ssize_t n) noexcept nogil:
+    """Whether any of ``row[0:n]`` has ``abs(x) > 0`` (NaN has not: the test
+    :func:`~mrec_warp.models._itemsim.popular_when_cold` makes of a row)."""
+    cdef Py_ssize_t c
+    for c in range(n):
+        if row[c] > 0.0 or row[c] < 0.0:
+            return 1
+    return 0
 
 
 def history_times_weights(
@@ -23,6 +33,7 @@ def history_times_weights(
     const int32_t[::1] w_indices,
     const float[::1] w_data,
     float[:, ::1] out,
+    uint8_t[::1] nonzero=None,
 ):
     """``out[r] = sum over the stored (j, x) of history row r of x * W[j]``.
 
@@ -35,6 +46,9 @@ def history_times_weights(
         of ``out``) and ``w_data``: a CSR matrix's ``indptr[:-1]`` and ``indptr[1:]``, or a
         prefix of each row (the largest weights at a smaller neighbour count).
     out : float32 array (rows, scored items), overwritten.
+    nonzero : uint8 array (rows,), optional
+        Written 1 where a row of ``out`` has a score other than zero, else 0 (a cold row:
+        the caller ranks it by popularity), found while the row is in cache.
 
     Raises ``ValueError`` (nothing written past the arrays) when an index is out of range.
     """
@@ -55,6 +69,9 @@ def history_times_weights(
         raise ValueError("the weights need one value per column index")
     if w_ends.shape[0] != n_w:
         raise ValueError("the weights need one start and one end per row")
+    cdef bint flags = nonzero is not None
+    if flags and nonzero.shape[0] != n_rows:
+        raise ValueError("nonzero needs one flag per row")
     with nogil:
         for r in range(n_rows):
             row = &out[r, 0]
@@ -79,6 +96,8 @@ def history_times_weights(
                     break
             if bad:
                 break
+            if flags:
+                nonzero[r] = _any_nonzero(row, n_cols)
     if bad == 1:
         raise ValueError("a history item is not a row of the weights")
     if bad == 2:
@@ -124,3 +143,54 @@ def rows_into_dense(
         raise ValueError("a weights' row does not start before its end within their entries")
     if bad == 2:
         raise ValueError("a weight's column is not a scored item")
+
+
+
+def history_times_dense(
+    const int64_t[::1] h_indptr,
+    const int32_t[::1] h_indices,
+    const float[::1] h_data,
+    const float[:, ::1] weights,
+    float[:, ::1] out,
+    uint8_t[::1] nonzero,
+):
+    """``out[r] = sum over the stored (j, x) of history row r of x * weights[j]`` for dense
+    ``weights`` (items x scored items), in the order a CSR times dense product adds them,
+    and ``nonzero[r]``: whether row ``r`` has a score other than zero
+    (:func:`history_times_weights`' flags): a row is written, summed and checked while it is
+    in cache, with no array of scores besides ``out``.
+
+    Raises ``ValueError`` (nothing written past the arrays) when an index is out of range.
+    """
+    cdef Py_ssize_t n_rows = h_indptr.shape[0] - 1, n_w = weights.shape[0], n_cols = weights.shape[1]
+    cdef Py_ssize_t r, p, j, c
+    cdef float x
+    cdef float* row
+    cdef const float* w_row
+    cdef int bad = 0
+    if n_rows < 0 or out.shape[0] != n_rows or out.shape[1] != n_cols or nonzero.shape[0] != n_rows:
+        raise ValueError("the histories need one row of scores and one flag each, as wide as the weights")
+    for r in range(n_rows):
+        if h_indptr[r] < 0 or h_indptr[r] > h_indptr[r + 1]:
+            raise ValueError("the histories' indptr is not ascending")
+    if n_rows and (h_indices.shape[0] < h_indptr[n_rows] or h_data.shape[0] < h_indptr[n_rows]):
+        raise ValueError("the histories' indptr points past their entries")
+    with nogil:
+        for r in range(n_rows):
+            row = &out[r, 0]
+            for c in range(n_cols):
+                row[c] = 0.0
+            for p in range(h_indptr[r], h_indptr[r + 1]):
+                j = h_indices[p]
+                if j < 0 or j >= n_w:
+                    bad = 1
+                    break
+                x = h_data[p]
+                w_row = &weights[j, 0]
+                for c in range(n_cols):
+                    row[c] += x * w_row[c]
+            if bad:
+                break
+            nonzero[r] = _any_nonzero(row, n_cols)
+    if bad == 1:
+        raise ValueError("a history item is not a row of the weights")

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ..data.npz import check_counts, check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
 from ..errors import InputError
-from ..kernels.itemsim import history_times_weights, rows_into_dense
+from ..kernels.itemsim import history_times_dense, history_times_weights, rows_into_dense
 from ..kernels.topk import top_k_classes
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
@@ -543,20 +543,36 @@ class RankedWeights:
         return keep_classes(self.weights, self.classes, self.counts.index(max(1, int(k))))
 
     def scorer(self, k: int, history: HistoryRows) -> Callable[..., np.ndarray]:
-        """:func:`weights_scorer` of the weights at ``k`` neighbours, read from the ranked
-        arrays (or written dense from them once, where :func:`weights_scorer` would densify)."""
+        """:func:`weights_scorer` of the weights at ``k`` neighbours (the same scores), read
+        from the ranked arrays, or written dense from them once where :func:`weights_scorer`
+        would densify; the scores go straight into the caller's buffer and a cold row is
+        found while it is in cache (the kernels' ``nonzero`` flags)."""
         ends = self.ends(k)
-        n = self.weights.shape[0]
+        n, n_cols = self.weights.shape
+        dense: Optional[np.ndarray] = None
         if int((ends - self.starts).sum()) > n * n // 5 and n * n <= DENSE_SCORING_ENTRIES:
-            dense = np.empty((n, self.weights.shape[1]), dtype=np.float32)
+            dense = np.empty((n, n_cols), dtype=np.float32)
             rows_into_dense(self.starts, ends, self.indices, self.data, dense)
-            return weights_scorer(history, dense)
 
         def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
             _, indptr, indices, data = history(rows)
-            scores = np.empty((len(indptr) - 1, self.weights.shape[1]), dtype=np.float32)
-            history_times_weights(indptr, indices, data, self.starts, ends, self.indices, self.data, scores)
-            return _scored(scores, history.popularity, out)
+            n_rows = len(indptr) - 1
+            direct = (out is not None and out.dtype == np.float32 and out.shape == (n_rows, n_cols)
+                      and out.flags.c_contiguous)
+            scores = out if direct else np.empty((n_rows, n_cols), dtype=np.float32)
+            nonzero = np.empty(n_rows, dtype=np.uint8)
+            if dense is not None:
+                history_times_dense(indptr, indices, data, dense, scores, nonzero)
+            else:
+                history_times_weights(indptr, indices, data, self.starts, ends, self.indices, self.data, scores,
+                                      nonzero)
+            cold = nonzero == 0
+            if cold.any():
+                scores[cold] = history.popularity
+            if out is None or direct:
+                return scores
+            out[...] = scores
+            return out
 
         return score
 
