@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
 from mrec_warp.kernels.itemsim import history_times_weights, rows_into_dense
-from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, RankedWeights, item_blocks, beyond_noise,
+from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, ItemProduct, RankedWeights, item_blocks, beyond_noise,
                                        history_scores, keep_classes, nested_top_k, top_k_by_blocks, weights_scorer)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
@@ -261,6 +261,40 @@ def test_dense_weights_from_row_ranges_refuse_ranges_outside_the_entries():
         rows_into_dense(np.array([0, 2], np.int64), np.array([2, 4], np.int64), indices, data, out)
     with pytest.raises(ValueError, match="not a scored item"):
         rows_into_dense(np.array([0, 2], np.int64), np.array([2, 3], np.int64), indices, data, np.empty((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_product_ranked_as_it_is_made_keeps_what_the_stored_product_keeps(scaled):
+    # binary factors: many equal sums, so the ties follow the order scipy stores the product in;
+    # an empty row, a zero sum (+1 - 1), a column scaled to 0 and the diagonal all occur
+    rng = np.random.default_rng(13)
+    left = (rng.random((50, 70)) < 0.1).astype(np.float64)
+    left[7] = 0.0
+    left[3, :2] = [1.0, -1.0]
+    right = (rng.random((70, 400)) < 0.2).astype(np.float64)
+    right[1] = right[0]
+    scale = rng.random(400) if scaled else None
+    if scaled:
+        scale[::17] = 0.0
+    counts = [3, 20, 60]
+    stored = sp.csr_matrix(sp.csr_matrix(left) @ sp.csr_matrix(right))
+    if scaled:
+        stored.data *= scale[stored.indices]
+    want = nested_top_k(stored, 5, counts)
+    got = nested_top_k(ItemProduct(sp.csr_matrix(left), sp.csr_matrix(right), scale), 5, counts)
+    assert np.array_equal(got[0].indptr, want[0].indptr)
+    assert np.array_equal(got[0].indices, want[0].indices)
+    assert np.array_equal(got[0].data, want[0].data)
+    assert np.array_equal(got[1], want[1])
+
+
+def test_a_product_refuses_factors_whose_indices_leave_them():
+    left = sp.csr_matrix(np.eye(3))
+    right = sp.csr_matrix(np.ones((2, 4)))  # left's third column is not a row of right
+    with pytest.raises(ValueError, match="rows of B"):
+        nested_top_k(ItemProduct(left, right), 0, [2])
+    with pytest.raises(ValueError, match="column_scale"):
+        nested_top_k(ItemProduct(left[:, :2], right, np.ones(3)), 0, [2])
 
 
 def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():

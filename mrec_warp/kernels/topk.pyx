@@ -15,7 +15,7 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.math cimport INFINITY
 from libc.stdint cimport uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 cnp.import_array()
@@ -308,6 +308,130 @@ cdef void _nested_thresholds(uint64_t* keys, Py_ssize_t m, uint64_t lo, uint64_t
         tag[bucket_of[c]] = -1
 
 
+cdef struct RankBuffers:
+    # what ranking one row needs besides the row: its keys, a scratch copy of its counts'
+    # buckets, a histogram and the buckets' tags (-1 between rows), each as long as a row
+    # can be (MAX_BUCKETS for the last two)
+    uint64_t* keys
+    uint64_t* scratch
+    int64_t* hist
+    int32_t* tag
+
+
+cdef int _alloc_buffers(RankBuffers* b, Py_ssize_t longest) noexcept nogil:
+    """Allocate ``b`` for rows of up to ``longest`` entries; 0 on success, -1 without memory
+    (:func:`_free_buffers` frees what was allocated either way)."""
+    cdef Py_ssize_t i
+    b.keys = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
+    b.scratch = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
+    b.hist = <int64_t*> malloc(MAX_BUCKETS * sizeof(int64_t))
+    b.tag = <int32_t*> malloc(MAX_BUCKETS * sizeof(int32_t))
+    if b.keys == NULL or b.scratch == NULL or b.hist == NULL or b.tag == NULL:
+        return -1
+    for i in range(MAX_BUCKETS):
+        b.tag[i] = -1
+    return 0
+
+
+cdef void _free_buffers(RankBuffers* b) noexcept nogil:
+    free(b.keys)
+    free(b.scratch)
+    free(b.hist)
+    free(b.tag)
+
+
+cdef Py_ssize_t _rank_row(const int32_t* indices, const double* data, Py_ssize_t n, int64_t own,
+                          const int64_t* counts, Py_ssize_t n_counts, RankBuffers* b, int32_t* out_indices,
+                          float* out_data, uint8_t* out_class, Py_ssize_t room) noexcept nogil:
+    """One row's largest positive entries (``indices[0:n]``, ``data[0:n]``; column ``own``
+    never kept) at every count, written class by class from ``out_*[0]`` (see
+    :func:`top_k_classes`). Returns how many it wrote, -1 when ``room`` is too small, -2 if
+    the classes did not come out at the counts' sizes (a bug: never a silent result)."""
+    cdef Py_ssize_t p, c, m = 0, n_selected = 0, kept, cls
+    cdef double v
+    cdef uint64_t lo = 0xFFFFFFFFFFFFFFFF, hi = 0
+    cdef double thr[MAX_COUNTS_C]
+    cdef uint64_t thr_key[MAX_COUNTS_C]
+    cdef int64_t greater[MAX_COUNTS_C]
+    cdef int64_t quota[MAX_COUNTS_C]
+    cdef Py_ssize_t fill_at[MAX_COUNTS_C]
+    cdef Py_ssize_t class_end[MAX_COUNTS_C]
+    for p in range(n):
+        v = data[p]
+        if v > 0 and indices[p] != own:
+            b.keys[m] = _key(v)
+            m += 1
+    # the counts below the row's length need a threshold; the others keep it all
+    while n_selected < n_counts and counts[n_selected] < m:
+        n_selected += 1
+    if n_selected > 0 and m > BUCKETED_ROW:
+        for p in range(m):
+            lo = min(lo, b.keys[p])
+            hi = max(hi, b.keys[p])
+    _nested_thresholds(b.keys, m, lo, hi, counts, n_selected, b.scratch, b.hist, b.tag, thr_key, greater)
+    for c in range(n_selected):
+        thr[c] = _value(thr_key[c])
+        quota[c] = counts[c] - greater[c]
+    kept = min(m, counts[n_counts - 1])
+    if kept > room:
+        return -1
+    # class c holds exactly min(m, counts[c]) - min(m, counts[c - 1]) entries: each class is
+    # written to its own stretch of the row, so that a count's entries are a prefix of it
+    for c in range(n_counts):
+        fill_at[c] = min(m, counts[c - 1]) if c > 0 else 0
+        class_end[c] = min(m, counts[c])
+    for p in range(n):
+        v = data[p]
+        if not (v > 0) or indices[p] == own:
+            continue
+        cls = -1
+        for c in range(n_counts - 1, -1, -1):
+            if c >= n_selected or v > thr[c]:
+                cls = c
+            elif v == thr[c] and quota[c] > 0:
+                quota[c] -= 1
+                cls = c
+            else:
+                break
+        if cls >= 0:
+            if fill_at[cls] >= class_end[cls]:
+                return -2
+            out_indices[fill_at[cls]] = indices[p]
+            out_data[fill_at[cls]] = <float>v
+            out_class[fill_at[cls]] = <uint8_t>cls
+            fill_at[cls] += 1
+    for c in range(n_counts):
+        if fill_at[c] != class_end[c]:
+            return -2
+    return kept
+
+
+cdef _check_counts(const int64_t[::1] counts):
+    cdef Py_ssize_t c, n_counts = counts.shape[0]
+    if n_counts == 0 or n_counts > MAX_COUNTS_C:
+        raise ValueError(f"between 1 and {MAX_COUNTS_C} counts are ranked at once")
+    for c in range(n_counts):
+        if counts[c] < 1 or (c > 0 and counts[c] <= counts[c - 1]):
+            raise ValueError("counts must be positive and strictly ascending")
+
+
+cdef _check_outputs(int32_t[::1] out_indices, float[::1] out_data, uint8_t[::1] out_class, int64_t[::1] out_len,
+                    Py_ssize_t n_rows):
+    if out_len.shape[0] < n_rows:
+        raise ValueError("out_len needs one entry per row")
+    if out_indices.shape[0] != out_data.shape[0] or out_class.shape[0] != out_data.shape[0]:
+        raise ValueError("the output arrays must have one length")
+
+
+cdef _raise_rank_error(int error):
+    if error == -1:
+        raise ValueError("the outputs have too few places for the rows' kept entries")
+    if error == -2:
+        raise RuntimeError("a row's classes did not hold the counts' sizes")
+    if error == -3:
+        raise MemoryError("no room to rank the longest row")
+
+
 def top_k_classes(
     const int64_t[::1] indptr,
     const int32_t[::1] indices,
@@ -334,117 +458,141 @@ def top_k_classes(
     ``counts[c]`` of a row that wrote ``n`` are its first ``min(n, counts[c])`` entries.
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, p, c, m, cls, start, end, row_start, n_selected, kept, longest = 0
+    cdef Py_ssize_t r, written, longest = 0
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int error = 0
-    cdef int64_t own
-    cdef double v
-    cdef uint64_t lo, hi
-    cdef double thr[MAX_COUNTS_C]
-    cdef uint64_t thr_key[MAX_COUNTS_C]
-    cdef int64_t greater[MAX_COUNTS_C]
-    cdef int64_t quota[MAX_COUNTS_C]
-    cdef Py_ssize_t fill_at[MAX_COUNTS_C]
-    cdef Py_ssize_t class_end[MAX_COUNTS_C]
-    cdef uint64_t* keys = NULL
-    cdef uint64_t* scratch = NULL
-    cdef int64_t* hist = NULL
-    cdef int32_t* tag = NULL
-    if n_counts == 0 or n_counts > MAX_COUNTS_C:
-        raise ValueError(f"between 1 and {MAX_COUNTS_C} counts are ranked at once")
-    for c in range(n_counts):
-        if counts[c] < 1 or (c > 0 and counts[c] <= counts[c - 1]):
-            raise ValueError("counts must be positive and strictly ascending")
-    if out_len.shape[0] < n_rows:
-        raise ValueError("out_len needs one entry per row")
-    if out_indices.shape[0] != out_data.shape[0] or out_class.shape[0] != out_data.shape[0]:
-        raise ValueError("the output arrays must have one length")
+    cdef RankBuffers b
+    _check_counts(counts)
+    _check_outputs(out_indices, out_data, out_class, out_len, n_rows)
     for r in range(n_rows):
         if indptr[r] < 0 or indptr[r + 1] < indptr[r] or indptr[r + 1] > data.shape[0] \
                 or indptr[r + 1] > indices.shape[0]:
             raise ValueError("indptr must ascend within the entries")
         longest = max(longest, indptr[r + 1] - indptr[r])
-    keys = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
-    scratch = <uint64_t*> malloc(max(longest, 1) * sizeof(uint64_t))
-    hist = <int64_t*> malloc(MAX_BUCKETS * sizeof(int64_t))
-    tag = <int32_t*> malloc(MAX_BUCKETS * sizeof(int32_t))
-    if keys == NULL or scratch == NULL or hist == NULL or tag == NULL:
-        free(keys)
-        free(scratch)
-        free(hist)
-        free(tag)
-        raise MemoryError("no room to rank the longest row")
-    for p in range(MAX_BUCKETS):
-        tag[p] = -1
     with nogil:
-        for r in range(n_rows):
-            start = indptr[r]
-            end = indptr[r + 1]
-            own = own_offset + r
-            m = 0
-            for p in range(start, end):
-                v = data[p]
-                if v > 0 and indices[p] != own:
-                    keys[m] = _key(v)
-                    m += 1
-            # the counts below the row's length need a threshold; the others keep it all
-            n_selected = 0
-            while n_selected < n_counts and counts[n_selected] < m:
-                n_selected += 1
-            lo = 0xFFFFFFFFFFFFFFFF
-            hi = 0
-            if n_selected > 0 and m > BUCKETED_ROW:
-                for p in range(m):
-                    lo = min(lo, keys[p])
-                    hi = max(hi, keys[p])
-            _nested_thresholds(keys, m, lo, hi, &counts[0], n_selected, scratch, hist, tag, thr_key, greater)
-            for c in range(n_selected):
-                thr[c] = _value(thr_key[c])
-                quota[c] = counts[c] - greater[c]
-            row_start = pos
-            kept = min(m, counts[n_counts - 1])
-            if pos + kept > room:
-                error = 2
-                break
-            # class c holds exactly min(m, counts[c]) - min(m, counts[c - 1]) entries: each
-            # class is written to its own stretch of the row, so that a count's entries are
-            # a prefix of it
-            for c in range(n_counts):
-                fill_at[c] = row_start + (min(m, counts[c - 1]) if c > 0 else 0)
-                class_end[c] = row_start + min(m, counts[c])
-            for p in range(start, end):
-                v = data[p]
-                if not (v > 0) or indices[p] == own:
-                    continue
-                cls = -1
-                for c in range(n_counts - 1, -1, -1):
-                    if c >= n_selected or v > thr[c]:
-                        cls = c
-                    elif v == thr[c] and quota[c] > 0:
-                        quota[c] -= 1
-                        cls = c
-                    else:
-                        break
-                if cls >= 0:
-                    if fill_at[cls] >= class_end[cls]:
-                        error = 3
-                        break
-                    out_indices[fill_at[cls]] = indices[p]
-                    out_data[fill_at[cls]] = <float>v
-                    out_class[fill_at[cls]] = <uint8_t>cls
-                    fill_at[cls] += 1
-            for c in range(n_counts):
-                if fill_at[c] != class_end[c]:
-                    error = 3
-            if error:
-                break
-            pos = row_start + kept
-            out_len[r] = kept
-    free(keys)
-    free(scratch)
-    free(hist)
-    free(tag)
-    if error == 2:
-        raise ValueError("the outputs have too few places for the rows' kept entries")
-    if error == 3:
-        raise RuntimeError("a row's classes did not hold the counts' sizes")
+        if _alloc_buffers(&b, longest) < 0:
+            error = -3
+        else:
+            for r in range(n_rows):
+                written = _rank_row(&indices[0] + indptr[r], &data[0] + indptr[r], indptr[r + 1] - indptr[r],
+                                    own_offset + r, &counts[0], n_counts, &b, &out_indices[0] + pos,
+                                    &out_data[0] + pos, &out_class[0] + pos, room - pos)
+                if written < 0:
+                    error = written
+                    break
+                out_len[r] = written
+                pos += written
+        _free_buffers(&b)
+    _raise_rank_error(error)
+
+
+def product_top_k_classes(
+    const int64_t[::1] a_indptr,
+    const int32_t[::1] a_indices,
+    const double[::1] a_data,
+    const int64_t[::1] b_indptr,
+    const int32_t[::1] b_indices,
+    const double[::1] b_data,
+    const double[::1] column_scale,
+    int64_t own_offset,
+    const int64_t[::1] counts,
+    int32_t[::1] out_indices,
+    float[::1] out_data,
+    uint8_t[::1] out_class,
+    int64_t[::1] out_len,
+):
+    """:func:`top_k_classes` of the rows of ``A @ B`` (both CSR, float64), each column
+    times ``column_scale`` (empty: 1), without the product ever stored: each row is summed
+    into one dense accumulator and ranked from it.
+
+    A row's entries and their order are those of scipy's sparse product (the same sums in the
+    same order, its columns in the order it lists them, zero sums dropped), then scaled as
+    ``product.data *= column_scale[product.indices]`` would: the same entries and ties as
+    ranking that product with :func:`top_k_classes`, without its symbolic pass, its stored
+    entries and a second read of them. ``B`` has ``column_scale``'s length of columns when
+    it is given, else ``max(b_indices) + 1`` (at least ``own_offset + rows``). The outputs
+    need ``sum_r min(stored entries of row r of the product, counts[-1])`` places.
+    """
+    cdef Py_ssize_t n_rows = a_indptr.shape[0] - 1, n_b = b_indptr.shape[0] - 1, n_counts = counts.shape[0]
+    cdef Py_ssize_t r, jj, kk, j, k, length, m, written, n_cols = 0
+    cdef Py_ssize_t pos = 0, room = out_data.shape[0]
+    cdef int64_t head, nxt_k
+    cdef double v
+    cdef int error = 0
+    cdef bint scaled = column_scale.shape[0] > 0
+    cdef RankBuffers b = RankBuffers(NULL, NULL, NULL, NULL)
+    cdef double* sums = NULL
+    cdef int64_t* nxt = NULL
+    cdef int32_t* row_indices = NULL
+    cdef double* row_data = NULL
+    _check_counts(counts)
+    _check_outputs(out_indices, out_data, out_class, out_len, n_rows)
+    if n_b < 0 or b_indices.shape[0] < b_indptr[n_b] or b_data.shape[0] < b_indptr[n_b]:
+        raise ValueError("B's indptr points past its entries")
+    for j in range(n_b):
+        if b_indptr[j] < 0 or b_indptr[j + 1] < b_indptr[j]:
+            raise ValueError("B's indptr must ascend within its entries")
+    for kk in range(b_indptr[n_b] if n_b >= 0 else 0):
+        if b_indices[kk] < 0:
+            raise ValueError("B's column indices must not be negative")
+        n_cols = max(n_cols, b_indices[kk] + 1)
+    if scaled:
+        if n_cols > column_scale.shape[0]:
+            raise ValueError("B has a column beyond column_scale")
+        n_cols = column_scale.shape[0]
+    if a_indices.shape[0] < a_indptr[n_rows] or a_data.shape[0] < a_indptr[n_rows]:
+        raise ValueError("A's indptr points past its entries")
+    for r in range(n_rows):
+        if a_indptr[r] < 0 or a_indptr[r + 1] < a_indptr[r]:
+            raise ValueError("A's indptr must ascend within its entries")
+    for jj in range(a_indptr[n_rows]):
+        if a_indices[jj] < 0 or a_indices[jj] >= n_b:
+            raise ValueError("A's column indices must be rows of B")
+    with nogil:
+        sums = <double*> calloc(max(n_cols, 1), sizeof(double))
+        nxt = <int64_t*> malloc(max(n_cols, 1) * sizeof(int64_t))
+        row_indices = <int32_t*> malloc(max(n_cols, 1) * sizeof(int32_t))
+        row_data = <double*> malloc(max(n_cols, 1) * sizeof(double))
+        if sums == NULL or nxt == NULL or row_indices == NULL or row_data == NULL \
+                or _alloc_buffers(&b, n_cols) < 0:
+            error = -3
+        else:
+            for k in range(n_cols):
+                nxt[k] = -1
+            for r in range(n_rows):
+                # scipy's csr_matmat: a linked list of the row's columns, newest first
+                head = -2
+                length = 0
+                for jj in range(a_indptr[r], a_indptr[r + 1]):
+                    j = a_indices[jj]
+                    v = a_data[jj]
+                    for kk in range(b_indptr[j], b_indptr[j + 1]):
+                        k = b_indices[kk]
+                        sums[k] += v * b_data[kk]
+                        if nxt[k] == -1:
+                            nxt[k] = head
+                            head = k
+                            length += 1
+                m = 0
+                for jj in range(length):
+                    k = <Py_ssize_t>head
+                    if sums[k] != 0:
+                        row_indices[m] = <int32_t>k
+                        row_data[m] = sums[k] * column_scale[k] if scaled else sums[k]
+                        m += 1
+                    head = nxt[k]
+                    nxt[k] = -1
+                    sums[k] = 0
+                written = _rank_row(row_indices, row_data, m, own_offset + r, &counts[0], n_counts, &b,
+                                    &out_indices[0] + pos, &out_data[0] + pos, &out_class[0] + pos, room - pos)
+                if written < 0:
+                    error = written
+                    break
+                out_len[r] = written
+                pos += written
+        free(sums)
+        free(nxt)
+        free(row_indices)
+        free(row_data)
+        _free_buffers(&b)
+    _raise_rank_error(error)

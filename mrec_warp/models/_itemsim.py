@@ -10,7 +10,7 @@ when the fit rounded them so (EASE), deflated.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from ..data.npz import check_counts, check_csr, check_finite, check_shape, compact_csr_arrays, index_dtype, round_to_float16
 from ..errors import InputError
 from ..kernels.itemsim import history_times_dense, history_times_weights, rows_into_dense
-from ..kernels.topk import top_k_classes
+from ..kernels.topk import product_top_k_classes, top_k_classes
 from ..progress import SILENT, Progress
 from ..topk import iter_top_k
 from ..workers import Workers, effective_n_jobs
@@ -417,10 +417,22 @@ def _as_weights(weights, n_items: int):
     return weights
 
 
-def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matrix, np.ndarray]:
+class ItemProduct(NamedTuple):
+    """Rows of ``left @ right`` (CSR, float64), each column times ``column_scale`` (``None``:
+    1), not computed yet: :func:`nested_top_k` ranks each row as the product makes it,
+    without storing the product (item-kNN's similarities, RP3beta's walks)."""
+
+    left: sp.csr_matrix
+    right: sp.csr_matrix
+    column_scale: Optional[np.ndarray] = None
+
+
+def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matrix, np.ndarray]:
     """Each row's largest positive entries of a sparse block of weights, at every count.
 
-    Row ``r`` is item ``start + r`` and never keeps its own column. For each count ``k`` of
+    ``block``: the weights, CSR, or an :class:`ItemProduct` that makes them (the same
+    entries, ties and order as ranking the product scipy would store). Row ``r`` is item
+    ``start + r`` and never keeps its own column. For each count ``k`` of
     ``counts`` (ascending, distinct), a row keeps its ``k`` largest positive entries (all of
     them when it has fewer; ties at the k-th value go to the entry stored first), and the
     sets nest. Returns the largest count's weights (float32 CSR, indices unsorted: each row's
@@ -428,23 +440,48 @@ def nested_top_k(block: sp.csr_matrix, start: int, counts: Sequence[int]) -> Tup
     prefix of every row) and each entry's class: the index in ``counts`` of the smallest
     count that keeps it (:func:`keep_classes` cuts the weights of any of the counts).
     """
-    block = sp.csr_matrix(block)
-    n_rows, n_cols = block.shape
     counts_arr = np.asarray(counts, dtype=np.int64)
-    per_row = np.diff(block.indptr)
+    if isinstance(block, ItemProduct):
+        left, right = sp.csr_matrix(block.left), sp.csr_matrix(block.right)
+        if left.shape[1] != right.shape[0]:
+            raise ValueError(f"A's columns must be rows of B: {left.shape} @ {right.shape}")
+        n_rows, n_cols = left.shape[0], right.shape[1]
+        # a row of the product stores at most its factors' entries, and never more than the columns
+        per_row = np.minimum(np.bincount(np.repeat(np.arange(n_rows), np.diff(left.indptr)),
+                                         weights=np.diff(right.indptr)[left.indices], minlength=n_rows),
+                             n_cols).astype(np.int64)
+    else:
+        block = sp.csr_matrix(block)
+        n_rows, n_cols = block.shape
+        per_row = np.diff(block.indptr)
     room = int(np.minimum(per_row, counts_arr[-1]).sum())
     indices = np.empty(room, dtype=np.int32)
     data = np.empty(room, dtype=np.float32)
     classes = np.empty(room, dtype=np.uint8)
     written = np.zeros(n_rows, dtype=np.int64)
-    top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
-                  np.ascontiguousarray(block.data, dtype=np.float64), int(start), counts_arr, indices, data, classes,
-                  written)
+    if isinstance(block, ItemProduct):
+        scale = np.zeros(0) if block.column_scale is None else np.ascontiguousarray(block.column_scale, np.float64)
+        if len(scale) and len(scale) != n_cols:
+            raise ValueError(f"column_scale has {len(scale)} values for {n_cols} columns")
+        product_top_k_classes(left.indptr.astype(np.int64, copy=False), left.indices.astype(np.int32, copy=False),
+                              np.ascontiguousarray(left.data, dtype=np.float64),
+                              right.indptr.astype(np.int64, copy=False), right.indices.astype(np.int32, copy=False),
+                              np.ascontiguousarray(right.data, dtype=np.float64), scale, int(start), counts_arr,
+                              indices, data, classes, written)
+    else:
+        top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
+                      np.ascontiguousarray(block.data, dtype=np.float64), int(start), counts_arr, indices, data,
+                      classes, written)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(written, out=indptr[1:])
     total = int(indptr[-1])
     weights = sp.csr_matrix((data[:total].copy(), indices[:total].copy(), indptr), shape=(n_rows, n_cols))
     return weights, classes[:total].copy()
+
+
+#: ``rows(start, stop)``: the weights of items ``start:stop`` over every item, stored (CSR,
+#: float64) or to be made as they are ranked (:class:`ItemProduct`).
+WeightRows = Callable[[int, int], Union[sp.csr_matrix, ItemProduct]]
 
 
 def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int) -> sp.csr_matrix:
@@ -484,13 +521,13 @@ def item_blocks(history: sp.csr_matrix, memory_mb: float, workers: int = 1) -> L
     return blocks
 
 
-def top_k_by_blocks(rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_matrix, k: int, memory_mb: float,
+def top_k_by_blocks(rows: WeightRows, history: sp.csr_matrix, k: int, memory_mb: float,
                     n_jobs, progress: Progress, desc: str) -> sp.csr_matrix:
     """``W`` (n_items x n_items CSR): each item's ``k`` largest positive weights (its own
     excluded, :func:`nested_top_k`), built a block of items at a time, on threads.
 
     ``rows(start, stop)`` returns the sparse float64 weights of items ``start:stop`` over
-    every item, the product of ``history``'s co-occurrences (:func:`item_blocks` sizes the
+    every item (:data:`WeightRows`), the product of ``history``'s co-occurrences (:func:`item_blocks` sizes the
     ranges by them). Sparse products and the selection kernel release the GIL.
     """
     def run(start: int, stop: int) -> sp.csr_matrix:
@@ -520,7 +557,7 @@ class RankedWeights:
         self.data = weights.data.astype(np.float32, copy=False)
 
     @classmethod
-    def build(cls, rows: Callable[[int, int], sp.csr_matrix], history: sp.csr_matrix, counts: Sequence[int],
+    def build(cls, rows: WeightRows, history: sp.csr_matrix, counts: Sequence[int],
               memory_mb: float, progress: Progress, desc: str) -> "RankedWeights":
         """The rows' largest positive entries (each item's own excluded) at every count of
         ``counts``, a block of items at a time (the product of ``history``'s co-occurrences)."""

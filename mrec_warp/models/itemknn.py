@@ -22,13 +22,14 @@ selection release the GIL).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import ItemSimilarity, RankedWeights, cooccurrence_cost, distinct_counts, kind_then_count, top_k_by_blocks
+from ._itemsim import (ItemProduct, ItemSimilarity, RankedWeights, WeightRows, cooccurrence_cost, distinct_counts,
+                       kind_then_count, top_k_by_blocks)
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
@@ -133,9 +134,11 @@ class ItemKNN(ItemSimilarity):
                 data = data * (k1 + 1.0) / (k1 * length[coo.col] + data) * idf[coo.row]
         return sp.csc_matrix((data, (coo.row, coo.col)), shape=csr.shape)
 
-    def similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> Callable[[int, int], sp.csr_matrix]:
+    def similarity_rows(self, csr: sp.csr_matrix, similarity: str) -> WeightRows:
         """``rows(start, stop)``: the similarities of items ``start:stop`` to every item
-        under ``similarity`` on ``csr`` (sparse: the product's stored entries)."""
+        under ``similarity`` on ``csr`` (sparse: the product's stored entries; made as they
+        are ranked, :class:`~mrec_warp.models._itemsim.ItemProduct`, unless a shrink divides
+        each by its pair's norms)."""
         V = self.weighted(csr, similarity)
         norms = np.sqrt(np.asarray(V.multiply(V).sum(axis=0)).ravel())
         cosine = similarity != "bm25"
@@ -148,11 +151,12 @@ class ItemKNN(ItemSimilarity):
         V = sp.csr_matrix(V)
         shrink = float(self.shrink) if cosine else 0.0
 
-        def rows(start: int, stop: int) -> sp.csr_matrix:
+        def rows(start: int, stop: int) -> Union[sp.csr_matrix, ItemProduct]:
+            if not (cosine and shrink):
+                return ItemProduct(VT[start:stop], V)
             sims = sp.csr_matrix(VT[start:stop] @ V)
-            if cosine and shrink:
-                source = np.repeat(np.arange(start, stop), np.diff(sims.indptr))
-                sims.data /= norms[source] * norms[sims.indices] + shrink
+            source = np.repeat(np.arange(start, stop), np.diff(sims.indptr))
+            sims.data /= norms[source] * norms[sims.indices] + shrink
             return sims
 
         return rows

@@ -19,14 +19,14 @@ densifying it -- on threads, as item-kNN's similarities are
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import (ItemSimilarity, RankedWeights, cooccurrence_cost, distinct_counts, kind_then_count, scale_rows,
-                       top_k_by_blocks)
+from ._itemsim import (ItemProduct, ItemSimilarity, RankedWeights, WeightRows, cooccurrence_cost, distinct_counts,
+                       kind_then_count, scale_rows, top_k_by_blocks)
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
@@ -121,24 +121,17 @@ class RP3beta(ItemSimilarity):
         return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), n_i
 
     def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None,
-                  walks: Optional["SharedWalks"] = None) -> Callable[[int, int], sp.csr_matrix]:
+                  transitions: Optional[Tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]] = None) -> WeightRows:
         """``rows(start, stop)``: the walk probabilities of items ``start:stop`` (sparse: the
-        product's stored entries), each column times ``popularity ** -beta`` (0 for an item
-        nobody has); ``beta``: the one in force by default; ``walks``: the unpenalised
-        products when the caller keeps them (:class:`SharedWalks`)."""
-        P_iu, P_ui, popularity = (walks.P_iu, walks.P_ui, walks.popularity) if walks is not None else \
-            self.transitions(csr)
+        product's entries, made as they are ranked), each column times
+        ``popularity ** -beta`` (0 for an item nobody has); ``beta``: the one in force by
+        default; ``transitions``: :meth:`transitions` of ``csr`` when the caller made them
+        (the hold-out's betas share them)."""
+        P_iu, P_ui, popularity = transitions if transitions is not None else self.transitions(csr)
         penalty = np.zeros_like(popularity)
         seen = popularity > 0
         penalty[seen] = popularity[seen] ** -float(value_of(self, "beta") if beta is None else beta)
-        product: Callable[[int, int], sp.csr_matrix] = walks or (lambda start, stop: P_iu[start:stop] @ P_ui)
-
-        def rows(start: int, stop: int) -> sp.csr_matrix:
-            block = sp.csr_matrix(product(start, stop), copy=walks is not None)
-            block.data *= penalty[block.indices]
-            return block
-
-        return rows
+        return lambda start, stop: ItemProduct(P_iu[start:stop], P_ui, penalty)
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         rows = self.walk_rows(csr)
@@ -155,9 +148,10 @@ class RP3beta(ItemSimilarity):
                     progress: Progress) -> List[Candidate]:
         """The betas of :data:`BETA_GRID` walked from the fixed 0.5 at the fixed (or given)
         neighbour count (down while the hold-out's precision rises, else up), then the counts
-        of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the walk's
-        product once (:class:`SharedWalks`, each beta only scales its columns), the largest
-        entries once per beta at every count (:class:`RankedWeights`)."""
+        of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the
+        transitions once, the largest entries of each beta's walks once at every count
+        (:class:`RankedWeights`, ranked as the product makes them: storing the unpenalised
+        product for every beta saved nothing over making it again)."""
         fit = holdout.fit
         fixed = {name: fixed_value(self, name) if name in names else getattr(self, name)
                  for name in self.SELECTED}
@@ -165,10 +159,10 @@ class RP3beta(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
 
-        walks = SharedWalks(*self.transitions(fit), self.memory_mb)
+        transitions = self.transitions(fit)
 
         def build(beta: float) -> RankedWeights:
-            return RankedWeights.build(self.walk_rows(fit, beta, walks), fit, counts, self.memory_mb,
+            return RankedWeights.build(self.walk_rows(fit, beta, transitions), fit, counts, self.memory_mb,
                                        progress, "rp3beta (hold-out)")
 
         def values(beta: float, k: int) -> Dict[str, Any]:
@@ -176,27 +170,3 @@ class RP3beta(ItemSimilarity):
 
         return kind_then_count(betas, build, counts, values, fit, scorer, scale_rows if self.normalize else None,
                                ordered_kinds=True)
-
-
-class SharedWalks:
-    """The transitions of one training matrix (made once for every beta) and the unpenalised
-    walk products ``P_iu[block] @ P_ui``, a block of items at a time,
-    kept for the next beta while they fit ``memory_mb`` (beta only scales their columns):
-    the hold-out's betas share one product instead of one each. Past the budget a block is
-    computed again each time it is asked for."""
-
-    def __init__(self, P_iu: sp.csr_matrix, P_ui: sp.csr_matrix, popularity: np.ndarray, memory_mb: float) -> None:
-        self.P_iu, self.P_ui, self.popularity = P_iu, P_ui, popularity
-        self.budget = float(memory_mb) * 2**20
-        self.kept: Dict[Tuple[int, int], sp.csr_matrix] = {}
-        self.bytes = 0.0
-
-    def __call__(self, start: int, stop: int) -> sp.csr_matrix:
-        block = self.kept.get((start, stop))
-        if block is None:
-            block = sp.csr_matrix(self.P_iu[start:stop] @ self.P_ui)
-            size = block.data.nbytes + block.indices.nbytes + block.indptr.nbytes
-            if self.bytes + size <= self.budget:
-                self.kept[(start, stop)] = block
-                self.bytes += size
-        return block
