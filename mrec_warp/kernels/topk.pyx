@@ -430,6 +430,10 @@ cdef _raise_rank_error(int error):
         raise RuntimeError("a row's classes did not hold the counts' sizes")
     if error == -3:
         raise MemoryError("no room to rank the longest row")
+    if error == -4:
+        raise ValueError("A's column indices must be rows of B, and B's indptr ascend within its entries")
+    if error == -5:
+        raise ValueError("B's column indices must be below n_cols")
 
 
 def top_k_classes(
@@ -494,6 +498,7 @@ def product_top_k_classes(
     const int32_t[::1] b_indices,
     const double[::1] b_data,
     const double[::1] column_scale,
+    Py_ssize_t n_cols,
     int64_t own_offset,
     const int64_t[::1] counts,
     int32_t[::1] out_indices,
@@ -509,12 +514,12 @@ def product_top_k_classes(
     same order, its columns in the order it lists them, zero sums dropped), then scaled as
     ``product.data *= column_scale[product.indices]`` would: the same entries and ties as
     ranking that product with :func:`top_k_classes`, without its symbolic pass, its stored
-    entries and a second read of them. ``B`` has ``column_scale``'s length of columns when
-    it is given, else ``max(b_indices) + 1`` (at least ``own_offset + rows``). The outputs
-    need ``sum_r min(stored entries of row r of the product, counts[-1])`` places.
+    entries and a second read of them. ``B`` has ``n_cols`` columns (``column_scale``, when
+    given, one value each). The outputs need ``sum_r min(stored entries of row r of the
+    product, counts[-1])`` places.
     """
     cdef Py_ssize_t n_rows = a_indptr.shape[0] - 1, n_b = b_indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, jj, kk, j, k, length, m, written, n_cols = 0
+    cdef Py_ssize_t r, jj, kk, j, k, length, m, written, b_nnz
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int64_t head, nxt_k
     cdef double v
@@ -527,27 +532,17 @@ def product_top_k_classes(
     cdef double* row_data = NULL
     _check_counts(counts)
     _check_outputs(out_indices, out_data, out_class, out_len, n_rows)
-    if n_b < 0 or b_indices.shape[0] < b_indptr[n_b] or b_data.shape[0] < b_indptr[n_b]:
-        raise ValueError("B's indptr points past its entries")
-    for j in range(n_b):
-        if b_indptr[j] < 0 or b_indptr[j + 1] < b_indptr[j]:
-            raise ValueError("B's indptr must ascend within its entries")
-    for kk in range(b_indptr[n_b] if n_b >= 0 else 0):
-        if b_indices[kk] < 0:
-            raise ValueError("B's column indices must not be negative")
-        n_cols = max(n_cols, b_indices[kk] + 1)
-    if scaled:
-        if n_cols > column_scale.shape[0]:
-            raise ValueError("B has a column beyond column_scale")
-        n_cols = column_scale.shape[0]
+    if n_b < 0:
+        raise ValueError("B needs an indptr")
+    if n_cols < 0 or (column_scale.shape[0] > 0 and column_scale.shape[0] != n_cols):
+        raise ValueError("column_scale needs one value per column of B")
     if a_indices.shape[0] < a_indptr[n_rows] or a_data.shape[0] < a_indptr[n_rows]:
         raise ValueError("A's indptr points past its entries")
     for r in range(n_rows):
         if a_indptr[r] < 0 or a_indptr[r + 1] < a_indptr[r]:
             raise ValueError("A's indptr must ascend within its entries")
-    for jj in range(a_indptr[n_rows]):
-        if a_indices[jj] < 0 or a_indices[jj] >= n_b:
-            raise ValueError("A's column indices must be rows of B")
+    # B's rows and columns are checked as they are read: a block of A reads few of B's rows
+    b_nnz = min(b_indices.shape[0], b_data.shape[0])
     with nogil:
         sums = <double*> calloc(max(n_cols, 1), sizeof(double))
         nxt = <int64_t*> malloc(max(n_cols, 1) * sizeof(int64_t))
@@ -565,14 +560,25 @@ def product_top_k_classes(
                 length = 0
                 for jj in range(a_indptr[r], a_indptr[r + 1]):
                     j = a_indices[jj]
+                    if j < 0 or j >= n_b or b_indptr[j] < 0 or b_indptr[j + 1] < b_indptr[j] \
+                            or b_indptr[j + 1] > b_nnz:
+                        error = -4
+                        break
                     v = a_data[jj]
                     for kk in range(b_indptr[j], b_indptr[j + 1]):
                         k = b_indices[kk]
+                        if k < 0 or k >= n_cols:
+                            error = -5
+                            break
                         sums[k] += v * b_data[kk]
                         if nxt[k] == -1:
                             nxt[k] = head
                             head = k
                             length += 1
+                    if error:
+                        break
+                if error:
+                    break
                 m = 0
                 for jj in range(length):
                     k = <Py_ssize_t>head

@@ -466,7 +466,7 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
         product_top_k_classes(left.indptr.astype(np.int64, copy=False), left.indices.astype(np.int32, copy=False),
                               np.ascontiguousarray(left.data, dtype=np.float64),
                               right.indptr.astype(np.int64, copy=False), right.indices.astype(np.int32, copy=False),
-                              np.ascontiguousarray(right.data, dtype=np.float64), scale, int(start), counts_arr,
+                              np.ascontiguousarray(right.data, dtype=np.float64), scale, n_cols, int(start), counts_arr,
                               indices, data, classes, written)
     else:
         top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
