@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
 from mrec_warp.kernels.itemsim import history_times_weights, rows_into_dense
+from mrec_warp.kernels.topk import product_top_k_classes
 from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, ItemProduct, RankedWeights, item_blocks, beyond_noise,
                                        history_scores, keep_classes, nested_top_k, top_k_by_blocks, weights_scorer)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
@@ -295,6 +296,11 @@ def test_a_product_refuses_factors_whose_indices_leave_them():
         nested_top_k(ItemProduct(left, right), 0, [2])
     with pytest.raises(ValueError, match="column_scale"):
         nested_top_k(ItemProduct(left[:, :2], right, np.ones(3)), 0, [2])
+    a = sp.csr_matrix(left[:, :2])
+    out = (np.empty(8, np.int32), np.empty(8, np.float32), np.empty(8, np.uint8), np.empty(3, np.int64))
+    with pytest.raises(ValueError, match="below n_cols"):  # right has 4 columns, not 3
+        product_top_k_classes(a.indptr.astype(np.int64), a.indices, a.data, right.indptr.astype(np.int64),
+                              right.indices, right.data, np.zeros(0), 3, 0, np.array([2], np.int64), *out)
 
 
 def test_the_fits_weights_are_the_held_out_rankings_cut_at_its_count():
