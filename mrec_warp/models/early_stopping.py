@@ -96,12 +96,19 @@ def holdout_split(csr: sp.csr_matrix, fraction: float, rng: np.random.Generator,
     rank_in_row = np.empty(csr.nnz, dtype=np.int64)
     rank_in_row[order] = np.arange(csr.nnz) - np.repeat(csr.indptr[:-1], counts)
     to_val = rank_in_row < n_val[rows]
-    coo = csr.tocoo()
-    fit = sp.csr_matrix((coo.data[~to_val], (coo.row[~to_val], coo.col[~to_val])), shape=csr.shape, dtype=np.float32)
-    val = sp.csr_matrix((coo.data[to_val], (coo.row[to_val], coo.col[to_val])), shape=csr.shape, dtype=np.float32)
-    fit.sort_indices()
-    val.sort_indices()
-    return fit, val
+    return _rows_where(csr, ~to_val, rows), _rows_where(csr, to_val, rows)
+
+
+def _rows_where(csr: sp.csr_matrix, keep: np.ndarray, rows: np.ndarray) -> sp.csr_matrix:
+    """The stored entries of ``csr`` where ``keep`` (one flag per entry; ``rows``: each
+    entry's row), float32 CSR with sorted indices: a subset of each row, so no sort of the
+    whole matrix when ``csr``'s rows are sorted already."""
+    indptr = np.zeros(csr.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=csr.shape[0]), out=indptr[1:])
+    out = sp.csr_matrix((csr.data[keep].astype(np.float32), csr.indices[keep], indptr), shape=csr.shape)
+    if not csr.has_sorted_indices:
+        out.sort_indices()
+    return out
 
 
 def sample_users(val: sp.csr_matrix, most: int, rng: np.random.Generator,
