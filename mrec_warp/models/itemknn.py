@@ -14,11 +14,11 @@ item's user count, ``N``: the number of items):
     ``s(i, j) = V_i . V_j`` with no normalisation: BM25's length term already damps
     popular items.
 
-The similarity matrix is built ``block`` target items at a time: one sparse product
-``V[:, block]' V`` per block, within a memory budget, from whose stored entries a selection
-kernel keeps each item's ``neighbours`` largest positive similarities (itself excluded); no
-row is densified. Blocks run on the execution backend's threads (sparse products and the
-selection release the GIL).
+The similarity matrix is built ``block`` target items at a time: each item's row of
+``V[:, block]' V`` is summed into one dense accumulator and a selection kernel keeps its
+``neighbours`` largest positive similarities (itself excluded) from there, so the product is
+never stored (a cosine with ``shrink`` stores a block's product first, to divide it by the
+pairs' norms). Blocks run on the execution backend's threads (the kernel releases the GIL).
 """
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ class ItemKNN(ItemSimilarity):
     bm25_k1, bm25_b : float
         BM25's saturation and length normalisation (implicit's defaults, 1.2 and 0.75).
     memory_mb : float
-        Budget for one block of similarities per worker (every item of a row counted, as
-        if dense); the block size follows.
+        Budget for one block of items per worker, their rows of the product counted at the
+        largest size they can have; the block size follows.
     select : bool
         Choose the parameters left at ``"auto"`` on the internal hold-out (10% of each
         user's items, up to 5,000 users scored by precision@10), then fit on all the data;

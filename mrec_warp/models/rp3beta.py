@@ -12,9 +12,9 @@ each item keeps its ``neighbours`` largest weights, optionally scaled to sum 1 p
 (``normalize``), and a user's scores are their history times ``W``
 (:class:`~mrec_warp.models._itemsim.ItemSimilarity` does the scoring, fold-in and saving).
 
-``W`` is built a block of source items at a time -- one sparse product per block within
-``memory_mb``, of which a selection kernel keeps each row's largest entries without
-densifying it -- on threads, as item-kNN's similarities are
+``W`` is built a block of source items at a time -- each row of the walk product summed
+into one accumulator, from which a selection kernel keeps its largest entries, so the
+product is never stored -- on threads, as item-kNN's similarities are
 (:func:`~mrec_warp.models._itemsim.top_k_by_blocks`).
 """
 from __future__ import annotations
@@ -59,7 +59,8 @@ class RP3beta(ItemSimilarity):
     normalize : bool
         Scale each item's kept weights to sum 1.
     memory_mb : float
-        Budget for one block of dense weights per worker; the block size follows.
+        Budget for one block of items per worker, their rows of the walk product counted
+        at the largest size they can have; the block size follows.
     select : bool
         Choose the parameters left at ``"auto"`` on the internal hold-out (10% of each
         user's items, up to 5,000 users scored by precision@10), then fit on all the data;
@@ -90,7 +91,7 @@ class RP3beta(ItemSimilarity):
         Param("neighbours", int, AUTO, "Largest weights kept per item; auto: chosen on the hold-out among 100-800 "
               "(400 with --no-select).", low=1, tune=("logint", 50, 1600), grid=(200, 400, 800)),
         Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tune=True),
-        Param("memory_mb", float, 256.0, "Budget in MB for one block of dense weights per worker.", low=0,
+        Param("memory_mb", float, 256.0, "Budget in MB for one block of items' walks per worker.", low=0,
               open=True, option=False),
         select_param(),
         n_jobs_param("Threads computing blocks at once (-1: every core)."),
