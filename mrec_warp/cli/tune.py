@@ -30,8 +30,8 @@ Examples:
 
 \b
 Each family's defaults are always a trial, so the best is never worse than them on
-validation; the vs_defaults column says by how much each trial differs from its
-family's defaults. With --models and no --grid/--random each family tries a small
+validation; the vs_defaults_pct column says by how much each trial differs from its
+family's defaults, in percent as the summary line (--table: 3.0 for +3.0%). With --models and no --grid/--random each family tries a small
 built-in grid; with --random N, N candidates per family are drawn around its defaults.
 A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}.
 
