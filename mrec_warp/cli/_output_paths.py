@@ -25,6 +25,12 @@ class OutputPath(click.Path):
         self.file_okay = self.dir_okay = True  # the kind is checked by check_output_params
 
 
+def writes_folder(kind: click.Path) -> bool:
+    """Whether a path option names a folder (an :class:`OutputPath` of a folder, or a
+    click ``Path`` that refuses files)."""
+    return kind.folder if isinstance(kind, OutputPath) else not kind.file_okay
+
+
 def check_output_params(ctx: Optional[click.Context]) -> None:
     """Refuse an :class:`OutputPath` value of the wrong kind, naming the option as typed
     (its longest flag, or an argument's metavar)."""
