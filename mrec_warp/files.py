@@ -441,6 +441,9 @@ def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]
         Files the command reads; ``None`` entries are skipped.
     """
     ins = [(str(p), file_identity(p, reading=True)) for p in inputs if p]
+    for option, paths in outputs.items():  # a folder where a file goes first: no other refusal fits it
+        for path in [] if not paths else [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+            check_output_place(option, path)
     written: List[Tuple[str, str]] = []  # (path, option) of the outputs checked so far
     standard: List[Tuple[str, bool]] = []  # (option, given as "-") of the outputs to standard output
     for option, paths in outputs.items():
@@ -476,6 +479,31 @@ def check_outputs(outputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]
                 raise InputError(f"{option} and {other} both write this file", path=path,
                                  hint="give each output its own path")
             written.append((path, option))
+
+
+def check_output_place(option: str, path: PathLike, folder: bool = False) -> None:
+    """Refuse, in one line naming the path, an output that cannot be written there: a file
+    output naming a folder (``-o out/``, which no write replaces), or a file or folder
+    output (``folder``) inside an existing file (``-o notes.txt/model.npz``, or a folder
+    option given a file). ``option`` names the output for the message; standard output and
+    ``-`` pass."""
+    path = str(path)
+    if path == STDOUT_NAME or descriptor_of(path) is not None:
+        return
+    if not folder and os.path.isdir(path):
+        raise InputError(f"{option} writes a file, and this is a folder", path=path,
+                         hint=f"name a file, e.g. {os.path.join(path, 'out')}; a folder is never replaced")
+    place = Path(os.path.abspath(path))
+    if not folder:
+        place = place.parent
+    while not place.exists() and place != place.parent:  # the nearest that exists
+        place = place.parent
+    if not place.is_dir():
+        shown = str(place) if os.path.isabs(path) else os.path.relpath(place)  # as the user wrote it
+        itself = str(place) == os.path.abspath(path)  # a folder option given a file
+        raise InputError(f"{option} writes {'into' if itself else 'inside'} this as a folder, and it is a file",
+                         path=shown, hint=f"{'name a folder' if itself else 'give a path in a folder'}, or move "
+                                          "that file away")
 
 
 def file_digest(path: PathLike) -> str:

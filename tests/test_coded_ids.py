@@ -264,3 +264,66 @@ def test_recommend_excludes_a_coded_train_file_as_the_model_holds_it(tmp_path):
     other = _write(tmp_path / "o.tsv", [("someone", "new-item", 1, 0), ("7", "x", 1, 0)] + _rows(20, seed=8))
     with pytest.raises(InputError, match=r"does not match the model: 2 of 22 rows .*\(1 users, 2 items\), e.g. 'someone'"):
         train_exclusion(model, str(other), SILENT)
+
+
+def _recs_file(path, rows, seed=0):
+    """Ten items per test user, ranked at random among the rows' items (user, item, score, rank)."""
+    rng = np.random.default_rng(seed)
+    items = list(dict.fromkeys(i for _, i, _, _ in rows))
+    lines = [f"{u}\t{items[j]}\t{1 / r:.4f}\t{r}\n" for u in dict.fromkeys(u for u, _, _, _ in rows)
+             for r, j in enumerate(rng.permutation(len(items))[:10], 1)]
+    path.write_bytes("".join(lines).encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("newline,trailing", [("\n", ""), ("\r\n", "\t\t")])
+def test_evaluate_scores_a_coded_file_as_the_same_ids(tmp_path, newline, trailing):
+    from mrec_warp.evaluation.report import write_reports
+    from mrec_warp.stages.evaluate import evaluate_here
+
+    train = _write(tmp_path / "train.tsv", _rows(600, seed=11), newline, trailing)
+    test = _write(tmp_path / "test.tsv", _rows(150, seed=12), newline, trailing)
+    recs = _recs_file(tmp_path / "recs.tsv", _rows(150, seed=12))
+    assert isinstance(read_ratings(train, coded_ids=True)["user"].dtype, pd.CategoricalDtype)
+    as_text = [read_ratings(p)[["user", "item"]] for p in (train, test)]  # one string per row
+    outputs = []
+    for name, (tr, te) in {"coded": (train, test), "text": as_text}.items():
+        study = evaluate_here(tr, te, [recs], groups="user-activity", beyond=True)
+        write_reports(study, json_path=tmp_path / f"{name}.json", per_user=tmp_path / f"{name}.csv")
+        outputs.append(((tmp_path / f"{name}.csv").read_bytes(), study.to_frame(), study))
+    (coded_csv, coded_frame, study), (text_csv, text_frame, _) = outputs
+    assert coded_csv == text_csv
+    pd.testing.assert_frame_equal(coded_frame, text_frame)
+    users = set(study.evaluations[0][0].per_user.index)
+    assert users <= set(IDS) and len(users & {"007", "7", " 7", "7 ", "07.0"}) >= 3  # as written, no number made
+
+
+def test_evaluate_refuses_a_coded_recommendations_file_given_as_test(tmp_path):
+    from mrec_warp.stages.evaluate import evaluate_here
+
+    train = _write(tmp_path / "train.tsv", _rows(600, seed=11))
+    recs = _recs_file(tmp_path / "recs.tsv", _rows(150, seed=12))
+    assert isinstance(read_ratings(recs, coded_ids=True)["user"].dtype, pd.CategoricalDtype)
+    with pytest.raises(InputError, match="the test file looks like a recommendations file"):
+        evaluate_here(train, recs, [recs])
+    with pytest.raises(InputError, match="the training file looks like a recommendations file"):
+        evaluate_here(recs, train, [recs])
+
+
+@pytest.mark.parametrize("options", [{}, {"duplicates": "max", "empty_ids": "drop"}])
+def test_read_matrix_of_a_coded_file_keeps_the_ids_and_pairs(tmp_path, options):
+    from mrec_warp.data.matrix_files import read_matrix, write_matrix
+
+    path, empty_ids = _rules_file(tmp_path, dict(options))
+    rules = {k: v for k, v in options.items() if k != "empty_ids"}
+    m = read_matrix(path, reader={"empty_ids": empty_ids}, negatives="drop", **rules)
+    plain = read_ratings(path, empty_ids=empty_ids)
+    kept = plain[(plain["user"].str.strip() != "") & (plain["item"].str.strip() != "") & (plain["value"] >= 0)]
+    expected = binarise(kept, duplicates=options.get("duplicates"))
+    assert m.user_ids.tolist() == list(expected.user_ids) and m.item_ids.tolist() == list(expected.item_ids)
+    np.testing.assert_array_equal(m.matrix.tocoo().row, expected.user)
+    np.testing.assert_array_equal(m.matrix.tocoo().col, expected.item)
+    np.testing.assert_array_equal(m.matrix.tocoo().data, expected.value)
+    write_matrix(m, tmp_path / "out.tsv")
+    lines = (tmp_path / "out.tsv").read_bytes().decode("utf-8").splitlines()
+    assert {line.split("\t")[0] for line in lines} == set(expected.user_ids)  # the ids' own bytes

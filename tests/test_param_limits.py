@@ -483,3 +483,17 @@ def test_factors_1e9_and_evaluate_k_1e12_on_the_command_line(tmp_path):
     proc = _cli("evaluate", "--train", train, "--test", test, "--recs", recs, "-k", "1,1000000000000", "-q")
     assert proc.returncode == 0, proc.stderr
     assert "precision@1000000000000" in proc.stdout
+
+
+def test_rp3beta_beta_is_refused_above_2_in_one_line_saying_the_range(small_matrix, tmp_path):
+    from mrec_warp.models import RP3beta
+
+    for beta in (0.0, 1.5, 2.0):  # no penalty, the long tail ahead, the top of the range
+        model = RP3beta(beta=beta, select=False, neighbours=5).fit(small_matrix)
+        assert model.beta == beta
+    for beta in (2.01, 20.0, -0.1):
+        with pytest.raises(InputError, match=rf"`beta` must be a number >= 0 and <= 2, got {beta}"):
+            RP3beta(beta=beta, select=False).fit(small_matrix)
+    proc = _cli("train", _tsv(tmp_path), "-o", tmp_path / "m.npz", "--model", "rp3beta", "--beta", "2.5")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--beta must be a number >= 0 and <= 2, got 2.5" in proc.stderr and not (tmp_path / "m.npz").exists()

@@ -111,7 +111,7 @@ def test_cli_tune_writes_params_that_train_accepts(tmp_path):
                                "--table", str(tmp_path / "trials.tsv"), "--max-epochs", "4", "--n-jobs", "2"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:6] == ["trial", "model", "factors", "max_sampled", "precision@10", "vs_defaults"]
+    assert lines[0].split()[:6] == ["trial", "model", "factors", "max_sampled", "precision@10", "vs_defaults_pct"]
     # 4 + the defaults + the popularity baseline, and the summary
     assert len(lines) == 8 and lines[-1].startswith("best: warp, precision@10 ")
     assert sum(line.split()[1] == "popularity" for line in lines[1:-1]) == 1
@@ -136,12 +136,12 @@ def test_defaults_are_always_a_trial_and_win_over_worse_candidates(planted):
     assert len(result.table) == 2
     row = result.table.iloc[0]
     # the row shows what auto chose; best.json keeps auto (train chooses again) and says what it chose
-    assert bool(row["defaults"]) and row["neighbours"] > 1 and row["vs_defaults"] == 0
+    assert bool(row["defaults"]) and row["neighbours"] > 1 and row["vs_defaults_pct"] == 0
     assert row["chosen"].startswith(f"neighbours={row['neighbours']} similarity=")
     best = result.best_json()
     assert best["params"] == {"neighbours": "auto"} and result.best_model == "itemknn"
     assert best["chosen"] == row["chosen"]
-    assert result.table.iloc[1]["vs_defaults"] < 0
+    assert result.table.iloc[1]["vs_defaults_pct"] < 0
     assert "+0.0% vs itemknn defaults" in result.summary()
 
 

@@ -77,7 +77,7 @@ def test_the_table_shows_intervals_and_the_popularity_baseline(tmp_path):
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     header = lines[0].split()
-    assert header[header.index("precision@10") + 1:header.index("precision@10") + 3] == ["vs_defaults", "ci95"]
+    assert header[header.index("precision@10") + 1:header.index("precision@10") + 3] == ["vs_defaults_pct", "ci95"]
     rows = [line.split() for line in lines[1:] if not line.startswith(("best:", "tie:"))]
     assert [r[1] for r in rows][-1] == "popularity"  # a reference row, after the candidates
     table = pd.read_csv(tmp_path / "t.tsv", sep="\t")
@@ -154,10 +154,10 @@ def test_defaults_that_ran_only_short_trials_are_no_reference():
     points = [{"model": "warp", "factors": 128}, {"model": "warp", "factors": 64}]
     # trial 1 is the defaults' full trial: the reference
     table, _ = tune_module._results_table(rows, points, {1, 2}, "precision@10", {0: 2.0, 1: 1.0, 2: 0.2})
-    assert table.loc[table["trial"] == 0, "vs_defaults"].iloc[0] == pytest.approx(0.25)
+    assert table.loc[table["trial"] == 0, "vs_defaults_pct"].iloc[0] == pytest.approx(25.0)  # percent
     # the defaults only as a short trial: no reference, nothing claimed against it
     table, _ = tune_module._results_table(rows[:1] + rows[2:], points, {2}, "precision@10", {0: 2.0, 2: 0.2})
-    assert table["vs_defaults"].isna().all()
+    assert table["vs_defaults_pct"].isna().all()
     result = tune_module.TuneResult(table=table, metric="precision@10", base={}, notes=[])
     assert "vs warp defaults" not in result.summary()
 
@@ -205,3 +205,18 @@ def test_the_baseline_alone_is_never_the_pick(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["tune", str(tsv), "--models", "warp,wrmf", "--time-budget", "50s", "-o", str(out)])
     assert res.exit_code != 0 and "before any full trial finished" in res.output, res.output
     assert not out.exists()
+
+
+def test_vs_defaults_is_in_percent_in_the_table_its_tsv_and_the_summary(tmp_path):
+    rows = [_row(0, "warp", 0.100, 0.01, factors=128), _row(1, "warp", 0.080, 0.01, factors=64),
+            _row(2, "warp", 0.060, 0.01, factors=32)]
+    points = [{"model": "warp", "factors": f} for f in (128, 64, 32)]
+    table, _ = tune_module._results_table(rows, points, {1}, "precision@10", {0: 2.0, 1: 1.0, 2: 0.5})
+    result = tune_module.TuneResult(table=table, metric="precision@10", base={}, notes=[])
+    assert table["vs_defaults_pct"].tolist() == pytest.approx([25.0, 0.0, -25.0])
+    printed = result.format_table().splitlines()
+    at = printed[0].split().index("vs_defaults_pct")
+    assert [line.split()[at] for line in printed[1:]] == ["+25.0%", "+0.0%", "-25.0%"]
+    assert "+25.0% vs warp defaults" in result.summary()  # the best row's cell, in the same unit
+    table.to_csv(tmp_path / "t.tsv", sep="\t", index=False)  # what --table writes: numbers
+    assert pd.read_csv(tmp_path / "t.tsv", sep="\t")["vs_defaults_pct"].tolist() == pytest.approx([25.0, 0.0, -25.0])

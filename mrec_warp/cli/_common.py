@@ -32,6 +32,7 @@ from ..memory import available_bytes, format_bytes, limited_by_address_space
 from ..workers import stop_process_workers
 from ._flags import FlagProgress, as_flags, command_flags, error_line
 from ._logs import configure as configure_logging, log_file, to_log_file
+from ._output_paths import check_output_params, writes_folder
 
 #: Set to 1 (or pass the global ``--debug``) to see the traceback behind an error line.
 DEBUG_ENV = "MREC_WARP_DEBUG"
@@ -155,7 +156,7 @@ def resolve_standard_output(ctx: Optional[click.Context], kwargs: dict) -> None:
             raise InputError(f"{flag} {value[0]} -: standard output cannot hold a folder", hint="give a folder path")
         if str(value) != STDOUT_NAME or not (param.name in _OUTPUT_PARAMS or param.name in _OUTPUT_FOLDERS):
             continue
-        if not param.type.file_okay:
+        if writes_folder(param.type):
             raise InputError(f"{flag} -: standard output cannot hold a folder", hint="give a folder path")
         kwargs[param.name] = ctx.params[param.name] = output_path(value)
 
@@ -372,6 +373,7 @@ def friendly_errors(func: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             resolve_standard_output(click.get_current_context(silent=True), kwargs)
+            check_output_params(click.get_current_context(silent=True))
             check_standard_output(click.get_current_context(silent=True))
             check_log_file(click.get_current_context(silent=True))
             check_outputs_outside_workdir(click.get_current_context(silent=True))

@@ -23,7 +23,9 @@ from typing import List, Optional
 import click
 
 from ..errors import InputError
+from ..files import check_output_place
 from ..progress import LOGGER_NAME, elapsed_line, is_terminal, write_line
+from ._output_paths import OutputPath
 
 #: Where the root context keeps the global ``--log-file``.
 LOG_FILE_KEY = "mrec_warp.log_file"
@@ -61,6 +63,7 @@ def configure(quiet: bool, verbose: bool, log_file: Optional[str] = None) -> Non
         stderr.setFormatter(ElapsedFormatter(t0))
         handlers.append(stderr)
     if log_file:
+        check_output_place("--log-file", log_file)
         try:
             to_file = logging.FileHandler(log_file, encoding="utf-8")
         except OSError as exc:
@@ -111,7 +114,7 @@ def log_file_option(func):
         ctx.meta[LOG_FILE_KEY] = value
         return value
 
-    return click.option("--log-file", type=click.Path(dir_okay=False), metavar="PATH", callback=remember,
+    return click.option("--log-file", type=OutputPath(), metavar="PATH", callback=remember,
                         expose_value=False,
                         help="Also append every log line (all levels, time-stamped) to PATH, whatever -q says.")(func)
 

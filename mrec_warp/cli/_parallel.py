@@ -9,6 +9,7 @@ import click
 from ..context import ExecutionContext
 from ..workers import BACKENDS, FORCE_N_JOBS_ENV, cpu_count, n_jobs_forced
 from ._common import gathered
+from ._output_paths import OutputPath
 
 
 class NJobs(click.ParamType):
@@ -62,7 +63,7 @@ def parallel_options(*, n_jobs_default: int, n_jobs_help: str, workdir_help: Opt
                      help="Where --n-jobs workers run: threads, processes (loky), or a Dask cluster."),
         click.option("--scheduler", metavar="tcp://HOST:PORT",
                      help="Dask scheduler to use with --backend dask [a local cluster of --n-jobs workers]."),
-        click.option("--workdir", type=click.Path(file_okay=False),
+        click.option("--workdir", type=OutputPath(folder=True),
                      help=(workdir_help or "Folder for resumable part files (shared by all workers).") + owned),
     )
     names = ("n_jobs", "backend", "scheduler", "workdir") + ((keep_parts,) if keep_parts else ())

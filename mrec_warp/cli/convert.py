@@ -8,6 +8,7 @@ from ..data.rows import describe_counts
 from ..files import check_outputs
 from ..progress import plural
 from ._common import friendly_errors, quiet_option, row_options, say
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Convert interactions between ratings files, Matrix Market (.mtx) and scipy .npz.",
@@ -30,7 +31,7 @@ carried (the matrix formats hold none).
 """)
 @friendly_errors
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
-@click.argument("output", metavar="OUTPUT", type=click.Path(dir_okay=False))
+@click.argument("output", metavar="OUTPUT", type=OutputPath())
 @row_options("INPUT (a ratings file)")
 @quiet_option
 def convert(input_file, output, rows, quiet, verbose):

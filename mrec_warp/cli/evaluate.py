@@ -23,6 +23,7 @@ from ..workers import BACKENDS
 from ._parallel import N_JOBS
 from ..files import check_outputs
 from ._common import SEED, echo_result, friendly_errors, make_progress, parse_int_list, quiet_option, say
+from ._output_paths import OutputPath
 
 
 #: What ``--table`` prints on standard output.
@@ -103,11 +104,11 @@ Examples:
 @click.option("--splits", "splits", callback=_parse_splits, metavar="LABELS",
               help="Evaluate several splits: comma-separated labels substituted for {split} in "
                    "--train, --test and every --recs; results are mean ± standard error over splits.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write a Markdown report.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write every number as JSON.")
-@click.option("--per-user", "per_user_path", type=click.Path(dir_okay=False),
+@click.option("--report", "report_path", type=OutputPath(), help="Write a Markdown report.")
+@click.option("--json", "json_path", type=OutputPath(), help="Write every number as JSON.")
+@click.option("--per-user", "per_user_path", type=OutputPath(),
               help="Write per-user metrics as CSV (one row per split, recs file and user).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+@click.option("--plot", "plot_path", type=OutputPath(),
               help="Write a PNG of the metrics against k (needs matplotlib).")
 @click.option("--items", "items_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Item ids (first column, e.g. an item feature file) that recommendations may name though "

@@ -6,6 +6,7 @@ import click
 from ..experiments.run import experiment as run_experiment
 from ._common import friendly_errors, make_progress, quiet_option, say
 from ._parallel import parallel_options
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Compare models on several splits from one TOML file (paired, corrected tests).",
@@ -33,7 +34,7 @@ folder with other files or another experiment's report is refused (--force repla
 """)
 @friendly_errors
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(file_okay=False),
+@click.option("-o", "--output", type=OutputPath(folder=True),
               help="Report folder [the file's output key, relative to the file].")
 @parallel_options(n_jobs_default=1,
                   n_jobs_help="Runs at once, each on one thread (-1: every core; with dask and no --scheduler: local "

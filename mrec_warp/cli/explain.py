@@ -8,6 +8,7 @@ from ..stages.explain import explain as explain_scores
 from ..tables import RECS_FORMATS, output_format
 from ..files import check_outputs
 from ._common import friendly_errors, quiet_option, say, write_table
+from ._output_paths import OutputPath
 
 
 @click.command(epilog="""\b
@@ -22,7 +23,7 @@ Examples:
               help="Recommendations to explain when --items is not given.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True,
               help="History items shown per explained item (largest contribution first).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OutputPath(),
               help="Write here instead of stdout (.csv, .parquet, .gz as for recommend).")
 @click.option("--format", "fmt", type=click.Choice(list(RECS_FORMATS)),
               help="Output format [from the file suffix; tsv otherwise].")

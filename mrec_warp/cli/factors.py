@@ -6,6 +6,7 @@ import click
 from ..progress import plural
 from ..stages.factors import export_factors, import_factors
 from ._common import friendly_errors, quiet_option, row_options, say
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Import factors computed elsewhere as a model file, or export a model's factors.",
@@ -29,7 +30,7 @@ Without --train the model stores no interactions, so recommend excludes nothing 
 given --train.
 """)
 @friendly_errors
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Model file to write (.npz).")
+@click.option("-o", "--output", type=OutputPath(), help="Model file to write (.npz).")
 @click.option("--user-factors", type=click.Path(dir_okay=False), help="User factors: .npy or text vectors.")
 @click.option("--item-factors", type=click.Path(dir_okay=False), help="Item factors: .npy or text vectors.")
 @click.option("--item-bias", type=click.Path(dir_okay=False), help="Item biases: .npy or text rows id<TAB>bias.")

@@ -5,6 +5,7 @@ import click
 
 from ..data.datasets import DATASETS, ENV_VAR, fetch as fetch_dataset
 from ._common import friendly_errors, make_progress, quiet_option
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Download a public dataset (MovieLens) into the cache.", epilog=f"""\b
@@ -18,7 +19,7 @@ Files go to --dest, else ${ENV_VAR}, else ~/.cache/mrec_warp. MovieLens is licen
 GroupLens for research use and may not be redistributed; see the README beside the data.
 """)
 @click.argument("name", type=click.Choice(list(DATASETS)))
-@click.option("--dest", type=click.Path(file_okay=False), help="Cache folder to download into.")
+@click.option("--dest", type=OutputPath(folder=True), help="Cache folder to download into.")
 @click.option("--base-url", metavar="URL", help="Download from this mirror instead of files.grouplens.org.")
 @quiet_option
 @friendly_errors

@@ -14,6 +14,7 @@ from ..stages.prepare import prepare_outputs, run_prepare, split_folders
 from ..files import check_outputs
 from ._flags import as_flags
 from ._common import SEED, friendly_errors, make_progress, quiet_option, row_options, say
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Merge, filter and split a ratings file into train and test files.", epilog="""\b
@@ -39,7 +40,7 @@ with --min-rating, or keep every row and let 'train --confidence log' weigh rows
 """)
 @friendly_errors
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "outdir", required=True, type=OutputPath(folder=True),
               help="Folder for train.tsv, test.tsv and summary.json (created if needed).")
 @row_options("INPUT")
 @click.option("--min-user-items", type=int, default=1, show_default=True, metavar="N",

@@ -12,6 +12,7 @@ from ._common import friendly_errors, make_progress, quiet_option, say
 from ._features import feature_file_options
 from ._flags import as_flags
 from ._parallel import parallel_options
+from ._output_paths import OutputPath
 
 
 @click.command(epilog="""\b
@@ -32,7 +33,7 @@ Examples:
 """)
 @friendly_errors
 @click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="Where to write user, item, score, rank rows (best first); a name ending in .gz "
                    "is gzip-compressed.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Items per user.")

@@ -9,6 +9,7 @@ from ..tables import RECS_FORMATS, output_format
 from ..files import check_outputs
 from ._common import friendly_errors, quiet_option, say, write_table
 from ._flags import as_flags
+from ._output_paths import OutputPath
 
 
 @click.command(epilog="""\b
@@ -22,7 +23,7 @@ Examples:
                                "for ids holding a comma use --items-file.")
 @click.option("--items-file", type=click.Path(dir_okay=False), help="File with one item id per line.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours per item.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OutputPath(),
               help="Write here instead of stdout (.gz: gzip-compressed).")
 @click.option("--format", "fmt", type=click.Choice(list(RECS_FORMATS)),
               help="Output format [from the file suffix; tsv otherwise].")

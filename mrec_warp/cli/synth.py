@@ -7,6 +7,7 @@ from ..data.synthetic import VALUES, write_synthetic
 from ..seeds import DEFAULT_SEED
 from ._common import SEED, friendly_errors, make_progress, quiet_option, say
 from ._flags import ParameterOption
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Generate synthetic ratings and item tags.", epilog="""\b
@@ -15,7 +16,7 @@ Examples:
   mrec-warp synth -o big/ --users 500000 --items 100000 --interactions 20000000 --seed 1
   mrec-warp synth -o plays/ --values counts --noise 0.3   # play counts that carry signal
 """)
-@click.option("-o", "--output", "outdir", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "outdir", required=True, type=OutputPath(folder=True),
               help="Folder for ratings.tsv and item_tags.tsv (created if needed).")
 # each sets write_synthetic's n_<name>, which its messages name
 @click.option("--users", type=int, default=3000, show_default=True, help="Number of users (ids u1, u2, ...).",

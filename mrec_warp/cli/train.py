@@ -17,6 +17,7 @@ from .index import index
 from ._flags import ParameterOption, as_flags
 from ._model_options import model_options, option_parameters
 from ._parallel import parallel_options
+from ._output_paths import OutputPath
 
 # Options that set a model parameter: option name -> parameter name (--ease-dtype sets dtype).
 _MODEL_OPTIONS = option_parameters()
@@ -39,7 +40,7 @@ Examples:
 """)
 @friendly_errors
 @click.argument("train", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "output", required=True, type=OutputPath(),
               help="Model file to write (.npz).")
 @click.option("--model", "model_name", default=None, type=click.Choice(list(model_classes())),
               help="Which model to train (hybrid: WARP with --item-features / --user-features; "

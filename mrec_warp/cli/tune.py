@@ -17,6 +17,7 @@ from ..files import check_outputs
 from ._common import SEED, echo_result, friendly_errors, make_progress, quiet_option, row_options, say
 from ._flags import as_flags
 from ._parallel import parallel_options
+from ._output_paths import OutputPath
 
 
 @click.command(short_help="Search model families and hyper-parameters (trials in parallel).", epilog="""\b
@@ -30,8 +31,8 @@ Examples:
 
 \b
 Each family's defaults are always a trial, so the best is never worse than them on
-validation; the vs_defaults column says by how much each trial differs from its
-family's defaults. With --models and no --grid/--random each family tries a small
+validation; the vs_defaults_pct column says by how much each trial differs from its
+family's defaults, in percent as the summary line (--table: 3.0 for +3.0%). With --models and no --grid/--random each family tries a small
 built-in grid; with --random N, N candidates per family are drawn around its defaults.
 A grid for several families names them: {"slim": {"l1": [2, 5]}, "ease": {"l2": [100, 400]}}.
 
@@ -63,9 +64,9 @@ alone, from a default space.
               help="Search within this time (90s, 2m, 1h): short trials first, the best promoted.")
 @click.option("--grid", "grid_file", type=click.Path(dir_okay=False), help="JSON grid of candidate values.")
 @click.option("--random", "n_random", type=click.IntRange(min=1), help="Try N random candidates.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OutputPath(),
               help="Write the best parameters as JSON (for 'train --params').")
-@click.option("--table", "table_file", type=click.Path(dir_okay=False), help="Write every trial as TSV.")
+@click.option("--table", "table_file", type=OutputPath(), help="Write every trial as TSV.")
 @click.option("--validation", "validation_file", type=click.Path(dir_okay=False),
               help="Validation file, its layout guessed (--sep/--columns describe TRAIN) [hold out "
                    "--validation-fraction of each user's items].")

@@ -46,7 +46,8 @@ from .interactions import checked_ids, compact_codes
 from .npz import NpzArchive, check_finite, write_npz
 from .ratings import MAX_ABS_VALUE, read_ratings
 from .rows import (
-    DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, merge_rows, nothing_left, table_locator,
+    DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, drop_empty_ids, factorize_ids, merge_rows, nothing_left,
+    table_locator,
 )
 from .tsv import check_tsv_ids, write_interactions
 
@@ -126,9 +127,10 @@ def _id_lists_of(path: PathLike) -> Tuple[Path, Path]:
 
 
 def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
+    # ids as codes, as train reads them: a big file's memory holds no string per row
     df = read_ratings(path, format=reader.get("format", "auto"), sep=reader.get("sep"),
                       header=reader.get("header"), columns=reader.get("columns"),
-                      empty_ids=reader.get("empty_ids", DEFAULT_EMPTY_IDS))
+                      empty_ids=reader.get("empty_ids", DEFAULT_EMPTY_IDS), coded_ids=True)
     source = str(path)
     n_rows = len(df)
     df, n_empty = drop_empty_ids(df, reader.get("empty_ids", DEFAULT_EMPTY_IDS))  # as prepare and train
@@ -138,8 +140,8 @@ def _read_text(path: PathLike, reader: Dict, rules: Dict) -> Matrix:
     if rules["min_value"] is not None and "value" not in df:
         raise InputError("`min_value` needs a value column, and the file has only user and item", path=source,
                          hint="drop `min_value`, or name the value column with `columns`")
-    u_codes, u_ids = pd.factorize(users, sort=False)
-    i_codes, i_ids = pd.factorize(items, sort=False)
+    u_codes, u_ids = factorize_ids(users)
+    i_codes, i_ids = factorize_ids(items)
     values = df["value"].to_numpy(dtype=np.float64) if "value" in df else None
     merged = merge_rows(u_codes, i_codes, values, None, len(i_ids), locate=locate, **rules)
     merged.counts.update(rows_read=n_rows, empty_id_rows_dropped=n_empty)

@@ -156,10 +156,11 @@ def read_ratings(
         ``format``, ``sep``, ``header``, ``columns`` and ``empty_ids`` the caller offers its
         users (default: all); a refusal is worded without the others.
     coded_ids : bool
-        For big files (``prepare``'s memory): the user and item columns may come as pandas
-        ``Categorical`` columns of the same texts, categories in order of first appearance
-        (int32 codes and one table of distinct ids instead of a string per row). Only the
-        fast reader (a UTF-8 file without quotes) codes them; the caller takes either form.
+        For big files (the memory of ``prepare``, ``train``, ``evaluate`` and ``convert``):
+        the user and item columns may come as pandas ``Categorical`` columns of the same
+        texts, categories in order of first appearance (int32 codes and one table of
+        distinct ids instead of a string per row). Only the fast reader (a UTF-8 file
+        without quotes) codes them; the caller takes either form.
 
     Returns
     -------

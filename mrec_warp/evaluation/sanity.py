@@ -39,7 +39,7 @@ def check_test_table(table: pd.DataFrame, source: Optional[str], role: str = "te
     as scores of a ranked list do."""
     if "timestamp" not in table.columns or len(table) == 0:
         return
-    position = table.groupby("user", sort=False).cumcount().to_numpy() + 1
+    position = _by_user(table).cumcount().to_numpy() + 1
     ranks = np.asarray(table["timestamp"], dtype=np.float64)
     if np.mean(ranks == position) < RANK_LIKE_SHARE:
         return
@@ -53,7 +53,15 @@ def check_test_table(table: pd.DataFrame, source: Optional[str], role: str = "te
 
 def _rises(table: pd.DataFrame, column: str) -> float:
     """Share of rows whose ``column`` is above the previous row of the same user."""
-    return float(np.mean(table.groupby("user", sort=False)[column].diff().to_numpy() > 0))
+    return float(np.mean(_by_user(table)[column].diff().to_numpy() > 0))
+
+
+def _by_user(table: pd.DataFrame):
+    """``table`` grouped by user in file order; a ``Categorical`` user column (ids read as
+    codes) by its codes, so that users without rows make no groups."""
+    users = table["user"]
+    key = users.array.codes if isinstance(users.dtype, pd.CategoricalDtype) else users
+    return table.groupby(key, sort=False)
 
 
 def check_recs_table(recs: pd.DataFrame, n_items: int, source: Optional[str]) -> None:

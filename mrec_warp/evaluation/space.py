@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.interactions import Interactions
+from ..data.rows import factorize_ids
 
 InteractionsLike = Union[Interactions, pd.DataFrame]
 
@@ -53,11 +54,21 @@ def pairs(data: InteractionsLike, what: str) -> Tuple[np.ndarray, np.ndarray, np
         missing = [c for c in ("user", "item") if c not in data.columns]
         if missing:
             raise ValueError(f"{what} table needs columns 'user' and 'item'; missing {missing}")
-        # factorize the column itself: converting millions of strings to numpy first is slow
-        u_codes, u_ids = pd.factorize(as_str(data["user"]), sort=False)
-        i_codes, i_ids = pd.factorize(as_str(data["item"]), sort=False)
+        u_codes, u_ids = _factorize(data["user"])
+        i_codes, i_ids = _factorize(data["item"])
         return u_codes.astype(np.int64), i_codes.astype(np.int64), np.asarray(u_ids, str), np.asarray(i_ids, str)
     raise TypeError(f"{what} must be an Interactions or a DataFrame with user/item columns, got {type(data).__name__}")
+
+
+def _factorize(column: pd.Series):
+    """Codes numbering ``column``'s ids in order of first appearance, and the ids. A
+    ``Categorical`` without missing ids (the reader's ids as codes,
+    :func:`~mrec_warp.data.ratings.read_ratings` with ``coded_ids``) is taken by its codes:
+    no string per row. Any other column is factorised itself: converting millions of
+    strings to numpy first is slow."""
+    if isinstance(column.dtype, pd.CategoricalDtype) and (column.array.codes >= 0).all():
+        return factorize_ids(column)
+    return pd.factorize(as_str(column), sort=False)
 
 
 def as_str(column: pd.Series) -> pd.Series:

@@ -50,7 +50,13 @@ class RP3beta(ItemSimilarity):
         neighbours on ``tune``'s validation hold-out of each training file.
     beta : float or "auto"
         Popularity penalty: column ``j`` of ``W`` is divided by ``popularity(j) ** beta``
-        (0: none, P3alpha). ``"auto"`` (the default, with ``select``): chosen on the
+        (0: none, P3alpha), in [0, 2]. Paudel et al. take it in [0, 1], where it moves the
+        walk's ranking from popularity towards the long tail; above 1 an item's weight falls
+        faster than its popularity grows, so rare items rank ahead of what the walk alone
+        gives, which Dacrema et al.'s search of [0, 2] still covers. Larger values are
+        refused: they only push popular items further down, and soon past float32 (on
+        ml-100k, beta 12 leaves weights near 1e-35 and beta 20 rounds thousands to 0: ties
+        in place of a ranking). ``"auto"`` (the default, with ``select``): chosen on the
         internal hold-out among :data:`BETA_GRID`; with ``select=False``, 0.5.
     neighbours : int or "auto"
         Largest weights kept per item (the item itself never counts). ``"auto"`` (the
@@ -86,8 +92,9 @@ class RP3beta(ItemSimilarity):
         Param("alpha", float, 0.8, "Exponent of each transition probability of the walk.", low=0,
               tune=("log", 0.3, 1.5)),
         Param("beta", float, AUTO, "Popularity penalty: item j's weights are divided by its user count to the power "
-              "beta; auto: chosen on the hold-out among 0.1-0.9 (0.5 with --no-select).",
-              low=0, tune=("log0", 0.05, 1.0), grid=(0.3, 0.5, 0.7)),
+              "beta (0: none; above 1: rare items ahead of what the walk alone ranks); auto: chosen on the hold-out "
+              "among 0.1-0.9 (0.5 with --no-select).",
+              low=0, high=2, tune=("log0", 0.05, 1.0), grid=(0.3, 0.5, 0.7)),
         Param("neighbours", int, AUTO, "Largest weights kept per item; auto: chosen on the hold-out among 100-800 "
               "(400 with --no-select).", low=1, tune=("logint", 50, 1600), grid=(200, 400, 800)),
         Param("normalize", bool, False, "Scale each item's kept weights to sum 1.", tune=True),

@@ -266,7 +266,8 @@ def _check_placeholders(paths: Dict[str, Any]) -> None:
 def _load_interactions(data: Any, what: str, progress: Progress):
     if isinstance(data, (str, os.PathLike)):
         progress.log(f"reading {what} {data}")
-        table = read_ratings(data, reader_options=())  # evaluate has no reader options
+        # evaluate has no reader options; ids as codes, as train reads them (no string per row)
+        table = read_ratings(data, reader_options=(), coded_ids=True)
         refuse_negatives(table, str(data))  # a return is no hit, nor an interaction to exclude
         if what in ("test", "train"):
             check_test_table(table, str(data), role=what)

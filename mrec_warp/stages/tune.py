@@ -46,6 +46,10 @@ from .trials import (CHOSEN, HITS, SHORT, check_pick, chosen_names, family_class
 #: The family of the baseline row (a reference in the table, never the pick).
 BASELINE = baseline_family()
 
+#: The table's column of each trial's score against its family's defaults, in percent
+#: (3.0: 3% higher), the unit of the summary line.
+VS_DEFAULTS = "vs_defaults_pct"
+
 
 # ---------------------------------------------------------------------------------------------
 # the search
@@ -60,12 +64,14 @@ class TuneResult:
         One row per trial, the pick first, then best first: ``model`` (the family), its
         parameters (one left at ``auto``: the value its fit chose), ``chosen`` (every value
         the fit chose on its hold-out, ``factors=64 alpha=3 regularization=40``; empty when
-        it chose none), ``precision@k``, ``vs_defaults`` (the score relative to the same
-        family's defaults, e.g. 0.03 = 3% higher), ``ci_low`` / ``ci_high`` (its 95%
-        interval over validation users), ``epochs`` (early-stopping families: the chosen
-        count), ``epochs_cap`` (a short trial of a time budget: its cap; such trials are
-        never the pick), ``seconds`` and ``cost`` (the trial's estimated seconds at a fixed
-        reference speed, which the tie rule compares; not shown by :meth:`format_table`).
+        it chose none), ``precision@k``, ``vs_defaults_pct`` (the score against the same
+        family's defaults in percent, the summary line's unit: 3.0 = 3% higher; NaN without
+        a full trial of the defaults; :meth:`format_table` shows it as ``+3.0%``),
+        ``ci_low`` / ``ci_high`` (its 95% interval over validation users), ``epochs``
+        (early-stopping families: the chosen count), ``epochs_cap`` (a short trial of a time
+        budget: its cap; such trials are never the pick), ``seconds`` and ``cost`` (the
+        trial's estimated seconds at a fixed reference speed, which the tie rule compares;
+        not shown by :meth:`format_table`).
         The popularity baseline, when asked for, is the last row: a reference, never the pick.
     metric : str
         The column the table is sorted by.
@@ -149,6 +155,8 @@ class TuneResult:
             at = list(shown.columns).index("ci_low")
             shown = shown.drop(columns=["ci_low", "ci_high"])
             shown.insert(at, "ci95", ci)
+        if VS_DEFAULTS in shown.columns:  # as the summary line writes it: +3.0%
+            shown[VS_DEFAULTS] = shown[VS_DEFAULTS].map(lambda v: "" if v != v else f"{v:+.1f}%")
         for c in shown.columns:  # whole-number columns: a blank where a family has no such count
             if isinstance(shown[c].dtype, pd.Int64Dtype):
                 shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else str(v))
@@ -429,9 +437,9 @@ def _results_table(rows, points, default_trials, metric: str,
         full_rows = table[SHORT].isna() if SHORT in table else pd.Series(True, index=table.index)
         ref = table[table["defaults"] & full_rows].set_index(MODEL)[metric]
         ref = ref[~ref.index.duplicated()]
-        table["vs_defaults"] = table[metric] / table[MODEL].map(ref).astype(float) - 1
+        table[VS_DEFAULTS] = (table[metric] / table[MODEL].map(ref).astype(float) - 1) * 100
     front = ["trial", MODEL] + sorted({n for p in points for n in p if n != MODEL}) + [
-        CHOSEN, metric, "vs_defaults", "ci_low", "ci_high", "epochs", SHORT, "seconds"]
+        CHOSEN, metric, VS_DEFAULTS, "ci_low", "ci_high", "epochs", SHORT, "seconds"]
     table = table[[c for c in front if c in table.columns] + [c for c in table.columns if c not in front]]
     # counts stay whole numbers beside the families that lack them (pandas makes 6 a 6.0 next to NaN)
     counts = {"trial", "epochs", SHORT}.union(*(integer_params(fam.cls) for fam in FAMILIES.values()))
