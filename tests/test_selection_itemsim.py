@@ -18,7 +18,7 @@ from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows,
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
-from mrec_warp.models.selection import Candidate, report
+from mrec_warp.models.selection import PASSED_OVER, Candidate, report
 from mrec_warp.progress import SILENT, Progress
 
 from .conftest import planted_low_rank
@@ -424,3 +424,25 @@ def test_the_summary_warns_when_the_choice_narrows_the_lists_towards_popularity(
     assert "cover 7% of the items against 98% at the fixed values" in summaries[0]
     assert "--regularization 40 keeps them" in summaries[0]
     assert "cover" not in summaries[1] and "cover" not in summaries[2]
+
+
+def test_the_summary_names_only_the_setting_passed_over_for_the_noise(caplog):
+    fixed = Candidate({"beta": 0.5}, 0.100)
+    passed = Candidate({"beta": 0.3}, 0.104, extra={PASSED_OVER: True})
+    early = Candidate({"beta": 0.1}, 0.130)  # scored on fewer users (a first rung): not comparable
+    progress = Progress(verbose=False, logger=logging.getLogger("mrec_warp.test_passed"))
+    with caplog.at_level(logging.INFO, logger="mrec_warp.test_passed"):
+        report(progress, "rp3beta", [fixed, passed, early], fixed, fixed, 1.0)
+        report(progress, "rp3beta", [fixed, early], fixed, fixed, 1.0)
+    summaries = [r.getMessage() for r in caplog.records if "chose" in r.getMessage()]
+    assert "chose beta=0.5 on the hold-out: P@10 0.1000 (beta=0.3 scored 0.1040, not clearly better than these " \
+           "fixed values)" in summaries[0]
+    assert "(the fixed values were best)" in summaries[1]
+
+
+def test_the_noise_rule_notes_a_setting_passed_over_once():
+    fixed = Candidate({"beta": 0.5}, 0.100, extra={"hits": np.array([1, 0, 1, 0])})
+    top = Candidate({"beta": 0.3}, 0.110, extra={"hits": np.array([1, 1, 1, 0])})
+    for _ in range(3):  # the kinds' walk and the final choice both apply the rule
+        assert beyond_noise([fixed, top], fixed) is fixed
+    assert top.note.count("within the hold-out's noise") == 1 and top.extra[PASSED_OVER]

@@ -25,7 +25,8 @@ from ..workers import Workers, effective_n_jobs
 from .base import Recommender
 from .early_stopping import Holdout, HoldoutScorer, internal_holdout
 from .tuning import TrialShape
-from .selection import Candidate, Stopwatch, best, clearly_above, fixed_value, remember, report, selected_names, walk
+from .selection import (PASSED_OVER, Candidate, Stopwatch, best, clearly_above, fixed_value, remember, report,
+                        selected_names, walk)
 from .indices import IndexArg, as_indices, check_k
 from .foldin import log_fold_in, add_history, append_user_ids, refuse_features
 
@@ -394,7 +395,9 @@ def beyond_noise(tried: Sequence[Candidate], fixed: Optional[Candidate]) -> Cand
     if clearly_above(top.extra["hits"], fixed.extra["hits"], NOISE_SE):
         return top
     # on the line of the setting passed over, which the log prints after the fixed values' line
-    top.note = (top.note + "; " if top.note else "") + "within the hold-out's noise of the fixed values, which are kept"
+    if not top.extra.get(PASSED_OVER):
+        top.note = (top.note + "; " if top.note else "") + "within the hold-out's noise of the fixed values, which are kept"
+        top.extra[PASSED_OVER] = True
     return fixed
 
 

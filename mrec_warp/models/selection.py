@@ -190,6 +190,11 @@ class Stopwatch:
         return time.perf_counter() - self.start
 
 
+#: The key of ``Candidate.extra`` a family sets on a setting that scored above the fixed
+#: values but not clearly (within the hold-out's noise), so the summary names it.
+PASSED_OVER = "passed_over"
+
+
 def report(progress: Progress, family: str, candidates: Iterable[Candidate], chosen: Candidate,
            fixed: Optional[Candidate], seconds: float, k: int = 10) -> None:
     """Log the search: one line per candidate (``-v``), one summary line (shown by default).
@@ -205,9 +210,12 @@ def report(progress: Progress, family: str, candidates: Iterable[Candidate], cho
     if fixed is not None and fixed is not chosen and not math.isnan(fixed.score):
         than = f" against {fixed.score:.4f} at the fixed {describe(fixed.values)}"
     elif fixed is chosen:
-        top = best(tried) if any(not math.isnan(c.score) for c in tried) else fixed
-        if top is not fixed and top.score > fixed.score:
-            than = f" (the fixed values: {describe(top.values)} scored {top.score:.4f}, not clearly better)"
+        # only a setting the family compared with the fixed values and passed over is named:
+        # another one's score may come from fewer users or passes (WRMF's first rung)
+        passed = [c for c in tried if c.extra.get(PASSED_OVER) and c is not fixed]
+        if passed:
+            top = best(passed)
+            than = f" ({describe(top.values)} scored {top.score:.4f}, not clearly better than these fixed values)"
         else:
             than = " (the fixed values were best)"
     listed = "" if progress.logger.isEnabledFor(logging.DEBUG) else " (-v lists them)"
