@@ -59,6 +59,16 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(_escape, text)
 
 
+_LINE_BREAKS = re.compile(r"[ \t]*[\r\n]+\s*")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one :func:`printable` line: each line break (with the blanks around it) one
+    space; every other character kept, so an id quoted in the text shows its own runs of
+    spaces, no-break spaces and all (``'item  01'`` is not ``'item 01'``)."""
+    return printable(_LINE_BREAKS.sub(" ", text).strip(" \t"))
+
+
 #: How a caller spells a parameter reference: (name, value or None) -> text, or None to keep it.
 Speller = Callable[[str, Optional[str]], Optional[str]]
 
@@ -161,7 +171,7 @@ class InputError(ValueError):
         text = f"{where}{spell_parts(self._parts, spell)}"
         if self.hint:
             text += f" ({spell_parts(self._hint_parts, spell)})"
-        return printable(" ".join(text.split()))  # always one line, never a control character
+        return one_line(text)
 
 
 class ParameterError(InputError):

@@ -75,3 +75,17 @@ def test_wrote_lines_show_a_hostile_output_name_escaped(tmp_path):
     result = runner.invoke(main, ["prepare", str(data), "-o", str(tmp_path / f"split{TITLE}"), "--leave-out", "1"])
     assert result.exit_code == 0, result.output
     assert raw_controls(result.stdout) == [] and "split\\x1b]0;pwned\\x07" in result.stdout
+
+
+def test_an_error_line_keeps_an_ids_own_spaces(tmp_path):
+    # two items differ only by a run of spaces; the message must show what was typed
+    err = InputError("user 'a  b\u00a0c ' is not in the model", path="x.tsv", line=2, hint="did you mean\n  'a b'?")
+    assert str(err) == "x.tsv:2: user 'a  b\u00a0c ' is not in the model (did you mean 'a b'?)"
+    ratings = tmp_path / "r.tsv"
+    ratings.write_text("u1\titem 01\nu1\titem  01\nu2\titem 01\nu2\tb\nu3\tb\nu3\titem  01\n", encoding="utf-8")
+    model = tmp_path / "m.npz"
+    runner = CliRunner()
+    assert runner.invoke(main, ["train", str(ratings), "--model", "itemknn", "-o", str(model), "--quiet"]).exit_code == 0
+    res = runner.invoke(main, ["similar", str(model), "--items", "item   01"])
+    assert res.exit_code == 2
+    assert "item 'item   01' is not in the model" in res.output

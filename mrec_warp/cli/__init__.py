@@ -9,7 +9,7 @@ import click
 
 from .._version import __version__
 from ..signals import stop_on_signals
-from ..errors import printable
+from ..errors import one_line
 from ..workers import quiet_resource_tracker
 from ._common import DEBUG_ENV, report_error, report_interrupt
 from ._logs import log_file_option, start_log_file
@@ -37,7 +37,7 @@ def report_usage_error(exc: click.UsageError) -> None:
         names.insert(0, ctx.info_name)
         ctx = ctx.parent
     path = " ".join(["mrec-warp", *names])
-    message = printable(" ".join(exc.format_message().split()))
+    message = one_line(exc.format_message())
     if isinstance(exc, click.NoSuchOption) and exc.option_name in _GROUP_OPTIONS and names:
         # a global option after the command: click would suggest the command's nearest option
         shown = f"{exc.option_name} FILE" if exc.option_name == "--log-file" else exc.option_name

@@ -20,7 +20,7 @@ from ..data.inputs import output_encoding
 from ..data.ratings import FORMATS
 from ..data.rows import DEFAULT_DUPLICATES, DEFAULT_EMPTY_IDS, DEFAULT_NEGATIVES, DUPLICATES, EMPTY_IDS, NEGATIVES
 from ..jobs import settle_stopped_jobs
-from ..errors import InputError, ParameterError, printable
+from ..errors import InputError, ParameterError, one_line, printable
 from ..files import STDOUT_NAME, descriptor_of, file_identity, forget_outputs, meant_path, output_path, \
     remove_made_folders, take_discarded, take_finished
 from ..progress import Progress
@@ -207,7 +207,7 @@ def describe_error(exc: BaseException, ctx: Optional[click.Context] = None) -> T
                 f"{exc.encoding} text at byte {exc.start} (save the file as {exc.encoding})"), EXIT_INPUT
     if isinstance(exc, OSError) and exc.errno is not None:
         return _describe_os_error(exc, ctx), EXIT_INPUT
-    what = " ".join(str(exc).split()) or "no message"
+    what = one_line(str(exc)) or "no message"
     return f"unexpected {type(exc).__name__}: {what} ({_DEBUG_HINT})", EXIT_INTERNAL
 
 
@@ -311,7 +311,7 @@ def report_error(exc: BaseException, ctx: Optional[click.Context] = None) -> Non
     message, status = describe_error(exc, ctx)
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    click.echo(f"Error: {printable(' '.join(message.split()))}", err=True)
+    click.echo(f"Error: {one_line(message)}", err=True)
     sys.exit(status)
 
 
