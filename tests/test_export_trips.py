@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from mrec_warp.data.interactions import Interactions
-from mrec_warp.data.near_ids import close_id
+from mrec_warp.data.near_ids import close_id, spelled_otherwise
 from mrec_warp.data.ratings import read_ratings
 from mrec_warp.data.ratings import describe_reading
 from mrec_warp.errors import InputError
@@ -238,6 +238,17 @@ def test_did_you_mean_covers_leading_zeros_as_a_suggestion_only(model_file, tmp_
     result = run("recommend", popularity, "--users", tmp_path / "u.txt", "-o", tmp_path / "r.tsv")
     one_line_error(result, "user '17850.0' is not in the model (did you mean '17850'?)", "looks like a known user's")
     assert "users not in the model get the most popular items" not in result.output
+
+
+def test_only_a_float_spelling_or_added_spaces_are_a_known_user_for_a_fallback():
+    known = {"7": 0, "007": 1, "17850": 2, "José": 3}
+    # a new customer '0007' beside '007' and '7', another case or inner spaces: new users
+    for new in ("0007", "josé", "Jos\u00e9 ", "17 850"):
+        assert spelled_otherwise(new, known) is None or new.strip() in known
+    assert spelled_otherwise("Jos\u00e9 ", known) == "José"
+    assert spelled_otherwise("17850.0", known) == "17850" and spelled_otherwise("7.0", known) == "7"
+    assert spelled_otherwise(" 007", known) == "007"
+    assert spelled_otherwise("0007", known) is None and spelled_otherwise("josé", known) is None
 
 
 def test_a_long_header_echo_ends_with_an_ellipsis(tmp_path):

@@ -67,3 +67,20 @@ def did_you_mean(bad: str, known: Container[str], candidates: Optional[Iterable[
     """``"did you mean '17850'?"`` for :func:`close_id`'s match, or ``""``."""
     match = close_id(bad, known, candidates)
     return "" if match is None else f"did you mean {match!r}?"
+
+
+def spelled_otherwise(bad: str, known: Container[str]) -> Optional[str]:
+    """The known id that ``bad`` is with surrounding spaces added, or written as a float
+    (``17850.0`` for ``17850``, as pandas writes the ids of a column with gaps): the same
+    user, whom a fallback list must not serve as a new one; ``None`` otherwise. Leading
+    zeros, case and inner spaces are not such slips for this (``0007`` may be a new
+    customer beside ``007`` and ``7``): they only get :func:`did_you_mean` in an error."""
+    bad = str(bad)
+    stripped = bad.strip()
+    if stripped != bad and stripped in known:
+        return stripped
+    if any(c in stripped for c in ".eE"):
+        for form in _numeric_forms(stripped):
+            if form in known:
+                return form
+    return None

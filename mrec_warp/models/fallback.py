@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..data.near_ids import did_you_mean
+from ..data.near_ids import spelled_otherwise
 from ..errors import InputError
 from ..tables import PERSONAL, POPULAR, SOURCE_COLUMN
 from ..topk import block_to_frame, top_k_block
@@ -60,10 +60,12 @@ def users_per_item(train: sp.spmatrix) -> np.ndarray:
 
 
 def lookalike(unknown: Iterable[str], index: Dict[str, int]) -> Optional[Tuple[str, str]]:
-    """The first of the ``unknown`` ids that is a known user's id written otherwise, and the
-    "did you mean" naming it; ``None`` when there is none. By the id's spellings only (dict
-    look-ups): a case-blind scan per unknown id would be quadratic in a large batch."""
-    return next(((u, near) for u in unknown for near in [did_you_mean(u, index)] if near), None)
+    """The first of the ``unknown`` ids that is a known user's id with surrounding spaces or
+    written as a float (:func:`~mrec_warp.data.near_ids.spelled_otherwise`), and the "did you
+    mean" naming it; ``None`` when there is none. By the id's spellings only (dict look-ups):
+    a case-blind scan per unknown id would be quadratic in a large batch."""
+    return next(((u, f"did you mean {near!r}?") for u in unknown for near in [spelled_otherwise(u, index)] if near),
+                None)
 
 
 def refuse_lookalikes(unknown: Iterable[str], index: Dict[str, int], path: Optional[str] = None,

@@ -60,8 +60,8 @@ from .connections import GuardedH11Protocol, quiet_accept_errors
 from .json_response import JSONResponse
 from .limits import FOLDIN_THREADS, MAX_HISTORY, ConnectionLimits
 from .holder import ModelHolder, Served, failure_reason, read_model
-from .requests import (DEFAULT_K, MAX_K, SERVED_UNKNOWN_USERS, BadRequest, id_list, item_mask, lookup, near_id, one,
-                       parse_body, parse_flag, parse_k, parse_query, parse_unknown_users)
+from .requests import (DEFAULT_K, MAX_K, SERVED_UNKNOWN_USERS, BadRequest, id_list, item_mask, lookup, one,
+                       parse_body, parse_flag, parse_k, parse_query, parse_unknown_users, same_user_spelled_otherwise)
 
 log = logging.getLogger("mrec_warp.serve")
 
@@ -216,9 +216,10 @@ class Service:
         unknown_users = parse_unknown_users(one(params, "unknown_users", self.unknown_users))
 
         users = model.id_map("user")
-        # a known id written otherwise is that user, who has seen items: refused with its did-you-mean
-        # (by its spellings: a case-blind scan of every id per new user would cost too much)
-        if user_id not in users and unknown_users == POPULAR and not near_id(user_id, users, scan=False):
+        # a known id with surrounding spaces, written as a float or with a query string's '+' made
+        # a space is that user, who has seen items: refused with its did-you-mean (by its
+        # spellings: a case-blind scan of every id per new user would cost too much)
+        if user_id not in users and unknown_users == POPULAR and not same_user_spelled_otherwise(user_id, users):
             mask = item_mask(model.id_map("item"), model.n_items, params.get("include"), params.get("exclude"))
             items, scores = fallback_list(await self._popular_scores(served, user_id), k, mask)
             return _answer(served, items, scores, fallback=POPULAR)

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from ..data.near_ids import did_you_mean
+from ..data.near_ids import did_you_mean, spelled_otherwise
 
 #: Default and largest ``k``.
 DEFAULT_K = 10
@@ -100,6 +100,13 @@ def near_id(bad: str, index: Dict[str, int], scan: bool = True) -> str:
     if not near and " " in bad and bad.replace(" ", "+") in index:  # '+' in a query string means a space
         near = f"did you mean {bad.replace(' ', '+')!r}? write '+' as %2B in a query string"
     return near
+
+
+def same_user_spelled_otherwise(user: str, index: Dict[str, int]) -> bool:
+    """Whether an unknown ``user`` is a known one with surrounding spaces, written as a float
+    (:func:`~mrec_warp.data.near_ids.spelled_otherwise`) or with a query string's ``+`` read
+    as a space: not a new user to serve popular items (``0007`` beside ``007`` may be one)."""
+    return spelled_otherwise(user, index) is not None or (" " in user and user.replace(" ", "+") in index)
 
 
 def lookup(index: Dict[str, int], ids: Iterable[str], kind: str, status: int = 400, otherwise: str = "") -> np.ndarray:
