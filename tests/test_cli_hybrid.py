@@ -133,7 +133,8 @@ def test_feature_file_errors_are_one_line(cold_split, tmp_path):
                               "--item-features", bad), "item feature file is empty")
     bad.write_text("movie-1\ttag:a\nmovie-2\ttag:b\n")
     assert_one_line_error(run("train", cold_split / "train.tsv", "-o", tmp_path / "m.npz", "--model", "hybrid",
-                              "--item-features", bad), "none of the 2 ids of the item feature file are item ids")
+                              "--item-features", bad), "none of the 2 ids of the item feature file are item ids",
+                           "(file: 'movie-1', 'movie-2'; training: '")  # the ids as typed, no numpy repr
     assert_one_line_error(run("train", cold_split / "train.tsv", "-o", tmp_path / "m.npz",
                               "--item-features", cold_split / "item_features.tsv"), "need --model hybrid")
     assert not (tmp_path / "m.npz").exists()

@@ -214,8 +214,8 @@ def check_ids_match(table: pd.DataFrame, model_ids: np.ndarray, kind: str, sourc
     """A feature file none of whose ids are known is almost surely in another id format."""
     known = pd.Index(model_ids).get_indexer(pd.unique(table["id"].to_numpy())) >= 0
     if len(known) and not known.any():
-        ex_file = ", ".join(repr(x) for x in pd.unique(table["id"])[:2])
-        ex_model = ", ".join(repr(x) for x in model_ids[:2])
+        ex_file = ", ".join(repr(str(x)) for x in pd.unique(table["id"])[:2])
+        ex_model = ", ".join(repr(str(x)) for x in model_ids[:2])
         raise InputError(
             f"none of the {len(known)} ids of the {kind} feature file are {kind} ids of the training data "
             f"(file: {ex_file}; training: {ex_model})", path=source,
