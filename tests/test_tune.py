@@ -122,7 +122,7 @@ def test_cli_tune_writes_params_that_train_accepts(tmp_path):
     assert res.exit_code == 0, res.output
     assert f"{best['params']['epochs']} epochs" in res.stdout
     res = runner.invoke(main, ["tune", str(tsv)])
-    assert res.exit_code == 2 and "--grid FILE, --random N" in res.output
+    assert res.exit_code == 2 and "--grid FILE or --random N" in res.output
     # naming the family, even the default one, asks for its built-in grid
     res = runner.invoke(main, ["tune", str(tsv), "--models", "warp", "--max-epochs", "2", "-q"])
     assert res.exit_code == 0, res.output

@@ -103,8 +103,8 @@ def tune(train, models, time_budget, grid_file, n_random, output, table_file, va
             raise click.BadParameter(str(exc).replace("`time_budget` ", ""), param_hint="--time-budget") from None
     if not grid_file and not n_random and not models_given and seconds is None:
         # a bare `tune TRAIN` is more likely a forgotten option than a wish for every built-in grid
-        raise click.UsageError("give --time-budget DURATION, --grid FILE, --random N, or both "
-                               "(or --models to use built-in grids)")
+        raise click.UsageError("give --time-budget DURATION, --grid FILE or --random N (a budget goes with either "
+                               "of the others), or --models to use built-in grids")
     if models.strip() == "all":
         # a flat grid, or --random alone, searched warp before every family was the default
         families = list(tunable_families()) if models_given or seconds is not None or not (

@@ -620,7 +620,7 @@ def refit_all(model, csr: sp.csr_matrix, best: int, keeper: Optional[RefitStates
     if start is None or keeper is None:
         if keeper is not None:
             keeper.states.clear()  # none is a start: not held through the refit
-        progress.log(f"refitting on all training data for {best} {unit}s")
+        progress.log(f"refitting on all training data for {best} {unit}{'' if best == 1 else 's'}")
         model.init_state(*csr.shape, np.random.default_rng(init_seed))
         model.refit_start_ = 0
         model.train_epochs(csr, best, progress, callbacks, phase="refit", **train_options)
