@@ -236,6 +236,9 @@ def precision_at_k(
 
 
 _NO_MASK = np.zeros(0, dtype=np.uint8)
+#: Largest table of the scored users' held-out items (scored users x items, a byte each: 16 MB)
+#: a :class:`HoldoutScorer` counts hits on; beyond it, a binary search among the pairs' keys.
+HIT_TABLE_ENTRIES = 2**24
 #: Fewest scoring calls (of SCORE_ROWS users) a thread of :class:`HoldoutScorer` is given.
 CALLS_PER_THREAD = 4
 
@@ -286,6 +289,12 @@ class HoldoutScorer:
         sub = sp.csr_matrix(truth[self.users])
         positions = np.repeat(np.arange(len(self.users), dtype=np.int64), np.diff(sub.indptr))
         self.truth_keys = np.sort(positions * self.n_items + sub.indices.astype(np.int64))
+        # the same pairs as a table of the scored users x items when it is small: a hit is then
+        # one lookup, not a binary search among the keys (the hits are counted every call)
+        self.truth_table: Optional[np.ndarray] = None
+        if len(self.users) * self.n_items <= HIT_TABLE_ENTRIES:
+            self.truth_table = np.zeros((len(self.users), self.n_items), dtype=bool)
+            self.truth_table[positions, sub.indices] = True
         self.items = np.empty((len(self.users), self.k), dtype=np.int64)
         self.top_scores = np.empty((len(self.users), self.k), dtype=np.float32)
         self._hits: Optional[np.ndarray] = None  # the last call's, counted once (its score and the paired test)
@@ -327,7 +336,9 @@ class HoldoutScorer:
         """The share of the items in at least one scored user's top k of the last call (a
         setting whose lists all look alike, popularity's, covers few)."""
         shown = self.items[self.items >= 0]
-        return float(len(np.unique(shown))) / self.n_items if self.n_items else 0.0
+        # the distinct items counted on a tally of the catalogue: no sort or hash of the lists
+        return float(np.count_nonzero(np.bincount(shown, minlength=self.n_items))) / self.n_items \
+            if self.n_items else 0.0
 
     def user_hits(self) -> np.ndarray:
         """Each scored user's hits in the top k of the last call (what a choice between two
@@ -338,6 +349,11 @@ class HoldoutScorer:
 
     def _count_hits(self) -> np.ndarray:
         n = len(self.users)
+        if self.truth_table is not None:
+            hit = np.zeros(self.items.shape, dtype=bool)
+            valid = self.items >= 0
+            hit[valid] = self.truth_table[np.nonzero(valid)[0], self.items[valid]]
+            return np.count_nonzero(hit, axis=1)
         valid = (self.items >= 0).ravel()
         position = np.repeat(np.arange(n, dtype=np.int64), self.k)[valid]
         keys = position * self.n_items + self.items.ravel()[valid]
