@@ -312,10 +312,13 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
     values = np.maximum(values.astype(np.float64), 0.0)  # rounding may leave tiny negatives
     squares = np.square(vectors)
     basis = None
+    histories = None
     if len(users) <= n:  # x V once per scored user; each lambda is then m n^2
         basis = np.asarray(sub[users] @ vectors, dtype=dtype)
         where = np.full(sub.shape[0], -1, dtype=np.int64)
         where[users] = np.arange(len(users))
+    elif len(users) * n <= SCORED_BLOCK_ENTRIES:
+        histories = ScoredHistories(sub if kept is None else _widen(sub, kept, n_all), users, kept)
 
     def make(l2: float) -> Callable[..., np.ndarray]:
         inverse = (1.0 / (values + l2)).astype(dtype)
@@ -324,6 +327,8 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
             weights = (vectors * inverse) @ vectors.T
             weights /= -diag[None, :]
             weights[np.diag_indices(n)] = 0.0
+            if histories is not None:
+                return histories.scorer(weights)
             return weights_scorer(sub if kept is None else _widen(sub, kept, n_all), weights, kept)
 
         def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
@@ -332,6 +337,50 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
         return score
 
     return make
+
+
+#: Most entries of the scored users' block of scores :class:`ScoredHistories` computes at once (64 MB).
+SCORED_BLOCK_ENTRIES = 2**24
+
+
+class ScoredHistories:
+    """The scored users' histories, taken out once for every ``l2`` (the items' side with
+    more scored users than items): a value's scores are their histories times its weights,
+    computed for all of them in one product, then handed out call by call as
+    :func:`~mrec_warp.models._itemsim.weights_scorer` computes them (rows of a sparse matrix
+    times a dense one: each row's products are summed in its own order, the same bits), NaN
+    off ``kept``, popularity for a user with no kept item."""
+
+    def __init__(self, history: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray]) -> None:
+        self.history, self.kept = history, kept
+        self.counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+        rows = sp.csr_matrix(history[np.asarray(users, dtype=np.int64)])
+        self.rows = rows if kept is None else rows[:, kept]
+        self.where = np.full(history.shape[0], -1, dtype=np.int64)
+        self.where[users] = np.arange(len(users))
+
+    def scorer(self, weights: np.ndarray) -> Callable[..., np.ndarray]:
+        """``score_fn(rows, out=None)`` of the dense ``weights``."""
+        block = np.ascontiguousarray(self.rows @ weights, dtype=np.float32)
+        fallback = weights_scorer(self.history, weights, self.kept)
+        n_all = self.history.shape[1]
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            pos = self.where[rows]
+            if (pos < 0).any():  # a user not scored on the hold-out: as the model scores them
+                return fallback(rows, out)
+            if self.kept is None:
+                scores = block[pos]
+            else:
+                scores = np.full((len(rows), n_all), np.nan, dtype=np.float32)
+                scores[:, self.kept] = block[pos]
+            popular_when_cold(scores, self.counts)
+            if out is None:
+                return scores
+            out[...] = scores
+            return out
+
+        return score
 
 
 def users_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray], n_all: int,
