@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
 from ..data.npz import index_dtype
+from ..kernels.gram import gram_rows
 from ..errors import InputError
 from .. import memory
 from ..workers import blas_controller, effective_n_jobs
@@ -797,15 +798,25 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
 
 
 def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[int] = None) -> np.ndarray:
-    """Dense ``X'X`` filled a block of rows at a time from sparse products."""
+    """Dense ``X'X`` filled a block of rows at a time, each in float64 then rounded to ``dtype``.
+
+    The rows are summed by :func:`~mrec_warp.kernels.gram.gram_rows` straight into a dense
+    block, over ``X'`` and ``X`` in the layouts scipy's product ``X' @ X`` reads (so each
+    entry gets its products added in the same order: the same float64 sums); scipy's sparse
+    product built a sparse result (a counting pass, then the product) to densify it."""
     n = csr.shape[1]
     csc = sp.csc_matrix(csr, dtype=np.float64)
     xt = sp.csr_matrix(csc.T)
+    x = csc.tocsr()
+    t_arrays = (xt.indptr.astype(np.int64, copy=False), xt.indices.astype(np.int32, copy=False), xt.data)
+    x_arrays = (x.indptr.astype(np.int64, copy=False), x.indices.astype(np.int32, copy=False), x.data)
     gram = np.empty((n, n), dtype=dtype)
     step = rows_per_block or max(1, (32 * 2**20) // (8 * max(n, 1)))
+    block = np.empty((min(step, n), n), dtype=np.float64)
     for a in range(0, n, step):
         b = min(a + step, n)
-        gram[a:b] = (xt[a:b] @ csc).toarray()
+        gram_rows(*t_arrays, *x_arrays, a, block[:b - a])
+        gram[a:b] = block[:b - a]
     return gram
 
 
