@@ -49,6 +49,7 @@ setup(
             extension("hybrid"),
             extension("als"),
             extension("slim"),
+            extension("gram"),
             extension("topk"),
             extension("itemsim"),
         ],

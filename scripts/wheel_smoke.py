@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-KERNELS = ("rng", "warp", "hybrid", "als", "slim", "topk")
+KERNELS = ("rng", "warp", "hybrid", "als", "slim", "gram", "topk")
 PROJECT = Path(__file__).resolve().parents[1]
 
 

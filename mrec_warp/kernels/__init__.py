@@ -10,6 +10,7 @@ over threads) and what they are for:
   positives and WARP's rank weights.
 * :mod:`~mrec_warp.kernels.als` -- WRMF's per-row least-squares solves.
 * :mod:`~mrec_warp.kernels.slim` -- SLIM's per-item coordinate descent.
+* :mod:`~mrec_warp.kernels.gram` -- dense rows of the item-item Gram matrix ``X'X`` (EASE).
 * :mod:`~mrec_warp.kernels.topk` -- top-k per row of a score block, seen items skipped; each
   item's largest weights at several counts.
 * :mod:`~mrec_warp.kernels.itemsim` -- item-item scores: histories times sparse weights, dense.

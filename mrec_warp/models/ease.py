@@ -34,9 +34,10 @@ from threadpoolctl import threadpool_limits
 from scipy.linalg import lapack
 
 from ..data.npz import index_dtype
+from ..kernels.gram import gram_rows
 from ..errors import InputError
 from .. import memory
-from ..workers import effective_n_jobs
+from ..workers import blas_controller, effective_n_jobs
 from ..progress import Progress
 from ._itemsim import ItemSimilarity, popular_when_cold, scored_candidate, weights_scorer
 from .declared import Param, n_jobs_param
@@ -212,7 +213,7 @@ class EASE(ItemSimilarity):
         # a long or large fit is announced even where progress lines are not shown (a pipe)
         (progress.note if cost.seconds > 60 or cost.peak_bytes > 2**30 else progress.log)(line)
         dtype = np.dtype(self.dtype)
-        with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
+        with blas_threads(self.n_jobs):
             gram = gram_matrix(csr, dtype)
             gram[np.diag_indices(n)] += dtype.type(value_of(self, "l2"))
             weights = ease_from_gram(gram)
@@ -254,28 +255,34 @@ class EASE(ItemSimilarity):
         kept = most_popular(counts, n) if n < n_all else None
         sub = fit if kept is None else sp.csr_matrix(fit[:, kept])
         watch = Stopwatch()
-        with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
-            make = (users_side_scores if side == "users" else items_side_scores)(
-                sub, users, kept, n_all, counts.astype(np.float32), dtype)
         restricted = "" if kept is None else f"the {n:,} most popular items, "
-        progress.log(f"ease: choosing l2 on the hold-out ({restricted}{len(users):,} users scored, "
-                     f"the {side}' side)")
-
         tried: List[Candidate] = []
 
         def evaluate(i: int) -> float:
             step = Stopwatch()
-            with threadpool_limits(effective_n_jobs(self.n_jobs), user_api="blas"):
-                score_fn = make(L2_GRID[i])
+            score_fn = make(L2_GRID[i])
             tried.append(scored_candidate({"l2": L2_GRID[i]}, scorer, score_fn, step))
             return tried[-1].score
 
-        walk(len(L2_GRID), L2_GRID.index(FIXED_L2), evaluate)
+        # one limit for the whole choice (the scorer's own one-thread limit nests in it)
+        with blas_threads(self.n_jobs):
+            make = (users_side_scores if side == "users" else items_side_scores)(
+                sub, users, kept, n_all, counts.astype(np.float32), dtype)
+            progress.log(f"ease: choosing l2 on the hold-out ({restricted}{len(users):,} users scored, "
+                         f"the {side}' side)")
+            walk(len(L2_GRID), L2_GRID.index(FIXED_L2), evaluate)
         tried[0].seconds += watch.seconds - sum(c.seconds for c in tried)  # the shared preparation
         return tried
 
 
 ScoreFactory = Callable[[float], Callable[..., np.ndarray]]
+
+
+def blas_threads(n_jobs: int):
+    """A context in which BLAS runs on ``n_jobs`` threads (:func:`effective_n_jobs`), set
+    through the process's one threadpoolctl controller (a new ``threadpool_limits`` looks
+    the libraries up again: about 2 ms, on a 400-item choice of l2 a tenth of its time)."""
+    return blas_controller().limit(limits=effective_n_jobs(n_jobs), user_api="blas")
 
 
 def _scores_of(block: np.ndarray, diag: np.ndarray, kept: Optional[np.ndarray], n_all: int,
@@ -306,10 +313,13 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
     values = np.maximum(values.astype(np.float64), 0.0)  # rounding may leave tiny negatives
     squares = np.square(vectors)
     basis = None
+    histories = None
     if len(users) <= n:  # x V once per scored user; each lambda is then m n^2
         basis = np.asarray(sub[users] @ vectors, dtype=dtype)
         where = np.full(sub.shape[0], -1, dtype=np.int64)
         where[users] = np.arange(len(users))
+    elif len(users) * n <= SCORED_BLOCK_ENTRIES:
+        histories = ScoredHistories(sub if kept is None else _widen(sub, kept, n_all), users, kept)
 
     def make(l2: float) -> Callable[..., np.ndarray]:
         inverse = (1.0 / (values + l2)).astype(dtype)
@@ -318,6 +328,8 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
             weights = (vectors * inverse) @ vectors.T
             weights /= -diag[None, :]
             weights[np.diag_indices(n)] = 0.0
+            if histories is not None:
+                return histories.scorer(weights)
             return weights_scorer(sub if kept is None else _widen(sub, kept, n_all), weights, kept)
 
         def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
@@ -326,6 +338,50 @@ def items_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.n
         return score
 
     return make
+
+
+#: Most entries of the scored users' block of scores :class:`ScoredHistories` computes at once (64 MB).
+SCORED_BLOCK_ENTRIES = 2**24
+
+
+class ScoredHistories:
+    """The scored users' histories, taken out once for every ``l2`` (the items' side with
+    more scored users than items): a value's scores are their histories times its weights,
+    computed for all of them in one product, then handed out call by call as
+    :func:`~mrec_warp.models._itemsim.weights_scorer` computes them (rows of a sparse matrix
+    times a dense one: each row's products are summed in its own order, the same bits), NaN
+    off ``kept``, popularity for a user with no kept item."""
+
+    def __init__(self, history: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray]) -> None:
+        self.history, self.kept = history, kept
+        self.counts = np.bincount(history.indices, minlength=history.shape[1]).astype(np.float32)
+        rows = sp.csr_matrix(history[np.asarray(users, dtype=np.int64)])
+        self.rows = rows if kept is None else rows[:, kept]
+        self.where = np.full(history.shape[0], -1, dtype=np.int64)
+        self.where[users] = np.arange(len(users))
+
+    def scorer(self, weights: np.ndarray) -> Callable[..., np.ndarray]:
+        """``score_fn(rows, out=None)`` of the dense ``weights``."""
+        block = np.ascontiguousarray(self.rows @ weights, dtype=np.float32)
+        fallback = weights_scorer(self.history, weights, self.kept)
+        n_all = self.history.shape[1]
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            pos = self.where[rows]
+            if (pos < 0).any():  # a user not scored on the hold-out: as the model scores them
+                return fallback(rows, out)
+            if self.kept is None:
+                scores = block[pos]
+            else:
+                scores = np.full((len(rows), n_all), np.nan, dtype=np.float32)
+                scores[:, self.kept] = block[pos]
+            popular_when_cold(scores, self.counts)
+            if out is None:
+                return scores
+            out[...] = scores
+            return out
+
+        return score
 
 
 def users_side_scores(sub: sp.csr_matrix, users: np.ndarray, kept: Optional[np.ndarray], n_all: int,
@@ -742,15 +798,25 @@ def estimate(csr: sp.csr_matrix, dtype: str = "float32", topk: int = DEFAULT_TOP
 
 
 def gram_matrix(csr: sp.csr_matrix, dtype=np.float64, rows_per_block: Optional[int] = None) -> np.ndarray:
-    """Dense ``X'X`` filled a block of rows at a time from sparse products."""
+    """Dense ``X'X`` filled a block of rows at a time, each in float64 then rounded to ``dtype``.
+
+    The rows are summed by :func:`~mrec_warp.kernels.gram.gram_rows` straight into a dense
+    block, over ``X'`` and ``X`` in the layouts scipy's product ``X' @ X`` reads (so each
+    entry gets its products added in the same order: the same float64 sums); scipy's sparse
+    product built a sparse result (a counting pass, then the product) to densify it."""
     n = csr.shape[1]
     csc = sp.csc_matrix(csr, dtype=np.float64)
     xt = sp.csr_matrix(csc.T)
+    x = csc.tocsr()
+    t_arrays = (xt.indptr.astype(np.int64, copy=False), xt.indices.astype(np.int32, copy=False), xt.data)
+    x_arrays = (x.indptr.astype(np.int64, copy=False), x.indices.astype(np.int32, copy=False), x.data)
     gram = np.empty((n, n), dtype=dtype)
     step = rows_per_block or max(1, (32 * 2**20) // (8 * max(n, 1)))
+    block = np.empty((min(step, n), n), dtype=np.float64)
     for a in range(0, n, step):
         b = min(a + step, n)
-        gram[a:b] = (xt[a:b] @ csc).toarray()
+        gram_rows(*t_arrays, *x_arrays, a, block[:b - a])
+        gram[a:b] = block[:b - a]
     return gram
 
 

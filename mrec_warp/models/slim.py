@@ -11,7 +11,7 @@ the Gram matrix shipped once per block). Each item keeps its ``topk`` largest we
 from __future__ import annotations
 
 import math
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -194,25 +194,17 @@ class SLIM(ItemSimilarity):
                 parts.append(part)
         idx = np.concatenate([p[0] for p in parts], axis=1)  # settings x targets x topk
         val = np.concatenate([p[1] for p in parts], axis=1)
-        others = np.setdiff1d(np.arange(n), targets)
         counts = np.bincount(fit.indices, minlength=n).astype(np.float32)
         each = watch.seconds / len(path)
+        scored = TargetScores(fit, scorer.users, targets, counts)
         tried = []
         for s, (a, b) in enumerate(path):
             step = Stopwatch()
             keep = idx[s] >= 0
-            cols = np.broadcast_to(targets[:, None], keep.shape)[keep]
-            weights = sp.csr_matrix((val[s][keep], (idx[s][keep], cols)), shape=(n, n), dtype=np.float32)
-
-            def score(rows: np.ndarray, out: Optional[np.ndarray] = None, weights=weights) -> np.ndarray:
-                scores = history_scores(fit[rows], weights, None, n)
-                scores[:, others] = np.nan  # only the solved columns are ranked
-                popular_when_cold(scores, counts)
-                if out is None:
-                    return scores
-                out[...] = scores
-                return out
-
+            # W's columns of the targets only (column r: targets[r]): the others are never ranked
+            cols = np.broadcast_to(np.arange(len(targets))[:, None], keep.shape)[keep]
+            weights = sp.csr_matrix((val[s][keep], (idx[s][keep], cols)), shape=(n, len(targets)), dtype=np.float32)
+            score = scored.of(weights)
             values = {name: v for name, v in (("l1", a), ("l2", b)) if name in names}
             candidate = scored_candidate(values, scorer, score, step,
                                          note=f"ranked among {len(targets):,} of the {n:,} items: lower than a "
@@ -221,6 +213,48 @@ class SLIM(ItemSimilarity):
             tried.append(candidate)
         first = path.index(fixed)
         return [tried[first]] + tried[:first] + tried[first + 1:]
+
+
+#: Most entries of the scored users' block of target scores computed at once per setting (64 MB).
+SCORED_BLOCK_ENTRIES = 2**24
+
+
+class TargetScores:
+    """The hold-out scores of a setting whose weights cover only the ``targets``' columns:
+    every other item NaN (never ranked), popularity for a user with no weight, as the model
+    scores a user over every item.
+
+    Only the targets' columns are computed (a history times each target's weights, summed
+    in the history's order: the same bits as over every column), for all the scored users
+    at once when their block is at most :data:`SCORED_BLOCK_ENTRIES`, so that the histories
+    are taken out once for every setting instead of once per scoring call."""
+
+    def __init__(self, fit: sp.csr_matrix, users: np.ndarray, targets: np.ndarray, counts: np.ndarray) -> None:
+        self.fit, self.targets, self.counts = fit, targets, counts
+        self.n_items = fit.shape[1]
+        users = np.asarray(users, dtype=np.int64)
+        self.history = None
+        if len(users) * len(targets) <= SCORED_BLOCK_ENTRIES:
+            self.history = sp.csr_matrix(fit[users])
+            self.where = np.full(fit.shape[0], -1, dtype=np.int64)
+            self.where[users] = np.arange(len(users))
+
+    def of(self, weights: sp.csr_matrix) -> Callable[..., np.ndarray]:
+        """``score_fn(rows, out=None)`` of the weights (items x targets)."""
+        block = None if self.history is None else history_scores(self.history, weights, None, self.n_items)
+
+        def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+            pos = None if block is None else self.where[rows]
+            if pos is None or (pos < 0).any():
+                part = history_scores(self.fit[rows], weights, None, self.n_items)
+            else:
+                part = block[pos]
+            scores = out if out is not None else np.empty((len(rows), self.n_items), dtype=np.float32)
+            scores.fill(np.nan)
+            scores[:, self.targets] = part
+            return popular_when_cold(scores, self.counts)
+
+        return score
 
 
 def gram_arrays(csr: sp.csr_matrix):

@@ -719,24 +719,29 @@ class WRMF(FactorModel):
         check_factor_memory(self, n_users, n_items)  # refused before any allocation, as without the search
         clock = Stopwatch()
         users = holdout.users if holdout.users is not None else np.flatnonzero(np.diff(holdout.held_out.indptr) > 0)
+        prepared = (self.resolved_alpha(), self.confidence_)  # all the pairs' confidences at the rule's alpha
+        fit_confidences = wrmf_search.Confidences(holdout.fit, self.training_data)
         winner, tried = wrmf_search.search(self, holdout.fit, holdout.held_out, users, settings, init_seed, rng,
-                                           progress, workers)
+                                           progress, workers, fit_confidences)
         report(progress, "wrmf", tried, winner, tried[0], clock.seconds, int(self.eval_k))
         chosen = dict(winner.values)
         self.use_setting(chosen)
         remember(self, {n: chosen[n] for n in names})
         check_factor_memory(self, n_users, n_items)
-        self.confidence_ = self.confidences(values, nnz)
+        # the search's alpha may differ from the rule's the pairs' confidences were made with
+        self.confidence_ = prepared[1] if self.resolved_alpha() == prepared[0] else self.confidences(values, nnz)
+        del prepared
         conf_csr = self._confidence_csr()
         if self.epochs is not None:  # a fixed count: on all the data, with the chosen setting
+            del fit_confidences
             progress.log(f"fitting on all training data for {int(self.epochs)} iterations")
             self.init_state(n_users, n_items, np.random.default_rng(init_seed))
             self.train_epochs(conf_csr, int(self.epochs), progress, callbacks, workers=workers)
             self.best_epoch_ = int(self.epochs)
             return
         done = int(winner.extra["iterations"])
-        fit_conf = sp.csr_matrix(((1.0 + float(self.alpha_) * holdout.fit.data.astype(np.float64)).astype(np.float32),
-                                  holdout.fit.indices, holdout.fit.indptr), shape=holdout.fit.shape)
+        # the fit part's confidences at the winner's alpha (the search's last ones when it is theirs)
+        fit_conf = fit_confidences.of(float(self.alpha_))
         trace = winner.extra.get("trace")
         if trace is not None and trace.snapshot is not None:  # the fixed defaults won: their best iteration in the search
             searched, bar, bar_epoch = trace.snapshot, trace.score, trace.epoch
@@ -758,7 +763,7 @@ class WRMF(FactorModel):
             self.restore(searched)
             self.best_score_ = bar
             progress.log(f"best iteration {best}, in the search: val P@{int(self.eval_k)} {bar:.4f}")
-        del searched, fit_conf
+        del searched, fit_conf, fit_confidences
         if keeps_best(self, best, holdout.fit.nnz, nnz, validation, progress, "iteration"):
             return
         if winner is tried[0]:
@@ -817,6 +822,8 @@ class WRMF(FactorModel):
                      workers: Optional[Workers] = None, first: int = 0) -> int:
         """Run up to ``epochs`` iterations; with ``validation``, early-stop and keep the best.
 
+        ``conf_csr``: the confidences, a matrix or both its sides already built (:meth:`training_data`).
+
         The half-iterations' blocks run on ``workers`` when they are other processes
         (:func:`block_solver`), else on a pool of ``n_jobs``
         threads kept for the whole run. BLAS runs on one thread here
@@ -826,7 +833,7 @@ class WRMF(FactorModel):
         other programs on a busy machine) made a 1414 x 64 Gram matrix take 100 ms instead
         of 0.2 ms.
         """
-        data = TrainingData(conf_csr)
+        data = conf_csr if isinstance(conf_csr, TrainingData) else TrainingData(conf_csr)
         with block_solver(data, workers, self.n_jobs) as blocks:
             def step():
                 self._iteration(blocks)

@@ -148,7 +148,8 @@ def _finite(score: float) -> float:
 
 
 def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.ndarray, settings: List[Dict[str, Any]],
-           init_seed: int, rng: np.random.Generator, progress, workers=None) -> Tuple[Candidate, List[Candidate]]:
+           init_seed: int, rng: np.random.Generator, progress, workers=None,
+           confidences: Optional["Confidences"] = None) -> Tuple[Candidate, List[Candidate]]:
     """Successive halving over ``settings`` on the hold-out (see the module docstring).
 
     ``unit_fit``: the fit part of the hold-out split, each pair's ``f(value)`` (so that the
@@ -156,7 +157,8 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     held-out pairs and the users early stopping scores. ``model`` provides
     :meth:`~mrec_warp.models.wrmf.WRMF.use_setting`, ``training_data`` and ``iterate``. Returns the winner
     (its state left in ``model``, its iterations in ``extra["iterations"]``) and every
-    candidate tried, in the order of ``settings``.
+    candidate tried, in the order of ``settings``. ``confidences``: the fit part's
+    (:class:`Confidences` of ``unit_fit``), when the caller goes on training on them.
     """
     n_users, n_items = unit_fit.shape
     tried = [Candidate(dict(s)) for s in settings]
@@ -166,7 +168,7 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     scorer1 = HoldoutScorer(unit_fit, held_out, rung_users, k)
     scorer2 = HoldoutScorer(unit_fit, held_out, users, k) if len(users) > len(rung_users) else scorer1
     rung = Rung(promoted_count(len(settings)))  # (the first always, and these)
-    confidences = _Confidences(unit_fit, model.training_data)
+    confidences = confidences if confidences is not None else Confidences(unit_fit, model.training_data)
     # rung 1: one shared start (the first setting's first iterations), each setting from it
     clock = Stopwatch()
     model.use_setting(settings[0])
@@ -182,10 +184,12 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
         model.set_train_state(start)
         model.resize_factors(int(setting["factors"]), widen_rng)
         if i == 0:
-            trace.iterate(model, confidences.of(setting["alpha"]), RUNG, workers)
+            last = trace.iterate(model, confidences.of(setting["alpha"]), RUNG, workers)
+            # the trace scored this very state: on rung 1's users too when they are all the scored users
+            score = last if scorer1 is scorer2 else scorer1(model.score_users)
         else:
             model.iterate(confidences.of(setting["alpha"]), RUNG, workers)
-        score = scorer1(model.score_users)
+            score = scorer1(model.score_users)
         tried[i].score, tried[i].note = score, f"rung 1 ({START + RUNG} iterations, {len(rung_users):,} users)"
         rung.offer(i, _handicap(score, setting, settings[0]), model.train_state)
         tried[i].seconds = clock.seconds + start_seconds
@@ -292,7 +296,7 @@ def _rows(matrix: sp.csr_matrix, users: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((matrix.data[mask], matrix.indices[mask], indptr), shape=matrix.shape)
 
 
-class _Confidences:
+class Confidences:
     """The fit part's confidences of an ``alpha``, both sides (``make``: the model's
     ``training_data``), the last one kept: the alphas are few, and one copy of the pairs
     besides the fit's is the most memory it takes."""
