@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from ..memory import available_bytes
 from .early_stopping import HoldoutScorer, id_keys, sample_users
-from .selection import Candidate, Stopwatch, clearly_above
+from .selection import PASSED_OVER, Candidate, Stopwatch, clearly_above
 
 #: Iterations of a factor count's shared start, of each setting in rung 1, and of the
 #: promoted ones in rung 2 (the winner's early stopping then goes on from there).
@@ -235,10 +235,12 @@ def search(model, unit_fit: sp.csr_matrix, held_out: sp.csr_matrix, users: np.nd
     if best_i != 0 and 0 in hits:
         if not clearly_above(hits[best_i], hits[0], CHANGE_Z):
             tried[best_i].note += f"; not clearly above the fixed defaults (paired over {len(users):,} users)"
+            tried[best_i].extra[PASSED_OVER] = True
             best_i = 0
         elif final[best_i] - final[0] <= rise[0] - rise[best_i]:
             tried[best_i].note += (f"; the fixed defaults still rose {rise[0]:+.4f} over rung 2 against "
                                    f"{rise[best_i]:+.4f}: they would catch up")
+            tried[best_i].extra[PASSED_OVER] = True
             best_i = 0
     winner = tried[best_i]
     model.use_setting(settings[best_i])
