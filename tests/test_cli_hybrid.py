@@ -66,7 +66,9 @@ def test_cold_items_split_and_features(cold_split, synth):
 def test_new_items_recommended_and_evaluated(cold_split, hybrid_model):
     test = pd.read_csv(cold_split / "test.tsv", sep="\t", header=None, dtype=str)
     train = pd.read_csv(cold_split / "train.tsv", sep="\t", header=None, dtype=str)
-    ok(run("recommend", hybrid_model, "-o", cold_split / "cold.tsv", "--new-items-only", "-k", 5, "-q"))
+    result = ok(run("recommend", hybrid_model, "-o", cold_split / "cold.tsv", "--new-items-only", "-k", 5, "--item-features",
+                    cold_split / "item_features.tsv"))
+    assert "nothing is excluded" not in result.output  # new items were never seen: no note about exclusions
     cold = recs_of(cold_split / "cold.tsv")
     assert not set(cold["item"]) & set(train[1]) and cold.groupby("user").size().eq(5).all()
     ok(run("recommend", hybrid_model, "-o", cold_split / "both.tsv", "--include-new-items", "-k", 40, "-q"))

@@ -125,6 +125,8 @@ def recommend_inputs(
     requested = read_id_list(users, unique=True, note=notes.append) if users else None
     # the fallback ranks by the training data, not by the histories folded in below
     trained = (model.item_ids, users_per_item(model.train_)) if unknown_users == "popular" else None
+    # the model's own training pairs: a copy ranking only new items (new_items_only) holds none
+    stores_training = model.train_.nnz > 0
     extended = run_cold_start(model, model_file, cold or ColdStartOptions(), requested_users=requested,
                               progress=progress)
     model, changed = extended.model, extended.changed
@@ -141,7 +143,7 @@ def recommend_inputs(
         first = model.n_users if settled.first_fallback is None else settled.first_fallback
         fallback = Fallback(first, popularity_on(model, *trained))
     exclude = train_exclusion(model, train, progress) if train else "train"
-    if isinstance(exclude, str) and model.train_.nnz == 0:  # imported factors (mrec-warp factors) without `train`
+    if isinstance(exclude, str) and not stores_training:  # imported factors (mrec-warp factors) without `train`
         notes.append("the model stores no training interactions, so nothing is excluded: give `train` to exclude "
                      "the items users have seen")
     filtered = filtered_items(model, exclude_items, progress) if exclude_items else None
