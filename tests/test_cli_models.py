@@ -90,6 +90,9 @@ def test_model_selection_options(train_file, tmp_path):
     # a WRMF has no warm refit: the option is refused, not ignored
     one_line_error(run("train", train_file, "-o", tmp_path / "w.npz", "--model", "wrmf", "--warm-epochs", "2"),
                    "--warm-epochs", "does not apply to --model wrmf")
+    # a switch given off is named as typed
+    one_line_error(run("train", train_file, "-o", tmp_path / "w.npz", "--model", "warp", "--no-select"),
+                   "--no-select does not apply to --model warp")
 
 
 def test_warp_kos_from_the_command_line(train_file, tmp_path):

@@ -113,6 +113,9 @@ def error_line(exc: InputError, flags: Optional[Mapping[str, str]] = None) -> st
     if isinstance(exc, UnknownParameterError):  # list the options there are, as flags in order
         accepted: List[str] = sorted((p for p in exc.accepted if p in flags), key=flags.__getitem__)
         exc = exc.with_accepted(accepted)
+        flag = flags.get(exc.parameter, "")
+        if exc.switched_off and flag.startswith("--"):  # a bool given as --no-select
+            flags = {**flags, exc.parameter: "--no-" + flag[2:]}
     return exc.render(speller(flags))
 
 

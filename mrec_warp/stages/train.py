@@ -59,11 +59,15 @@ class UnknownParameterError(InputError):
         The family's own parameters (those the stage does not set itself), in order.
     source : str or None
         The parameters file it came from; ``None`` when it was given directly.
+    switched_off : bool
+        The value given was ``False`` (a command line says ``--no-select``, not ``--select``).
     """
 
-    def __init__(self, parameter: str, model: str, accepted: Sequence[str], source: Optional[PathLike] = None) -> None:
+    def __init__(self, parameter: str, model: str, accepted: Sequence[str], source: Optional[PathLike] = None,
+                 switched_off: bool = False) -> None:
         self.parameter, self.model, self.accepted = parameter, model, tuple(accepted)
         self.source = None if source is None else str(source)
+        self.switched_off = bool(switched_off)
         what = f"`{parameter}`" if source is None else f"{parameter!r} (from {source})"
         own = ", ".join(f"`{p}`" for p in self.accepted)
         hint = (f"its options: {own}" if own else f"`model={model}` takes no options") \
@@ -71,11 +75,11 @@ class UnknownParameterError(InputError):
         super().__init__(f"{what} does not apply to `model={model}`", hint=hint)
 
     def __reduce__(self):  # pickled (e.g. back from a worker) with its fields, not its text
-        return type(self), (self.parameter, self.model, self.accepted, self.source)
+        return type(self), (self.parameter, self.model, self.accepted, self.source, self.switched_off)
 
     def with_accepted(self, accepted: Sequence[str]) -> "UnknownParameterError":
         """The same error listing only ``accepted`` (a caller that cannot set every parameter)."""
-        return UnknownParameterError(self.parameter, self.model, accepted, self.source)
+        return UnknownParameterError(self.parameter, self.model, accepted, self.source, self.switched_off)
 
 
 @dataclass
@@ -270,7 +274,8 @@ def run_train(
     foreign = [name for name in merged if name not in names]
     if foreign:
         accepted = [p for p in names if p not in EXECUTION_PARAMS]
-        raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file)
+        raise UnknownParameterError(foreign[0], model_name, accepted, None if foreign[0] in given else params_file,
+                                    switched_off=merged[foreign[0]] is False)
     estimator.set_params(**merged)
     estimator.check_params()  # before reading the data: a bad value costs no wait
     check_backend(backend, scheduler)
