@@ -347,7 +347,8 @@ def settle_unknown_users(model, ids: List[str], path: str, unknown_users: str, p
     idx = model.user_indices(ids, strict=False)
     unknown = [u for u, i in zip(ids, idx) if i < 0]  # the file's ids are unique
     if not unknown or unknown_users == "refuse":
-        return UnknownUsers(ids, check_known_users(model, ids, path, progress))
+        notes: List[str] = []
+        return UnknownUsers(ids, check_known_users(model, ids, path, notes), notes=notes)
     index = model.interactions().user_index
     if unknown_users == "skip":
         near = did_you_mean(unknown[0], index)
@@ -365,10 +366,11 @@ def settle_unknown_users(model, ids: List[str], path: str, unknown_users: str, p
     return UnknownUsers(ids, True, first, notes=[note])
 
 
-def check_known_users(model, ids: List[str], path: str, progress) -> bool:
+def check_known_users(model, ids: List[str], path: str, notes: List[str]) -> bool:
     """Refuse unknown users (from the ``users`` file ``path``), except for a model that serves
     them (:meth:`~mrec_warp.models.base.Recommender.unknown_user_ranking`: popularity, its
-    overall ranking), which appends them. Returns whether the model gained users."""
+    overall ranking), which appends them with a line in ``notes``. Returns whether the model
+    gained users."""
     idx = model.user_indices(ids, strict=False)
     if not (idx < 0).any():
         return False
@@ -380,8 +382,10 @@ def check_known_users(model, ids: List[str], path: str, progress) -> bool:
         # otherwise (17850.0 for 17850) is that user, whose own items would not be excluded
         refuse_lookalikes(unknown, index, path, ids)
         model.append_users(unknown)
-        progress.log(f"{len(unknown)} users are not in the model: they get {ranking} "
-                     "(give their history with `history` to exclude what they have seen)")
+        # said by default, as every fallback is: a list nobody asked for must not pass unseen
+        notes.append(f"{plural(len(unknown), 'user')} of {len(ids):,} {'is' if len(unknown) == 1 else 'are'} not "
+                     f"in the model: {'it gets' if len(unknown) == 1 else 'they get'} {ranking} (give their history "
+                     "with `history` to exclude what they have seen)")
         return True
     first = int((idx < 0).argmax())
     near = did_you_mean(ids[first], index, known)
