@@ -245,7 +245,7 @@ class TargetScores:
 
         def score(rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
             pos = None if block is None else self.where[rows]
-            if pos is None or (pos < 0).any():
+            if block is None or pos is None or (pos < 0).any():
                 part = history_scores(self.fit[rows], weights, None, self.n_items)
             else:
                 part = block[pos]
