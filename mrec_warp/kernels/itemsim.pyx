@@ -24,6 +24,26 @@ cdef inline uint8_t _any_nonzero(const float* row, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+cdef _check_histories(const int64_t[::1] h_indptr, const int32_t[::1] h_indices, const float[::1] h_data):
+    """Refuse a histories' CSR whose indptr does not ascend within its entries."""
+    cdef Py_ssize_t r, n_rows = h_indptr.shape[0] - 1
+    for r in range(n_rows):
+        if h_indptr[r] < 0 or h_indptr[r] > h_indptr[r + 1]:
+            raise ValueError("the histories' indptr is not ascending")
+    if n_rows > 0 and (h_indices.shape[0] < h_indptr[n_rows] or h_data.shape[0] < h_indptr[n_rows]):
+        raise ValueError("the histories' indptr points past their entries")
+
+
+cdef _raise_bad_index(int bad):
+    """The error of a kernel that stopped at an index out of range (``bad``: which kind)."""
+    if bad == 1:
+        raise ValueError("a history item is not a row of the weights")
+    if bad == 2:
+        raise ValueError("a weight's column is not a scored item")
+    if bad == 3:
+        raise ValueError("a weights' row does not start before its end within their entries")
+
+
 def history_times_weights(
     const int64_t[::1] h_indptr,
     const int32_t[::1] h_indices,
@@ -60,11 +80,7 @@ def history_times_weights(
     cdef int bad = 0
     if n_rows < 0 or n_w < 0 or out.shape[0] != n_rows:
         raise ValueError("the histories need one row of scores each")
-    for r in range(n_rows):
-        if h_indptr[r] < 0 or h_indptr[r] > h_indptr[r + 1]:
-            raise ValueError("the histories' indptr is not ascending")
-    if n_rows and (h_indices.shape[0] < h_indptr[n_rows] or h_data.shape[0] < h_indptr[n_rows]):
-        raise ValueError("the histories' indptr points past their entries")
+    _check_histories(h_indptr, h_indices, h_data)
     if w_data.shape[0] != w_indices.shape[0]:
         raise ValueError("the weights need one value per column index")
     if w_ends.shape[0] != n_w:
@@ -98,12 +114,7 @@ def history_times_weights(
                 break
             if flags:
                 nonzero[r] = _any_nonzero(row, n_cols)
-    if bad == 1:
-        raise ValueError("a history item is not a row of the weights")
-    if bad == 2:
-        raise ValueError("a weight's column is not a scored item")
-    if bad == 3:
-        raise ValueError("a weights' row does not start before its end within their entries")
+    _raise_bad_index(bad)
 
 
 def rows_into_dense(
@@ -127,7 +138,7 @@ def rows_into_dense(
     with nogil:
         for j in range(n_w):
             if starts[j] < 0 or starts[j] > ends[j] or ends[j] > nnz:
-                bad = 1
+                bad = 3
                 break
             for c in range(n_cols):
                 out[j, c] = 0.0
@@ -139,10 +150,7 @@ def rows_into_dense(
                 out[j, c] = data[q]
             if bad:
                 break
-    if bad == 1:
-        raise ValueError("a weights' row does not start before its end within their entries")
-    if bad == 2:
-        raise ValueError("a weight's column is not a scored item")
+    _raise_bad_index(bad)
 
 
 
@@ -170,11 +178,7 @@ def history_times_dense(
     cdef int bad = 0
     if n_rows < 0 or out.shape[0] != n_rows or out.shape[1] != n_cols or nonzero.shape[0] != n_rows:
         raise ValueError("the histories need one row of scores and one flag each, as wide as the weights")
-    for r in range(n_rows):
-        if h_indptr[r] < 0 or h_indptr[r] > h_indptr[r + 1]:
-            raise ValueError("the histories' indptr is not ascending")
-    if n_rows and (h_indices.shape[0] < h_indptr[n_rows] or h_data.shape[0] < h_indptr[n_rows]):
-        raise ValueError("the histories' indptr points past their entries")
+    _check_histories(h_indptr, h_indices, h_data)
     with nogil:
         for r in range(n_rows):
             row = &out[r, 0]
@@ -192,5 +196,4 @@ def history_times_dense(
             if bad:
                 break
             nonzero[r] = _any_nonzero(row, n_cols)
-    if bad == 1:
-        raise ValueError("a history item is not a row of the weights")
+    _raise_bad_index(bad)
