@@ -210,6 +210,9 @@ cdef enum:
     # rows up to this long are ranked by selections alone; longer ones by buckets first
     BUCKETED_ROW = 128
     MAX_BUCKETS = 4096
+    # a product's row is put in column order by a scan of the columns when there are at most
+    # this many columns per kept entry (a sort of the kept entries is cheaper beyond)
+    COLUMN_SCAN = 16
 
 
 #: Most neighbour counts :func:`top_k_classes` ranks at once.
@@ -516,10 +519,12 @@ def product_top_k_classes(
     ranking that product with :func:`top_k_classes`, without its symbolic pass, its stored
     entries and a second read of them. ``B`` has ``n_cols`` columns (``column_scale``, when
     given, one value each). The outputs need ``sum_r min(stored entries of row r of the
-    product, counts[-1])`` places.
+    product, counts[-1])`` places. A row that keeps at least ``n_cols / 16`` entries has
+    each class written in column order (the same entries: only their order in the class
+    differs), so that the fit's weights need no sort.
     """
     cdef Py_ssize_t n_rows = a_indptr.shape[0] - 1, n_b = b_indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, jj, kk, j, k, length, m, written, b_nnz
+    cdef Py_ssize_t r, jj, kk, j, k, c, length, m, written, b_nnz
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int64_t head, nxt_k
     cdef double v
@@ -530,6 +535,9 @@ def product_top_k_classes(
     cdef int64_t* nxt = NULL
     cdef int32_t* row_indices = NULL
     cdef double* row_data = NULL
+    cdef float* sorted_data = NULL
+    cdef int64_t q, d
+    cdef int64_t class_at[MAX_COUNTS_C]
     _check_counts(counts)
     _check_outputs(out_indices, out_data, out_class, out_len, n_rows)
     if n_b < 0:
@@ -548,7 +556,8 @@ def product_top_k_classes(
         nxt = <int64_t*> malloc(max(n_cols, 1) * sizeof(int64_t))
         row_indices = <int32_t*> malloc(max(n_cols, 1) * sizeof(int32_t))
         row_data = <double*> malloc(max(n_cols, 1) * sizeof(double))
-        if sums == NULL or nxt == NULL or row_indices == NULL or row_data == NULL \
+        sorted_data = <float*> malloc(max(n_cols, 1) * sizeof(float))
+        if sums == NULL or nxt == NULL or row_indices == NULL or row_data == NULL or sorted_data == NULL \
                 or _alloc_buffers(&b, n_cols) < 0:
             error = -3
         else:
@@ -594,11 +603,38 @@ def product_top_k_classes(
                 if written < 0:
                     error = written
                     break
+                if written > 1 and n_cols <= COLUMN_SCAN * written:
+                    # each class's entries in column order: the fit's weights need no sort of
+                    # their rows; a scan of the columns costs less than sorting a dense row
+                    for q in range(written):
+                        nxt[out_indices[pos + q]] = q
+                    for c in range(n_counts):
+                        class_at[c] = 0
+                    for q in range(written):
+                        class_at[out_class[pos + q]] += 1
+                    q = 0
+                    for c in range(n_counts):
+                        d = class_at[c]
+                        class_at[c] = q
+                        q += d
+                    for k in range(n_cols):
+                        if nxt[k] >= 0:
+                            q = nxt[k]
+                            nxt[k] = -1
+                            c = out_class[pos + q]
+                            d = class_at[c]
+                            class_at[c] += 1
+                            row_indices[d] = <int32_t>k
+                            sorted_data[d] = out_data[pos + q]
+                    for d in range(written):
+                        out_indices[pos + d] = row_indices[d]
+                        out_data[pos + d] = sorted_data[d]
                 out_len[r] = written
                 pos += written
         free(sums)
         free(nxt)
         free(row_indices)
         free(row_data)
+        free(sorted_data)
         _free_buffers(&b)
     _raise_rank_error(error)
