@@ -519,9 +519,9 @@ def product_top_k_classes(
     ranking that product with :func:`top_k_classes`, without its symbolic pass, its stored
     entries and a second read of them. ``B`` has ``n_cols`` columns (``column_scale``, when
     given, one value each). The outputs need ``sum_r min(stored entries of row r of the
-    product, counts[-1])`` places. A row that keeps at least ``n_cols / 16`` entries has
-    each class written in column order (the same entries: only their order in the class
-    differs), so that the fit's weights need no sort.
+    product, counts[-1])`` places. With one count, a row that keeps at least ``n_cols / 16``
+    entries is written in column order (the same entries, in another order), so that the
+    fit's weights need no sort.
     """
     cdef Py_ssize_t n_rows = a_indptr.shape[0] - 1, n_b = b_indptr.shape[0] - 1, n_counts = counts.shape[0]
     cdef Py_ssize_t r, jj, kk, j, k, c, length, m, written, b_nnz
@@ -603,9 +603,10 @@ def product_top_k_classes(
                 if written < 0:
                     error = written
                     break
-                if written > 1 and n_cols <= COLUMN_SCAN * written:
-                    # each class's entries in column order: the fit's weights need no sort of
-                    # their rows; a scan of the columns costs less than sorting a dense row
+                if n_counts == 1 and written > 1 and n_cols <= COLUMN_SCAN * written:
+                    # the fit's weights (one count) in column order, so that they need no sort of
+                    # their rows: a scan of the columns costs less than sorting a dense row (the
+                    # hold-out's candidates, several counts, are scored in any order)
                     for q in range(written):
                         nxt[out_indices[pos + q]] = q
                     for c in range(n_counts):
