@@ -13,8 +13,9 @@ from mrec_warp.cli import main
 from mrec_warp.models import EASE, SLIM, ItemKNN, RP3beta, load
 from mrec_warp.kernels.itemsim import history_times_weights, rows_into_dense
 from mrec_warp.kernels.topk import product_top_k_classes
-from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, ItemProduct, RankedWeights, item_blocks, beyond_noise,
-                                       history_scores, keep_classes, nested_top_k, top_k_by_blocks, weights_scorer)
+from mrec_warp.models._itemsim import (ENTRY_BYTES, SELECTION_SEED, HistoryRows, ItemProduct, RankedWeights, ScaledRows,
+                                       beyond_noise, history_scores, item_blocks, keep_classes, nested_top_k,
+                                       top_k_by_blocks, weights_scorer)
 from mrec_warp.models.ease import items_side_scores, users_side_scores
 from mrec_warp.models.slim import gram_arrays, solve_path_block
 from mrec_warp.models.early_stopping import HoldoutScorer, internal_holdout
@@ -292,6 +293,19 @@ def test_a_product_ranked_as_it_is_made_keeps_what_the_stored_product_keeps(scal
         cols = one.indices[one.indptr[r]:one.indptr[r + 1]]
         assert len(cols) < 25 or np.all(np.diff(cols) > 0)
     assert (one != nested_top_k(stored, 5, [60])[0]).nnz == 0
+
+
+def test_a_stored_product_ranked_with_a_column_scale_is_the_scaled_product():
+    rng = np.random.default_rng(14)
+    stored = sp.csr_matrix((rng.random((30, 200)) < 0.3) * np.round(rng.random((30, 200)), 1))
+    scale = rng.random(200)
+    scale[::7] = 0.0
+    scaled = stored.copy()
+    scaled.data *= scale[scaled.indices]
+    got, want = nested_top_k(ScaledRows(stored, scale), 2, [4, 30]), nested_top_k(scaled, 2, [4, 30])
+    for got_part, want_part in zip((got[0].indptr, got[0].indices, got[0].data, got[1]),
+                                   (want[0].indptr, want[0].indices, want[0].data, want[1])):
+        assert np.array_equal(got_part, want_part)
 
 
 def test_a_product_refuses_factors_whose_indices_leave_them():

@@ -443,6 +443,7 @@ def top_k_classes(
     const int64_t[::1] indptr,
     const int32_t[::1] indices,
     const double[::1] data,
+    const double[::1] column_scale,
     int64_t own_offset,
     const int64_t[::1] counts,
     int32_t[::1] out_indices,
@@ -463,12 +464,18 @@ def top_k_classes(
 
     A row's entries are written class by class, each class in stored order: the top
     ``counts[c]`` of a row that wrote ``n`` are its first ``min(n, counts[c])`` entries.
+
+    ``column_scale`` (empty: none) multiplies each entry by its column's value first, as
+    ``data * column_scale[indices]`` would (RP3beta's betas rank one stored walk product).
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1, n_counts = counts.shape[0]
-    cdef Py_ssize_t r, written, longest = 0
+    cdef Py_ssize_t r, p, written, longest = 0
     cdef Py_ssize_t pos = 0, room = out_data.shape[0]
     cdef int error = 0
-    cdef RankBuffers b
+    cdef bint scaled = column_scale.shape[0] > 0
+    cdef RankBuffers b = RankBuffers(NULL, NULL, NULL, NULL)
+    cdef double* row_data = NULL
+    cdef const double* values
     _check_counts(counts)
     _check_outputs(out_indices, out_data, out_class, out_len, n_rows)
     for r in range(n_rows):
@@ -476,12 +483,23 @@ def top_k_classes(
                 or indptr[r + 1] > indices.shape[0]:
             raise ValueError("indptr must ascend within the entries")
         longest = max(longest, indptr[r + 1] - indptr[r])
+    if scaled:
+        for p in range(indptr[n_rows] if n_rows > 0 else 0):
+            if indices[p] < 0 or indices[p] >= column_scale.shape[0]:
+                raise ValueError("a column is beyond column_scale")
     with nogil:
-        if _alloc_buffers(&b, longest) < 0:
+        if scaled:
+            row_data = <double*> malloc(max(longest, 1) * sizeof(double))
+        if _alloc_buffers(&b, longest) < 0 or (scaled and row_data == NULL):
             error = -3
         else:
             for r in range(n_rows):
-                written = _rank_row(&indices[0] + indptr[r], &data[0] + indptr[r], indptr[r + 1] - indptr[r],
+                values = &data[0] + indptr[r]
+                if scaled:
+                    for p in range(indptr[r], indptr[r + 1]):
+                        row_data[p - indptr[r]] = data[p] * column_scale[indices[p]]
+                    values = row_data
+                written = _rank_row(&indices[0] + indptr[r], values, indptr[r + 1] - indptr[r],
                                     own_offset + r, &counts[0], n_counts, &b, &out_indices[0] + pos,
                                     &out_data[0] + pos, &out_class[0] + pos, room - pos)
                 if written < 0:
@@ -489,6 +507,7 @@ def top_k_classes(
                     break
                 out_len[r] = written
                 pos += written
+        free(row_data)
         _free_buffers(&b)
     _raise_rank_error(error)
 

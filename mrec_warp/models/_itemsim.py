@@ -430,11 +430,19 @@ class ItemProduct(NamedTuple):
     column_scale: Optional[np.ndarray] = None
 
 
+class ScaledRows(NamedTuple):
+    """Stored weights (CSR, float64) whose columns are to be multiplied by ``column_scale``
+    as they are ranked, without a scaled copy (RP3beta's betas share one walk product)."""
+
+    rows: sp.csr_matrix
+    column_scale: np.ndarray
+
+
 def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matrix, np.ndarray]:
     """Each row's largest positive entries of a sparse block of weights, at every count.
 
-    ``block``: the weights, CSR, or an :class:`ItemProduct` that makes them (the same
-    entries, ties and order as ranking the product scipy would store). Row ``r`` is item
+    ``block``: the weights, CSR, :class:`ScaledRows`, or an :class:`ItemProduct` that makes
+    them (the same entries, ties and order as ranking the product scipy would store). Row ``r`` is item
     ``start + r`` and never keeps its own column. For each count ``k`` of
     ``counts`` (ascending, distinct), a row keeps its ``k`` largest positive entries (all of
     them when it has fewer; ties at the k-th value go to the entry stored first), and the
@@ -454,6 +462,9 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
                                          weights=np.diff(right.indptr)[left.indices], minlength=n_rows),
                              n_cols).astype(np.int64)
     else:
+        scale = np.zeros(0)
+        if isinstance(block, ScaledRows):
+            block, scale = block.rows, np.ascontiguousarray(block.column_scale, dtype=np.float64)
         block = sp.csr_matrix(block)
         n_rows, n_cols = block.shape
         per_row = np.diff(block.indptr)
@@ -473,8 +484,8 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
                               indices, data, classes, written)
     else:
         top_k_classes(block.indptr.astype(np.int64, copy=False), block.indices.astype(np.int32, copy=False),
-                      np.ascontiguousarray(block.data, dtype=np.float64), int(start), counts_arr, indices, data,
-                      classes, written)
+                      np.ascontiguousarray(block.data, dtype=np.float64), scale, int(start), counts_arr, indices,
+                      data, classes, written)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(written, out=indptr[1:])
     total = int(indptr[-1])
@@ -483,8 +494,8 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
 
 
 #: ``rows(start, stop)``: the weights of items ``start:stop`` over every item, stored (CSR,
-#: float64) or to be made as they are ranked (:class:`ItemProduct`).
-WeightRows = Callable[[int, int], Union[sp.csr_matrix, ItemProduct]]
+#: float64; :class:`ScaledRows`) or to be made as they are ranked (:class:`ItemProduct`).
+WeightRows = Callable[[int, int], Union[sp.csr_matrix, ScaledRows, ItemProduct]]
 
 
 def keep_classes(weights: sp.csr_matrix, classes: np.ndarray, last: int) -> sp.csr_matrix:

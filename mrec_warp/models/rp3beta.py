@@ -25,8 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..progress import Progress
-from ._itemsim import (ItemProduct, ItemSimilarity, RankedWeights, WeightRows, cooccurrence_cost, distinct_counts,
-                       kind_then_count, scale_rows, top_k_by_blocks)
+from ._itemsim import (ItemProduct, ItemSimilarity, RankedWeights, ScaledRows, WeightRows, cooccurrence_cost,
+                       distinct_counts, kind_then_count, scale_rows, top_k_by_blocks)
 from .declared import Param, n_jobs_param
 from .early_stopping import Holdout, HoldoutScorer
 from .selection import AUTO, Candidate, fixed_value, select_param, value_of
@@ -129,17 +129,18 @@ class RP3beta(ItemSimilarity):
         return sp.csr_matrix(P_iu), sp.csr_matrix(P_ui), n_i
 
     def walk_rows(self, csr: sp.csr_matrix, beta: Optional[float] = None,
-                  transitions: Optional[Tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]] = None) -> WeightRows:
+                  walks: Optional["WalkProducts"] = None) -> WeightRows:
         """``rows(start, stop)``: the walk probabilities of items ``start:stop`` (sparse: the
         product's entries, made as they are ranked), each column times
         ``popularity ** -beta`` (0 for an item nobody has); ``beta``: the one in force by
-        default; ``transitions``: :meth:`transitions` of ``csr`` when the caller made them
-        (the hold-out's betas share them)."""
-        P_iu, P_ui, popularity = transitions if transitions is not None else self.transitions(csr)
+        default; ``walks``: the transitions of ``csr`` and the products kept for every beta
+        when the caller keeps them (the hold-out's)."""
+        walks = walks or WalkProducts(*self.transitions(csr), memory_mb=0.0)
+        popularity = walks.popularity
         penalty = np.zeros_like(popularity)
         seen = popularity > 0
         penalty[seen] = popularity[seen] ** -float(value_of(self, "beta") if beta is None else beta)
-        return lambda start, stop: ItemProduct(P_iu[start:stop], P_ui, penalty)
+        return walks.rows(penalty)
 
     def _learn_weights(self, csr: sp.csr_matrix, progress: Progress) -> sp.csr_matrix:
         rows = self.walk_rows(csr)
@@ -157,9 +158,9 @@ class RP3beta(ItemSimilarity):
         """The betas of :data:`BETA_GRID` walked from the fixed 0.5 at the fixed (or given)
         neighbour count (down while the hold-out's precision rises, else up), then the counts
         of :data:`NEIGHBOURS_GRID` with the best beta (one parameter at a time): the
-        transitions once, the largest entries of each beta's walks once at every count
-        (:class:`RankedWeights`, ranked as the product makes them: storing the unpenalised
-        product for every beta saved nothing over making it again)."""
+        transitions and the walk product once (:class:`WalkProducts`: a beta only scales its
+        columns), the largest entries of each beta's walks once at every count
+        (:class:`RankedWeights`)."""
         fit = holdout.fit
         fixed = {name: fixed_value(self, name) if name in names else getattr(self, name)
                  for name in self.SELECTED}
@@ -167,10 +168,10 @@ class RP3beta(ItemSimilarity):
         counts = distinct_counts(NEIGHBOURS_GRID if "neighbours" in names else (), int(fixed["neighbours"]),
                                  fit.shape[1])
 
-        transitions = self.transitions(fit)
+        walks = WalkProducts(*self.transitions(fit), memory_mb=self.memory_mb)
 
         def build(beta: float) -> RankedWeights:
-            return RankedWeights.build(self.walk_rows(fit, beta, transitions), fit, counts, self.memory_mb,
+            return RankedWeights.build(self.walk_rows(fit, beta, walks), fit, counts, self.memory_mb,
                                        progress, "rp3beta (hold-out)")
 
         def values(beta: float, k: int) -> Dict[str, Any]:
@@ -178,3 +179,36 @@ class RP3beta(ItemSimilarity):
 
         return kind_then_count(betas, build, counts, values, fit, scorer, scale_rows if self.normalize else None,
                                ordered_kinds=True)
+
+
+class WalkProducts:
+    """The transitions of one training matrix and its unpenalised walk products
+    ``P_iu[block] @ P_ui``, a block of items at a time, kept while they fit ``memory_mb``
+    so that each beta ranks them scaled by its penalty
+    (:class:`~mrec_warp.models._itemsim.ScaledRows`) instead of making them again; a block
+    past the budget (every block with ``memory_mb=0``: the fit's one beta) is made as it is
+    ranked (:class:`~mrec_warp.models._itemsim.ItemProduct`)."""
+
+    def __init__(self, P_iu: sp.csr_matrix, P_ui: sp.csr_matrix, popularity: np.ndarray, memory_mb: float) -> None:
+        self.P_iu, self.P_ui, self.popularity = P_iu, P_ui, popularity
+        self.budget = float(memory_mb) * 2**20
+        self.kept: Dict[Tuple[int, int], sp.csr_matrix] = {}
+        self.bytes = 0.0
+
+    def rows(self, penalty: np.ndarray) -> WeightRows:
+        """``rows(start, stop)`` of the walks with each column times ``penalty``."""
+        def rows(start: int, stop: int) -> Union[ScaledRows, ItemProduct]:
+            block = self.kept.get((start, stop))
+            if block is None:
+                product = ItemProduct(self.P_iu[start:stop], self.P_ui, penalty)
+                if self.bytes >= self.budget:
+                    return product
+                block = sp.csr_matrix(product.left @ product.right)
+                size = block.data.nbytes + block.indices.nbytes + block.indptr.nbytes
+                if self.bytes + size > self.budget:
+                    return ScaledRows(block, penalty)  # made already: ranked, not kept
+                self.kept[(start, stop)] = block
+                self.bytes += size
+            return ScaledRows(block, penalty)
+
+        return rows
