@@ -489,8 +489,10 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(written, out=indptr[1:])
     total = int(indptr[-1])
-    weights = sp.csr_matrix((data[:total].copy(), indices[:total].copy(), indptr), shape=(n_rows, n_cols))
-    return weights, classes[:total].copy()
+    if total < 0.9 * room:  # the room was an upper bound far from the kept entries: free the rest
+        data, indices, classes = data[:total].copy(), indices[:total].copy(), classes[:total].copy()
+    weights = sp.csr_matrix((data[:total], indices[:total], indptr), shape=(n_rows, n_cols))
+    return weights, classes[:total]
 
 
 #: ``rows(start, stop)``: the weights of items ``start:stop`` over every item, stored (CSR,
