@@ -47,6 +47,9 @@ TEST_GRIDS = {
     "ease": {"l2": [25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]},
     "itemknn": {"similarity": ["cosine", "tfidf", "bm25"], "neighbours": [100, 200, 400, 800, 1600]},
     "rp3beta": {"beta": [0.1, 0.3, 0.5, 0.7, 0.9], "neighbours": [100, 200, 400, 800]},
+    # SLIM's points are fitted one by one (no truncation shares them): the fixed l1 1, l2 100
+    # and one step each way on each axis, plus the selection's strongest l1
+    "slim": {"l1_l2": [(1.0, 100.0), (0.5, 100.0), (2.0, 100.0), (4.0, 100.0), (1.0, 30.0), (1.0, 300.0)]},
 }
 
 
@@ -85,6 +88,10 @@ def test_grid(fam: str, train, test, users, progress):
     scorer = HoldoutScorer(train, test, users, 10)
     grid = TEST_GRIDS[fam]
     out = []
+    if fam == "slim":
+        from mrec_warp.models import SLIM
+        fitted = [(l1, l2, SLIM(l1=l1, l2=l2, select=False).fit(train)) for l1, l2 in grid["l1_l2"]]
+        return [({"l1": l1, "l2": l2}, scorer(model.score_users)) for l1, l2, model in fitted]
     if fam == "ease":
         counts = np.bincount(train.indices, minlength=train.shape[1]).astype(np.float32)
         active = int(np.count_nonzero(np.diff(train.indptr)))

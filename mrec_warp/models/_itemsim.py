@@ -442,14 +442,15 @@ def nested_top_k(block, start: int, counts: Sequence[int]) -> Tuple[sp.csr_matri
     """Each row's largest positive entries of a sparse block of weights, at every count.
 
     ``block``: the weights, CSR, :class:`ScaledRows`, or an :class:`ItemProduct` that makes
-    them (the same entries, ties and order as ranking the product scipy would store). Row ``r`` is item
-    ``start + r`` and never keeps its own column. For each count ``k`` of
-    ``counts`` (ascending, distinct), a row keeps its ``k`` largest positive entries (all of
-    them when it has fewer; ties at the k-th value go to the entry stored first), and the
-    sets nest. Returns the largest count's weights (float32 CSR, indices unsorted: each row's
-    entries class by class, each class in stored order, so a smaller count's weights are a
-    prefix of every row) and each entry's class: the index in ``counts`` of the smallest
-    count that keeps it (:func:`keep_classes` cuts the weights of any of the counts).
+    them (the same entries and ties as ranking the product scipy would store). Row ``r`` is
+    item ``start + r`` and never keeps its own column. For each count ``k`` of ``counts``
+    (ascending, distinct), a row keeps its ``k`` largest positive entries (all of them when
+    it has fewer; ties at the k-th value go to the entry stored first), and the sets nest.
+    Returns the largest count's weights (float32 CSR: each row's entries class by class,
+    each class in stored order, so a smaller count's weights are a prefix of every row; with
+    one count, a product's dense enough rows come in column order) and each entry's class:
+    the index in ``counts`` of the smallest count that keeps it (:func:`keep_classes` cuts
+    the weights of any of the counts).
     """
     counts_arr = np.asarray(counts, dtype=np.int64)
     if isinstance(block, ItemProduct):
@@ -543,8 +544,8 @@ def top_k_by_blocks(rows: WeightRows, history: sp.csr_matrix, k: int, memory_mb:
     excluded, :func:`nested_top_k`), built a block of items at a time, on threads.
 
     ``rows(start, stop)`` returns the sparse float64 weights of items ``start:stop`` over
-    every item (:data:`WeightRows`), the product of ``history``'s co-occurrences (:func:`item_blocks` sizes the
-    ranges by them). Sparse products and the selection kernel release the GIL.
+    every item (:data:`WeightRows`), the product of ``history``'s co-occurrences
+    (:func:`item_blocks` sizes the ranges by them). The selection kernels release the GIL.
     """
     def run(start: int, stop: int) -> sp.csr_matrix:
         return nested_top_k(rows(start, stop), start, [max(1, int(k))])[0]
