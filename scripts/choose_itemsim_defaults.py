@@ -18,7 +18,7 @@ Prints one table per family and writes ``bench-out/choose_itemsim_defaults.json`
 the grid's best passes. The grid's points are scored as the fit's selection scores its
 candidates (the same weights, computed once per kind and truncated per neighbour count; EASE's
 dense weights for each ``l2`` by the cheaper side, exactly), so the whole grid of a 17k-item
-set costs about one fit per kind:
+set costs about one fit per kind; SLIM's six points are fitted one by one (about six fits):
 
     PYTHONPATH=$PWD python scripts/choose_itemsim_defaults.py --test-grid --defaults bench-out/bench_defaults.json
 
