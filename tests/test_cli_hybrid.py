@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+
+from mrec_warp.data.features import check_ids_match
+from mrec_warp.errors import InputError
 
 from .conftest import run
 
@@ -135,11 +139,18 @@ def test_feature_file_errors_are_one_line(cold_split, tmp_path):
                               "--item-features", bad), "item feature file is empty")
     bad.write_text("movie-1\ttag:a\nmovie-2\ttag:b\n")
     assert_one_line_error(run("train", cold_split / "train.tsv", "-o", tmp_path / "m.npz", "--model", "hybrid",
-                              "--item-features", bad), "none of the 2 ids of the item feature file are item ids",
-                           "(file: 'movie-1', 'movie-2'; training: '")  # the ids as typed, no numpy repr
+                              "--item-features", bad), "none of the 2 ids of the item feature file are item ids")
+
     assert_one_line_error(run("train", cold_split / "train.tsv", "-o", tmp_path / "m.npz",
                               "--item-features", cold_split / "item_features.tsv"), "need --model hybrid")
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_a_feature_file_of_foreign_ids_shows_both_sides_ids_as_text():
+    table = pd.DataFrame({"id": ["movie-1", "movie-2"], "feature": ["tag:a", "tag:b"], "weight": [1.0, 1.0]})
+    with pytest.raises(InputError) as err:  # numpy text ids, as a model holds them
+        check_ids_match(table, np.array(["track13", "track2"]), "item", "f.tsv")
+    assert "(file: 'movie-1', 'movie-2'; training: 'track13', 'track2')" in str(err.value)
 
 
 def test_cold_users_split(synth, tmp_path):
